@@ -1,0 +1,23 @@
+//! kiln-core: the vocabulary every other kiln crate shares.
+//!
+//! Design: this crate knows no backend, no file format and no HTTP. It defines
+//! - [`Error`], the one error type that crosses crate boundaries, with
+//!   [`Error::is_sticky`] telling whether a CUDA context is poisoned;
+//! - [`Config`], built from compiled-in defaults, then a TOML file, then `KILN_*`
+//!   environment variables, and validated once;
+//! - the device request (`auto|cpu|cuda|cuda:N`) and the device policy
+//!   (allowed ordinals/UUIDs, minimum compute capability) in [`device`];
+//! - the [`Backend`] trait that the CPU and CUDA backends implement.
+#![deny(missing_docs)]
+
+pub mod backend;
+pub mod config;
+pub mod device;
+pub mod dtype;
+pub mod error;
+
+pub use backend::{Backend, BackendKind, UnaryOp};
+pub use config::Config;
+pub use device::{DeviceRequest, DeviceSelector};
+pub use dtype::DType;
+pub use error::{cuda_code_name, is_sticky_cuda_code, Error, NoDeviceReason, Result};

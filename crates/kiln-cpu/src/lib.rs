@@ -1,0 +1,42 @@
+//! kiln-cpu: the CPU backend. Every kiln op is implemented here, parallel with rayon over
+//! contiguous chunks large enough to amortise the work-stealing overhead. Results here are
+//! what the GPU backend is checked against (and these are checked against float64 naive code
+//! in the tests).
+#![deny(missing_docs)]
+
+mod elementwise;
+
+use kiln_core::backend::check_same_len;
+use kiln_core::{Backend, BackendKind, Result, UnaryOp};
+
+/// The CPU backend. Cheap to create; uses rayon's global pool.
+#[derive(Clone, Debug, Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    /// A CPU backend.
+    pub fn new() -> Self {
+        CpuBackend
+    }
+
+    /// Worker threads rayon will use.
+    pub fn threads(&self) -> usize {
+        rayon::current_num_threads()
+    }
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+
+    fn name(&self) -> String {
+        "cpu".into()
+    }
+
+    fn unary_f32(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
+        check_same_len(op.name(), x.len(), out.len())?;
+        elementwise::unary_f32(op, x, out);
+        Ok(())
+    }
+}

@@ -1,0 +1,296 @@
+//! The CUDA backend: one context and stream on one device, modules loaded from the cubin
+//! cache, and the launchers.
+#![allow(unsafe_code)]
+
+use crate::cache::{CacheEvent, KernelCache};
+use crate::discovery::DeviceInfo;
+use crate::kernels::{KernelId, Module};
+use crate::nvrtc;
+use cudarc::driver::{
+    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig,
+    PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use kiln_core::backend::check_same_len;
+use kiln_core::{cuda_code_name, Backend, BackendKind, Error, Result, UnaryOp};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One module load: where its cubin came from and what loading it cost.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ModuleLoad {
+    /// The cache lookup (hit, or compiled by NVRTC).
+    pub cache: CacheEvent,
+    /// Milliseconds in `cuModuleLoadData`.
+    pub load_ms: f64,
+}
+
+/// A CUDA device ready for work.
+pub struct CudaBackend {
+    info: DeviceInfo,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    cache: KernelCache,
+    nvrtc: (i32, i32),
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    loads: Mutex<Vec<ModuleLoad>>,
+    context_ms: f64,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("device", &self.name())
+            .field("arch", &self.info.arch())
+            .finish()
+    }
+}
+
+impl CudaBackend {
+    /// Create a context on `info`'s device and verify, by UUID, that it is the device the
+    /// policy admitted. Needs libnvrtc for kernels.
+    pub fn new(info: &DeviceInfo, cache: KernelCache) -> Result<Self> {
+        let nvrtc = nvrtc::version().ok_or(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound))?;
+        let dev = format!("cuda:{}", info.desc.ordinal);
+        let t0 = Instant::now();
+        let ctx = CudaContext::new(info.desc.ordinal).map_err(|e| cuda_err("cuCtxCreate", &dev, e))?;
+        let context_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let uuid = ctx.uuid().map_err(|e| cuda_err("cuDeviceGetUuid", &dev, e))?;
+        let got = kiln_core::device::format_uuid(&uuid.bytes.map(|b| b as u8));
+        if !got.eq_ignore_ascii_case(&info.desc.uuid) {
+            return Err(Error::invalid(
+                "device policy",
+                format!(
+                    "context on {dev} has UUID {got}, but discovery saw {}; the device order changed (CUDA_VISIBLE_DEVICES?) - refusing to run",
+                    info.desc.uuid
+                ),
+            ));
+        }
+        let stream = ctx.default_stream();
+        Ok(CudaBackend {
+            info: info.clone(),
+            ctx,
+            stream,
+            cache,
+            nvrtc,
+            modules: Mutex::new(HashMap::new()),
+            loads: Mutex::new(Vec::new()),
+            context_ms,
+        })
+    }
+
+    /// The device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Milliseconds context creation took.
+    pub fn context_ms(&self) -> f64 {
+        self.context_ms
+    }
+
+    /// NVRTC's version in use.
+    pub fn nvrtc_version(&self) -> (i32, i32) {
+        self.nvrtc
+    }
+
+    /// The stream kiln's ops run on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Every module load so far.
+    pub fn module_loads(&self) -> Vec<ModuleLoad> {
+        lock(&self.loads).clone()
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn mem_info(&self) -> Result<(u64, u64)> {
+        let (f, t) = self.ctx.mem_get_info().map_err(|e| self.err("cuMemGetInfo", e))?;
+        Ok((f as u64, t as u64))
+    }
+
+    fn err(&self, op: &str, e: DriverError) -> Error {
+        cuda_err(op, &self.name(), e)
+    }
+
+    /// Load (from the cache, compiling on a miss) the module and return it.
+    pub fn module(&self, m: Module) -> Result<Arc<CudaModule>> {
+        let mut mods = lock(&self.modules);
+        if let Some(md) = mods.get(m.name) {
+            return Ok(md.clone());
+        }
+        let arch = self.info.arch();
+        let (cubin, event) = self
+            .cache
+            .get_or_compile(&m, nvrtc::OPTIONS, &arch, self.nvrtc, || {
+                nvrtc::compile_cubin(&m, &arch)
+            })?;
+        let t0 = Instant::now();
+        let md = self
+            .ctx
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(|e| self.err("cuModuleLoadData", e))?;
+        lock(&self.loads).push(ModuleLoad {
+            cache: event,
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+        });
+        mods.insert(m.name, md.clone());
+        Ok(md)
+    }
+
+    /// The function for a kernel.
+    pub fn function(&self, k: KernelId) -> Result<CudaFunction> {
+        self.module(k.module())?
+            .load_function(k.symbol())
+            .map_err(|e| self.err(k.symbol(), e))
+    }
+
+    /// Compile (or load) every module, as `kiln cache warm` does.
+    pub fn warm(&self) -> Result<()> {
+        for m in crate::kernels::MODULES {
+            self.module(*m)?;
+        }
+        Ok(())
+    }
+
+    /// Copy a host slice to a new device buffer.
+    pub fn upload(&self, x: &[f32]) -> Result<CudaSlice<f32>> {
+        self.stream
+            .clone_htod(x)
+            .map_err(|e| self.oom_or("htod", x.len() * 4, e))
+    }
+
+    /// Copy a device buffer into a host slice of the same length.
+    pub fn download(&self, x: &CudaSlice<f32>, out: &mut [f32]) -> Result<()> {
+        check_same_len("dtoh", x.len(), out.len())?;
+        self.stream.memcpy_dtoh(x, out).map_err(|e| self.err("dtoh", e))?;
+        self.synchronize()
+    }
+
+    /// A new device buffer filled with NaN, so an element a kernel fails to write is caught.
+    pub fn alloc_poisoned(&self, n: usize) -> Result<CudaSlice<f32>> {
+        self.stream
+            .clone_htod(&vec![f32::NAN; n])
+            .map_err(|e| self.oom_or("alloc", n * 4, e))
+    }
+
+    fn oom_or(&self, op: &str, bytes: usize, e: DriverError) -> Error {
+        if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+            let (free, total) = self.mem_info().unwrap_or((0, 0));
+            Error::OutOfMemory {
+                op: op.into(),
+                device: self.name(),
+                requested: bytes as u64,
+                free,
+                total,
+                reserved: 0,
+                limit: None,
+            }
+        } else {
+            self.err(op, e)
+        }
+    }
+
+    /// Wait for all work on kiln's stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| self.err("cuStreamSynchronize", e))
+    }
+
+    /// Launch `op` on device buffers of equal length (whole allocations, so 16-byte aligned).
+    pub fn unary_f32_device(&self, op: UnaryOp, x: &CudaSlice<f32>, out: &mut CudaSlice<f32>) -> Result<()> {
+        check_same_len(op.name(), x.len(), out.len())?;
+        let k = match op {
+            UnaryOp::Sigmoid => KernelId::SigmoidF32,
+        };
+        let f = self.function(k)?;
+        let n = x.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let threads = 256u32;
+        // Grid-stride: enough blocks to fill every SM several times over, no more.
+        let vec_items = n.div_ceil(4);
+        let blocks = vec_items
+            .div_ceil(threads as u64)
+            .clamp(1, self.info.desc.multiprocessors as u64 * 16) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(x).arg(out).arg(&n);
+        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both buffers hold exactly n
+        // f32 (checked above) and are whole allocations, so float4 accesses are aligned.
+        unsafe { b.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
+        Ok(())
+    }
+
+    /// Time `f` with CUDA events on kiln's stream: `warmup` untimed runs, then `reps` timed
+    /// ones; returns each rep's milliseconds.
+    pub fn time_ms(&self, warmup: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+        for _ in 0..warmup {
+            f()?;
+        }
+        self.synchronize()?;
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut out = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let a = self
+                .ctx
+                .new_event(flags)
+                .map_err(|e| self.err("cuEventCreate", e))?;
+            let b = self
+                .ctx
+                .new_event(flags)
+                .map_err(|e| self.err("cuEventCreate", e))?;
+            a.record(&self.stream).map_err(|e| self.err("cuEventRecord", e))?;
+            f()?;
+            b.record(&self.stream).map_err(|e| self.err("cuEventRecord", e))?;
+            out.push(a.elapsed_ms(&b).map_err(|e| self.err("cuEventElapsedTime", e))? as f64);
+        }
+        Ok(out)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn name(&self) -> String {
+        format!("cuda:{}", self.info.desc.ordinal)
+    }
+
+    fn unary_f32(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
+        check_same_len(op.name(), x.len(), out.len())?;
+        if x.is_empty() {
+            return Ok(());
+        }
+        let dx = self.upload(x)?;
+        let mut dy = self.alloc_poisoned(x.len())?;
+        self.unary_f32_device(op, &dx, &mut dy)?;
+        self.download(&dy, out)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave these maps inconsistent (inserts are
+    // single operations), so a poisoned lock is still safe to use.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Map a driver error to kiln's error.
+pub fn cuda_err(op: &str, device: &str, e: DriverError) -> Error {
+    let code = e.0 as i32;
+    Error::Cuda {
+        op: op.into(),
+        device: device.into(),
+        code,
+        name: cuda_code_name(code),
+    }
+}

@@ -1,0 +1,26 @@
+//! kiln-cuda: the CUDA backend, through cudarc with dynamic loading.
+//!
+//! Design:
+//! - [`discovery`] initialises the driver and lists devices without creating a context, so
+//!   the device policy is applied before anything touches a GPU. Every library is checked for
+//!   presence first (cudarc panics on a missing one): a machine without NVIDIA drivers gets a
+//!   `NoDevice` error, never a panic.
+//! - [`nvrtc`] compiles one `kernels/*.cu` module to a cubin for the device's exact `sm_XX`;
+//!   [`cache`] keeps cubins on disk (atomic writes, checksummed), so a warm start never calls
+//!   the compiler.
+//! - [`CudaBackend`] owns a context and stream, loads modules on first use and launches the
+//!   kernels of the [`kernels`] table.
+//!
+//! FFI is confined to `discovery`, `nvrtc` and `backend`; each `unsafe` block names its invariant.
+#![deny(missing_docs)]
+
+mod backend;
+pub mod cache;
+pub mod discovery;
+pub mod kernels;
+pub mod nvrtc;
+
+pub use backend::{cuda_err, CudaBackend, ModuleLoad};
+pub use cache::{CacheEvent, KernelCache, Outcome};
+pub use discovery::{DeviceInfo, DriverProbe, Libraries};
+pub use kernels::{KernelId, Module};

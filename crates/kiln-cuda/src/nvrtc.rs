@@ -1,0 +1,107 @@
+//! NVRTC: compile one kernel module to a cubin for an exact `sm_XX`.
+//!
+//! cudarc's safe NVRTC layer only returns PTX, and its `result` layer has no cubin getter, so
+//! this module (one of the three FFI modules: nvrtc, discovery, backend) calls
+//! `nvrtcGetCUBIN` through `cudarc::nvrtc::sys`. A cubin loads without the driver's JIT,
+//! which is what makes a warm start cost nothing.
+#![allow(unsafe_code)]
+
+use crate::kernels::Module;
+use cudarc::nvrtc::{result, sys};
+use kiln_core::{Error, Result};
+use std::ffi::{c_char, CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Options every module is compiled with (part of the cache key).
+pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo"];
+
+static COMPILES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process has invoked NVRTC's compiler (cache hits do not count).
+pub fn compiles_this_process() -> u64 {
+    COMPILES.load(Ordering::Relaxed)
+}
+
+/// Whether `libnvrtc` can be loaded. cudarc panics on first use of a missing library, so
+/// every caller checks this first.
+pub fn available() -> bool {
+    // SAFETY: only tries to dlopen the library by its candidate names and drops the handle.
+    unsafe { sys::is_culib_present() }
+}
+
+/// NVRTC's (major, minor) version, or `None` when the library is missing.
+pub fn version() -> Option<(i32, i32)> {
+    if !available() {
+        return None;
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the library is present (checked above); both pointers are valid for writes.
+    let r = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+    (r == sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
+}
+
+/// Owns an `nvrtcProgram` and destroys it on every path out.
+struct Program(sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from nvrtcCreateProgram and is destroyed exactly once.
+        let _ = unsafe { result::destroy_program(self.0) };
+    }
+}
+
+fn nvrtc_err(module: &Module, arch: &str, what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::Compile {
+        module: module.name.into(),
+        arch: arch.into(),
+        log: format!("{what}: {e:?}"),
+    }
+}
+
+/// Compile `module` for `arch` (e.g. `sm_90`) and return the cubin. The compiler's log is
+/// kept in the error.
+pub fn compile_cubin(module: &Module, arch: &str) -> Result<Vec<u8>> {
+    if !available() {
+        return Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound));
+    }
+    let src = CString::new(module.source).map_err(|e| nvrtc_err(module, arch, "source has a NUL byte", e))?;
+    let name = CString::new(format!("{}.cu", module.name)).map_err(|e| nvrtc_err(module, arch, "name", e))?;
+    let prog = Program(
+        result::create_program(&src, Some(&name))
+            .map_err(|e| nvrtc_err(module, arch, "nvrtcCreateProgram", e))?,
+    );
+    let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    opts.push(format!("--gpu-architecture={arch}"));
+    COMPILES.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: `prog` is a live program; the options are NUL-free Strings.
+    let compiled = unsafe { result::compile_program(prog.0, &opts) };
+    if let Err(e) = compiled {
+        // SAFETY: `prog` is live; the log is NUL-terminated by NVRTC.
+        let log = unsafe { result::get_program_log(prog.0) }
+            .map(|v| c_chars_to_string(&v))
+            .unwrap_or_else(|_| "(no log)".into());
+        return Err(Error::Compile {
+            module: module.name.into(),
+            arch: arch.into(),
+            log: format!("{e:?} with options {opts:?}\n{log}"),
+        });
+    }
+    let mut size = 0usize;
+    // SAFETY: `prog` compiled successfully; `size` is valid for writes.
+    unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
+        .result()
+        .map_err(|e| nvrtc_err(module, arch, "nvrtcGetCUBINSize (is the arch an sm_XX?)", e))?;
+    let mut cubin = vec![0u8; size];
+    // SAFETY: `cubin` holds exactly the `size` bytes NVRTC reported for this program.
+    unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut c_char) }
+        .result()
+        .map_err(|e| nvrtc_err(module, arch, "nvrtcGetCUBIN", e))?;
+    Ok(cubin)
+}
+
+fn c_chars_to_string(v: &[c_char]) -> String {
+    let bytes: Vec<u8> = v.iter().map(|&c| c as u8).collect();
+    CStr::from_bytes_until_nul(&bytes)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned())
+}

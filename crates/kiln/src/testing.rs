@@ -1,0 +1,85 @@
+//! Test support: one test body on every backend ([`test_device!`](crate::test_device)).
+//!
+//! GPU variants skip with a printed reason when no GPU is usable, and fail instead when
+//! `KILN_REQUIRE_GPU=1`. The CUDA runtime is created once per test binary and shared.
+
+use crate::Runtime;
+use kiln_core::{Config, DeviceRequest};
+use std::sync::OnceLock;
+
+static CUDA: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+
+/// Whether `KILN_REQUIRE_GPU=1` is set (GPU tests must then run, not skip).
+pub fn gpu_required() -> bool {
+    std::env::var("KILN_REQUIRE_GPU")
+        .map(|v| v == "1")
+        .unwrap_or(false)
+}
+
+/// The shared CUDA runtime, or `None` after printing why the test is skipped.
+/// Panics when the GPU is required but unusable.
+pub fn cuda_runtime_or_skip(test: &str) -> Option<&'static Runtime> {
+    let rt = CUDA.get_or_init(|| {
+        let cfg = Config::load(None).map_err(|e| e.to_string())?;
+        Runtime::new(DeviceRequest::Cuda(None), &cfg).map_err(|e| e.to_string())
+    });
+    match rt {
+        Ok(rt) => Some(rt),
+        Err(reason) if gpu_required() => panic!("KILN_REQUIRE_GPU=1 but {test} cannot use a GPU: {reason}"),
+        Err(reason) => {
+            eprintln!("SKIP {test} [cuda]: {reason}");
+            None
+        }
+    }
+}
+
+/// Run one test body on the CPU and on CUDA. The body is a closure taking `&Runtime`.
+///
+/// ```ignore
+/// kiln::test_device!(sigmoid_matches, |rt: &kiln::Runtime| { ... });
+/// ```
+#[macro_export]
+macro_rules! test_device {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn cpu() {
+                let rt = $crate::Runtime::cpu();
+                let f: &dyn Fn(&$crate::Runtime) = &$body;
+                f(&rt);
+            }
+            #[test]
+            fn cuda() {
+                if let Some(rt) =
+                    $crate::testing::cuda_runtime_or_skip(concat!(module_path!(), "::", stringify!($name)))
+                {
+                    let f: &dyn Fn(&$crate::Runtime) = &$body;
+                    f(rt);
+                }
+            }
+        }
+    };
+}
+
+/// `n` uniform random f32 in `[lo, hi)`, never all zeros.
+pub fn random_f32(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(lo..hi)).collect()
+}
+
+/// A seed that differs every run (fresh inputs), printed so a failure can be replayed with
+/// `KILN_TEST_SEED`.
+pub fn fresh_seed() -> u64 {
+    if let Some(s) = std::env::var("KILN_TEST_SEED").ok().and_then(|s| s.parse().ok()) {
+        return s;
+    }
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(42);
+    eprintln!("seed {s} (replay with KILN_TEST_SEED={s})");
+    s
+}
