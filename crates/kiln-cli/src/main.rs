@@ -1,1 +1,2 @@
+//! The kiln command (being written).
 fn main() {}
