@@ -1,0 +1,232 @@
+//! NPY arrays through `ndarray-npy`: f32, f64, u8 and u16 of any dimension (C or Fortran
+//! order, either byte order) read into f32; f32 (and, for images, u8/u16) written.
+
+use std::path::Path;
+
+use ndarray::{ArrayBase, ArrayD, Data, Dimension};
+use ndarray_npy::{ReadNpyError, ReadNpyExt, WritableElement, WriteNpyError, WriteNpyExt};
+
+use crate::atomic::write_atomic;
+use crate::error::{IoError, Result};
+
+/// The element type an NPY file stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NpyDtype {
+    /// `float32` (`<f4` / `>f4`).
+    F32,
+    /// `float64` (`<f8` / `>f8`); read into f32 with rounding (values beyond f32's range
+    /// become infinite).
+    F64,
+    /// `uint8` (`|u1`).
+    U8,
+    /// `uint16` (`<u2` / `>u2`).
+    U16,
+}
+
+impl NpyDtype {
+    /// NumPy's name for it: `float32`, `float64`, `uint8`, `uint16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NpyDtype::F32 => "float32",
+            NpyDtype::F64 => "float64",
+            NpyDtype::U8 => "uint8",
+            NpyDtype::U16 => "uint16",
+        }
+    }
+
+    fn item_size(self) -> usize {
+        match self {
+            NpyDtype::F32 => 4,
+            NpyDtype::F64 => 8,
+            NpyDtype::U8 => 1,
+            NpyDtype::U16 => 2,
+        }
+    }
+
+    /// The descriptors `ndarray-npy` accepts for each type.
+    fn from_descr(d: &str) -> Option<Self> {
+        match d {
+            "<f4" | ">f4" => Some(NpyDtype::F32),
+            "<f8" | ">f8" => Some(NpyDtype::F64),
+            "|u1" | "u1" | "B" => Some(NpyDtype::U8),
+            "<u2" | ">u2" => Some(NpyDtype::U16),
+            _ => None,
+        }
+    }
+}
+
+const SUPPORTED: &str = "float32, float64, uint8, uint16";
+
+/// An NPY array read into f32, with the type the file stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpyArray {
+    /// The values, in the file's shape, in standard (C) layout whatever the file's order.
+    pub data: ArrayD<f32>,
+    /// The stored element type.
+    pub dtype: NpyDtype,
+}
+
+/// Reads an `.npy` file of f32, f64, u8 or u16, any dimension, C or Fortran order.
+///
+/// Other dtypes (ints, bool, complex, structured) are refused with
+/// [`IoError::UnsupportedDtype`] naming the file's descriptor.
+pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| IoError::os(path, e))?;
+    let header = parse_header(&bytes).map_err(|r| IoError::corrupt(path, "NPY", r))?;
+    let dtype = NpyDtype::from_descr(&header.descr).ok_or_else(|| IoError::UnsupportedDtype {
+        path: path.to_owned(),
+        format: "NPY",
+        found: format!("'{}'", header.descr),
+        supported: SUPPORTED,
+    })?;
+    // Check the size before ndarray-npy allocates: a corrupt shape must not ask for terabytes.
+    let have = bytes.len() - header.data_offset;
+    let need = header
+        .shape
+        .iter()
+        .try_fold(dtype.item_size(), |acc, &d| acc.checked_mul(d));
+    match need {
+        Some(n) if n <= have => {}
+        Some(n) => {
+            return Err(IoError::corrupt(
+                path,
+                "NPY",
+                format!(
+                    "truncated: shape {:?} of {} needs {n} data bytes, the file has {have}",
+                    header.shape,
+                    dtype.name()
+                ),
+            ))
+        }
+        None => {
+            return Err(IoError::corrupt(
+                path,
+                "NPY",
+                format!("shape {:?} overflows", header.shape),
+            ))
+        }
+    }
+    let data = match dtype {
+        NpyDtype::F32 => read_as::<f32>(path, &bytes)?,
+        NpyDtype::F64 => read_as::<f64>(path, &bytes)?.mapv(|v| v as f32),
+        NpyDtype::U8 => read_as::<u8>(path, &bytes)?.mapv(f32::from),
+        NpyDtype::U16 => read_as::<u16>(path, &bytes)?.mapv(f32::from),
+    };
+    // Fortran-order files come back with Fortran strides; callers expect C layout.
+    let data = if data.is_standard_layout() {
+        data
+    } else {
+        data.as_standard_layout().into_owned()
+    };
+    Ok(NpyArray { data, dtype })
+}
+
+/// Writes an f32 array of any dimension to `.npy` (`<f4`, C order), atomically.
+pub fn write_npy<S, D>(path: impl AsRef<Path>, array: &ArrayBase<S, D>) -> Result<()>
+where
+    S: Data<Elem = f32>,
+    D: Dimension,
+{
+    let path = path.as_ref();
+    write_npy_as(path, array)
+}
+
+/// Writes any element type `ndarray-npy` can write (used for u8/u16 images).
+pub(crate) fn write_npy_as<A, S, D>(path: &Path, array: &ArrayBase<S, D>) -> Result<()>
+where
+    A: WritableElement,
+    S: Data<Elem = A>,
+    D: Dimension,
+{
+    write_atomic(path, ".npy", |w| {
+        array.write_npy(w).map_err(|e| match e {
+            WriteNpyError::Io(source) => IoError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            other => IoError::Encode {
+                path: path.to_owned(),
+                format: "NPY",
+                reason: other.to_string(),
+            },
+        })
+    })
+}
+
+fn read_as<T: ndarray_npy::ReadableElement>(path: &Path, bytes: &[u8]) -> Result<ArrayD<T>> {
+    ArrayD::<T>::read_npy(bytes).map_err(|e| {
+        let reason = match e {
+            ReadNpyError::MissingData => "truncated: the file ends before all data".to_string(),
+            ReadNpyError::ExtraBytes(n) => format!("{n} unexpected bytes after the data"),
+            ReadNpyError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                "truncated: the file ends early".to_string()
+            }
+            other => other.to_string(),
+        };
+        IoError::corrupt(path, "NPY", reason)
+    })
+}
+
+/// What the header says.
+struct Header {
+    descr: String,
+    shape: Vec<usize>,
+    data_offset: usize,
+}
+
+/// Parses the NPY header (magic, version, length, dict literal).
+///
+/// Written here because ndarray-npy 0.9 keeps its header parser private, and kiln needs the
+/// dtype (to pick the element type to read) and the shape (to bound the allocation) before
+/// reading. The dict itself is parsed by `py_literal`, as ndarray-npy does.
+fn parse_header(bytes: &[u8]) -> std::result::Result<Header, String> {
+    const MAGIC: &[u8] = b"\x93NUMPY";
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err("missing the NPY magic string `\\x93NUMPY`".into());
+    }
+    let (len, start): (usize, usize) = match bytes[6] {
+        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        2 | 3 if bytes.len() >= 12 => {
+            let n = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            (usize::try_from(n).map_err(|e| e.to_string())?, 12)
+        }
+        v => return Err(format!("unknown NPY format version {v}.{}", bytes[7])),
+    };
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= bytes.len())
+        .ok_or("truncated: the file ends inside the header")?;
+    let text = std::str::from_utf8(&bytes[start..end]).map_err(|e| format!("header: {e}"))?;
+    let dict = match text.trim_end().parse::<py_literal::Value>() {
+        Ok(py_literal::Value::Dict(d)) => d,
+        Ok(other) => return Err(format!("header is not a dict: {other}")),
+        Err(e) => return Err(format!("header does not parse: {e}")),
+    };
+    let get = |key: &str| {
+        dict.iter()
+            .find(|(k, _)| matches!(k, py_literal::Value::String(s) if s == key))
+            .map(|(_, v)| v)
+    };
+    let descr = match get("descr") {
+        Some(py_literal::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => return Err("header has no 'descr'".into()),
+    };
+    let shape = match get("shape") {
+        Some(py_literal::Value::Tuple(t)) => t
+            .iter()
+            .map(|v| match v {
+                py_literal::Value::Integer(i) => i.to_string().parse::<usize>().ok(),
+                _ => None,
+            })
+            .collect::<Option<Vec<usize>>>()
+            .ok_or("header 'shape' is not a tuple of non-negative integers")?,
+        _ => return Err("header has no 'shape' tuple".into()),
+    };
+    Ok(Header {
+        descr,
+        shape,
+        data_offset: end,
+    })
+}
