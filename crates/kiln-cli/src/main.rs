@@ -1,2 +1,79 @@
-//! The kiln command (being written).
-fn main() {}
+//! `kiln`: the command-line front end.
+//!
+//! Every command takes `--device auto|cpu|cuda|cuda:N` and `--config FILE`; errors map to
+//! the stable exit codes in [`exit`] (documented in the README and `kiln --help`).
+
+mod cache_cmd;
+mod demo;
+mod doctor;
+mod exit;
+
+use clap::{Parser, Subcommand};
+use kiln_core::{Config, DeviceRequest};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const AFTER_HELP: &str = "\
+Devices: --device auto (default) takes the best usable GPU, else the CPU with one warning.
+         --device cuda / cuda:N fails with exit code 3 when that GPU cannot be used.
+Config:  defaults < TOML file (--config, KILN_CONFIG, ~/.config/kiln/config.toml) < environment
+         (KILN_DEVICES=0,GPU-..., KILN_MIN_COMPUTE_CAPABILITY=7.0, KILN_CACHE_DIR=DIR).
+Logging: KILN_LOG=info|debug|warn (default warn).
+Exit codes: 0 ok, 1 internal error, 2 usage, 3 device unavailable, 4 invalid input or config,
+            5 verification failed, 6 out of GPU memory, 7 CUDA error, 8 CUDA context poisoned.";
+
+#[derive(Parser, Debug)]
+#[command(name = "kiln", version, about = "GPU compute for imaging, finance and linear algebra, with a CPU fallback", after_help = AFTER_HELP)]
+struct Cli {
+    /// Device to run on: auto, cpu, cuda or cuda:N.
+    #[arg(long, global = true, default_value = "auto", value_parser = parse_device)]
+    device: DeviceRequest,
+    /// Configuration file (TOML). Overrides KILN_CONFIG.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check the environment: driver, libraries, devices, cache, config, and a trial kernel
+    /// launch on each allowed GPU.
+    Doctor(doctor::Args),
+    /// The main job: run every op on generated data on the selected device, verify each
+    /// against the CPU and print a table of times and errors.
+    Demo(demo::Args),
+    /// Inspect or manage the on-disk kernel cache.
+    Cache(cache_cmd::Args),
+}
+
+fn parse_device(s: &str) -> Result<DeviceRequest, String> {
+    s.parse().map_err(|e: kiln_core::Error| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KILN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let result = Config::load(cli.config.as_deref())
+        .map_err(anyhow::Error::from)
+        .and_then(|cfg| match &cli.command {
+            Command::Doctor(a) => doctor::run(a, cli.device, &cfg),
+            Command::Demo(a) => demo::run(a, cli.device, &cfg),
+            Command::Cache(a) => cache_cmd::run(a, cli.device, &cfg),
+        });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::code_for(&e)
+        }
+    }
+}

@@ -212,11 +212,16 @@ impl CudaBackend {
             return Ok(());
         }
         let threads = 256u32;
-        // Grid-stride: enough blocks to fill every SM several times over, no more.
+        // Grid-stride with 4 float4 loads in flight per thread (see elementwise.cu): 8 blocks
+        // of 256 threads per SM is 2048 threads, the SM's maximum, so one wave covers the GPU.
+        let per_sm: u64 = std::env::var("KILN_EW_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8);
         let vec_items = n.div_ceil(4);
         let blocks = vec_items
-            .div_ceil(threads as u64)
-            .clamp(1, self.info.desc.multiprocessors as u64 * 16) as u32;
+            .div_ceil(threads as u64 * 4)
+            .clamp(1, self.info.desc.multiprocessors as u64 * per_sm) as u32;
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (threads, 1, 1),

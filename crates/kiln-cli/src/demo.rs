@@ -1,0 +1,186 @@
+//! `kiln demo`: every op on the selected device, verified against the CPU, timed.
+
+use crate::exit;
+use kiln::verify::{max_rel_f32, rel_l2};
+use kiln::{testing, Backend, BackendKind, CpuBackend, Runtime, UnaryOp};
+use kiln_core::{Config, DeviceRequest};
+use serde::Serialize;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// `kiln demo` options.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Problem sizes: quick (seconds on any machine), default, or full (the benchmark sizes).
+    #[arg(long, default_value = "default", value_parser = ["quick", "default", "full"])]
+    size: String,
+    /// Timed repetitions per op (the median is reported).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    reps: u32,
+    /// Print the rows as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Row {
+    op: String,
+    device: String,
+    size: String,
+    elements: usize,
+    median_ms: f64,
+    gbps: Option<f64>,
+    tflops: Option<f64>,
+    max_rel_err_vs_cpu: f64,
+    rel_l2_vs_f64: f64,
+    verified: bool,
+    note: String,
+}
+
+#[derive(Serialize)]
+struct Output {
+    device: String,
+    fallback_reason: Option<String>,
+    rows: Vec<Row>,
+    all_verified: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Tolerance for an f32 element-wise op against the CPU: a few ulps of expf-class functions.
+const ELEMENTWISE_TOL: f64 = 1e-5;
+
+fn elementwise_rows(rt: &Runtime, n: usize, reps: usize) -> kiln::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let cpu = CpuBackend::new();
+    for &op in UnaryOp::all() {
+        let x = testing::random_f32(n, -12.0, 12.0, 0x5eed);
+        let want64: Vec<f64> = x.iter().map(|&v| op.reference(v as f64)).collect();
+        let mut want = vec![0.0f32; n];
+        cpu.unary_f32(op, &x, &mut want)?;
+        let bytes = (2 * 4 * n) as f64;
+        let mk = |median_ms: f64, got: &[f32], note: &str, device: String| {
+            let max_rel = max_rel_f32(got, &want);
+            let l2 = rel_l2(got, &want64);
+            Row {
+                op: format!("{}_f32", op.name()),
+                device,
+                size: format!("{n}"),
+                elements: n,
+                median_ms,
+                gbps: Some(bytes / median_ms / 1e6),
+                tflops: None,
+                max_rel_err_vs_cpu: max_rel,
+                rel_l2_vs_f64: l2,
+                verified: max_rel <= ELEMENTWISE_TOL && l2 <= 1e-6,
+                note: note.into(),
+            }
+        };
+        match rt.cuda() {
+            Some(b) => {
+                let dx = b.upload(&x)?;
+                let mut dy = b.alloc_poisoned(n)?;
+                // verify the first run before timing anything
+                b.unary_f32_device(op, &dx, &mut dy)?;
+                let mut got = vec![0.0f32; n];
+                b.download(&dy, &mut got)?;
+                let times = b.time_ms(3, reps, || b.unary_f32_device(op, &dx, &mut dy))?;
+                rows.push(mk(median(times), &got, "device-resident, CUDA events", b.name()));
+                // host -> device -> host, as a user calling rt.sigmoid(&slice) sees it
+                let mut e2e = Vec::new();
+                let mut got2 = vec![0.0f32; n];
+                for _ in 0..3.min(reps) {
+                    got2.fill(f32::NAN);
+                    let t0 = Instant::now();
+                    rt.unary_into(op, &x, &mut got2)?;
+                    e2e.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+                let mut r = mk(
+                    median(e2e),
+                    &got2,
+                    "host slice in and out (pageable copies)",
+                    b.name(),
+                );
+                r.op.push_str(" host->host");
+                rows.push(r);
+            }
+            None => {
+                let mut got = vec![f32::NAN; n];
+                rt.unary_into(op, &x, &mut got)?;
+                let verified_copy = got.clone();
+                let mut times = Vec::new();
+                for _ in 0..reps.min(10) {
+                    let t0 = Instant::now();
+                    rt.unary_into(op, &x, &mut got)?;
+                    times.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+                rows.push(mk(
+                    median(times),
+                    &verified_copy,
+                    &format!("{} rayon threads", cpu.threads()),
+                    "cpu".into(),
+                ));
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Run the demo; exit 5 if any op fails verification.
+pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
+    let rt = Runtime::new(request, cfg)?;
+    let gpu = rt.kind() == BackendKind::Cuda;
+    let n = match (args.size.as_str(), gpu) {
+        ("quick", _) => 1 << 20,
+        ("full", true) => 1 << 28,
+        ("full", false) => 1 << 26,
+        (_, true) => 1 << 26,
+        (_, false) => 1 << 24,
+    };
+    let rows = elementwise_rows(&rt, n, args.reps as usize)?;
+    let all_verified = rows.iter().all(|r| r.verified);
+    let out = Output {
+        device: rt.device_name(),
+        fallback_reason: rt.fallback_reason().map(str::to_string),
+        rows,
+        all_verified,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_table(&out);
+    }
+    Ok(ExitCode::from(if all_verified { exit::OK } else { exit::VERIFY }))
+}
+
+fn print_table(o: &Output) {
+    if let Some(d) = &o.device.strip_prefix("cuda") {
+        println!("kiln demo on cuda{d}");
+    } else {
+        println!("kiln demo on the CPU");
+    }
+    println!(
+        "{:<26} {:<7} {:>11} {:>11} {:>10} {:>14} {:>13}  {}",
+        "op", "device", "elements", "median ms", "GB/s", "max rel vs CPU", "rel L2 vs f64", "check"
+    );
+    for r in &o.rows {
+        println!(
+            "{:<26} {:<7} {:>11} {:>11.4} {:>10} {:>14.2e} {:>13.2e}  {}  ({})",
+            r.op,
+            r.device,
+            r.elements,
+            r.median_ms,
+            r.gbps.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into()),
+            r.max_rel_err_vs_cpu,
+            r.rel_l2_vs_f64,
+            if r.verified { "ok" } else { "FAIL" },
+            r.note
+        );
+    }
+    if !o.all_verified {
+        println!("verification FAILED for at least one op");
+    }
+}

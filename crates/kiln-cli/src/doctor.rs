@@ -1,0 +1,457 @@
+//! `kiln doctor`: what kiln sees, whether it works, and what to do when it does not.
+
+use crate::exit;
+use kiln::verify::max_rel_f32;
+use kiln::{Backend, CpuBackend, UnaryOp};
+use kiln_core::device::Admission;
+use kiln_core::{Config, DeviceRequest, Error};
+use kiln_cuda::{discovery, nvrtc, CudaBackend, DeviceInfo, KernelCache, ModuleLoad};
+use serde::Serialize;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// `kiln doctor` options.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print the report as JSON (one object) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Skip the trial compile + launch on each GPU.
+    #[arg(long)]
+    no_trial: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    kiln_version: &'static str,
+    host: Host,
+    libraries: discovery::Libraries,
+    nvrtc_version: Option<String>,
+    cublas_version: Option<String>,
+    driver: Option<Driver>,
+    driver_problem: Option<String>,
+    nvml_problem: Option<String>,
+    devices: Vec<Device>,
+    cache: Cache,
+    config_file: Option<String>,
+    config: Vec<ConfigRow>,
+    requested: String,
+    active_backend: String,
+    fallback_reason: Option<String>,
+    usable_backends: Vec<String>,
+    nvrtc_compiles_this_process: u64,
+    advice: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Host {
+    os: &'static str,
+    arch: &'static str,
+    cpu_threads: usize,
+}
+
+#[derive(Serialize)]
+struct Driver {
+    cuda_driver_api: String,
+    nvidia_driver: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Device {
+    #[serde(flatten)]
+    info: DeviceInfo,
+    arch: String,
+    admission: Admission,
+    memory_free: Option<u64>,
+    pcie_current: Option<(u32, u32)>,
+    pcie_max: Option<(u32, u32)>,
+    trial: Option<Trial>,
+}
+
+#[derive(Serialize)]
+struct Trial {
+    ok: bool,
+    error: Option<String>,
+    context_ms: f64,
+    module_loads: Vec<ModuleLoad>,
+    elements: usize,
+    kernel_ms: f64,
+    max_rel_err_vs_cpu: f64,
+    total_ms: f64,
+}
+
+#[derive(Serialize)]
+struct Cache {
+    dir: String,
+    writable: bool,
+    problem: Option<String>,
+    entries: usize,
+    invalid_entries: usize,
+}
+
+#[derive(Serialize)]
+struct ConfigRow {
+    key: String,
+    value: String,
+    source: String,
+}
+
+const TRIAL_N: usize = (1 << 20) + 3;
+
+fn trial(info: &DeviceInfo, cache: &KernelCache) -> Trial {
+    let t0 = Instant::now();
+    let mut t = Trial {
+        ok: false,
+        error: None,
+        context_ms: 0.0,
+        module_loads: Vec::new(),
+        elements: TRIAL_N,
+        kernel_ms: 0.0,
+        max_rel_err_vs_cpu: f64::NAN,
+        total_ms: 0.0,
+    };
+    let r = (|| -> kiln::Result<()> {
+        let b = CudaBackend::new(info, cache.clone())?;
+        t.context_ms = b.context_ms();
+        let x = kiln::testing::random_f32(TRIAL_N, -12.0, 12.0, 7);
+        let dx = b.upload(&x)?;
+        let mut dy = b.alloc_poisoned(TRIAL_N)?;
+        let times = b.time_ms(0, 1, || b.unary_f32_device(UnaryOp::Sigmoid, &dx, &mut dy))?;
+        t.module_loads = b.module_loads();
+        t.kernel_ms = times[0];
+        let mut got = vec![0.0f32; TRIAL_N];
+        b.download(&dy, &mut got)?;
+        let mut want = vec![0.0f32; TRIAL_N];
+        CpuBackend::new().unary_f32(UnaryOp::Sigmoid, &x, &mut want)?;
+        t.max_rel_err_vs_cpu = max_rel_f32(&got, &want);
+        if t.max_rel_err_vs_cpu > 1e-5 {
+            return Err(Error::Verification {
+                op: "sigmoid_f32".into(),
+                detail: format!("max relative error vs CPU {:.3e} > 1e-5", t.max_rel_err_vs_cpu),
+            });
+        }
+        Ok(())
+    })();
+    t.total_ms = t0.elapsed().as_secs_f64() * 1e3;
+    match r {
+        Ok(()) => t.ok = true,
+        Err(e) => t.error = Some(e.to_string()),
+    }
+    t
+}
+
+fn ver(v: (i32, i32)) -> String {
+    format!("{}.{}", v.0, v.1)
+}
+
+/// Run the checks, print the report, and return 0 when the requested backend is usable.
+pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
+    let libraries = discovery::libraries();
+    let cache = KernelCache::new(&cfg.cache_dir);
+    let mut advice = Vec::new();
+    let (probe, driver_problem) = match discovery::probe() {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let (nvml, nvml_problem) = match kiln_monitor::snapshot() {
+        Ok(s) => (Some(s), None),
+        Err(e) => (None, probe.as_ref().map(|_| e)),
+    };
+    let mut devices = Vec::new();
+    let mut usable = vec!["cpu".to_string()];
+    if let Some(p) = &probe {
+        for info in &p.devices {
+            let admission = cfg.devices.admit(&info.desc);
+            let nv = nvml.as_ref().and_then(|s| {
+                s.devices
+                    .iter()
+                    .find(|d| d.uuid.eq_ignore_ascii_case(&info.desc.uuid))
+            });
+            let wanted = match request {
+                DeviceRequest::Cpu => false,
+                DeviceRequest::Cuda(Some(n)) => n == info.desc.ordinal,
+                _ => true,
+            };
+            let trial = (admission == Admission::Usable && wanted && !args.no_trial && libraries.nvrtc)
+                .then(|| trial(info, &cache));
+            if let Some(t) = &trial {
+                if t.ok {
+                    usable.push(format!("cuda:{}", info.desc.ordinal));
+                } else if let Some(e) = &t.error {
+                    advice.push(format!("cuda:{} failed its trial: {e}", info.desc.ordinal));
+                }
+            } else if admission == Admission::Usable && libraries.nvrtc && args.no_trial {
+                usable.push(format!("cuda:{} (untested)", info.desc.ordinal));
+            }
+            devices.push(Device {
+                arch: info.arch(),
+                admission,
+                memory_free: nv.map(|d| d.memory_free),
+                pcie_current: nv.and_then(|d| d.pcie_current),
+                pcie_max: nv.and_then(|d| d.pcie_max),
+                trial,
+                info: info.clone(),
+            });
+        }
+    }
+    if !libraries.cuda {
+        advice.push(
+            "No NVIDIA driver: kiln runs everything on the CPU. Install the NVIDIA driver to use a GPU."
+                .into(),
+        );
+    } else if !libraries.nvrtc {
+        advice.push("libnvrtc is missing: install the CUDA runtime compiler (e.g. the cuda-nvrtc package) or add it to LD_LIBRARY_PATH.".into());
+    }
+    let writable = cache.check_writable();
+    if let Err(e) = &writable {
+        advice.push(format!(
+            "The kernel cache {} is {e}: kernels will be recompiled at every start. Set KILN_CACHE_DIR to a writable directory.",
+            cfg.cache_dir.display()
+        ));
+    }
+    let entries = cache.entries().unwrap_or_default();
+
+    // What the request resolves to, without creating another context: reuse the trials.
+    let descs: Vec<_> = probe
+        .as_ref()
+        .map(|p| p.devices.iter().map(|d| d.desc.clone()).collect())
+        .unwrap_or_default();
+    let selection: Result<Option<usize>, Error> = match (&probe, request) {
+        (_, DeviceRequest::Cpu) => Ok(None),
+        (None, _) => Err(discovery::probe()
+            .err()
+            .unwrap_or(Error::NoDevice(kiln_core::NoDeviceReason::NoDevices))),
+        (Some(_), _) if !libraries.nvrtc => Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound)),
+        (Some(_), r) => cfg.devices.select(r, &descs),
+    };
+    let (active, fallback_reason, failure) = match selection {
+        Ok(None) => ("cpu".to_string(), None, None),
+        Ok(Some(n)) => {
+            let name = format!("cuda:{n}");
+            let trial_failed = devices
+                .iter()
+                .find(|d| d.info.desc.ordinal == n)
+                .and_then(|d| d.trial.as_ref())
+                .and_then(|t| t.error.clone());
+            match (trial_failed, request) {
+                (None, _) => (name, None, None),
+                (Some(e), DeviceRequest::Auto) => {
+                    ("cpu".into(), Some(format!("{name} failed its trial: {e}")), None)
+                }
+                (Some(e), _) => ("none".into(), None, Some(format!("{name} failed its trial: {e}"))),
+            }
+        }
+        Err(e) if request == DeviceRequest::Auto => ("cpu".into(), Some(e.to_string()), None),
+        Err(e) => ("none".into(), None, Some(e.to_string())),
+    };
+
+    let report = Report {
+        kiln_version: env!("CARGO_PKG_VERSION"),
+        host: Host {
+            os: std::env::consts::OS,
+            arch: std::env::consts::ARCH,
+            cpu_threads: CpuBackend::new().threads(),
+        },
+        nvrtc_version: nvrtc::version().map(ver),
+        cublas_version: discovery::cublas_version()
+            .map(|v| format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)),
+        libraries,
+        driver: probe.as_ref().map(|p| Driver {
+            cuda_driver_api: discovery::format_driver_version(p.driver_version),
+            nvidia_driver: nvml.as_ref().map(|s| s.driver_version.clone()),
+        }),
+        driver_problem,
+        nvml_problem,
+        devices,
+        cache: Cache {
+            dir: cfg.cache_dir.display().to_string(),
+            writable: writable.is_ok(),
+            problem: writable.err(),
+            invalid_entries: entries.iter().filter(|e| e.problem.is_some()).count(),
+            entries: entries.len(),
+        },
+        config_file: cfg.file.as_ref().map(|f| f.display().to_string()),
+        config: cfg
+            .rows()
+            .into_iter()
+            .map(|(key, value, source)| ConfigRow { key, value, source })
+            .collect(),
+        requested: request.to_string(),
+        active_backend: active,
+        fallback_reason,
+        usable_backends: usable,
+        nvrtc_compiles_this_process: nvrtc::compiles_this_process(),
+        advice,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report);
+    }
+    match failure {
+        None => Ok(ExitCode::from(exit::OK)),
+        Some(reason) => {
+            eprintln!("error: --device {request} is not usable: {reason}");
+            Ok(ExitCode::from(exit::NO_DEVICE))
+        }
+    }
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "found"
+    } else {
+        "MISSING"
+    }
+}
+
+fn print_text(r: &Report) {
+    println!(
+        "kiln {} doctor ({} {}, {} CPU threads)",
+        r.kiln_version, r.host.os, r.host.arch, r.host.cpu_threads
+    );
+    println!();
+    println!("Driver and libraries");
+    match (&r.driver, &r.driver_problem) {
+        (Some(d), _) => println!(
+            "  CUDA driver API {}   NVIDIA driver {}",
+            d.cuda_driver_api,
+            d.nvidia_driver.as_deref().unwrap_or("(NVML unavailable)")
+        ),
+        (None, Some(p)) => println!("  driver: {p}"),
+        (None, None) => println!("  driver: unknown"),
+    }
+    let l = &r.libraries;
+    println!(
+        "  libcuda {}   libnvrtc {}{}   libcublas {}{}   libcublasLt {}   libcurand {}",
+        yes(l.cuda),
+        yes(l.nvrtc),
+        r.nvrtc_version
+            .as_ref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default(),
+        yes(l.cublas),
+        r.cublas_version
+            .as_ref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default(),
+        yes(l.cublaslt),
+        yes(l.curand),
+    );
+    if let Some(p) = &r.nvml_problem {
+        println!("  NVML: {p}");
+    }
+    println!();
+    println!("Devices");
+    if r.devices.is_empty() {
+        println!("  none (the CPU backend is used)");
+    }
+    for d in &r.devices {
+        let (a, b) = d.info.desc.compute_capability;
+        println!(
+            "  cuda:{}  {}  {}  cc {a}.{b} ({})  {} SMs  {} total{}  PCI {}{}  [{}]",
+            d.info.desc.ordinal,
+            d.info.desc.name,
+            d.info.desc.uuid,
+            d.arch,
+            d.info.desc.multiprocessors,
+            gib(d.info.desc.total_memory),
+            d.memory_free
+                .map(|f| format!(", {} free", gib(f)))
+                .unwrap_or_default(),
+            d.info.pci_bus_id,
+            match (d.pcie_current, d.pcie_max) {
+                (Some((g, w)), Some((mg, mw))) => format!(" PCIe gen{g} x{w} (max gen{mg} x{mw})"),
+                (Some((g, w)), None) => format!(" PCIe gen{g} x{w}"),
+                _ => String::new(),
+            },
+            match d.admission {
+                Admission::Usable => "allowed",
+                Admission::NotAllowed => "NOT ALLOWED by policy: not touched",
+                Admission::CapabilityTooLow => "capability below minimum: not used",
+            }
+        );
+        if let Some(t) = &d.trial {
+            for m in &t.module_loads {
+                let how = match &m.cache.outcome {
+                    kiln_cuda::Outcome::Hit => {
+                        format!("cache hit, read in {:.2} ms (NVRTC not called)", m.cache.ms)
+                    }
+                    kiln_cuda::Outcome::Compiled => {
+                        format!("compiled by NVRTC in {:.1} ms, stored", m.cache.ms)
+                    }
+                    kiln_cuda::Outcome::Recompiled { reason } => {
+                        format!(
+                            "cache entry rejected ({reason}); recompiled in {:.1} ms",
+                            m.cache.ms
+                        )
+                    }
+                    kiln_cuda::Outcome::CompiledNotStored { reason } => {
+                        format!("compiled in {:.1} ms, NOT stored ({reason})", m.cache.ms)
+                    }
+                };
+                println!(
+                    "    module {} {}: {how}; loaded in {:.2} ms",
+                    m.cache.module, m.cache.arch, m.load_ms
+                );
+            }
+            if t.ok {
+                println!(
+                    "    trial: PASS  context {:.0} ms, sigmoid_f32 on {} elements {:.3} ms, max rel err vs CPU {:.1e}, total {:.0} ms",
+                    t.context_ms, t.elements, t.kernel_ms, t.max_rel_err_vs_cpu, t.total_ms
+                );
+            } else {
+                println!(
+                    "    trial: FAIL  {}",
+                    t.error.as_deref().unwrap_or("unknown error")
+                );
+            }
+        }
+    }
+    println!();
+    println!("Kernel cache");
+    println!(
+        "  {}  {}  {} entries{}",
+        r.cache.dir,
+        if r.cache.writable {
+            "writable"
+        } else {
+            "NOT WRITABLE"
+        },
+        r.cache.entries,
+        if r.cache.invalid_entries > 0 {
+            format!(" ({} invalid, will be recompiled)", r.cache.invalid_entries)
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  NVRTC compilations in this process: {}",
+        r.nvrtc_compiles_this_process
+    );
+    println!();
+    println!(
+        "Configuration{}",
+        r.config_file
+            .as_ref()
+            .map(|f| format!(" (file {f})"))
+            .unwrap_or_else(|| " (no file)".into())
+    );
+    for c in &r.config {
+        println!("  {:32} {:40} {}", c.key, c.value, c.source);
+    }
+    println!();
+    println!("Backend");
+    println!("  requested {}  ->  active {}", r.requested, r.active_backend);
+    if let Some(f) = &r.fallback_reason {
+        println!("  fell back to the CPU: {f}");
+    }
+    println!("  usable: {}", r.usable_backends.join(", "));
+    for a in &r.advice {
+        println!("  advice: {a}");
+    }
+}

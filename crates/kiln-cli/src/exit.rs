@@ -1,0 +1,45 @@
+//! Stable exit codes. Scripts depend on these: change none, only add.
+
+use kiln_core::Error;
+use std::process::ExitCode;
+
+/// Success.
+pub const OK: u8 = 0;
+/// An unexpected failure (a bug, or an I/O error outside kiln's control).
+pub const INTERNAL: u8 = 1;
+// 2 is clap's usage error.
+/// The requested device cannot be used (no driver, no device, not allowed, too old).
+pub const NO_DEVICE: u8 = 3;
+/// Invalid input, arguments or configuration.
+pub const INVALID: u8 = 4;
+/// A result failed verification against the CPU reference.
+pub const VERIFY: u8 = 5;
+/// Out of GPU memory after the cache was emptied.
+pub const OOM: u8 = 6;
+/// A recoverable CUDA error.
+pub const CUDA: u8 = 7;
+/// A sticky CUDA error: the context is poisoned; restart the process.
+pub const STICKY: u8 = 8;
+
+/// Map an error chain to its exit code.
+pub fn code_for(e: &anyhow::Error) -> ExitCode {
+    let code = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<Error>())
+        .map(|k| match k {
+            Error::NoDevice(_) => NO_DEVICE,
+            Error::InvalidArgument { .. }
+            | Error::ShapeMismatch { .. }
+            | Error::Config { .. }
+            | Error::Unsupported { .. } => INVALID,
+            Error::Verification { .. } => VERIFY,
+            Error::OutOfMemory { .. } => OOM,
+            Error::Cuda { .. } if k.is_sticky() => STICKY,
+            Error::Cuda { code: 2, .. } => OOM,
+            Error::Cuda { .. } | Error::Compile { .. } => CUDA,
+            Error::Io { .. } => INVALID,
+            Error::Cache { .. } => INTERNAL,
+        })
+        .unwrap_or(INTERNAL);
+    ExitCode::from(code)
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Build what the GPU machine runs (it has no Rust toolchain): the release `kiln` binary and
+# the release test executables, stripped, into .device/ (git-ignored), plus the peers' script.
+# Usage: scripts/device-bundle.sh [--peers PATH_TO_peer_bench.py]
+# Then: device run with carry [".device"] and command `bash scripts/gpu-check.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+peers="../shared/peers/peer_bench.py"
+[ "${1:-}" = "--peers" ] && peers="$2"
+
+rm -rf .device && mkdir -p .device/bin .device/tests .device/peers
+cargo build --release -p kiln-cli
+cp target/release/kiln .device/bin/kiln
+# Every test executable of the workspace, built in release (names: <target>-<hash>).
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, os, shutil
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        exe = m["executable"]
+        name = m["target"]["name"] + ("-lib" if "lib" in m["target"]["kind"] else "")
+        shutil.copy(exe, os.path.join(".device/tests", os.path.basename(os.path.dirname(m["manifest_path"])) + "--" + name))
+'
+strip .device/bin/* .device/tests/* 2>/dev/null || true
+[ -f "$peers" ] && cp "$peers" .device/peers/
+cp scripts/gpu-check.sh .device/
+du -sh .device
+size=$(du -sm .device | cut -f1)
+if [ "$size" -ge 60 ]; then echo "bundle is ${size} MiB: over the 60 MiB budget" >&2; exit 1; fi
+ls -la .device/bin .device/tests

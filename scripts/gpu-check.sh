@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Run on the GPU machine, from the repository root, after scripts/device-bundle.sh built
+# .device/ here and it travelled along. Runs every test executable with KILN_REQUIRE_GPU=1
+# (GPU tests fail instead of skipping), doctor twice on a fresh cache (the second must not
+# call NVRTC), the demo, and optionally the peers; logs go to $OUT (or ./gpu-out), a short
+# summary is printed last.
+# Usage: bash scripts/gpu-check.sh [--peers] [--demo-size quick|default|full]
+set -u
+out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
+peers=0; demo_size=default
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --peers) peers=1 ;;
+    --demo-size) demo_size="$2"; shift ;;
+  esac
+  shift
+done
+B=.device/bin; T=.device/tests
+export KILN_REQUIRE_GPU=1 KILN_BIN="$PWD/$B/kiln"
+export KILN_CACHE_DIR; KILN_CACHE_DIR="$(mktemp -d)"
+summary=()
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$out/nvidia-smi.txt" 2>&1
+
+t0=$(date +%s.%N); "$B/kiln" doctor > "$out/doctor-1.txt" 2>&1; rc1=$?; t1=$(date +%s.%N)
+"$B/kiln" doctor > "$out/doctor-2.txt" 2>&1; rc2=$?; t2=$(date +%s.%N)
+"$B/kiln" doctor --json > "$out/doctor.json" 2>"$out/doctor-json.err"
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+summary+=("doctor cold  rc=$rc1 $(secs "$t0" "$t1") s wall: $(grep -m1 'module ' "$out/doctor-1.txt" | sed 's/^ *//')")
+summary+=("doctor warm  rc=$rc2 $(secs "$t1" "$t2") s wall: $(grep -m1 'module ' "$out/doctor-2.txt" | sed 's/^ *//')")
+summary+=("$(grep -m1 'NVRTC compilations' "$out/doctor-2.txt" | sed 's/^ */warm: /')")
+"$B/kiln" doctor --device cuda > /dev/null 2>&1; summary+=("doctor --device cuda rc=$?")
+
+# One log for all tests: only a few files come back from the GPU machine.
+pass=0; fail=0; : > "$out/tests.log"; failed_logs=""
+for t in "$T"/*; do
+  name=$(basename "$t")
+  log=$(mktemp)
+  if "$t" --test-threads=4 > "$log" 2>&1; then pass=$((pass+1)); else
+    fail=$((fail+1)); summary+=("FAILED tests: $name"); failed_logs="$failed_logs $log"; fi
+  { echo "######## $name"; cat "$log"; } >> "$out/tests.log"
+done
+summary+=("test executables: $pass passed, $fail failed (log: tests.log)")
+skips=$(grep -c '^SKIP' "$out/tests.log" || true)
+summary+=("GPU test skips: $skips (must be 0 with KILN_REQUIRE_GPU=1)")
+
+"$B/kiln" demo --device cuda --size "$demo_size" > "$out/demo.txt" 2>&1; summary+=("demo --device cuda --size $demo_size rc=$?")
+"$B/kiln" demo --device cuda --size "$demo_size" --json > "$out/demo.json" 2>/dev/null
+
+if [ "$peers" = 1 ] && [ -f .device/peers/peer_bench.py ]; then
+  PYTHONUNBUFFERED=1 python3 .device/peers/peer_bench.py --only sigmoid,copy_bw --json "$out/peers.json" > "$out/peers.txt" 2>&1
+  summary+=("peers rc=$?")
+fi
+
+for l in $failed_logs; do echo "==== failed test log ===="; grep -v '^test .* ok$' "$l" | tail -n 40; done
+echo "==== doctor (warm) ===="; cat "$out/doctor-2.txt"
+echo "==== demo ===="; cat "$out/demo.txt"
+[ -f "$out/peers.txt" ] && { echo "==== peers ===="; tail -n 12 "$out/peers.txt"; }
+echo "==== summary ===="; printf '%s\n' "${summary[@]}"
+[ "$fail" = 0 ] && [ "$skips" = 0 ]
