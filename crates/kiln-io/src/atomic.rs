@@ -39,9 +39,15 @@ where
     if let Some(perms) = output_permissions(path) {
         builder.permissions(perms);
     }
-    let tmp = builder.tempfile_in(dir).map_err(|source| IoError::Io {
-        path: dir.to_owned(),
-        source,
+    let tmp = builder.tempfile_in(dir).map_err(|e| IoError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot create a temporary file in `{}` to write atomically: {e}",
+                dir.display()
+            ),
+        ),
     })?;
     write(&tmp)?;
     // Sync before the rename so a crash cannot leave the new name on unwritten blocks.

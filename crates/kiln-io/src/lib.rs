@@ -17,6 +17,24 @@
 //! Conversions on write: to u8/u16 values round to nearest (halves away from zero) and clamp
 //! to the type's range; NaN becomes 0 ([`to_u8`], [`to_u16`]). f32 is written as is.
 //!
+//! ```
+//! use kiln_io::{read_image, read_volume, write_image, write_volume, HostImage, SampleType};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let path = dir.path().join("frame.tif");
+//! # write_image(&path, &HostImage::new(ndarray::Array3::from_elem((4, 6, 1), 700.0), SampleType::U16), SampleType::U16)?;
+//! let img = read_image(&path)?; // (H, W, C) f32, values 0..=65535 for a 16-bit file
+//! let smoothed = img.data.mapv(|v| v * 0.5);
+//! write_image(dir.path().join("out.png"), &HostImage::new(smoothed, img.sample_type), img.sample_type)?;
+//!
+//! # write_volume(dir.path().join("scan.nii.gz"), &kiln_io::Volume::new(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[3, 3, 3]), 1.0)))?;
+//! let mut vol = read_volume(dir.path().join("scan.nii.gz"))?; // header and affine kept
+//! vol.data.mapv_inplace(|v| v.max(0.0));
+//! write_volume(dir.path().join("scan_clipped.nii.gz"), &vol)?; // float32, same header
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Limits of the underlying crates: PNG has no float samples (f32 goes to TIFF or NPY);
 //! gray+alpha TIFF can be read but not written; TIFF reads the first page only; NIfTI
 //! header/image pairs (`.hdr/.img`), NIfTI-2, RGB and complex volumes are not supported.

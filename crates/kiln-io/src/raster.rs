@@ -119,8 +119,11 @@ pub fn read_tiff(path: impl AsRef<Path>) -> Result<HostImage> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| IoError::os(path, e))?;
     // `image` rejects gray f32, so look at the first IFD and take that one case ourselves.
-    let mut dec =
-        tiff::decoder::Decoder::new(Cursor::new(&bytes[..])).map_err(|e| tiff_read_error(path, e))?;
+    let mut limits = tiff::decoder::Limits::default();
+    limits.decoding_buffer_size = usize::try_from(MAX_DECODE_BYTES).unwrap_or(usize::MAX);
+    let mut dec = tiff::decoder::Decoder::new(Cursor::new(&bytes[..]))
+        .map_err(|e| tiff_read_error(path, e))?
+        .with_limits(limits);
     if dec.colortype().map_err(|e| tiff_read_error(path, e))? == tiff::ColorType::Gray(32) {
         let (w, h) = dec.dimensions().map_err(|e| tiff_read_error(path, e))?;
         let (h, w) = (h as usize, w as usize);
@@ -359,7 +362,16 @@ fn image_read_error(path: &Path, name: &'static str, e: ImageError) -> IoError {
             },
         },
         // The bytes are in memory, so an I/O error from the decoder is running out of them.
+        ImageError::IoError(io) => IoError::corrupt(path, name, eof_reason(&io)),
         other => IoError::corrupt(path, name, other),
+    }
+}
+
+fn eof_reason(io: &std::io::Error) -> String {
+    if io.kind() == std::io::ErrorKind::UnexpectedEof {
+        "truncated: the file ends early".into()
+    } else {
+        io.to_string()
     }
 }
 
@@ -389,6 +401,7 @@ fn tiff_read_error(path: &Path, e: tiff::TiffError) -> IoError {
             found: u.to_string(),
             supported: TIFF_READ.into(),
         },
+        tiff::TiffError::IoError(io) => IoError::corrupt(path, "TIFF", eof_reason(&io)),
         other => IoError::corrupt(path, "TIFF", other),
     }
 }
