@@ -15,6 +15,8 @@ pub mod config;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod finance;
+pub mod philox;
 
 pub use backend::{Backend, BackendKind, UnaryOp};
 pub use config::Config;

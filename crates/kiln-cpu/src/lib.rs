@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 mod elementwise;
+pub mod finance;
 
 use kiln_core::backend::check_same_len;
 use kiln_core::{Backend, BackendKind, Result, UnaryOp};

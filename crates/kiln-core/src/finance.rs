@@ -1,0 +1,487 @@
+//! The vocabulary of kiln's option pricing: what an option is ([`OptionSpec`]), how a Monte
+//! Carlo run is configured ([`McParams`]), what a price comes back as ([`PriceResult`]), and
+//! the per-option path constants ([`PathParams`]) that every backend derives the same way,
+//! so that the CPU and CUDA paths start from the same bits.
+//!
+//! Conventions: rates and the dividend yield are continuously compounded per year, maturity
+//! is in years, volatility is per `sqrt(year)`. Asian fixings are equally spaced with the
+//! last at maturity (`t_i = i T / n`, `i = 1..=n`); barriers are monitored discretely at the
+//! end of every time step (`t_i = i T / steps`, not at `t = 0`).
+
+use crate::error::{Error, Result};
+use crate::philox;
+
+/// Call or put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptionType {
+    /// Pays `max(S - K, 0)`.
+    Call,
+    /// Pays `max(K - S, 0)`.
+    Put,
+}
+
+impl OptionType {
+    /// `+1` for a call, `-1` for a put.
+    pub fn sign(self) -> f64 {
+        match self {
+            OptionType::Call => 1.0,
+            OptionType::Put => -1.0,
+        }
+    }
+
+    /// The payoff `max(sign * (s - k), 0)`.
+    #[inline]
+    pub fn payoff(self, s: f64, k: f64) -> f64 {
+        match self {
+            OptionType::Call => (s - k).max(0.0),
+            OptionType::Put => (k - s).max(0.0),
+        }
+    }
+
+    /// The name used in files: `call` or `put`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptionType::Call => "call",
+            OptionType::Put => "put",
+        }
+    }
+}
+
+/// The exercise style and path dependence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Style {
+    /// Payoff on the price at maturity.
+    European,
+    /// Payoff on the arithmetic mean of the prices at the fixings.
+    AsianArithmetic,
+    /// Payoff on the geometric mean of the prices at the fixings.
+    AsianGeometric,
+    /// European payoff, void if the price is at or above the barrier at a monitoring date.
+    BarrierUpOut,
+    /// European payoff, alive only if the price is at or above the barrier at a monitoring date.
+    BarrierUpIn,
+    /// European payoff, void if the price is at or below the barrier at a monitoring date.
+    BarrierDownOut,
+    /// European payoff, alive only if the price is at or below the barrier at a monitoring date.
+    BarrierDownIn,
+}
+
+impl Style {
+    /// Every style, in file-name order.
+    pub const ALL: [Style; 7] = [
+        Style::European,
+        Style::AsianArithmetic,
+        Style::AsianGeometric,
+        Style::BarrierUpOut,
+        Style::BarrierUpIn,
+        Style::BarrierDownOut,
+        Style::BarrierDownIn,
+    ];
+
+    /// The name used in files, e.g. `barrier_up_out`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Style::European => "european",
+            Style::AsianArithmetic => "asian_arithmetic",
+            Style::AsianGeometric => "asian_geometric",
+            Style::BarrierUpOut => "barrier_up_out",
+            Style::BarrierUpIn => "barrier_up_in",
+            Style::BarrierDownOut => "barrier_down_out",
+            Style::BarrierDownIn => "barrier_down_in",
+        }
+    }
+
+    /// Whether the style needs `fixings`.
+    pub fn is_asian(self) -> bool {
+        matches!(self, Style::AsianArithmetic | Style::AsianGeometric)
+    }
+
+    /// Whether the style needs `barrier`.
+    pub fn is_barrier(self) -> bool {
+        matches!(
+            self,
+            Style::BarrierUpOut | Style::BarrierUpIn | Style::BarrierDownOut | Style::BarrierDownIn
+        )
+    }
+}
+
+/// One option to price.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OptionSpec {
+    /// Call or put.
+    pub option_type: OptionType,
+    /// Style (European, Asian, barrier).
+    pub style: Style,
+    /// Price of the underlying now, `> 0`.
+    pub spot: f64,
+    /// Strike, `> 0`.
+    pub strike: f64,
+    /// Risk-free rate, continuously compounded per year (may be negative).
+    pub rate: f64,
+    /// Dividend yield `q`, continuously compounded per year (may be negative).
+    pub dividend: f64,
+    /// Volatility per `sqrt(year)`, `> 0`.
+    pub volatility: f64,
+    /// Time to maturity in years, `> 0`.
+    pub maturity: f64,
+    /// Number of equally spaced fixings (the last at maturity); Asian styles only, `>= 1`.
+    pub fixings: Option<u32>,
+    /// Barrier level, `> 0`; barrier styles only.
+    pub barrier: Option<f64>,
+}
+
+impl OptionSpec {
+    /// A European option (no fixings, no barrier).
+    pub fn european(
+        option_type: OptionType,
+        spot: f64,
+        strike: f64,
+        rate: f64,
+        dividend: f64,
+        volatility: f64,
+        maturity: f64,
+    ) -> Self {
+        OptionSpec {
+            option_type,
+            style: Style::European,
+            spot,
+            strike,
+            rate,
+            dividend,
+            volatility,
+            maturity,
+            fixings: None,
+            barrier: None,
+        }
+    }
+
+    /// The same option with another style, fixings and barrier.
+    pub fn with_style(mut self, style: Style, fixings: Option<u32>, barrier: Option<f64>) -> Self {
+        self.style = style;
+        self.fixings = fixings;
+        self.barrier = barrier;
+        self
+    }
+
+    /// Checks every field; the error says which one is wrong and what is accepted.
+    pub fn validate(&self) -> Result<()> {
+        const OP: &str = "option";
+        let bad = |reason: String| Err(Error::invalid(OP, reason));
+        let fields = [
+            ("spot", self.spot),
+            ("strike", self.strike),
+            ("rate", self.rate),
+            ("dividend", self.dividend),
+            ("volatility", self.volatility),
+            ("maturity", self.maturity),
+        ];
+        for (name, v) in fields {
+            if !v.is_finite() {
+                return bad(format!("{name} is {v}; it must be a finite number"));
+            }
+        }
+        for (name, v) in [("spot", self.spot), ("strike", self.strike)] {
+            if v <= 0.0 {
+                return bad(format!("{name} = {v}; it must be > 0"));
+            }
+        }
+        if self.volatility <= 0.0 {
+            return bad(format!(
+                "volatility = {}; it must be > 0 (per sqrt(year), e.g. 0.2 for 20%)",
+                self.volatility
+            ));
+        }
+        if self.maturity <= 0.0 {
+            return bad(format!("maturity = {}; it must be > 0 (in years)", self.maturity));
+        }
+        let style = self.style.name();
+        match (self.style.is_asian(), self.fixings) {
+            (true, None) => return bad(format!("style {style} needs fixings (an integer >= 1)")),
+            (true, Some(0)) => return bad(format!("style {style}: fixings = 0; it must be >= 1")),
+            (false, Some(n)) => {
+                return bad(format!(
+                    "fixings = {n} given for style {style}, which has no fixings"
+                ))
+            }
+            _ => {}
+        }
+        match (self.style.is_barrier(), self.barrier) {
+            (true, None) => return bad(format!("style {style} needs a barrier level")),
+            (true, Some(b)) if !b.is_finite() || b <= 0.0 => {
+                return bad(format!("barrier = {b}; it must be a finite number > 0"))
+            }
+            (false, Some(b)) => {
+                return bad(format!(
+                    "barrier = {b} given for style {style}, which has no barrier"
+                ))
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// How a Monte Carlo run is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct McParams {
+    /// Paths to simulate, `>= 2`. With antithetic variates, paths come in pairs and an odd
+    /// count is rounded up ([`PriceResult::paths_used`] says how many were used).
+    pub paths: u64,
+    /// Time steps for European and barrier styles (barriers are monitored at every step).
+    /// Asian styles step from fixing to fixing and ignore this.
+    pub steps: u32,
+    /// The seed: the Philox key (see [`crate::philox`]).
+    pub seed: u64,
+    /// Pair every path with its mirror (normals negated).
+    pub antithetic: bool,
+    /// Use the style's control variate, with the optimal coefficient estimated from the
+    /// same paths.
+    pub control_variate: bool,
+}
+
+impl Default for McParams {
+    fn default() -> Self {
+        McParams {
+            paths: 1 << 16,
+            steps: 64,
+            seed: 0x6b69_6c6e, // "kiln"
+            antithetic: false,
+            control_variate: false,
+        }
+    }
+}
+
+impl McParams {
+    /// Independent samples: paths, or path pairs with antithetic variates.
+    pub fn samples(&self) -> u64 {
+        if self.antithetic {
+            self.paths.div_ceil(2)
+        } else {
+            self.paths
+        }
+    }
+
+    /// Paths actually simulated (`2 * samples()` with antithetic variates).
+    pub fn paths_used(&self) -> u64 {
+        if self.antithetic {
+            2 * self.samples()
+        } else {
+            self.paths
+        }
+    }
+
+    /// Checks the run: enough samples for an error estimate, counts the stream can address.
+    pub fn validate(&self) -> Result<()> {
+        const OP: &str = "monte_carlo";
+        if self.samples() < 2 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "paths = {}; at least 2 independent samples are needed for a standard error",
+                    self.paths
+                ),
+            ));
+        }
+        if self.samples() > 1 << 32 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "paths = {}; at most 2^32 independent samples per option (the Philox counter word)",
+                    self.paths
+                ),
+            ));
+        }
+        if self.steps == 0 {
+            return Err(Error::invalid(OP, "steps = 0; it must be >= 1"));
+        }
+        Ok(())
+    }
+}
+
+/// A price and what is known about its accuracy and sensitivities.
+///
+/// Greeks are in QuantLib's units: `vega` and `rho` per 1.0 of volatility and rate (not per
+/// 1%), `theta` per year of calendar time passing (negative for decay). `None` where not
+/// computed.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct PriceResult {
+    /// The price.
+    pub price: f64,
+    /// Standard error of the price (0 for closed forms).
+    pub std_error: f64,
+    /// 95% confidence interval, `price -/+ 1.96 std_error`.
+    pub ci95: (f64, f64),
+    /// Paths simulated (0 for closed forms).
+    pub paths_used: u64,
+    /// dV/dS.
+    pub delta: Option<f64>,
+    /// d2V/dS2.
+    pub gamma: Option<f64>,
+    /// dV/dsigma, per 1.0 of volatility.
+    pub vega: Option<f64>,
+    /// -dV/dT, per year.
+    pub theta: Option<f64>,
+    /// dV/dr, per 1.0 of rate.
+    pub rho: Option<f64>,
+}
+
+impl PriceResult {
+    /// A closed-form price (no error, no paths) with no Greeks yet.
+    pub fn exact(price: f64) -> Self {
+        PriceResult {
+            price,
+            std_error: 0.0,
+            ci95: (price, price),
+            paths_used: 0,
+            delta: None,
+            gamma: None,
+            vega: None,
+            theta: None,
+            rho: None,
+        }
+    }
+}
+
+/// The constants of one option's simulation, derived in f64 on the host and rounded once, so
+/// that every backend steps the same f32 log-price:
+///
+/// ```text
+/// x_0 = 0;  x_{i+1} = x_i + (drift_dt + vol_sqrt_dt * z_i)      (f32: t = v*z; t = d + t; x = x + t)
+/// antithetic mirror:  x'_{i+1} = x'_i + (drift_dt - vol_sqrt_dt * z_i)
+/// S_i = spot * exp_f32(x_i)      (the product in f64)
+/// ```
+///
+/// where `z_i` is normal `i` of the stream (see [`crate::philox`]). A barrier is hit at step
+/// `i` (1-based) when `x_i >= log_barrier` (up) or `x_i <= log_barrier` (down).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathParams {
+    /// Time steps (Asian: the fixings).
+    pub steps: u32,
+    /// Step length in years, `maturity / steps`.
+    pub dt: f64,
+    /// `((rate - dividend - volatility^2 / 2) * dt) as f32`.
+    pub drift_dt: f32,
+    /// `(volatility * sqrt(dt)) as f32`.
+    pub vol_sqrt_dt: f32,
+    /// `ln(barrier / spot) as f32`; 0 without a barrier.
+    pub log_barrier: f32,
+    /// `exp(-rate * maturity)`.
+    pub discount: f64,
+    /// The Philox key, [`philox::key_from_seed`] of the seed.
+    pub key: [u32; 2],
+    /// Independent samples ([`McParams::samples`]).
+    pub samples: u64,
+}
+
+impl PathParams {
+    /// Validates both inputs and derives the constants.
+    pub fn new(spec: &OptionSpec, mc: &McParams) -> Result<Self> {
+        spec.validate()?;
+        mc.validate()?;
+        let steps = match spec.fixings {
+            Some(n) if spec.style.is_asian() => n,
+            _ => mc.steps,
+        };
+        let dt = spec.maturity / f64::from(steps);
+        let v = spec.volatility;
+        Ok(PathParams {
+            steps,
+            dt,
+            drift_dt: ((spec.rate - spec.dividend - 0.5 * v * v) * dt) as f32,
+            vol_sqrt_dt: (v * dt.sqrt()) as f32,
+            log_barrier: spec.barrier.map_or(0.0, |b| (b / spec.spot).ln() as f32),
+            discount: (-spec.rate * spec.maturity).exp(),
+            key: philox::key_from_seed(mc.seed),
+            samples: mc.samples(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> OptionSpec {
+        OptionSpec::european(OptionType::Call, 100.0, 100.0, 0.05, 0.01, 0.2, 1.0)
+    }
+
+    fn reason(spec: OptionSpec) -> String {
+        match spec.validate() {
+            Err(Error::InvalidArgument { reason, .. }) => reason,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        assert!(base().validate().is_ok());
+        let mut s = base();
+        s.volatility = 0.0;
+        assert!(reason(s).contains("volatility"));
+        s = base();
+        s.maturity = -1.0;
+        assert!(reason(s).contains("maturity"));
+        s = base();
+        s.spot = 0.0;
+        assert!(reason(s).contains("spot"));
+        s = base();
+        s.strike = -5.0;
+        assert!(reason(s).contains("strike"));
+        s = base();
+        s.rate = f64::NAN;
+        assert!(reason(s).contains("rate") && reason(s).contains("finite"));
+        s = base();
+        s.dividend = f64::INFINITY;
+        assert!(reason(s).contains("dividend"));
+        let s = base().with_style(Style::BarrierUpOut, None, None);
+        assert!(reason(s).contains("needs a barrier"));
+        let s = base().with_style(Style::BarrierDownIn, None, Some(f64::NAN));
+        assert!(reason(s).contains("barrier"));
+        let s = base().with_style(Style::AsianArithmetic, None, None);
+        assert!(reason(s).contains("needs fixings"));
+        let s = base().with_style(Style::AsianGeometric, Some(0), None);
+        assert!(reason(s).contains("fixings = 0"));
+        let s = base().with_style(Style::European, None, Some(120.0));
+        assert!(reason(s).contains("no barrier"));
+        assert!(base()
+            .with_style(Style::AsianGeometric, Some(12), None)
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn mc_params_and_path_constants() {
+        let mc = McParams {
+            paths: 11,
+            antithetic: true,
+            ..McParams::default()
+        };
+        assert_eq!((mc.samples(), mc.paths_used()), (6, 12));
+        assert!(McParams { paths: 1, ..mc }.validate().is_err());
+        assert!(McParams { steps: 0, ..mc }.validate().is_err());
+        assert!(McParams {
+            paths: 1 << 34,
+            antithetic: false,
+            ..mc
+        }
+        .validate()
+        .is_err());
+        let spec = base().with_style(Style::AsianArithmetic, Some(12), None);
+        let p = PathParams::new(&spec, &mc).unwrap();
+        assert_eq!(p.steps, 12);
+        assert!((p.dt - 1.0 / 12.0).abs() < 1e-15);
+        assert_eq!(p.key, [0x6b69_6c6e, 0]);
+        let spec = base().with_style(Style::BarrierUpOut, None, Some(120.0));
+        let p = PathParams::new(&spec, &mc).unwrap();
+        assert_eq!(p.steps, mc.steps);
+        assert_eq!(p.log_barrier, 1.2f64.ln() as f32);
+        assert!(serde_json_like(&spec).contains("barrier_up_out"));
+    }
+
+    // serde_json is not a dependency of kiln-core: check the Serialize derive through toml.
+    fn serde_json_like(spec: &OptionSpec) -> String {
+        toml::to_string(spec).unwrap()
+    }
+}

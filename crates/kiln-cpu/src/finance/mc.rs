@@ -1,0 +1,327 @@
+//! Monte Carlo under geometric Brownian motion with dividend yield: exact log-steps in f32,
+//! payoffs and every sum in f64.
+//!
+//! Reproducibility: the samples of an option are cut into canonical blocks of
+//! [`BLOCK_SAMPLES`]; each block's sums are accumulated in sample order, and the blocks are
+//! added in block order. Random numbers are addressed by `(seed, option, sample, step)`
+//! ([`kiln_core::philox`]). So the result is bitwise the same for any number of threads, any
+//! task granularity, and any split of the blocks into chunks ([`simulate_blocks`] on
+//! consecutive ranges, concatenated, then [`finish`]).
+//!
+//! Control variates, with `beta = Cov(Y, C) / Var(C)` estimated from the same samples:
+//! European: `df S_T` (mean `S e^{-qT}`); arithmetic Asian: the geometric-average payoff
+//! (its closed form); geometric Asian: `df` times the arithmetic mean of the fixings (the
+//! mean of the forwards); barriers: the vanilla payoff (Black-Scholes-Merton).
+//! Pathwise delta and vega for European and Asian styles; none for barriers.
+
+use std::ops::Range;
+
+use kiln_core::finance::{McParams, OptionSpec, PathParams, PriceResult, Style};
+use kiln_core::{Error, Result};
+use rayon::prelude::*;
+
+use super::analytic::{bsm, geometric_asian};
+use super::paths::{
+    run_group, AsianArithmetic, AsianGeometric, Barrier, Consts, European, PathKind, SampleOut, LANES,
+};
+
+/// Samples in one canonical block (the unit of summation order; a multiple of the lane
+/// count).
+pub const BLOCK_SAMPLES: u64 = 1024;
+
+/// Sums over the samples of one block (or, after [`BlockSums::add`], of several). The
+/// control `c` is centred on its known mean.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct BlockSums {
+    /// Samples.
+    pub n: u64,
+    /// Sum of discounted payoffs `y`.
+    pub y: f64,
+    /// Sum of `y^2`.
+    pub yy: f64,
+    /// Sum of centred controls `c`.
+    pub c: f64,
+    /// Sum of `c^2`.
+    pub cc: f64,
+    /// Sum of `y c`.
+    pub yc: f64,
+    /// Sum of pathwise deltas.
+    pub delta: f64,
+    /// Sum of pathwise vegas.
+    pub vega: f64,
+}
+
+impl BlockSums {
+    #[inline(always)]
+    fn push(&mut self, o: &SampleOut) {
+        self.n += 1;
+        self.y += o.y;
+        self.yy += o.y * o.y;
+        self.c += o.c;
+        self.cc += o.c * o.c;
+        self.yc += o.y * o.c;
+        self.delta += o.delta;
+        self.vega += o.vega;
+    }
+
+    /// Adds `other`'s sums to these (kiln adds blocks in block order).
+    pub fn add(&mut self, other: &BlockSums) {
+        self.n += other.n;
+        self.y += other.y;
+        self.yy += other.yy;
+        self.c += other.c;
+        self.cc += other.cc;
+        self.yc += other.yc;
+        self.delta += other.delta;
+        self.vega += other.vega;
+    }
+}
+
+/// Canonical blocks of a run: `ceil(samples / BLOCK_SAMPLES)`.
+pub fn block_count(mc: &McParams) -> u64 {
+    mc.samples().div_ceil(BLOCK_SAMPLES)
+}
+
+fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
+    let (s, k, r, q, v, t) = (
+        spec.spot,
+        spec.strike,
+        spec.rate,
+        spec.dividend,
+        spec.volatility,
+        spec.maturity,
+    );
+    let n = pp.steps;
+    let control_mean = match spec.style {
+        Style::European => s * (-q * t).exp(),
+        Style::AsianArithmetic => geometric_asian(spec.option_type, s, k, r, q, v, t, n),
+        Style::AsianGeometric => {
+            let growth: f64 = (1..=n).map(|i| ((r - q) * pp.dt * f64::from(i)).exp()).sum();
+            pp.discount * s * growth / f64::from(n)
+        }
+        _ => bsm(spec.option_type, s, k, r, q, v, t).price,
+    };
+    Consts {
+        kind: spec.option_type,
+        spot: s,
+        strike: k,
+        df: pp.discount,
+        sigma: v,
+        vega_drift: r - q + 0.5 * v * v,
+        maturity: t,
+        dt: pp.dt,
+        n: f64::from(n),
+        control_mean,
+        log_barrier: pp.log_barrier,
+    }
+}
+
+/// One canonical block's sums.
+fn block_sums<K: PathKind, const ANTI: bool>(
+    kind: &K,
+    pp: &PathParams,
+    option: u32,
+    block: u64,
+) -> BlockSums {
+    let start = block * BLOCK_SAMPLES;
+    let end = (start + BLOCK_SAMPLES).min(pp.samples);
+    let mut sums = BlockSums::default();
+    let mut s = start;
+    while s < end {
+        // Sample indices are < 2^32 (McParams::validate), so this is exact.
+        let out = run_group::<K, ANTI>(kind, pp, option, s as u32);
+        let valid = ((end - s) as usize).min(LANES);
+        for o in &out[..valid] {
+            sums.push(o);
+        }
+        s += LANES as u64;
+    }
+    sums
+}
+
+fn blocks_of<K: PathKind>(
+    kind: &K,
+    pp: &PathParams,
+    option: u32,
+    blocks: Range<u64>,
+    anti: bool,
+    min_len: usize,
+) -> Vec<BlockSums> {
+    // usize ranges are indexed (order-preserving collect); block counts fit (samples < 2^33).
+    let iter = (blocks.start as usize..blocks.end as usize)
+        .into_par_iter()
+        .with_min_len(min_len);
+    if anti {
+        iter.map(|b| block_sums::<K, true>(kind, pp, option, b as u64))
+            .collect()
+    } else {
+        iter.map(|b| block_sums::<K, false>(kind, pp, option, b as u64))
+            .collect()
+    }
+}
+
+/// Tasks of roughly 2^18 path-steps: enough to amortise rayon, small enough to balance.
+fn default_min_len(pp: &PathParams) -> usize {
+    let per_block = BLOCK_SAMPLES * u64::from(pp.steps);
+    ((1u64 << 18) / per_block.max(1)).max(1) as usize
+}
+
+pub(crate) fn simulate_blocks_with(
+    spec: &OptionSpec,
+    mc: &McParams,
+    option: u32,
+    blocks: Range<u64>,
+    min_len: Option<usize>,
+) -> Result<Vec<BlockSums>> {
+    let pp = PathParams::new(spec, mc)?;
+    let total = block_count(mc);
+    if blocks.start > blocks.end || blocks.end > total {
+        return Err(Error::invalid(
+            "monte_carlo",
+            format!("block range {blocks:?} is outside the run's {total} blocks"),
+        ));
+    }
+    let k = consts(spec, &pp);
+    let m = min_len.unwrap_or_else(|| default_min_len(&pp));
+    let a = mc.antithetic;
+    Ok(match spec.style {
+        Style::European => blocks_of(&European(k), &pp, option, blocks, a, m),
+        Style::AsianArithmetic => blocks_of(&AsianArithmetic(k), &pp, option, blocks, a, m),
+        Style::AsianGeometric => blocks_of(&AsianGeometric(k), &pp, option, blocks, a, m),
+        Style::BarrierUpOut => blocks_of(&Barrier::<true, false>(k), &pp, option, blocks, a, m),
+        Style::BarrierUpIn => blocks_of(&Barrier::<true, true>(k), &pp, option, blocks, a, m),
+        Style::BarrierDownOut => blocks_of(&Barrier::<false, false>(k), &pp, option, blocks, a, m),
+        Style::BarrierDownIn => blocks_of(&Barrier::<false, true>(k), &pp, option, blocks, a, m),
+    })
+}
+
+/// Simulates the canonical blocks `blocks` (of [`block_count`]) of option `option` (its
+/// stream index; see [`kiln_core::philox`]), in parallel, returning one [`BlockSums`] per
+/// block in order. Chunks of a run concatenated in order and passed to [`finish`] give the
+/// same bits as [`price_mc`].
+pub fn simulate_blocks(
+    spec: &OptionSpec,
+    mc: &McParams,
+    option: u32,
+    blocks: Range<u64>,
+) -> Result<Vec<BlockSums>> {
+    simulate_blocks_with(spec, mc, option, blocks, None)
+}
+
+/// Turns the sums of every block of a run (in block order) into a price, standard error and
+/// 95% interval, applying the control variate if `mc.control_variate`.
+pub fn finish(spec: &OptionSpec, mc: &McParams, blocks: &[BlockSums]) -> Result<PriceResult> {
+    let mut t = BlockSums::default();
+    for b in blocks {
+        t.add(b);
+    }
+    if t.n != mc.samples() {
+        return Err(Error::invalid(
+            "monte_carlo",
+            format!(
+                "the blocks hold {} samples, the run has {}: pass every block, in order",
+                t.n,
+                mc.samples()
+            ),
+        ));
+    }
+    let n = t.n as f64;
+    let (ybar, cbar) = (t.y / n, t.c / n);
+    let var_y = (t.yy - n * ybar * ybar) / (n - 1.0);
+    let var_c = (t.cc - n * cbar * cbar) / (n - 1.0);
+    let cov = (t.yc - n * ybar * cbar) / (n - 1.0);
+    let (price, var) = if mc.control_variate && var_c > 0.0 {
+        let beta = cov / var_c;
+        (ybar - beta * cbar, var_y - beta * cov)
+    } else {
+        (ybar, var_y)
+    };
+    let std_error = (var.max(0.0) / n).sqrt();
+    let greeks = !spec.style.is_barrier();
+    Ok(PriceResult {
+        price,
+        std_error,
+        ci95: (price - 1.96 * std_error, price + 1.96 * std_error),
+        paths_used: mc.paths_used(),
+        delta: greeks.then(|| t.delta / n),
+        gamma: None,
+        vega: greeks.then(|| t.vega / n),
+        theta: None,
+        rho: None,
+    })
+}
+
+pub(crate) fn price_mc_with(
+    spec: &OptionSpec,
+    mc: &McParams,
+    option: u32,
+    min_len: Option<usize>,
+) -> Result<PriceResult> {
+    let blocks = simulate_blocks_with(spec, mc, option, 0..block_count(mc), min_len)?;
+    finish(spec, mc, &blocks)
+}
+
+/// Prices one option by Monte Carlo; `option` is its stream index (an option priced alone
+/// with index `i` gets the same bits as the `i`-th option of [`price_portfolio`]).
+pub fn price_mc(spec: &OptionSpec, mc: &McParams, option: u32) -> Result<PriceResult> {
+    price_mc_with(spec, mc, option, None)
+}
+
+/// Prices many options with the same run parameters; option `i` uses stream index `i`.
+/// One result per option: an invalid option is an error in its slot, not for the batch.
+pub fn price_portfolio(specs: &[OptionSpec], mc: &McParams) -> Vec<Result<PriceResult>> {
+    specs
+        .par_iter()
+        .enumerate()
+        .map(|(i, s)| match u32::try_from(i) {
+            Ok(i) => price_mc(s, mc, i),
+            Err(_) => Err(Error::invalid(
+                "price_portfolio",
+                format!("option {i}: at most 2^32 options per portfolio"),
+            )),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_core::finance::OptionType;
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn bits_do_not_depend_on_threads_or_task_size() {
+        let spec = OptionSpec::european(OptionType::Put, 100.0, 105.0, 0.02, 0.01, 0.3, 1.0).with_style(
+            Style::AsianArithmetic,
+            Some(6),
+            None,
+        );
+        let mc = McParams {
+            paths: 5 * BLOCK_SAMPLES + 37, // a partial last block and a partial lane group
+            steps: 6,
+            seed: 5,
+            antithetic: true,
+            control_variate: true,
+        };
+        let reference = pool(1).install(|| price_mc_with(&spec, &mc, 2, Some(1))).unwrap();
+        for (threads, min_len) in [(1, 3), (2, 1), (2, 2), (2, 7)] {
+            let r = pool(threads)
+                .install(|| price_mc_with(&spec, &mc, 2, Some(min_len)))
+                .unwrap();
+            assert_eq!(
+                r.price.to_bits(),
+                reference.price.to_bits(),
+                "{threads} threads, {min_len}"
+            );
+            assert_eq!(r.std_error.to_bits(), reference.std_error.to_bits());
+            assert_eq!(r.delta, reference.delta);
+            assert_eq!(r.vega, reference.vega);
+        }
+    }
+}
