@@ -6,6 +6,7 @@
 
 mod elementwise;
 pub mod finance;
+pub mod imaging;
 
 use kiln_core::backend::check_same_len;
 use kiln_core::{Backend, BackendKind, Result, UnaryOp};

@@ -1,0 +1,270 @@
+//! The separable path: one 1-D correlation pass per axis, each rounded to `f32`, exactly as
+//! `scipy.ndimage.correlate1d` (and so `gaussian_filter`, `sobel`, `uniform_filter`) does
+//! for `float32` data: each pass extends its line through the boundary mode, sums in `f64`
+//! with scipy's symmetric / antisymmetric / general formula (same operations, same order),
+//! and stores `f32`; the next pass reads that `f32` intermediate and extends it again.
+//!
+//! Passes along the contiguous axis copy each row into an extended `f64` line (the border
+//! handled once per row) and then run a check-free 16-wide loop. Passes along the other
+//! axes combine whole source rows chosen through the boundary mode, so no pixel is tested.
+
+use kiln_core::imaging::BoundaryMode;
+use rayon::prelude::*;
+
+use super::direct::{shifted, Dims, LANES};
+
+/// scipy's classification of an odd 1-D kernel (`NI_Correlate1D`, tolerance `DBL_EPSILON`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sym {
+    Symmetric,
+    Anti,
+    General,
+}
+
+fn classify(w: &[f64]) -> Sym {
+    let r = w.len() / 2;
+    if (1..=r).all(|i| (w[r + i] - w[r - i]).abs() <= f64::EPSILON) {
+        Sym::Symmetric
+    } else if (1..=r).all(|i| (w[r + i] + w[r - i]).abs() <= f64::EPSILON) {
+        Sym::Anti
+    } else {
+        Sym::General
+    }
+}
+
+/// The samples under each tap of a 1-D kernel for an output block of `L` pixels.
+trait Window<const L: usize> {
+    /// The `L` samples under tap `m` (`0..n`, centre `n/2`).
+    fn tap(&self, m: usize) -> [f64; L];
+}
+
+/// A block of an extended line: tap `m` of pixel `j + i` is `ext[j + i + m]`.
+struct Line<'a> {
+    ext: &'a [f64],
+    j: usize,
+}
+
+impl<const L: usize> Window<L> for Line<'_> {
+    #[inline(always)]
+    fn tap(&self, m: usize) -> [f64; L] {
+        let s = &self.ext[self.j + m..][..L];
+        std::array::from_fn(|i| s[i])
+    }
+}
+
+/// A block across rows: tap `m` of pixel `j + i` is `rows[m][j + i]` (`None`: cval).
+struct Rows<'a, 'b> {
+    rows: &'a [Option<&'b [f32]>],
+    j: usize,
+    cval: f64,
+}
+
+impl<const L: usize> Window<L> for Rows<'_, '_> {
+    #[inline(always)]
+    fn tap(&self, m: usize) -> [f64; L] {
+        match self.rows[m] {
+            Some(s) => {
+                let s = &s[self.j..][..L];
+                std::array::from_fn(|i| s[i] as f64)
+            }
+            None => [self.cval; L],
+        }
+    }
+}
+
+/// One output block, with scipy's formula for the kernel's symmetry.
+#[inline(always)]
+fn corr1d<const L: usize>(w: &[f64], sym: Sym, x: &impl Window<L>) -> [f64; L] {
+    match sym {
+        Sym::Symmetric => pairs::<L, true>(w, x),
+        Sym::Anti => pairs::<L, false>(w, x),
+        Sym::General => general(w, x),
+    }
+}
+
+/// `x[0]·w[0] + Σ_{m<r} (x[-r+m] ± x[r-m])·w[m]` (offsets from the centre).
+#[inline(always)]
+fn pairs<const L: usize, const SYMMETRIC: bool>(w: &[f64], x: &impl Window<L>) -> [f64; L] {
+    let n = w.len();
+    let r = n / 2;
+    let c = x.tap(r);
+    let mut o: [f64; L] = std::array::from_fn(|i| c[i] * w[r]);
+    for (m, &wm) in w.iter().enumerate().take(r) {
+        let (a, b) = (x.tap(m), x.tap(n - 1 - m));
+        for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
+            let p = if SYMMETRIC { a + b } else { a - b };
+            *o += p * wm;
+        }
+    }
+    o
+}
+
+/// `x[r]·w[r] + Σ_{m<n-1} x[m]·w[m]`.
+#[inline(always)]
+fn general<const L: usize>(w: &[f64], x: &impl Window<L>) -> [f64; L] {
+    let n = w.len();
+    let c = x.tap(n - 1);
+    let mut o: [f64; L] = std::array::from_fn(|i| c[i] * w[n - 1]);
+    for (m, &wm) in w.iter().enumerate().take(n - 1) {
+        let a = x.tap(m);
+        for (o, a) in o.iter_mut().zip(a) {
+            *o += a * wm;
+        }
+    }
+    o
+}
+
+/// Computes a row of `n` outputs block by block (the last block overlapping the one
+/// before; a row shorter than a block runs pixel by pixel), `wide(j)` / `narrow(j)` giving
+/// the window at column `j` and `put(j, values)` storing a block.
+#[inline(always)]
+fn blocks<A: Window<LANES>, B: Window<1>>(
+    n: usize,
+    w: &[f64],
+    sym: Sym,
+    wide: impl Fn(usize) -> A,
+    narrow: impl Fn(usize) -> B,
+    mut put: impl FnMut(usize, &[f64]),
+) {
+    if n < LANES {
+        for j in 0..n {
+            put(j, &corr1d::<1>(w, sym, &narrow(j)));
+        }
+        return;
+    }
+    let mut j = 0;
+    while j < n {
+        let j0 = j.min(n - LANES);
+        put(j0, &corr1d::<LANES>(w, sym, &wide(j0)));
+        j += LANES;
+    }
+}
+
+/// Stores a block rounded to `f32`, as scipy stores each pass.
+#[inline(always)]
+fn put_f32(out: &mut [f32]) -> impl FnMut(usize, &[f64]) + '_ {
+    |j, o| {
+        for (d, &o) in out[j..j + o.len()].iter_mut().zip(o) {
+            *d = o as f32;
+        }
+    }
+}
+
+/// What one sweep over the volume does.
+enum Stage<'a> {
+    /// One `correlate1d` pass along an axis.
+    Single(usize, &'a [f64]),
+    /// A pass along H then one along W, fused row by row: the H pass of an output row is
+    /// rounded to `f32` straight into the W pass's extended line, so the intermediate
+    /// never goes to memory (same arithmetic as two sweeps).
+    RowsThenCols(&'a [f64], &'a [f64]),
+}
+
+/// Runs the 1-D passes `(axis, weights)` in order from `src` into `out` (same shape).
+pub(super) fn correlate(
+    src: &[f32],
+    dims: Dims,
+    passes: &[(usize, &[f64])],
+    mode: BoundaryMode,
+    out: &mut [f32],
+) {
+    let mut stages = Vec::new();
+    let mut i = 0;
+    while i < passes.len() {
+        match (passes[i], passes.get(i + 1)) {
+            ((1, w1), Some(&(2, w2))) => {
+                stages.push(Stage::RowsThenCols(w1, w2));
+                i += 2;
+            }
+            ((axis, w), _) => {
+                stages.push(Stage::Single(axis, w));
+                i += 1;
+            }
+        }
+    }
+    let n = stages.len();
+    if n == 0 {
+        out.copy_from_slice(src);
+        return;
+    }
+    let mut tmp = if n > 1 {
+        vec![0.0f32; src.len()]
+    } else {
+        Vec::new()
+    };
+    for (i, stage) in stages.iter().enumerate() {
+        // Ping-pong so that the last stage lands in `out`.
+        let to_out = (n - 1 - i) % 2 == 0;
+        match (i, to_out) {
+            (0, true) => sweep(src, dims, stage, mode, out),
+            (0, false) => sweep(src, dims, stage, mode, &mut tmp),
+            (_, true) => sweep(&tmp, dims, stage, mode, out),
+            (_, false) => sweep(out, dims, stage, mode, &mut tmp),
+        }
+    }
+}
+
+/// One sweep: every output row from the rows of `src` it needs.
+fn sweep(src: &[f32], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [f32]) {
+    let (axis, w, w2) = match *stage {
+        Stage::Single(axis, w) => (axis, w, None),
+        Stage::RowsThenCols(w1, w2) => (1, w1, Some(w2)),
+    };
+    let (sym, r) = (classify(w), w.len() / 2);
+    // The kernel run on the contiguous axis, if any.
+    let wc = if axis == 2 { Some(w) } else { w2 };
+    let (symc, rc) = wc.map_or((Sym::General, 0), |wc| (classify(wc), wc.len() / 2));
+    let cval = mode.cval().unwrap_or(0.0);
+    let rpt = dims.rows_per_task(w.len() + w2.map_or(0, <[f64]>::len));
+    out.par_chunks_mut(dims.w * rpt)
+        .enumerate()
+        .for_each(|(t, chunk)| {
+            let mut ext = vec![0.0f64; if wc.is_some() { dims.w + 2 * rc } else { 0 }];
+            let mut rows: Vec<Option<&[f32]>> = vec![None; w.len()];
+            for (i, orow) in chunk.chunks_mut(dims.w).enumerate() {
+                let g = t * rpt + i;
+                let (z, y) = (g / dims.h, g % dims.h);
+                if axis == 2 {
+                    let row = dims.row(src, z, y);
+                    for (e, &x) in ext[rc..rc + dims.w].iter_mut().zip(row) {
+                        *e = x as f64;
+                    }
+                } else {
+                    for (m, row) in rows.iter_mut().enumerate() {
+                        *row = if axis == 1 {
+                            shifted(mode, y, m, r, dims.h).map(|yy| dims.row(src, z, yy))
+                        } else {
+                            shifted(mode, z, m, r, dims.d).map(|zz| dims.row(src, zz, y))
+                        };
+                    }
+                    let rows = &rows[..];
+                    let win = |j| Rows { rows, j, cval };
+                    if w2.is_none() {
+                        blocks(dims.w, w, sym, win, win, put_f32(orow));
+                        continue;
+                    }
+                    // The f32-rounded H pass becomes the W pass's line.
+                    let line = &mut ext[rc..rc + dims.w];
+                    blocks(dims.w, w, sym, win, win, |j, o| {
+                        for (d, &o) in line[j..j + o.len()].iter_mut().zip(o) {
+                            *d = o as f32 as f64;
+                        }
+                    });
+                }
+                if let Some(wc) = wc {
+                    extend_borders(&mut ext, rc, mode, cval);
+                    let line = |j| Line { ext: &ext, j };
+                    blocks(dims.w, wc, symc, line, line, put_f32(orow));
+                }
+            }
+        });
+}
+
+/// scipy's `NI_ExtendLine`: with the line at `ext[r..len-r]`, sets `ext[i]` for the `r`
+/// places each side to the sample at `i - r` under the boundary mode.
+fn extend_borders(ext: &mut [f64], r: usize, mode: BoundaryMode, cval: f64) {
+    let n = ext.len() - 2 * r;
+    for i in (0..r).chain(r + n..n + 2 * r) {
+        ext[i] = shifted(mode, i, 0, r, n).map_or(cval, |j| ext[r + j]);
+    }
+}
