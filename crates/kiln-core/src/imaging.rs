@@ -42,6 +42,11 @@ pub const SEPARABLE_TOLERANCE: f64 = 4.0 * f32::EPSILON as f64;
 /// Extensions repeat with the period for indices arbitrarily far outside (a kernel larger
 /// than the image). On a size-1 axis every mode but `constant` reads the one sample (scipy
 /// maps `mirror` on a size-1 axis to `nearest`, since its period `2n-2` is 0).
+///
+/// One deliberate difference: scipy's n-D `correlate` (`NI_InitFilterOffsets`) maps the
+/// `reflect` index `-4n` (and `-6n`, ...) to `-1`, outside the array, which only a kernel
+/// radius of at least 4× the axis length reaches; kiln reads index 0 there, as the periodic
+/// definition and scipy's own `correlate1d` (`NI_ExtendLine`) do.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub enum BoundaryMode {
     /// Outside reads `cval` (scipy `mode="constant", cval=...`; `constant` means cval 0).

@@ -29,8 +29,8 @@ impl Dims {
         self.d * self.h
     }
 
-    /// Rows per rayon task so that each task does about `work` multiply-adds, with at
-    /// least a few tasks per thread.
+    /// Rows per rayon task so that each task does about 64 K multiply-adds (rows of `w`
+    /// pixels, `taps` each), while leaving at least 8 tasks per thread.
     pub fn rows_per_task(&self, taps: usize) -> usize {
         let per_row = (self.w * taps.max(1)).max(1);
         let by_work = (1 << 16) / per_row;
