@@ -47,7 +47,7 @@ summary+=("GPU test skips: $skips (must be 0 with KILN_REQUIRE_GPU=1)")
 "$B/kiln" demo --device cuda --size "$demo_size" --json > "$out/demo.json" 2>/dev/null
 
 if [ "$peers" = 1 ] && [ -f .device/peers/peer_bench.py ]; then
-  PYTHONUNBUFFERED=1 python3 .device/peers/peer_bench.py --only sigmoid,copy_bw --json "$out/peers.json" > "$out/peers.txt" 2>&1
+  PYTHONUNBUFFERED=1 python3 .device/peers/peer_bench.py --only sigmoid,copy_bw,alloc --json "$out/peers.json" > "$out/peers.txt" 2>&1
   summary+=("peers rc=$?")
 fi
 

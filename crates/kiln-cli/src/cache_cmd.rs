@@ -95,7 +95,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 if !wanted || cfg.devices.admit(&info.desc) != Admission::Usable {
                     continue;
                 }
-                let b = CudaBackend::new(info, cache.clone())?;
+                let b = CudaBackend::new(info, cache.clone(), cfg.gpu_memory_limit)?;
                 b.warm()?;
                 for l in b.module_loads() {
                     print_event(&l.cache);

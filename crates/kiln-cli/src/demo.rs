@@ -42,6 +42,7 @@ struct Output {
     device: String,
     fallback_reason: Option<String>,
     rows: Vec<Row>,
+    memory: Option<kiln_cuda::pool::MemoryStats>,
     all_verified: bool,
 }
 
@@ -129,6 +130,35 @@ fn elementwise_rows(rt: &Runtime, n: usize, reps: usize) -> kiln::Result<Vec<Row
     Ok(rows)
 }
 
+/// Median nanoseconds of one cached alloc+free pair of 1 MiB on the device pool.
+fn pool_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
+    let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
+    let mut per_pair = Vec::new();
+    drop(b.alloc::<u8>(1 << 20)?); // warm: the segment is now cached
+    for _ in 0..21 {
+        let t0 = Instant::now();
+        for _ in 0..10_000 {
+            let x = b.alloc::<u8>(1 << 20)?;
+            std::hint::black_box(x.device_ptr());
+        }
+        per_pair.push(t0.elapsed().as_secs_f64() * 1e3 / 10_000.0);
+    }
+    let ms = median(per_pair);
+    Ok(vec![Row {
+        op: "pool alloc+free 1 MiB".into(),
+        device: b.name(),
+        size: "1048576".into(),
+        elements: 1 << 20,
+        median_ms: ms,
+        gbps: None,
+        tflops: None,
+        max_rel_err_vs_cpu: 0.0,
+        rel_l2_vs_f64: 0.0,
+        verified: true,
+        note: format!("{:.3} us per pair, cached, host-side", ms * 1e3),
+    }])
+}
+
 /// Run the demo; exit 5 if any op fails verification.
 pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let rt = Runtime::new(request, cfg)?;
@@ -140,12 +170,14 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         (_, true) => 1 << 26,
         (_, false) => 1 << 24,
     };
-    let rows = elementwise_rows(&rt, n, args.reps as usize)?;
+    let mut rows = elementwise_rows(&rt, n, args.reps as usize)?;
+    rows.extend(pool_rows(&rt)?);
     let all_verified = rows.iter().all(|r| r.verified);
     let out = Output {
         device: rt.device_name(),
         fallback_reason: rt.fallback_reason().map(str::to_string),
         rows,
+        memory: rt.memory_stats(),
         all_verified,
     };
     if args.json {
@@ -163,8 +195,8 @@ fn print_table(o: &Output) {
         println!("kiln demo on the CPU");
     }
     println!(
-        "{:<26} {:<7} {:>11} {:>11} {:>10} {:>14} {:>13}  {}",
-        "op", "device", "elements", "median ms", "GB/s", "max rel vs CPU", "rel L2 vs f64", "check"
+        "{:<26} {:<7} {:>11} {:>11} {:>10} {:>14} {:>13}  check",
+        "op", "device", "elements", "median ms", "GB/s", "max rel vs CPU", "rel L2 vs f64"
     );
     for r in &o.rows {
         println!(
@@ -178,6 +210,21 @@ fn print_table(o: &Output) {
             r.rel_l2_vs_f64,
             if r.verified { "ok" } else { "FAIL" },
             r.note
+        );
+    }
+    if let Some(m) = &o.memory {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        println!(
+            "device pool: allocated {:.1} MiB (peak {:.1}), reserved {:.1} MiB (peak {:.1}); {} allocs, {} frees, {} device allocs, {} retries, {} OOMs",
+            mib(m.allocated_bytes),
+            mib(m.allocated_bytes_peak),
+            mib(m.reserved_bytes),
+            mib(m.reserved_bytes_peak),
+            m.num_allocs,
+            m.num_frees,
+            m.num_device_allocs,
+            m.num_alloc_retries,
+            m.num_ooms
         );
     }
     if !o.all_verified {

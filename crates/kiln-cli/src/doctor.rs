@@ -98,7 +98,7 @@ struct ConfigRow {
 
 const TRIAL_N: usize = (1 << 20) + 3;
 
-fn trial(info: &DeviceInfo, cache: &KernelCache) -> Trial {
+fn trial(info: &DeviceInfo, cache: &KernelCache, limit: Option<kiln_core::MemoryLimit>) -> Trial {
     let t0 = Instant::now();
     let mut t = Trial {
         ok: false,
@@ -111,7 +111,7 @@ fn trial(info: &DeviceInfo, cache: &KernelCache) -> Trial {
         total_ms: 0.0,
     };
     let r = (|| -> kiln::Result<()> {
-        let b = CudaBackend::new(info, cache.clone())?;
+        let b = CudaBackend::new(info, cache.clone(), limit)?;
         t.context_ms = b.context_ms();
         let x = kiln::testing::random_f32(TRIAL_N, -12.0, 12.0, 7);
         let dx = b.upload(&x)?;
@@ -173,7 +173,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 _ => true,
             };
             let trial = (admission == Admission::Usable && wanted && !args.no_trial && libraries.nvrtc)
-                .then(|| trial(info, &cache));
+                .then(|| trial(info, &cache, cfg.gpu_memory_limit));
             if let Some(t) = &trial {
                 if t.ok {
                     usable.push(format!("cuda:{}", info.desc.ordinal));

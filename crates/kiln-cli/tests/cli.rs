@@ -1,5 +1,6 @@
 //! The `kiln` binary end to end. GPU cases skip with a reason where no GPU is usable and
 //! must pass where `KILN_REQUIRE_GPU=1`.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -60,7 +61,7 @@ fn doctor_exits_zero_and_names_the_active_backend() {
         assert!(r["fallback_reason"].is_string());
     }
     assert_eq!(r["cache"]["writable"], true);
-    assert_eq!(r["config"].as_array().unwrap().len(), 3);
+    assert_eq!(r["config"].as_array().unwrap().len(), 4);
     let o = kiln(d.path(), &["doctor", "--device", "cpu"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("active cpu"));

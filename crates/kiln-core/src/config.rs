@@ -9,8 +9,11 @@
 //! min_compute_capability = "7.0"
 //! [cache]
 //! dir = "/var/cache/kiln"
+//! [memory]
+//! gpu_limit = "8GiB"          # or "50%" of the device, or bytes
 //! ```
-//! Environment: `KILN_DEVICES`, `KILN_MIN_COMPUTE_CAPABILITY`, `KILN_CACHE_DIR`.
+//! Environment: `KILN_DEVICES`, `KILN_MIN_COMPUTE_CAPABILITY`, `KILN_CACHE_DIR`,
+//! `KILN_GPU_MEMORY_LIMIT`.
 
 use crate::device::{parse_allowed_list, DevicePolicy, DeviceSelector};
 use crate::error::{Error, Result};
@@ -46,10 +49,75 @@ pub struct Config {
     pub devices: DevicePolicy,
     /// The kernel cache directory.
     pub cache_dir: PathBuf,
+    /// How much device memory kiln's pool may hold.
+    pub gpu_memory_limit: Option<MemoryLimit>,
     /// The file that was read, if any.
     pub file: Option<PathBuf>,
     /// Provenance of each setting, keyed by its dotted name.
     pub sources: BTreeMap<String, Source>,
+}
+
+/// A device-memory limit: bytes, or a fraction of the device's memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MemoryLimit {
+    /// At most this many bytes.
+    Bytes(u64),
+    /// At most this fraction (0, 1] of the device's total memory.
+    Fraction(f64),
+}
+
+impl MemoryLimit {
+    /// Parse `8GiB`, `512MiB`, `1.5GB`, `1048576`, or `50%`.
+    pub fn parse(s: &str) -> std::result::Result<MemoryLimit, String> {
+        let t = s.trim();
+        let bad = || format!("`{t}` is not a memory size; write e.g. 8GiB, 512MiB, 2GB, 1048576 or 50%");
+        if let Some(p) = t.strip_suffix('%') {
+            let f: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(f > 0.0 && f <= 100.0) {
+                return Err(format!("`{t}`: a percentage must be in (0, 100]"));
+            }
+            return Ok(MemoryLimit::Fraction(f / 100.0));
+        }
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let n: f64 = num.parse().map_err(|_| bad())?;
+        let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "k" | "kib" => 1024.0,
+            "kb" => 1e3,
+            "m" | "mib" => 1024.0 * 1024.0,
+            "mb" => 1e6,
+            "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+            "gb" => 1e9,
+            "t" | "tib" => 1024f64.powi(4),
+            "tb" => 1e12,
+            _ => return Err(bad()),
+        };
+        let bytes = n * mult;
+        if !(bytes >= 1.0 && bytes.is_finite()) {
+            return Err(format!("`{t}`: the limit must be at least 1 byte"));
+        }
+        Ok(MemoryLimit::Bytes(bytes as u64))
+    }
+
+    /// The limit in bytes on a device of `total` bytes.
+    pub fn bytes(self, total: u64) -> u64 {
+        match self {
+            MemoryLimit::Bytes(b) => b,
+            MemoryLimit::Fraction(f) => (total as f64 * f) as u64,
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemoryLimit::Bytes(b) => write!(f, "{b} B"),
+            MemoryLimit::Fraction(x) => write!(f, "{}% of the device", x * 100.0),
+        }
+    }
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -57,6 +125,13 @@ pub struct Config {
 struct RawFile {
     devices: Option<RawDevices>,
     cache: Option<RawCache>,
+    memory: Option<RawMemory>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    gpu_limit: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -99,12 +174,18 @@ fn parse_cc(s: &str) -> std::result::Result<(u32, u32), String> {
 impl Default for Config {
     fn default() -> Self {
         let mut sources = BTreeMap::new();
-        for k in ["devices.allowed", "devices.min_compute_capability", "cache.dir"] {
+        for k in [
+            "devices.allowed",
+            "devices.min_compute_capability",
+            "cache.dir",
+            "memory.gpu_limit",
+        ] {
             sources.insert(k.to_string(), Source::Default);
         }
         Config {
             devices: DevicePolicy::default(),
             cache_dir: default_cache_dir(),
+            gpu_memory_limit: None,
             file: None,
             sources,
         }
@@ -189,7 +270,14 @@ impl Config {
                     return Err(err("cache.dir", String::new(), "must not be empty".into()));
                 }
                 self.cache_dir = dir;
-                self.sources.insert("cache.dir".into(), src);
+                self.sources.insert("cache.dir".into(), src.clone());
+            }
+        }
+        if let Some(m) = raw.memory {
+            if let Some(v) = m.gpu_limit {
+                self.gpu_memory_limit =
+                    Some(MemoryLimit::parse(&v).map_err(|r| err("memory.gpu_limit", v.clone(), r))?);
+                self.sources.insert("memory.gpu_limit".into(), src);
             }
         }
         Ok(())
@@ -223,6 +311,14 @@ impl Config {
             self.sources
                 .insert("cache.dir".into(), Source::Env("KILN_CACHE_DIR".into()));
         }
+        if let Some(v) = env("KILN_GPU_MEMORY_LIMIT") {
+            self.gpu_memory_limit =
+                Some(MemoryLimit::parse(&v).map_err(|r| err("KILN_GPU_MEMORY_LIMIT", &v, r))?);
+            self.sources.insert(
+                "memory.gpu_limit".into(),
+                Source::Env("KILN_GPU_MEMORY_LIMIT".into()),
+            );
+        }
         Ok(())
     }
 
@@ -250,6 +346,13 @@ impl Config {
                 "cache.dir".into(),
                 self.cache_dir.display().to_string(),
                 src("cache.dir"),
+            ),
+            (
+                "memory.gpu_limit".into(),
+                self.gpu_memory_limit
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                src("memory.gpu_limit"),
             ),
         ]
     }
@@ -337,6 +440,10 @@ mod tests {
             ("KILN_MIN_COMPUTE_CAPABILITY", "9"),
             ("KILN_MIN_COMPUTE_CAPABILITY", "9.10"),
             ("KILN_CACHE_DIR", ""),
+            ("KILN_GPU_MEMORY_LIMIT", "lots"),
+            ("KILN_GPU_MEMORY_LIMIT", "0"),
+            ("KILN_GPU_MEMORY_LIMIT", "150%"),
+            ("KILN_GPU_MEMORY_LIMIT", "8 XB"),
         ] {
             let e = Config::load_from(None, false, &env_of(&[(k, v)])).unwrap_err();
             let s = e.to_string();
@@ -365,6 +472,35 @@ mod tests {
             Error::Io { .. }
         ));
         assert!(Config::load_from(Some(p), false, &env_of(&[])).is_ok());
+    }
+
+    #[test]
+    fn memory_limits_parse() {
+        assert_eq!(MemoryLimit::parse("8GiB").unwrap(), MemoryLimit::Bytes(8 << 30));
+        assert_eq!(
+            MemoryLimit::parse("512 MiB").unwrap(),
+            MemoryLimit::Bytes(512 << 20)
+        );
+        assert_eq!(
+            MemoryLimit::parse("2GB").unwrap(),
+            MemoryLimit::Bytes(2_000_000_000)
+        );
+        assert_eq!(
+            MemoryLimit::parse("1048576").unwrap(),
+            MemoryLimit::Bytes(1 << 20)
+        );
+        assert_eq!(MemoryLimit::parse("50%").unwrap(), MemoryLimit::Fraction(0.5));
+        assert_eq!(MemoryLimit::Fraction(0.5).bytes(1000), 500);
+        let f = write("[memory]\ngpu_limit = \"25%\"\n");
+        let c = Config::load_from(
+            Some(f.path()),
+            true,
+            &env_of(&[("KILN_GPU_MEMORY_LIMIT", "1GiB")]),
+        )
+        .unwrap();
+        assert_eq!(c.gpu_memory_limit, Some(MemoryLimit::Bytes(1 << 30)));
+        let c = Config::load_from(Some(f.path()), true, &env_of(&[])).unwrap();
+        assert_eq!(c.gpu_memory_limit, Some(MemoryLimit::Fraction(0.25)));
     }
 
     #[test]

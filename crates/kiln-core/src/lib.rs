@@ -20,7 +20,7 @@ pub mod imaging;
 pub mod philox;
 
 pub use backend::{Backend, BackendKind, UnaryOp};
-pub use config::Config;
+pub use config::{Config, MemoryLimit};
 pub use device::{DeviceRequest, DeviceSelector};
 pub use dtype::DType;
 pub use error::{cuda_code_name, is_sticky_cuda_code, Error, NoDeviceReason, Result};

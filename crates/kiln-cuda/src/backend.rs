@@ -6,13 +6,13 @@ use crate::cache::{CacheEvent, KernelCache};
 use crate::discovery::DeviceInfo;
 use crate::kernels::{KernelId, Module};
 use crate::nvrtc;
+use crate::pool::{DeviceBuffer, DevicePool, MemoryStats};
 use cudarc::driver::{
-    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig,
-    PushKernelArg,
+    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use kiln_core::backend::check_same_len;
-use kiln_core::{cuda_code_name, Backend, BackendKind, Error, Result, UnaryOp};
+use kiln_core::{cuda_code_name, Backend, BackendKind, Error, MemoryLimit, Result, UnaryOp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -31,6 +31,7 @@ pub struct CudaBackend {
     info: DeviceInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    pool: Arc<DevicePool>,
     cache: KernelCache,
     nvrtc: (i32, i32),
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -49,8 +50,8 @@ impl std::fmt::Debug for CudaBackend {
 
 impl CudaBackend {
     /// Create a context on `info`'s device and verify, by UUID, that it is the device the
-    /// policy admitted. Needs libnvrtc for kernels.
-    pub fn new(info: &DeviceInfo, cache: KernelCache) -> Result<Self> {
+    /// policy admitted. Needs libnvrtc for kernels. The device pool holds at most `limit`.
+    pub fn new(info: &DeviceInfo, cache: KernelCache, limit: Option<MemoryLimit>) -> Result<Self> {
         let nvrtc = nvrtc::version().ok_or(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound))?;
         let dev = format!("cuda:{}", info.desc.ordinal);
         let t0 = Instant::now();
@@ -67,11 +68,21 @@ impl CudaBackend {
                 ),
             ));
         }
-        let stream = ctx.default_stream();
+        // A non-default stream: the legacy default stream would serialise with every other
+        // stream (pipelines and graph capture need real streams).
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| cuda_err("cuStreamCreate", &dev, e))?;
+        let pool = DevicePool::new(
+            ctx.clone(),
+            dev.clone(),
+            limit.map(|l| l.bytes(info.desc.total_memory)),
+        );
         Ok(CudaBackend {
             info: info.clone(),
             ctx,
             stream,
+            pool,
             cache,
             nvrtc,
             modules: Mutex::new(HashMap::new()),
@@ -155,42 +166,41 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Copy a host slice to a new device buffer.
-    pub fn upload(&self, x: &[f32]) -> Result<CudaSlice<f32>> {
-        self.stream
-            .clone_htod(x)
-            .map_err(|e| self.oom_or("htod", x.len() * 4, e))
+    /// The device's caching pool.
+    pub fn pool(&self) -> &Arc<DevicePool> {
+        &self.pool
     }
 
-    /// Copy a device buffer into a host slice of the same length.
-    pub fn download(&self, x: &CudaSlice<f32>, out: &mut [f32]) -> Result<()> {
-        check_same_len("dtoh", x.len(), out.len())?;
-        self.stream.memcpy_dtoh(x, out).map_err(|e| self.err("dtoh", e))?;
-        self.synchronize()
+    /// The pool's counters.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.pool.stats()
+    }
+
+    /// Release cached, unused device memory; returns the bytes released.
+    pub fn empty_cache(&self) -> u64 {
+        self.pool.empty_cache()
+    }
+
+    /// An uninitialised device buffer of `n` elements on kiln's stream.
+    pub fn alloc<T: Copy>(&self, n: usize) -> Result<DeviceBuffer<T>> {
+        self.pool.alloc(&self.stream, n)
+    }
+
+    /// Copy a host slice to a new device buffer.
+    pub fn upload(&self, x: &[f32]) -> Result<DeviceBuffer<f32>> {
+        let mut b = self.alloc(x.len())?;
+        b.copy_from_host(x, &self.stream)?;
+        Ok(b)
+    }
+
+    /// Copy a device buffer into a host slice of the same length (waits for it).
+    pub fn download(&self, x: &DeviceBuffer<f32>, out: &mut [f32]) -> Result<()> {
+        x.copy_to_host(out, &self.stream)
     }
 
     /// A new device buffer filled with NaN, so an element a kernel fails to write is caught.
-    pub fn alloc_poisoned(&self, n: usize) -> Result<CudaSlice<f32>> {
-        self.stream
-            .clone_htod(&vec![f32::NAN; n])
-            .map_err(|e| self.oom_or("alloc", n * 4, e))
-    }
-
-    fn oom_or(&self, op: &str, bytes: usize, e: DriverError) -> Error {
-        if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
-            let (free, total) = self.mem_info().unwrap_or((0, 0));
-            Error::OutOfMemory {
-                op: op.into(),
-                device: self.name(),
-                requested: bytes as u64,
-                free,
-                total,
-                reserved: 0,
-                limit: None,
-            }
-        } else {
-            self.err(op, e)
-        }
+    pub fn alloc_poisoned(&self, n: usize) -> Result<DeviceBuffer<f32>> {
+        self.upload(&vec![f32::NAN; n])
     }
 
     /// Wait for all work on kiln's stream.
@@ -201,7 +211,12 @@ impl CudaBackend {
     }
 
     /// Launch `op` on device buffers of equal length (whole allocations, so 16-byte aligned).
-    pub fn unary_f32_device(&self, op: UnaryOp, x: &CudaSlice<f32>, out: &mut CudaSlice<f32>) -> Result<()> {
+    pub fn unary_f32_device(
+        &self,
+        op: UnaryOp,
+        x: &DeviceBuffer<f32>,
+        out: &mut DeviceBuffer<f32>,
+    ) -> Result<()> {
         check_same_len(op.name(), x.len(), out.len())?;
         let k = match op {
             UnaryOp::Sigmoid => KernelId::SigmoidF32,
@@ -227,10 +242,13 @@ impl CudaBackend {
             block_dim: (threads, 1, 1),
             shared_mem_bytes: 0,
         };
+        let (xp, yp) = (x.device_ptr(), out.device_ptr());
         let mut b = self.stream.launch_builder(&f);
-        b.arg(x).arg(out).arg(&n);
-        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both buffers hold exactly n
-        // f32 (checked above) and are whole allocations, so float4 accesses are aligned.
+        b.arg(&xp).arg(&yp).arg(&n);
+        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold
+        // exactly n f32 (checked above), start on 512-byte block boundaries (so float4
+        // accesses are aligned) and outlive the launch's stream order (drop returns a block
+        // to this stream's free list, reused only by later work on the same stream).
         unsafe { b.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
         Ok(())
     }

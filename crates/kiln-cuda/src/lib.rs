@@ -19,6 +19,7 @@ pub mod cache;
 pub mod discovery;
 pub mod kernels;
 pub mod nvrtc;
+pub mod pool;
 
 pub use backend::{cuda_err, CudaBackend, ModuleLoad};
 pub use cache::{CacheEvent, KernelCache, Outcome};

@@ -73,7 +73,7 @@ impl Runtime {
             .iter()
             .find(|d| d.desc.ordinal == ordinal)
             .ok_or_else(|| Error::invalid("device", format!("cuda:{ordinal} vanished after discovery")))?;
-        CudaBackend::new(info, KernelCache::new(&config.cache_dir))
+        CudaBackend::new(info, KernelCache::new(&config.cache_dir), config.gpu_memory_limit)
     }
 
     /// The backend in use.
@@ -110,6 +110,16 @@ impl Runtime {
     /// What was asked for.
     pub fn requested(&self) -> DeviceRequest {
         self.requested
+    }
+
+    /// The device pool's counters (`None` on the CPU).
+    pub fn memory_stats(&self) -> Option<kiln_cuda::pool::MemoryStats> {
+        self.cuda().map(|c| c.memory_stats())
+    }
+
+    /// Release cached device memory; returns the bytes released (0 on the CPU).
+    pub fn empty_cache(&self) -> u64 {
+        self.cuda().map(|c| c.empty_cache()).unwrap_or(0)
     }
 
     /// Why `auto` fell back to the CPU, if it did.

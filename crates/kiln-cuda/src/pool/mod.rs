@@ -1,0 +1,9 @@
+//! Device memory: the caching allocator's algorithm and its CUDA segment source.
+
+pub mod caching;
+mod device;
+
+pub use caching::{
+    AllocError, Allocation, CachingAllocator, MemoryStats, SegmentSource, SourceError, StreamId,
+};
+pub use device::{DeviceBuffer, DevicePool};
