@@ -61,7 +61,7 @@ fn doctor_exits_zero_and_names_the_active_backend() {
         assert!(r["fallback_reason"].is_string());
     }
     assert_eq!(r["cache"]["writable"], true);
-    assert_eq!(r["config"].as_array().unwrap().len(), 4);
+    assert_eq!(r["config"].as_array().unwrap().len(), 5);
     let o = kiln(d.path(), &["doctor", "--device", "cpu"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("active cpu"));

@@ -11,9 +11,10 @@
 //! dir = "/var/cache/kiln"
 //! [memory]
 //! gpu_limit = "8GiB"          # or "50%" of the device, or bytes
+//! cpu_budget = "2GiB"         # host bytes one CPU op may allocate (OOM-adaptive batching)
 //! ```
 //! Environment: `KILN_DEVICES`, `KILN_MIN_COMPUTE_CAPABILITY`, `KILN_CACHE_DIR`,
-//! `KILN_GPU_MEMORY_LIMIT`.
+//! `KILN_GPU_MEMORY_LIMIT`, `KILN_CPU_MEMORY_BUDGET`.
 
 use crate::device::{parse_allowed_list, DevicePolicy, DeviceSelector};
 use crate::error::{Error, Result};
@@ -51,6 +52,8 @@ pub struct Config {
     pub cache_dir: PathBuf,
     /// How much device memory kiln's pool may hold.
     pub gpu_memory_limit: Option<MemoryLimit>,
+    /// Bytes of host memory one CPU op may allocate (`None`: unlimited).
+    pub cpu_memory_budget: Option<u64>,
     /// The file that was read, if any.
     pub file: Option<PathBuf>,
     /// Provenance of each setting, keyed by its dotted name.
@@ -132,6 +135,7 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawMemory {
     gpu_limit: Option<String>,
+    cpu_budget: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -179,6 +183,7 @@ impl Default for Config {
             "devices.min_compute_capability",
             "cache.dir",
             "memory.gpu_limit",
+            "memory.cpu_budget",
         ] {
             sources.insert(k.to_string(), Source::Default);
         }
@@ -186,6 +191,7 @@ impl Default for Config {
             devices: DevicePolicy::default(),
             cache_dir: default_cache_dir(),
             gpu_memory_limit: None,
+            cpu_memory_budget: None,
             file: None,
             sources,
         }
@@ -277,7 +283,12 @@ impl Config {
             if let Some(v) = m.gpu_limit {
                 self.gpu_memory_limit =
                     Some(MemoryLimit::parse(&v).map_err(|r| err("memory.gpu_limit", v.clone(), r))?);
-                self.sources.insert("memory.gpu_limit".into(), src);
+                self.sources.insert("memory.gpu_limit".into(), src.clone());
+            }
+            if let Some(v) = m.cpu_budget {
+                self.cpu_memory_budget =
+                    Some(cpu_budget(&v).map_err(|r| err("memory.cpu_budget", v.clone(), r))?);
+                self.sources.insert("memory.cpu_budget".into(), src);
             }
         }
         Ok(())
@@ -310,6 +321,13 @@ impl Config {
             self.cache_dir = PathBuf::from(v);
             self.sources
                 .insert("cache.dir".into(), Source::Env("KILN_CACHE_DIR".into()));
+        }
+        if let Some(v) = env("KILN_CPU_MEMORY_BUDGET") {
+            self.cpu_memory_budget = Some(cpu_budget(&v).map_err(|r| err("KILN_CPU_MEMORY_BUDGET", &v, r))?);
+            self.sources.insert(
+                "memory.cpu_budget".into(),
+                Source::Env("KILN_CPU_MEMORY_BUDGET".into()),
+            );
         }
         if let Some(v) = env("KILN_GPU_MEMORY_LIMIT") {
             self.gpu_memory_limit =
@@ -354,7 +372,21 @@ impl Config {
                     .unwrap_or_else(|| "none".into()),
                 src("memory.gpu_limit"),
             ),
+            (
+                "memory.cpu_budget".into(),
+                self.cpu_memory_budget
+                    .map(|b| format!("{b} B"))
+                    .unwrap_or_else(|| "none".into()),
+                src("memory.cpu_budget"),
+            ),
         ]
+    }
+}
+
+fn cpu_budget(s: &str) -> std::result::Result<u64, String> {
+    match MemoryLimit::parse(s)? {
+        MemoryLimit::Bytes(b) => Ok(b),
+        MemoryLimit::Fraction(_) => Err("the CPU budget takes bytes (e.g. 2GiB), not a percentage".into()),
     }
 }
 
@@ -444,6 +476,7 @@ mod tests {
             ("KILN_GPU_MEMORY_LIMIT", "0"),
             ("KILN_GPU_MEMORY_LIMIT", "150%"),
             ("KILN_GPU_MEMORY_LIMIT", "8 XB"),
+            ("KILN_CPU_MEMORY_BUDGET", "50%"),
         ] {
             let e = Config::load_from(None, false, &env_of(&[(k, v)])).unwrap_err();
             let s = e.to_string();

@@ -13,6 +13,7 @@
 //! each exists on the CPU and, where written, on CUDA, and the two must agree numerically.
 #![deny(missing_docs)]
 
+pub mod adaptive;
 mod runtime;
 pub mod testing;
 pub mod verify;

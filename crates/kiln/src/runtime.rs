@@ -1,8 +1,10 @@
 //! [`Runtime`]: backend selection and fallback.
 
+use crate::adaptive::{AdaptiveReport, CpuBudget};
 use kiln_core::{Backend, BackendKind, Config, DeviceRequest, Error, Result, UnaryOp};
 use kiln_cpu::CpuBackend;
 use kiln_cuda::{discovery, CudaBackend, KernelCache};
+use std::sync::Arc;
 
 /// The backend a runtime drives.
 #[derive(Debug)]
@@ -19,6 +21,7 @@ pub struct Runtime {
     engine: Engine,
     requested: DeviceRequest,
     fallback_reason: Option<String>,
+    cpu_budget: Option<Arc<CpuBudget>>,
 }
 
 impl Runtime {
@@ -28,7 +31,15 @@ impl Runtime {
             engine: Engine::Cpu(CpuBackend::new()),
             requested: DeviceRequest::Cpu,
             fallback_reason: None,
+            cpu_budget: None,
         }
+    }
+
+    /// Limit the host memory one CPU op may allocate (`None`: unlimited); ops over it fail
+    /// with `OutOfMemory` like a GPU would, which [`Runtime::run_adaptive`] recovers from.
+    pub fn with_cpu_budget(mut self, bytes: Option<u64>) -> Self {
+        self.cpu_budget = bytes.map(|b| Arc::new(CpuBudget::new(b)));
+        self
     }
 
     /// Select a backend for `request` under `config`'s device policy.
@@ -36,15 +47,18 @@ impl Runtime {
     /// `auto` falls back to the CPU (logging one warning with the reason, available from
     /// [`Runtime::fallback_reason`]); `cuda` and `cuda:N` return the `NoDevice` error instead.
     pub fn new(request: DeviceRequest, config: &Config) -> Result<Self> {
+        let budget = config.cpu_memory_budget;
         if request == DeviceRequest::Cpu {
-            return Ok(Runtime::cpu());
+            return Ok(Runtime::cpu().with_cpu_budget(budget));
         }
         match Self::open_cuda(request, config) {
             Ok(b) => Ok(Runtime {
                 engine: Engine::Cuda(Box::new(b)),
                 requested: request,
                 fallback_reason: None,
-            }),
+                cpu_budget: None,
+            }
+            .with_cpu_budget(budget)),
             Err(e) if request == DeviceRequest::Auto && !e.is_sticky() => {
                 let reason = e.to_string();
                 tracing::warn!("no usable GPU, running on the CPU: {reason}");
@@ -52,7 +66,9 @@ impl Runtime {
                     engine: Engine::Cpu(CpuBackend::new()),
                     requested: request,
                     fallback_reason: Some(reason),
-                })
+                    cpu_budget: None,
+                }
+                .with_cpu_budget(budget))
             }
             Err(e) => Err(e),
         }
@@ -132,8 +148,37 @@ impl Runtime {
         self.backend().unary_f32(op, x, out)
     }
 
+    /// Reserve `bytes` of the CPU budget for `op` while the guard lives (no-op on a GPU
+    /// runtime or without a budget).
+    pub fn reserve_host(&self, op: &str, bytes: u64) -> Result<Option<crate::adaptive::Reservation<'_>>> {
+        match (&self.engine, &self.cpu_budget) {
+            (Engine::Cpu(_), Some(b)) => b.reserve(op, bytes).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Run `f` over `items` in batches, halving the batch on out-of-memory (after emptying
+    /// the device cache) and resuming at the failed batch; see
+    /// [`run_adaptive`](crate::adaptive::run_adaptive).
+    pub fn run_adaptive<T, R>(
+        &self,
+        items: &[T],
+        initial_batch: usize,
+        f: impl FnMut(&[T]) -> Result<Vec<R>>,
+    ) -> Result<(Vec<R>, AdaptiveReport)> {
+        crate::adaptive::run_adaptive(
+            items,
+            initial_batch,
+            || {
+                self.empty_cache();
+            },
+            f,
+        )
+    }
+
     /// `op` applied element-wise to `x`.
     pub fn unary(&self, op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
+        let _r = self.reserve_host(op.name(), (x.len() * 4) as u64)?;
         let mut out = vec![f32::NAN; x.len()];
         self.unary_into(op, x, &mut out)?;
         Ok(out)

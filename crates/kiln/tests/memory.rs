@@ -124,3 +124,35 @@ fn a_block_used_on_another_stream_is_not_reused_early() {
     assert_eq!(s.num_allocs, s.num_frees, "{s:?}");
     assert_eq!(b.memory_stats().allocated_bytes, 0);
 }
+
+/// The adaptive path on the CPU with a small budget: runs in CI.
+#[test]
+fn run_adaptive_settles_under_a_cpu_budget_and_matches_one_shot() {
+    let rt = Runtime::cpu().with_cpu_budget(Some(1 << 20));
+    let x = testing::random_f32(1_000_003, -8.0, 8.0, 11);
+    let (y, rep) = rt.run_adaptive(&x, 1 << 20, |b| rt.sigmoid(b)).unwrap();
+    // the largest halving of 1_000_003 whose output (4 B an item) fits in 1 MiB: 250_000
+    assert!(
+        rep.settled_batch * 4 <= 1 << 20 && rep.settled_batch * 8 > 1 << 20,
+        "{rep:?}"
+    );
+    assert_eq!(rep.halvings, 2);
+    let one_shot = Runtime::cpu().sigmoid(&x).unwrap();
+    assert_eq!(y, one_shot, "batched result differs from the one-shot result");
+}
+
+/// The adaptive path on the GPU with a small device limit.
+#[test]
+fn run_adaptive_settles_under_a_gpu_limit_and_matches_one_shot() {
+    let Some(rt) = gpu(Some(MemoryLimit::Bytes(48 << 20)), "run_adaptive_gpu") else {
+        return;
+    };
+    let x = testing::random_f32(10_000_019, -8.0, 8.0, 12);
+    // one batch of 4M f32 needs 2 x 16 MiB (input + output): over 48 MiB only at 8M
+    let (y, rep) = rt.run_adaptive(&x, 8 << 20, |b| rt.sigmoid(b)).unwrap();
+    assert!(rep.halvings >= 1 && rep.settled_batch <= 4 << 20, "{rep:?}");
+    let one_shot = Runtime::cpu().sigmoid(&x).unwrap();
+    let err = kiln::verify::max_rel_f32(&y, &one_shot);
+    assert!(err < 1e-5, "GPU batched vs CPU: {err:e}");
+    assert!(rt.memory_stats().unwrap().num_ooms >= 1);
+}
