@@ -18,6 +18,7 @@ mod backend;
 pub mod cache;
 pub mod discovery;
 pub mod kernels;
+mod launch_finance;
 pub mod nvrtc;
 pub mod pool;
 
@@ -25,3 +26,4 @@ pub use backend::{cuda_err, CudaBackend, ModuleLoad};
 pub use cache::{CacheEvent, KernelCache, Outcome};
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use kernels::{KernelId, Module};
+pub use launch_finance::GpuMcOptions;

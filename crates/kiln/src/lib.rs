@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod adaptive;
+pub mod finance;
 mod runtime;
 pub mod testing;
 pub mod verify;

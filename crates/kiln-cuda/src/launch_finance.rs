@@ -1,0 +1,399 @@
+//! Monte Carlo option pricing on the GPU (`kernels/finance.cu`), bitwise equal to the CPU
+//! engine (`kiln_cpu::finance`).
+//!
+//! How the bits match: the kernel reproduces the CPU's Philox words, its f32 Box-Muller and
+//! log-price steps and its f64 payoffs operation by operation (round-to-nearest intrinsics,
+//! no FMA contraction), and sums each canonical block of
+//! [`BLOCK_SAMPLES`](kiln_cpu::finance::BLOCK_SAMPLES) samples in sample order, as
+//! `BlockSums::push` does. A second kernel adds each option's blocks in block order, from
+//! zero, as `finish` does; the host passes that one total to the CPU's
+//! [`finish`](kiln_cpu::finance::finish). So a GPU price, standard error and Greeks equal
+//! the CPU's to the last bit for the same seed, whatever the chunking.
+//!
+//! Launch shape: one kernel per style (options are grouped by style, each group one
+//! launch), one warp per (option, block), 8 warps per 256-thread CTA, a grid-stride loop
+//! over items. Launches are cut into chunks of at most [`GpuMcOptions::max_items`]
+//! (option, block) items so the block-sum array stays small (56 bytes an item); running
+//! totals chain across chunks in block order, so chunking changes no bit.
+#![allow(unsafe_code)]
+
+use crate::kernels::KernelId;
+use crate::CudaBackend;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kiln_core::finance::{McParams, OptionSpec, PathParams, PriceResult, Style};
+use kiln_core::{Error, Result};
+use kiln_cpu::finance::{bsm, finish, geometric_asian, BlockSums, BLOCK_SAMPLES};
+
+/// u32 and f64 words per option in the parameter arrays (see `finance.cu`).
+const OPT_U: usize = 8;
+const OPT_D: usize = 10;
+/// f64 sums per (option, block): y, yy, c, cc, yc, delta, vega.
+const SUMS: usize = 7;
+const WARPS_PER_CTA: u64 = 8;
+
+/// How a GPU Monte Carlo run is cut into launches. Neither field changes a result bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuMcOptions {
+    /// At most this many (option, block) items per launch (the block-sum array holds 56
+    /// bytes an item), `>= 1`.
+    pub max_items: u64,
+    /// The stream index of the first option: option `i` of the slice uses Philox option
+    /// word `first_option + i` (as `kiln_cpu::finance::price_mc(spec, mc, first_option + i)`).
+    pub first_option: u32,
+}
+
+impl Default for GpuMcOptions {
+    fn default() -> Self {
+        GpuMcOptions {
+            max_items: 1 << 20,
+            first_option: 0,
+        }
+    }
+}
+
+fn kernel_for(style: Style) -> KernelId {
+    match style {
+        Style::European => KernelId::McEuropeanF64,
+        Style::AsianArithmetic => KernelId::McAsianArithmeticF64,
+        Style::AsianGeometric => KernelId::McAsianGeometricF64,
+        Style::BarrierUpOut => KernelId::McBarrierUpOutF64,
+        Style::BarrierUpIn => KernelId::McBarrierUpInF64,
+        Style::BarrierDownOut => KernelId::McBarrierDownOutF64,
+        Style::BarrierDownIn => KernelId::McBarrierDownInF64,
+    }
+}
+
+/// The control variate's known mean, exactly as `kiln_cpu::finance::mc` derives it.
+fn control_mean(spec: &OptionSpec, pp: &PathParams) -> f64 {
+    let (s, k, r, q, v, t) = (
+        spec.spot,
+        spec.strike,
+        spec.rate,
+        spec.dividend,
+        spec.volatility,
+        spec.maturity,
+    );
+    let n = pp.steps;
+    match spec.style {
+        Style::European => s * (-q * t).exp(),
+        Style::AsianArithmetic => geometric_asian(spec.option_type, s, k, r, q, v, t, n),
+        Style::AsianGeometric => {
+            let growth: f64 = (1..=n).map(|i| ((r - q) * pp.dt * f64::from(i)).exp()).sum();
+            pp.discount * s * growth / f64::from(n)
+        }
+        _ => bsm(spec.option_type, s, k, r, q, v, t).price,
+    }
+}
+
+/// The parameter rows of one option (layout of `finance.cu`'s `KILN_OPT_U` / `KILN_OPT_D`).
+fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
+    let v = spec.volatility;
+    let u = [
+        0,
+        u32::from(spec.option_type == kiln_core::finance::OptionType::Put),
+        pp.steps,
+        option,
+        pp.drift_dt.to_bits(),
+        pp.vol_sqrt_dt.to_bits(),
+        pp.log_barrier.to_bits(),
+        0,
+    ];
+    let d = [
+        spec.spot,
+        spec.strike,
+        pp.discount,
+        v,
+        spec.rate - spec.dividend + 0.5 * v * v,
+        spec.maturity,
+        pp.dt,
+        f64::from(pp.steps),
+        control_mean(spec, pp),
+        0.0,
+    ];
+    (u, d)
+}
+
+/// Options of one style, ready to launch: their slots in the caller's slice and rows.
+struct Group {
+    style: Style,
+    slots: Vec<usize>,
+    u: Vec<u32>,
+    d: Vec<f64>,
+}
+
+impl CudaBackend {
+    /// Prices `specs` by Monte Carlo on this GPU with the run `mc`; option `i` uses Philox
+    /// option word `i`. One result per option (an invalid option is an error in its slot),
+    /// bitwise equal to `kiln_cpu::finance::price_portfolio(specs, mc)`. The outer error is
+    /// an invalid `mc` or a device failure.
+    pub fn price_mc_gpu(&self, specs: &[OptionSpec], mc: &McParams) -> Result<Vec<Result<PriceResult>>> {
+        self.price_mc_gpu_with(specs, mc, &GpuMcOptions::default())
+    }
+
+    /// [`price_mc_gpu`](Self::price_mc_gpu) with explicit chunking and stream offset.
+    pub fn price_mc_gpu_with(
+        &self,
+        specs: &[OptionSpec],
+        mc: &McParams,
+        opts: &GpuMcOptions,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        let totals = self.mc_totals(specs, mc, opts)?;
+        Ok(specs
+            .iter()
+            .zip(totals)
+            .map(|(spec, t)| t.and_then(|t| finish(spec, mc, &[t])))
+            .collect())
+    }
+
+    /// Every canonical block's sums of one option (stream index `option`), in block order:
+    /// the same values `kiln_cpu::finance::simulate_blocks(spec, mc, option, ..)` returns,
+    /// for tests and for callers that chain runs themselves.
+    pub fn mc_block_sums_gpu(&self, spec: &OptionSpec, mc: &McParams, option: u32) -> Result<Vec<BlockSums>> {
+        let pp = PathParams::new(spec, mc)?;
+        let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
+        let (u, d) = param_rows(spec, &pp, option);
+        let du = self.upload_any(&u)?;
+        let dd = self.upload_any(&d)?;
+        let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
+        let mut out = self.alloc::<f64>(items * SUMS)?;
+        self.launch_blocks_at(spec.style, &du, &dd, 0, 1, 0, nb, mc, &mut out)?;
+        let mut host = vec![0.0f64; items * SUMS];
+        out.copy_to_host(&mut host, self.stream())?;
+        Ok(host
+            .chunks_exact(SUMS)
+            .enumerate()
+            .map(|(b, s)| {
+                let n = (pp.samples - b as u64 * BLOCK_SAMPLES).min(BLOCK_SAMPLES);
+                sums_from(n, s)
+            })
+            .collect())
+    }
+
+    /// Per-option totals of every block (block order), or the option's validation error.
+    fn mc_totals(&self, specs: &[OptionSpec], mc: &McParams, opts: &GpuMcOptions) -> Result<Vec<Result<BlockSums>>> {
+        mc.validate()?;
+        if opts.max_items == 0 {
+            return Err(Error::invalid("price_mc_gpu", "max_items = 0; it must be >= 1"));
+        }
+        let mut results: Vec<Option<Result<BlockSums>>> = (0..specs.len()).map(|_| None).collect();
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let option = u32::try_from(i as u64 + u64::from(opts.first_option)).map_err(|_| {
+                Error::invalid(
+                    "price_mc_gpu",
+                    format!("option {i}: stream index past 2^32 (first_option {})", opts.first_option),
+                )
+            });
+            let pp = option.and_then(|o| PathParams::new(spec, mc).map(|pp| (o, pp)));
+            match pp {
+                Err(e) => results[i] = Some(Err(e)),
+                Ok((o, pp)) => {
+                    let (u, d) = param_rows(spec, &pp, o);
+                    let g = match groups.iter_mut().position(|g| g.style == spec.style) {
+                        Some(p) => &mut groups[p],
+                        None => {
+                            groups.push(Group {
+                                style: spec.style,
+                                slots: Vec::new(),
+                                u: Vec::new(),
+                                d: Vec::new(),
+                            });
+                            groups.last_mut().ok_or_else(|| Error::invalid("price_mc_gpu", "internal"))?
+                        }
+                    };
+                    g.slots.push(i);
+                    g.u.extend_from_slice(&u);
+                    g.d.extend_from_slice(&d);
+                }
+            }
+        }
+        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
+        for g in &groups {
+            let totals = self.group_totals(g, nb, mc, opts.max_items)?;
+            for (k, &slot) in g.slots.iter().enumerate() {
+                results[slot] = Some(Ok(sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS])));
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::invalid("price_mc_gpu", "option not priced"))))
+            .collect())
+    }
+
+    /// Totals (7 per option, block order) of one style group, chunk by chunk.
+    fn group_totals(&self, g: &Group, nb: u64, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
+        let n = g.slots.len();
+        let du = self.upload_any(&g.u)?;
+        let dd = self.upload_any(&g.d)?;
+        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
+        // Options per chunk when every block of an option fits, else blocks per chunk.
+        let (opt_chunk, blk_chunk) = if nb <= max_items {
+            ((max_items / nb).min(n as u64).max(1), nb)
+        } else {
+            (1, max_items)
+        };
+        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
+        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
+        let combine = self.function(KernelId::McCombineF64)?;
+        let mut o0 = 0u64;
+        while o0 < n as u64 {
+            let on = opt_chunk.min(n as u64 - o0);
+            let mut b0 = 0u64;
+            while b0 < nb {
+                let bn = blk_chunk.min(nb - b0);
+                // Row offsets into the parameter arrays and totals of this chunk.
+                self.launch_blocks_at(g.style, &du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
+                let tp = totals.device_ptr() + o0 * (SUMS as u64) * 8;
+                let bp = blocks.device_ptr();
+                let n_opt = on as u32;
+                let threads = 256u32;
+                let cfg = LaunchConfig {
+                    grid_dim: ((on * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
+                    block_dim: (threads, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut b = self.stream().launch_builder(&combine);
+                b.arg(&bp).arg(&n_opt).arg(&bn).arg(&tp);
+                // SAFETY: `blocks` holds at least on * bn * 7 f64 written by the launch above
+                // (on * bn <= cap); `totals` holds n * 7 f64 and rows o0 .. o0 + on are in
+                // range (o0 + on <= n). Both are pool buffers alive past the stream order of
+                // this launch; all work is on kiln's one stream, so it runs after the block
+                // kernel and before the next chunk overwrites `blocks`.
+                unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
+                b0 += bn;
+            }
+            o0 += on;
+        }
+        let mut host = vec![0.0f64; n * SUMS];
+        totals.copy_to_host(&mut host, self.stream())?;
+        Ok(host)
+    }
+
+    /// Launch the style's block kernel on rows `row0 .. row0 + rows` of the parameter
+    /// arrays and blocks `first_block .. first_block + blocks`, into `out` (item order).
+    #[allow(clippy::too_many_arguments)] // the kernel's arguments
+    fn launch_blocks_at(
+        &self,
+        style: Style,
+        du: &crate::pool::DeviceBuffer<u32>,
+        dd: &crate::pool::DeviceBuffer<f64>,
+        row0: u64,
+        rows: u64,
+        first_block: u64,
+        blocks: u64,
+        mc: &McParams,
+        out: &mut crate::pool::DeviceBuffer<f64>,
+    ) -> Result<()> {
+        let k = kernel_for(style);
+        let op = k.symbol();
+        let items = rows.checked_mul(blocks).ok_or_else(|| too_many(u64::MAX))?;
+        if rows == 0 || blocks == 0 {
+            return Ok(());
+        }
+        // Sizes: every pointer below is checked against its buffer.
+        let rows_end = row0 + rows;
+        if rows_end * OPT_U as u64 > du.len() as u64 || rows_end * OPT_D as u64 > dd.len() as u64 {
+            return Err(Error::invalid(op, format!("rows {row0}..{rows_end} outside the parameter arrays")));
+        }
+        if items * SUMS as u64 > out.len() as u64 {
+            return Err(Error::invalid(
+                op,
+                format!("{items} items need {} f64, the output holds {}", items * SUMS as u64, out.len()),
+            ));
+        }
+        let n_opt = u32::try_from(rows).map_err(|_| too_many(rows))?;
+        let f = self.function(k)?;
+        let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
+        let dp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
+        let op_ptr = out.device_ptr();
+        let samples = mc.samples();
+        let key = kiln_core::philox::key_from_seed(mc.seed);
+        let anti = u32::from(mc.antithetic);
+        // One warp per item; cap the grid (the kernel grid-strides) at 2^31 - 1 CTAs.
+        let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (ctas, 1, 1),
+            block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&up)
+            .arg(&dp)
+            .arg(&n_opt)
+            .arg(&first_block)
+            .arg(&blocks)
+            .arg(&samples)
+            .arg(&key[0])
+            .arg(&key[1])
+            .arg(&anti)
+            .arg(&op_ptr);
+        // SAFETY: the kernel reads rows row0 .. row0 + rows of the parameter arrays (8 u32 and
+        // 10 f64 a row, checked above) and writes items * 7 f64 of `out` (checked above);
+        // block indices stay below ceil(samples / 1024) because callers pass block ranges of
+        // the run. All buffers are live pool allocations used only on kiln's stream.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(op, &self.name_str(), e))?;
+        Ok(())
+    }
+
+    /// Runs the self-test kernel: for each word `w[i]` the portable f32 math (uniform, ln,
+    /// sin, cos, exp of `x[i]`, the first Box-Muller normal of `(w[i], w[i] + 1)`) as f32
+    /// bits, 6 per input, and the Philox words of counter `[i, w[i], 7, 0]` under `key`.
+    pub fn finance_selftest_gpu(&self, w: &[u32], x: &[f32], key: [u32; 2]) -> Result<(Vec<u32>, Vec<u32>)> {
+        kiln_core::backend::check_same_len("finance_selftest", w.len(), x.len())?;
+        let n = u32::try_from(w.len()).map_err(|_| too_many(w.len() as u64))?;
+        if n == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let dw = self.upload_any(w)?;
+        let dx = self.upload_any(x)?;
+        let out = self.alloc::<u32>(w.len() * 6)?;
+        let ph = self.alloc::<u32>(w.len() * 4)?;
+        let f = self.function(KernelId::FinanceSelftestF32)?;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(256), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (wp, xp, op, pp) = (dw.device_ptr(), dx.device_ptr(), out.device_ptr(), ph.device_ptr());
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&wp).arg(&xp).arg(&n).arg(&key[0]).arg(&key[1]).arg(&op).arg(&pp);
+        // SAFETY: w and x hold n elements, out 6n and ph 4n (allocated just above); the
+        // kernel guards i < n. Pool buffers, kiln's stream only.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("finance_selftest_f32", &self.name_str(), e))?;
+        let mut ho = vec![0u32; w.len() * 6];
+        let mut hp = vec![0u32; w.len() * 4];
+        out.copy_to_host(&mut ho, self.stream())?;
+        ph.copy_to_host(&mut hp, self.stream())?;
+        // Keep the scratch buffers alive until the copies above are done.
+        drop((out, ph));
+        Ok((ho, hp))
+    }
+
+    /// A new device buffer holding `x` (callers never pass an empty slice).
+    fn upload_any<T: Copy>(&self, x: &[T]) -> Result<crate::pool::DeviceBuffer<T>> {
+        let mut b = self.alloc::<T>(x.len())?;
+        b.copy_from_host(x, self.stream())?;
+        Ok(b)
+    }
+
+    fn name_str(&self) -> String {
+        kiln_core::Backend::name(self)
+    }
+}
+
+fn sums_from(n: u64, s: &[f64]) -> BlockSums {
+    BlockSums {
+        n,
+        y: s[0],
+        yy: s[1],
+        c: s[2],
+        cc: s[3],
+        yc: s[4],
+        delta: s[5],
+        vega: s[6],
+    }
+}
+
+fn too_many(n: u64) -> Error {
+    Error::invalid("price_mc_gpu", format!("{n} items do not fit this launch"))
+}

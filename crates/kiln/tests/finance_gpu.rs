@@ -1,0 +1,206 @@
+//! Monte Carlo pricing through the runtime on every backend: CPU and GPU bitwise equal for
+//! the same seed across styles, independent of batch and chunk size, and within 3 standard
+//! errors of the closed forms. GPU parts skip with a reason where no GPU is usable (fail
+//! with KILN_REQUIRE_GPU=1).
+#![allow(clippy::unwrap_used)]
+
+use kiln::finance::Method;
+use kiln::Runtime;
+use kiln_core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
+use kiln_cpu::finance as cpu;
+use kiln_cuda::GpuMcOptions;
+
+fn base(kind: OptionType) -> OptionSpec {
+    OptionSpec::european(kind, 100.0, 105.0, 0.03, 0.01, 0.25, 0.75)
+}
+
+/// One option of every style, calls and puts.
+fn every_style() -> Vec<OptionSpec> {
+    let mut v = Vec::new();
+    for kind in [OptionType::Call, OptionType::Put] {
+        let b = base(kind);
+        v.push(b);
+        v.push(b.with_style(Style::AsianArithmetic, Some(12), None));
+        v.push(b.with_style(Style::AsianGeometric, Some(7), None));
+        v.push(b.with_style(Style::BarrierUpOut, None, Some(130.0)));
+        v.push(b.with_style(Style::BarrierUpIn, None, Some(130.0)));
+        v.push(b.with_style(Style::BarrierDownOut, None, Some(85.0)));
+        v.push(b.with_style(Style::BarrierDownIn, None, Some(85.0)));
+    }
+    v
+}
+
+fn same_bits(a: &PriceResult, b: &PriceResult, what: &str) {
+    assert_eq!(a.price.to_bits(), b.price.to_bits(), "{what}: price {} vs {}", a.price, b.price);
+    assert_eq!(a.std_error.to_bits(), b.std_error.to_bits(), "{what}: std_error");
+    assert_eq!(a.delta.map(f64::to_bits), b.delta.map(f64::to_bits), "{what}: delta");
+    assert_eq!(a.vega.map(f64::to_bits), b.vega.map(f64::to_bits), "{what}: vega");
+    assert_eq!(a.paths_used, b.paths_used, "{what}: paths");
+}
+
+fn runs() -> Vec<McParams> {
+    let mut v = Vec::new();
+    for (anti, cv) in [(false, false), (true, false), (false, true), (true, true)] {
+        v.push(McParams {
+            paths: 3 * 1024 + 37, // a partial last block and a partial warp round
+            steps: 9,             // not a multiple of 4: a partial Philox call
+            seed: 0xdead_beef_1234,
+            antithetic: anti,
+            control_variate: cv,
+        });
+    }
+    v
+}
+
+/// The portable f32 math and Philox words of the kernel are the CPU's, bit for bit.
+#[test]
+fn gpu_math_and_philox_are_bitwise_the_cpus() {
+    let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_math_and_philox_are_bitwise_the_cpus") else {
+        return;
+    };
+    let gpu = rt.cuda().unwrap();
+    use kiln_core::philox::*;
+    let mut w: Vec<u32> = vec![0, 1, 255, 256, 0x7fff_ffff, 0x8000_0000, u32::MAX - 1, u32::MAX, 1 << 30];
+    let mut s = 0x9e37_79b9u32;
+    for i in 0..100_000u32 {
+        s = s.wrapping_mul(747_796_405).wrapping_add(2_891_336_453) ^ i;
+        w.push(s);
+    }
+    let x: Vec<f32> = w.iter().map(|&v| (uniform_f32(v) - 0.5) * 200.0).collect();
+    let key = key_from_seed(0x0123_4567_89ab_cdef);
+    let (out, ph) = gpu.finance_selftest_gpu(&w, &x, key).unwrap();
+    let mut bad = Vec::new();
+    for (i, &wi) in w.iter().enumerate() {
+        let u = uniform_f32(wi);
+        let (sn, cs) = sincos_turns_f32(wi);
+        let want = [
+            u.to_bits(),
+            ln_f32(u).to_bits(),
+            sn.to_bits(),
+            cs.to_bits(),
+            exp_f32(x[i]).to_bits(),
+            box_muller_f32(wi, wi.wrapping_add(1))[0].to_bits(),
+        ];
+        let names = ["uniform", "ln", "sin", "cos", "exp", "box_muller"];
+        for k in 0..6 {
+            if out[i * 6 + k] != want[k] && bad.len() < 20 {
+                bad.push(format!("{} w={wi:#x}: gpu {:#x} cpu {:#x}", names[k], out[i * 6 + k], want[k]));
+            }
+        }
+        let p = philox4x32_10([i as u32, wi, 7, 0], key);
+        assert_eq!(&ph[i * 4..i * 4 + 4], &p, "philox at {i}");
+    }
+    assert!(bad.is_empty(), "GPU math differs from the CPU's:\n{}", bad.join("\n"));
+}
+
+/// Every block's sums (so every path's payoff, control and Greeks) are the CPU's.
+#[test]
+fn gpu_block_sums_are_bitwise_the_cpus_for_every_style() {
+    let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_block_sums_are_bitwise_the_cpus") else {
+        return;
+    };
+    let gpu = rt.cuda().unwrap();
+    for mc in runs() {
+        for (i, spec) in every_style().iter().enumerate() {
+            let nb = cpu::block_count(&mc);
+            let want = cpu::simulate_blocks(spec, &mc, i as u32, 0..nb).unwrap();
+            let got = gpu.mc_block_sums_gpu(spec, &mc, i as u32).unwrap();
+            assert_eq!(got.len(), want.len());
+            for (b, (g, c)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g, c, "{:?} {:?} anti={} block {b}", spec.style, spec.option_type, mc.antithetic);
+            }
+        }
+    }
+}
+
+kiln::test_device!(prices_match_the_cpu_engine_bitwise, |rt: &Runtime| {
+    let specs = every_style();
+    for mc in runs() {
+        let got = rt.price(&specs, Method::MonteCarlo, &mc);
+        let want = cpu::price_portfolio(&specs, &mc);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let what = format!("{} option {i} {:?} {:?}", rt.device_name(), specs[i].style, mc);
+            same_bits(g.as_ref().unwrap(), w.as_ref().unwrap(), &what);
+        }
+    }
+});
+
+kiln::test_device!(batches_do_not_change_a_bit, |rt: &Runtime| {
+    let specs = every_style();
+    let mc = runs()[3];
+    let whole = rt.price(&specs, Method::MonteCarlo, &mc);
+    for batch in [1usize, 3, 5] {
+        for (k, chunk) in specs.chunks(batch).enumerate() {
+            let part = rt.price_batch(chunk, Method::MonteCarlo, &mc, (k * batch) as u32);
+            for (j, r) in part.iter().enumerate() {
+                same_bits(r.as_ref().unwrap(), whole[k * batch + j].as_ref().unwrap(), &format!("batch {batch}"));
+            }
+        }
+    }
+});
+
+/// The GPU's launch chunking (options per launch, blocks per launch) changes no bit.
+#[test]
+fn gpu_chunk_size_does_not_change_a_bit() {
+    let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_chunk_size_does_not_change_a_bit") else {
+        return;
+    };
+    let gpu = rt.cuda().unwrap();
+    let specs = every_style();
+    let mc = McParams {
+        paths: 9 * 1024 + 5,
+        ..runs()[1]
+    };
+    let whole = gpu.price_mc_gpu(&specs, &mc).unwrap();
+    for max_items in [1u64, 2, 7, 10, 64] {
+        let opts = GpuMcOptions {
+            max_items,
+            first_option: 0,
+        };
+        let part = gpu.price_mc_gpu_with(&specs, &mc, &opts).unwrap();
+        for (a, b) in part.iter().zip(&whole) {
+            same_bits(a.as_ref().unwrap(), b.as_ref().unwrap(), &format!("max_items {max_items}"));
+        }
+    }
+}
+
+kiln::test_device!(mc_is_within_3_standard_errors_of_closed_forms, |rt: &Runtime| {
+    let paths = if rt.cuda().is_some() { 1 << 20 } else { 1 << 15 };
+    let mut specs = Vec::new();
+    for kind in [OptionType::Call, OptionType::Put] {
+        for (s, k, r, q, v, t) in [
+            (100.0, 100.0, 0.05, 0.02, 0.2, 1.0),
+            (90.0, 100.0, 0.01, 0.0, 0.35, 0.5),
+            (110.0, 95.0, 0.03, 0.04, 0.15, 2.0),
+        ] {
+            let e = OptionSpec::european(kind, s, k, r, q, v, t);
+            specs.push(e);
+            specs.push(e.with_style(Style::AsianGeometric, Some(12), None));
+        }
+    }
+    for anti in [false, true] {
+        let mc = McParams {
+            paths,
+            steps: 16,
+            seed: 77,
+            antithetic: anti,
+            control_variate: false,
+        };
+        let got = rt.price(&specs, Method::MonteCarlo, &mc);
+        let closed = rt.price(&specs, Method::Analytic, &mc);
+        for (i, (g, c)) in got.iter().zip(&closed).enumerate() {
+            let (g, c) = (g.as_ref().unwrap(), c.as_ref().unwrap());
+            let z = (g.price - c.price) / g.std_error;
+            assert!(z.abs() < 3.0, "option {i} {:?}: mc {} closed {} z {z}", specs[i].style, g.price, c.price);
+        }
+    }
+});
+
+kiln::test_device!(demo_cases_verify, |rt: &Runtime| {
+    let rows = kiln::finance::demo_cases(rt, 0.05).unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert!(r.price.is_finite() && r.ms >= 0.0, "{r:?}");
+        assert!(r.verified, "{r:?}");
+    }
+});
