@@ -170,7 +170,12 @@ impl CudaBackend {
     }
 
     /// Per-option totals of every block (block order), or the option's validation error.
-    fn mc_totals(&self, specs: &[OptionSpec], mc: &McParams, opts: &GpuMcOptions) -> Result<Vec<Result<BlockSums>>> {
+    fn mc_totals(
+        &self,
+        specs: &[OptionSpec],
+        mc: &McParams,
+        opts: &GpuMcOptions,
+    ) -> Result<Vec<Result<BlockSums>>> {
         mc.validate()?;
         if opts.max_items == 0 {
             return Err(Error::invalid("price_mc_gpu", "max_items = 0; it must be >= 1"));
@@ -181,7 +186,10 @@ impl CudaBackend {
             let option = u32::try_from(i as u64 + u64::from(opts.first_option)).map_err(|_| {
                 Error::invalid(
                     "price_mc_gpu",
-                    format!("option {i}: stream index past 2^32 (first_option {})", opts.first_option),
+                    format!(
+                        "option {i}: stream index past 2^32 (first_option {})",
+                        opts.first_option
+                    ),
                 )
             });
             let pp = option.and_then(|o| PathParams::new(spec, mc).map(|pp| (o, pp)));
@@ -198,7 +206,9 @@ impl CudaBackend {
                                 u: Vec::new(),
                                 d: Vec::new(),
                             });
-                            groups.last_mut().ok_or_else(|| Error::invalid("price_mc_gpu", "internal"))?
+                            groups
+                                .last_mut()
+                                .ok_or_else(|| Error::invalid("price_mc_gpu", "internal"))?
                         }
                     };
                     g.slots.push(i);
@@ -259,7 +269,8 @@ impl CudaBackend {
                 // range (o0 + on <= n). Both are pool buffers alive past the stream order of
                 // this launch; all work is on kiln's one stream, so it runs after the block
                 // kernel and before the next chunk overwrites `blocks`.
-                unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
+                unsafe { b.launch(cfg) }
+                    .map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
                 b0 += bn;
             }
             o0 += on;
@@ -293,12 +304,19 @@ impl CudaBackend {
         // Sizes: every pointer below is checked against its buffer.
         let rows_end = row0 + rows;
         if rows_end * OPT_U as u64 > du.len() as u64 || rows_end * OPT_D as u64 > dd.len() as u64 {
-            return Err(Error::invalid(op, format!("rows {row0}..{rows_end} outside the parameter arrays")));
+            return Err(Error::invalid(
+                op,
+                format!("rows {row0}..{rows_end} outside the parameter arrays"),
+            ));
         }
         if items * SUMS as u64 > out.len() as u64 {
             return Err(Error::invalid(
                 op,
-                format!("{items} items need {} f64, the output holds {}", items * SUMS as u64, out.len()),
+                format!(
+                    "{items} items need {} f64, the output holds {}",
+                    items * SUMS as u64,
+                    out.len()
+                ),
             ));
         }
         let n_opt = u32::try_from(rows).map_err(|_| too_many(rows))?;
@@ -354,9 +372,20 @@ impl CudaBackend {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (wp, xp, op, pp) = (dw.device_ptr(), dx.device_ptr(), out.device_ptr(), ph.device_ptr());
+        let (wp, xp, op, pp) = (
+            dw.device_ptr(),
+            dx.device_ptr(),
+            out.device_ptr(),
+            ph.device_ptr(),
+        );
         let mut b = self.stream().launch_builder(&f);
-        b.arg(&wp).arg(&xp).arg(&n).arg(&key[0]).arg(&key[1]).arg(&op).arg(&pp);
+        b.arg(&wp)
+            .arg(&xp)
+            .arg(&n)
+            .arg(&key[0])
+            .arg(&key[1])
+            .arg(&op)
+            .arg(&pp);
         // SAFETY: w and x hold n elements, out 6n and ph 4n (allocated just above); the
         // kernel guards i < n. Pool buffers, kiln's stream only.
         unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("finance_selftest_f32", &self.name_str(), e))?;

@@ -80,7 +80,10 @@ impl Runtime {
                             // A device failure or an invalid run: every slot says so.
                             let msg = e.to_string();
                             let mut v: Vec<Result<PriceResult>> = vec![Err(e)];
-                            v.extend((1..specs.len()).map(|_| Err(kiln_core::Error::invalid("price", msg.clone()))));
+                            v.extend(
+                                (1..specs.len())
+                                    .map(|_| Err(kiln_core::Error::invalid("price", msg.clone()))),
+                            );
                             v
                         }
                     }
@@ -134,7 +137,13 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
     let arith = euro.with_style(Style::AsianArithmetic, Some(64), None);
     let mut rows = Vec::new();
     let cases: [(&str, OptionSpec, u32, bool, f64); 3] = [
-        ("mc european call", euro, 256, false, cpu::bsm(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0).price),
+        (
+            "mc european call",
+            euro,
+            256,
+            false,
+            cpu::bsm(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0).price,
+        ),
         (
             "mc asian geometric call",
             geo,
@@ -194,7 +203,17 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
     // A portfolio: strikes 80..120, one price per option.
     let n_opt = if gpu { 1000 } else { 32 };
     let specs: Vec<OptionSpec> = (0..n_opt)
-        .map(|i| OptionSpec::european(OptionType::Call, 100.0, 80.0 + 40.0 * i as f64 / n_opt as f64, 0.03, 0.0, 0.25, 0.5))
+        .map(|i| {
+            OptionSpec::european(
+                OptionType::Call,
+                100.0,
+                80.0 + 40.0 * i as f64 / n_opt as f64,
+                0.03,
+                0.0,
+                0.25,
+                0.5,
+            )
+        })
         .collect();
     let mc = McParams {
         paths: if gpu { 1 << 16 } else { 1 << 12 },
@@ -212,8 +231,19 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
     let mut worst = 0.0f64;
     let mut first = (0.0, 0.0, 0.0);
     for (i, (s, r)) in specs.iter().zip(&res).enumerate() {
-        let r = r.as_ref().map_err(|e| kiln_core::Error::invalid("demo", e.to_string()))?;
-        let b = cpu::bsm(s.option_type, s.spot, s.strike, s.rate, s.dividend, s.volatility, s.maturity).price;
+        let r = r
+            .as_ref()
+            .map_err(|e| kiln_core::Error::invalid("demo", e.to_string()))?;
+        let b = cpu::bsm(
+            s.option_type,
+            s.spot,
+            s.strike,
+            s.rate,
+            s.dividend,
+            s.volatility,
+            s.maturity,
+        )
+        .price;
         worst = worst.max((r.price - b).abs() / r.std_error.max(1e-12));
         if i == 0 {
             first = (r.price, b, r.std_error);

@@ -31,9 +31,19 @@ fn every_style() -> Vec<OptionSpec> {
 }
 
 fn same_bits(a: &PriceResult, b: &PriceResult, what: &str) {
-    assert_eq!(a.price.to_bits(), b.price.to_bits(), "{what}: price {} vs {}", a.price, b.price);
+    assert_eq!(
+        a.price.to_bits(),
+        b.price.to_bits(),
+        "{what}: price {} vs {}",
+        a.price,
+        b.price
+    );
     assert_eq!(a.std_error.to_bits(), b.std_error.to_bits(), "{what}: std_error");
-    assert_eq!(a.delta.map(f64::to_bits), b.delta.map(f64::to_bits), "{what}: delta");
+    assert_eq!(
+        a.delta.map(f64::to_bits),
+        b.delta.map(f64::to_bits),
+        "{what}: delta"
+    );
     assert_eq!(a.vega.map(f64::to_bits), b.vega.map(f64::to_bits), "{what}: vega");
     assert_eq!(a.paths_used, b.paths_used, "{what}: paths");
 }
@@ -60,7 +70,17 @@ fn gpu_math_and_philox_are_bitwise_the_cpus() {
     };
     let gpu = rt.cuda().unwrap();
     use kiln_core::philox::*;
-    let mut w: Vec<u32> = vec![0, 1, 255, 256, 0x7fff_ffff, 0x8000_0000, u32::MAX - 1, u32::MAX, 1 << 30];
+    let mut w: Vec<u32> = vec![
+        0,
+        1,
+        255,
+        256,
+        0x7fff_ffff,
+        0x8000_0000,
+        u32::MAX - 1,
+        u32::MAX,
+        1 << 30,
+    ];
     let mut s = 0x9e37_79b9u32;
     for i in 0..100_000u32 {
         s = s.wrapping_mul(747_796_405).wrapping_add(2_891_336_453) ^ i;
@@ -84,13 +104,22 @@ fn gpu_math_and_philox_are_bitwise_the_cpus() {
         let names = ["uniform", "ln", "sin", "cos", "exp", "box_muller"];
         for k in 0..6 {
             if out[i * 6 + k] != want[k] && bad.len() < 20 {
-                bad.push(format!("{} w={wi:#x}: gpu {:#x} cpu {:#x}", names[k], out[i * 6 + k], want[k]));
+                bad.push(format!(
+                    "{} w={wi:#x}: gpu {:#x} cpu {:#x}",
+                    names[k],
+                    out[i * 6 + k],
+                    want[k]
+                ));
             }
         }
         let p = philox4x32_10([i as u32, wi, 7, 0], key);
         assert_eq!(&ph[i * 4..i * 4 + 4], &p, "philox at {i}");
     }
-    assert!(bad.is_empty(), "GPU math differs from the CPU's:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "GPU math differs from the CPU's:\n{}",
+        bad.join("\n")
+    );
 }
 
 /// Every block's sums (so every path's payoff, control and Greeks) are the CPU's.
@@ -107,7 +136,11 @@ fn gpu_block_sums_are_bitwise_the_cpus_for_every_style() {
             let got = gpu.mc_block_sums_gpu(spec, &mc, i as u32).unwrap();
             assert_eq!(got.len(), want.len());
             for (b, (g, c)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(g, c, "{:?} {:?} anti={} block {b}", spec.style, spec.option_type, mc.antithetic);
+                assert_eq!(
+                    g, c,
+                    "{:?} {:?} anti={} block {b}",
+                    spec.style, spec.option_type, mc.antithetic
+                );
             }
         }
     }
@@ -133,7 +166,11 @@ kiln::test_device!(batches_do_not_change_a_bit, |rt: &Runtime| {
         for (k, chunk) in specs.chunks(batch).enumerate() {
             let part = rt.price_batch(chunk, Method::MonteCarlo, &mc, (k * batch) as u32);
             for (j, r) in part.iter().enumerate() {
-                same_bits(r.as_ref().unwrap(), whole[k * batch + j].as_ref().unwrap(), &format!("batch {batch}"));
+                same_bits(
+                    r.as_ref().unwrap(),
+                    whole[k * batch + j].as_ref().unwrap(),
+                    &format!("batch {batch}"),
+                );
             }
         }
     }
@@ -159,7 +196,11 @@ fn gpu_chunk_size_does_not_change_a_bit() {
         };
         let part = gpu.price_mc_gpu_with(&specs, &mc, &opts).unwrap();
         for (a, b) in part.iter().zip(&whole) {
-            same_bits(a.as_ref().unwrap(), b.as_ref().unwrap(), &format!("max_items {max_items}"));
+            same_bits(
+                a.as_ref().unwrap(),
+                b.as_ref().unwrap(),
+                &format!("max_items {max_items}"),
+            );
         }
     }
 }
@@ -191,7 +232,13 @@ kiln::test_device!(mc_is_within_3_standard_errors_of_closed_forms, |rt: &Runtime
         for (i, (g, c)) in got.iter().zip(&closed).enumerate() {
             let (g, c) = (g.as_ref().unwrap(), c.as_ref().unwrap());
             let z = (g.price - c.price) / g.std_error;
-            assert!(z.abs() < 3.0, "option {i} {:?}: mc {} closed {} z {z}", specs[i].style, g.price, c.price);
+            assert!(
+                z.abs() < 3.0,
+                "option {i} {:?}: mc {} closed {} z {z}",
+                specs[i].style,
+                g.price,
+                c.price
+            );
         }
     }
 });
