@@ -1,33 +1,88 @@
-//! Element-wise ops on f32 slices.
+//! Element-wise ops and the 2-D transpose, on `f32`, `f16` or `bf16` storage with `f32`
+//! arithmetic ([`Element`]): each element is widened, mapped with [`MapOp::apply`] (the
+//! definition every backend follows) and rounded back once.
+//!
+//! Parallel with rayon over chunks of [`CHUNK`] elements; the transpose over bands of
+//! [`TILE`] source rows, each band copied tile by tile so reads and writes stay in cache.
 
+use kiln_core::backend::{Element, MapOp};
 use kiln_core::UnaryOp;
 use rayon::prelude::*;
 
 /// Elements per rayon task: big enough that scheduling costs < 1% of the work.
-const CHUNK: usize = 1 << 15;
+pub const CHUNK: usize = 1 << 15;
 
-#[inline(always)]
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+/// `out[i] = op(x[i])` on f32; lengths are checked by the caller.
+pub(crate) fn unary_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) {
+    map(MapOp::Unary(op), x, out);
 }
 
-/// `out[i] = op(x[i])`; lengths are checked by the caller.
-pub(crate) fn unary_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) {
-    let f = match op {
-        UnaryOp::Sigmoid => sigmoid,
-    };
-    out.par_chunks_mut(CHUNK)
+/// `out[i] = op(x[i])` in `f32` arithmetic on any storage; `x` and `out` must have equal
+/// lengths (only the common prefix is written otherwise).
+pub fn map<T: Element>(op: MapOp, x: &[T], out: &mut [T]) {
+    // One monomorphised loop per op, so the match is outside the element loop.
+    macro_rules! run {
+        ($f:expr) => {{
+            let f = $f;
+            out.par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK))
+                .for_each(|(o, i)| {
+                    for (o, &i) in o.iter_mut().zip(i) {
+                        *o = T::from_f32(f(i.to_f32()));
+                    }
+                })
+        }};
+    }
+    match op {
+        MapOp::Unary(UnaryOp::Sigmoid) => run!(|v: f32| MapOp::Unary(UnaryOp::Sigmoid).apply(v)),
+        MapOp::Unary(UnaryOp::Tanh) => run!(|v: f32| v.tanh()),
+        MapOp::Unary(UnaryOp::Relu) => run!(|v: f32| MapOp::Unary(UnaryOp::Relu).apply(v)),
+        MapOp::Unary(UnaryOp::Exp) => run!(|v: f32| v.exp()),
+        MapOp::ScaleShift { .. } | MapOp::Clamp { .. } => run!(|v: f32| op.apply(v)),
+    }
+}
+
+/// `y[i] = a * x[i] + y[i]` (one `f32` fma per element, rounded once to the storage).
+pub fn axpy<T: Element>(a: f32, x: &[T], y: &mut [T]) {
+    y.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
-        .for_each(|(o, i)| {
-            for (o, &i) in o.iter_mut().zip(i) {
-                *o = f(i);
+        .for_each(|(y, x)| {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = T::from_f32(a.mul_add(x.to_f32(), y.to_f32()));
             }
         });
+}
+
+/// Tile side of the blocked transpose (a 64×64 f32 tile is 16 KiB: two fit in L1).
+pub const TILE: usize = 64;
+
+/// `out[c * rows + r] = x[r * cols + c]`: the row-major `rows × cols` matrix `x` into its
+/// `cols × rows` transpose. Lengths must equal `rows * cols` (checked by the caller).
+pub fn transpose<T: Copy + Send + Sync>(x: &[T], rows: usize, cols: usize, out: &mut [T]) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    // Parallel over bands of TILE output rows (= TILE source columns): each task owns a
+    // disjoint slice of `out`.
+    out.par_chunks_mut(TILE * rows).enumerate().for_each(|(band, o)| {
+        let c0 = band * TILE;
+        let cw = o.len() / rows;
+        for r0 in (0..rows).step_by(TILE) {
+            let rh = TILE.min(rows - r0);
+            for dc in 0..cw {
+                let dst = &mut o[dc * rows + r0..dc * rows + r0 + rh];
+                for (dr, d) in dst.iter_mut().enumerate() {
+                    *d = x[(r0 + dr) * cols + c0 + dc];
+                }
+            }
+        }
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kiln_core::backend::{bf16, f16};
     use rand::Rng;
 
     #[test]
@@ -53,5 +108,63 @@ mod tests {
         let mut out = [f32::NAN; 5];
         unary_f32(UnaryOp::Sigmoid, &x, &mut out);
         assert_eq!(out, [0.0, 0.0, 0.5, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn every_op_matches_f64_on_every_storage() {
+        let mut rng = rand::rng();
+        let ops = [
+            MapOp::Unary(UnaryOp::Sigmoid),
+            MapOp::Unary(UnaryOp::Tanh),
+            MapOp::Unary(UnaryOp::Relu),
+            MapOp::Unary(UnaryOp::Exp),
+            MapOp::ScaleShift { a: -1.5, b: 0.25 },
+            MapOp::Clamp { lo: -0.5, hi: 2.0 },
+        ];
+        let x: Vec<f32> = (0..CHUNK + 5).map(|_| rng.random_range(-8.0f32..8.0)).collect();
+        fn check<T: Element>(op: MapOp, x: &[f32]) {
+            let xs: Vec<T> = x.iter().map(|&v| T::from_f32(v)).collect();
+            let mut o = vec![T::from_f32(f32::NAN); x.len()];
+            map(op, &xs, &mut o);
+            for (xi, oi) in xs.iter().zip(&o) {
+                let want = op.reference(xi.to_f32() as f64);
+                let got = oi.to_f32() as f64;
+                let tol = 4.0 * T::UNIT_ROUNDOFF * want.abs().max(1e-6);
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{op:?} {:?}: {got} vs {want}",
+                    T::DTYPE
+                );
+            }
+        }
+        for op in ops {
+            check::<f32>(op, &x);
+            check::<f16>(op, &x);
+            check::<bf16>(op, &x);
+        }
+        assert!(MapOp::Unary(UnaryOp::Relu).apply(f32::NAN).is_nan());
+        assert!(MapOp::Clamp { lo: 0.0, hi: 1.0 }.apply(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn axpy_is_one_fma() {
+        let x = [1.0f32, 2.0, -3.0];
+        let mut y = [0.5f32, 0.5, 0.5];
+        axpy(2.0, &x, &mut y);
+        assert_eq!(y, [2.5, 4.5, -5.5]);
+    }
+
+    #[test]
+    fn transpose_matches_naive_at_odd_shapes() {
+        for (r, c) in [(1, 1), (1, 7), (7, 1), (17, 33), (65, 130), (200, 3)] {
+            let x: Vec<u32> = (0..(r * c) as u32).collect();
+            let mut o = vec![u32::MAX; r * c];
+            transpose(&x, r, c, &mut o);
+            for i in 0..r {
+                for j in 0..c {
+                    assert_eq!(o[j * r + i], x[i * c + j], "{r}x{c} at {i},{j}");
+                }
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! in the tests).
 #![deny(missing_docs)]
 
-mod elementwise;
+pub mod elementwise;
 pub mod finance;
 pub mod imaging;
 

@@ -8,7 +8,7 @@ use crate::kernels::{KernelId, Module};
 use crate::nvrtc;
 use crate::pool::{DeviceBuffer, DevicePool, MemoryStats};
 use cudarc::driver::{
-    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
+    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream,
 };
 use cudarc::nvrtc::Ptx;
 use kiln_core::backend::check_same_len;
@@ -217,40 +217,8 @@ impl CudaBackend {
         x: &DeviceBuffer<f32>,
         out: &mut DeviceBuffer<f32>,
     ) -> Result<()> {
-        check_same_len(op.name(), x.len(), out.len())?;
-        let k = match op {
-            UnaryOp::Sigmoid => KernelId::SigmoidF32,
-        };
-        let f = self.function(k)?;
-        let n = x.len() as u64;
-        if n == 0 {
-            return Ok(());
-        }
-        let threads = 256u32;
-        // Grid-stride with 4 float4 loads in flight per thread (see elementwise.cu): 8 blocks
-        // of 256 threads per SM is 2048 threads, the SM's maximum, so one wave covers the GPU.
-        let per_sm: u64 = std::env::var("KILN_EW_BLOCKS_PER_SM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(8);
-        let vec_items = n.div_ceil(4);
-        let blocks = vec_items
-            .div_ceil(threads as u64 * 4)
-            .clamp(1, self.info.desc.multiprocessors as u64 * per_sm) as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (xp, yp) = (x.device_ptr(), out.device_ptr());
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(&xp).arg(&yp).arg(&n);
-        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold
-        // exactly n f32 (checked above), start on 512-byte block boundaries (so float4
-        // accesses are aligned) and outlive the launch's stream order (drop returns a block
-        // to this stream's free list, reused only by later work on the same stream).
-        unsafe { b.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
-        Ok(())
+        // Every unary op runs through the generic map kernel (launch_elementwise.rs).
+        self.map_device(kiln_core::backend::MapOp::Unary(op), x, out)
     }
 
     /// Time `f` with CUDA events on kiln's stream: `warmup` untimed runs, then `reps` timed

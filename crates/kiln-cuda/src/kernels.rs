@@ -22,14 +22,66 @@ pub const FINANCE: Module = Module {
     source: include_str!("../kernels/finance.cu"),
 };
 
+/// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
+pub const MAP: Module = Module {
+    name: "map",
+    source: include_str!("../kernels/map.cu"),
+};
+
+/// Shared-memory tiled 2-D transposes by bit width (32-bit, 16-bit).
+pub const TRANSPOSE: Module = Module {
+    name: "transpose",
+    source: include_str!("../kernels/transpose.cu"),
+};
+
+/// Image / volume correlation: 2-D direct, 1-D separable passes, 3-D direct.
+pub const IMAGING: Module = Module {
+    name: "imaging",
+    source: include_str!("../kernels/imaging.cu"),
+};
+
 /// Every module, for `kiln cache warm` and `kiln kernels`.
-pub const MODULES: &[Module] = &[ELEMENTWISE, FINANCE];
+pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE];
 
 /// Every kernel kiln launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KernelId {
     /// Element-wise sigmoid on f32, float4-vectorised.
     SigmoidF32,
+    /// `MapOp` on f32 storage (op code and two parameters as arguments).
+    MapF32,
+    /// `MapOp` on f16 storage, f32 arithmetic.
+    MapF16,
+    /// `MapOp` on bf16 storage, f32 arithmetic.
+    MapBf16,
+    /// `y = a*x + y` on f32.
+    AxpyF32,
+    /// `y = a*x + y` on f16 storage.
+    AxpyF16,
+    /// `y = a*x + y` on bf16 storage.
+    AxpyBf16,
+    /// 2-D transpose of 32-bit elements (f32).
+    TransposeB32,
+    /// 2-D transpose of 16-bit elements (f16, bf16).
+    TransposeB16,
+    /// filter2d direct path, 3x3 (compile-time unrolled).
+    Filter2dK3F32,
+    /// filter2d direct path, 5x5.
+    Filter2dK5F32,
+    /// filter2d direct path, 7x7.
+    Filter2dK7F32,
+    /// filter2d direct path, any odd k up to 31.
+    Filter2dKnF32,
+    /// One separable pass along the contiguous axis.
+    Filter1dXF32,
+    /// One separable pass along a strided axis.
+    Filter1dStridedF32,
+    /// filter3d direct path, 3x3x3 (z-marching, register ring).
+    Filter3dK3F32,
+    /// filter3d direct path, 5x5x5.
+    Filter3dK5F32,
+    /// filter3d direct path, 7x7x7.
+    Filter3dK7F32,
     /// Monte Carlo, European options: per-(option, 1024-sample block) f64 sums, a warp each.
     McEuropeanF64,
     /// Monte Carlo, arithmetic-average Asian options (block sums as above).
@@ -52,7 +104,13 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: &'static [KernelId] = &[KernelId::SigmoidF32, KernelId::McEuropeanF64,
+    pub const ALL: &'static [KernelId] = &[KernelId::SigmoidF32,
+        KernelId::MapF32, KernelId::MapF16, KernelId::MapBf16,
+        KernelId::AxpyF32, KernelId::AxpyF16, KernelId::AxpyBf16,
+        KernelId::TransposeB32, KernelId::TransposeB16,
+        KernelId::Filter2dK3F32, KernelId::Filter2dK5F32, KernelId::Filter2dK7F32,
+        KernelId::Filter2dKnF32, KernelId::Filter1dXF32, KernelId::Filter1dStridedF32,
+        KernelId::Filter3dK3F32, KernelId::Filter3dK5F32, KernelId::Filter3dK7F32, KernelId::McEuropeanF64,
         KernelId::McAsianArithmeticF64,
         KernelId::McAsianGeometricF64,
         KernelId::McBarrierUpOutF64,
@@ -65,6 +123,22 @@ impl KernelId {
     pub fn module(self) -> Module {
         match self {
             KernelId::SigmoidF32 => ELEMENTWISE,
+            KernelId::MapF32
+            | KernelId::MapF16
+            | KernelId::MapBf16
+            | KernelId::AxpyF32
+            | KernelId::AxpyF16
+            | KernelId::AxpyBf16 => MAP,
+            KernelId::TransposeB32 | KernelId::TransposeB16 => TRANSPOSE,
+            KernelId::Filter2dK3F32
+            | KernelId::Filter2dK5F32
+            | KernelId::Filter2dK7F32
+            | KernelId::Filter2dKnF32
+            | KernelId::Filter1dXF32
+            | KernelId::Filter1dStridedF32
+            | KernelId::Filter3dK3F32
+            | KernelId::Filter3dK5F32
+            | KernelId::Filter3dK7F32 => IMAGING,
             KernelId::McEuropeanF64
             | KernelId::McAsianArithmeticF64
             | KernelId::McAsianGeometricF64
@@ -81,6 +155,23 @@ impl KernelId {
     pub fn symbol(self) -> &'static str {
         match self {
             KernelId::SigmoidF32 => "sigmoid_f32",
+            KernelId::MapF32 => "map_f32",
+            KernelId::MapF16 => "map_f16",
+            KernelId::MapBf16 => "map_bf16",
+            KernelId::AxpyF32 => "axpy_f32",
+            KernelId::AxpyF16 => "axpy_f16",
+            KernelId::AxpyBf16 => "axpy_bf16",
+            KernelId::TransposeB32 => "transpose_b32",
+            KernelId::TransposeB16 => "transpose_b16",
+            KernelId::Filter2dK3F32 => "filter2d_k3_f32",
+            KernelId::Filter2dK5F32 => "filter2d_k5_f32",
+            KernelId::Filter2dK7F32 => "filter2d_k7_f32",
+            KernelId::Filter2dKnF32 => "filter2d_kn_f32",
+            KernelId::Filter1dXF32 => "filter1d_x_f32",
+            KernelId::Filter1dStridedF32 => "filter1d_s_f32",
+            KernelId::Filter3dK3F32 => "filter3d_k3_f32",
+            KernelId::Filter3dK5F32 => "filter3d_k5_f32",
+            KernelId::Filter3dK7F32 => "filter3d_k7_f32",
             KernelId::McEuropeanF64 => "mc_european_f64",
             KernelId::McAsianArithmeticF64 => "mc_asian_arithmetic_f64",
             KernelId::McAsianGeometricF64 => "mc_asian_geometric_f64",

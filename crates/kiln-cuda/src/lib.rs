@@ -18,7 +18,9 @@ mod backend;
 pub mod cache;
 pub mod discovery;
 pub mod kernels;
+mod launch_elementwise;
 mod launch_finance;
+mod launch_imaging;
 pub mod nvrtc;
 pub mod pool;
 

@@ -15,6 +15,8 @@
 
 pub mod adaptive;
 pub mod finance;
+pub mod elementwise;
+pub mod imaging;
 mod runtime;
 pub mod testing;
 pub mod verify;

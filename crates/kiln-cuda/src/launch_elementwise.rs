@@ -1,0 +1,147 @@
+//! Launchers for the element-wise family (`kernels/map.cu`): `MapOp` and axpy on f32, f16
+//! and bf16 storage with f32 arithmetic.
+//!
+//! Launch shape: 256-thread blocks, grid-stride over 16-byte vectors (4 f32 or 8 halves a
+//! thread a step, 4 steps' loads in flight), at most 8 blocks per SM (2048 threads, one
+//! full wave; `KILN_EW_BLOCKS_PER_SM` overrides), at least one block. The `n % V` tail runs
+//! scalar. Buffers are whole pool allocations (512-byte aligned), so vector accesses are
+//! aligned; sizes are checked before every launch.
+#![allow(unsafe_code)]
+
+use crate::kernels::KernelId;
+use crate::pool::DeviceBuffer;
+use crate::CudaBackend;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kiln_core::backend::{check_same_len, Element, MapOp};
+use kiln_core::{DType, Error, Result};
+
+/// Threads per block of the element-wise kernels.
+const THREADS: u32 = 256;
+/// Vectors each thread loads before its first store (`KILN_MAP_UNROLL` in map.cu).
+const UNROLL: u64 = 4;
+
+impl CudaBackend {
+    /// Copy any element slice to a new device buffer.
+    pub fn upload_slice<T: Copy>(&self, x: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut b = self.alloc(x.len())?;
+        b.copy_from_host(x, self.stream())?;
+        Ok(b)
+    }
+
+    /// A new device buffer of `n` NaNs of the storage type (an unwritten element is caught).
+    pub fn alloc_poisoned_as<T: Element>(&self, n: usize) -> Result<DeviceBuffer<T>> {
+        self.upload_slice(&vec![T::from_f32(f32::NAN); n])
+    }
+
+    fn grid_for(&self, n: u64, bytes: usize) -> LaunchConfig {
+        let per_sm: u64 = std::env::var("KILN_EW_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&v: &u64| v > 0)
+            .unwrap_or(8);
+        let vecs = n.div_ceil((16 / bytes) as u64);
+        let sms = (self.info().desc.multiprocessors as u64).max(1);
+        let blocks = vecs.div_ceil(THREADS as u64 * UNROLL).clamp(1, sms * per_sm) as u32;
+        LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// `out[i] = op(x[i])` on device buffers of equal length.
+    pub fn map_device<T: Element>(
+        &self,
+        op: MapOp,
+        x: &DeviceBuffer<T>,
+        out: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        op.validate()?;
+        check_same_len(op.name(), x.len(), out.len())?;
+        if x.is_empty() {
+            return Ok(());
+        }
+        let k = match T::DTYPE {
+            DType::F32 => KernelId::MapF32,
+            DType::F16 => KernelId::MapF16,
+            DType::BF16 => KernelId::MapBf16,
+            d => return Err(Error::invalid(op.name(), format!("storage {d} is not supported"))),
+        };
+        let f = self.function(k)?;
+        let n = x.len() as u64;
+        let cfg = self.grid_for(n, std::mem::size_of::<T>());
+        let (code, (a, b)) = (op.code(), op.params());
+        let (xp, yp) = (x.device_ptr(), out.device_ptr());
+        let mut l = self.stream().launch_builder(&f);
+        l.arg(&xp).arg(&yp).arg(&n).arg(&code).arg(&a).arg(&b);
+        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold
+        // exactly n elements of T (checked above), start on 512-byte boundaries (16-byte
+        // vector accesses are aligned), are distinct allocations (one & and one &mut), and
+        // stay alive in this stream's order (a dropped block is reused only by later work
+        // on the same stream).
+        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(k.symbol(), &self.device_name(), e))?;
+        Ok(())
+    }
+
+    /// `y[i] = a * x[i] + y[i]` on device buffers of equal length.
+    pub fn axpy_device<T: Element>(
+        &self,
+        a: f32,
+        x: &DeviceBuffer<T>,
+        y: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        if !a.is_finite() {
+            return Err(Error::invalid("axpy", format!("a = {a} must be finite")));
+        }
+        check_same_len("axpy", x.len(), y.len())?;
+        if x.is_empty() {
+            return Ok(());
+        }
+        let k = match T::DTYPE {
+            DType::F32 => KernelId::AxpyF32,
+            DType::F16 => KernelId::AxpyF16,
+            DType::BF16 => KernelId::AxpyBf16,
+            d => return Err(Error::invalid("axpy", format!("storage {d} is not supported"))),
+        };
+        let f = self.function(k)?;
+        let n = x.len() as u64;
+        let cfg = self.grid_for(n, std::mem::size_of::<T>());
+        let (xp, yp) = (x.device_ptr(), y.device_ptr());
+        let mut l = self.stream().launch_builder(&f);
+        l.arg(&xp).arg(&yp).arg(&n).arg(&a);
+        // SAFETY: as in map_device: x[0..n] read, y[0..n] read and written, both exactly n
+        // elements (checked), aligned pool allocations, distinct, alive in stream order.
+        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(k.symbol(), &self.device_name(), e))?;
+        Ok(())
+    }
+
+    /// Host round trip of [`Self::map_device`]: upload, map into a NaN-poisoned buffer,
+    /// download into `out`.
+    pub fn map_host<T: Element>(&self, op: MapOp, x: &[T], out: &mut [T]) -> Result<()> {
+        op.validate()?;
+        check_same_len(op.name(), x.len(), out.len())?;
+        if x.is_empty() {
+            return Ok(());
+        }
+        let dx = self.upload_slice(x)?;
+        let mut dy = self.alloc_poisoned_as::<T>(x.len())?;
+        self.map_device(op, &dx, &mut dy)?;
+        dy.copy_to_host(out, self.stream())
+    }
+
+    /// Host round trip of [`Self::axpy_device`].
+    pub fn axpy_host<T: Element>(&self, a: f32, x: &[T], y: &mut [T]) -> Result<()> {
+        check_same_len("axpy", x.len(), y.len())?;
+        if x.is_empty() {
+            return Ok(());
+        }
+        let dx = self.upload_slice(x)?;
+        let mut dy = self.upload_slice(y)?;
+        self.axpy_device(a, &dx, &mut dy)?;
+        dy.copy_to_host(y, self.stream())
+    }
+
+    fn device_name(&self) -> String {
+        format!("cuda:{}", self.info().desc.ordinal)
+    }
+}

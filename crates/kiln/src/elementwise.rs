@@ -1,0 +1,83 @@
+//! Element-wise ops on the runtime: [`MapOp`]s and axpy on `f32`, `f16` or `bf16` storage
+//! (f32 arithmetic), and [`Precision`]-driven storage for `f32` data.
+
+use crate::{Engine, Runtime};
+use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp, Precision, PrecisionChoice};
+use kiln_core::{DType, Result};
+
+/// The result of [`Runtime::map_with_precision`]: values widened back to `f32`, and the
+/// storage that was used with the reason.
+#[derive(Clone, Debug)]
+pub struct Mapped {
+    /// `op(x)`, computed in f32 on the chosen storage.
+    pub values: Vec<f32>,
+    /// What storage ran and why.
+    pub choice: PrecisionChoice,
+}
+
+impl Runtime {
+    /// `out[i] = op(x[i])` on any storage, on the runtime's backend.
+    pub fn map_into<T: Element>(&self, op: MapOp, x: &[T], out: &mut [T]) -> Result<()> {
+        op.validate()?;
+        check_same_len(op.name(), x.len(), out.len())?;
+        match self.engine() {
+            Engine::Cpu(_) => {
+                kiln_cpu::elementwise::map(op, x, out);
+                Ok(())
+            }
+            Engine::Cuda(c) => c.map_host(op, x, out),
+        }
+    }
+
+    /// `op` applied element-wise to `x`.
+    pub fn map<T: Element>(&self, op: MapOp, x: &[T]) -> Result<Vec<T>> {
+        let mut out = vec![T::from_f32(f32::NAN); x.len()];
+        self.map_into(op, x, &mut out)?;
+        Ok(out)
+    }
+
+    /// `y = a * x + y` (one f32 fma per element, rounded once to the storage).
+    pub fn axpy<T: Element>(&self, a: f32, x: &[T], y: &mut [T]) -> Result<()> {
+        if !a.is_finite() {
+            return Err(kiln_core::Error::invalid(
+                "axpy",
+                format!("a = {a} must be finite"),
+            ));
+        }
+        check_same_len("axpy", x.len(), y.len())?;
+        match self.engine() {
+            Engine::Cpu(_) => {
+                kiln_cpu::elementwise::axpy(a, x, y);
+                Ok(())
+            }
+            Engine::Cuda(c) => c.axpy_host(a, x, y),
+        }
+    }
+
+    /// `a * x + b`.
+    pub fn scale_shift<T: Element>(&self, a: f32, b: f32, x: &[T]) -> Result<Vec<T>> {
+        self.map(MapOp::ScaleShift { a, b }, x)
+    }
+
+    /// `min(max(x, lo), hi)`.
+    pub fn clamp<T: Element>(&self, lo: f32, hi: f32, x: &[T]) -> Result<Vec<T>> {
+        self.map(MapOp::Clamp { lo, hi }, x)
+    }
+
+    /// `op` on f32 data stored as `precision` says ([`Precision::resolve`] for `Auto`):
+    /// the data is rounded to the storage, mapped, and widened back. The choice and its
+    /// reason come back with the values.
+    pub fn map_with_precision(&self, op: MapOp, x: &[f32], precision: Precision) -> Result<Mapped> {
+        let choice = precision.resolve(&op, x);
+        fn run<T: Element>(rt: &Runtime, op: MapOp, x: &[f32]) -> Result<Vec<f32>> {
+            let xs: Vec<T> = x.iter().map(|&v| T::from_f32(v)).collect();
+            Ok(rt.map(op, &xs)?.into_iter().map(T::to_f32).collect())
+        }
+        let values = match choice.storage {
+            DType::F16 => run::<f16>(self, op, x)?,
+            DType::BF16 => run::<bf16>(self, op, x)?,
+            _ => run::<f32>(self, op, x)?,
+        };
+        Ok(Mapped { values, choice })
+    }
+}

@@ -1,0 +1,339 @@
+//! filter2d / filter3d on every backend equal the CPU op (within f32 rounding: the GPU
+//! sums in f32 with fma, the CPU in f64) on fresh random inputs, for every boundary mode,
+//! every preset, user kernels (direct and separable), odd and degenerate shapes and kernels
+//! larger than the image. The GPU output buffer is NaN-poisoned by the launcher, so an
+//! unwritten pixel fails. On the CPU runtime the direct path is also checked against a
+//! naive float64 correlate written here.
+#![allow(clippy::unwrap_used)] // test helpers panic on failure by design
+
+use kiln::imaging::{filter_tolerance, FilterPath};
+use kiln::{testing, Runtime};
+use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
+
+fn modes() -> Vec<BoundaryMode> {
+    vec![
+        BoundaryMode::Constant(0.0),
+        BoundaryMode::Constant(1.5),
+        BoundaryMode::Nearest,
+        BoundaryMode::Reflect,
+        BoundaryMode::Mirror,
+        BoundaryMode::Wrap,
+    ]
+}
+
+fn presets_2d() -> Vec<Kernel2D> {
+    [
+        "cross4",
+        "box:3",
+        "box:5",
+        "gaussian:1",
+        "gaussian:2",
+        "gaussian:3.5",
+        "sobel-x",
+        "sobel-y",
+        "laplacian",
+        "sharpen",
+    ]
+    .iter()
+    .map(|p| Kernel2D::preset(p).unwrap())
+    .collect()
+}
+
+fn user_2d(k: usize, seed: u64) -> Kernel2D {
+    let w = testing::random_f32(k * k, -1.0, 1.0, seed);
+    Kernel2D::new([k, k], w.iter().map(|&v| v as f64).collect()).unwrap()
+}
+
+fn separable_user_2d(k: usize, seed: u64) -> Kernel2D {
+    let a = testing::random_f32(k, 0.1, 1.0, seed);
+    let b = testing::random_f32(k, -1.0, 1.0, seed + 1);
+    let w = a
+        .iter()
+        .flat_map(|&x| b.iter().map(move |&y| x as f64 * y as f64))
+        .collect();
+    Kernel2D::new([k, k], w).unwrap()
+}
+
+/// Asserts |got - want| <= tol everywhere (NaN fails).
+fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let e = (g as f64 - w as f64).abs();
+        assert!(
+            e <= tol,
+            "{what}: element {i}: got {g}, want {w} (|diff| {e:e} > tol {tol:e})"
+        );
+    }
+}
+
+fn max_abs(x: &[f32], mode: BoundaryMode) -> f64 {
+    let m = x.iter().fold(0.0f64, |m, &v| m.max(v.abs() as f64));
+    m.max(mode.cval().unwrap_or(0.0).abs())
+}
+
+/// scipy.ndimage.correlate in float64 for (n, h, w) planes, kd = 1 (2-D) or k (3-D).
+fn naive(src: &[f32], shape: [usize; 3], kd: usize, k: usize, w: &[f64], mode: BoundaryMode) -> Vec<f32> {
+    let [d, h, wd] = shape;
+    let (rd, r) = (kd as isize / 2, k as isize / 2);
+    let cval = mode.cval().unwrap_or(0.0);
+    let mut out = vec![0.0f32; src.len()];
+    for z in 0..d {
+        for y in 0..h {
+            for x in 0..wd {
+                let mut acc = 0.0f64;
+                for a in 0..kd {
+                    for b in 0..k {
+                        for c in 0..k {
+                            let wt = w[(a * k + b) * k + c];
+                            if wt.abs() <= f64::EPSILON {
+                                continue;
+                            }
+                            let zz = if kd == 1 {
+                                Some(z)
+                            } else {
+                                mode.map_index(z as isize + a as isize - rd, d)
+                            };
+                            let yy = mode.map_index(y as isize + b as isize - r, h);
+                            let xx = mode.map_index(x as isize + c as isize - r, wd);
+                            let v = match (zz, yy, xx) {
+                                (Some(zz), Some(yy), Some(xx)) => src[(zz * h + yy) * wd + xx] as f64,
+                                _ => cval,
+                            };
+                            acc += wt * v;
+                        }
+                    }
+                }
+                out[(z * h + y) * wd + x] = acc as f32;
+            }
+        }
+    }
+    out
+}
+
+fn check_2d(rt: &Runtime, shape: [usize; 3], k: &Kernel2D, mode: BoundaryMode, path: FilterPath, seed: u64) {
+    let cpu = Runtime::cpu();
+    let n: usize = shape.iter().product();
+    let x = testing::random_f32(n, -2.0, 2.0, seed);
+    let got = rt.filter2d_batch(&x, shape, k, mode, path).unwrap();
+    let want = cpu.filter2d_batch(&x, shape, k, mode, path).unwrap();
+    let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+    let tol = filter_tolerance(k.size() * k.size(), sw, max_abs(&x, mode));
+    let what = format!(
+        "{} filter2d {} {mode} {path:?} {shape:?}",
+        rt.device_name(),
+        k.name()
+    );
+    assert_close(&what, &got, &want, tol);
+    let direct = kiln_cpu::imaging::path_2d(k, mode, path).unwrap() == FilterPath::Direct;
+    if direct && n * k.size() * k.size() <= 1 << 22 {
+        let refv = naive(&x, shape, 1, k.size(), k.weights(), mode);
+        assert_close(&format!("{what} vs naive f64"), &got, &refv, tol);
+    }
+}
+
+kiln::test_device!(filter2d_small_shapes_every_mode_every_preset, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let mut kernels = presets_2d();
+    for (i, k) in [3, 5, 7, 9, 31].into_iter().enumerate() {
+        kernels.push(user_2d(k, seed + 100 + i as u64));
+    }
+    kernels.push(separable_user_2d(5, seed + 200));
+    // 1x1, 1xN, Nx1, odd, and images smaller than most kernels (3x4 against k = 7..31).
+    let shapes = [
+        [1, 1, 1],
+        [1, 1, 37],
+        [1, 29, 1],
+        [1, 17, 33],
+        [1, 3, 4],
+        [2, 70, 45],
+    ];
+    for (si, &shape) in shapes.iter().enumerate() {
+        for mode in modes() {
+            for (ki, k) in kernels.iter().enumerate() {
+                check_2d(
+                    rt,
+                    shape,
+                    k,
+                    mode,
+                    FilterPath::Auto,
+                    seed + (si * 1000 + ki) as u64,
+                );
+            }
+        }
+    }
+});
+
+kiln::test_device!(filter2d_forced_direct_on_separable_presets, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    for p in ["gaussian:2", "box:5", "sobel-x"] {
+        let k = Kernel2D::preset(p).unwrap();
+        for mode in modes() {
+            check_2d(rt, [1, 17, 33], &k, mode, FilterPath::Direct, seed);
+            check_2d(rt, [1, 17, 33], &k, mode, FilterPath::Separable, seed + 1);
+        }
+    }
+});
+
+kiln::test_device!(filter2d_large_and_batched, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let kernels = [
+        Kernel2D::preset("cross4").unwrap(),
+        Kernel2D::preset("gaussian:2").unwrap(),
+        Kernel2D::preset("sobel-y").unwrap(),
+        user_2d(5, seed + 7),
+        user_2d(11, seed + 8),
+    ];
+    for mode in modes() {
+        for (i, k) in kernels.iter().enumerate() {
+            check_2d(rt, [1, 1000, 1000], k, mode, FilterPath::Auto, seed + i as u64);
+            check_2d(rt, [3, 61, 130], k, mode, FilterPath::Auto, seed + 10 + i as u64);
+        }
+    }
+});
+
+kiln::test_device!(filter2d_channels_matches_cpu, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let (h, w, c) = (17, 33, 3);
+    let x = testing::random_f32(h * w * c, -1.0, 1.0, seed);
+    let cpu = Runtime::cpu();
+    for p in ["cross4", "gaussian:1.5", "laplacian"] {
+        let k = Kernel2D::preset(p).unwrap();
+        for mode in modes() {
+            let got = rt
+                .filter2d_channels(&x, [h, w, c], &k, mode, FilterPath::Auto)
+                .unwrap();
+            // The reference: each channel extracted by hand and filtered on the CPU.
+            let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+            let tol = filter_tolerance(k.size() * k.size(), sw, max_abs(&x, mode));
+            for ch in 0..c {
+                let plane: Vec<f32> = (0..h * w).map(|i| x[i * c + ch]).collect();
+                let want = cpu.filter2d(&plane, [h, w], &k, mode, FilterPath::Auto).unwrap();
+                let g: Vec<f32> = (0..h * w).map(|i| got[i * c + ch]).collect();
+                assert_close(
+                    &format!("{} channels {p} {mode} ch{ch}", rt.device_name()),
+                    &g,
+                    &want,
+                    tol,
+                );
+            }
+        }
+    }
+});
+
+fn user_3d(k: usize, seed: u64) -> Kernel3D {
+    let w = testing::random_f32(k * k * k, -1.0, 1.0, seed);
+    Kernel3D::new([k, k, k], w.iter().map(|&v| v as f64).collect()).unwrap()
+}
+
+fn check_3d(rt: &Runtime, shape: [usize; 3], k: &Kernel3D, mode: BoundaryMode, path: FilterPath, seed: u64) {
+    let cpu = Runtime::cpu();
+    let n: usize = shape.iter().product();
+    let x = testing::random_f32(n, -2.0, 2.0, seed);
+    let got = rt.filter3d(&x, shape, k, mode, path).unwrap();
+    let want = cpu.filter3d(&x, shape, k, mode, path).unwrap();
+    let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+    let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
+    let what = format!(
+        "{} filter3d {} {mode} {path:?} {shape:?}",
+        rt.device_name(),
+        k.name()
+    );
+    assert_close(&what, &got, &want, tol);
+    let direct = kiln_cpu::imaging::path_3d(k, mode, path).unwrap() == FilterPath::Direct;
+    if direct && n * k.size().pow(3) <= 1 << 22 {
+        let refv = naive(&x, shape, k.size(), k.size(), k.weights(), mode);
+        assert_close(&format!("{what} vs naive f64"), &got, &refv, tol);
+    }
+}
+
+kiln::test_device!(filter3d_every_mode_every_preset, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let mut kernels: Vec<Kernel3D> = [
+        "laplacian",
+        "box:3",
+        "box:5",
+        "box:7",
+        "gaussian:0.5",
+        "gaussian:0.8",
+    ]
+    .iter()
+    .map(|p| Kernel3D::preset(p).unwrap())
+    .collect();
+    for (i, k) in [3, 5, 7].into_iter().enumerate() {
+        kernels.push(user_3d(k, seed + 50 + i as u64));
+    }
+    let shapes = [
+        [1, 1, 1],
+        [1, 1, 9],
+        [5, 1, 1],
+        [1, 6, 1],
+        [7, 9, 11],
+        [3, 4, 5],
+        [20, 37, 40],
+    ];
+    for (si, &shape) in shapes.iter().enumerate() {
+        for mode in modes() {
+            for (ki, k) in kernels.iter().enumerate() {
+                check_3d(
+                    rt,
+                    shape,
+                    k,
+                    mode,
+                    FilterPath::Auto,
+                    seed + (si * 100 + ki) as u64,
+                );
+            }
+        }
+    }
+    let k = Kernel3D::preset("box:5").unwrap();
+    for mode in modes() {
+        check_3d(rt, [7, 9, 11], &k, mode, FilterPath::Direct, seed + 999);
+    }
+});
+
+kiln::test_device!(filter3d_64_cubed, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let kernels = [
+        Kernel3D::preset("laplacian").unwrap(),
+        Kernel3D::preset("gaussian:0.8").unwrap(),
+        user_3d(3, seed + 1),
+    ];
+    for mode in [
+        BoundaryMode::Reflect,
+        BoundaryMode::Constant(0.5),
+        BoundaryMode::Wrap,
+    ] {
+        for (i, k) in kernels.iter().enumerate() {
+            check_3d(rt, [64, 64, 64], k, mode, FilterPath::Auto, seed + i as u64);
+        }
+    }
+    check_3d(
+        rt,
+        [70, 33, 45],
+        &user_3d(7, seed + 9),
+        BoundaryMode::Mirror,
+        FilterPath::Auto,
+        seed + 5,
+    );
+});
+
+kiln::test_device!(filter_rejects_bad_input, |rt: &Runtime| {
+    let k = Kernel2D::preset("cross4").unwrap();
+    assert!(rt
+        .filter2d(&[], [0, 5], &k, BoundaryMode::Reflect, FilterPath::Auto)
+        .is_err());
+    assert!(rt
+        .filter2d(&[1.0; 5], [2, 3], &k, BoundaryMode::Reflect, FilterPath::Auto)
+        .is_err());
+    let user = user_2d(3, 1);
+    let e = rt
+        .filter2d(
+            &[1.0; 9],
+            [3, 3],
+            &user,
+            BoundaryMode::Reflect,
+            FilterPath::Separable,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("not separable"), "{e}");
+});

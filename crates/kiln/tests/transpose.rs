@@ -1,0 +1,56 @@
+//! The 2-D transpose on every backend is exact (it only moves bits) for f32, f16 and bf16
+//! at degenerate, odd, tile-multiple and large shapes, against the index formula.
+#![allow(clippy::unwrap_used)] // test helpers panic on failure by design
+
+use kiln::{testing, Runtime};
+use kiln_core::backend::{bf16, f16, Element};
+
+fn check<T: Element>(rt: &Runtime, rows: usize, cols: usize, seed: u64) {
+    let x: Vec<T> = testing::random_f32(rows * cols, -100.0, 100.0, seed)
+        .into_iter()
+        .map(T::from_f32)
+        .collect();
+    let y = rt.transpose(&x, rows, cols).unwrap();
+    for r in 0..rows {
+        for c in 0..cols {
+            let (g, w) = (y[c * rows + r], x[r * cols + c]);
+            assert!(
+                g.to_f32().to_bits() == w.to_f32().to_bits(),
+                "{} {:?} {rows}x{cols} at ({r},{c}): {g:?} vs {w:?}",
+                rt.device_name(),
+                T::DTYPE
+            );
+        }
+    }
+}
+
+kiln::test_device!(transpose_is_exact_at_every_shape, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let shapes = [
+        (1, 1),
+        (1, 1025),
+        (1025, 1),
+        (17, 33),
+        (33, 17),
+        (32, 32),
+        (64, 96),
+        (2049, 3),
+        (1000, 1000),
+    ];
+    for (i, &(r, c)) in shapes.iter().enumerate() {
+        check::<f32>(rt, r, c, seed + i as u64);
+        check::<f16>(rt, r, c, seed + 100 + i as u64);
+        check::<bf16>(rt, r, c, seed + 200 + i as u64);
+    }
+});
+
+kiln::test_device!(
+    transpose_twice_is_identity_and_lengths_are_checked,
+    |rt: &Runtime| {
+        let x = testing::random_f32(7 * 13, -1.0, 1.0, 3);
+        let back = rt.transpose(&rt.transpose(&x, 7, 13).unwrap(), 13, 7).unwrap();
+        assert_eq!(back, x);
+        assert!(rt.transpose(&x, 7, 12).is_err());
+        assert!(rt.transpose::<f32>(&[], 0, 5).unwrap().is_empty());
+    }
+);
