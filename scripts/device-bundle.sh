@@ -10,7 +10,7 @@ peers="../shared/peers/peer_bench.py"
 
 rm -rf .device && mkdir -p .device/bin .device/tests .device/peers
 cargo build --release -p kiln-cli
-cp target/release/kiln .device/bin/kiln
+cp "${CARGO_TARGET_DIR:-target}/release/kiln" .device/bin/kiln
 # Every test executable of the workspace, built in release (names: <target>-<hash>).
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '
