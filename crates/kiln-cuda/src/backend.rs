@@ -7,9 +7,7 @@ use crate::discovery::DeviceInfo;
 use crate::kernels::{KernelId, Module};
 use crate::nvrtc;
 use crate::pool::{DeviceBuffer, DevicePool, MemoryStats};
-use cudarc::driver::{
-    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream,
-};
+use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 use kiln_core::backend::check_same_len;
 use kiln_core::{cuda_code_name, Backend, BackendKind, Error, MemoryLimit, Result, UnaryOp};

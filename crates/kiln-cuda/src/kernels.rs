@@ -104,20 +104,35 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel.
-    pub const ALL: &'static [KernelId] = &[KernelId::SigmoidF32,
-        KernelId::MapF32, KernelId::MapF16, KernelId::MapBf16,
-        KernelId::AxpyF32, KernelId::AxpyF16, KernelId::AxpyBf16,
-        KernelId::TransposeB32, KernelId::TransposeB16,
-        KernelId::Filter2dK3F32, KernelId::Filter2dK5F32, KernelId::Filter2dK7F32,
-        KernelId::Filter2dKnF32, KernelId::Filter1dXF32, KernelId::Filter1dStridedF32,
-        KernelId::Filter3dK3F32, KernelId::Filter3dK5F32, KernelId::Filter3dK7F32, KernelId::McEuropeanF64,
+    pub const ALL: &'static [KernelId] = &[
+        KernelId::SigmoidF32,
+        KernelId::MapF32,
+        KernelId::MapF16,
+        KernelId::MapBf16,
+        KernelId::AxpyF32,
+        KernelId::AxpyF16,
+        KernelId::AxpyBf16,
+        KernelId::TransposeB32,
+        KernelId::TransposeB16,
+        KernelId::Filter2dK3F32,
+        KernelId::Filter2dK5F32,
+        KernelId::Filter2dK7F32,
+        KernelId::Filter2dKnF32,
+        KernelId::Filter1dXF32,
+        KernelId::Filter1dStridedF32,
+        KernelId::Filter3dK3F32,
+        KernelId::Filter3dK5F32,
+        KernelId::Filter3dK7F32,
+        KernelId::McEuropeanF64,
         KernelId::McAsianArithmeticF64,
         KernelId::McAsianGeometricF64,
         KernelId::McBarrierUpOutF64,
         KernelId::McBarrierUpInF64,
         KernelId::McBarrierDownOutF64,
         KernelId::McBarrierDownInF64,
-        KernelId::McCombineF64, KernelId::FinanceSelftestF32];
+        KernelId::McCombineF64,
+        KernelId::FinanceSelftestF32,
+    ];
 
     /// The module that defines it.
     pub fn module(self) -> Module {

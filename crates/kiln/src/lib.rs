@@ -14,8 +14,8 @@
 #![deny(missing_docs)]
 
 pub mod adaptive;
-pub mod finance;
 pub mod elementwise;
+pub mod finance;
 pub mod imaging;
 mod runtime;
 pub mod testing;
