@@ -5,6 +5,7 @@
 # call NVRTC), the demo, and optionally the peers; logs go to $OUT (or ./gpu-out), a short
 # summary is printed last.
 # Usage: bash scripts/gpu-check.sh [--peers] [--demo-size quick|default|full]
+# (PEERS_ONLY=a,b,... picks the peer workloads; default sigmoid,copy_bw,alloc)
 set -u
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
 peers=0; demo_size=default
@@ -47,7 +48,7 @@ summary+=("GPU test skips: $skips (must be 0 with KILN_REQUIRE_GPU=1)")
 "$B/kiln" demo --device cuda --size "$demo_size" --json > "$out/demo.json" 2>/dev/null
 
 if [ "$peers" = 1 ] && [ -f .device/peers/peer_bench.py ]; then
-  PYTHONUNBUFFERED=1 python3 .device/peers/peer_bench.py --only sigmoid,copy_bw,alloc --json "$out/peers.json" > "$out/peers.txt" 2>&1
+  PYTHONUNBUFFERED=1 python3 .device/peers/peer_bench.py --only "${PEERS_ONLY:-sigmoid,copy_bw,alloc}" --json "$out/peers.json" > "$out/peers.txt" 2>&1
   summary+=("peers rc=$?")
 fi
 
