@@ -159,6 +159,61 @@ fn pool_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
     }])
 }
 
+/// Imaging rows (filters, transposes), verified against the CPU by the facade.
+fn imaging_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
+    Ok(kiln::imaging::demo_cases(rt, size)?
+        .into_iter()
+        .map(|c| Row {
+            op: c.op,
+            device: rt.device_name(),
+            gbps: Some((2 * 4 * c.elements) as f64 / c.wall_ms / 1e6),
+            size: c.size,
+            elements: c.elements,
+            median_ms: c.wall_ms,
+            tflops: None,
+            max_rel_err_vs_cpu: c.err_over_tol,
+            rel_l2_vs_f64: f64::NAN,
+            verified: c.verified,
+            note: "wall time incl. host copies; error is |dev-cpu| / tolerance".into(),
+        })
+        .collect())
+}
+
+/// Pricing rows, checked against closed forms (and, on a GPU, bitwise against the CPU).
+fn finance_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
+    let scale = match size {
+        "quick" => 0.05,
+        "full" => 1.0,
+        _ => 0.25,
+    };
+    Ok(kiln::finance::demo_cases(rt, scale)?
+        .into_iter()
+        .map(|c| Row {
+            op: c.op,
+            device: rt.device_name(),
+            size: c.size,
+            elements: 0,
+            median_ms: c.ms,
+            gbps: None,
+            tflops: None,
+            max_rel_err_vs_cpu: if c.closed_form != 0.0 {
+                ((c.price - c.closed_form) / c.closed_form).abs()
+            } else {
+                0.0
+            },
+            rel_l2_vs_f64: f64::NAN,
+            verified: c.verified,
+            note: format!(
+                "price {:.5} +- {:.5} vs closed form {:.5}; {:.1} G path-steps/s",
+                c.price,
+                c.std_error,
+                c.closed_form,
+                c.path_steps_per_s / 1e9
+            ),
+        })
+        .collect())
+}
+
 /// Run the demo; exit 5 if any op fails verification.
 pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let rt = Runtime::new(request, cfg)?;
@@ -171,6 +226,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         (_, false) => 1 << 24,
     };
     let mut rows = elementwise_rows(&rt, n, args.reps as usize)?;
+    rows.extend(imaging_rows(&rt, &args.size)?);
+    rows.extend(finance_rows(&rt, &args.size)?);
     rows.extend(pool_rows(&rt)?);
     let all_verified = rows.iter().all(|r| r.verified);
     let out = Output {
@@ -195,15 +252,15 @@ fn print_table(o: &Output) {
         println!("kiln demo on the CPU");
     }
     println!(
-        "{:<26} {:<7} {:>11} {:>11} {:>10} {:>14} {:>13}  check",
-        "op", "device", "elements", "median ms", "GB/s", "max rel vs CPU", "rel L2 vs f64"
+        "{:<34} {:<7} {:>15} {:>11} {:>10} {:>14} {:>13}  check",
+        "op", "device", "size", "median ms", "GB/s", "max rel vs CPU", "rel L2 vs f64"
     );
     for r in &o.rows {
         println!(
-            "{:<26} {:<7} {:>11} {:>11.4} {:>10} {:>14.2e} {:>13.2e}  {}  ({})",
+            "{:<34} {:<7} {:>15} {:>11.4} {:>10} {:>14.2e} {:>13.2e}  {}  ({})",
             r.op,
             r.device,
-            r.elements,
+            r.size,
             r.median_ms,
             r.gbps.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into()),
             r.max_rel_err_vs_cpu,
