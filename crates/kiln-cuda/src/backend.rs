@@ -6,7 +6,7 @@ use crate::cache::{CacheEvent, KernelCache};
 use crate::discovery::DeviceInfo;
 use crate::kernels::{KernelId, Module};
 use crate::nvrtc;
-use crate::pool::{DeviceBuffer, DevicePool, MemoryStats};
+use crate::pool::{DeviceBuffer, DevicePool, MemoryStats, PinnedPool};
 use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 use kiln_core::backend::check_same_len;
@@ -30,6 +30,7 @@ pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     pool: Arc<DevicePool>,
+    pinned: Arc<PinnedPool>,
     cache: KernelCache,
     nvrtc: (i32, i32),
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -76,8 +77,10 @@ impl CudaBackend {
             dev.clone(),
             limit.map(|l| l.bytes(info.desc.total_memory)),
         );
+        let pinned = PinnedPool::new(ctx.clone());
         Ok(CudaBackend {
             info: info.clone(),
+            pinned,
             ctx,
             stream,
             pool,
@@ -167,6 +170,11 @@ impl CudaBackend {
     /// The device's caching pool.
     pub fn pool(&self) -> &Arc<DevicePool> {
         &self.pool
+    }
+
+    /// The pinned host memory pool (staging buffers).
+    pub fn pinned_pool(&self) -> &Arc<PinnedPool> {
+        &self.pinned
     }
 
     /// The pool's counters.

@@ -56,9 +56,32 @@ impl CudaBackend {
         x: &DeviceBuffer<T>,
         out: &mut DeviceBuffer<T>,
     ) -> Result<()> {
-        op.validate()?;
         check_same_len(op.name(), x.len(), out.len())?;
-        if x.is_empty() {
+        self.map_device_on(self.stream(), op, x, out, x.len())
+    }
+
+    /// `out[i] = op(x[i])` for `i < n` on `stream` (both buffers hold at least `n`): the
+    /// pipeline's launcher, which runs chunks on several streams and a short last chunk.
+    pub fn map_device_on<T: Element>(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        op: MapOp,
+        x: &DeviceBuffer<T>,
+        out: &mut DeviceBuffer<T>,
+        n: usize,
+    ) -> Result<()> {
+        op.validate()?;
+        if n > x.len() || n > out.len() {
+            return Err(Error::invalid(
+                op.name(),
+                format!(
+                    "n = {n} exceeds the buffers ({} and {} elements)",
+                    x.len(),
+                    out.len()
+                ),
+            ));
+        }
+        if n == 0 {
             return Ok(());
         }
         let k = match T::DTYPE {
@@ -68,17 +91,17 @@ impl CudaBackend {
             d => return Err(Error::invalid(op.name(), format!("storage {d} is not supported"))),
         };
         let f = self.function(k)?;
-        let n = x.len() as u64;
+        let n = n as u64;
         let cfg = self.grid_for(n, std::mem::size_of::<T>());
         let (code, (a, b)) = (op.code(), op.params());
         let (xp, yp) = (x.device_ptr(), out.device_ptr());
-        let mut l = self.stream().launch_builder(&f);
+        let mut l = stream.launch_builder(&f);
         l.arg(&xp).arg(&yp).arg(&n).arg(&code).arg(&a).arg(&b);
-        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold
-        // exactly n elements of T (checked above), start on 512-byte boundaries (16-byte
+        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold at
+        // least n elements of T (checked above), start on 512-byte boundaries (16-byte
         // vector accesses are aligned), are distinct allocations (one & and one &mut), and
-        // stay alive in this stream's order (a dropped block is reused only by later work
-        // on the same stream).
+        // stay alive in stream order (a buffer used on another stream is recorded on it by
+        // the caller, so its block is not reused before this work completes).
         unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(k.symbol(), &self.device_name(), e))?;
         Ok(())
     }

@@ -22,6 +22,7 @@ mod launch_elementwise;
 mod launch_finance;
 mod launch_imaging;
 pub mod nvrtc;
+pub mod pipeline;
 pub mod pool;
 
 pub use backend::{cuda_err, CudaBackend, ModuleLoad};

@@ -2,8 +2,10 @@
 
 pub mod caching;
 mod device;
+mod pinned;
 
 pub use caching::{
     AllocError, Allocation, CachingAllocator, MemoryStats, SegmentSource, SourceError, StreamId,
 };
 pub use device::{DeviceBuffer, DevicePool};
+pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};

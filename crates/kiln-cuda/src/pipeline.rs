@@ -1,0 +1,224 @@
+//! Overlapped host -> device -> host pipelines: a large host input is split into chunks that
+//! rotate over a small pool of streams, so the copy in of chunk i+1, the kernel of chunk i and
+//! the copy out of chunk i-1 run at the same time (PCIe is full duplex; the kernel is ~40x
+//! faster than either copy, so the copies bound the pipeline).
+//!
+//! Two entry points: from pinned host buffers (the DMA engines read and write the caller's
+//! memory directly: the fast path), and from ordinary slices, which are staged through
+//! pinned buffers with multi-threaded copies (bounded by host memcpy bandwidth).
+#![allow(unsafe_code)]
+
+use crate::backend::{cuda_err, CudaBackend};
+use crate::pool::{DeviceBuffer, PinnedBuffer};
+use cudarc::driver::{result, CudaEvent, CudaStream};
+use kiln_core::backend::{check_same_len, MapOp};
+use kiln_core::{Error, Result};
+use rayon::prelude::*;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How to split the work.
+#[derive(Clone, Copy, Debug)]
+pub struct PipelineOptions {
+    /// Elements per chunk (default 8 Mi = 32 MiB of f32: long enough that a copy runs at
+    /// full speed, short enough that filling and draining the pipe costs little).
+    pub chunk_elems: usize,
+    /// Streams (default 3: triple buffering).
+    pub streams: usize,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            chunk_elems: 8 << 20,
+            streams: 3,
+        }
+    }
+}
+
+/// What a pipelined run achieved.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct PipelineReport {
+    /// Elements processed.
+    pub elements: usize,
+    /// Chunks.
+    pub chunks: usize,
+    /// Streams used.
+    pub streams: usize,
+    /// Elements per chunk.
+    pub chunk_elems: usize,
+    /// Whether the input went through pinned staging buffers (pageable host memory).
+    pub staged: bool,
+    /// Wall seconds, first copy to last byte back.
+    pub seconds: f64,
+    /// Input bytes per second, end to end, in GB/s.
+    pub gbps: f64,
+}
+
+struct Slot {
+    stream: Arc<CudaStream>,
+    dx: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+    stage_in: Option<PinnedBuffer<f32>>,
+    stage_out: Option<PinnedBuffer<f32>>,
+    pending: Option<(Range<usize>, CudaEvent)>,
+}
+
+fn par_copy(dst: &mut [f32], src: &[f32]) {
+    dst.par_chunks_mut(1 << 18)
+        .zip(src.par_chunks(1 << 18))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+impl CudaBackend {
+    /// `out = op(x)` for pinned host buffers, pipelined; bit-identical to the one-shot op.
+    pub fn map_pipelined_pinned(
+        &self,
+        op: MapOp,
+        x: &PinnedBuffer<f32>,
+        out: &mut PinnedBuffer<f32>,
+        opts: PipelineOptions,
+    ) -> Result<PipelineReport> {
+        check_same_len(op.name(), x.len(), out.len())?;
+        self.pipeline(op, x, out, opts, false)
+    }
+
+    /// `out = op(x)` for ordinary host slices, pipelined through pinned staging buffers.
+    pub fn map_pipelined(
+        &self,
+        op: MapOp,
+        x: &[f32],
+        out: &mut [f32],
+        opts: PipelineOptions,
+    ) -> Result<PipelineReport> {
+        check_same_len(op.name(), x.len(), out.len())?;
+        self.pipeline(op, x, out, opts, true)
+    }
+
+    fn pipeline(
+        &self,
+        op: MapOp,
+        x: &[f32],
+        out: &mut [f32],
+        opts: PipelineOptions,
+        staged: bool,
+    ) -> Result<PipelineReport> {
+        op.validate()?;
+        if opts.chunk_elems == 0 || opts.streams == 0 || opts.streams > 16 {
+            return Err(Error::invalid(
+                "pipeline",
+                format!(
+                    "chunk_elems must be >= 1 and streams in 1..=16 (got {} and {})",
+                    opts.chunk_elems, opts.streams
+                ),
+            ));
+        }
+        let n = x.len();
+        let chunk = opts.chunk_elems.min(n.max(1));
+        let nchunks = n.div_ceil(chunk);
+        let nslots = opts.streams.min(nchunks.max(1));
+        let dev = kiln_core::Backend::name(self);
+        let ctx = self.stream().context().clone();
+        let t0 = Instant::now();
+        let mut slots = Vec::with_capacity(nslots);
+        for _ in 0..nslots {
+            let stream = ctx
+                .new_stream()
+                .map_err(|e| cuda_err("cuStreamCreate", &dev, e))?;
+            slots.push(Slot {
+                dx: self.pool().alloc(&stream, chunk)?,
+                dy: self.pool().alloc(&stream, chunk)?,
+                stage_in: if staged {
+                    Some(self.pinned_pool().alloc(chunk)?)
+                } else {
+                    None
+                },
+                stage_out: if staged {
+                    Some(self.pinned_pool().alloc(chunk)?)
+                } else {
+                    None
+                },
+                stream,
+                pending: None,
+            });
+        }
+        let drain = |slot: &mut Slot, out: &mut [f32]| -> Result<()> {
+            if let Some((r, ev)) = slot.pending.take() {
+                ev.synchronize()
+                    .map_err(|e| cuda_err("cuEventSynchronize", &dev, e))?;
+                if let Some(so) = &slot.stage_out {
+                    par_copy(&mut out[r.clone()], &so[..r.len()]);
+                }
+            }
+            Ok(())
+        };
+        let mut failure = None;
+        for i in 0..nchunks {
+            let r = i * chunk..((i + 1) * chunk).min(n);
+            let len = r.len();
+            let slot = &mut slots[i % nslots];
+            if let Err(e) = drain(slot, out) {
+                failure = Some(e);
+                break;
+            }
+            let step = (|| -> Result<()> {
+                let src: &[f32] = match &mut slot.stage_in {
+                    Some(si) => {
+                        par_copy(&mut si[..len], &x[r.clone()]);
+                        &si[..len]
+                    }
+                    None => &x[r.clone()],
+                };
+                // SAFETY: `src` is pinned host memory of `len` elements (the caller's pinned
+                // buffer or this slot's staging buffer), valid until this slot's event is
+                // synchronised (drain) before it is rewritten or released; dx holds
+                // chunk >= len elements.
+                unsafe { result::memcpy_htod_async(slot.dx.device_ptr(), src, slot.stream.cu_stream()) }
+                    .map_err(|e| cuda_err("cuMemcpyHtoDAsync", &dev, e))?;
+                self.map_device_on(&slot.stream, op, &slot.dx, &mut slot.dy, len)?;
+                let dst: &mut [f32] = match &mut slot.stage_out {
+                    Some(so) => &mut so[..len],
+                    None => &mut out[r.clone()],
+                };
+                // SAFETY: `dst` is pinned host memory of `len` elements that nothing else
+                // touches until this slot's event has been synchronised (drain, or the final
+                // loop below); dy holds chunk >= len elements.
+                unsafe { result::memcpy_dtoh_async(dst, slot.dy.device_ptr(), slot.stream.cu_stream()) }
+                    .map_err(|e| cuda_err("cuMemcpyDtoHAsync", &dev, e))?;
+                let ev = ctx
+                    .new_event(None)
+                    .map_err(|e| cuda_err("cuEventCreate", &dev, e))?;
+                ev.record(&slot.stream)
+                    .map_err(|e| cuda_err("cuEventRecord", &dev, e))?;
+                slot.pending = Some((r.clone(), ev));
+                Ok(())
+            })();
+            if let Err(e) = step {
+                failure = Some(e);
+                break;
+            }
+        }
+        // Always wait for every slot, also after a failure: copies in flight still reference
+        // the host buffers.
+        for slot in &mut slots {
+            let _ = slot.stream.synchronize();
+            if let Err(e) = drain(slot, out) {
+                failure.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        Ok(PipelineReport {
+            elements: n,
+            chunks: nchunks,
+            streams: nslots,
+            chunk_elems: chunk,
+            staged,
+            seconds,
+            gbps: (n * 4) as f64 / seconds / 1e9,
+        })
+    }
+}
