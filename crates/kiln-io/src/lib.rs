@@ -43,6 +43,7 @@
 mod atomic;
 mod error;
 mod npy;
+pub mod options_csv;
 mod raster;
 mod volume;
 
