@@ -1,0 +1,220 @@
+//! Device-timed benchmarks at the issues' sizes (CUDA events, warm-up, median of reps),
+//! each result checked before it is timed. `#[ignore]`: run on a GPU machine with
+//! `--ignored --nocapture`; prints one JSON line per measurement (`BENCH {...}`).
+#![allow(clippy::unwrap_used)]
+
+use kiln::cuda::CudaBackend;
+use kiln::{testing, Runtime};
+use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
+use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
+use kiln_cpu::imaging::FilterPath;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn report(workload: &str, ms: f64, bytes: f64, extra: &str) {
+    println!(
+        "BENCH {{\"workload\": \"{workload}\", \"peer\": \"kiln\", \"ms\": {ms:.4}, \"GBps\": {:.1}{extra}}}",
+        bytes / ms / 1e6
+    );
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64 - *y as f64).abs())
+        .fold(0.0, f64::max)
+}
+
+fn time(b: &CudaBackend, reps: usize, f: impl FnMut() -> kiln::Result<()>) -> f64 {
+    median(b.time_ms(3, reps, f).unwrap())
+}
+
+#[test]
+#[ignore]
+fn bench_imaging_and_transpose() {
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_imaging") else {
+        return;
+    };
+    let b = rt.cuda().unwrap();
+    let cpu = Runtime::cpu();
+    for (h, w) in [(1080usize, 1920usize), (16384, 16384)] {
+        let k = Kernel2D::preset("cross4").unwrap();
+        let x = testing::random_f32(h * w, -1.0, 1.0, 1);
+        let dx = b.upload(&x).unwrap();
+        let mut dy = b.alloc_poisoned(h * w).unwrap();
+        let mode = BoundaryMode::Reflect;
+        b.filter2d_direct_device(&dx, &mut dy, [1, h, w], &k, mode)
+            .unwrap();
+        let mut got = vec![0.0; h * w];
+        b.download(&dy, &mut got).unwrap();
+        let want = cpu.filter2d(&x, [h, w], &k, mode, FilterPath::Direct).unwrap();
+        let err = max_abs_diff(&got, &want);
+        assert!(err < 1e-5, "cross4 {h}x{w}: max |gpu-cpu| {err:e}");
+        let ms = time(b, 20, || {
+            b.filter2d_direct_device(&dx, &mut dy, [1, h, w], &k, mode)
+        });
+        report(
+            &format!("stencil5_{h}x{w}"),
+            ms,
+            (8 * h * w) as f64,
+            &format!(", \"maxerr\": {err:.2e}"),
+        );
+    }
+    {
+        let g = 8192;
+        let k = Kernel2D::preset("gaussian:2").unwrap();
+        let sep = k.separable().unwrap();
+        let x = testing::random_f32(g * g, 0.0, 1.0, 2);
+        let dx = b.upload(&x).unwrap();
+        let mut dy = b.alloc_poisoned(g * g).unwrap();
+        let mode = BoundaryMode::Reflect;
+        b.separable_device(&dx, &mut dy, [1, g, g], &sep, 1, mode)
+            .unwrap();
+        let mut got = vec![0.0; g * g];
+        b.download(&dy, &mut got).unwrap();
+        let want = cpu.filter2d(&x, [g, g], &k, mode, FilterPath::Auto).unwrap();
+        let err = max_abs_diff(&got, &want);
+        assert!(err < 1e-5, "gaussian: {err:e}");
+        let ms = time(b, 10, || {
+            b.separable_device(&dx, &mut dy, [1, g, g], &sep, 1, mode)
+        });
+        report(
+            &format!("gaussian2_{g}x{g}"),
+            ms,
+            (8 * g * g) as f64,
+            &format!(", \"maxerr\": {err:.2e}"),
+        );
+    }
+    {
+        let d = 512;
+        let k = Kernel3D::new(
+            [3, 3, 3],
+            testing::random_f32(27, 0.0, 1.0, 3)
+                .iter()
+                .map(|&v| v as f64)
+                .collect(),
+        )
+        .unwrap();
+        let x = testing::random_f32(d * d * d, 0.0, 1.0, 4);
+        let dx = b.upload(&x).unwrap();
+        let mut dy = b.alloc_poisoned(d * d * d).unwrap();
+        let mode = BoundaryMode::Constant(0.0);
+        b.filter3d_direct_device(&dx, &mut dy, [d, d, d], &k, mode)
+            .unwrap();
+        let mut got = vec![0.0; d * d * d];
+        b.download(&dy, &mut got).unwrap();
+        let want = cpu.filter3d(&x, [d, d, d], &k, mode, FilterPath::Direct).unwrap();
+        let err = max_abs_diff(&got, &want);
+        assert!(err < 1e-4, "conv3d: {err:e}");
+        let ms = time(b, 10, || {
+            b.filter3d_direct_device(&dx, &mut dy, [d, d, d], &k, mode)
+        });
+        report(
+            &format!("conv3d_{d}"),
+            ms,
+            (8 * d * d * d) as f64,
+            &format!(", \"maxerr\": {err:.2e}"),
+        );
+    }
+    {
+        let m = 16384;
+        let x = testing::random_f32(m * m, -1.0, 1.0, 5);
+        let dx = b.upload(&x).unwrap();
+        let mut dy = b.alloc_poisoned(m * m).unwrap();
+        b.transpose_device(&dx, m, m, &mut dy).unwrap();
+        let mut got = vec![0.0; m * m];
+        b.download(&dy, &mut got).unwrap();
+        for (i, j) in [(0, 0), (1, 2), (m - 1, 3), (12345, m - 1), (m - 1, m - 1)] {
+            assert_eq!(got[j * m + i].to_bits(), x[i * m + j].to_bits());
+        }
+        let ms = time(b, 20, || b.transpose_device(&dx, m, m, &mut dy));
+        report(&format!("transpose_{m}"), ms, (8 * m * m) as f64, "");
+    }
+}
+
+#[test]
+#[ignore]
+fn bench_monte_carlo() {
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_mc") else {
+        return;
+    };
+    let b = rt.cuda().unwrap();
+    let euro = OptionSpec::european(OptionType::Call, 100.0, 100.0, 0.05, 0.0, 0.2, 1.0);
+    let exact = kiln::finance::Method::Analytic;
+    let closed = rt.price(&[euro.clone()], exact, &McParams::default())[0]
+        .as_ref()
+        .unwrap()
+        .price;
+    for (name, spec, steps) in [
+        ("mc_european", euro.clone(), 256u32),
+        (
+            "mc_asian_arith",
+            euro.with_style(Style::AsianArithmetic, Some(256), None),
+            256,
+        ),
+    ] {
+        let mc = McParams {
+            paths: 1 << 24,
+            steps,
+            seed: 1,
+            antithetic: false,
+            control_variate: false,
+        };
+        let mut last = None;
+        let ms = time(b, 5, || {
+            last = Some(b.price_mc_gpu(std::slice::from_ref(&spec), &mc)?.remove(0)?);
+            Ok(())
+        });
+        let r = last.unwrap();
+        if name == "mc_european" {
+            assert!(
+                (r.price - closed).abs() < 4.0 * r.std_error,
+                "{} vs {closed}",
+                r.price
+            );
+        }
+        let ps = (mc.paths * steps as u64) as f64;
+        println!(
+            "BENCH {{\"workload\": \"{name}\", \"peer\": \"kiln\", \"ms\": {ms:.3}, \"Gpathsteps_per_s\": {:.1}, \"price\": {:.4}, \"std_error\": {:.5}, \"exact\": {closed:.4}}}",
+            ps / ms / 1e6,
+            r.price,
+            r.std_error
+        );
+    }
+    // the portfolio: 10,000 options x 65,536 paths x 64 steps, a price per option
+    let specs: Vec<OptionSpec> = (0..10_000)
+        .map(|i| {
+            let f = i as f64 / 10_000.0;
+            OptionSpec::european(
+                OptionType::Call,
+                80.0 + 40.0 * f,
+                120.0 - 40.0 * f,
+                0.05,
+                0.0,
+                0.1 + 0.4 * f,
+                1.0,
+            )
+        })
+        .collect();
+    let mc = McParams {
+        paths: 65_536,
+        steps: 64,
+        seed: 2,
+        antithetic: false,
+        control_variate: false,
+    };
+    let mut n_ok = 0;
+    let ms = time(b, 3, || {
+        n_ok = b.price_mc_gpu(&specs, &mc)?.iter().filter(|r| r.is_ok()).count();
+        Ok(())
+    });
+    assert_eq!(n_ok, specs.len());
+    let ps = 10_000.0 * 65_536.0 * 64.0;
+    println!(
+        "BENCH {{\"workload\": \"mc_portfolio\", \"peer\": \"kiln\", \"ms\": {ms:.3}, \"Gpathsteps_per_s\": {:.1}}}",
+        ps / ms / 1e6
+    );
+}
