@@ -144,12 +144,12 @@ fn bench_monte_carlo() {
     let b = rt.cuda().unwrap();
     let euro = OptionSpec::european(OptionType::Call, 100.0, 100.0, 0.05, 0.0, 0.2, 1.0);
     let exact = kiln::finance::Method::Analytic;
-    let closed = rt.price(&[euro.clone()], exact, &McParams::default())[0]
+    let closed = rt.price(std::slice::from_ref(&euro), exact, &McParams::default())[0]
         .as_ref()
         .unwrap()
         .price;
     for (name, spec, steps) in [
-        ("mc_european", euro.clone(), 256u32),
+        ("mc_european", euro, 256u32),
         (
             "mc_asian_arith",
             euro.with_style(Style::AsianArithmetic, Some(256), None),
