@@ -1,0 +1,311 @@
+//! `kiln price` end to end: the binary on small CSVs, the outputs parsed back and checked
+//! against the closed forms of `kiln_cpu::finance`.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
+
+use kiln_core::finance::OptionType;
+use kiln_cpu::finance::{bsm, geometric_asian};
+use kiln_io::options_csv::{read_prices, PriceRecord};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test: `KILN_BIN` (for the device bundle) or the one cargo built.
+fn bin() -> PathBuf {
+    std::env::var_os("KILN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
+}
+
+fn kiln(dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("price")
+        .args(args)
+        .current_dir(dir)
+        .env("KILN_CACHE_DIR", dir.join("cache"))
+        .env_remove("KILN_DEVICES")
+        .env_remove("KILN_CONFIG")
+        .output()
+        .expect("run kiln")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn by_id<'a>(recs: &'a [PriceRecord], id: &str) -> &'a PriceRecord {
+    recs.iter()
+        .find(|r| r.id == id)
+        .unwrap_or_else(|| panic!("no row {id}"))
+}
+
+const BOOK: &str = "\
+maturity,id,type,style,spot,strike,rate,dividend,volatility,fixings,barrier
+1,atm,call,european,100,100,0.05,0.02,0.2,,
+0.5,otm_put,PUT,European,100,90,0.03,0,0.3,,
+2,itm,call,european,120,100,0.01,0.03,0.15,,
+1,geo,call,asian_geometric,100,100,0.05,0.02,0.2,12,
+";
+
+#[test]
+fn analytic_equals_the_closed_forms() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "book.csv", BOOK);
+    let o = kiln(d.path(), &["--input", "book.csv", "--output", "prices.csv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = read_prices(d.path().join("prices.csv")).unwrap();
+    let ids: Vec<&str> = recs.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["atm", "otm_put", "itm", "geo"]);
+    let cases = [
+        ("atm", OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0),
+        ("otm_put", OptionType::Put, 100.0, 90.0, 0.03, 0.0, 0.3, 0.5),
+        ("itm", OptionType::Call, 120.0, 100.0, 0.01, 0.03, 0.15, 2.0),
+    ];
+    for (id, kind, s, k, r, q, v, t) in cases {
+        let want = bsm(kind, s, k, r, q, v, t);
+        let got = by_id(&recs, id);
+        // Written in shortest round-trip form: the same bits come back.
+        assert_eq!(got.price, want.price, "{id}");
+        assert_eq!(got.std_error, 0.0);
+        assert_eq!(got.delta, Some(want.delta), "{id}");
+        assert_eq!(got.gamma, Some(want.gamma), "{id}");
+        assert_eq!(got.vega, Some(want.vega), "{id}");
+        assert_eq!(got.theta, Some(want.theta), "{id}");
+        assert_eq!(got.rho, Some(want.rho), "{id}");
+    }
+    // Hull's textbook check: S = K = 100, r = 5%, q = 2%, sigma = 20%, T = 1 call ~ 9.227.
+    assert!((by_id(&recs, "atm").price - 9.227).abs() < 1e-3);
+    let geo = by_id(&recs, "geo");
+    assert_eq!(
+        geo.price,
+        geometric_asian(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0, 12)
+    );
+    assert_eq!(geo.theta, None, "the geometric Asian has no theta");
+    let text = std::fs::read_to_string(d.path().join("prices.csv")).unwrap();
+    assert!(text.starts_with("id,price,std_error,delta,gamma,vega,theta,rho\n"));
+    assert!(
+        text.lines().nth(4).unwrap().contains(",0,") && text.contains(",,"),
+        "{text}"
+    );
+}
+
+const BAD: &str = "\
+id,type,style,spot,strike,rate,dividend,volatility,maturity,fixings,barrier
+ok,call,european,100,100,0.05,0,0.2,1,,
+neg_vol,call,european,100,100,0.05,0,-0.1,1,,
+ok2,put,european,100,100,0.05,0,0.2,1,,
+word,call,european,hundred,100,0.05,0,0.2,1,,
+barrier,call,barrier_up_out,100,100,0.05,0,0.2,1,,130
+no_barrier,call,barrier_down_in,100,100,0.05,0,0.2,1,,
+zero_t,put,european,100,100,0.05,0,0.2,0,,
+odd,chooser,european,100,100,0.05,0,0.2,1,,
+";
+
+#[test]
+fn bad_rows_exit_4_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "bad.csv", BAD);
+    let o = kiln(
+        d.path(),
+        &["--input", "bad.csv", "--output", "out.csv", "--device", "cpu"],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    for (row, id, why) in [
+        (2, "neg_vol", "volatility = -0.1"),
+        (4, "word", "spot: `hundred` is not a number"),
+        (5, "barrier", "has no closed form"),
+        (6, "no_barrier", "barrier is empty"),
+        (7, "zero_t", "maturity = 0"),
+        (8, "odd", "unknown type `chooser`"),
+    ] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("row {row} (")))
+            .unwrap_or_else(|| panic!("row {row} not reported:\n{err}"));
+        assert!(line.contains(id) && line.contains(why), "{line}");
+    }
+    assert!(err.contains("6 of 8 rows"), "{err}");
+    assert!(!d.path().join("out.csv").exists());
+    assert!(!d.path().join("out.errors.csv").exists());
+}
+
+#[test]
+fn skip_invalid_writes_good_rows_and_the_errors_file() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "bad.csv", BAD);
+    let o = kiln(
+        d.path(),
+        &["--input", "bad.csv", "--output", "out.csv", "--skip-invalid"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = read_prices(d.path().join("out.csv")).unwrap();
+    let ids: Vec<&str> = recs.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["ok", "ok2"]);
+    let errors = std::fs::read_to_string(d.path().join("out.errors.csv")).unwrap();
+    let mut lines = errors.lines();
+    assert_eq!(lines.next(), Some("row,id,reason"));
+    let rows: Vec<(String, String)> = lines
+        .map(|l| {
+            let mut f = l.splitn(3, ',');
+            (f.next().unwrap().into(), f.next().unwrap().into())
+        })
+        .collect();
+    let want = [
+        ("2", "neg_vol"),
+        ("4", "word"),
+        ("5", "barrier"),
+        ("6", "no_barrier"),
+        ("7", "zero_t"),
+        ("8", "odd"),
+    ];
+    let want: Vec<(String, String)> = want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    assert_eq!(rows, want, "{errors}");
+    assert!(stderr(&o).contains("6 invalid rows skipped"), "{}", stderr(&o));
+}
+
+#[test]
+fn monte_carlo_is_within_4_standard_errors_and_rows_keep_their_streams() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "book.csv", BOOK);
+    let args = [
+        "--method", "mc", "--device", "cpu", "--paths", "20000", "--steps", "8", "--json",
+    ];
+    let o = kiln(
+        d.path(),
+        &[&["--input", "book.csv", "--output", "mc.csv"][..], &args].concat(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = read_prices(d.path().join("mc.csv")).unwrap();
+    for (id, want) in [
+        (
+            "atm",
+            bsm(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0).price,
+        ),
+        (
+            "otm_put",
+            bsm(OptionType::Put, 100.0, 90.0, 0.03, 0.0, 0.3, 0.5).price,
+        ),
+        (
+            "itm",
+            bsm(OptionType::Call, 120.0, 100.0, 0.01, 0.03, 0.15, 2.0).price,
+        ),
+        (
+            "geo",
+            geometric_asian(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0, 12),
+        ),
+    ] {
+        let r = by_id(&recs, id);
+        assert!(r.std_error > 0.0, "{id}");
+        assert!(
+            (r.price - want).abs() <= 4.0 * r.std_error,
+            "{id}: mc {} +- {} vs closed form {want}",
+            r.price,
+            r.std_error
+        );
+        assert!(
+            r.delta.is_some() && r.gamma.is_none(),
+            "{id}: pathwise delta only"
+        );
+    }
+    // Row 2 made invalid: the other rows keep their streams, so their bits.
+    let broken = BOOK.replace(
+        ",otm_put,PUT,European,100,90,0.03,0,0.3,,",
+        ",otm_put,PUT,European,100,90,0.03,0,x,,",
+    );
+    write(d.path(), "broken.csv", &broken);
+    let o = kiln(
+        d.path(),
+        &[
+            &["--input", "broken.csv", "--output", "mc2.csv", "--skip-invalid"][..],
+            &args,
+        ]
+        .concat(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let again = read_prices(d.path().join("mc2.csv")).unwrap();
+    assert_eq!(again.len(), 3);
+    for r in &again {
+        assert_eq!(r.price.to_bits(), by_id(&recs, &r.id).price.to_bits(), "{}", r.id);
+    }
+}
+
+#[test]
+fn json_summary_parses() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "book.csv", BOOK);
+    let o = kiln(
+        d.path(),
+        &[
+            "--input",
+            "book.csv",
+            "--output",
+            "p.csv",
+            "--method",
+            "mc",
+            "--device",
+            "cpu",
+            "--paths",
+            "2000",
+            "--steps",
+            "4",
+            "--antithetic",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)));
+    assert_eq!(v["options"], 4);
+    assert_eq!(v["priced"], 4);
+    assert_eq!(v["invalid"], 0);
+    assert_eq!(v["method"], "mc");
+    assert_eq!(v["device"], "cpu");
+    assert_eq!(v["paths"], 2000);
+    assert_eq!(v["steps"], 4);
+    assert_eq!(v["output"], "p.csv");
+    assert!(v["seconds"].as_f64().unwrap() > 0.0);
+    // 3 options x 2000 paths x 4 steps + the Asian's 2000 x 12 fixings.
+    assert_eq!(v["path_steps"], 3 * 2000 * 4 + 2000 * 12);
+    assert!(v["path_steps_per_s"].as_f64().unwrap() > 0.0);
+    let o = kiln(d.path(), &["--input", "book.csv", "--output", "a.csv", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["method"].as_str(), v["paths"].is_null()),
+        (Some("analytic"), true)
+    );
+}
+
+#[test]
+fn file_problems_exit_4_naming_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    let o = kiln(d.path(), &["--input", "missing.csv", "--output", "p.csv"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("missing.csv") && stderr(&o).contains("not found"),
+        "{}",
+        stderr(&o)
+    );
+    write(
+        d.path(),
+        "cols.csv",
+        "id,type,style,spot,strike,rate,vol,maturity\n",
+    );
+    let o = kiln(d.path(), &["--input", "cols.csv", "--output", "p.csv"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`volatility`") && stderr(&o).contains("`vol`"),
+        "{}",
+        stderr(&o)
+    );
+    write(d.path(), "book.csv", BOOK);
+    let o = kiln(d.path(), &["--input", "book.csv", "--output", "./book.csv"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(d.path().join("book.csv")).unwrap(), BOOK);
+    assert!(!d.path().join("p.csv").exists());
+}
