@@ -22,7 +22,7 @@ use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use kiln_core::finance::{McParams, OptionSpec, PathParams, PriceResult, Style};
 use kiln_core::{Error, Result};
-use kiln_cpu::finance::{bsm, finish, geometric_asian, BlockSums, BLOCK_SAMPLES};
+use kiln_cpu::finance::{control_mean, finish, BlockSums, BLOCK_SAMPLES};
 
 /// u32 and f64 words per option in the parameter arrays (see `finance.cu`).
 const OPT_U: usize = 8;
@@ -60,28 +60,6 @@ fn kernel_for(style: Style) -> KernelId {
         Style::BarrierUpIn => KernelId::McBarrierUpInF64,
         Style::BarrierDownOut => KernelId::McBarrierDownOutF64,
         Style::BarrierDownIn => KernelId::McBarrierDownInF64,
-    }
-}
-
-/// The control variate's known mean, exactly as `kiln_cpu::finance::mc` derives it.
-fn control_mean(spec: &OptionSpec, pp: &PathParams) -> f64 {
-    let (s, k, r, q, v, t) = (
-        spec.spot,
-        spec.strike,
-        spec.rate,
-        spec.dividend,
-        spec.volatility,
-        spec.maturity,
-    );
-    let n = pp.steps;
-    match spec.style {
-        Style::European => s * (-q * t).exp(),
-        Style::AsianArithmetic => geometric_asian(spec.option_type, s, k, r, q, v, t, n),
-        Style::AsianGeometric => {
-            let growth: f64 = (1..=n).map(|i| ((r - q) * pp.dt * f64::from(i)).exp()).sum();
-            pp.discount * s * growth / f64::from(n)
-        }
-        _ => bsm(spec.option_type, s, k, r, q, v, t).price,
     }
 }
 

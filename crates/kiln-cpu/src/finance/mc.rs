@@ -82,6 +82,31 @@ pub fn block_count(mc: &McParams) -> u64 {
     mc.samples().div_ceil(BLOCK_SAMPLES)
 }
 
+/// The control variate's known mean for `spec` (the discounted forward for European, the
+/// geometric Asian closed form for arithmetic Asian, the mean of the forwards for geometric
+/// Asian, the vanilla BSM price for barriers). Shared with the GPU launcher so both engines
+/// use the same bits.
+pub fn control_mean(spec: &OptionSpec, pp: &PathParams) -> f64 {
+    let (s, k, r, q, v, t) = (
+        spec.spot,
+        spec.strike,
+        spec.rate,
+        spec.dividend,
+        spec.volatility,
+        spec.maturity,
+    );
+    let n = pp.steps;
+    match spec.style {
+        Style::European => s * (-q * t).exp(),
+        Style::AsianArithmetic => geometric_asian(spec.option_type, s, k, r, q, v, t, n),
+        Style::AsianGeometric => {
+            let growth: f64 = (1..=n).map(|i| ((r - q) * pp.dt * f64::from(i)).exp()).sum();
+            pp.discount * s * growth / f64::from(n)
+        }
+        _ => bsm(spec.option_type, s, k, r, q, v, t).price,
+    }
+}
+
 fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
     let (s, k, r, q, v, t) = (
         spec.spot,
@@ -92,15 +117,7 @@ fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
         spec.maturity,
     );
     let n = pp.steps;
-    let control_mean = match spec.style {
-        Style::European => s * (-q * t).exp(),
-        Style::AsianArithmetic => geometric_asian(spec.option_type, s, k, r, q, v, t, n),
-        Style::AsianGeometric => {
-            let growth: f64 = (1..=n).map(|i| ((r - q) * pp.dt * f64::from(i)).exp()).sum();
-            pp.discount * s * growth / f64::from(n)
-        }
-        _ => bsm(spec.option_type, s, k, r, q, v, t).price,
-    };
+    let control_mean = control_mean(spec, pp);
     Consts {
         kind: spec.option_type,
         spot: s,

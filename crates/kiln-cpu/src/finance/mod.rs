@@ -6,4 +6,6 @@ pub mod mc;
 mod paths;
 
 pub use analytic::{bsm, geometric_asian, norm_cdf, norm_pdf, price_analytic, Bsm};
-pub use mc::{block_count, finish, price_mc, price_portfolio, simulate_blocks, BlockSums, BLOCK_SAMPLES};
+pub use mc::{
+    block_count, control_mean, finish, price_mc, price_portfolio, simulate_blocks, BlockSums, BLOCK_SAMPLES,
+};
