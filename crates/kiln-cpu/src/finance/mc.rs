@@ -108,27 +108,18 @@ pub fn control_mean(spec: &OptionSpec, pp: &PathParams) -> f64 {
 }
 
 fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
-    let (s, k, r, q, v, t) = (
-        spec.spot,
-        spec.strike,
-        spec.rate,
-        spec.dividend,
-        spec.volatility,
-        spec.maturity,
-    );
-    let n = pp.steps;
-    let control_mean = control_mean(spec, pp);
+    let (r, q, v) = (spec.rate, spec.dividend, spec.volatility);
     Consts {
         kind: spec.option_type,
-        spot: s,
-        strike: k,
+        spot: spec.spot,
+        strike: spec.strike,
         df: pp.discount,
         sigma: v,
         vega_drift: r - q + 0.5 * v * v,
-        maturity: t,
+        maturity: spec.maturity,
         dt: pp.dt,
-        n: f64::from(n),
-        control_mean,
+        n: f64::from(pp.steps),
+        control_mean: control_mean(spec, pp),
         log_barrier: pp.log_barrier,
     }
 }
