@@ -53,7 +53,7 @@ use ndarray::{ArrayBase, Axis, Data, Dimension, Ix3};
 
 pub use error::{IoError, Result};
 pub use nifti::{Extender, Extension, ExtensionSequence, NiftiHeader, NiftiType};
-pub use npy::{read_npy, write_npy, NpyArray, NpyDtype};
+pub use npy::{read_npy, read_npy_f64, write_npy, NpyArray, NpyDtype};
 pub use raster::{
     read_png, read_tiff, to_u16, to_u8, write_png, write_tiff, HostImage, SampleType, MAX_DECODE_BYTES,
 };

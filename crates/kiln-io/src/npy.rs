@@ -72,6 +72,44 @@ pub struct NpyArray {
 /// [`IoError::UnsupportedDtype`] naming the file's descriptor.
 pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
     let path = path.as_ref();
+    let (bytes, dtype) = open(path)?;
+    let data = match dtype {
+        NpyDtype::F32 => read_as::<f32>(path, &bytes)?,
+        NpyDtype::F64 => read_as::<f64>(path, &bytes)?.mapv(|v| v as f32),
+        NpyDtype::U8 => read_as::<u8>(path, &bytes)?.mapv(f32::from),
+        NpyDtype::U16 => read_as::<u16>(path, &bytes)?.mapv(f32::from),
+    };
+    Ok(NpyArray {
+        data: standard(data),
+        dtype,
+    })
+}
+
+/// Reads an `.npy` file as [`read_npy`] does, into f64 without rounding (for filter kernels,
+/// whose weights kiln keeps in f64 as scipy does). Returns the stored type too.
+pub fn read_npy_f64(path: impl AsRef<Path>) -> Result<(ArrayD<f64>, NpyDtype)> {
+    let path = path.as_ref();
+    let (bytes, dtype) = open(path)?;
+    let data = match dtype {
+        NpyDtype::F32 => read_as::<f32>(path, &bytes)?.mapv(f64::from),
+        NpyDtype::F64 => read_as::<f64>(path, &bytes)?,
+        NpyDtype::U8 => read_as::<u8>(path, &bytes)?.mapv(f64::from),
+        NpyDtype::U16 => read_as::<u16>(path, &bytes)?.mapv(f64::from),
+    };
+    Ok((standard(data), dtype))
+}
+
+/// Fortran-order files come back with Fortran strides; callers expect C layout.
+fn standard<T: Clone>(data: ArrayD<T>) -> ArrayD<T> {
+    if data.is_standard_layout() {
+        data
+    } else {
+        data.as_standard_layout().into_owned()
+    }
+}
+
+/// The file's bytes and dtype, after checking the header and that the data is all there.
+fn open(path: &Path) -> Result<(Vec<u8>, NpyDtype)> {
     let bytes = std::fs::read(path).map_err(|e| IoError::os(path, e))?;
     let header = parse_header(&bytes).map_err(|r| IoError::corrupt(path, "NPY", r))?;
     let dtype = NpyDtype::from_descr(&header.descr).ok_or_else(|| IoError::UnsupportedDtype {
@@ -87,39 +125,22 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
         .iter()
         .try_fold(dtype.item_size(), |acc, &d| acc.checked_mul(d));
     match need {
-        Some(n) if n <= have => {}
-        Some(n) => {
-            return Err(IoError::corrupt(
-                path,
-                "NPY",
-                format!(
-                    "truncated: shape {:?} of {} needs {n} data bytes, the file has {have}",
-                    header.shape,
-                    dtype.name()
-                ),
-            ))
-        }
-        None => {
-            return Err(IoError::corrupt(
-                path,
-                "NPY",
-                format!("shape {:?} overflows", header.shape),
-            ))
-        }
+        Some(n) if n <= have => Ok((bytes, dtype)),
+        Some(n) => Err(IoError::corrupt(
+            path,
+            "NPY",
+            format!(
+                "truncated: shape {:?} of {} needs {n} data bytes, the file has {have}",
+                header.shape,
+                dtype.name()
+            ),
+        )),
+        None => Err(IoError::corrupt(
+            path,
+            "NPY",
+            format!("shape {:?} overflows", header.shape),
+        )),
     }
-    let data = match dtype {
-        NpyDtype::F32 => read_as::<f32>(path, &bytes)?,
-        NpyDtype::F64 => read_as::<f64>(path, &bytes)?.mapv(|v| v as f32),
-        NpyDtype::U8 => read_as::<u8>(path, &bytes)?.mapv(f32::from),
-        NpyDtype::U16 => read_as::<u16>(path, &bytes)?.mapv(f32::from),
-    };
-    // Fortran-order files come back with Fortran strides; callers expect C layout.
-    let data = if data.is_standard_layout() {
-        data
-    } else {
-        data.as_standard_layout().into_owned()
-    };
-    Ok(NpyArray { data, dtype })
 }
 
 /// Writes an f32 array of any dimension to `.npy` (`<f4`, C order), atomically.
