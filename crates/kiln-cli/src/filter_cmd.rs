@@ -1,0 +1,779 @@
+//! `kiln filter2d` and `kiln filter3d`: an image or volume file in, the same file type out,
+//! correlated with a preset or a `.npy` kernel under one of scipy.ndimage's boundary modes.
+//!
+//! Everything is checked before any work and the output is written only after the filter
+//! succeeded, through kiln-io's atomic writers: a run that fails leaves no output file (and an
+//! existing one untouched). Bad input (extension, file content, kernel, mode) exits 4.
+//!
+//! Decisions:
+//! - Integer images (8/16-bit PNG, TIFF, or uint8/uint16 `.npy` written to PNG/TIFF) are
+//!   filtered in f32 and written back in their own type, rounded and clamped; `.npy` output
+//!   is always float32 in the input's shape (an image read from PNG/TIFF: `(H, W)` gray,
+//!   else `(H, W, C)`).
+//! - PNG/TIFF colour channels are filtered each on its own; an alpha channel (gray+alpha,
+//!   RGBA) is copied unchanged, since a filtered alpha (a Sobel of an opaque image is 0)
+//!   would make the picture transparent. Every channel of an `.npy` array is filtered.
+//! - A 3-D `.npy` for `filter2d` is one `(H, W, C)` image, as kiln-io reads it; `--batch`
+//!   makes it a batch `(N, H, W)` of gray images instead (written as `.npy` only).
+//! - Volumes are indexed as stored (`[i, j, k]` for NIfTI, as nibabel returns them), so a
+//!   `.npy` kernel's axes are the volume's axes; a 4-D volume `[i, j, k, t]` is filtered
+//!   volume by volume along `t`. NIfTI output is float32 with the input's header and
+//!   affine (and extensions) kept; an `.npy` volume written as NIfTI gets a default header.
+
+use crate::exit;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kiln::imaging::FilterPath;
+use kiln::Runtime;
+use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
+use kiln_core::{Config, DeviceRequest, Error};
+use kiln_io::{Format, HostImage, IoError, SampleType, Volume};
+use ndarray::{Array3, ArrayD, Axis, IxDyn};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+const AFTER_HELP_2D: &str = "\
+Files (by extension, case-insensitive):
+  .png .tif .tiff  8/16-bit gray, gray+alpha, RGB, RGBA (TIFF also f32); each colour channel
+                   is filtered on its own, alpha is copied unchanged. Written back in the
+                   input's type: rounded to nearest and clamped (0..255, 0..65535).
+  .npy             float32/float64/uint8/uint16, (H, W) or (H, W, C) (every channel filtered);
+                   with --batch a 3-D array is (N, H, W), N gray images. .npy output is
+                   always float32, in the input's shape.
+Kernels: cross4 (the 4-neighbour mean), box:K (K odd), gaussian:SIGMA (scipy gaussian_filter,
+  truncate 4: radius int(4*SIGMA+0.5), SIGMA < 3.875), sobel-x (d/dcolumn), sobel-y (d/drow),
+  laplacian, sharpen; or a k x k .npy of weights (k odd, at most 31; finite), applied as
+  scipy.ndimage.correlate (no flip: weight [0, 0] meets the top-left neighbour).
+Modes (scipy.ndimage's): reflect (default; d c b a | a b c d | d c b a), mirror (d c b | a b c d
+  | c b a), nearest, wrap, constant (cval 0; --cval V or --mode constant:V, in pixel units).
+Bad input (unknown extension, truncated or corrupt file, even or oversized kernel, NaN/inf
+  weights, a kernel of the wrong rank, an empty image, an unknown mode, output = input):
+  exit 4 with the reason; nothing is written. An existing output is replaced atomically.
+Examples:
+  kiln filter2d --input part.png --kernel gaussian:1.5 --output smooth.png
+  kiln filter2d --input frame.tif --kernel sobel-x --mode nearest --output edges.npy
+  kiln filter2d --input stack.npy --batch --kernel k.npy --mode wrap --output out.npy --json
+  kiln filter2d --input scan.png --kernel cross4 --device cuda --output out.png";
+
+const AFTER_HELP_3D: &str = "\
+Files (by extension, case-insensitive):
+  .nii .nii.gz  NIfTI-1, 3-D (x, y, z) or 4-D (x, y, z, t), any integer or float type (scaling
+                applied); a 4-D volume is filtered volume by volume along t. Written as
+                float32 with the input's header, affine and extensions.
+  .npy          float32/float64/uint8/uint16, 3-D [i, j, k] or 4-D [i, j, k, t] as stored;
+                written as float32 (as NIfTI: with a default header).
+Kernels: box:K (K = 3, 5, 7), gaussian:SIGMA (scipy gaussian_filter, truncate 4; 0.125 <= SIGMA
+  < 0.875), laplacian (7-point); or a k x k x k .npy of weights, k = 3, 5 or 7 (finite), applied
+  as scipy.ndimage.correlate along the array's axes as stored (NIfTI: i, j, k, as nibabel).
+Modes (scipy.ndimage's): reflect (default), mirror, nearest, wrap, constant (cval 0; --cval V
+  or --mode constant:V).
+Bad input (unknown extension, truncated or corrupt file, a kernel size other than 3/5/7,
+  NaN/inf weights, a kernel of the wrong rank, an empty volume, an unknown mode, output =
+  input): exit 4 with the reason; nothing is written. An existing output is replaced atomically.
+Examples:
+  kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz
+  kiln filter3d --input fmri.nii --kernel box:3 --mode nearest --output fmri_box.nii --json
+  kiln filter3d --input ct.npy --kernel kernel5.npy --mode constant --cval -1000 --output ct_f.npy";
+
+/// What both filter commands take.
+#[derive(clap::Args, Debug)]
+pub struct Common {
+    /// The file to filter (format by extension; see below).
+    #[arg(long, value_name = "FILE")]
+    input: PathBuf,
+    /// A preset name (see below) or a `.npy` file of weights.
+    #[arg(long, value_name = "NAME|FILE.npy")]
+    kernel: String,
+    /// Boundary mode: reflect, mirror, nearest, wrap, constant or constant:CVAL.
+    #[arg(long, default_value = "reflect")]
+    mode: String,
+    /// The value read outside the image under --mode constant (default 0), in the input's
+    /// units (0..255 for an 8-bit image).
+    #[arg(long, value_name = "V", allow_hyphen_values = true)]
+    cval: Option<f64>,
+    /// Where to write the result (format by extension; replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    output: PathBuf,
+    /// Print a summary object (shapes, kernel, mode, device, timing) as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `kiln filter2d` options.
+#[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP_2D)]
+pub struct Args2d {
+    #[command(flatten)]
+    common: Common,
+    /// Take a 3-D .npy input as a batch (N, H, W) of gray images, not one (H, W, C) image.
+    #[arg(long)]
+    batch: bool,
+}
+
+/// `kiln filter3d` options.
+#[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP_3D)]
+pub struct Args3d {
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    command: &'static str,
+    input: String,
+    input_shape: Vec<usize>,
+    /// `gray`, `channels`, `channels+alpha`, `batch` (2-D); `volume`, `volumes` (3-D).
+    layout: &'static str,
+    input_type: String,
+    kernel: String,
+    kernel_size: usize,
+    mode: &'static str,
+    cval: Option<f64>,
+    path: &'static str,
+    /// Images (batch) or volumes (4-D) filtered, one per call.
+    items: usize,
+    device: String,
+    fallback_reason: Option<String>,
+    output: String,
+    output_type: &'static str,
+    seconds: f64,
+    /// Samples (pixels x channels, or voxels) per second of filtering.
+    samples_per_s: f64,
+    total_seconds: f64,
+}
+
+/// A file error as an exit-code-4 error naming the flag (as `kiln price` does).
+fn io_error(flag: &'static str) -> impl Fn(IoError) -> Error {
+    move |e| Error::invalid(flag, e.to_string())
+}
+
+fn invalid(flag: &str, reason: impl Into<String>) -> anyhow::Error {
+    Error::invalid(flag, reason).into()
+}
+
+/// Whether writing `out` would replace `input` (compared after resolving links).
+fn is_same_file(input: &Path, out: &Path) -> bool {
+    let Ok(a) = std::fs::canonicalize(input) else {
+        return false;
+    };
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(parent), out.file_name()) {
+        (Ok(d), Some(n)) => d.join(n) == a,
+        _ => false,
+    }
+}
+
+/// The mode from `--mode` and `--cval`.
+fn parse_mode(mode: &str, cval: Option<f64>) -> anyhow::Result<BoundaryMode> {
+    let m: BoundaryMode = mode
+        .parse()
+        .map_err(|e: Error| anyhow::Error::from(e).context("--mode"))?;
+    let Some(v) = cval else { return Ok(m) };
+    if !v.is_finite() {
+        return Err(invalid("--cval", format!("{v} is not a finite number")));
+    }
+    match m {
+        BoundaryMode::Constant(c) if mode.contains(':') && c != v => Err(invalid(
+            "--cval",
+            format!("--mode {mode} and --cval {v} disagree; give the value once"),
+        )),
+        BoundaryMode::Constant(_) => Ok(BoundaryMode::Constant(v)),
+        other => Err(invalid(
+            "--cval",
+            format!(
+                "--cval applies to --mode constant only, not --mode {}",
+                other.name()
+            ),
+        )),
+    }
+}
+
+/// Whether `--kernel` names a file rather than a preset.
+fn is_npy(spec: &str) -> bool {
+    spec.to_ascii_lowercase().ends_with(".npy")
+}
+
+/// The weights and shape of a `.npy` kernel of rank `rank`, in f64 as stored.
+fn read_kernel_file(spec: &str, rank: usize) -> anyhow::Result<(Vec<usize>, Vec<f64>)> {
+    let (a, _) = kiln_io::read_npy_f64(spec).map_err(io_error("--kernel"))?;
+    if a.ndim() != rank {
+        let want = if rank == 2 { "k x k" } else { "k x k x k" };
+        let hint = if rank == 2 {
+            "kiln filter3d"
+        } else {
+            "kiln filter2d"
+        };
+        return Err(invalid(
+            "--kernel",
+            format!(
+                "{spec}: the kernel has rank {} (shape {:?}) but filter{rank}d needs a {rank}-D \
+                 {want} kernel{}",
+                a.ndim(),
+                a.shape(),
+                if a.ndim() == 5 - rank {
+                    format!(" (a {}-D kernel is for {hint})", 5 - rank)
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    Ok((a.shape().to_vec(), a.iter().copied().collect()))
+}
+
+/// A preset that failed to parse: say so, or that a kernel file must be `.npy`.
+fn preset_error(spec: &str, e: Error) -> anyhow::Error {
+    if Path::new(spec).is_file() {
+        return invalid(
+            "--kernel",
+            format!("{spec} is a file but not .npy; kernel files are .npy arrays of weights"),
+        );
+    }
+    anyhow::Error::from(e).context(format!("--kernel `{spec}` (a preset name or a .npy file)"))
+}
+
+fn kernel_2d(spec: &str) -> anyhow::Result<Kernel2D> {
+    if !is_npy(spec) {
+        return Kernel2D::preset(spec).map_err(|e| preset_error(spec, e));
+    }
+    let (shape, w) = read_kernel_file(spec, 2)?;
+    Kernel2D::new([shape[0], shape[1]], w)
+        .map_err(|e| anyhow::Error::from(e).context(format!("--kernel {spec}")))
+}
+
+fn kernel_3d(spec: &str) -> anyhow::Result<Kernel3D> {
+    if !is_npy(spec) {
+        return Kernel3D::preset(spec).map_err(|e| preset_error(spec, e));
+    }
+    let (shape, w) = read_kernel_file(spec, 3)?;
+    Kernel3D::new([shape[0], shape[1], shape[2]], w)
+        .map_err(|e| anyhow::Error::from(e).context(format!("--kernel {spec}")))
+}
+
+fn path_name(p: FilterPath) -> &'static str {
+    match p {
+        FilterPath::Separable => "separable",
+        _ => "direct",
+    }
+}
+
+/// The format of `path` if it is one of `allowed`, else an exit-4 error naming the
+/// accepted endings (and the other command where the file is of its kind).
+fn format_of(flag: &'static str, path: &Path, two_d: bool) -> anyhow::Result<Format> {
+    let f = Format::from_path(path);
+    let ok = match f {
+        Some(Format::Npy) => true,
+        Some(Format::Png | Format::Tiff) => two_d,
+        Some(Format::Nifti | Format::NiftiGz) => !two_d,
+        None => false,
+    };
+    match f {
+        Some(f) if ok => Ok(f),
+        _ => {
+            let (what, exts, other) = if two_d {
+                (
+                    "image",
+                    kiln_io::IMAGE_EXTENSIONS,
+                    "; for NIfTI volumes use kiln filter3d",
+                )
+            } else {
+                (
+                    "volume",
+                    kiln_io::VOLUME_EXTENSIONS,
+                    "; for 2-D images use kiln filter2d",
+                )
+            };
+            let hint = if f.is_some() { other } else { "" };
+            Err(invalid(
+                flag,
+                format!(
+                    "{}: unknown file extension; {what} files must end in one of: {exts}{hint}",
+                    path.display()
+                ),
+            ))
+        }
+    }
+}
+
+/// The checks every run makes before reading the input: formats, paths, mode.
+fn preflight(c: &Common, two_d: bool) -> anyhow::Result<(Format, Format, BoundaryMode)> {
+    let fin = format_of("--input", &c.input, two_d)?;
+    let fout = format_of("--output", &c.output, two_d)?;
+    if is_same_file(&c.input, &c.output) {
+        return Err(invalid(
+            "--output",
+            format!(
+                "{} is the input file; write the result elsewhere",
+                c.output.display()
+            ),
+        ));
+    }
+    let dir = match c.output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(invalid(
+            "--output",
+            format!(
+                "{}: the directory {} does not exist",
+                c.output.display(),
+                dir.display()
+            ),
+        ));
+    }
+    let mode = parse_mode(&c.mode, c.cval)?;
+    Ok((fin, fout, mode))
+}
+
+/// A progress bar on stderr for `n` items, where stderr is a terminal and there are several.
+fn progress(n: usize, what: &str) -> Option<ProgressBar> {
+    (n > 1 && std::io::stderr().is_terminal()).then(|| {
+        let pb = ProgressBar::with_draw_target(Some(n as u64), ProgressDrawTarget::stderr());
+        let tpl = format!("filtering [{{bar:40}}] {{pos}}/{{len}} {what} (eta {{eta}})");
+        pb.set_style(ProgressStyle::with_template(&tpl).unwrap_or_else(|_| ProgressStyle::default_bar()));
+        pb
+    })
+}
+
+/// Runs `f` on each of `n` items with a progress bar; the bar is abandoned on failure.
+fn for_each_item(n: usize, what: &str, mut f: impl FnMut(usize) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let bar = progress(n, what);
+    for i in 0..n {
+        if let Err(e) = f(i) {
+            if let Some(pb) = &bar {
+                pb.abandon();
+            }
+            return Err(e);
+        }
+        if let Some(pb) = &bar {
+            pb.inc(1);
+        }
+    }
+    if let Some(pb) = bar {
+        pb.finish_and_clear();
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// filter2d
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Layout2 {
+    Gray,
+    Channels { alpha: bool },
+    Batch,
+}
+
+/// A 2-D input: `(h, w, c)` interleaved (gray: c = 1), or `(n, h, w)` planes for a batch.
+struct Image2 {
+    data: Vec<f32>,
+    /// The shape as read (the `.npy` shape, or `(H, W, C)` of a PNG/TIFF).
+    shape: Vec<usize>,
+    /// `[h, w, c]`, or `[n, h, w]` for a batch.
+    dims: [usize; 3],
+    layout: Layout2,
+    sample_type: SampleType,
+}
+
+fn read_image2(path: &Path, format: Format, batch: bool) -> anyhow::Result<Image2> {
+    if format != Format::Npy {
+        if batch {
+            return Err(invalid("--batch", "--batch applies to a 3-D .npy input only"));
+        }
+        let img = kiln_io::read_image(path).map_err(io_error("--input"))?;
+        let (h, w, c) = img.data.dim();
+        let layout = match c {
+            1 => Layout2::Gray,
+            2 | 4 => Layout2::Channels { alpha: true },
+            _ => Layout2::Channels { alpha: false },
+        };
+        let data = img.data.as_standard_layout().iter().copied().collect();
+        // As an .npy output: (H, W) for gray, as kiln-io writes images.
+        let shape = if c == 1 { vec![h, w] } else { vec![h, w, c] };
+        return Ok(Image2 {
+            data,
+            shape,
+            dims: [h, w, c],
+            layout,
+            sample_type: img.sample_type,
+        });
+    }
+    let arr = kiln_io::read_npy(path).map_err(io_error("--input"))?;
+    let shape = arr.data.shape().to_vec();
+    let (dims, layout) = match (shape.len(), batch) {
+        (2, _) => ([shape[0], shape[1], 1], Layout2::Gray),
+        (3, false) => ([shape[0], shape[1], shape[2]], Layout2::Channels { alpha: false }),
+        (3, true) => ([shape[0], shape[1], shape[2]], Layout2::Batch),
+        (n, _) => {
+            return Err(invalid(
+                "--input",
+                format!(
+                    "{}: shape {shape:?} ({n}-D) is not an image; filter2d takes (H, W), (H, W, C) or, \
+                     with --batch, (N, H, W){}",
+                    path.display(),
+                    if n == 4 {
+                        "; for volumes use kiln filter3d"
+                    } else {
+                        ""
+                    }
+                ),
+            ))
+        }
+    };
+    if shape.contains(&0) {
+        return Err(invalid(
+            "--input",
+            format!(
+                "{}: empty image (shape {shape:?}); an image must be at least 1x1",
+                path.display()
+            ),
+        ));
+    }
+    if batch && layout != Layout2::Batch {
+        return Err(invalid(
+            "--batch",
+            format!(
+                "{}: --batch needs a 3-D (N, H, W) array, got shape {shape:?}",
+                path.display()
+            ),
+        ));
+    }
+    let sample_type = match arr.dtype {
+        kiln_io::NpyDtype::U8 => SampleType::U8,
+        kiln_io::NpyDtype::U16 => SampleType::U16,
+        _ => SampleType::F32,
+    };
+    Ok(Image2 {
+        data: arr.data.iter().copied().collect(),
+        shape,
+        dims,
+        layout,
+        sample_type,
+    })
+}
+
+/// The sample type the output is written in, or why the output format cannot hold it.
+fn output_type_2d(path: &Path, format: Format, img: &Image2) -> anyhow::Result<SampleType> {
+    let c = img.dims[2];
+    let fail = |why: String| Err(invalid("--output", format!("{}: {why}", path.display())));
+    match format {
+        Format::Npy => Ok(SampleType::F32),
+        _ if img.layout == Layout2::Batch => fail(format!(
+            "a batch of {} images is written as .npy only",
+            img.dims[0]
+        )),
+        Format::Png if img.sample_type == SampleType::F32 => {
+            fail("the input is floating point and PNG has no float samples; write .tif or .npy".into())
+        }
+        Format::Png if !(1..=4).contains(&c) => fail(format!("PNG holds 1 to 4 channels, the input has {c}")),
+        Format::Tiff if ![1, 3, 4].contains(&c) => fail(format!(
+            "TIFF is written with 1, 3 or 4 channels, the input has {c}{}",
+            if c == 2 { " (gray+alpha: write .png)" } else { "" }
+        )),
+        _ => Ok(img.sample_type),
+    }
+}
+
+/// Filters the image on `rt`: one call for gray or interleaved channels (alpha held back),
+/// one per chunk of images for a batch.
+fn filter_image2(
+    rt: &Runtime,
+    img: &Image2,
+    k: &Kernel2D,
+    mode: BoundaryMode,
+) -> anyhow::Result<(Vec<f32>, usize)> {
+    let p = FilterPath::Auto;
+    let [a, b, c] = img.dims;
+    Ok(match img.layout {
+        Layout2::Gray => (rt.filter2d(&img.data, [a, b], k, mode, p)?, 1),
+        Layout2::Channels { alpha: false } => (rt.filter2d_channels(&img.data, [a, b, c], k, mode, p)?, 1),
+        Layout2::Channels { alpha: true } => {
+            let colour = c - 1;
+            let planes: Vec<f32> = img
+                .data
+                .chunks_exact(c)
+                .flat_map(|px| px[..colour].iter().copied())
+                .collect();
+            let done = if colour == 1 {
+                rt.filter2d(&planes, [a, b], k, mode, p)?
+            } else {
+                rt.filter2d_channels(&planes, [a, b, colour], k, mode, p)?
+            };
+            let mut out = img.data.clone();
+            for (px, f) in out.chunks_exact_mut(c).zip(done.chunks_exact(colour)) {
+                px[..colour].copy_from_slice(f);
+            }
+            (out, 1)
+        }
+        Layout2::Batch => {
+            // About 16 M pixels a call, so the bar moves and a call's buffers stay small.
+            let plane = b * c;
+            let per = (16usize << 20).div_ceil(plane).clamp(1, a);
+            let calls = a.div_ceil(per);
+            let mut out = Vec::with_capacity(img.data.len());
+            for_each_item(calls, "batches", |i| {
+                let n = per.min(a - i * per);
+                let src = &img.data[i * per * plane..(i * per + n) * plane];
+                out.extend(rt.filter2d_batch(src, [n, b, c], k, mode, p)?);
+                Ok(())
+            })?;
+            (out, a)
+        }
+    })
+}
+
+fn write_image2(
+    path: &Path,
+    format: Format,
+    img: &Image2,
+    out: Vec<f32>,
+    st: SampleType,
+) -> anyhow::Result<()> {
+    let [h, w, c] = img.dims;
+    if format == Format::Npy {
+        let arr = ArrayD::from_shape_vec(IxDyn(&img.shape), out)?;
+        return Ok(kiln_io::write_npy(path, &arr).map_err(io_error("--output"))?);
+    }
+    let arr = Array3::from_shape_vec((h, w, c), out)?;
+    kiln_io::write_image(path, &HostImage::new(arr, st), st).map_err(io_error("--output"))?;
+    Ok(())
+}
+
+/// `kiln filter2d`; see the module docs.
+pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
+    let t_start = Instant::now();
+    let c = &args.common;
+    let (fin, fout, mode) = preflight(c, true)?;
+    let kernel = kernel_2d(&c.kernel)?;
+    let img = read_image2(&c.input, fin, args.batch)?;
+    let out_type = output_type_2d(&c.output, fout, &img)?;
+    let path = kiln_cpu::imaging::path_2d(&kernel, mode, FilterPath::Auto)?;
+    let rt = Runtime::new(request, cfg)?;
+    let t = Instant::now();
+    let (out, items) = filter_image2(&rt, &img, &kernel, mode)?;
+    let seconds = t.elapsed().as_secs_f64();
+    write_image2(&c.output, fout, &img, out, out_type)?;
+    let layout = match img.layout {
+        Layout2::Gray => "gray",
+        Layout2::Channels { alpha: false } => "channels",
+        Layout2::Channels { alpha: true } => "channels+alpha",
+        Layout2::Batch => "batch",
+    };
+    finish(
+        Summary {
+            command: "filter2d",
+            input: c.input.display().to_string(),
+            input_shape: img.shape.clone(),
+            layout,
+            input_type: img.sample_type.name().into(),
+            kernel: kernel.name().into(),
+            kernel_size: kernel.size(),
+            mode: mode.name(),
+            cval: mode.cval(),
+            path: path_name(path),
+            items,
+            device: rt.device_name(),
+            fallback_reason: rt.fallback_reason().map(str::to_string),
+            output: c.output.display().to_string(),
+            output_type: out_type.name(),
+            seconds,
+            samples_per_s: img.data.len() as f64 / seconds.max(1e-9),
+            total_seconds: t_start.elapsed().as_secs_f64(),
+        },
+        c.json,
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// filter3d
+
+fn read_volume3(path: &Path) -> anyhow::Result<Volume> {
+    let vol = kiln_io::read_volume(path).map_err(|e| match e {
+        IoError::UnsupportedDimensionality { path, shape, .. } => invalid(
+            "--input",
+            format!(
+                "{}: shape {shape:?} ({}-D) is not a volume; filter3d takes 3-D (x, y, z) or 4-D \
+                 (x, y, z, t) data{}",
+                path.display(),
+                shape.len(),
+                if shape.len() == 2 {
+                    "; for 2-D images use kiln filter2d"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        other => io_error("--input")(other).into(),
+    })?;
+    let shape = vol.data.shape();
+    if shape.contains(&0) {
+        return Err(invalid(
+            "--input",
+            format!(
+                "{}: empty volume (shape {shape:?}); a volume must be at least 1x1x1",
+                path.display()
+            ),
+        ));
+    }
+    Ok(vol)
+}
+
+/// Filters a 3-D volume in one call, a 4-D one volume by volume along its last axis.
+fn filter_volume3(
+    rt: &Runtime,
+    data: &ArrayD<f32>,
+    k: &Kernel3D,
+    mode: BoundaryMode,
+) -> anyhow::Result<(ArrayD<f32>, usize)> {
+    let p = FilterPath::Auto;
+    let s = data.shape().to_vec();
+    let dims = [s[0], s[1], s[2]];
+    if s.len() == 3 {
+        let src: Vec<f32> = data.iter().copied().collect();
+        let out = rt.filter3d(&src, dims, k, mode, p)?;
+        return Ok((ArrayD::from_shape_vec(IxDyn(&s), out)?, 1));
+    }
+    let t = s[3];
+    let mut out = ArrayD::<f32>::zeros(IxDyn(&s));
+    for_each_item(t, "volumes", |i| {
+        let src: Vec<f32> = data.index_axis(Axis(3), i).iter().copied().collect();
+        let got = rt.filter3d(&src, dims, k, mode, p)?;
+        let view = ndarray::ArrayView3::from_shape(dims, &got)?;
+        out.index_axis_mut(Axis(3), i).assign(&view);
+        Ok(())
+    })?;
+    Ok((out, t))
+}
+
+/// `kiln filter3d`; see the module docs.
+pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
+    let t_start = Instant::now();
+    let c = &args.common;
+    let (fin, _fout, mode) = preflight(c, false)?;
+    let kernel = kernel_3d(&c.kernel)?;
+    let vol = read_volume3(&c.input)?;
+    let path = kiln_cpu::imaging::path_3d(&kernel, mode, FilterPath::Auto)?;
+    let rt = Runtime::new(request, cfg)?;
+    let t = Instant::now();
+    let (out, items) = filter_volume3(&rt, &vol.data, &kernel, mode)?;
+    let seconds = t.elapsed().as_secs_f64();
+    let input_shape = vol.data.shape().to_vec();
+    let input_type = match (fin, vol.stored_dtype()) {
+        (Format::Npy, _) | (_, None) => "f32".to_string(),
+        (_, Some(t)) => format!("{t:?}").to_ascii_lowercase(),
+    };
+    let voxels = vol.data.len();
+    let written = Volume { data: out, ..vol };
+    kiln_io::write_volume(&c.output, &written).map_err(io_error("--output"))?;
+    finish(
+        Summary {
+            command: "filter3d",
+            input: c.input.display().to_string(),
+            input_shape,
+            layout: if written.data.ndim() == 4 {
+                "volumes"
+            } else {
+                "volume"
+            },
+            input_type,
+            kernel: kernel.name().into(),
+            kernel_size: kernel.size(),
+            mode: mode.name(),
+            cval: mode.cval(),
+            path: path_name(path),
+            items,
+            device: rt.device_name(),
+            fallback_reason: rt.fallback_reason().map(str::to_string),
+            output: c.output.display().to_string(),
+            output_type: "f32",
+            seconds,
+            samples_per_s: voxels as f64 / seconds.max(1e-9),
+            total_seconds: t_start.elapsed().as_secs_f64(),
+        },
+        c.json,
+    )
+}
+
+fn finish(s: Summary, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        let shape: Vec<String> = s.input_shape.iter().map(|d| d.to_string()).collect();
+        println!(
+            "{} {} {} {} ({}, {}) on {} in {:.3} s -> {} ({})",
+            s.command,
+            shape.join("x"),
+            s.kernel,
+            match s.cval {
+                Some(c) => format!("constant:{c}"),
+                None => s.mode.to_string(),
+            },
+            s.layout,
+            s.path,
+            s.device,
+            s.seconds,
+            s.output,
+            s.output_type
+        );
+    }
+    Ok(ExitCode::from(exit::OK))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_and_cval_combine() {
+        assert_eq!(parse_mode("reflect", None).ok(), Some(BoundaryMode::Reflect));
+        assert_eq!(
+            parse_mode("constant", Some(-2.5)).ok(),
+            Some(BoundaryMode::Constant(-2.5))
+        );
+        assert_eq!(
+            parse_mode("constant:3", Some(3.0)).ok(),
+            Some(BoundaryMode::Constant(3.0))
+        );
+        let e = |m: &str, c: Option<f64>| {
+            parse_mode(m, c)
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"))
+                .unwrap_err()
+        };
+        assert!(e("constant:3", Some(4.0)).contains("disagree"));
+        assert!(e("wrap", Some(1.0)).contains("--mode constant only"));
+        assert!(e("constant", Some(f64::NAN)).contains("not a finite"));
+        assert!(e("edge", None).contains("unknown mode `edge`"));
+    }
+
+    #[test]
+    fn extensions_point_to_the_other_command() {
+        let e = format_of("--input", Path::new("a.nii.gz"), true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use kiln filter3d"), "{e}");
+        let e = format_of("--input", Path::new("a.png"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use kiln filter2d"), "{e}");
+        let e = format_of("--input", Path::new("a.jpg"), true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(".png .tif .tiff .npy") && !e.contains("filter3d"),
+            "{e}"
+        );
+        assert_eq!(
+            format_of("--input", Path::new("A.TIFF"), true).ok(),
+            Some(Format::Tiff)
+        );
+    }
+}
