@@ -43,6 +43,7 @@ struct Output {
     fallback_reason: Option<String>,
     rows: Vec<Row>,
     memory: Option<kiln_cuda::pool::MemoryStats>,
+    pinned: Option<kiln_cuda::pool::PinnedStats>,
     all_verified: bool,
 }
 
@@ -157,6 +158,60 @@ fn pool_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
         verified: true,
         note: format!("{:.3} us per pair, cached, host-side", ms * 1e3),
     }])
+}
+
+/// 1000 tiny dependent kernels launched eagerly and replayed as one CUDA graph; both must
+/// leave every element equal to the number of kernels run.
+fn launch_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
+    use kiln::cuda::pool::DeviceBuffer;
+    use kiln_core::backend::MapOp;
+    let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
+    let op = MapOp::ScaleShift { a: 1.0, b: 1.0 };
+    let mut x = b.upload(&[0f32; 32])?;
+    let mut y = b.alloc::<f32>(32)?;
+    let work = |x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>| -> kiln::Result<()> {
+        for _ in 0..500 {
+            b.map_device(op, x, y)?;
+            b.map_device(op, y, x)?;
+        }
+        Ok(())
+    };
+    let eager = median(b.time_ms(1, 5, || work(&mut x, &mut y))?);
+    let g = b.capture(|_| work(&mut x, &mut y))?;
+    let graph = median(b.time_ms(1, 5, || g.launch())?);
+    let mut got = vec![0f32; 32];
+    b.download(&x, &mut got)?;
+    let ok = got.iter().all(|&v| v == 12_000.0);
+    let row = |op: &str, ms: f64, note: String| Row {
+        op: op.into(),
+        device: b.name(),
+        size: "1000 x 32".into(),
+        elements: 32,
+        median_ms: ms,
+        gbps: None,
+        tflops: None,
+        max_rel_err_vs_cpu: if ok { 0.0 } else { f64::INFINITY },
+        rel_l2_vs_f64: f64::NAN,
+        verified: ok,
+        note,
+    };
+    Ok(vec![
+        row(
+            "1000 tiny kernels, eager",
+            eager,
+            format!("{:.2} us per kernel", eager),
+        ),
+        row(
+            "1000 tiny kernels, graph replay",
+            graph,
+            format!(
+                "{:.2} us per kernel, {:.1}x eager; {} nodes",
+                graph,
+                eager / graph,
+                g.nodes()
+            ),
+        ),
+    ])
 }
 
 /// The overlapped host -> GPU -> host pipeline on pinned buffers, checked bit for bit
@@ -281,12 +336,14 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     rows.extend(finance_rows(&rt, &args.size)?);
     rows.extend(pipeline_rows(&rt, &args.size)?);
     rows.extend(pool_rows(&rt)?);
+    rows.extend(launch_rows(&rt)?);
     let all_verified = rows.iter().all(|r| r.verified);
     let out = Output {
         device: rt.device_name(),
         fallback_reason: rt.fallback_reason().map(str::to_string),
         rows,
         memory: rt.memory_stats(),
+        pinned: rt.cuda().map(|b| b.pinned_pool().stats()),
         all_verified,
     };
     if args.json {
@@ -334,6 +391,18 @@ fn print_table(o: &Output) {
             m.num_device_allocs,
             m.num_alloc_retries,
             m.num_ooms
+        );
+    }
+    if let Some(p) = &o.pinned {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        println!(
+            "pinned host pool: allocated {:.1} MiB, reserved {:.1} MiB (peak {:.1}); {} allocs, {} cache hits, {} host allocs",
+            mib(p.allocated_bytes),
+            mib(p.reserved_bytes),
+            mib(p.reserved_bytes_peak),
+            p.num_allocs,
+            p.num_cache_hits,
+            p.num_host_allocs
         );
     }
     if !o.all_verified {

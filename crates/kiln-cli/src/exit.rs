@@ -31,7 +31,8 @@ pub fn code_for(e: &anyhow::Error) -> ExitCode {
             Error::InvalidArgument { .. }
             | Error::ShapeMismatch { .. }
             | Error::Config { .. }
-            | Error::Unsupported { .. } => INVALID,
+            | Error::Unsupported { .. }
+            | Error::Capture { .. } => INVALID,
             Error::Verification { .. } => VERIFY,
             Error::OutOfMemory { .. } => OOM,
             Error::Cuda { .. } if k.is_sticky() => STICKY,

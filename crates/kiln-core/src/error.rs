@@ -114,6 +114,16 @@ pub enum Error {
         /// The backend, `cpu` or `cuda:N`.
         backend: String,
     },
+    /// Something was asked of a stream while it was being captured into a CUDA graph that a
+    /// graph cannot hold (a host copy, a wait, new device memory). The capture is abandoned;
+    /// the stream is usable again.
+    #[error("graph capture: {op} cannot be captured: {reason}")]
+    Capture {
+        /// What was attempted.
+        op: String,
+        /// Why a graph cannot hold it, and what to do instead.
+        reason: String,
+    },
     /// Device memory ran out even after the cache was emptied.
     #[error(
         "{op}: out of GPU memory on {device}: requested {requested} B, free {free} B of {total} B, \

@@ -34,7 +34,12 @@ pub struct CudaBackend {
     cache: KernelCache,
     nvrtc: (i32, i32),
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Functions already looked up: `cuModuleGetFunction` is a driver call, and a launch of
+    /// a tiny kernel must cost little more than `cuLaunchKernel` itself.
+    functions: Mutex<HashMap<KernelId, CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
+    /// One graph capture at a time on this backend's stream.
+    capture: Mutex<()>,
     context_ms: f64,
 }
 
@@ -87,7 +92,9 @@ impl CudaBackend {
             cache,
             nvrtc,
             modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
+            capture: Mutex::new(()),
             context_ms,
         })
     }
@@ -154,9 +161,15 @@ impl CudaBackend {
 
     /// The function for a kernel.
     pub fn function(&self, k: KernelId) -> Result<CudaFunction> {
-        self.module(k.module())?
+        if let Some(f) = lock(&self.functions).get(&k) {
+            return Ok(f.clone());
+        }
+        let f = self
+            .module(k.module())?
             .load_function(k.symbol())
-            .map_err(|e| self.err(k.symbol(), e))
+            .map_err(|e| self.err(k.symbol(), e))?;
+        lock(&self.functions).insert(k, f.clone());
+        Ok(f)
     }
 
     /// Compile (or load) every module, as `kiln cache warm` does.
@@ -209,8 +222,23 @@ impl CudaBackend {
         self.upload(&vec![f32::NAN; n])
     }
 
+    /// Held while a graph capture runs (see `graph.rs`); `None` while one already is.
+    pub(crate) fn capture_guard(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        match self.capture.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Wait for all work on kiln's stream.
     pub fn synchronize(&self) -> Result<()> {
+        if self.pool.is_capturing(&self.stream) {
+            return Err(Error::Capture {
+                op: "synchronize".into(),
+                reason: "a capture records work without running it, so there is nothing to wait for; read results after Graph::launch".into(),
+            });
+        }
         self.stream
             .synchronize()
             .map_err(|e| self.err("cuStreamSynchronize", e))

@@ -3,7 +3,7 @@
 //!
 //! Launch shape: 256-thread blocks, grid-stride over 16-byte vectors (4 f32 or 8 halves a
 //! thread a step, 4 steps' loads in flight), at most 8 blocks per SM (2048 threads, one
-//! full wave; `KILN_EW_BLOCKS_PER_SM` overrides), at least one block. The `n % V` tail runs
+//! full wave: a sweep of 1-16 blocks/SM on the H200 put 4-8 at the top), at least one block. The `n % V` tail runs
 //! scalar. Buffers are whole pool allocations (512-byte aligned), so vector accesses are
 //! aligned; sizes are checked before every launch.
 #![allow(unsafe_code)]
@@ -34,11 +34,7 @@ impl CudaBackend {
     }
 
     fn grid_for(&self, n: u64, bytes: usize) -> LaunchConfig {
-        let per_sm: u64 = std::env::var("KILN_EW_BLOCKS_PER_SM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&v: &u64| v > 0)
-            .unwrap_or(8);
+        let per_sm: u64 = 8;
         let vecs = n.div_ceil((16 / bytes) as u64);
         let sms = (self.info().desc.multiprocessors as u64).max(1);
         let blocks = vecs.div_ceil(THREADS as u64 * UNROLL).clamp(1, sms * per_sm) as u32;
@@ -95,6 +91,7 @@ impl CudaBackend {
         let cfg = self.grid_for(n, std::mem::size_of::<T>());
         let (code, (a, b)) = (op.code(), op.params());
         let (xp, yp) = (x.device_ptr(), out.device_ptr());
+        let _range = self.range_on(k.symbol(), stream);
         let mut l = stream.launch_builder(&f);
         l.arg(&xp).arg(&yp).arg(&n).arg(&code).arg(&a).arg(&b);
         // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold at
@@ -130,6 +127,7 @@ impl CudaBackend {
         let n = x.len() as u64;
         let cfg = self.grid_for(n, std::mem::size_of::<T>());
         let (xp, yp) = (x.device_ptr(), y.device_ptr());
+        let _range = self.range(k.symbol());
         let mut l = self.stream().launch_builder(&f);
         l.arg(&xp).arg(&yp).arg(&n).arg(&a);
         // SAFETY: as in map_device: x[0..n] read, y[0..n] read and written, both exactly n

@@ -240,6 +240,7 @@ impl CudaBackend {
                     block_dim: (threads, 1, 1),
                     shared_mem_bytes: 0,
                 };
+                let _range = self.range("mc_combine");
                 let mut b = self.stream().launch_builder(&combine);
                 b.arg(&bp).arg(&n_opt).arg(&bn).arg(&tp);
                 // SAFETY: `blocks` holds at least on * bn * 7 f64 written by the launch above
@@ -312,6 +313,7 @@ impl CudaBackend {
             block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
             shared_mem_bytes: 0,
         };
+        let _range = self.range(op);
         let mut b = self.stream().launch_builder(&f);
         b.arg(&up)
             .arg(&dp)

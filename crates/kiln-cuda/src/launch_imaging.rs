@@ -149,6 +149,7 @@ impl CudaBackend {
         let (mc, cval) = mode_args(mode);
         let (sp, dp) = (src.device_ptr(), dst.device_ptr());
         let (ni, hi, wi, ki) = (n as i32, h as i32, wd as i32, k as i32);
+        let _range = self.range(id.symbol());
         let mut l = self.stream().launch_builder(&f);
         l.arg(&sp)
             .arg(&dp)
@@ -221,6 +222,7 @@ impl CudaBackend {
             KernelId::Filter1dStridedF32
         };
         let f = self.function(id)?;
+        let _range = self.range(id.symbol());
         let mut l = self.stream().launch_builder(&f);
         let cfg;
         // Arguments must outlive the builder: bind them all here.
@@ -381,6 +383,7 @@ impl CudaBackend {
         let (mc, cval) = mode_args(mode);
         let (sp, dp) = (src.device_ptr(), dst.device_ptr());
         let (di, hi, wi, zci) = (d as i32, h as i32, wd as i32, zc as i32);
+        let _range = self.range(id.symbol());
         let mut l = self.stream().launch_builder(&f);
         l.arg(&sp)
             .arg(&dp)
@@ -485,6 +488,7 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let (xp, yp, ri, ci) = (x.device_ptr(), out.device_ptr(), rows as i32, cols as i32);
+        let _range = self.range(id.symbol());
         let mut l = self.stream().launch_builder(&f);
         l.arg(&xp).arg(&yp).arg(&ri).arg(&ci);
         // SAFETY: both buffers hold exactly rows*cols elements of the kernel's width

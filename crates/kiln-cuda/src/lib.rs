@@ -17,6 +17,7 @@
 mod backend;
 pub mod cache;
 pub mod discovery;
+pub mod graph;
 pub mod kernels;
 mod launch_elementwise;
 mod launch_finance;
@@ -24,9 +25,12 @@ mod launch_imaging;
 pub mod nvrtc;
 pub mod pipeline;
 pub mod pool;
+pub mod profiler;
 
 pub use backend::{cuda_err, CudaBackend, ModuleLoad};
 pub use cache::{CacheEvent, KernelCache, Outcome};
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
+pub use graph::Graph;
 pub use kernels::{KernelId, Module};
 pub use launch_finance::GpuMcOptions;
+pub use profiler::{profiler, Profiler, Range};

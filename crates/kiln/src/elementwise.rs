@@ -20,6 +20,7 @@ impl Runtime {
     pub fn map_into<T: Element>(&self, op: MapOp, x: &[T], out: &mut [T]) -> Result<()> {
         op.validate()?;
         check_same_len(op.name(), x.len(), out.len())?;
+        let _range = crate::profiler().host_range(op.name());
         match self.engine() {
             Engine::Cpu(_) => {
                 kiln_cpu::elementwise::map(op, x, out);

@@ -62,6 +62,10 @@ impl Runtime {
         mc: &McParams,
         first_option: u32,
     ) -> Vec<Result<PriceResult>> {
+        let _range = crate::profiler().host_range(match method {
+            Method::Analytic => "price analytic",
+            Method::MonteCarlo => "price mc",
+        });
         match method {
             Method::Analytic => specs.iter().map(cpu::price_analytic).collect(),
             Method::MonteCarlo => match self.cuda() {

@@ -59,6 +59,7 @@ impl Runtime {
         path: FilterPath,
     ) -> Result<Vec<f32>> {
         check_len("filter2d", &shape, images.len())?;
+        let _range = crate::profiler().host_range("filter2d");
         let mut out = vec![f32::NAN; images.len()];
         match self.engine() {
             Engine::Cpu(_) => filter2d_into(images, shape, kernel, mode, path, &mut out)?,
@@ -101,6 +102,7 @@ impl Runtime {
         path: FilterPath,
     ) -> Result<Vec<f32>> {
         check_len("filter3d", &shape, volume.len())?;
+        let _range = crate::profiler().host_range("filter3d");
         let mut out = vec![f32::NAN; volume.len()];
         match self.engine() {
             Engine::Cpu(_) => filter3d_into(volume, shape, kernel, mode, path, &mut out)?,
@@ -121,6 +123,7 @@ impl Runtime {
             .checked_mul(cols)
             .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
         kiln_core::backend::check_same_len("transpose", n, x.len())?;
+        let _range = crate::profiler().host_range("transpose");
         let mut out = vec![T::from_f32(f32::NAN); n];
         match self.engine() {
             Engine::Cpu(_) => kiln_cpu::elementwise::transpose(x, rows, cols, &mut out),

@@ -24,4 +24,5 @@ pub mod verify;
 pub use kiln_core::{Backend, BackendKind, Config, DeviceRequest, Error, Result, UnaryOp};
 pub use kiln_cpu::CpuBackend;
 pub use kiln_cuda as cuda;
+pub use kiln_cuda::profiler::{self, profiler, Report as ProfileReport};
 pub use runtime::{Engine, Runtime};

@@ -145,6 +145,7 @@ impl Runtime {
 
     /// `out[i] = op(x[i])` into a caller's buffer.
     pub fn unary_into(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
+        let _range = crate::profiler().host_range(op.name());
         self.backend().unary_f32(op, x, out)
     }
 

@@ -218,3 +218,91 @@ fn bench_monte_carlo() {
         ps / ms / 1e6
     );
 }
+
+/// Issue 3's engine table: cached alloc+free pair (host clock), 1000 tiny dependent kernels
+/// eager and as one graph replay (CUDA events), and the 4 GiB pinned pipeline.
+#[test]
+#[ignore]
+fn bench_engine() {
+    use kiln_core::backend::MapOp;
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_engine") else {
+        return;
+    };
+    let b = rt.cuda().unwrap();
+    // alloc + free of 1 MiB, cached: median of 21 batches of 10k pairs
+    drop(b.alloc::<u8>(1 << 20).unwrap());
+    let mut per = Vec::new();
+    for _ in 0..21 {
+        let t0 = std::time::Instant::now();
+        for _ in 0..10_000 {
+            let x = b.alloc::<u8>(1 << 20).unwrap();
+            std::hint::black_box(x.device_ptr());
+        }
+        per.push(t0.elapsed().as_secs_f64() * 1e6 / 10_000.0);
+    }
+    let us = median(per);
+    println!("BENCH {{\"workload\": \"alloc_free_1MiB\", \"peer\": \"kiln\", \"ms\": {:.6}, \"us_per_op\": {us:.4}}}", us / 1e3);
+
+    // 1000 tiny dependent kernels: x <- x + 1 on 32 floats, ping-pong between two buffers
+    let n = 32;
+    let mut x = b.upload(&[0f32; 32]).unwrap();
+    let mut y = b.alloc::<f32>(n).unwrap();
+    let op = MapOp::ScaleShift { a: 1.0, b: 1.0 };
+    let work = |x: &mut kiln::cuda::pool::DeviceBuffer<f32>, y: &mut kiln::cuda::pool::DeviceBuffer<f32>| {
+        for _ in 0..500 {
+            b.map_device(op, x, y)?;
+            b.map_device(op, y, x)?;
+        }
+        Ok(())
+    };
+    let eager = time(b, 10, || work(&mut x, &mut y));
+    let g = b.capture(|_| work(&mut x, &mut y)).unwrap();
+    assert_eq!(g.nodes(), 1000);
+    let graph = time(b, 10, || g.launch());
+    // check: every launch of either kind added 1 to every element
+    let mut got = vec![0f32; n];
+    b.download(&x, &mut got).unwrap();
+    let launches = (3 + 10) * 1000 + (3 + 10) * 1000;
+    assert!(got.iter().all(|&v| v == launches as f32), "{got:?} vs {launches}");
+    println!("BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-eager\", \"ms\": {eager:.4}, \"us_per_kernel\": {eager:.4}}}");
+    println!(
+        "BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-graph\", \"ms\": {graph:.4}, \"us_per_kernel\": {graph:.4}, \"speedup\": {:.2}, \"capture_ms\": {:.3}}}",
+        eager / graph,
+        g.capture_ms()
+    );
+    drop(g);
+
+    // 4 GiB host -> GPU sigmoid -> host through pinned buffers, a few chunk sizes
+    use kiln::cuda::pipeline::PipelineOptions;
+    let n = 1usize << 30;
+    let sig = MapOp::Unary(kiln_core::UnaryOp::Sigmoid);
+    let mut hx = b.pinned_pool().alloc::<f32>(n).unwrap();
+    hx.copy_from_slice(&testing::random_f32(n, -12.0, 12.0, 0xfeed));
+    let mut hy = b.pinned_pool().alloc::<f32>(n).unwrap();
+    let mut best = (0.0, 0usize);
+    for chunk_mib in [16usize, 32, 64] {
+        let opts = PipelineOptions {
+            chunk_elems: chunk_mib << 18,
+            ..PipelineOptions::default()
+        };
+        b.map_pipelined_pinned(sig, &hx, &mut hy, opts).unwrap();
+        let mut reps: Vec<f64> = (0..3)
+            .map(|_| b.map_pipelined_pinned(sig, &hx, &mut hy, opts).unwrap().gbps)
+            .collect();
+        reps.sort_by(f64::total_cmp);
+        let gbps = reps[1];
+        println!("BENCH {{\"workload\": \"pipeline_sigmoid_4GiB\", \"peer\": \"kiln-{chunk_mib}MiB\", \"ms\": {:.3}, \"GBps\": {gbps:.1}}}", 4.0 * 1073.741824 / gbps);
+        if gbps > best.0 {
+            best = (gbps, chunk_mib);
+        }
+    }
+    // verified bitwise against the one-shot device op on a 256 MiB slice
+    let m = 64 << 20;
+    let dx = b.upload(&hx[..m]).unwrap();
+    let mut dy = b.alloc::<f32>(m).unwrap();
+    b.map_device(sig, &dx, &mut dy).unwrap();
+    let mut want = vec![0f32; m];
+    b.download(&dy, &mut want).unwrap();
+    assert!(hy[..m].iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()));
+    println!("pipeline best: {:.1} GB/s with {} MiB chunks", best.0, best.1);
+}

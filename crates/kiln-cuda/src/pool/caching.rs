@@ -11,6 +11,12 @@
 //!   order guarantees the old work finished reading it before the new work starts);
 //! - a block larger than needed is split (small pool: any remainder of at least 512 B;
 //!   large pool: remainders over 1 MiB), and a freed block is merged with free neighbours;
+//! - the last few freed small-pool blocks stay whole in a short "hot" list; an allocation of the same
+//!   size class on the same stream takes one straight back (the pattern of a loop that frees
+//!   a buffer and allocates it again), skipping the merge, the split and four ordered-set
+//!   updates. The list is bounded and merged for real before a segment is taken from the
+//!   device, before cached memory is released, and when it overflows, so it never causes a
+//!   device allocation or hides free memory from the OOM path;
 //! - when the device (or kiln's limit) refuses a segment, every wholly free cached segment is
 //!   released and the request retried once before it is reported as out of memory.
 //!
@@ -21,7 +27,8 @@
 #[path = "caching_tests.rs"]
 mod tests;
 
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 
 /// Minimum block size and rounding granularity.
 pub const MIN_BLOCK: u64 = 512;
@@ -35,6 +42,9 @@ pub const LARGE_REQUEST: u64 = 10 << 20;
 pub const MID_SEGMENT: u64 = 20 << 20;
 /// Rounding of large segments.
 pub const LARGE_ROUND: u64 = 2 << 20;
+
+/// Freed blocks kept whole for an immediate same-size reuse (see the module docs).
+pub const HOT_BLOCKS: usize = 8;
 
 /// Identifies a stream (the raw CUstream value in the device layer).
 pub type StreamId = u64;
@@ -111,6 +121,12 @@ pub enum AllocError {
     },
     /// A source error other than OOM.
     Source(kiln_core::Error),
+    /// The request needs a new segment while growth is switched off (a graph capture is in
+    /// progress: a capture cannot allocate device memory).
+    NoGrowth {
+        /// Bytes requested.
+        requested: u64,
+    },
 }
 
 /// A block handed to a caller.
@@ -129,9 +145,28 @@ struct Block {
     segment: u64,
     stream: StreamId,
     small: bool,
-    allocated: bool,
+    state: State,
     prev: Option<u64>,
     next: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Handed to a caller.
+    Allocated,
+    /// Freed by the caller, not yet merged: in `hot`, not in a free set.
+    Hot,
+    /// In its free set, merged with any free neighbour.
+    Free,
+}
+
+/// A freed block not yet merged (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HotBlock {
+    stream: StreamId,
+    size: u64,
+    small: bool,
+    ptr: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -146,8 +181,21 @@ pub struct CachingAllocator<S: SegmentSource> {
     segments: HashMap<u64, Segment>,
     free_small: BTreeSet<(StreamId, u64, u64)>,
     free_large: BTreeSet<(StreamId, u64, u64)>,
+    /// Recently freed blocks, oldest first.
+    hot: Vec<HotBlock>,
+    /// Whether new segments may be taken (off during graph capture).
+    grow: bool,
     limit: Option<u64>,
     stats: MemoryStats,
+}
+
+/// Whether the tail left after carving a block is worth keeping as a free block of its own.
+fn worth_splitting(remaining: u64, small: bool) -> bool {
+    if small {
+        remaining >= MIN_BLOCK
+    } else {
+        remaining > SMALL_REQUEST
+    }
 }
 
 fn round_up(x: u64, to: u64) -> u64 {
@@ -159,10 +207,12 @@ impl<S: SegmentSource> CachingAllocator<S> {
     pub fn new(source: S, limit: Option<u64>) -> Self {
         CachingAllocator {
             source,
-            blocks: HashMap::new(),
-            segments: HashMap::new(),
+            blocks: HashMap::default(),
+            segments: HashMap::default(),
             free_small: BTreeSet::new(),
             free_large: BTreeSet::new(),
+            hot: Vec::with_capacity(HOT_BLOCKS + 1),
+            grow: true,
             limit,
             stats: MemoryStats::default(),
         }
@@ -177,8 +227,15 @@ impl<S: SegmentSource> CachingAllocator<S> {
             .chain(&self.free_large)
             .filter(|(_, size, ptr)| self.blocks[ptr].segment != *ptr || self.segments[ptr].size != *size)
             .map(|(_, size, _)| size)
-            .sum();
+            .sum::<u64>()
+            + self.hot.iter().map(|h| h.size).sum::<u64>();
         s
+    }
+
+    /// Allow or forbid new segments; while forbidden, a request the cache cannot serve fails
+    /// with [`AllocError::NoGrowth`] and nothing is released.
+    pub fn set_growth(&mut self, grow: bool) {
+        self.grow = grow;
     }
 
     /// The limit in bytes, if any.
@@ -211,11 +268,19 @@ impl<S: SegmentSource> CachingAllocator<S> {
         self.stats.num_allocs += 1;
         let size = round_up(bytes.max(1), MIN_BLOCK);
         let small = size <= SMALL_REQUEST;
-        let found = self
-            .free_set(small)
-            .range((stream, size, 0)..=(stream, u64::MAX, u64::MAX))
-            .next()
-            .copied();
+        // newest first: the block just freed is the likeliest to be wanted again
+        if let Some(i) = self.hot.iter().rposition(|h| {
+            h.stream == stream && h.small == small && h.size >= size && !worth_splitting(h.size - size, small)
+        }) {
+            let ptr = self.hot.remove(i).ptr;
+            return Ok(self.hand_out(ptr, bytes));
+        }
+        let mut found = self.best_fit(stream, size, small);
+        if found.is_none() && !self.hot.is_empty() {
+            // merge the hot blocks before asking the device for more
+            self.flush_hot();
+            found = self.best_fit(stream, size, small);
+        }
         let ptr = match found {
             Some(key) => {
                 self.free_set(small).remove(&key);
@@ -226,12 +291,7 @@ impl<S: SegmentSource> CachingAllocator<S> {
         // split off the tail when it is worth keeping
         let block_size = self.blocks[&ptr].size;
         let remaining = block_size - size;
-        let split = if small {
-            remaining >= MIN_BLOCK
-        } else {
-            remaining > SMALL_REQUEST
-        };
-        if split {
+        if worth_splitting(remaining, small) {
             let rest = ptr + size;
             let (segment, next) = {
                 let b = &self.blocks[&ptr];
@@ -245,7 +305,7 @@ impl<S: SegmentSource> CachingAllocator<S> {
                     segment,
                     stream,
                     small,
-                    allocated: false,
+                    state: State::Free,
                     prev: Some(ptr),
                     next,
                 },
@@ -260,8 +320,20 @@ impl<S: SegmentSource> CachingAllocator<S> {
             b.next = Some(rest);
             self.free_set(small).insert((stream, remaining, rest));
         }
+        Ok(self.hand_out(ptr, bytes))
+    }
+
+    fn best_fit(&self, stream: StreamId, size: u64, small: bool) -> Option<(StreamId, u64, u64)> {
+        let set = if small { &self.free_small } else { &self.free_large };
+        set.range((stream, size, 0)..=(stream, u64::MAX, u64::MAX))
+            .next()
+            .copied()
+    }
+
+    /// Mark a block (free, out of every free list) allocated and count it.
+    fn hand_out(&mut self, ptr: u64, bytes: u64) -> Allocation {
         let b = self.blocks.get_mut(&ptr).expect("block exists");
-        b.allocated = true;
+        b.state = State::Allocated;
         b.requested = bytes;
         let size = b.size;
         let s = &mut self.stats;
@@ -270,7 +342,14 @@ impl<S: SegmentSource> CachingAllocator<S> {
         s.requested_bytes += bytes;
         s.active_bytes += size;
         s.active_bytes_peak = s.active_bytes_peak.max(s.active_bytes);
-        Ok(Allocation { ptr, size })
+        Allocation { ptr, size }
+    }
+
+    /// Merge every hot block into the free sets.
+    fn flush_hot(&mut self) {
+        for h in std::mem::take(&mut self.hot) {
+            self.merge_in(h.ptr);
+        }
     }
 
     fn segment_size(size: u64, small: bool) -> u64 {
@@ -294,6 +373,9 @@ impl<S: SegmentSource> CachingAllocator<S> {
         small: bool,
         requested: u64,
     ) -> Result<u64, AllocError> {
+        if !self.grow {
+            return Err(AllocError::NoGrowth { requested });
+        }
         let mut seg = Self::segment_size(size, small);
         if !self.within_limit(seg) && !small {
             // a mid-size request may still fit in a segment of its own rounded size
@@ -320,7 +402,7 @@ impl<S: SegmentSource> CachingAllocator<S> {
                             segment: base,
                             stream,
                             small,
-                            allocated: false,
+                            state: State::Free,
                             prev: None,
                             next: None,
                         },
@@ -354,22 +436,46 @@ impl<S: SegmentSource> CachingAllocator<S> {
     /// Return a block. `Err` for a pointer that is not an allocated block (double free).
     pub fn free(&mut self, ptr: u64) -> Result<(), String> {
         let b = match self.blocks.get_mut(&ptr) {
-            Some(b) if b.allocated => b,
+            Some(b) if b.state == State::Allocated => b,
             Some(_) => return Err(format!("double free of device block 0x{ptr:x}")),
             None => return Err(format!("free of unknown device pointer 0x{ptr:x}")),
         };
-        b.allocated = false;
-        let (size, requested, small, stream) = (b.size, b.requested, b.small, b.stream);
+        b.state = State::Hot;
+        let (size, requested, stream, small) = (b.size, b.requested, b.stream, b.small);
         b.requested = 0;
         self.stats.num_frees += 1;
         self.stats.allocated_bytes -= size;
         self.stats.requested_bytes -= requested;
         self.stats.active_bytes -= size;
-        // merge with free neighbours in the same segment
+        if !small {
+            // large blocks go back at once: best-fit placement over merged neighbours is
+            // what keeps fragmentation low, and a large request's work dwarfs the pool's cost
+            self.merge_in(ptr);
+            return Ok(());
+        }
+        self.hot.push(HotBlock {
+            stream,
+            size,
+            small,
+            ptr,
+        });
+        if self.hot.len() > HOT_BLOCKS {
+            let oldest = self.hot.remove(0).ptr;
+            self.merge_in(oldest);
+        }
+        Ok(())
+    }
+
+    /// Put a hot block in its free set, merged with its free neighbours.
+    fn merge_in(&mut self, ptr: u64) {
+        let (size, small, stream) = {
+            let b = &self.blocks[&ptr];
+            (b.size, b.small, b.stream)
+        };
         let mut start = ptr;
         let mut total = size;
         if let Some(p) = self.blocks[&ptr].prev {
-            if !self.blocks[&p].allocated {
+            if self.blocks[&p].state == State::Free {
                 let psize = self.blocks[&p].size;
                 self.free_set(small).remove(&(stream, psize, p));
                 let next = self.blocks[&ptr].next;
@@ -385,7 +491,7 @@ impl<S: SegmentSource> CachingAllocator<S> {
             }
         }
         if let Some(n) = self.blocks[&start].next {
-            if !self.blocks[&n].allocated {
+            if self.blocks[&n].state == State::Free {
                 let nsize = self.blocks[&n].size;
                 self.free_set(small).remove(&(stream, nsize, n));
                 let nn = self.blocks[&n].next;
@@ -399,18 +505,19 @@ impl<S: SegmentSource> CachingAllocator<S> {
                 total += nsize;
             }
         }
+        self.blocks.get_mut(&start).expect("start exists").state = State::Free;
         self.free_set(small).insert((stream, total, start));
-        Ok(())
     }
 
     /// Return every wholly free segment to the device; returns the bytes released.
     pub fn release_cached(&mut self) -> u64 {
+        self.flush_hot();
         let whole: Vec<(u64, u64, bool, StreamId)> = self
             .segments
             .iter()
             .filter_map(|(&base, seg)| {
                 let b = &self.blocks[&base];
-                (!b.allocated && b.size == seg.size).then_some((base, seg.size, b.small, b.stream))
+                (b.state == State::Free && b.size == seg.size).then_some((base, seg.size, b.small, b.stream))
             })
             .collect();
         let mut released = 0;
@@ -432,6 +539,7 @@ impl<S: SegmentSource> CachingAllocator<S> {
         let mut allocated = 0;
         let mut reserved = 0;
         let mut free_blocks = 0;
+        let mut hot_blocks = 0;
         for (&base, seg) in &self.segments {
             reserved += seg.size;
             let mut at = Some(base);
@@ -449,8 +557,17 @@ impl<S: SegmentSource> CachingAllocator<S> {
                 if b.prev != prev || b.segment != base {
                     return Err(format!("block 0x{p:x}: broken links"));
                 }
-                if b.allocated {
+                if b.state == State::Allocated {
                     allocated += b.size;
+                } else if b.state == State::Hot {
+                    if !self
+                        .hot
+                        .iter()
+                        .any(|h| h.ptr == p && h.size == b.size && h.stream == b.stream)
+                    {
+                        return Err(format!("hot block 0x{p:x} missing from the hot list"));
+                    }
+                    hot_blocks += 1;
                 } else {
                     if prev_free {
                         return Err(format!("adjacent free blocks at 0x{p:x} were not merged"));
@@ -465,7 +582,7 @@ impl<S: SegmentSource> CachingAllocator<S> {
                     }
                     free_blocks += 1;
                 }
-                prev_free = !b.allocated;
+                prev_free = b.state == State::Free;
                 covered += b.size;
                 prev = Some(p);
                 at = b.next;
@@ -479,6 +596,9 @@ impl<S: SegmentSource> CachingAllocator<S> {
         }
         if free_blocks != self.free_small.len() + self.free_large.len() {
             return Err("free sets hold blocks that are not free".into());
+        }
+        if hot_blocks != self.hot.len() || self.hot.len() > HOT_BLOCKS {
+            return Err("the hot list holds blocks that are not hot, or too many".into());
         }
         let s = &self.stats;
         if allocated != s.allocated_bytes || reserved != s.reserved_bytes {

@@ -12,7 +12,9 @@ use super::caching::{AllocError, CachingAllocator, MemoryStats, SegmentSource, S
 use crate::backend::cuda_err;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
 use kiln_core::{Error, Result};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Segments straight from the driver.
@@ -60,11 +62,38 @@ struct Deferred {
 struct Inner {
     alloc: CachingAllocator<CudaSegments>,
     deferred: Vec<Deferred>,
+    /// The capture in progress: its stream and every block whose address went into it.
+    capture: Option<(u64, FxHashSet<u64>)>,
+    /// Blocks whose addresses live graphs hold, with the number of such graphs.
+    graph_refs: FxHashMap<u64, usize>,
+    /// Blocks whose buffers were dropped while graphs still held them: freed (with their
+    /// pending cross-stream events) when the last such graph goes.
+    orphans: FxHashMap<u64, Vec<CudaEvent>>,
+}
+
+/// The addresses one graph holds; returned by [`DevicePool::end_capture`] and given back to
+/// [`DevicePool::release_graph`] when the graph is destroyed.
+#[derive(Debug, Default)]
+pub struct GraphRefs(Vec<u64>);
+
+impl GraphRefs {
+    /// Distinct device blocks the graph reads or writes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// A device's caching pool. Cheap to share (`Arc`); all methods are thread-safe.
 pub struct DevicePool {
     inner: Mutex<Inner>,
+    /// A capture is in progress on some stream of this pool (a cheap check for the hot
+    /// paths; the details are in `Inner::capture`).
+    capturing: AtomicBool,
     ctx: Arc<CudaContext>,
     device: String,
 }
@@ -76,7 +105,11 @@ impl DevicePool {
             inner: Mutex::new(Inner {
                 alloc: CachingAllocator::new(CudaSegments { ctx: ctx.clone() }, limit),
                 deferred: Vec::new(),
+                capture: None,
+                graph_refs: FxHashMap::default(),
+                orphans: FxHashMap::default(),
             }),
+            capturing: AtomicBool::new(false),
             ctx,
             device,
         })
@@ -93,7 +126,10 @@ impl DevicePool {
         let bytes = (len * std::mem::size_of::<T>()) as u64;
         let sid = stream.cu_stream() as u64;
         let mut g = self.lock();
-        Self::settle(&mut g, false);
+        if g.capture.is_none() {
+            // (event queries are kept out of a capture)
+            Self::settle(&mut g, false);
+        }
         let r = match g.alloc.alloc(sid, bytes) {
             Err(AllocError::OutOfMemory { .. }) if !g.deferred.is_empty() => {
                 // blocks still pending on other streams: wait for them, then retry once
@@ -127,6 +163,97 @@ impl DevicePool {
                 limit,
             }),
             Err(AllocError::Source(e)) => Err(e),
+            Err(AllocError::NoGrowth { requested }) => Err(Error::Capture {
+                op: format!("a new device allocation of {requested} B"),
+                reason: "a graph replays fixed addresses and a capture cannot take memory from the driver; allocate every buffer (or run the ops once, which warms the pool) before capturing".into(),
+            }),
+        }
+    }
+
+    /// Start recording, for a capture on `stream`, every block whose address a kernel
+    /// receives; the pool stops taking new segments until [`Self::end_capture`].
+    pub(crate) fn begin_capture(&self, stream: &CudaStream) {
+        let mut g = self.lock();
+        g.capture = Some((stream.cu_stream() as u64, FxHashSet::default()));
+        g.alloc.set_growth(false);
+        self.capturing.store(true, Ordering::SeqCst);
+    }
+
+    /// End the capture; when `keep`, the recorded blocks are held for the new graph (until
+    /// [`Self::release_graph`]), else they are let go (the capture failed).
+    pub(crate) fn end_capture(&self, keep: bool) -> GraphRefs {
+        let mut g = self.lock();
+        self.capturing.store(false, Ordering::SeqCst);
+        g.alloc.set_growth(true);
+        let refs: Vec<u64> = g
+            .capture
+            .take()
+            .map(|(_, r)| r.into_iter().collect())
+            .unwrap_or_default();
+        if keep {
+            for &p in &refs {
+                *g.graph_refs.entry(p).or_insert(0) += 1;
+            }
+            return GraphRefs(refs);
+        }
+        // blocks dropped during a failed capture were orphaned for it: free them now
+        for p in refs {
+            if !g.graph_refs.contains_key(&p) {
+                if let Some(events) = g.orphans.remove(&p) {
+                    Self::free_or_defer(&mut g, p, events);
+                }
+            }
+        }
+        GraphRefs::default()
+    }
+
+    /// A graph is gone: blocks no other graph holds, and whose buffers were dropped, return
+    /// to the pool (after work already queued, by stream order).
+    pub(crate) fn release_graph(&self, refs: GraphRefs) {
+        let mut g = self.lock();
+        for p in refs.0 {
+            let last = match g.graph_refs.get_mut(&p) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                Some(_) => {
+                    g.graph_refs.remove(&p);
+                    true
+                }
+                None => false,
+            };
+            if last {
+                if let Some(events) = g.orphans.remove(&p) {
+                    Self::free_or_defer(&mut g, p, events);
+                }
+            }
+        }
+    }
+
+    /// Whether a capture is in progress on `stream`.
+    pub fn is_capturing(&self, stream: &CudaStream) -> bool {
+        self.capturing.load(Ordering::Relaxed)
+            && self
+                .lock()
+                .capture
+                .as_ref()
+                .is_some_and(|(s, _)| *s == stream.cu_stream() as u64)
+    }
+
+    fn note_capture_use(&self, ptr: u64) {
+        if let Some((_, refs)) = self.lock().capture.as_mut() {
+            refs.insert(ptr);
+        }
+    }
+
+    fn free_or_defer(g: &mut Inner, ptr: u64, events: Vec<CudaEvent>) {
+        if events.is_empty() {
+            if let Err(e) = g.alloc.free(ptr) {
+                tracing::error!("pool: {e}");
+            }
+        } else {
+            g.deferred.push(Deferred { ptr, events });
         }
     }
 
@@ -154,7 +281,15 @@ impl DevicePool {
 
     fn release(&self, ptr: u64, uses: Vec<Arc<CudaStream>>) {
         let mut g = self.lock();
+        let held = |g: &Inner| {
+            g.graph_refs.contains_key(&ptr) || g.capture.as_ref().is_some_and(|(_, r)| r.contains(&ptr))
+        };
         if uses.is_empty() {
+            if (!g.graph_refs.is_empty() || g.capture.is_some()) && held(&g) {
+                // a graph replays this address: keep the block until the graph goes
+                g.orphans.insert(ptr, Vec::new());
+                return;
+            }
             if let Err(e) = g.alloc.free(ptr) {
                 tracing::error!("pool: {e}");
             }
@@ -172,6 +307,10 @@ impl DevicePool {
                     let _ = s.synchronize();
                 }
             }
+        }
+        if held(&g) {
+            g.orphans.insert(ptr, events);
+            return;
         }
         g.deferred.push(Deferred { ptr, events });
     }
@@ -234,9 +373,24 @@ impl<T: Copy> DeviceBuffer<T> {
         self.len == 0
     }
 
-    /// The raw device address, for kernel arguments. Valid while `self` lives.
+    /// The raw device address, for kernel arguments. Valid while `self` lives. During a
+    /// graph capture the block is recorded as the graph's, so that it outlives the buffer
+    /// for as long as the graph can replay it.
     pub fn device_ptr(&self) -> u64 {
+        if self.pool.capturing.load(Ordering::Relaxed) {
+            self.pool.note_capture_use(self.ptr);
+        }
         self.ptr
+    }
+
+    fn refuse_in_capture(&self, op: &str, stream: &CudaStream) -> Result<()> {
+        if self.pool.is_capturing(stream) {
+            return Err(Error::Capture {
+                op: op.into(),
+                reason: "a host copy during capture would bake a host address into the graph (and a download must wait for the stream, which a capture cannot do); write inputs with Graph::write before Graph::launch and read results after it".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The stream the buffer was allocated on.
@@ -258,6 +412,7 @@ impl<T: Copy> DeviceBuffer<T> {
     /// pageable memory has been staged (as `cuMemcpyHtoDAsync` does).
     pub fn copy_from_host(&mut self, src: &[T], stream: &Arc<CudaStream>) -> Result<()> {
         kiln_core::backend::check_same_len("htod", self.len, src.len())?;
+        self.refuse_in_capture("copy_from_host", stream)?;
         self.record_stream(stream);
         stream
             .context()
@@ -272,6 +427,7 @@ impl<T: Copy> DeviceBuffer<T> {
     /// Copy into `dst` (same length) on `stream`, and wait for it.
     pub fn copy_to_host(&self, dst: &mut [T], stream: &Arc<CudaStream>) -> Result<()> {
         kiln_core::backend::check_same_len("dtoh", self.len, dst.len())?;
+        self.refuse_in_capture("copy_to_host", stream)?;
         stream
             .context()
             .bind_to_thread()

@@ -1,0 +1,189 @@
+//! CUDA graphs: capture a sequence of kiln ops on the backend's stream once, replay it with
+//! one launch.
+//!
+//! A graph replays fixed device addresses, as `torch.cuda.CUDAGraph` does with its static
+//! tensors: new inputs are written into the buffers the capture used ([`Graph::write`]) and
+//! results read from them after [`Graph::launch`] ([`Graph::read`]).
+//!
+//! Memory safety of replays does not depend on the caller keeping those buffers: every block
+//! whose address a kernel received during capture is recorded by the pool
+//! ([`crate::pool::DevicePool`]), and a buffer dropped while a graph holds its block gives
+//! the block back only when the last such graph is dropped. So a replay can never write
+//! into memory that was handed to someone else.
+//!
+//! What cannot be captured fails with [`Error::Capture`] naming it, the capture is
+//! abandoned, and the stream works as before:
+//! - host copies (`copy_from_host`, `copy_to_host`, upload/download): a graph would bake in
+//!   the host address, and a download waits for the stream;
+//! - a wait for the stream (`synchronize`);
+//! - a device allocation the pool cannot serve from its cache (the capture would need
+//!   `cuMemAlloc`): allocate buffers, or run the ops once, before capturing.
+//!
+//! The capture-isolation trap (DESIGN.md §3) does not arise: pool buffers are raw pointers,
+//! so cudarc inserts no cross-stream event waits into the capture.
+#![allow(unsafe_code)]
+
+use crate::pool::{DeviceBuffer, DevicePool, GraphRefs};
+use crate::{cuda_err, CudaBackend};
+use cudarc::driver::{sys, CudaGraph, CudaStream};
+use kiln_core::{Error, Result};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A captured, instantiated graph of kiln ops, replayable on the backend's stream.
+pub struct Graph {
+    exec: CudaGraph,
+    nodes: usize,
+    refs: Option<GraphRefs>,
+    pool: Arc<DevicePool>,
+    stream: Arc<CudaStream>,
+    device: String,
+    capture_ms: f64,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("device", &self.device)
+            .field("nodes", &self.nodes)
+            .field("blocks", &self.refs.as_ref().map_or(0, GraphRefs::len))
+            .finish()
+    }
+}
+
+impl CudaBackend {
+    /// Capture the ops `f` enqueues on this backend's stream into a graph (nothing runs
+    /// while capturing). Work already queued is waited for first, so the capture starts
+    /// from an idle stream. See the module docs for what cannot be captured.
+    ///
+    /// ```no_run
+    /// # fn demo(b: &kiln_cuda::CudaBackend) -> kiln_core::Result<()> {
+    /// use kiln_core::backend::MapOp;
+    /// let mut x = b.alloc::<f32>(1024)?;
+    /// let mut y = b.alloc::<f32>(1024)?;
+    /// let g = b.capture(|b| {
+    ///     b.map_device(MapOp::ScaleShift { a: 2.0, b: 1.0 }, &x, &mut y)?;
+    ///     b.map_device(MapOp::Unary(kiln_core::UnaryOp::Sigmoid), &y, &mut x)
+    /// })?;
+    /// let input = vec![0.5f32; 1024];
+    /// let mut out = vec![0f32; 1024];
+    /// g.write(&mut x, &input)?;
+    /// g.launch()?;
+    /// g.read(&x, &mut out)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn capture(&self, f: impl FnOnce(&CudaBackend) -> Result<()>) -> Result<Graph> {
+        let _one = self.capture_guard().ok_or_else(|| Error::Capture {
+            op: "a second capture".into(),
+            reason: "a capture is already in progress on this backend's stream (captures do not nest)".into(),
+        })?;
+        let stream = self.stream().clone();
+        let device = self.name_string();
+        let err = |op: &str, e| cuda_err(op, &device, e);
+        stream.synchronize().map_err(|e| err("cuStreamSynchronize", e))?;
+        let t0 = Instant::now();
+        // thread-local mode: other threads' unrelated driver calls cannot invalidate it
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| err("cuStreamBeginCapture", e))?;
+        self.pool().begin_capture(&stream);
+        let body = f(self);
+        // always end the capture, so the stream leaves capture mode whatever happened
+        let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+        let keep = body.is_ok() && matches!(ended, Ok(Some(_)));
+        let refs = self.pool().end_capture(keep);
+        body?;
+        let exec = match ended {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                return Err(Error::Capture {
+                    op: "the op sequence".into(),
+                    reason: "nothing was enqueued on the stream".into(),
+                })
+            }
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED => {
+                return Err(Error::Capture {
+                    op: "the op sequence".into(),
+                    reason: "the driver invalidated the capture (an operation that cannot be captured ran on the stream, or another stream joined it and was not joined back)".into(),
+                })
+            }
+            Err(e) => return Err(err("cuStreamEndCapture", e)),
+        };
+        // from here on, dropping `g` on an error gives the held blocks back
+        let mut g = Graph {
+            exec,
+            nodes: 0,
+            refs: Some(refs),
+            pool: self.pool().clone(),
+            stream,
+            device,
+            capture_ms: 0.0,
+        };
+        // SAFETY: the graph handle is owned by `g.exec` and alive; a null node array asks
+        // only for the count, which the driver writes into `g.nodes`.
+        unsafe { sys::cuGraphGetNodes(g.exec.cu_graph(), std::ptr::null_mut(), &mut g.nodes) }
+            .result()
+            .map_err(|e| cuda_err("cuGraphGetNodes", &g.device, e))?;
+        if g.nodes == 0 {
+            return Err(Error::Capture {
+                op: "the op sequence".into(),
+                reason: "nothing was enqueued on the stream, so there is nothing to replay".into(),
+            });
+        }
+        // upload now, so the first replay is not slower than the rest
+        g.exec
+            .upload()
+            .map_err(|e| cuda_err("cuGraphUpload", &g.device, e))?;
+        g.capture_ms = t0.elapsed().as_secs_f64() * 1e3;
+        Ok(g)
+    }
+
+    fn name_string(&self) -> String {
+        format!("cuda:{}", self.info().desc.ordinal)
+    }
+}
+
+impl Graph {
+    /// Enqueue one replay on the backend's stream (asynchronous, like any kiln op).
+    pub fn launch(&self) -> Result<()> {
+        self.exec
+            .launch()
+            .map_err(|e| cuda_err("cuGraphLaunch", &self.device, e))
+    }
+
+    /// Nodes in the graph (one per kernel launch or copy captured).
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Distinct device blocks the graph reads or writes (held until the graph is dropped).
+    pub fn blocks(&self) -> usize {
+        self.refs.as_ref().map_or(0, GraphRefs::len)
+    }
+
+    /// Milliseconds the capture, instantiation and upload took.
+    pub fn capture_ms(&self) -> f64 {
+        self.capture_ms
+    }
+
+    /// Copy new input into a buffer the graph uses, ordered before the next replay on the
+    /// stream.
+    pub fn write<T: Copy>(&self, dst: &mut DeviceBuffer<T>, src: &[T]) -> Result<()> {
+        dst.copy_from_host(src, &self.stream)
+    }
+
+    /// Copy a buffer out after the replays queued so far (waits for them).
+    pub fn read<T: Copy>(&self, src: &DeviceBuffer<T>, dst: &mut [T]) -> Result<()> {
+        src.copy_to_host(dst, &self.stream)
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        if let Some(refs) = self.refs.take() {
+            // blocks return to the stream's free list; later work on the stream is ordered
+            // after any replay still running, so reuse cannot race it
+            self.pool.release_graph(refs);
+        }
+    }
+}

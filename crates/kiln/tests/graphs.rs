@@ -1,0 +1,234 @@
+//! CUDA graphs and the profiler on a real GPU: replay equals eager bit for bit on fresh
+//! inputs, what cannot be captured is refused with a clear error and leaves the stream
+//! usable, blocks a graph holds outlive their buffers, profiler ranges are timed per stream.
+//! Skips (printing why) without a GPU; fails under KILN_REQUIRE_GPU=1.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
+
+use kiln::cuda::CudaBackend;
+use kiln::{testing, Error};
+use kiln_core::backend::MapOp;
+use kiln_core::UnaryOp;
+
+fn gpu(test: &str) -> Option<&'static CudaBackend> {
+    testing::cuda_runtime_or_skip(test).map(|rt| rt.cuda().unwrap())
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The sequence under test: sigmoid, then an affine map, then y += 0.25 x, on odd-sized
+/// buffers, enqueued on the backend's stream (eagerly or into a capture).
+fn sequence(
+    b: &CudaBackend,
+    x: &kiln::cuda::pool::DeviceBuffer<f32>,
+    y: &mut kiln::cuda::pool::DeviceBuffer<f32>,
+    z: &mut kiln::cuda::pool::DeviceBuffer<f32>,
+) -> kiln::Result<()> {
+    b.map_device(MapOp::Unary(UnaryOp::Sigmoid), x, y)?;
+    b.map_device(MapOp::ScaleShift { a: 3.0, b: -1.5 }, y, z)?;
+    b.axpy_device(0.25, x, z)
+}
+
+#[test]
+fn graph_replay_equals_eager_on_fresh_inputs() {
+    let Some(b) = gpu("graph_replay_equals_eager") else {
+        return;
+    };
+    for n in [1usize, 33, 100_003] {
+        let mut x = b.alloc::<f32>(n).unwrap();
+        let mut y = b.alloc::<f32>(n).unwrap();
+        let mut z = b.alloc::<f32>(n).unwrap();
+        let g = b.capture(|b| sequence(b, &x, &mut y, &mut z)).unwrap();
+        assert_eq!(g.nodes(), 3, "{g:?}");
+        assert_eq!(g.blocks(), 3);
+        for rep in 0..3 {
+            let input = testing::random_f32(n, -8.0, 8.0, testing::fresh_seed() ^ rep);
+            // eager
+            x.copy_from_host(&input, b.stream()).unwrap();
+            sequence(b, &x, &mut y, &mut z).unwrap();
+            let mut want = vec![0f32; n];
+            z.copy_to_host(&mut want, b.stream()).unwrap();
+            // replay on the same input, z poisoned first
+            z.copy_from_host(&vec![f32::NAN; n], b.stream()).unwrap();
+            g.write(&mut x, &input).unwrap();
+            g.launch().unwrap();
+            let mut got = vec![0f32; n];
+            g.read(&z, &mut got).unwrap();
+            assert_eq!(bits(&got), bits(&want), "n={n} rep={rep}");
+        }
+    }
+}
+
+#[test]
+fn replays_are_ordered_like_eager_launches() {
+    let Some(b) = gpu("replays_are_ordered") else {
+        return;
+    };
+    let n = 4097;
+    let x0 = testing::random_f32(n, -1.0, 1.0, testing::fresh_seed());
+    let y0 = testing::random_f32(n, -1.0, 1.0, testing::fresh_seed());
+    let x = b.upload(&x0).unwrap();
+    let mut y = b.upload(&y0).unwrap();
+    let g = b.capture(|b| b.axpy_device(0.5, &x, &mut y)).unwrap();
+    for _ in 0..5 {
+        g.launch().unwrap();
+    }
+    let mut got = vec![0f32; n];
+    g.read(&y, &mut got).unwrap();
+    // eager reference: five dependent axpys
+    let mut y2 = b.upload(&y0).unwrap();
+    for _ in 0..5 {
+        b.axpy_device(0.5, &x, &mut y2).unwrap();
+    }
+    let mut want = vec![0f32; n];
+    b.download(&y2, &mut want).unwrap();
+    assert_eq!(bits(&got), bits(&want));
+}
+
+fn assert_capture_error(r: kiln::Result<kiln::cuda::Graph>, what: &str) {
+    match r {
+        Err(Error::Capture { op, reason }) => {
+            assert!(op.contains(what), "op {op:?} should name {what}");
+            assert!(!reason.is_empty());
+        }
+        other => panic!("expected a capture error naming {what}, got {other:?}"),
+    }
+}
+
+/// After a refused capture the stream must run eager work correctly.
+fn stream_still_works(b: &CudaBackend) {
+    let x0 = testing::random_f32(1000, -4.0, 4.0, testing::fresh_seed());
+    let x = b.upload(&x0).unwrap();
+    let mut y = b.alloc::<f32>(1000).unwrap();
+    b.map_device(MapOp::ScaleShift { a: 2.0, b: 0.0 }, &x, &mut y)
+        .unwrap();
+    let mut got = vec![0f32; 1000];
+    b.download(&y, &mut got).unwrap();
+    for (g, x) in got.iter().zip(&x0) {
+        assert_eq!(*g, 2.0 * x);
+    }
+}
+
+#[test]
+fn what_cannot_be_captured_is_refused_and_the_stream_recovers() {
+    let Some(b) = gpu("what_cannot_be_captured") else {
+        return;
+    };
+    let mut x = b.alloc::<f32>(256).unwrap();
+    let mut y = b.alloc::<f32>(256).unwrap();
+    let host = vec![1f32; 256];
+    let mut out = vec![0f32; 256];
+    // a host upload, a download, a wait, new device memory, a nested capture, nothing at all
+    assert_capture_error(
+        b.capture(|_| x.copy_from_host(&host, b.stream())),
+        "copy_from_host",
+    );
+    stream_still_works(b);
+    assert_capture_error(
+        b.capture(|b| {
+            b.map_device(MapOp::Unary(UnaryOp::Relu), &x, &mut y)?;
+            y.copy_to_host(&mut out, b.stream())
+        }),
+        "copy_to_host",
+    );
+    stream_still_works(b);
+    assert_capture_error(b.capture(|b| b.synchronize()), "synchronize");
+    stream_still_works(b);
+    let before = b.memory_stats();
+    assert_capture_error(
+        b.capture(|b| b.alloc::<f32>((3 << 30) / 4).map(drop)),
+        "new device allocation",
+    );
+    assert_eq!(b.memory_stats().reserved_bytes, before.reserved_bytes);
+    stream_still_works(b);
+    assert_capture_error(b.capture(|b| b.capture(|_| Ok(())).map(drop)), "second capture");
+    stream_still_works(b);
+    assert_capture_error(b.capture(|_| Ok(())), "op sequence");
+    stream_still_works(b);
+    // and capture works again afterwards
+    let g = b
+        .capture(|b| b.map_device(MapOp::Unary(UnaryOp::Relu), &x, &mut y))
+        .unwrap();
+    g.launch().unwrap();
+    b.synchronize().unwrap();
+}
+
+#[test]
+fn blocks_a_graph_holds_outlive_their_buffers() {
+    let Some(b) = gpu("blocks_a_graph_holds") else {
+        return;
+    };
+    let n = 3 << 16; // 768 KiB: a small-pool block
+    let x0 = testing::random_f32(n, -2.0, 2.0, testing::fresh_seed());
+    let x = b.upload(&x0).unwrap();
+    let mut out = b.alloc::<f32>(n).unwrap();
+    let mut tmp = b.alloc::<f32>(n).unwrap();
+    let tmp_ptr = tmp.device_ptr();
+    let g = b
+        .capture(|b| {
+            b.map_device(MapOp::ScaleShift { a: 2.0, b: 1.0 }, &x, &mut tmp)?;
+            b.map_device(MapOp::Unary(UnaryOp::Tanh), &tmp, &mut out)
+        })
+        .unwrap();
+    drop(tmp);
+    // the block is still the graph's: a new buffer of the same size gets other memory
+    let mut other = b.alloc::<f32>(n).unwrap();
+    assert_ne!(other.device_ptr(), tmp_ptr);
+    other.copy_from_host(&vec![7.0; n], b.stream()).unwrap();
+    g.launch().unwrap();
+    let mut got = vec![0f32; n];
+    g.read(&out, &mut got).unwrap();
+    let mut check = vec![0f32; n];
+    other.copy_to_host(&mut check, b.stream()).unwrap();
+    assert!(
+        check.iter().all(|&v| v == 7.0),
+        "a replay wrote into a reused block"
+    );
+    let want: Vec<f32> = x0.iter().map(|v| (2.0f32.mul_add(*v, 1.0)).tanh()).collect();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 2e-6, "{g} vs {w}");
+    }
+    // once the graph is gone the block returns to the pool
+    drop(g);
+    drop(other);
+    let again: Vec<_> = (0..4).map(|_| b.alloc::<f32>(n).unwrap()).collect();
+    assert!(
+        again.iter().any(|a| a.device_ptr() == tmp_ptr),
+        "block not returned"
+    );
+}
+
+#[test]
+fn profiler_times_ranges_per_stream_and_skips_captures() {
+    let Some(b) = gpu("profiler_times_ranges") else {
+        return;
+    };
+    let p = kiln::profiler();
+    let was = p.is_enabled();
+    p.set_enabled(true);
+    let n = 1 << 20;
+    let x = b.upload(&testing::random_f32(n, -1.0, 1.0, 1)).unwrap();
+    let mut y = b.alloc::<f32>(n).unwrap();
+    let main = format!("cuda:{}/main", b.info().desc.ordinal);
+    let before = p.report().get("map_f32", &main).map_or(0, |r| r.count);
+    for _ in 0..10 {
+        b.map_device(MapOp::Unary(UnaryOp::Exp), &x, &mut y).unwrap();
+    }
+    {
+        let _outer = b.range("ten-maps-and-a-capture");
+        let g = b
+            .capture(|b| b.map_device(MapOp::Unary(UnaryOp::Exp), &x, &mut y))
+            .unwrap();
+        g.launch().unwrap();
+    }
+    let rep = p.report();
+    p.set_enabled(was);
+    let row = rep.get("map_f32", &main).expect("map_f32 row");
+    // ten eager launches timed; the one inside the capture is not
+    assert_eq!(row.count - before, 10, "{rep}");
+    // 8 MB through the kernel: more than 1 us, less than 10 ms on any GPU kiln supports
+    assert!(row.median_ms > 1e-3 && row.median_ms < 10.0, "{row:?}");
+    let outer = rep.get("ten-maps-and-a-capture", &main).expect("outer");
+    assert_eq!(outer.count, 1);
+}
