@@ -14,8 +14,10 @@
 //! FFI is confined to `discovery`, `nvrtc` and `backend`; each `unsafe` block names its invariant.
 #![deny(missing_docs)]
 
+pub mod attributes;
 mod backend;
 pub mod cache;
+mod copy;
 pub mod discovery;
 pub mod graph;
 pub mod kernels;
