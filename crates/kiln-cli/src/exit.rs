@@ -20,6 +20,8 @@ pub const OOM: u8 = 6;
 pub const CUDA: u8 = 7;
 /// A sticky CUDA error: the context is poisoned; restart the process.
 pub const STICKY: u8 = 8;
+/// `kiln bench --baseline`: a workload is slower than the baseline by more than allowed.
+pub const REGRESSION: u8 = 9;
 
 /// Map an error chain to its exit code.
 pub fn code_for(e: &anyhow::Error) -> ExitCode {

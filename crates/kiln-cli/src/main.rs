@@ -3,11 +3,13 @@
 //! Every command takes `--device auto|cpu|cuda|cuda:N` and `--config FILE`; errors map to
 //! the stable exit codes in [`exit`] (documented in the README and `kiln --help`).
 
+mod bench;
 mod cache_cmd;
 mod demo;
 mod doctor;
 mod exit;
 mod filter_cmd;
+mod kernels_cmd;
 mod price;
 
 use clap::{Parser, Subcommand};
@@ -25,7 +27,8 @@ Profile: KILN_PROFILE=1 prints every named range (CUDA-event timed per stream, h
          wall clock) at exit; KILN_PROFILE=json prints JSON; --profile-json FILE writes it.
          NVTX ranges appear in Nsight Systems (nsys profile kiln ...).
 Exit codes: 0 ok, 1 internal error, 2 usage, 3 device unavailable, 4 invalid input or config,
-            5 verification failed, 6 out of GPU memory, 7 CUDA error, 8 CUDA context poisoned.";
+            5 verification failed, 6 out of GPU memory, 7 CUDA error, 8 CUDA context poisoned,
+            9 benchmark regression (kiln bench --baseline).";
 
 #[derive(Parser, Debug)]
 #[command(name = "kiln", version, about = "GPU compute for imaging, finance and linear algebra, with a CPU fallback", after_help = AFTER_HELP)]
@@ -82,6 +85,21 @@ enum Command {
     /// 4 and writes nothing. Example:
     /// kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz --json
     Filter3d(filter_cmd::Args3d),
+    /// Benchmark the workloads against the hardware's measured ceilings.
+    ///
+    /// Ceilings first (device copy and pinned host-to-device on a GPU, a host copy on the
+    /// CPU), then per workload and size: output verified against the CPU reference, warm-up,
+    /// CUDA-event (GPU) or wall-clock (CPU) timing, median / p10 / p90, floor and efficiency.
+    /// --baseline exits 9 naming each workload slower than the baseline by more than
+    /// --max-regression percent.
+    ///
+    /// Examples: `kiln bench --device cpu --sizes quick --json run.json`;
+    /// `kiln bench --sizes full --json h200.json --peers peers.json --plot h200.svg`;
+    /// `kiln bench show run.json --baseline base.json --max-regression 10`.
+    Bench(bench::Args),
+    /// List every kernel with registers, shared and local memory, thread limit and occupancy
+    /// at its launch shape, read from the driver (needs a GPU: exit 3 without one).
+    Kernels(kernels_cmd::Args),
 }
 
 fn parse_device(s: &str) -> Result<DeviceRequest, String> {
@@ -111,6 +129,8 @@ fn main() -> ExitCode {
             Command::Price(a) => price::run(a, cli.device, &cfg),
             Command::Filter2d(a) => filter_cmd::run_2d(a, cli.device, &cfg),
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
+            Command::Bench(a) => bench::run(a, cli.device, &cfg),
+            Command::Kernels(a) => kernels_cmd::run(a, cli.device, &cfg),
         });
     let code = match result {
         Ok(code) => code,

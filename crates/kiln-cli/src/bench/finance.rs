@@ -1,0 +1,224 @@
+//! The finance suite: Monte Carlo under GBM at the peers' sizes — a European call, an
+//! arithmetic-average Asian call, and a portfolio of 10,000 Europeans (a price each).
+//!
+//! Verification before timing: the European within 4 standard errors of Black-Scholes;
+//! the Asian above its geometric closed form less 4 standard errors; every portfolio price
+//! within 6 standard errors (6: ten thousand independent checks) plus 1e-4 of spot of its
+//! closed form; on a
+//! GPU also bitwise against the CPU engine on a 4096-path run of the same seed.
+//! The timed call is `price_mc_gpu` (GPU: kernel-dominated, including the small block-sum
+//! readback) or the CPU engine.
+
+use super::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
+use kiln::finance::Method;
+use kiln_core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
+use kiln_core::{Error, Result};
+use kiln_cpu::finance as cpu;
+use kiln_cuda::KernelId;
+
+#[derive(Clone, Copy)]
+enum Kind {
+    European,
+    Asian,
+    Portfolio,
+}
+
+/// Plan the finance cases.
+pub fn plan(ctx: &Ctx) -> Vec<Case> {
+    // (paths, steps) for the single options; (options, paths, steps) for the portfolio
+    let ((p, s), (po, pp, ps)) = match (ctx.gpu(), ctx.full) {
+        (true, true) => ((1u64 << 24, 256u32), (10_000usize, 65_536u64, 64u32)),
+        (true, false) => ((1 << 22, 64), (1000, 8192, 64)),
+        (false, true) => ((1 << 20, 256), (100, 16_384, 64)),
+        (false, false) => ((4096, 16), (8, 2048, 16)),
+    };
+    vec![
+        case(Kind::European, "mc_european", 1, p, s),
+        case(Kind::Asian, "mc_asian_arith", 1, p, s),
+        case(Kind::Portfolio, "mc_portfolio", po, pp, ps),
+    ]
+}
+
+fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32) -> Case {
+    let kernel = match kind {
+        Kind::Asian => KernelId::McAsianArithmeticF64,
+        _ => KernelId::McEuropeanF64,
+    };
+    let (size, params) = match kind {
+        Kind::Portfolio => (
+            format!("{options}x{paths}x{steps}"),
+            params(&[
+                ("options", options as u64),
+                ("paths_per_option", paths),
+                ("steps", u64::from(steps)),
+            ]),
+        ),
+        _ => (
+            format!("{}x{steps}", super::suites::pow2_label(paths as usize)),
+            params(&[("paths", paths), ("steps", u64::from(steps))]),
+        ),
+    };
+    Case {
+        meta: CaseMeta {
+            suite: "finance",
+            workload: name.into(),
+            size,
+            params,
+            bytes: 0.0,
+            flops: 0.0,
+            floor: Floor::None,
+            kernels: vec![kernel.symbol(), KernelId::McCombineF64.symbol()],
+            peer_workload: Some(name.into()),
+        },
+        run: Box::new(move |ctx| run(ctx, kind, options, paths, steps)),
+    }
+}
+
+fn euro() -> OptionSpec {
+    OptionSpec::european(OptionType::Call, 100.0, 100.0, 0.05, 0.0, 0.2, 1.0)
+}
+
+fn portfolio(n: usize) -> Vec<OptionSpec> {
+    (0..n)
+        .map(|i| {
+            let f = i as f64 / n as f64;
+            OptionSpec::european(
+                OptionType::Call,
+                80.0 + 40.0 * f,
+                120.0 - 40.0 * f,
+                0.05,
+                0.0,
+                0.1 + 0.4 * f,
+                1.0,
+            )
+        })
+        .collect()
+}
+
+fn price(ctx: &Ctx, specs: &[OptionSpec], mc: &McParams) -> Result<Vec<PriceResult>> {
+    let rs = match ctx.cuda {
+        Some(b) => b.price_mc_gpu(specs, mc)?,
+        None => ctx.rt.price(specs, Method::MonteCarlo, mc),
+    };
+    rs.into_iter().collect()
+}
+
+fn closed(s: &OptionSpec) -> f64 {
+    cpu::bsm(
+        s.option_type,
+        s.spot,
+        s.strike,
+        s.rate,
+        s.dividend,
+        s.volatility,
+        s.maturity,
+    )
+    .price
+}
+
+fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32) -> Result<Measured> {
+    let specs = match kind {
+        Kind::European => vec![euro()],
+        Kind::Asian => vec![euro().with_style(Style::AsianArithmetic, Some(steps), None)],
+        Kind::Portfolio => portfolio(options),
+    };
+    let mc = McParams {
+        paths,
+        steps,
+        seed: 1,
+        antithetic: false,
+        control_variate: false,
+    };
+    // the first call is the check (and a warm-up: modules, pool blocks)
+    let first = price(ctx, &specs, &mc)?;
+    let (mut ok, mut check) = match kind {
+        Kind::European => {
+            let (r, c) = (&first[0], closed(&specs[0]));
+            let z = (r.price - c).abs() / r.std_error;
+            (
+                z <= 4.0,
+                format!(
+                    "price {:.5} +- {:.5} vs Black-Scholes {c:.5}: {z:.2} se",
+                    r.price, r.std_error
+                ),
+            )
+        }
+        Kind::Asian => {
+            let s = &specs[0];
+            let g = cpu::geometric_asian(
+                s.option_type,
+                s.spot,
+                s.strike,
+                s.rate,
+                s.dividend,
+                s.volatility,
+                s.maturity,
+                steps,
+            );
+            let r = &first[0];
+            (
+                r.price >= g - 4.0 * r.std_error,
+                format!(
+                    "price {:.5} +- {:.5} >= geometric bound {g:.5} - 4 se",
+                    r.price, r.std_error
+                ),
+            )
+        }
+        Kind::Portfolio => {
+            // 6 se, plus 1e-4 of spot for the far out-of-the-money options whose paths all
+            // expire worthless (price 0, se 0, closed form a hair above 0)
+            let worst = first
+                .iter()
+                .zip(&specs)
+                .map(|(r, s)| (r.price - closed(s)).abs() / (6.0 * r.std_error + 1e-4 * s.spot))
+                .fold(0.0, f64::max);
+            (
+                first.len() == specs.len() && worst <= 1.0,
+                format!(
+                    "{} prices vs Black-Scholes: worst |err| / (6 se + 1e-4 spot) = {worst:.3}",
+                    first.len()
+                ),
+            )
+        }
+    };
+    if ctx.gpu() {
+        let small = McParams { paths: 4096, ..mc };
+        let k = specs.len().min(4);
+        let g = price(ctx, &specs[..k], &small)?;
+        let same = (0..k).try_fold(true, |acc, i| {
+            Ok::<_, Error>(
+                acc && cpu::price_mc(&specs[i], &small, i as u32)?.price.to_bits() == g[i].price.to_bits(),
+            )
+        })?;
+        ok &= same;
+        check.push_str(&format!(
+            "; {k} option(s) at 4096 paths bitwise equal to the CPU engine: {same}"
+        ));
+    }
+    let (warmup, reps) = match (ctx.gpu(), ctx.full) {
+        (true, true) => (1, 5),
+        (true, false) => (1, 10),
+        (false, true) => (0, 3),
+        (false, false) => (0, 3),
+    };
+    let times = ctx.time_n(warmup, reps, |_| {
+        std::hint::black_box(price(ctx, &specs, &mc)?);
+        Ok(())
+    })?;
+    let path_steps = specs.len() as f64 * paths as f64 * f64::from(steps);
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = super::harness::percentile(&sorted, 0.5).max(1e-6);
+    Ok(Measured {
+        warmup,
+        times_ms: times,
+        verified: ok,
+        check,
+        rate: Some((path_steps / (median * 1e-3), "path-steps/s")),
+        note: if ctx.gpu() {
+            "price_mc_gpu timed with CUDA events (includes the block-sum readback)".into()
+        } else {
+            format!("CPU engine, {} threads", rayon::current_num_threads())
+        },
+    })
+}

@@ -1,0 +1,237 @@
+//! The imaging suite: the cross4 stencil (the seed's 4-neighbour filter), a separable
+//! gaussian (sigma 2, reflect) and a 3x3x3 random-weight volume correlation (constant 0),
+//! at the sizes the peers run. Each path is the one the facade would take
+//! (`kiln_cpu::imaging::path_2d` / `path_3d`), launched on device-resident buffers.
+//!
+//! Verification: on a GPU every output element against the CPU backend within
+//! [`kiln::imaging::filter_tolerance`]; on the CPU, sampled points (corners, edges,
+//! interior) against a plain f64 correlation loop.
+
+use super::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
+use super::verify::{self, Verdict};
+use kiln::imaging::{filter_tolerance, FilterPath};
+use kiln::testing;
+use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
+use kiln_core::Result;
+use kiln_cpu::imaging::{filter2d_into, filter3d_into, path_2d, path_3d};
+use kiln_cuda::KernelId;
+
+/// Plan the imaging cases.
+pub fn plan(ctx: &Ctx) -> Vec<Case> {
+    let (cross, gauss, vol): (&[(usize, usize)], usize, usize) = match (ctx.gpu(), ctx.full) {
+        (true, true) => (&[(1080, 1920), (16384, 16384)], 8192, 512),
+        (true, false) => (&[(1080, 1920), (8192, 8192)], 2048, 256),
+        (false, true) => (&[(1080, 1920), (4096, 4096)], 4096, 256),
+        (false, false) => (&[(96, 128)], 128, 24),
+    };
+    let mut v: Vec<Case> = cross
+        .iter()
+        .map(|&(h, w)| filter2d_case("cross4", "cross4_f32", h, w, format!("stencil5_{h}x{w}")))
+        .collect();
+    v.push(filter2d_case(
+        "gaussian:2",
+        "gaussian2_f32",
+        gauss,
+        gauss,
+        format!("gaussian2_{gauss}x{gauss}"),
+    ));
+    v.push(filter3d_case(vol));
+    v
+}
+
+/// The 2-D kernel and, when the facade would take the separable path under reflect, its
+/// factors.
+fn kernel2d(preset: &str) -> Result<(Kernel2D, Option<kiln_core::imaging::Separable>)> {
+    let k = Kernel2D::preset(preset)?;
+    let mode = BoundaryMode::Reflect;
+    let sep = match path_2d(&k, mode, FilterPath::Auto)? {
+        FilterPath::Separable => k.separable_for(mode),
+        _ => None,
+    };
+    Ok((k, sep))
+}
+
+fn direct_2d_id(k: usize) -> KernelId {
+    match k {
+        3 => KernelId::Filter2dK3F32,
+        5 => KernelId::Filter2dK5F32,
+        7 => KernelId::Filter2dK7F32,
+        _ => KernelId::Filter2dKnF32,
+    }
+}
+
+fn filter2d_case(preset: &'static str, name: &str, h: usize, w: usize, peer: String) -> Case {
+    // Flops and kernels depend on the path; a preset that fails to build is reported by the
+    // run (the planner cannot fail).
+    let (flops_per, kernels) = match kernel2d(preset) {
+        Ok((_, Some(sep))) => (
+            2.0 * sep.factors.iter().map(|f| f.len()).sum::<usize>() as f64,
+            vec![
+                KernelId::Filter1dXF32.symbol(),
+                KernelId::Filter1dStridedF32.symbol(),
+            ],
+        ),
+        Ok((k2, None)) => (
+            2.0 * k2.weights().iter().filter(|w| **w != 0.0).count() as f64,
+            vec![direct_2d_id(k2.size()).symbol()],
+        ),
+        Err(_) => (0.0, Vec::new()),
+    };
+    Case {
+        meta: CaseMeta {
+            suite: "imaging",
+            workload: name.into(),
+            size: format!("{h}x{w}"),
+            params: params(&[("h", h as u64), ("w", w as u64)]),
+            bytes: (2 * 4 * h * w) as f64,
+            flops: flops_per * (h * w) as f64,
+            floor: Floor::Memory,
+            kernels,
+            peer_workload: Some(peer),
+        },
+        run: Box::new(move |ctx| run_filter2d(ctx, preset, h, w)),
+    }
+}
+
+fn run_filter2d(ctx: &Ctx, preset: &str, h: usize, w: usize) -> Result<Measured> {
+    let mode = BoundaryMode::Reflect;
+    let (k, sep) = kernel2d(preset)?;
+    let n = h * w;
+    let x = testing::random_f32(n, -1.0, 1.0, 1);
+    let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+    let tol = filter_tolerance(k.size() * k.size(), sw, 1.0);
+    let path = if sep.is_some() {
+        FilterPath::Separable
+    } else {
+        FilterPath::Direct
+    };
+    let (v, against, times) = match ctx.cuda {
+        Some(b) => {
+            let mut want = vec![f32::NAN; n];
+            filter2d_into(&x, [1, h, w], &k, mode, path, &mut want)?;
+            let copies = ctx.rotation((4 * n) as u64);
+            let dx = (0..copies).map(|_| b.upload(&x)).collect::<Result<Vec<_>>>()?;
+            let mut dy = b.alloc_poisoned(n)?;
+            let launch = |i: usize, dy: &mut kiln_cuda::pool::DeviceBuffer<f32>| match &sep {
+                Some(s) => b.separable_device(&dx[i % copies], dy, [1, h, w], s, 1, mode),
+                None => b.filter2d_direct_device(&dx[i % copies], dy, [1, h, w], &k, mode),
+            };
+            launch(0, &mut dy)?;
+            let mut got = vec![0.0f32; n];
+            b.download(&dy, &mut got)?;
+            let v = verify::close_abs(&got, &want, tol);
+            let t = ctx.time(|i| launch(i, &mut dy))?;
+            (v, "every element vs the CPU backend", t)
+        }
+        None => {
+            let mut got = vec![f32::NAN; n];
+            filter2d_into(&x, [1, h, w], &k, mode, path, &mut got)?;
+            let v = verify::filter_samples(&x, &got, &[h, w], k.weights(), k.size(), mode, tol);
+            let t = ctx.time(|_| {
+                filter2d_into(&x, [1, h, w], &k, mode, path, &mut got)?;
+                std::hint::black_box(&got);
+                Ok(())
+            })?;
+            (v, "sampled points vs an f64 correlation loop", t)
+        }
+    };
+    Ok(measured(
+        ctx,
+        v,
+        against,
+        tol,
+        times,
+        format!("{preset} {mode}, {path:?} path"),
+    ))
+}
+
+fn measured(ctx: &Ctx, v: Verdict, against: &str, tol: f64, times: Vec<f64>, note: String) -> Measured {
+    Measured {
+        warmup: ctx.warmup,
+        times_ms: times,
+        verified: v.ok,
+        check: format!("{against}: max |err|/tol = {:.3} (tol {tol:.2e})", v.worst),
+        rate: None,
+        note,
+    }
+}
+
+fn kernel3d() -> Result<Kernel3D> {
+    Kernel3D::new(
+        [3, 3, 3],
+        testing::random_f32(27, 0.0, 1.0, 3)
+            .iter()
+            .map(|&v| v as f64)
+            .collect(),
+    )
+}
+
+fn filter3d_case(d: usize) -> Case {
+    Case {
+        meta: CaseMeta {
+            suite: "imaging",
+            workload: "filter3d_k3_f32".into(),
+            size: format!("{d}^3"),
+            params: params(&[("d", d as u64)]),
+            bytes: (2 * 4 * d * d * d) as f64,
+            flops: (2 * 27 * d * d * d) as f64,
+            floor: Floor::Memory,
+            kernels: vec![KernelId::Filter3dK3F32.symbol()],
+            peer_workload: Some(format!("conv3d_{d}")),
+        },
+        run: Box::new(move |ctx| run_filter3d(ctx, d)),
+    }
+}
+
+fn run_filter3d(ctx: &Ctx, d: usize) -> Result<Measured> {
+    let mode = BoundaryMode::Constant(0.0);
+    let k = kernel3d()?;
+    let n = d * d * d;
+    let x = testing::random_f32(n, 0.0, 1.0, 4);
+    let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+    let tol = filter_tolerance(27, sw, 1.0);
+    let path = path_3d(&k, mode, FilterPath::Auto)?;
+    let sep = match path {
+        FilterPath::Separable => k.separable_for(mode),
+        _ => None,
+    };
+    let shape = [d, d, d];
+    let (v, against, times) = match ctx.cuda {
+        Some(b) => {
+            let mut want = vec![f32::NAN; n];
+            filter3d_into(&x, shape, &k, mode, path, &mut want)?;
+            let copies = ctx.rotation((4 * n) as u64);
+            let dx = (0..copies).map(|_| b.upload(&x)).collect::<Result<Vec<_>>>()?;
+            let mut dy = b.alloc_poisoned(n)?;
+            let launch = |i: usize, dy: &mut kiln_cuda::pool::DeviceBuffer<f32>| match &sep {
+                Some(s) => b.separable_device(&dx[i % copies], dy, shape, s, 0, mode),
+                None => b.filter3d_direct_device(&dx[i % copies], dy, shape, &k, mode),
+            };
+            launch(0, &mut dy)?;
+            let mut got = vec![0.0f32; n];
+            b.download(&dy, &mut got)?;
+            let v = verify::close_abs(&got, &want, tol);
+            let t = ctx.time(|i| launch(i, &mut dy))?;
+            (v, "every element vs the CPU backend", t)
+        }
+        None => {
+            let mut got = vec![f32::NAN; n];
+            filter3d_into(&x, shape, &k, mode, path, &mut got)?;
+            let v = verify::filter_samples(&x, &got, &shape, k.weights(), 3, mode, tol);
+            let t = ctx.time(|_| {
+                filter3d_into(&x, shape, &k, mode, path, &mut got)?;
+                std::hint::black_box(&got);
+                Ok(())
+            })?;
+            (v, "sampled points vs an f64 correlation loop", t)
+        }
+    };
+    Ok(measured(
+        ctx,
+        v,
+        against,
+        tol,
+        times,
+        format!("random 3x3x3 weights, {mode}, {path:?} path"),
+    ))
+}
