@@ -28,6 +28,10 @@ for line in sys.stdin:
 strip .device/bin/* .device/tests/* 2>/dev/null || true
 [ -f "$peers" ] && cp "$peers" .device/peers/
 cp scripts/gpu-check.sh .device/
+# compute-sanitizer for scripts/sanitize.sh (PyPI's nvidia-cuda-sanitizer-api, ~4.5 MiB packed).
+mkdir -p .device/sanitizer
+if cs=$(bash scripts/fetch-sanitizer.sh); then cp "$cs" .device/sanitizer/; else
+  echo "warning: compute-sanitizer not fetched; scripts/sanitize.sh needs one on the GPU machine" >&2; fi
 du -sh .device
 size=$(du -sm .device | cut -f1)
 if [ "$size" -ge 60 ]; then echo "bundle is ${size} MiB: over the 60 MiB budget" >&2; exit 1; fi

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU test executables and `kiln demo`: memcheck, racecheck,
+# initcheck and synccheck. Run on the GPU machine from the repository root after
+# scripts/device-bundle.sh built .device/ here and it travelled along (the bundle carries
+# compute-sanitizer from PyPI's nvidia-cuda-sanitizer-api wheel, as a .tar.xz: the GPU
+# machine has no network). Logs go to $OUT/sanitize (or ./gpu-out/sanitize); one summary
+# line per tool is printed last. Exit status 0 only when every run is clean.
+#
+# Usage: bash scripts/sanitize.sh [--tools memcheck,racecheck,initcheck,synccheck]
+#                                 [--only REGEX] [--timeout SECONDS] [--no-demo]
+#   --only REGEX   run only the test executables whose name matches (e.g. 'elementwise|imaging')
+#   --timeout S    per run (default 420); a run past it counts as failed
+# Environment: COMPUTE_SANITIZER=/path/to/compute-sanitizer overrides the bundled one.
+set -u
+out="${OUT:-$PWD/gpu-out}/sanitize"; mkdir -p "$out"
+tools="memcheck,racecheck,initcheck,synccheck"; only=""; per_run=420; demo=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tools) tools="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    --timeout) per_run="$2"; shift ;;
+    --no-demo) demo=0 ;;
+    *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Find compute-sanitizer: the override, the bundle, PATH, the CUDA toolkit.
+cs="${COMPUTE_SANITIZER:-}"
+if [ -z "$cs" ] && [ -f .device/sanitizer/compute-sanitizer.tar.xz ]; then
+  dir=$(mktemp -d)
+  tar -xJf .device/sanitizer/compute-sanitizer.tar.xz -C "$dir"
+  cs="$dir/bin/compute-sanitizer"
+  # the wheel's layout: the binary and its collection library in bin/, the injection libraries in lib/
+  export LD_LIBRARY_PATH="$dir/lib:$dir/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+[ -z "$cs" ] && cs=$(command -v compute-sanitizer || true)
+[ -z "$cs" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && cs=/usr/local/cuda/bin/compute-sanitizer
+if [ -z "$cs" ] || ! "$cs" --version > "$out/version.txt" 2>&1; then
+  echo "sanitize.sh: no usable compute-sanitizer (bundle .device/sanitizer/, PATH, /usr/local/cuda); see docs/gpu-testing.md" >&2
+  cat "$out/version.txt" 2>/dev/null >&2
+  exit 3
+fi
+
+B=.device/bin; T=.device/tests
+export KILN_REQUIRE_GPU=1 KILN_BIN="$PWD/$B/kiln"
+export KILN_CACHE_DIR; KILN_CACHE_DIR="$(mktemp -d)"
+# Compile every module once outside the sanitizer, so the runs below load cubins from the cache.
+"$B/kiln" cache warm > "$out/cache-warm.txt" 2>&1
+
+targets=()
+for t in "$T"/*; do
+  name=$(basename "$t")
+  if [ -n "$only" ] && ! [[ "$name" =~ $only ]]; then continue; fi
+  targets+=("$t")
+done
+[ "$demo" = 1 ] && targets+=("demo")
+
+summary=(); all_clean=1
+IFS=',' read -r -a tool_list <<< "$tools"
+for tool in "${tool_list[@]}"; do
+  clean=0; dirty=0; failed=0; nocuda=0; errors=0; dirty_names=""; failed_names=""
+  t0=$(date +%s)
+  for t in "${targets[@]}"; do
+    if [ "$t" = demo ]; then name=kiln-demo; cmd=("$B/kiln" demo --device cuda --size quick)
+    else name=$(basename "$t"); cmd=("$t" --test-threads=2); fi
+    log="$out/$tool--$name.log"
+    timeout "$per_run" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 "${cmd[@]}" > "$log" 2>&1
+    rc=$?
+    # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "(N errors, M warnings)"
+    n=$(grep -hoE 'ERROR SUMMARY: [0-9]+|\([0-9]+ errors' "$log" | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}')
+    if grep -q 'Target application terminated before first instrumented API call' "$log" && [ "$rc" != 99 ]; then
+      nocuda=$((nocuda+1))
+    elif [ "$rc" = 99 ] || [ "$n" -gt 0 ]; then
+      dirty=$((dirty+1)); errors=$((errors+n)); dirty_names="$dirty_names $name"
+    elif [ "$rc" != 0 ]; then
+      failed=$((failed+1)); failed_names="$failed_names $name(rc=$rc)"
+    else
+      clean=$((clean+1))
+    fi
+  done
+  secs=$(( $(date +%s) - t0 ))
+  line="$tool: $clean clean, $dirty with findings ($errors errors), $failed failed, $nocuda without CUDA calls; ${secs} s"
+  [ -n "$dirty_names" ] && line="$line; findings:$dirty_names"
+  [ -n "$failed_names" ] && line="$line; failed:$failed_names"
+  [ $((dirty+failed)) -gt 0 ] && all_clean=0
+  summary+=("$line")
+done
+
+for l in "$out"/*.log; do
+  if grep -qE 'ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors' "$l"; then
+    echo "==== $(basename "$l") (first findings)"; grep -m 12 -E '^========= (Invalid|Uninitialized|Race|Barrier|Error|    at|Program hit)' "$l"
+  fi
+done
+echo "==== $(head -n 4 "$out/version.txt" | tail -n 1)"
+echo "==== sanitize summary (logs: $out)"
+printf '%s\n' "${summary[@]}"
+[ "$all_clean" = 1 ]
