@@ -17,6 +17,7 @@ pub mod dtype;
 pub mod error;
 pub mod finance;
 pub mod imaging;
+pub mod linalg;
 pub mod philox;
 
 pub use backend::{Backend, BackendKind, UnaryOp};

@@ -7,6 +7,7 @@
 pub mod elementwise;
 pub mod finance;
 pub mod imaging;
+pub mod linalg;
 
 use kiln_core::backend::check_same_len;
 use kiln_core::{Backend, BackendKind, Result, UnaryOp};

@@ -38,6 +38,8 @@ pub struct CudaBackend {
     /// a tiny kernel must cost little more than `cuLaunchKernel` itself.
     functions: Mutex<HashMap<KernelId, CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
+    /// The cuBLAS handle and its workspace, made on the first GEMM (gemm.rs).
+    pub(crate) blas: Mutex<Option<crate::gemm::Blas>>,
     /// One graph capture at a time on this backend's stream.
     capture: Mutex<()>,
     context_ms: f64,
@@ -94,6 +96,7 @@ impl CudaBackend {
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
+            blas: Mutex::new(None),
             capture: Mutex::new(()),
             context_ms,
         })

@@ -40,8 +40,15 @@ pub const IMAGING: Module = Module {
     source: include_str!("../kernels/imaging.cu"),
 };
 
+/// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load variants per transpose
+/// pair) and the seed's naive one-thread-per-element baseline.
+pub const GEMM: Module = Module {
+    name: "gemm",
+    source: include_str!("../kernels/gemm.cu"),
+};
+
 /// Every module, for `kiln cache warm` and `kiln kernels`.
-pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE];
+pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE, GEMM];
 
 /// Every kernel kiln launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -100,6 +107,24 @@ pub enum KernelId {
     McCombineF64,
     /// Monte Carlo: the portable f32 math and Philox words, for bitwise tests.
     FinanceSelftestF32,
+    /// GEMM, 128x128x8 tiles, float4 loads, A and B as stored (`NN`).
+    GemmTiledNnF32,
+    /// GEMM tiled, B transposed (`NT`).
+    GemmTiledNtF32,
+    /// GEMM tiled, A transposed (`TN`).
+    GemmTiledTnF32,
+    /// GEMM tiled, both transposed (`TT`).
+    GemmTiledTtF32,
+    /// GEMM tiled with scalar loads (any alignment), `NN`.
+    GemmTiledNnSF32,
+    /// GEMM tiled, scalar loads, `NT`.
+    GemmTiledNtSF32,
+    /// GEMM tiled, scalar loads, `TN`.
+    GemmTiledTnSF32,
+    /// GEMM tiled, scalar loads, `TT`.
+    GemmTiledTtSF32,
+    /// GEMM, the seed's naive kernel: one thread per element of C (the baseline).
+    GemmNaiveF32,
 }
 
 impl KernelId {
@@ -132,6 +157,15 @@ impl KernelId {
         KernelId::McBarrierDownInF64,
         KernelId::McCombineF64,
         KernelId::FinanceSelftestF32,
+        KernelId::GemmTiledNnF32,
+        KernelId::GemmTiledNtF32,
+        KernelId::GemmTiledTnF32,
+        KernelId::GemmTiledTtF32,
+        KernelId::GemmTiledNnSF32,
+        KernelId::GemmTiledNtSF32,
+        KernelId::GemmTiledTnSF32,
+        KernelId::GemmTiledTtSF32,
+        KernelId::GemmNaiveF32,
     ];
 
     /// The module that defines it.
@@ -163,6 +197,15 @@ impl KernelId {
             | KernelId::McBarrierDownInF64
             | KernelId::McCombineF64
             | KernelId::FinanceSelftestF32 => FINANCE,
+            KernelId::GemmTiledNnF32
+            | KernelId::GemmTiledNtF32
+            | KernelId::GemmTiledTnF32
+            | KernelId::GemmTiledTtF32
+            | KernelId::GemmTiledNnSF32
+            | KernelId::GemmTiledNtSF32
+            | KernelId::GemmTiledTnSF32
+            | KernelId::GemmTiledTtSF32
+            | KernelId::GemmNaiveF32 => GEMM,
         }
     }
 
@@ -196,6 +239,15 @@ impl KernelId {
             KernelId::McBarrierDownInF64 => "mc_barrier_down_in_f64",
             KernelId::McCombineF64 => "mc_combine_f64",
             KernelId::FinanceSelftestF32 => "finance_selftest_f32",
+            KernelId::GemmTiledNnF32 => "gemm_tiled_nn_f32",
+            KernelId::GemmTiledNtF32 => "gemm_tiled_nt_f32",
+            KernelId::GemmTiledTnF32 => "gemm_tiled_tn_f32",
+            KernelId::GemmTiledTtF32 => "gemm_tiled_tt_f32",
+            KernelId::GemmTiledNnSF32 => "gemm_tiled_nn_s_f32",
+            KernelId::GemmTiledNtSF32 => "gemm_tiled_nt_s_f32",
+            KernelId::GemmTiledTnSF32 => "gemm_tiled_tn_s_f32",
+            KernelId::GemmTiledTtSF32 => "gemm_tiled_tt_s_f32",
+            KernelId::GemmNaiveF32 => "gemm_naive_f32",
         }
     }
 }

@@ -19,6 +19,7 @@ mod backend;
 pub mod cache;
 mod copy;
 pub mod discovery;
+pub mod gemm;
 pub mod graph;
 pub mod kernels;
 mod launch_elementwise;

@@ -17,6 +17,7 @@ pub mod adaptive;
 pub mod elementwise;
 pub mod finance;
 pub mod imaging;
+pub mod linalg;
 mod runtime;
 pub mod testing;
 pub mod verify;

@@ -1,0 +1,416 @@
+//! GEMM on CUDA: cuBLAS for every precision, and kiln's own f32 kernels (`kernels/gemm.cu`:
+//! the tiled SIMT kernel and the seed's naive baseline). Layout: [`kiln_core::linalg`].
+//!
+//! cuBLAS is reached through cudarc's `cublas::result`/`sys` layer because kiln's pool hands
+//! out raw device pointers, which cudarc's safe `CudaBlas` (built on `CudaSlice`) cannot
+//! take. The library is loaded dynamically: its presence is checked before the first call
+//! (cudarc panics on a missing library), so a machine without libcublas gets an
+//! `Unsupported` error naming the fix, never a panic. One handle per backend, made on the
+//! first GEMM, bound to kiln's stream with a 32 MiB workspace from the pool (so cuBLAS never
+//! allocates on its own and a GEMM can be captured into a graph once one has run).
+//!
+//! Row-major through column-major cuBLAS: a row-major `m x n` `C` is the column-major
+//! `n x m` matrix `Cᵀ = op(B)ᵀ·op(A)ᵀ`, and a row-major stored matrix read column-major is
+//! its transpose. So kiln calls cuBLAS with the operands swapped (`B` first), `m` and `n`
+//! swapped and each operand's own transpose flag, with no copies.
+#![allow(unsafe_code)]
+
+use crate::kernels::KernelId;
+use crate::pool::DeviceBuffer;
+use crate::CudaBackend;
+use cudarc::cublas::result::{self as blas, CublasError};
+use cudarc::cublas::sys;
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use kiln_core::backend::Element;
+use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
+use kiln_core::{Error, Result};
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The cuBLAS workspace: NVIDIA's recommendation for Hopper (smaller GPUs use less of it).
+const WORKSPACE_BYTES: usize = 32 << 20;
+/// Largest m, n, k: cuBLAS takes `int`, and the kernels form `m0 + 127` in `int`.
+const MAX_DIM: usize = i32::MAX as usize - 256;
+/// CUDA's limit on grid y and z (the kernels grid-stride past it).
+const MAX_GRID_YZ: usize = 65535;
+
+/// A cuBLAS handle on one backend's stream, with the workspace it was given.
+pub(crate) struct Blas {
+    handle: sys::cublasHandle_t,
+    stream: Arc<CudaStream>,
+    // Held for the handle's life; dropped (returned to the pool, on kiln's stream) after
+    // the handle is destroyed.
+    _workspace: DeviceBuffer<u8>,
+}
+
+// SAFETY: a cuBLAS handle may be used from any thread as long as calls on it are not
+// concurrent; kiln only reaches it through the backend's `Mutex<Option<Blas>>`.
+unsafe impl Send for Blas {}
+
+impl Drop for Blas {
+    fn drop(&mut self) {
+        let _ = self.stream.context().bind_to_thread();
+        // SAFETY: the handle came from cublasCreate and is destroyed exactly once, here; no
+        // call on it can be in flight (the mutex is held by whoever drops it).
+        if let Err(e) = unsafe { blas::destroy_handle(self.handle) } {
+            tracing::error!("cublasDestroy failed: {e:?}");
+        }
+    }
+}
+
+/// Whether libcublas and libcublasLt (which libcublas loads) can be loaded.
+pub fn cublas_available() -> bool {
+    // SAFETY: each call only tries to dlopen the library by its candidate names.
+    unsafe { sys::is_culib_present() && cudarc::cublaslt::sys::is_culib_present() }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The slot is replaced in one assignment, so a panic elsewhere leaves it consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn cublas_type(p: GemmPrecision) -> sys::cudaDataType {
+    match p {
+        GemmPrecision::F32 | GemmPrecision::Tf32 => sys::cudaDataType::CUDA_R_32F,
+        GemmPrecision::Bf16 => sys::cudaDataType::CUDA_R_16BF,
+        GemmPrecision::F16 => sys::cudaDataType::CUDA_R_16F,
+    }
+}
+
+fn compute_type(p: GemmPrecision) -> sys::cublasComputeType_t {
+    match p {
+        GemmPrecision::Tf32 => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        _ => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+    }
+}
+
+fn op(t: bool) -> sys::cublasOperation_t {
+    if t {
+        sys::cublasOperation_t::CUBLAS_OP_T
+    } else {
+        sys::cublasOperation_t::CUBLAS_OP_N
+    }
+}
+
+/// Checks `g` against the index ranges cuBLAS and the kernels take.
+fn check_limits(g: &Gemm) -> Result<()> {
+    let too_big = [g.m, g.n, g.k].iter().any(|&d| d > MAX_DIM) || g.batch > i32::MAX as usize;
+    let strides = [g.stride_a, g.stride_b, g.m.saturating_mul(g.n)];
+    if too_big || strides.iter().any(|&s| s > i64::MAX as usize) {
+        return Err(Error::invalid(
+            "gemm",
+            format!("{g}: the GPU takes m, n, k below 2^31 - 256 and batch below 2^31"),
+        ));
+    }
+    Ok(())
+}
+
+impl CudaBackend {
+    fn device_label(&self) -> String {
+        format!("cuda:{}", self.info().desc.ordinal)
+    }
+
+    /// A cuBLAS failure as kiln's error. A failed execution may hide a sticky CUDA error:
+    /// the stream is asked, and a driver error it reports is returned instead.
+    fn blas_err(&self, call: &str, e: CublasError) -> Error {
+        use sys::cublasStatus_t as S;
+        let what = format!("{call}: {:?}", e.0);
+        match e.0 {
+            S::CUBLAS_STATUS_INVALID_VALUE => {
+                Error::invalid("gemm", format!("cuBLAS rejected the arguments ({what})"))
+            }
+            S::CUBLAS_STATUS_NOT_SUPPORTED | S::CUBLAS_STATUS_ARCH_MISMATCH => Error::Unsupported {
+                op: format!("gemm ({what}: this precision needs a newer GPU or cuBLAS)"),
+                backend: self.device_label(),
+            },
+            S::CUBLAS_STATUS_ALLOC_FAILED => {
+                let (free, total) = self.mem_info().unwrap_or((0, 0));
+                let m = self.memory_stats();
+                Error::OutOfMemory {
+                    op: what,
+                    device: self.device_label(),
+                    requested: 0,
+                    free,
+                    total,
+                    reserved: m.reserved_bytes,
+                    limit: self.pool().limit(),
+                }
+            }
+            _ => match self.stream().synchronize() {
+                Err(d) => crate::cuda_err(&what, &self.device_label(), d),
+                Ok(()) => Error::Cuda {
+                    op: what,
+                    device: self.device_label(),
+                    code: 999,
+                    name: kiln_core::cuda_code_name(999),
+                },
+            },
+        }
+    }
+
+    /// The backend's cuBLAS handle, made on first use.
+    fn blas(&self) -> Result<MutexGuard<'_, Option<Blas>>> {
+        let mut slot = lock(&self.blas);
+        if slot.is_some() {
+            return Ok(slot);
+        }
+        if !cublas_available() {
+            return Err(Error::Unsupported {
+                op: "gemm through cuBLAS (libcublas.so / libcublasLt.so could not be loaded: install \
+                     CUDA's cuBLAS or add its directory to LD_LIBRARY_PATH, or run kiln's own f32 kernel)"
+                    .into(),
+                backend: self.device_label(),
+            });
+        }
+        let workspace = self.alloc::<u8>(WORKSPACE_BYTES)?;
+        let stream = self.stream().clone();
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.device_label(), e))?;
+        let handle = blas::create_handle().map_err(|e| self.blas_err("cublasCreate", e))?;
+        // From here the handle is owned by `b`: an error below destroys it.
+        let b = Blas {
+            handle,
+            stream,
+            _workspace: workspace,
+        };
+        // SAFETY: the handle is live; the stream is kiln's, alive as long as `b` holds it.
+        unsafe { blas::set_stream(b.handle, b.stream.cu_stream() as sys::cudaStream_t) }
+            .map_err(|e| self.blas_err("cublasSetStream", e))?;
+        // SAFETY: the workspace is a live pool block of WORKSPACE_BYTES on the same stream,
+        // owned by `b` for the handle's life (512-byte aligned: cuBLAS needs 256).
+        unsafe {
+            sys::cublasSetWorkspace_v2(
+                b.handle,
+                b._workspace.device_ptr() as *mut c_void,
+                WORKSPACE_BYTES,
+            )
+        }
+        .result()
+        .map_err(|e| self.blas_err("cublasSetWorkspace", e))?;
+        *slot = Some(b);
+        Ok(slot)
+    }
+
+    /// `C = op(A)·op(B)` for every batch on device buffers (layout: [`kiln_core::linalg`]).
+    /// `imp` picks cuBLAS (every precision) or kiln's tiled / naive f32 kernels; the buffers
+    /// must hold exactly `g.len_a()`, `g.len_b()` and `g.len_c()` elements of `p`'s storage.
+    pub fn gemm_device<T: Element>(
+        &self,
+        a: &DeviceBuffer<T>,
+        b: &DeviceBuffer<T>,
+        c: &mut DeviceBuffer<T>,
+        g: &Gemm,
+        p: GemmPrecision,
+        imp: GemmImpl,
+    ) -> Result<()> {
+        kiln_cpu::linalg::check_storage::<T>(p)?;
+        let len_c = g.validate(a.len(), b.len())?;
+        kiln_core::backend::check_same_len("gemm output", len_c, c.len())?;
+        check_limits(g)?;
+        match imp {
+            GemmImpl::Library => self.gemm_cublas(a.device_ptr(), b.device_ptr(), c.device_ptr(), g, p),
+            GemmImpl::Tiled | GemmImpl::Naive if p != GemmPrecision::F32 => Err(Error::invalid(
+                "gemm",
+                format!(
+                    "kiln's {} kernel is f32 only; {p} runs through cuBLAS (the library implementation)",
+                    imp.name()
+                ),
+            )),
+            GemmImpl::Tiled | GemmImpl::Naive => {
+                self.gemm_kernel(a.device_ptr(), b.device_ptr(), c.device_ptr(), g, imp)
+            }
+        }
+    }
+
+    /// Host round trip of [`Self::gemm_device`]: upload, multiply into a NaN-poisoned
+    /// buffer (an element the kernel misses stays NaN), download.
+    pub fn gemm_host<T: Element>(
+        &self,
+        a: &[T],
+        b: &[T],
+        g: &Gemm,
+        p: GemmPrecision,
+        imp: GemmImpl,
+    ) -> Result<Vec<T>> {
+        kiln_cpu::linalg::check_storage::<T>(p)?;
+        let len_c = g.validate(a.len(), b.len())?;
+        check_limits(g)?;
+        let da = self.upload_slice(a)?;
+        let db = self.upload_slice(b)?;
+        let mut dc = self.alloc_poisoned_as::<T>(len_c)?;
+        self.gemm_device(&da, &db, &mut dc, g, p, imp)?;
+        let mut out = vec![T::from_f32(0.0); len_c];
+        dc.copy_to_host(&mut out, self.stream())?;
+        Ok(out)
+    }
+
+    /// cuBLAS on pointers whose buffers were checked to hold `g`'s extents.
+    fn gemm_cublas(&self, a: u64, b: u64, c: u64, g: &Gemm, p: GemmPrecision) -> Result<()> {
+        let slot = self.blas()?;
+        let Some(h) = slot.as_ref() else {
+            return Err(Error::invalid("gemm", "cuBLAS handle missing after creation"));
+        };
+        h.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.device_label(), e))?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let ty = cublas_type(p);
+        // Column-major view (module docs): C'(n x m) = op(B)' · op(A)'.
+        let (m, n, k) = (g.n as i32, g.m as i32, g.k as i32);
+        let (lda, ldb, ldc) = (g.ldb() as i32, g.lda() as i32, g.n as i32);
+        let (ta, tb) = (op(g.trans_b), op(g.trans_a));
+        let alpha_p = &alpha as *const f32 as *const c_void;
+        let beta_p = &beta as *const f32 as *const c_void;
+        let algo = sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
+        if g.batch == 1 {
+            // SAFETY: `b` (cuBLAS's A) holds k*n elements read with leading dimension ldb()
+            // (checked by validate), `a` holds m*k with lda(), `c` holds m*n written with
+            // ldc = n; all are live pool buffers of `p`'s storage type on the handle's stream
+            // (kiln's), c distinct from both (&mut); alpha/beta are host f32 (pointer mode
+            // host, compute type 32F) alive for the call; the handle is locked.
+            unsafe {
+                blas::gemm_ex(
+                    h.handle,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    alpha_p,
+                    b as *const c_void,
+                    ty,
+                    lda,
+                    a as *const c_void,
+                    ty,
+                    ldb,
+                    beta_p,
+                    c as *mut c_void,
+                    ty,
+                    ldc,
+                    compute_type(p),
+                    algo,
+                )
+            }
+            .map_err(|e| self.blas_err("cublasGemmEx", e))
+        } else {
+            let (sa, sb, sc) = (g.stride_b as i64, g.stride_a as i64, (g.m * g.n) as i64);
+            // SAFETY: as above for every batch z < batch: the operands start at z*stride
+            // inside their buffers (validate checked (batch-1)*stride + extent == len), C's
+            // batches are disjoint (stride m*n), the batch count fits i32 (check_limits).
+            unsafe {
+                blas::gemm_strided_batched_ex(
+                    h.handle,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    alpha_p,
+                    b as *const c_void,
+                    ty,
+                    lda,
+                    sa,
+                    a as *const c_void,
+                    ty,
+                    ldb,
+                    sb,
+                    beta_p,
+                    c as *mut c_void,
+                    ty,
+                    ldc,
+                    sc,
+                    g.batch as i32,
+                    compute_type(p),
+                    algo,
+                )
+            }
+            .map_err(|e| self.blas_err("cublasGemmStridedBatchedEx", e))
+        }
+    }
+
+    /// kiln's tiled or naive f32 kernel (launch shapes at the top of `kernels/gemm.cu`).
+    fn gemm_kernel(&self, a: u64, b: u64, c: u64, g: &Gemm, imp: GemmImpl) -> Result<()> {
+        let (lda, ldb) = (g.lda(), g.ldb());
+        let vec = [lda, ldb, g.stride_a, g.stride_b].iter().all(|v| v % 4 == 0) && a % 16 == 0 && b % 16 == 0;
+        let id = match (imp, vec, g.trans_a, g.trans_b) {
+            (GemmImpl::Naive, ..) => KernelId::GemmNaiveF32,
+            (_, true, false, false) => KernelId::GemmTiledNnF32,
+            (_, true, false, true) => KernelId::GemmTiledNtF32,
+            (_, true, true, false) => KernelId::GemmTiledTnF32,
+            (_, true, true, true) => KernelId::GemmTiledTtF32,
+            (_, false, false, false) => KernelId::GemmTiledNnSF32,
+            (_, false, false, true) => KernelId::GemmTiledNtSF32,
+            (_, false, true, false) => KernelId::GemmTiledTnSF32,
+            (_, false, true, true) => KernelId::GemmTiledTtSF32,
+        };
+        let zs = g.batch.min(MAX_GRID_YZ) as u32;
+        let cfg = if id == KernelId::GemmNaiveF32 {
+            LaunchConfig {
+                grid_dim: (
+                    g.m.div_ceil(16) as u32,
+                    g.n.div_ceil(16).min(MAX_GRID_YZ) as u32,
+                    zs,
+                ),
+                block_dim: (16, 16, 1),
+                shared_mem_bytes: 0,
+            }
+        } else {
+            LaunchConfig {
+                grid_dim: (
+                    g.n.div_ceil(128) as u32,
+                    g.m.div_ceil(128).min(MAX_GRID_YZ) as u32,
+                    zs,
+                ),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            }
+        };
+        let f = self.function(id)?;
+        let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
+        let (lda, ldb, ldc) = (lda as i64, ldb as i64, g.n as i64);
+        let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
+        let (batch, ta, tb) = (g.batch as i32, g.trans_a as i32, g.trans_b as i32);
+        let mut l = self.stream().launch_builder(&f);
+        l.arg(&a)
+            .arg(&b)
+            .arg(&c)
+            .arg(&m)
+            .arg(&n)
+            .arg(&k)
+            .arg(&lda)
+            .arg(&ldb)
+            .arg(&ldc)
+            .arg(&sa)
+            .arg(&sb)
+            .arg(&sc)
+            .arg(&batch)
+            .arg(&ta)
+            .arg(&tb);
+        // SAFETY: the arguments match gemm.cu's shared signature (3 pointers, 3 int, 6 long
+        // long, 3 int). Every element read is (z*stride + an index below the stored extent)
+        // of A or B, inside the buffers (validate: (batch-1)*stride + extent == len); every
+        // write is inside C (batch*m*n, checked), guarded by m < M, n < N in the kernel. The
+        // float4 kernels run only when lda, ldb, both strides are multiples of 4 and A, B are
+        // 16-byte aligned (checked above; C's vector stores check their own alignment). All
+        // sizes fit i32 (check_limits), the grid's y and z are clamped (the kernels
+        // grid-stride), and the buffers live in this stream's order.
+        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(id.symbol(), &self.device_label(), e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_and_presence_never_panic() {
+        let _ = cublas_available();
+        assert!(check_limits(&Gemm::new(8192, 8192, 8192).batched(4)).is_ok());
+        assert!(check_limits(&Gemm::new(1 << 31, 1, 1)).is_err());
+        assert!(check_limits(&Gemm::new(1, 1, 1).batched(1 << 31)).is_err());
+    }
+}

@@ -1,0 +1,116 @@
+//! Device-timed GEMM benchmarks at the sizes: cuBLAS f32 / tf32 / bf16 / f16 and
+//! kiln's tiled f32 kernel at 8192³, the seed's naive kernel at 2048³. Each implementation is
+//! first verified at small odd sizes (transposes and a batch included), then its
+//! benchmark-size result is checked on a sample, and only then timed (CUDA events, warm-up,
+//! median of reps). `#[ignore]`: run on a GPU machine with `--ignored --nocapture`; prints one
+//! `BENCH {...}` JSON line per measurement, named like `peer_bench.py`'s `gemm_N` rows.
+#![allow(clippy::unwrap_used)]
+
+use kiln::cuda::CudaBackend;
+use kiln::linalg::{check, Gemm, GemmElement, GemmImpl, GemmPrecision};
+use kiln::testing;
+use kiln_core::backend::{bf16, f16};
+
+/// H200 floors (DESIGN.md §3 device; dense, no sparsity): FP32 SIMT 132 SMs × 128 lanes ×
+/// 2 × 1.98 GHz ≈ 67 TFLOP/s; TF32 tensor ≈ 495; BF16/FP16 tensor ≈ 989.
+fn floor_tflops(p: GemmPrecision) -> f64 {
+    match p {
+        GemmPrecision::F32 => 67.0,
+        GemmPrecision::Tf32 => 495.0,
+        GemmPrecision::Bf16 | GemmPrecision::F16 => 989.0,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn data<T: GemmElement>(n: usize, seed: u64) -> Vec<T> {
+    testing::random_f32(n, -1.0, 1.0, seed)
+        .into_iter()
+        .map(T::from_f32)
+        .collect()
+}
+
+/// Multiply on the device, download and check against the f64 reference; returns the
+/// worst error over its bound.
+fn verify<T: GemmElement>(b: &CudaBackend, g: &Gemm, p: GemmPrecision, imp: GemmImpl, samples: usize) -> f64 {
+    let (a, bb) = (data::<T>(g.len_a().unwrap(), 3), data::<T>(g.len_b().unwrap(), 4));
+    let c = b.gemm_host(&a, &bb, g, p, imp).unwrap();
+    let r = check(&a, &bb, &c, g, p, samples).unwrap();
+    assert!(r.passed, "{g} {p} {imp:?}: {r:?}");
+    r.worst
+}
+
+fn bench<T: GemmElement>(
+    b: &CudaBackend,
+    n: usize,
+    p: GemmPrecision,
+    imp: GemmImpl,
+    peer: &str,
+    reps: usize,
+) {
+    // small odd sizes first: every layout the benchmark does not cover
+    for g in [
+        Gemm::new(1031, 1043, 1013),
+        Gemm::new(517, 263, 389).transposed(true, true).batched(3),
+        Gemm::new(129, 1000, 70).transposed(false, true),
+    ] {
+        verify::<T>(b, &g, p, imp, 1 << 16);
+    }
+    let g = Gemm::new(n, n, n);
+    let (a, bb) = (data::<T>(n * n, 5), data::<T>(n * n, 6));
+    let da = b.upload_slice(&a).unwrap();
+    let db = b.upload_slice(&bb).unwrap();
+    let mut dc = b.alloc_poisoned_as::<T>(n * n).unwrap();
+    b.gemm_device(&da, &db, &mut dc, &g, p, imp).unwrap();
+    let mut c = vec![T::from_f32(0.0); n * n];
+    dc.copy_to_host(&mut c, b.stream()).unwrap();
+    let r = check(&a, &bb, &c, &g, p, 4096).unwrap();
+    assert!(r.passed, "{g} {p} {imp:?}: {r:?}");
+    let ms = median(
+        b.time_ms(3, reps, || b.gemm_device(&da, &db, &mut dc, &g, p, imp))
+            .unwrap(),
+    );
+    let tflops = g.flops() / ms / 1e9;
+    let floor = floor_tflops(p);
+    println!(
+        "BENCH {{\"workload\": \"gemm_{n}\", \"peer\": \"{peer}\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}, \"floor_TFLOPs\": {floor:.0}, \"of_floor\": {:.3}, \"worst_err_over_bound\": {:.2e}, \"max_abs_err\": {:.2e}}}",
+        tflops / floor,
+        r.worst,
+        r.max_abs_err
+    );
+}
+
+#[test]
+#[ignore]
+fn bench_gemm() {
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_gemm") else {
+        return;
+    };
+    let b = rt.cuda().unwrap();
+    let lib = GemmImpl::Library;
+    bench::<f32>(b, 8192, GemmPrecision::F32, lib, "kiln-cublas-fp32", 10);
+    bench::<f32>(b, 8192, GemmPrecision::Tf32, lib, "kiln-cublas-tf32", 10);
+    bench::<bf16>(b, 8192, GemmPrecision::Bf16, lib, "kiln-cublas-bf16", 10);
+    bench::<f16>(b, 8192, GemmPrecision::F16, lib, "kiln-cublas-fp16", 10);
+    bench::<f32>(
+        b,
+        8192,
+        GemmPrecision::F32,
+        GemmImpl::Tiled,
+        "kiln-tiled-fp32",
+        10,
+    );
+    bench::<f32>(b, 2048, GemmPrecision::F32, GemmImpl::Naive, "kiln-naive-fp32", 3);
+    bench::<f32>(
+        b,
+        2048,
+        GemmPrecision::F32,
+        GemmImpl::Tiled,
+        "kiln-tiled-fp32",
+        10,
+    );
+    bench::<f32>(b, 2048, GemmPrecision::F32, lib, "kiln-cublas-fp32", 10);
+}
