@@ -6,8 +6,9 @@
 //! take. The library is loaded dynamically: its presence is checked before the first call
 //! (cudarc panics on a missing library), so a machine without libcublas gets an
 //! `Unsupported` error naming the fix, never a panic. One handle per backend, made on the
-//! first GEMM, bound to kiln's stream with a 32 MiB workspace from the pool (so cuBLAS never
-//! allocates on its own and a GEMM can be captured into a graph once one has run).
+//! first GEMM, bound to the backend's current stream (kiln's, or this thread's graph-capture
+//! stream) with a 32 MiB workspace from the pool, so cuBLAS never allocates on its own and a
+//! GEMM can be captured into a graph once one has run.
 //!
 //! Row-major through column-major cuBLAS: a row-major `m x n` `C` is the column-major
 //! `n x m` matrix `Cᵀ = op(B)ᵀ·op(A)ᵀ`, and a row-major stored matrix read column-major is
@@ -38,6 +39,9 @@ const MAX_GRID_YZ: usize = 65535;
 pub(crate) struct Blas {
     handle: sys::cublasHandle_t,
     stream: Arc<CudaStream>,
+    // The stream the handle is bound to now (`CudaBackend::stream()` at the last call: a
+    // graph capture on this thread uses a capture stream).
+    bound: sys::cudaStream_t,
     // Held for the handle's life; dropped (returned to the pool, on kiln's stream) after
     // the handle is destroyed.
     _workspace: DeviceBuffer<u8>,
@@ -170,16 +174,32 @@ impl CudaBackend {
             .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.device_label(), e))?;
         let handle = blas::create_handle().map_err(|e| self.blas_err("cublasCreate", e))?;
         // From here the handle is owned by `b`: an error below destroys it.
-        let b = Blas {
+        let mut b = Blas {
             handle,
             stream,
+            bound: std::ptr::null_mut(),
             _workspace: workspace,
         };
-        // SAFETY: the handle is live; the stream is kiln's, alive as long as `b` holds it.
-        unsafe { blas::set_stream(b.handle, b.stream.cu_stream() as sys::cudaStream_t) }
-            .map_err(|e| self.blas_err("cublasSetStream", e))?;
-        // SAFETY: the workspace is a live pool block of WORKSPACE_BYTES on the same stream,
-        // owned by `b` for the handle's life (512-byte aligned: cuBLAS needs 256).
+        self.bind_blas(&mut b)?;
+        *slot = Some(b);
+        Ok(slot)
+    }
+
+    /// Point the handle at `self.stream()` (kiln's stream, or this thread's capture stream)
+    /// if it is not there yet. cublasSetStream resets the workspace to cuBLAS's own pool, so
+    /// kiln's workspace is set again after it.
+    fn bind_blas(&self, b: &mut Blas) -> Result<()> {
+        let s = self.stream().cu_stream() as sys::cudaStream_t;
+        if b.bound == s {
+            return Ok(());
+        }
+        // SAFETY: the handle is live and locked; the stream is one of this backend's, which
+        // outlive the handle (the backend owns both).
+        unsafe { blas::set_stream(b.handle, s) }.map_err(|e| self.blas_err("cublasSetStream", e))?;
+        // SAFETY: the workspace is a live pool block of WORKSPACE_BYTES owned by `b` for the
+        // handle's life (512-byte aligned: cuBLAS needs 256). Work on either stream uses it in
+        // that stream's order; a capture records without running, and replays run on kiln's
+        // stream, so two GEMMs never use it at once.
         unsafe {
             sys::cublasSetWorkspace_v2(
                 b.handle,
@@ -189,8 +209,8 @@ impl CudaBackend {
         }
         .result()
         .map_err(|e| self.blas_err("cublasSetWorkspace", e))?;
-        *slot = Some(b);
-        Ok(slot)
+        b.bound = s;
+        Ok(())
     }
 
     /// `C = op(A)·op(B)` for every batch on device buffers (layout: [`kiln_core::linalg`]).
@@ -248,10 +268,11 @@ impl CudaBackend {
 
     /// cuBLAS on pointers whose buffers were checked to hold `g`'s extents.
     fn gemm_cublas(&self, a: u64, b: u64, c: u64, g: &Gemm, p: GemmPrecision) -> Result<()> {
-        let slot = self.blas()?;
-        let Some(h) = slot.as_ref() else {
+        let mut slot = self.blas()?;
+        let Some(h) = slot.as_mut() else {
             return Err(Error::invalid("gemm", "cuBLAS handle missing after creation"));
         };
+        self.bind_blas(h)?;
         h.stream
             .context()
             .bind_to_thread()
