@@ -320,6 +320,27 @@ fn finance_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
         .collect())
 }
 
+/// GEMM rows (every precision through cuBLAS or faer; on a GPU kiln's tiled kernel and the
+/// naive baseline), each checked against an f64 reference by the facade before it is timed.
+fn gemm_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
+    Ok(kiln::linalg::demo_cases(rt, size)?
+        .into_iter()
+        .map(|c| Row {
+            op: c.op,
+            device: rt.device_name(),
+            size: c.size,
+            elements: 0,
+            median_ms: c.ms,
+            gbps: None,
+            tflops: Some(c.tflops),
+            max_rel_err_vs_cpu: c.err_over_bound,
+            rel_l2_vs_f64: f64::NAN,
+            verified: c.verified,
+            note: format!("{:.2} TFLOP/s; error is |c-exact| / bound; {}", c.tflops, c.note),
+        })
+        .collect())
+}
+
 /// Run the demo; exit 5 if any op fails verification.
 pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let rt = Runtime::new(request, cfg)?;
@@ -334,6 +355,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let mut rows = elementwise_rows(&rt, n, args.reps as usize)?;
     rows.extend(imaging_rows(&rt, &args.size)?);
     rows.extend(finance_rows(&rt, &args.size)?);
+    rows.extend(gemm_rows(&rt, &args.size)?);
     rows.extend(pipeline_rows(&rt, &args.size)?);
     rows.extend(pool_rows(&rt)?);
     rows.extend(launch_rows(&rt)?);

@@ -9,6 +9,7 @@ mod demo;
 mod doctor;
 mod exit;
 mod filter_cmd;
+mod gemm_cmd;
 mod kernels_cmd;
 mod price;
 
@@ -97,6 +98,13 @@ enum Command {
     /// `kiln bench --sizes full --json h200.json --peers peers.json --plot h200.svg`;
     /// `kiln bench show run.json --baseline base.json --max-regression 10`.
     Bench(bench::Args),
+    /// Multiply generated matrices (batched, transposed, f32/tf32/bf16/f16) and print TFLOP/s;
+    /// --check verifies C against an f64 reference (exit 5 outside the precision's bound).
+    ///
+    /// cuBLAS on a GPU (--impl kiln: kiln's tiled f32 kernel; --impl naive: the seed's
+    /// baseline), faer on the CPU. Example:
+    /// kiln gemm --m 8192 --n 8192 --k 8192 --precision bf16 --check --json
+    Gemm(gemm_cmd::Args),
     /// List every kernel with registers, shared and local memory, thread limit and occupancy
     /// at its launch shape, read from the driver (needs a GPU: exit 3 without one).
     Kernels(kernels_cmd::Args),
@@ -131,6 +139,7 @@ fn main() -> ExitCode {
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
             Command::Bench(a) => bench::run(a, cli.device, &cfg),
             Command::Kernels(a) => kernels_cmd::run(a, cli.device, &cfg),
+            Command::Gemm(a) => gemm_cmd::run(a, cli.device, &cfg),
         });
     let code = match result {
         Ok(code) => code,
