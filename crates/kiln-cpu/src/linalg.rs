@@ -7,7 +7,7 @@
 //!
 //! Parallelism: kiln splits `C` into one block per rayon thread (batches first, then rows,
 //! then columns) and runs faer sequentially on each. On the 2-core CI machine this reaches
-//! 0.92 of numpy+OpenBLAS at 2048³ where faer's own `Par::rayon` split reached 0.78
+//! 0.84-0.94 of numpy+OpenBLAS at 2048³ where faer's own `Par::rayon` split reached 0.78
 //! (docs/performance.md); the blocks share nothing but the read-only inputs.
 
 use faer::linalg::matmul::matmul;
