@@ -29,6 +29,9 @@ pub struct CudaBackend {
     info: DeviceInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The stream graph captures record on (ops of the capturing thread go there, so other
+    /// threads keep using `stream` undisturbed; see `graph.rs`).
+    capture_stream: Arc<CudaStream>,
     pool: Arc<DevicePool>,
     pinned: Arc<PinnedPool>,
     cache: KernelCache,
@@ -79,6 +82,9 @@ impl CudaBackend {
         let stream = ctx
             .new_stream()
             .map_err(|e| cuda_err("cuStreamCreate", &dev, e))?;
+        let capture_stream = ctx
+            .new_stream()
+            .map_err(|e| cuda_err("cuStreamCreate", &dev, e))?;
         let pool = DevicePool::new(
             ctx.clone(),
             dev.clone(),
@@ -90,6 +96,7 @@ impl CudaBackend {
             pinned,
             ctx,
             stream,
+            capture_stream,
             pool,
             cache,
             nvrtc,
@@ -118,8 +125,39 @@ impl CudaBackend {
     }
 
     /// The stream kiln's ops run on.
+    ///
+    /// While this thread captures a graph on this backend ([`CudaBackend::capture`]) that is
+    /// the capture stream, so the ops the capture closure calls are recorded, not run.
     pub fn stream(&self) -> &Arc<CudaStream> {
+        if CAPTURING.with(|c| c.get()) == self.id() {
+            &self.capture_stream
+        } else {
+            &self.stream
+        }
+    }
+
+    /// kiln's stream, never the capture stream: where graphs replay.
+    pub fn main_stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// The capture stream (`graph.rs`).
+    pub(crate) fn capture_stream(&self) -> &Arc<CudaStream> {
+        &self.capture_stream
+    }
+
+    fn id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Whether this thread is capturing a graph on this backend.
+    pub fn is_capturing_here(&self) -> bool {
+        CAPTURING.with(|c| c.get()) == self.id()
+    }
+
+    /// Route this thread's ops on this backend to the capture stream (or back).
+    pub(crate) fn set_capturing_here(&self, on: bool) {
+        CAPTURING.with(|c| c.set(if on { self.id() } else { 0 }));
     }
 
     /// Every module load so far.
@@ -205,19 +243,19 @@ impl CudaBackend {
 
     /// An uninitialised device buffer of `n` elements on kiln's stream.
     pub fn alloc<T: Copy>(&self, n: usize) -> Result<DeviceBuffer<T>> {
-        self.pool.alloc(&self.stream, n)
+        self.pool.alloc(self.stream(), n)
     }
 
     /// Copy a host slice to a new device buffer.
     pub fn upload(&self, x: &[f32]) -> Result<DeviceBuffer<f32>> {
         let mut b = self.alloc(x.len())?;
-        b.copy_from_host(x, &self.stream)?;
+        b.copy_from_host(x, self.stream())?;
         Ok(b)
     }
 
     /// Copy a device buffer into a host slice of the same length (waits for it).
     pub fn download(&self, x: &DeviceBuffer<f32>, out: &mut [f32]) -> Result<()> {
-        x.copy_to_host(out, &self.stream)
+        x.copy_to_host(out, self.stream())
     }
 
     /// A new device buffer filled with NaN, so an element a kernel fails to write is caught.
@@ -225,18 +263,14 @@ impl CudaBackend {
         self.upload(&vec![f32::NAN; n])
     }
 
-    /// Held while a graph capture runs (see `graph.rs`); `None` while one already is.
-    pub(crate) fn capture_guard(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
-        match self.capture.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+    /// Held while a graph capture runs (see `graph.rs`): captures on one backend take turns.
+    pub(crate) fn capture_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.capture)
     }
 
     /// Wait for all work on kiln's stream.
     pub fn synchronize(&self) -> Result<()> {
-        if self.pool.is_capturing(&self.stream) {
+        if self.is_capturing_here() {
             return Err(Error::Capture {
                 op: "synchronize".into(),
                 reason: "a capture records work without running it, so there is nothing to wait for; read results after Graph::launch".into(),
@@ -304,6 +338,11 @@ impl Backend for CudaBackend {
         self.unary_f32_device(op, &dx, &mut dy)?;
         self.download(&dy, out)
     }
+}
+
+thread_local! {
+    /// The backend (by address) this thread is capturing a graph on, or 0.
+    static CAPTURING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

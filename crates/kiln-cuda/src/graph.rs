@@ -25,7 +25,7 @@
 
 use crate::pool::{DeviceBuffer, DevicePool, GraphRefs};
 use crate::{cuda_err, CudaBackend};
-use cudarc::driver::{sys, CudaGraph, CudaStream};
+use cudarc::driver::{result, sys, CudaGraph, CudaStream};
 use kiln_core::{Error, Result};
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,9 +52,12 @@ impl std::fmt::Debug for Graph {
 }
 
 impl CudaBackend {
-    /// Capture the ops `f` enqueues on this backend's stream into a graph (nothing runs
-    /// while capturing). Work already queued is waited for first, so the capture starts
-    /// from an idle stream. See the module docs for what cannot be captured.
+    /// Capture the ops `f` enqueues on this backend into a graph (nothing runs while
+    /// capturing). While `f` runs, this thread's ops on this backend go to a private capture
+    /// stream, so other threads' work on the backend's stream neither lands in the graph nor
+    /// breaks the capture; replays run on the backend's stream, in order with other work
+    /// there. Buffers must exist before the capture (see the module docs for what cannot be
+    /// captured).
     ///
     /// ```no_run
     /// # fn demo(b: &kiln_cuda::CudaBackend) -> kiln_core::Result<()> {
@@ -73,21 +76,27 @@ impl CudaBackend {
     /// # Ok(()) }
     /// ```
     pub fn capture(&self, f: impl FnOnce(&CudaBackend) -> Result<()>) -> Result<Graph> {
-        let _one = self.capture_guard().ok_or_else(|| Error::Capture {
-            op: "a second capture".into(),
-            reason: "a capture is already in progress on this backend's stream (captures do not nest)".into(),
-        })?;
-        let stream = self.stream().clone();
+        if self.is_capturing_here() {
+            return Err(Error::Capture {
+                op: "a second capture".into(),
+                reason: "this thread is already capturing on this backend (captures do not nest)".into(),
+            });
+        }
+        // captures on one backend take turns; other threads' eager work goes on meanwhile
+        let _turn = self.capture_guard();
+        let stream = self.capture_stream().clone();
         let device = self.name_string();
         let err = |op: &str, e| cuda_err(op, &device, e);
-        stream.synchronize().map_err(|e| err("cuStreamSynchronize", e))?;
         let t0 = Instant::now();
-        // thread-local mode: other threads' unrelated driver calls cannot invalidate it
+        // Thread-local mode on a stream only this thread uses while capturing: no other
+        // thread's work can land in the capture or invalidate it.
         stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| err("cuStreamBeginCapture", e))?;
         self.pool().begin_capture(&stream);
+        self.set_capturing_here(true);
         let body = f(self);
+        self.set_capturing_here(false);
         // always end the capture, so the stream leaves capture mode whatever happened
         let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
         let keep = body.is_ok() && matches!(ended, Ok(Some(_)));
@@ -104,7 +113,7 @@ impl CudaBackend {
             Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED => {
                 return Err(Error::Capture {
                     op: "the op sequence".into(),
-                    reason: "the driver invalidated the capture (an operation that cannot be captured ran on the stream, or another stream joined it and was not joined back)".into(),
+                    reason: "the driver invalidated the capture (an operation that cannot be captured ran on the stream)".into(),
                 })
             }
             Err(e) => return Err(err("cuStreamEndCapture", e)),
@@ -115,7 +124,7 @@ impl CudaBackend {
             nodes: 0,
             refs: Some(refs),
             pool: self.pool().clone(),
-            stream,
+            stream: self.main_stream().clone(),
             device,
             capture_ms: 0.0,
         };
@@ -130,9 +139,14 @@ impl CudaBackend {
                 reason: "nothing was enqueued on the stream, so there is nothing to replay".into(),
             });
         }
-        // upload now, so the first replay is not slower than the rest
-        g.exec
-            .upload()
+        // upload now (on the stream it replays on), so the first replay is not slower
+        g.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| cuda_err("cuCtxSetCurrent", &g.device, e))?;
+        // SAFETY: `g.exec` is a live executable graph and `g.stream` a live stream of the
+        // same context (bound above).
+        unsafe { result::graph::upload(g.exec.cu_graph_exec(), g.stream.cu_stream()) }
             .map_err(|e| cuda_err("cuGraphUpload", &g.device, e))?;
         g.capture_ms = t0.elapsed().as_secs_f64() * 1e3;
         Ok(g)
@@ -146,8 +160,14 @@ impl CudaBackend {
 impl Graph {
     /// Enqueue one replay on the backend's stream (asynchronous, like any kiln op).
     pub fn launch(&self) -> Result<()> {
-        self.exec
-            .launch()
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| cuda_err("cuCtxSetCurrent", &self.device, e))?;
+        // SAFETY: the executable graph is alive (owned by `self.exec`) and every device block
+        // it addresses is held by the pool until `self` is dropped; the stream belongs to the
+        // context the graph was captured in.
+        unsafe { result::graph::launch(self.exec.cu_graph_exec(), self.stream.cu_stream()) }
             .map_err(|e| cuda_err("cuGraphLaunch", &self.device, e))
     }
 

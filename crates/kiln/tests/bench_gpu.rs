@@ -256,15 +256,25 @@ fn bench_engine() {
         Ok(())
     };
     let eager = time(b, 10, || work(&mut x, &mut y));
+    // host side alone: how long enqueueing the 1000 launches takes (no wait inside)
+    b.synchronize().unwrap();
+    let mut host = Vec::new();
+    for _ in 0..10 {
+        let t0 = std::time::Instant::now();
+        work(&mut x, &mut y).unwrap();
+        host.push(t0.elapsed().as_secs_f64() * 1e3);
+        b.synchronize().unwrap();
+    }
+    let host = median(host);
     let g = b.capture(|_| work(&mut x, &mut y)).unwrap();
     assert_eq!(g.nodes(), 1000);
     let graph = time(b, 10, || g.launch());
     // check: every launch of either kind added 1 to every element
     let mut got = vec![0f32; n];
     b.download(&x, &mut got).unwrap();
-    let launches = (3 + 10) * 1000 + (3 + 10) * 1000;
+    let launches = (3 + 10) * 1000 + 10 * 1000 + (3 + 10) * 1000;
     assert!(got.iter().all(|&v| v == launches as f32), "{got:?} vs {launches}");
-    println!("BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-eager\", \"ms\": {eager:.4}, \"us_per_kernel\": {eager:.4}}}");
+    println!("BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-eager\", \"ms\": {eager:.4}, \"us_per_kernel\": {eager:.4}, \"host_enqueue_us_per_kernel\": {host:.4}}}");
     println!(
         "BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-graph\", \"ms\": {graph:.4}, \"us_per_kernel\": {graph:.4}, \"speedup\": {:.2}, \"capture_ms\": {:.3}}}",
         eager / graph,
@@ -279,6 +289,40 @@ fn bench_engine() {
     let mut hx = b.pinned_pool().alloc::<f32>(n).unwrap();
     hx.copy_from_slice(&testing::random_f32(n, -12.0, 12.0, 0xfeed));
     let mut hy = b.pinned_pool().alloc::<f32>(n).unwrap();
+    // the link's ceiling for this pattern: 1 GiB up and 1 GiB down at the same time, on two
+    // streams from two threads (no kernel)
+    {
+        let m = 1usize << 28;
+        let mut up = b.alloc::<f32>(m).unwrap();
+        let down = b.upload(&hx[..m]).unwrap();
+        let ctx = b.stream().context().clone();
+        let (s1, s2) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+        let mut reps = Vec::new();
+        for _ in 0..4 {
+            let t0 = std::time::Instant::now();
+            std::thread::scope(|sc| {
+                let (src, dst) = (&hx[..m], &mut hy[..m]);
+                let (up, down, s1, s2) = (&mut up, &down, &s1, &s2);
+                sc.spawn(move || {
+                    up.copy_from_host(src, s1).unwrap();
+                    s1.synchronize().unwrap();
+                });
+                sc.spawn(move || down.copy_to_host(dst, s2).unwrap());
+            });
+            reps.push(2.0 * 4.0 * m as f64 / t0.elapsed().as_secs_f64() / 1e9);
+        }
+        reps.sort_by(f64::total_cmp);
+        let both = reps[2];
+        // and one way at a time
+        let t0 = std::time::Instant::now();
+        up.copy_from_host(&hx[..m], &s1).unwrap();
+        s1.synchronize().unwrap();
+        let h2d = 4.0 * m as f64 / t0.elapsed().as_secs_f64() / 1e9;
+        let t0 = std::time::Instant::now();
+        down.copy_to_host(&mut hy[..m], &s2).unwrap();
+        let d2h = 4.0 * m as f64 / t0.elapsed().as_secs_f64() / 1e9;
+        println!("BENCH {{\"workload\": \"pcie_pinned_1GiB\", \"peer\": \"kiln\", \"ms\": 0, \"h2d_GBps\": {h2d:.1}, \"d2h_GBps\": {d2h:.1}, \"both_ways_total_GBps\": {both:.1}, \"both_ways_each_GBps\": {:.1}}}", both / 2.0);
+    }
     let mut best = (0.0, 0usize);
     for chunk_mib in [16usize, 32, 64] {
         let opts = PipelineOptions {
