@@ -26,6 +26,9 @@ for line in sys.stdin:
         shutil.copy(exe, os.path.join(".device/tests", os.path.basename(os.path.dirname(m["manifest_path"])) + "--" + name))
 '
 strip .device/bin/* .device/tests/* 2>/dev/null || true
+# The carried folder is limited to 64 MiB: the test executables travel gzipped (about a
+# quarter of their size) and gpu-check.sh / sanitize.sh unpack them on the GPU machine.
+tar -C .device -czf .device/tests.tar.gz tests && rm -rf .device/tests
 [ -f "$peers" ] && cp "$peers" .device/peers/
 cp scripts/gpu-check.sh .device/
 # compute-sanitizer for scripts/sanitize.sh (PyPI's nvidia-cuda-sanitizer-api, ~4.5 MiB packed).

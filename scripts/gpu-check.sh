@@ -7,6 +7,9 @@
 # Usage: bash scripts/gpu-check.sh [--peers] [--demo-size quick|default|full]
 # (PEERS_ONLY=a,b,... picks the peer workloads; default sigmoid,copy_bw,alloc)
 set -u
+# device-bundle.sh ships the test executables gzipped
+[ -f .device/tests.tar.gz ] && [ ! -d .device/tests ] && tar -C .device -xzf .device/tests.tar.gz
+
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
 peers=0; demo_size=default
 while [ $# -gt 0 ]; do

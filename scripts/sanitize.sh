@@ -12,6 +12,9 @@
 #   --timeout S    per run (default 420); a run past it counts as failed
 # Environment: COMPUTE_SANITIZER=/path/to/compute-sanitizer overrides the bundled one.
 set -u
+# device-bundle.sh ships the test executables gzipped
+[ -f .device/tests.tar.gz ] && [ ! -d .device/tests ] && tar -C .device -xzf .device/tests.tar.gz
+
 out="${OUT:-$PWD/gpu-out}/sanitize"; mkdir -p "$out"
 tools="memcheck,racecheck,initcheck,synccheck"; only=""; per_run=420; demo=1
 while [ $# -gt 0 ]; do

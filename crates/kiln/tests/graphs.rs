@@ -232,3 +232,48 @@ fn profiler_times_ranges_per_stream_and_skips_captures() {
     let outer = rep.get("ten-maps-and-a-capture", &main).expect("outer");
     assert_eq!(outer.count, 1);
 }
+
+/// While one thread captures, another allocates new device memory and runs eager work on
+/// the backend's stream: neither disturbs the other (the H200's first runs failed exactly
+/// here when captures switched off growth pool-wide and recorded on the shared stream).
+#[test]
+fn other_threads_work_normally_during_a_capture() {
+    let Some(b) = gpu("other_threads_during_capture") else {
+        return;
+    };
+    let n = 1 << 16;
+    let x0 = testing::random_f32(n, -3.0, 3.0, testing::fresh_seed());
+    let x = b.upload(&x0).unwrap();
+    let mut y = b.alloc::<f32>(n).unwrap();
+    let inside = std::sync::Barrier::new(2);
+    let done = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let g = b
+                .capture(|b| {
+                    b.map_device(MapOp::Unary(UnaryOp::Sigmoid), &x, &mut y)?;
+                    inside.wait(); // the other thread works now, mid-capture
+                    done.wait();
+                    b.map_device(MapOp::ScaleShift { a: 2.0, b: 0.0 }, &x, &mut y)
+                })
+                .unwrap();
+            assert_eq!(g.nodes(), 2, "{g:?}");
+            g.launch().unwrap();
+            let mut got = vec![0f32; n];
+            g.read(&y, &mut got).unwrap();
+            assert!(got.iter().zip(&x0).all(|(g, x)| *g == 2.0 * x));
+        });
+        s.spawn(|| {
+            inside.wait();
+            // a size no cache holds: a new segment, on the main stream
+            let big = b.upload(&vec![1.5f32; 40 << 18]).unwrap();
+            let mut out = b.alloc::<f32>(big.len()).unwrap();
+            b.map_device(MapOp::ScaleShift { a: 2.0, b: 1.0 }, &big, &mut out)
+                .unwrap();
+            let mut host = vec![0f32; big.len()];
+            b.download(&out, &mut host).unwrap();
+            assert!(host.iter().all(|&v| v == 4.0));
+            done.wait();
+        });
+    });
+}

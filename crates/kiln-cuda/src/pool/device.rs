@@ -63,7 +63,7 @@ struct Inner {
     alloc: CachingAllocator<CudaSegments>,
     deferred: Vec<Deferred>,
     /// The capture in progress: its stream and every block whose address went into it.
-    capture: Option<(u64, FxHashSet<u64>)>,
+    capture: Option<(u64, std::thread::ThreadId, FxHashSet<u64>)>,
     /// Blocks whose addresses live graphs hold, with the number of such graphs.
     graph_refs: FxHashMap<u64, usize>,
     /// Blocks whose buffers were dropped while graphs still held them: freed (with their
@@ -126,7 +126,10 @@ impl DevicePool {
         let bytes = (len * std::mem::size_of::<T>()) as u64;
         let sid = stream.cu_stream() as u64;
         let mut g = self.lock();
-        if g.capture.is_none() {
+        // only the capture stream is refused new segments; other streams grow as usual
+        let capturing_here = g.capture.as_ref().is_some_and(|c| c.0 == sid);
+        g.alloc.set_growth(!capturing_here);
+        if !capturing_here {
             // (event queries are kept out of a capture)
             Self::settle(&mut g, false);
         }
@@ -174,8 +177,11 @@ impl DevicePool {
     /// receives; the pool stops taking new segments until [`Self::end_capture`].
     pub(crate) fn begin_capture(&self, stream: &CudaStream) {
         let mut g = self.lock();
-        g.capture = Some((stream.cu_stream() as u64, FxHashSet::default()));
-        g.alloc.set_growth(false);
+        g.capture = Some((
+            stream.cu_stream() as u64,
+            std::thread::current().id(),
+            FxHashSet::default(),
+        ));
         self.capturing.store(true, Ordering::SeqCst);
     }
 
@@ -188,7 +194,7 @@ impl DevicePool {
         let refs: Vec<u64> = g
             .capture
             .take()
-            .map(|(_, r)| r.into_iter().collect())
+            .map(|(_, _, r)| r.into_iter().collect())
             .unwrap_or_default();
         if keep {
             for &p in &refs {
@@ -238,12 +244,15 @@ impl DevicePool {
                 .lock()
                 .capture
                 .as_ref()
-                .is_some_and(|(s, _)| *s == stream.cu_stream() as u64)
+                .is_some_and(|(s, _, _)| *s == stream.cu_stream() as u64)
     }
 
     fn note_capture_use(&self, ptr: u64) {
-        if let Some((_, refs)) = self.lock().capture.as_mut() {
-            refs.insert(ptr);
+        // only the capturing thread's kernels go into the graph
+        if let Some((_, t, refs)) = self.lock().capture.as_mut() {
+            if *t == std::thread::current().id() {
+                refs.insert(ptr);
+            }
         }
     }
 
@@ -282,7 +291,7 @@ impl DevicePool {
     fn release(&self, ptr: u64, uses: Vec<Arc<CudaStream>>) {
         let mut g = self.lock();
         let held = |g: &Inner| {
-            g.graph_refs.contains_key(&ptr) || g.capture.as_ref().is_some_and(|(_, r)| r.contains(&ptr))
+            g.graph_refs.contains_key(&ptr) || g.capture.as_ref().is_some_and(|(_, _, r)| r.contains(&ptr))
         };
         if uses.is_empty() {
             if (!g.graph_refs.is_empty() || g.capture.is_some()) && held(&g) {
