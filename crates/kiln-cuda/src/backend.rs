@@ -40,6 +40,9 @@ pub struct CudaBackend {
     /// Functions already looked up: `cuModuleGetFunction` is a driver call, and a launch of
     /// a tiny kernel must cost little more than `cuLaunchKernel` itself.
     functions: Mutex<HashMap<KernelId, CudaFunction>>,
+    /// Blocks of a kernel resident per SM at a block size, from the driver's occupancy
+    /// calculator (grid-stride kernels launch exactly one full wave).
+    resident: Mutex<HashMap<(KernelId, u32), u32>>,
     loads: Mutex<Vec<ModuleLoad>>,
     /// The cuBLAS handle and its workspace, made on the first GEMM (gemm.rs).
     pub(crate) blas: Mutex<Option<crate::gemm::Blas>>,
@@ -102,6 +105,7 @@ impl CudaBackend {
             nvrtc,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
+            resident: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
             blas: Mutex::new(None),
             capture: Mutex::new(()),
@@ -211,6 +215,21 @@ impl CudaBackend {
             .map_err(|e| self.err(k.symbol(), e))?;
         lock(&self.functions).insert(k, f.clone());
         Ok(f)
+    }
+
+    /// Blocks of `k` that fit on one SM at once with `threads`-thread blocks and no dynamic
+    /// shared memory (at least 1), from `cuOccupancyMaxActiveBlocksPerMultiprocessor`.
+    pub fn resident_blocks_per_sm(&self, k: KernelId, threads: u32) -> Result<u32> {
+        if let Some(&n) = lock(&self.resident).get(&(k, threads)) {
+            return Ok(n);
+        }
+        let f = self.function(k)?;
+        let n = f
+            .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
+            .map_err(|e| self.err("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?
+            .max(1);
+        lock(&self.resident).insert((k, threads), n);
+        Ok(n)
     }
 
     /// Compile (or load) every module, as `kiln cache warm` does.

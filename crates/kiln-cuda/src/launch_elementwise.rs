@@ -2,8 +2,9 @@
 //! and bf16 storage with f32 arithmetic.
 //!
 //! Launch shape: 256-thread blocks, grid-stride over 16-byte vectors (4 f32 or 8 halves a
-//! thread a step, 4 steps' loads in flight), at most 8 blocks per SM (2048 threads, one
-//! full wave: a sweep of 1-16 blocks/SM on the H200 put 4-8 at the top), at least one block. The `n % V` tail runs
+//! thread a step, 4 steps' loads in flight), as many blocks per SM as the occupancy
+//! calculator says fit at once, at most 8 (one full wave, no straggling partial wave), at
+//! least one block. The `n % V` tail runs
 //! scalar. Buffers are whole pool allocations (512-byte aligned), so vector accesses are
 //! aligned; sizes are checked before every launch.
 #![allow(unsafe_code)]
@@ -33,16 +34,18 @@ impl CudaBackend {
         self.upload_slice(&vec![T::from_f32(f32::NAN); n])
     }
 
-    fn grid_for(&self, n: u64, bytes: usize) -> LaunchConfig {
-        let per_sm: u64 = 8;
+    fn grid_for(&self, k: KernelId, n: u64, bytes: usize) -> Result<LaunchConfig> {
+        // one full wave: more blocks than fit at once leave a partial second wave (the H200
+        // ran map_f32 at 6 resident blocks/SM while kiln launched 8: 0.591 ms for 2^28)
+        let per_sm = u64::from(self.resident_blocks_per_sm(k, THREADS)?.min(8));
         let vecs = n.div_ceil((16 / bytes) as u64);
         let sms = (self.info().desc.multiprocessors as u64).max(1);
         let blocks = vecs.div_ceil(THREADS as u64 * UNROLL).clamp(1, sms * per_sm) as u32;
-        LaunchConfig {
+        Ok(LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
-        }
+        })
     }
 
     /// `out[i] = op(x[i])` on device buffers of equal length.
@@ -88,7 +91,7 @@ impl CudaBackend {
         };
         let f = self.function(k)?;
         let n = n as u64;
-        let cfg = self.grid_for(n, std::mem::size_of::<T>());
+        let cfg = self.grid_for(k, n, std::mem::size_of::<T>())?;
         let (code, (a, b)) = (op.code(), op.params());
         let (xp, yp) = (x.device_ptr(), out.device_ptr());
         let _range = self.range_on(k.symbol(), stream);
@@ -125,7 +128,7 @@ impl CudaBackend {
         };
         let f = self.function(k)?;
         let n = x.len() as u64;
-        let cfg = self.grid_for(n, std::mem::size_of::<T>());
+        let cfg = self.grid_for(k, n, std::mem::size_of::<T>())?;
         let (xp, yp) = (x.device_ptr(), y.device_ptr());
         let _range = self.range(k.symbol());
         let mut l = self.stream().launch_builder(&f);
