@@ -106,6 +106,45 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Benchmark probe: host milliseconds to enqueue `launches` launches of the f32 map
+    /// kernel (`op`, ping-ponging between `x` and `y`, one block) straight through cudarc's
+    /// launcher, with none of kiln's checks, lookups or profiler hooks: the driver's share of
+    /// an eager launch, set against [`Self::map_device`]'s. Waits for the work at the end.
+    #[doc(hidden)]
+    pub fn raw_launch_probe_ms(
+        &self,
+        op: MapOp,
+        x: &mut DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+        launches: usize,
+    ) -> Result<f64> {
+        op.validate()?;
+        check_same_len(op.name(), x.len(), y.len())?;
+        let f = self.function(KernelId::MapF32)?;
+        let (code, (pa, pb)) = (op.code(), op.params());
+        let (xp, yp, n) = (x.device_ptr(), y.device_ptr(), x.len() as u64);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let stream = self.stream();
+        self.synchronize()?;
+        let t0 = std::time::Instant::now();
+        for i in 0..launches {
+            let (src, dst) = if i % 2 == 0 { (&xp, &yp) } else { (&yp, &xp) };
+            let mut l = stream.launch_builder(&f);
+            l.arg(src).arg(dst).arg(&n).arg(&code).arg(&pa).arg(&pb);
+            // SAFETY: as in map_device_on: both buffers hold n elements (checked equal), are
+            // distinct live pool allocations borrowed mutably for the whole probe, and the
+            // kernel grid-strides over n from a single block.
+            unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err("map_f32", &self.device_name(), e))?;
+        }
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        self.synchronize()?;
+        Ok(ms)
+    }
+
     /// `y[i] = a * x[i] + y[i]` on device buffers of equal length.
     pub fn axpy_device<T: Element>(
         &self,

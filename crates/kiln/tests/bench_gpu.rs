@@ -266,15 +266,21 @@ fn bench_engine() {
         b.synchronize().unwrap();
     }
     let host = median(host);
+    // the driver's share: the same launches through cudarc directly
+    let raw = median(
+        (0..10)
+            .map(|_| b.raw_launch_probe_ms(op, &mut x, &mut y, 1000).unwrap())
+            .collect(),
+    );
     let g = b.capture(|_| work(&mut x, &mut y)).unwrap();
     assert_eq!(g.nodes(), 1000);
     let graph = time(b, 10, || g.launch());
     // check: every launch of either kind added 1 to every element
     let mut got = vec![0f32; n];
     b.download(&x, &mut got).unwrap();
-    let launches = (3 + 10) * 1000 + 10 * 1000 + (3 + 10) * 1000;
+    let launches = (3 + 10) * 1000 + 10 * 1000 + 10 * 1000 + (3 + 10) * 1000;
     assert!(got.iter().all(|&v| v == launches as f32), "{got:?} vs {launches}");
-    println!("BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-eager\", \"ms\": {eager:.4}, \"us_per_kernel\": {eager:.4}, \"host_enqueue_us_per_kernel\": {host:.4}}}");
+    println!("BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-eager\", \"ms\": {eager:.4}, \"us_per_kernel\": {eager:.4}, \"host_enqueue_us_per_kernel\": {host:.4}, \"raw_cudarc_enqueue_us_per_kernel\": {raw:.4}}}");
     println!(
         "BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-graph\", \"ms\": {graph:.4}, \"us_per_kernel\": {graph:.4}, \"speedup\": {:.2}, \"capture_ms\": {:.3}}}",
         eager / graph,
