@@ -238,16 +238,7 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
         let r = r
             .as_ref()
             .map_err(|e| kiln_core::Error::invalid("demo", e.to_string()))?;
-        let b = cpu::bsm(
-            s.option_type,
-            s.spot,
-            s.strike,
-            s.rate,
-            s.dividend,
-            s.volatility,
-            s.maturity,
-        )
-        .price;
+        let b = cpu::price_analytic(s)?.price;
         worst = worst.max((r.price - b).abs() / r.std_error.max(1e-12));
         if i == 0 {
             first = (r.price, b, r.std_error);
