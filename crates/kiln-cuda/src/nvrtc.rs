@@ -61,6 +61,18 @@ fn nvrtc_err(module: &Module, arch: &str, what: &str, e: impl std::fmt::Debug) -
 /// Compile `module` for `arch` (e.g. `sm_90`) and return the cubin. The compiler's log is
 /// kept in the error.
 pub fn compile_cubin(module: &Module, arch: &str) -> Result<Vec<u8>> {
+    compile(module, arch, &[]).map(|(cubin, _)| cubin)
+}
+
+/// Compile `module` for `arch` with ptxas's verbose report and return that report: per
+/// kernel, the registers, spill stores and loads, stack frame and shared memory. Needs only
+/// libnvrtc, no GPU, so kernels can be checked for spills on a machine without one
+/// (`cargo run -p kiln-cuda --example ptxas_info`).
+pub fn ptxas_info(module: &Module, arch: &str) -> Result<String> {
+    compile(module, arch, &["--ptxas-options=-v".to_string()]).map(|(_, log)| log)
+}
+
+fn compile(module: &Module, arch: &str, extra: &[String]) -> Result<(Vec<u8>, String)> {
     if !available() {
         return Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound));
     }
@@ -72,6 +84,7 @@ pub fn compile_cubin(module: &Module, arch: &str) -> Result<Vec<u8>> {
     );
     let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
     opts.push(format!("--gpu-architecture={arch}"));
+    opts.extend(extra.iter().cloned());
     COMPILES.fetch_add(1, Ordering::Relaxed);
     // SAFETY: `prog` is a live program; the options are NUL-free Strings.
     let compiled = unsafe { result::compile_program(prog.0, &opts) };
@@ -96,7 +109,11 @@ pub fn compile_cubin(module: &Module, arch: &str) -> Result<Vec<u8>> {
     unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut c_char) }
         .result()
         .map_err(|e| nvrtc_err(module, arch, "nvrtcGetCUBIN", e))?;
-    Ok(cubin)
+    // SAFETY: `prog` is live; the log is NUL-terminated by NVRTC.
+    let log = unsafe { result::get_program_log(prog.0) }
+        .map(|v| c_chars_to_string(&v))
+        .unwrap_or_default();
+    Ok((cubin, log))
 }
 
 fn c_chars_to_string(v: &[c_char]) -> String {
