@@ -233,6 +233,22 @@ fn monte_carlo_is_within_4_standard_errors_and_rows_keep_their_streams() {
     for r in &again {
         assert_eq!(r.price.to_bits(), by_id(&recs, &r.id).price.to_bits(), "{}", r.id);
     }
+    // --fast-math is GPU-only: the CPU ignores it (same bits) and the summary says so.
+    let o = kiln(
+        d.path(),
+        &[
+            &["--input", "book.csv", "--output", "fast.csv", "--fast-math"][..],
+            &args,
+        ]
+        .concat(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["fast_math"], serde_json::Value::Bool(false), "{summary}");
+    let fast = read_prices(d.path().join("fast.csv")).unwrap();
+    for r in &fast {
+        assert_eq!(r.price.to_bits(), by_id(&recs, &r.id).price.to_bits(), "{}", r.id);
+    }
 }
 
 #[test]

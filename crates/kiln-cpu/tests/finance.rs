@@ -15,6 +15,7 @@ fn mc(paths: u64, steps: u32, seed: u64) -> McParams {
         seed,
         antithetic: false,
         control_variate: false,
+        fast_math: false,
     }
 }
 
@@ -254,6 +255,7 @@ fn chunks_threads_and_batches_give_the_same_bits() {
         seed: 77,
         antithetic: false,
         control_variate: true,
+        fast_math: false,
     };
     let nb = block_count(&run);
     assert_eq!(nb, 6);

@@ -2,6 +2,8 @@
 //! (needs libnvrtc: `export LD_LIBRARY_PATH=$(bash scripts/fetch-nvrtc.sh)`).
 //!
 //! `cargo run -p kiln-cuda --example ptxas_info [-- ARCH [MODULE]]` (default sm_90, every module).
+//! With `KILN_CUBIN_OUT=DIR` it also writes each module's cubin to `DIR/MODULE.ARCH.cubin`, for
+//! `cuobjdump -sass` / `nvdisasm` (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm).
 
 use kiln_cuda::{kernels, nvrtc};
 
@@ -12,6 +14,21 @@ fn main() {
     for m in kernels::MODULES {
         if only.is_some_and(|o| o != m.name) {
             continue;
+        }
+        if let Ok(dir) = std::env::var("KILN_CUBIN_OUT") {
+            match nvrtc::compile_cubin(m, arch) {
+                Ok(cubin) => {
+                    let path = std::path::Path::new(&dir).join(format!("{}.{arch}.cubin", m.name));
+                    if let Err(e) = std::fs::write(&path, cubin) {
+                        eprintln!("{}: {e}", path.display());
+                        std::process::exit(1);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", m.name);
+                    std::process::exit(1);
+                }
+            }
         }
         match nvrtc::ptxas_info(m, arch) {
             Ok(log) => {

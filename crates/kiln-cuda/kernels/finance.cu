@@ -1,14 +1,19 @@
 // Monte Carlo option pricing under GBM: Philox4x32-10, Box-Muller, the f32 log-price path
 // and the payoff fused in registers (no path arrays in memory), many options per launch.
 //
-// Exactness contract (kiln_core::philox, kiln_core::finance::PathParams,
+// Exactness contract, version 2 (kiln_core::philox, kiln_core::finance::PathParams,
 // kiln_cpu::finance::mc): every f32 and f64 operation below is the CPU's, in the CPU's
-// order, through __fadd_rn/__fsub_rn/__fmul_rn/__fdiv_rn/__fsqrt_rn and their __d*_rn
-// counterparts, which round to nearest even and are never contracted into FMAs. So the module
-// needs neither --fmad=false nor any other special option; it must not be compiled with
-// --use_fast_math or --ftz=true (the #error below catches fast-math). Each sample's payoff,
-// control and pathwise Greeks are then bitwise the CPU's, and so are the block sums, which
-// add the 1024 samples of a canonical block in sample order.
+// order, through __fadd_rn/__fsub_rn/__fmul_rn/__fmaf_rn/__fdiv_rn/__fsqrt_rn and their
+// __d*_rn counterparts, which round to nearest even and are never contracted or reassociated
+// (__fmaf_rn is the CPU's mul_add: one rounding). So the module needs neither --fmad=false
+// nor any other special option; it must not be compiled with --use_fast_math or --ftz=true
+// (the #error below catches fast-math). Each sample's payoff, control and pathwise Greeks
+// are then bitwise the CPU's, and so are the block sums, which add the 1024 samples of a
+// canonical block in sample order.
+//
+// The *_fast_f64 kernels (McParams::fast_math) are the one exception: their normals use the
+// GPU's hardware approximations (MUFU lg2, sqrt, sin, cos; ex2 for the Asian fixings), which
+// agree with the exact math to about 1e-6 but not bitwise. Everything else is shared.
 //
 // Launch shape (mc_<style>_f64, one kernel per style): one warp per (option, canonical block of 1024 samples),
 // 8 warps per 256-thread CTA, item = blockIdx.x * 8 + warp (grid-stride over items). Lane l
@@ -30,16 +35,32 @@ typedef unsigned long long u64;
 
 // ---- Philox4x32-10 (Random123 philox4x32_R(10, c, k)) ----
 
-__device__ __forceinline__ void kiln_philox10(u32& c0, u32& c1, u32& c2, u32& c3, u32 k0, u32 k1) {
+// The ten round keys (kiln_core::philox::key_schedule), passed by value as a kernel
+// parameter: the XORs then read them from the constant bank and no thread spends
+// instructions bumping the key.
+struct KilnKeys {
+    u32 k0[10];
+    u32 k1[10];
+};
+
+__device__ __forceinline__ KilnKeys kiln_key_schedule(u32 k0, u32 k1) {
+    KilnKeys ks;
 #pragma unroll
     for (int r = 0; r < 10; ++r) {
-        if (r > 0) {
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
+        ks.k0[r] = k0;
+        ks.k1[r] = k1;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return ks;
+}
+
+__device__ __forceinline__ void kiln_philox10(u32& c0, u32& c1, u32& c2, u32& c3, const KilnKeys& ks) {
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
         const u32 hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
         const u32 hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-        const u32 n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        const u32 n0 = hi1 ^ c1 ^ ks.k0[r], n2 = hi0 ^ c3 ^ ks.k1[r];
         c0 = n0;
         c1 = lo1;
         c2 = n2;
@@ -59,17 +80,21 @@ __device__ __forceinline__ float kiln_ln(float x) {
     const int k = ((int)ix) >> 23;
     const float m = __uint_as_float(bits - (ix & 0xff800000u));
     const float f = __fsub_rn(m, 1.0f);
-    const float s = __fdiv_rn(f, __fadd_rn(2.0f, f));
-    const float t = __fmul_rn(s, s);
-    float p = KILN_FB(0x3de38e39);                          // 1/9
-    p = __fadd_rn(__fmul_rn(p, t), KILN_FB(0x3e124925));  // 1/7
-    p = __fadd_rn(__fmul_rn(p, t), KILN_FB(0x3e4ccccd));  // 1/5
-    p = __fadd_rn(__fmul_rn(p, t), KILN_FB(0x3eaaaaab));  // 1/3
-    p = __fadd_rn(__fmul_rn(p, t), 1.0f);
+    const float z = __fmul_rn(f, f);
+    float p = KILN_FB(0x3d9021bb);
+    p = __fmaf_rn(p, f, KILN_FB(0xbdebd1b8));
+    p = __fmaf_rn(p, f, KILN_FB(0x3def251a));
+    p = __fmaf_rn(p, f, KILN_FB(0xbdfe5d4f));
+    p = __fmaf_rn(p, f, KILN_FB(0x3e11e9bf));
+    p = __fmaf_rn(p, f, KILN_FB(0xbe2aae50));
+    p = __fmaf_rn(p, f, KILN_FB(0x3e4cceac));
+    p = __fmaf_rn(p, f, KILN_FB(0xbe7ffffc));
+    p = __fmaf_rn(p, f, KILN_FB(0x3eaaaaaa));
     const float kf = __int2float_rn(k);
-    const float hi = __fmul_rn(kf, KILN_FB(0x3f317000));
-    const float lo = __fadd_rn(__fmul_rn(kf, KILN_FB(0x3805fdf4)), __fmul_rn(__fadd_rn(s, s), p));
-    return __fadd_rn(hi, lo);
+    float y = __fmul_rn(__fmul_rn(f, z), p);
+    y = __fmaf_rn(kf, KILN_FB(0xb95e8083), y);  // LN2_LO
+    y = __fmaf_rn(-0.5f, z, y);
+    return __fmaf_rn(kf, KILN_FB(0x3f318000), __fadd_rn(f, y));  // LN2_HI
 }
 
 __device__ __forceinline__ void kiln_sincos_turns(u32 w, float& sn, float& cs) {
@@ -78,17 +103,17 @@ __device__ __forceinline__ void kiln_sincos_turns(u32 w, float& sn, float& cs) {
     const float r = __fmul_rn(__int2float_rn((int)j - (int)(q << 22)), KILN_FB(0x34800000)); // 2^-22
     const float r2 = __fmul_rn(r, r);
     float s = KILN_FB(0x39283c1a);
-    s = __fadd_rn(__fmul_rn(s, r2), KILN_FB(0xbb996966));
-    s = __fadd_rn(__fmul_rn(s, r2), KILN_FB(0x3da335e3));
-    s = __fadd_rn(__fmul_rn(s, r2), KILN_FB(0xbf255de7));
-    s = __fadd_rn(__fmul_rn(s, r2), KILN_FB(0x3fc90fdb));
+    s = __fmaf_rn(s, r2, KILN_FB(0xbb996966));
+    s = __fmaf_rn(s, r2, KILN_FB(0x3da335e3));
+    s = __fmaf_rn(s, r2, KILN_FB(0xbf255de7));
+    s = __fmaf_rn(s, r2, KILN_FB(0x3fc90fdb));
     s = __fmul_rn(r, s);
     float c = KILN_FB(0xb7d368f9);
-    c = __fadd_rn(__fmul_rn(c, r2), KILN_FB(0x3a70fa83));
-    c = __fadd_rn(__fmul_rn(c, r2), KILN_FB(0xbcaae9e4));
-    c = __fadd_rn(__fmul_rn(c, r2), KILN_FB(0x3e81e0f8));
-    c = __fadd_rn(__fmul_rn(c, r2), KILN_FB(0xbf9de9e6));
-    c = __fadd_rn(__fmul_rn(c, r2), 1.0f);
+    c = __fmaf_rn(c, r2, KILN_FB(0x3a70fa83));
+    c = __fmaf_rn(c, r2, KILN_FB(0xbcaae9e4));
+    c = __fmaf_rn(c, r2, KILN_FB(0x3e81e0f8));
+    c = __fmaf_rn(c, r2, KILN_FB(0xbf9de9e6));
+    c = __fmaf_rn(c, r2, 1.0f);
     const bool odd = (q & 1u) != 0u;
     const float a = odd ? c : s, b = odd ? s : c;
     sn = __uint_as_float(__float_as_uint(a) ^ ((q & 2u) << 30));
@@ -98,18 +123,18 @@ __device__ __forceinline__ void kiln_sincos_turns(u32 w, float& sn, float& cs) {
 __device__ __forceinline__ float kiln_exp(float x) {
     x = fminf(fmaxf(x, -87.0f), 88.0f);
     const float magic = KILN_FB(0x4b400000); // 1.5 * 2^23
-    const float t = __fadd_rn(__fmul_rn(x, KILN_FB(0x3fb8aa3b)), magic);
+    const float t = __fmaf_rn(x, KILN_FB(0x3fb8aa3b), magic);
     const float kf = __fsub_rn(t, magic);
     const int k = (int)__float_as_uint(t) - (int)0x4b400000u;
-    const float r = __fsub_rn(__fsub_rn(x, __fmul_rn(kf, KILN_FB(0x3f317000))), __fmul_rn(kf, KILN_FB(0x3805fdf4)));
+    const float r = __fmaf_rn(-kf, KILN_FB(0x3805fdf4), __fmaf_rn(-kf, KILN_FB(0x3f317000), x));
     float p = KILN_FB(0x39500d01);                         // 1/7!
-    p = __fadd_rn(__fmul_rn(p, r), KILN_FB(0x3ab60b61));
-    p = __fadd_rn(__fmul_rn(p, r), KILN_FB(0x3c088889));
-    p = __fadd_rn(__fmul_rn(p, r), KILN_FB(0x3d2aaaab));
-    p = __fadd_rn(__fmul_rn(p, r), KILN_FB(0x3e2aaaab));
-    p = __fadd_rn(__fmul_rn(p, r), KILN_FB(0x3f000000));
-    p = __fadd_rn(__fmul_rn(p, r), 1.0f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.0f);
+    p = __fmaf_rn(p, r, KILN_FB(0x3ab60b61));
+    p = __fmaf_rn(p, r, KILN_FB(0x3c088889));
+    p = __fmaf_rn(p, r, KILN_FB(0x3d2aaaab));
+    p = __fmaf_rn(p, r, KILN_FB(0x3e2aaaab));
+    p = __fmaf_rn(p, r, KILN_FB(0x3f000000));
+    p = __fmaf_rn(p, r, 1.0f);
+    p = __fmaf_rn(p, r, 1.0f);
     return __fmul_rn(p, __uint_as_float(((u32)(k + 127)) << 23));
 }
 
@@ -121,10 +146,65 @@ __device__ __forceinline__ void kiln_box_muller(u32 a, u32 b, float& z0, float& 
     z1 = __fmul_rn(r, s);
 }
 
+// fast_math: the same Box-Muller mapping of the same words with hardware approximations
+// (PTX .approx.ftz: one MUFU instruction each, no denormal fix-ups - no input here is
+// denormal). -2 ln u = log2(u) * (-2 ln 2) (MUFU.LG2, u >= 2^-24), the root by MUFU.SQRT
+// (its argument >= 1.19e-7), and the angle centred, t = (j - 2^23) 2^-24 turns in
+// (-1/2, 1/2), where MUFU.SIN/COS are most accurate; cos and sin of 2 pi u are then -cos
+// and -sin of 2 pi t.
+__device__ __forceinline__ float kiln_lg2_approx(float x) {
+    float r;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ float kiln_sqrt_approx(float x) {
+    float r;
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ float kiln_ex2_approx(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void kiln_box_muller_fast(u32 a, u32 b, float& z0, float& z1) {
+    const float r = kiln_sqrt_approx(kiln_lg2_approx(kiln_uniform(a)) * -1.38629436f);
+    // (j - 2^23) * c, c = 2 pi 2^-24, as one fused step: j and 2^23 c are exact, so this is
+    // the single rounding of the exact product.
+    const float t = __fmaf_rn(__uint2float_rn((b >> 8) | 1u), KILN_FB(0x34c90fdb), -KILN_FB(0x40490fdb));
+    float s, c;
+    asm("sin.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(t));
+    asm("cos.approx.ftz.f32 %0, %1;" : "=f"(c) : "f"(t));
+    z0 = -r * c;
+    z1 = -r * s;
+}
+
+// fast_math exp for the Asian fixings: 2^(x log2 e) by MUFU.EX2, x clamped as kiln_exp does.
+__device__ __forceinline__ float kiln_exp_fast(float x) {
+    x = fminf(fmaxf(x, -87.0f), 88.0f);
+    return kiln_ex2_approx(x * 1.44269504f);
+}
+
+template <bool FAST>
+__device__ __forceinline__ void kiln_normals4(u32 block, u32 sample, u32 option, const KilnKeys& ks, float z[4]) {
+    u32 w0 = block, w1 = sample, w2 = option, w3 = 0u;
+    kiln_philox10(w0, w1, w2, w3, ks);
+    if (FAST) {
+        kiln_box_muller_fast(w0, w1, z[0], z[1]);
+        kiln_box_muller_fast(w2, w3, z[2], z[3]);
+    } else {
+        kiln_box_muller(w0, w1, z[0], z[1]);
+        kiln_box_muller(w2, w3, z[2], z[3]);
+    }
+}
+
 // ---- per-option constants (layout written by launch_finance.rs) ----
 
 // u32 words per option: style, is_put, steps, stream option id, drift_dt, vol_sqrt_dt,
-// log_barrier (f32 bits), unused.
+// log_barrier (f32 bits), vega_drift_dt (f32 bits).
 #define KILN_OPT_U 8
 // f64 words per option: spot, strike, df, sigma, vega_drift, maturity, dt, n,
 // control_mean, unused.
@@ -132,12 +212,32 @@ __device__ __forceinline__ void kiln_box_muller(u32 a, u32 b, float& z0, float& 
 
 enum { ST_EURO = 0, ST_ASIAN_A = 1, ST_ASIAN_G = 2, ST_UP_OUT = 3, ST_UP_IN = 4, ST_DOWN_OUT = 5, ST_DOWN_IN = 6 };
 
-struct KilnOpt {
+// What the path loop needs (registers); the f64 constants are read from global memory only
+// in the payoff, after the loop, so they hold no registers while the path runs.
+struct KilnPath {
     u32 steps, option;
+    float drift, vol, logb, vddt;
+};
+
+struct KilnOpt {
     bool put;
-    float drift, vol, logb;
     double spot, strike, df, sigma, vd, mat, dt, n, cm;
 };
+
+__device__ __forceinline__ KilnOpt kiln_load_opt(const u32* __restrict__ up, const double* __restrict__ dp) {
+    KilnOpt o;
+    o.put = up[1] != 0u;
+    o.spot = dp[0];
+    o.strike = dp[1];
+    o.df = dp[2];
+    o.sigma = dp[3];
+    o.vd = dp[4];
+    o.mat = dp[5];
+    o.dt = dp[6];
+    o.n = dp[7];
+    o.cm = dp[8];
+    return o;
+}
 
 struct KilnOut {
     double y, c, delta, vega;
@@ -151,35 +251,47 @@ __device__ __forceinline__ double kiln_pay(const KilnOpt& o, double s, double& s
     return __dmul_rn(o.df, p);
 }
 
-struct KilnAsian {
-    double se, sev, sx;
-};
-
-template <int STYLE>
+template <int STYLE, bool FAST>
 struct KilnState {
-    KilnAsian a;
+    // Asian: f64 totals, and the f32 sums of the current Philox call's fixings
+    // (kiln_cpu paths.rs AsianState).
+    double se, sev, sx;
+    float ge, gev, gx;
     bool hit;
     __device__ __forceinline__ void init() {
-        a.se = 0.0;
-        a.sev = 0.0;
-        a.sx = 0.0;
+        se = 0.0;
+        sev = 0.0;
+        sx = 0.0;
+        ge = 0.0f;
+        gev = 0.0f;
+        gx = 0.0f;
         hit = false;
     }
     // After step `step` (0-based), x is the log-price.
-    __device__ __forceinline__ void step(const KilnOpt& o, u32 step, float x) {
+    __device__ __forceinline__ void step(const KilnPath& o, u32 step, float x) {
         if (STYLE == ST_ASIAN_A || STYLE == ST_ASIAN_G) {
-            const double xl = (double)x;
-            const double e = (double)kiln_exp(x);
-            a.se = __dadd_rn(a.se, e);
+            const float e = FAST ? kiln_exp_fast(x) : kiln_exp(x);
+            ge = __fadd_rn(ge, e);
             if (STYLE == ST_ASIAN_A) {
-                const double shift = __dmul_rn(__dmul_rn(o.vd, o.dt), (double)(step + 1u));
-                a.sev = __dadd_rn(a.sev, __dmul_rn(e, __dsub_rn(xl, shift)));
+                const float shift = __fmul_rn(o.vddt, __uint2float_rn(step + 1u));
+                gev = __fmaf_rn(e, __fsub_rn(x, shift), gev);
             }
-            a.sx = __dadd_rn(a.sx, xl);
+            gx = __fadd_rn(gx, x);
         } else if (STYLE == ST_UP_OUT || STYLE == ST_UP_IN) {
             hit |= x >= o.logb;
         } else if (STYLE == ST_DOWN_OUT || STYLE == ST_DOWN_IN) {
             hit |= x <= o.logb;
+        }
+    }
+    // After each Philox call's steps.
+    __device__ __forceinline__ void group_end() {
+        if (STYLE == ST_ASIAN_A || STYLE == ST_ASIAN_G) {
+            se = __dadd_rn(se, (double)ge);
+            sev = __dadd_rn(sev, (double)gev);
+            sx = __dadd_rn(sx, (double)gx);
+            ge = 0.0f;
+            gev = 0.0f;
+            gx = 0.0f;
         }
     }
     __device__ __forceinline__ KilnOut finish(const KilnOpt& o, float x) const {
@@ -198,9 +310,9 @@ struct KilnState {
             }
             out.c = __dsub_rn(__dmul_rn(o.df, st), o.cm);
         } else if (STYLE == ST_ASIAN_A) {
-            const double avg = __ddiv_rn(__dmul_rn(o.spot, a.se), o.n);
+            const double avg = __ddiv_rn(__dmul_rn(o.spot, se), o.n);
             out.y = kiln_pay(o, avg, sdf, itm);
-            const double g = __dmul_rn(o.spot, (double)kiln_exp(__double2float_rn(__ddiv_rn(a.sx, o.n))));
+            const double g = __dmul_rn(o.spot, (double)kiln_exp(__double2float_rn(__ddiv_rn(sx, o.n))));
             double sdf2;
             bool itm2;
             const double geo = kiln_pay(o, g, sdf2, itm2);
@@ -208,21 +320,21 @@ struct KilnState {
             out.vega = 0.0;
             if (itm) {
                 out.delta = __ddiv_rn(__dmul_rn(sdf, avg), o.spot);
-                out.vega = __ddiv_rn(__dmul_rn(__dmul_rn(sdf, o.spot), a.sev), __dmul_rn(o.n, o.sigma));
+                out.vega = __ddiv_rn(__dmul_rn(__dmul_rn(sdf, o.spot), sev), __dmul_rn(o.n, o.sigma));
             }
             out.c = __dsub_rn(geo, o.cm);
         } else if (STYLE == ST_ASIAN_G) {
             const double mean_t = __ddiv_rn(__dmul_rn(o.dt, __dadd_rn(o.n, 1.0)), 2.0);
-            const double g = __dmul_rn(o.spot, (double)kiln_exp(__double2float_rn(__ddiv_rn(a.sx, o.n))));
+            const double g = __dmul_rn(o.spot, (double)kiln_exp(__double2float_rn(__ddiv_rn(sx, o.n))));
             out.y = kiln_pay(o, g, sdf, itm);
             out.delta = 0.0;
             out.vega = 0.0;
             if (itm) {
-                const double mean_x = __ddiv_rn(a.sx, o.n);
+                const double mean_x = __ddiv_rn(sx, o.n);
                 out.delta = __ddiv_rn(__dmul_rn(sdf, g), o.spot);
                 out.vega = __ddiv_rn(__dmul_rn(__dmul_rn(sdf, g), __dsub_rn(mean_x, __dmul_rn(o.vd, mean_t))), o.sigma);
             }
-            out.c = __dsub_rn(__ddiv_rn(__dmul_rn(__dmul_rn(o.df, o.spot), a.se), o.n), o.cm);
+            out.c = __dsub_rn(__ddiv_rn(__dmul_rn(__dmul_rn(o.df, o.spot), se), o.n), o.cm);
         } else {
             const bool in = STYLE == ST_UP_IN || STYLE == ST_DOWN_IN;
             const double st = __dmul_rn(o.spot, (double)kiln_exp(x));
@@ -236,38 +348,49 @@ struct KilnState {
     }
 };
 
-// One sample (a path, or an antithetic pair averaged), kiln_cpu paths.rs `run_group`.
-template <int STYLE, bool ANTI>
-__device__ __forceinline__ KilnOut kiln_sample(const KilnOpt& o, u32 sample, u32 k0, u32 k1) {
-    float x = 0.0f, xa = 0.0f;
-    KilnState<STYLE> st, sta;
-    st.init();
-    sta.init();
-    const u32 calls = (o.steps + 3u) / 4u;
-    for (u32 b = 0; b < calls; ++b) {
-        u32 w0 = b, w1 = sample, w2 = o.option, w3 = 0u;
-        kiln_philox10(w0, w1, w2, w3, k0, k1);
-        float z[4];
-        kiln_box_muller(w0, w1, z[0], z[1]);
-        kiln_box_muller(w2, w3, z[2], z[3]);
-        const u32 first = b * 4u;
-        const u32 here = min(o.steps - first, 4u);
+// The steps of one Philox call: x += fma(vol, z, drift) (mirror: fma(-vol, z, drift)).
+template <int STYLE, bool ANTI, bool FAST, int N>
+__device__ __forceinline__ void kiln_steps(const KilnPath& o, u32 first, const float z[4], float& x, float& xa,
+                                           KilnState<STYLE, FAST>& st, KilnState<STYLE, FAST>& sta, u32 n) {
 #pragma unroll
-        for (u32 j = 0; j < 4u; ++j) {
-            if (j < here) {
-                const float t = __fmul_rn(o.vol, z[j]);
-                x = __fadd_rn(x, __fadd_rn(o.drift, t));
-                st.step(o, first + j, x);
-                if (ANTI) {
-                    xa = __fadd_rn(xa, __fsub_rn(o.drift, t));
-                    sta.step(o, first + j, xa);
-                }
+    for (int j = 0; j < 4; ++j) {
+        if (N == 4 || (u32)j < n) {
+            x = __fadd_rn(x, __fmaf_rn(o.vol, z[j], o.drift));
+            st.step(o, first + j, x);
+            if (ANTI) {
+                xa = __fadd_rn(xa, __fmaf_rn(-o.vol, z[j], o.drift));
+                sta.step(o, first + j, xa);
             }
         }
     }
-    KilnOut out = st.finish(o, x);
+    st.group_end();
+    if (ANTI) sta.group_end();
+}
+
+// One sample (a path, or an antithetic pair averaged), kiln_cpu paths.rs `run_group`: the
+// full calls of 4 steps without a bound check, then the last partial call.
+template <int STYLE, bool ANTI, bool FAST>
+__device__ __forceinline__ KilnOut kiln_sample(const KilnPath& o, const u32* __restrict__ up,
+                                               const double* __restrict__ dp, u32 sample, const KilnKeys& ks) {
+    float x = 0.0f, xa = 0.0f;
+    KilnState<STYLE, FAST> st, sta;
+    st.init();
+    sta.init();
+    const u32 full = o.steps / 4u, rest = o.steps % 4u;
+    for (u32 b = 0; b < full; ++b) {
+        float z[4];
+        kiln_normals4<FAST>(b, sample, o.option, ks, z);
+        kiln_steps<STYLE, ANTI, FAST, 4>(o, b * 4u, z, x, xa, st, sta, 4u);
+    }
+    if (rest != 0u) {
+        float z[4];
+        kiln_normals4<FAST>(full, sample, o.option, ks, z);
+        kiln_steps<STYLE, ANTI, FAST, 0>(o, full * 4u, z, x, xa, st, sta, rest);
+    }
+    const KilnOpt oo = kiln_load_opt(up, dp);
+    KilnOut out = st.finish(oo, x);
     if (ANTI) {
-        const KilnOut m = sta.finish(o, xa);
+        const KilnOut m = sta.finish(oo, xa);
         out.y = __dmul_rn(0.5, __dadd_rn(out.y, m.y));
         out.c = __dmul_rn(0.5, __dadd_rn(out.c, m.c));
         out.delta = __dmul_rn(0.5, __dadd_rn(out.delta, m.delta));
@@ -284,10 +407,10 @@ __device__ __forceinline__ KilnOut kiln_sample(const KilnOpt& o, u32 sample, u32
 // item i is row i / launch_blocks of the parameter arrays, block first_block +
 // i % launch_blocks. out[i * 7 + j], j = y, yy, c, cc, yc, delta, vega. One kernel per style
 // (so each gets the registers it needs, not the union of all styles').
-template <int STYLE>
+template <int STYLE, bool FAST>
 __device__ __forceinline__ void kiln_mc_blocks(
     const u32* __restrict__ uparams, const double* __restrict__ dparams, u32 n_options,
-    u64 first_block, u64 launch_blocks, u64 samples, u32 key0, u32 key1, u32 antithetic,
+    u64 first_block, u64 launch_blocks, u64 samples, const KilnKeys& ks, u32 antithetic,
     double* __restrict__ out) {
     __shared__ double stage[KILN_WARPS][4][32];
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
@@ -297,22 +420,13 @@ __device__ __forceinline__ void kiln_mc_blocks(
         const u64 block = first_block + item % launch_blocks;
         const u32* up = uparams + row * KILN_OPT_U;
         const double* dp = dparams + row * KILN_OPT_D;
-        KilnOpt o;
-        o.put = up[1] != 0u;
+        KilnPath o;
         o.steps = up[2];
         o.option = up[3];
         o.drift = __uint_as_float(up[4]);
         o.vol = __uint_as_float(up[5]);
         o.logb = __uint_as_float(up[6]);
-        o.spot = dp[0];
-        o.strike = dp[1];
-        o.df = dp[2];
-        o.sigma = dp[3];
-        o.vd = dp[4];
-        o.mat = dp[5];
-        o.dt = dp[6];
-        o.n = dp[7];
-        o.cm = dp[8];
+        o.vddt = __uint_as_float(up[7]);
         const u64 start = block * KILN_BLOCK_SAMPLES;
         const u64 end = min(start + KILN_BLOCK_SAMPLES, samples);
         double acc = 0.0; // lane j < 7 holds sum j
@@ -321,8 +435,8 @@ __device__ __forceinline__ void kiln_mc_blocks(
             KilnOut v = {0.0, 0.0, 0.0, 0.0};
             if (s < end) {
                 // Sample indices are < 2^32 (McParams::validate).
-                v = antithetic ? kiln_sample<STYLE, true>(o, (u32)s, key0, key1)
-                               : kiln_sample<STYLE, false>(o, (u32)s, key0, key1);
+                v = antithetic ? kiln_sample<STYLE, true, FAST>(o, up, dp, (u32)s, ks)
+                               : kiln_sample<STYLE, false, FAST>(o, up, dp, (u32)s, ks);
             }
             stage[warp][0][lane] = v.y;
             stage[warp][1][lane] = v.c;
@@ -352,22 +466,29 @@ __device__ __forceinline__ void kiln_mc_blocks(
     }
 }
 
-#define KILN_MC_KERNEL(NAME, STYLE)                                                                  \
+#define KILN_MC_KERNEL(NAME, STYLE, FAST)                                                             \
     extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                        \
         const u32* __restrict__ uparams, const double* __restrict__ dparams, u32 n_options,          \
-        u64 first_block, u64 launch_blocks, u64 samples, u32 key0, u32 key1, u32 antithetic,         \
+        u64 first_block, u64 launch_blocks, u64 samples, const KilnKeys keys, u32 antithetic,        \
         double* __restrict__ out) {                                                                  \
-        kiln_mc_blocks<STYLE>(uparams, dparams, n_options, first_block, launch_blocks, samples, key0, \
-                              key1, antithetic, out);                                                \
+        kiln_mc_blocks<STYLE, FAST>(uparams, dparams, n_options, first_block, launch_blocks, samples, \
+                                    keys, antithetic, out);                                          \
     }
 
-KILN_MC_KERNEL(mc_european_f64, ST_EURO)
-KILN_MC_KERNEL(mc_asian_arithmetic_f64, ST_ASIAN_A)
-KILN_MC_KERNEL(mc_asian_geometric_f64, ST_ASIAN_G)
-KILN_MC_KERNEL(mc_barrier_up_out_f64, ST_UP_OUT)
-KILN_MC_KERNEL(mc_barrier_up_in_f64, ST_UP_IN)
-KILN_MC_KERNEL(mc_barrier_down_out_f64, ST_DOWN_OUT)
-KILN_MC_KERNEL(mc_barrier_down_in_f64, ST_DOWN_IN)
+KILN_MC_KERNEL(mc_european_f64, ST_EURO, false)
+KILN_MC_KERNEL(mc_asian_arithmetic_f64, ST_ASIAN_A, false)
+KILN_MC_KERNEL(mc_asian_geometric_f64, ST_ASIAN_G, false)
+KILN_MC_KERNEL(mc_barrier_up_out_f64, ST_UP_OUT, false)
+KILN_MC_KERNEL(mc_barrier_up_in_f64, ST_UP_IN, false)
+KILN_MC_KERNEL(mc_barrier_down_out_f64, ST_DOWN_OUT, false)
+KILN_MC_KERNEL(mc_barrier_down_in_f64, ST_DOWN_IN, false)
+KILN_MC_KERNEL(mc_european_fast_f64, ST_EURO, true)
+KILN_MC_KERNEL(mc_asian_arithmetic_fast_f64, ST_ASIAN_A, true)
+KILN_MC_KERNEL(mc_asian_geometric_fast_f64, ST_ASIAN_G, true)
+KILN_MC_KERNEL(mc_barrier_up_out_fast_f64, ST_UP_OUT, true)
+KILN_MC_KERNEL(mc_barrier_up_in_fast_f64, ST_UP_IN, true)
+KILN_MC_KERNEL(mc_barrier_down_out_fast_f64, ST_DOWN_OUT, true)
+KILN_MC_KERNEL(mc_barrier_down_in_fast_f64, ST_DOWN_IN, true)
 
 // Adds each option's `nb` block sums (consecutive in `blocks`, 7 doubles each) in block
 // order onto its running totals: totals[o * 7 + j] += blocks[(o * nb + b) * 7 + j], b = 0..nb.
@@ -383,9 +504,10 @@ extern "C" __global__ void mc_combine_f64(const double* __restrict__ blocks, u32
     totals[idx] = s;
 }
 
-// Self-test of the portable math on words w[i]: out[i * 6 + ...] = uniform, ln(uniform),
-// sin, cos (of 2 pi uniform), exp(x[i]), and the first Box-Muller normal of (w[i], w[i]+1),
-// as f32 bits; philox[i * 4 ..] = the Philox words of counter [i, w[i], 7, 0], key (k0, k1).
+// Self-test of the portable math on words w[i]: out[i * 7 + ...] = uniform, ln(uniform),
+// sin, cos (of 2 pi uniform), exp(x[i]), the first Box-Muller normal of (w[i], w[i]+1), and
+// the fast_math one of the same words, as f32 bits; philox[i * 4 ..] = the Philox words of
+// counter [i, w[i], 7, 0], key (k0, k1).
 extern "C" __global__ void finance_selftest_f32(const u32* __restrict__ w, const float* __restrict__ x, u32 n,
                                                 u32 k0, u32 k1, u32* __restrict__ out,
                                                 u32* __restrict__ philox) {
@@ -393,17 +515,20 @@ extern "C" __global__ void finance_selftest_f32(const u32* __restrict__ w, const
     if (i >= n) return;
     const u32 wi = w[i];
     const float u = kiln_uniform(wi);
-    float s, c, z0, z1;
+    float s, c, z0, z1, f0, f1;
     kiln_sincos_turns(wi, s, c);
     kiln_box_muller(wi, wi + 1u, z0, z1);
-    out[i * 6 + 0] = __float_as_uint(u);
-    out[i * 6 + 1] = __float_as_uint(kiln_ln(u));
-    out[i * 6 + 2] = __float_as_uint(s);
-    out[i * 6 + 3] = __float_as_uint(c);
-    out[i * 6 + 4] = __float_as_uint(kiln_exp(x[i]));
-    out[i * 6 + 5] = __float_as_uint(z0);
+    kiln_box_muller_fast(wi, wi + 1u, f0, f1);
+    out[i * 7 + 0] = __float_as_uint(u);
+    out[i * 7 + 1] = __float_as_uint(kiln_ln(u));
+    out[i * 7 + 2] = __float_as_uint(s);
+    out[i * 7 + 3] = __float_as_uint(c);
+    out[i * 7 + 4] = __float_as_uint(kiln_exp(x[i]));
+    out[i * 7 + 5] = __float_as_uint(z0);
+    out[i * 7 + 6] = __float_as_uint(f0);
     u32 c0 = i, c1 = wi, c2 = 7u, c3 = 0u;
-    kiln_philox10(c0, c1, c2, c3, k0, k1);
+    const KilnKeys ks = kiln_key_schedule(k0, k1);
+    kiln_philox10(c0, c1, c2, c3, ks);
     philox[i * 4 + 0] = c0;
     philox[i * 4 + 1] = c1;
     philox[i * 4 + 2] = c2;

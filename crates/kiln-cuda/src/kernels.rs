@@ -103,6 +103,20 @@ pub enum KernelId {
     McBarrierDownOutF64,
     /// Monte Carlo, down-and-in barriers.
     McBarrierDownInF64,
+    /// Monte Carlo, European, `fast_math` normals (hardware approximations).
+    McEuropeanFastF64,
+    /// Monte Carlo, arithmetic Asian, `fast_math`.
+    McAsianArithmeticFastF64,
+    /// Monte Carlo, geometric Asian, `fast_math`.
+    McAsianGeometricFastF64,
+    /// Monte Carlo, up-and-out barriers, `fast_math`.
+    McBarrierUpOutFastF64,
+    /// Monte Carlo, up-and-in barriers, `fast_math`.
+    McBarrierUpInFastF64,
+    /// Monte Carlo, down-and-out barriers, `fast_math`.
+    McBarrierDownOutFastF64,
+    /// Monte Carlo, down-and-in barriers, `fast_math`.
+    McBarrierDownInFastF64,
     /// Monte Carlo: adds each option's block sums in block order onto running totals.
     McCombineF64,
     /// Monte Carlo: the portable f32 math and Philox words, for bitwise tests.
@@ -155,6 +169,13 @@ impl KernelId {
         KernelId::McBarrierUpInF64,
         KernelId::McBarrierDownOutF64,
         KernelId::McBarrierDownInF64,
+        KernelId::McEuropeanFastF64,
+        KernelId::McAsianArithmeticFastF64,
+        KernelId::McAsianGeometricFastF64,
+        KernelId::McBarrierUpOutFastF64,
+        KernelId::McBarrierUpInFastF64,
+        KernelId::McBarrierDownOutFastF64,
+        KernelId::McBarrierDownInFastF64,
         KernelId::McCombineF64,
         KernelId::FinanceSelftestF32,
         KernelId::GemmTiledNnF32,
@@ -195,6 +216,13 @@ impl KernelId {
             | KernelId::McBarrierUpInF64
             | KernelId::McBarrierDownOutF64
             | KernelId::McBarrierDownInF64
+            | KernelId::McEuropeanFastF64
+            | KernelId::McAsianArithmeticFastF64
+            | KernelId::McAsianGeometricFastF64
+            | KernelId::McBarrierUpOutFastF64
+            | KernelId::McBarrierUpInFastF64
+            | KernelId::McBarrierDownOutFastF64
+            | KernelId::McBarrierDownInFastF64
             | KernelId::McCombineF64
             | KernelId::FinanceSelftestF32 => FINANCE,
             KernelId::GemmTiledNnF32
@@ -237,6 +265,13 @@ impl KernelId {
             KernelId::McBarrierUpInF64 => "mc_barrier_up_in_f64",
             KernelId::McBarrierDownOutF64 => "mc_barrier_down_out_f64",
             KernelId::McBarrierDownInF64 => "mc_barrier_down_in_f64",
+            KernelId::McEuropeanFastF64 => "mc_european_fast_f64",
+            KernelId::McAsianArithmeticFastF64 => "mc_asian_arithmetic_fast_f64",
+            KernelId::McAsianGeometricFastF64 => "mc_asian_geometric_fast_f64",
+            KernelId::McBarrierUpOutFastF64 => "mc_barrier_up_out_fast_f64",
+            KernelId::McBarrierUpInFastF64 => "mc_barrier_up_in_fast_f64",
+            KernelId::McBarrierDownOutFastF64 => "mc_barrier_down_out_fast_f64",
+            KernelId::McBarrierDownInFastF64 => "mc_barrier_down_in_fast_f64",
             KernelId::McCombineF64 => "mc_combine_f64",
             KernelId::FinanceSelftestF32 => "finance_selftest_f32",
             KernelId::GemmTiledNnF32 => "gemm_tiled_nn_f32",

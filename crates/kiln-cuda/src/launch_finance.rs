@@ -51,17 +51,33 @@ impl Default for GpuMcOptions {
     }
 }
 
-fn kernel_for(style: Style) -> KernelId {
-    match style {
-        Style::European => KernelId::McEuropeanF64,
-        Style::AsianArithmetic => KernelId::McAsianArithmeticF64,
-        Style::AsianGeometric => KernelId::McAsianGeometricF64,
-        Style::BarrierUpOut => KernelId::McBarrierUpOutF64,
-        Style::BarrierUpIn => KernelId::McBarrierUpInF64,
-        Style::BarrierDownOut => KernelId::McBarrierDownOutF64,
-        Style::BarrierDownIn => KernelId::McBarrierDownInF64,
+fn kernel_for(style: Style, fast: bool) -> KernelId {
+    match (style, fast) {
+        (Style::European, false) => KernelId::McEuropeanF64,
+        (Style::AsianArithmetic, false) => KernelId::McAsianArithmeticF64,
+        (Style::AsianGeometric, false) => KernelId::McAsianGeometricF64,
+        (Style::BarrierUpOut, false) => KernelId::McBarrierUpOutF64,
+        (Style::BarrierUpIn, false) => KernelId::McBarrierUpInF64,
+        (Style::BarrierDownOut, false) => KernelId::McBarrierDownOutF64,
+        (Style::BarrierDownIn, false) => KernelId::McBarrierDownInF64,
+        (Style::European, true) => KernelId::McEuropeanFastF64,
+        (Style::AsianArithmetic, true) => KernelId::McAsianArithmeticFastF64,
+        (Style::AsianGeometric, true) => KernelId::McAsianGeometricFastF64,
+        (Style::BarrierUpOut, true) => KernelId::McBarrierUpOutFastF64,
+        (Style::BarrierUpIn, true) => KernelId::McBarrierUpInFastF64,
+        (Style::BarrierDownOut, true) => KernelId::McBarrierDownOutFastF64,
+        (Style::BarrierDownIn, true) => KernelId::McBarrierDownInFastF64,
     }
 }
+
+/// `finance.cu`'s `KilnKeys`: the ten round keys, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KeySchedule([[u32; 10]; 2]);
+
+// SAFETY: a plain #[repr(C)] array of 20 u32, the layout of `struct KilnKeys { u32 k0[10];
+// u32 k1[10]; }`; the kernel reads it by value.
+unsafe impl cudarc::driver::DeviceRepr for KeySchedule {}
 
 /// The parameter rows of one option (layout of `finance.cu`'s `KILN_OPT_U` / `KILN_OPT_D`).
 fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
@@ -74,7 +90,8 @@ fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u32; OPT_U],
         pp.drift_dt.to_bits(),
         pp.vol_sqrt_dt.to_bits(),
         pp.log_barrier.to_bits(),
-        0,
+        // vega_drift_dt as kiln_cpu's Consts rounds it
+        (((spec.rate - spec.dividend + 0.5 * v * v) * pp.dt) as f32).to_bits(),
     ];
     let d = [
         spec.spot,
@@ -274,7 +291,7 @@ impl CudaBackend {
         mc: &McParams,
         out: &mut crate::pool::DeviceBuffer<f64>,
     ) -> Result<()> {
-        let k = kernel_for(style);
+        let k = kernel_for(style, mc.fast_math);
         let op = k.symbol();
         let items = rows.checked_mul(blocks).ok_or_else(|| too_many(u64::MAX))?;
         if rows == 0 || blocks == 0 {
@@ -304,7 +321,9 @@ impl CudaBackend {
         let dp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
         let op_ptr = out.device_ptr();
         let samples = mc.samples();
-        let key = kiln_core::philox::key_from_seed(mc.seed);
+        let keys = KeySchedule(kiln_core::philox::key_schedule(kiln_core::philox::key_from_seed(
+            mc.seed,
+        )));
         let anti = u32::from(mc.antithetic);
         // One warp per item; cap the grid (the kernel grid-strides) at 2^31 - 1 CTAs.
         let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
@@ -321,8 +340,7 @@ impl CudaBackend {
             .arg(&first_block)
             .arg(&blocks)
             .arg(&samples)
-            .arg(&key[0])
-            .arg(&key[1])
+            .arg(&keys)
             .arg(&anti)
             .arg(&op_ptr);
         // SAFETY: the kernel reads rows row0 .. row0 + rows of the parameter arrays (8 u32 and
@@ -334,8 +352,9 @@ impl CudaBackend {
     }
 
     /// Runs the self-test kernel: for each word `w[i]` the portable f32 math (uniform, ln,
-    /// sin, cos, exp of `x[i]`, the first Box-Muller normal of `(w[i], w[i] + 1)`) as f32
-    /// bits, 6 per input, and the Philox words of counter `[i, w[i], 7, 0]` under `key`.
+    /// sin, cos, exp of `x[i]`, the first Box-Muller normal of `(w[i], w[i] + 1)`, and the
+    /// fast_math normal of the same words) as f32 bits, 7 per input, and the Philox words of
+    /// counter `[i, w[i], 7, 0]` under `key`.
     pub fn finance_selftest_gpu(&self, w: &[u32], x: &[f32], key: [u32; 2]) -> Result<(Vec<u32>, Vec<u32>)> {
         kiln_core::backend::check_same_len("finance_selftest", w.len(), x.len())?;
         let n = u32::try_from(w.len()).map_err(|_| too_many(w.len() as u64))?;
@@ -344,7 +363,7 @@ impl CudaBackend {
         }
         let dw = self.upload_any(w)?;
         let dx = self.upload_any(x)?;
-        let out = self.alloc::<u32>(w.len() * 6)?;
+        let out = self.alloc::<u32>(w.len() * 7)?;
         let ph = self.alloc::<u32>(w.len() * 4)?;
         let f = self.function(KernelId::FinanceSelftestF32)?;
         let cfg = LaunchConfig {
@@ -366,10 +385,10 @@ impl CudaBackend {
             .arg(&key[1])
             .arg(&op)
             .arg(&pp);
-        // SAFETY: w and x hold n elements, out 6n and ph 4n (allocated just above); the
+        // SAFETY: w and x hold n elements, out 7n and ph 4n (allocated just above); the
         // kernel guards i < n. Pool buffers, kiln's stream only.
         unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("finance_selftest_f32", &self.name_str(), e))?;
-        let mut ho = vec![0u32; w.len() * 6];
+        let mut ho = vec![0u32; w.len() * 7];
         let mut hp = vec![0u32; w.len() * 4];
         out.copy_to_host(&mut ho, self.stream())?;
         ph.copy_to_host(&mut hp, self.stream())?;

@@ -170,6 +170,7 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
             seed: 2026,
             antithetic: false,
             control_variate: cv,
+            fast_math: false,
         };
         if gpu {
             // Warm-up: module load and pool.
@@ -225,6 +226,7 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
         seed: 7,
         antithetic: true,
         control_variate: false,
+        fast_math: false,
     };
     if gpu {
         let _ = rt.price(&specs[..1], Method::MonteCarlo, &mc);

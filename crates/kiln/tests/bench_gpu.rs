@@ -162,6 +162,7 @@ fn bench_monte_carlo() {
             seed: 1,
             antithetic: false,
             control_variate: false,
+            fast_math: false,
         };
         let mut last = None;
         let ms = time(b, 5, || {
@@ -205,6 +206,7 @@ fn bench_monte_carlo() {
         seed: 2,
         antithetic: false,
         control_variate: false,
+        fast_math: false,
     };
     let mut n_ok = 0;
     let ms = time(b, 3, || {

@@ -57,6 +57,7 @@ fn runs() -> Vec<McParams> {
             seed: 0xdead_beef_1234,
             antithetic: anti,
             control_variate: cv,
+            fast_math: false,
         });
     }
     v
@@ -90,6 +91,7 @@ fn gpu_math_and_philox_are_bitwise_the_cpus() {
     let key = key_from_seed(0x0123_4567_89ab_cdef);
     let (out, ph) = gpu.finance_selftest_gpu(&w, &x, key).unwrap();
     let mut bad = Vec::new();
+    let mut worst_fast = 0.0f64;
     for (i, &wi) in w.iter().enumerate() {
         let u = uniform_f32(wi);
         let (sn, cs) = sincos_turns_f32(wi);
@@ -103,23 +105,103 @@ fn gpu_math_and_philox_are_bitwise_the_cpus() {
         ];
         let names = ["uniform", "ln", "sin", "cos", "exp", "box_muller"];
         for k in 0..6 {
-            if out[i * 6 + k] != want[k] && bad.len() < 20 {
+            if out[i * 7 + k] != want[k] && bad.len() < 20 {
                 bad.push(format!(
                     "{} w={wi:#x}: gpu {:#x} cpu {:#x}",
                     names[k],
-                    out[i * 6 + k],
+                    out[i * 7 + k],
                     want[k]
                 ));
             }
         }
+        // fast_math: the same normal from hardware approximations, close but not bitwise.
+        // Error budget: MUFU sin/cos ~2^-21 absolute, lg2 and sqrt ~2^-22 relative, and
+        // lg2's absolute error near u = 1 (tiny r), where dz <= |d r^2| / (2 r).
+        let exact = f64::from(box_muller_f32(wi, wi.wrapping_add(1))[0]);
+        let r = (-2.0 * f64::from(uniform_f32(wi)).ln()).sqrt();
+        let fast = f64::from(f32::from_bits(out[i * 7 + 6]));
+        let tol = 4e-6 * (1.0 + r) + 4e-7 / r;
+        worst_fast = worst_fast.max((fast - exact).abs() / tol);
+        if (fast - exact).abs() > tol && bad.len() < 20 {
+            bad.push(format!(
+                "fast normal w={wi:#x}: gpu {fast} exact {exact} (tol {tol:.2e})"
+            ));
+        }
         let p = philox4x32_10([i as u32, wi, 7, 0], key);
         assert_eq!(&ph[i * 4..i * 4 + 4], &p, "philox at {i}");
     }
+    eprintln!("fast_math normals: worst |error| / tolerance = {worst_fast:.3}");
     assert!(
         bad.is_empty(),
         "GPU math differs from the CPU's:\n{}",
         bad.join("\n")
     );
+}
+
+/// fast_math prices: every style, every variance-reduction combination, against the CPU's
+/// exact engine on the same seed - far inside the standard error (the normals differ by
+/// ~1e-6), Greeks close, and still independent of the chunking, bit for bit.
+#[test]
+fn gpu_fast_math_prices_agree_with_the_exact_cpu_engine() {
+    let Some(rt) =
+        kiln::testing::cuda_runtime_or_skip("gpu_fast_math_prices_agree_with_the_exact_cpu_engine")
+    else {
+        return;
+    };
+    let gpu = rt.cuda().unwrap();
+    let specs = every_style();
+    for exact in runs() {
+        let fast = McParams {
+            fast_math: true,
+            paths: 64 * 1024 + 37,
+            ..exact
+        };
+        let cpu_run = McParams {
+            fast_math: false,
+            ..fast
+        };
+        let g = gpu.price_mc_gpu(&specs, &fast).unwrap();
+        let c = cpu::price_portfolio(&specs, &cpu_run);
+        for (i, (g, c)) in g.iter().zip(&c).enumerate() {
+            let (g, c) = (g.as_ref().unwrap(), c.as_ref().unwrap());
+            let what = format!(
+                "option {i} {:?} anti {} cv {}",
+                specs[i].style, fast.antithetic, fast.control_variate
+            );
+            // a barrier can flip on a path whose log-price lands within ~1e-6 of it
+            let k = if specs[i].style.is_barrier() { 0.25 } else { 0.02 };
+            assert!(
+                (g.price - c.price).abs() <= k * c.std_error + 1e-12,
+                "{what}: fast {} exact {} se {}",
+                g.price,
+                c.price,
+                c.std_error
+            );
+            assert!(
+                (g.std_error - c.std_error).abs() <= 0.02 * c.std_error + 1e-12,
+                "{what}: se"
+            );
+            assert_eq!(g.paths_used, c.paths_used, "{what}: paths");
+            for (name, a, b) in [("delta", g.delta, c.delta), ("vega", g.vega, c.vega)] {
+                match (a, b) {
+                    (Some(a), Some(b)) => assert!(
+                        (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+                        "{what}: {name} {a} vs {b}"
+                    ),
+                    (a, b) => assert_eq!(a.is_some(), b.is_some(), "{what}: {name}"),
+                }
+            }
+        }
+        // chunking still changes no bit
+        let opts = GpuMcOptions {
+            max_items: 7,
+            first_option: 0,
+        };
+        let part = gpu.price_mc_gpu_with(&specs, &fast, &opts).unwrap();
+        for (a, b) in part.iter().zip(&g) {
+            same_bits(a.as_ref().unwrap(), b.as_ref().unwrap(), "fast_math, max_items 7");
+        }
+    }
 }
 
 /// Every block's sums (so every path's payoff, control and Greeks) are the CPU's.
@@ -226,6 +308,7 @@ kiln::test_device!(mc_is_within_3_standard_errors_of_closed_forms, |rt: &Runtime
             seed: 77,
             antithetic: anti,
             control_variate: false,
+            fast_math: false,
         };
         let got = rt.price(&specs, Method::MonteCarlo, &mc);
         let closed = rt.price(&specs, Method::Analytic, &mc);

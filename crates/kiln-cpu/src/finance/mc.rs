@@ -121,11 +121,27 @@ fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
         n: f64::from(pp.steps),
         control_mean: control_mean(spec, pp),
         log_barrier: pp.log_barrier,
+        vega_drift_dt: ((r - q + 0.5 * v * v) * pp.dt) as f32,
     }
 }
 
-/// One canonical block's sums.
+/// One canonical block's sums. The path arithmetic uses `mul_add`, which is one instruction
+/// only where the code is compiled for FMA: on x86-64 `multiversion` runs a copy compiled
+/// with AVX2 + FMA when the processor has them (the default target has neither, and would
+/// call libm's `fmaf` a step). Both copies give the same bits: `mul_add` is exactly rounded
+/// either way, and nothing else changes.
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn block_sums<K: PathKind, const ANTI: bool>(
+    kind: &K,
+    pp: &PathParams,
+    option: u32,
+    block: u64,
+) -> BlockSums {
+    block_sums_body::<K, ANTI>(kind, pp, option, block)
+}
+
+#[inline(always)]
+fn block_sums_body<K: PathKind, const ANTI: bool>(
     kind: &K,
     pp: &PathParams,
     option: u32,
@@ -316,6 +332,7 @@ mod tests {
             seed: 5,
             antithetic: true,
             control_variate: true,
+            fast_math: false,
         };
         let reference = pool(1).install(|| price_mc_with(&spec, &mc, 2, Some(1))).unwrap();
         for (threads, min_len) in [(1, 3), (2, 1), (2, 2), (2, 7)] {
