@@ -33,9 +33,9 @@ cs="${COMPUTE_SANITIZER:-}"
 if [ -z "$cs" ] && [ -f .device/sanitizer/compute-sanitizer.tar.xz ]; then
   dir=$(mktemp -d)
   tar -xJf .device/sanitizer/compute-sanitizer.tar.xz -C "$dir"
-  cs="$dir/bin/compute-sanitizer"
-  # the wheel's layout: the binary and its collection library in bin/, the injection libraries in lib/
-  export LD_LIBRARY_PATH="$dir/lib:$dir/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # the toolkit's layout (scripts/fetch-sanitizer.sh): the tool, TreeLauncherSubreaper and
+  # the injection libraries in one directory
+  cs="$dir/compute-sanitizer"
 fi
 [ -z "$cs" ] && cs=$(command -v compute-sanitizer || true)
 [ -z "$cs" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && cs=/usr/local/cuda/bin/compute-sanitizer
