@@ -307,3 +307,332 @@ extern "C" __global__ void __launch_bounds__(256) NAME(const float* __restrict__
 KILN_F3D(filter3d_k3_f32, 3)
 KILN_F3D(filter3d_k5_f32, 5)
 KILN_F3D(filter3d_k7_f32, 7)
+
+// ---------------------------------------------------------------------------------------
+// Fused separable 2-D correlation of (N, H, W) planes: both 1-D passes in one kernel, the
+// first pass's f32 result kept in shared memory only (same arithmetic as two passes: each
+// pass sums its taps in order with fma from 0 and rounds to f32).
+//
+// sep2d_{vh,hv}_r{R}_f32: R = radius 1..8 (compile time, so every tap is an unrolled FFMA
+// with a constant-bank weight and the sliding windows live in registers); vh = pass 1
+// along H (axis 1) then pass 2 along W, hv = the reverse. Block 32x8, output tile 128 wide
+// x 64 tall; grid (ceil(W/128), min(ceil(H/64), 65535), min(N, 65535)), grid-stride in y, z.
+// Static shared memory only.
+//
+// The boundary mode is applied when the input is loaded (rows and columns mapped through
+// per-tile tables; tiles whose halo lies inside the image skip the tables), and the
+// intermediate's halo along the second axis is the first pass at the mapped position, which
+// is what the second pass's own extension of the intermediate reads; in constant mode
+// those halo positions hold cval, as the CPU's extended line does.
+//
+// vh: phase 1, warp ty, lane tx takes columns c = tx + 32i of the 128+2R halo columns and
+//     a strip of 8 output rows: 8+2R loads from global (coalesced across the warp), 8
+//     outputs from registers, stored to T[64][round4(128+2R)]. Phase 2: warp ty takes rows
+//     ty + 8q; each lane 4 adjacent outputs from 4+2R values read as float4 (conflict-free
+//     LDS.128), stored as float4 to global where W % 4 == 0.
+// hv: phase 1, warp ty takes rows r = ty + 8q of the 64+2R halo rows, each lane 4 adjacent
+//     outputs from 4+2R loads, stored as float4 to T[64+2R][128]. Phase 2: lane tx takes
+//     columns tx + 32i, strips of 8 rows from T (8+2R reads), coalesced stores.
+#define SX 128
+#define SVB 8
+#define SY (8 * SVB)
+
+template <int R, bool VH>
+__device__ __forceinline__ void sep2d_body(const float* __restrict__ src, float* __restrict__ dst, int N, int H,
+                                           int W, const W1& w1, const W1& w2, int mode, float cval) {
+    constexpr int K = 2 * R + 1;
+    constexpr int NR = SY + 2 * R, NC = SX + 2 * R;
+    constexpr int TS = (NC + 3) & ~3;
+    constexpr int TSIZE = VH ? SY * TS : NR * SX;
+    __shared__ __align__(16) float T[TSIZE];
+    __shared__ int rowmap[NR];
+    __shared__ int colmap[NC];
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
+    const int tiles_y = (H + SY - 1) / SY;
+    const int x0 = blockIdx.x * SX;
+    const i64 HW = (i64)H * W;
+    const bool vec = (W & 3) == 0 && (((unsigned long long)dst) & 15) == 0;
+    for (int n = blockIdx.z; n < N; n += gridDim.z) {
+        const float* __restrict__ img = src + n * HW;
+        float* __restrict__ out = dst + n * HW;
+        for (int by = blockIdx.y; by < tiles_y; by += gridDim.y) {
+            const int y0 = by * SY;
+            const bool inside = x0 - R >= 0 && x0 + SX + R <= W && y0 - R >= 0 && y0 + SY + R <= H;
+            if (!inside) {
+                // Row table: offset of the mapped row (or -1: cval); column table: mapped column.
+                for (int i = tid; i < NR; i += 256) {
+                    const int m = kiln_map(y0 - R + i, H, mode);
+                    rowmap[i] = m < 0 ? -1 : m * W;
+                }
+                for (int i = tid; i < NC; i += 256) colmap[i] = kiln_map(x0 - R + i, W, mode);
+                __syncthreads();
+            }
+            if (VH) {
+                // Phase 1: vertical pass over the 128+2R halo columns (one column at a time
+                // keeps the 8+2R window in registers).
+#pragma unroll 1
+                for (int i = 0; i < (NC + 31) / 32; ++i) {
+                    const int c = tx + 32 * i;
+                    if (c < NC) {
+                        float v[SVB + 2 * R];
+                        bool fill = false;
+                        if (inside) {
+                            const float* p = img + (y0 - R + ty * SVB) * W + (x0 - R + c);
+#pragma unroll
+                            for (int a = 0; a < SVB + 2 * R; ++a) v[a] = __ldg(p + a * W);
+                        } else {
+                            const int mx = colmap[c];
+                            fill = mx < 0;
+#pragma unroll
+                            for (int a = 0; a < SVB + 2 * R; ++a) {
+                                const int ro = rowmap[ty * SVB + a];
+                                v[a] = (ro >= 0 && mx >= 0) ? __ldg(img + ro + mx) : cval;
+                            }
+                        }
+#pragma unroll
+                        for (int j = 0; j < SVB; ++j) {
+                            float acc = 0.0f;
+#pragma unroll
+                            for (int a = 0; a < K; ++a) acc = fmaf(w1.w[a], v[j + a], acc);
+                            T[(ty * SVB + j) * TS + c] = fill ? cval : acc;
+                        }
+                    }
+                }
+                __syncthreads();
+                // Phase 2: horizontal pass, 4 adjacent outputs a lane.
+                constexpr int NL = (4 + 2 * R + 3) / 4;
+                const int gx = x0 + 4 * tx;
+#pragma unroll 2
+                for (int q = 0; q < SY / 8; ++q) {
+                    const int j = ty + 8 * q;
+                    const int gy = y0 + j;
+                    if (gy < H && gx < W) {
+                        const float4* rp = reinterpret_cast<const float4*>(T + j * TS) + tx;
+                        float v[4 * NL];
+#pragma unroll
+                        for (int m = 0; m < NL; ++m) {
+                            const float4 f = rp[m];
+                            v[4 * m] = f.x;
+                            v[4 * m + 1] = f.y;
+                            v[4 * m + 2] = f.z;
+                            v[4 * m + 3] = f.w;
+                        }
+                        float o[4];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            float acc = 0.0f;
+#pragma unroll
+                            for (int c = 0; c < K; ++c) acc = fmaf(w2.w[c], v[e + c], acc);
+                            o[e] = acc;
+                        }
+                        float* op = out + gy * W + gx;
+                        if (vec && gx + 3 < W) {
+                            *reinterpret_cast<float4*>(op) = make_float4(o[0], o[1], o[2], o[3]);
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < 4; ++e)
+                                if (gx + e < W) op[e] = o[e];
+                        }
+                    }
+                }
+            } else {
+                // Phase 1: horizontal pass over the 64+2R halo rows, 4 adjacent outputs a lane.
+#pragma unroll 2
+                for (int q = 0; q < (NR + 7) / 8; ++q) {
+                    const int r = ty + 8 * q;
+                    if (r < NR) {
+                        float v[4 + 2 * R];
+                        bool fill = false;
+                        if (inside) {
+                            const float* p = img + (y0 - R + r) * W + (x0 - R + 4 * tx);
+#pragma unroll
+                            for (int e = 0; e < 4 + 2 * R; ++e) v[e] = __ldg(p + e);
+                        } else {
+                            const int ro = rowmap[r];
+                            fill = ro < 0;
+#pragma unroll
+                            for (int e = 0; e < 4 + 2 * R; ++e) {
+                                const int cm = colmap[4 * tx + e];
+                                v[e] = (ro >= 0 && cm >= 0) ? __ldg(img + ro + cm) : cval;
+                            }
+                        }
+                        float o[4];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            float acc = 0.0f;
+#pragma unroll
+                            for (int c = 0; c < K; ++c) acc = fmaf(w1.w[c], v[e + c], acc);
+                            o[e] = fill ? cval : acc;
+                        }
+                        *reinterpret_cast<float4*>(T + r * SX + 4 * tx) = make_float4(o[0], o[1], o[2], o[3]);
+                    }
+                }
+                __syncthreads();
+                // Phase 2: vertical pass, a strip of 8 rows a thread, coalesced stores.
+#pragma unroll
+                for (int i = 0; i < SX / 32; ++i) {
+                    const int c = tx + 32 * i;
+                    const int gx = x0 + c;
+                    float v[SVB + 2 * R];
+#pragma unroll
+                    for (int a = 0; a < SVB + 2 * R; ++a) v[a] = T[(ty * SVB + a) * SX + c];
+#pragma unroll
+                    for (int j = 0; j < SVB; ++j) {
+                        float acc = 0.0f;
+#pragma unroll
+                        for (int a = 0; a < K; ++a) acc = fmaf(w2.w[a], v[j + a], acc);
+                        const int gy = y0 + ty * SVB + j;
+                        if (gy < H && gx < W) out[gy * W + gx] = acc;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+#define KILN_SEP2D(VH, HV, R)                                                                          \
+extern "C" __global__ void __launch_bounds__(256, 4) VH(const float* __restrict__ src, float* __restrict__ dst, \
+    int N, int H, int W, const W1 w1, const W1 w2, int mode, float cval) {                             \
+    sep2d_body<R, true>(src, dst, N, H, W, w1, w2, mode, cval);                                        \
+}                                                                                                      \
+extern "C" __global__ void __launch_bounds__(256, 4) HV(const float* __restrict__ src, float* __restrict__ dst, \
+    int N, int H, int W, const W1 w1, const W1 w2, int mode, float cval) {                             \
+    sep2d_body<R, false>(src, dst, N, H, W, w1, w2, mode, cval);                                       \
+}
+
+KILN_SEP2D(sep2d_vh_r1_f32, sep2d_hv_r1_f32, 1)
+KILN_SEP2D(sep2d_vh_r2_f32, sep2d_hv_r2_f32, 2)
+KILN_SEP2D(sep2d_vh_r3_f32, sep2d_hv_r3_f32, 3)
+KILN_SEP2D(sep2d_vh_r4_f32, sep2d_hv_r4_f32, 4)
+KILN_SEP2D(sep2d_vh_r5_f32, sep2d_hv_r5_f32, 5)
+KILN_SEP2D(sep2d_vh_r6_f32, sep2d_hv_r6_f32, 6)
+KILN_SEP2D(sep2d_vh_r7_f32, sep2d_hv_r7_f32, 7)
+KILN_SEP2D(sep2d_vh_r8_f32, sep2d_hv_r8_f32, 8)
+
+// ---------------------------------------------------------------------------------------
+// filter2d_k3r{8,4}_f32: direct 3x3 correlation with no shared memory and no barrier. Block
+// 32x4; warp ty owns the K3S-row strip starting at y0 + ty*K3S of a 128-wide, 4*K3S-tall
+// tile, each lane 4 adjacent columns. A thread loads its K3S+2 input rows at once (one
+// float4 a row; the left/right neighbours come from the adjacent lanes by shuffle, lanes 0
+// and 31 load the tile's edge columns, mapped through the boundary mode once), computes
+// K3S x 4 outputs from registers and stores float4s. Rows are mapped through the boundary
+// mode only in strips that touch the top or bottom edge. Tiles that are partial in x, or
+// images with W % 4 != 0 or unaligned buffers, take the generic path (every column mapped,
+// scalar loads and stores). Weights: the 9 taps row-major in w.w[0..9]. Sum order: row-major
+// tap order with fma from 0, as filter2d_body.
+// Grid (ceil(W/128), min(ceil(H/(4*K3S)), 65535), min(N, 65535)), grid-stride in y and z.
+#define K3FULL 0xffffffffu
+
+template <int K3S, bool MAPROWS>
+__device__ __forceinline__ void k3r_fast(const float* __restrict__ img, float* __restrict__ out, int H, int W,
+                                         int ys, int x, int lane, int xl, int xr, const W1& wt, int mode,
+                                         float cval) {
+    float v[K3S + 2][6];
+#pragma unroll
+    for (int i = 0; i < K3S + 2; ++i) {
+        const int gy = ys - 1 + i;
+        const int my = MAPROWS ? kiln_map(gy, H, mode) : gy;
+        if (my >= 0) {
+            const float* row = img + my * W;
+            const float4 f = __ldg(reinterpret_cast<const float4*>(row + x));
+            float e = cval;
+            if (lane == 0 && xl >= 0) e = __ldg(row + xl);
+            if (lane == 31 && xr >= 0) e = __ldg(row + xr);
+            const float l = __shfl_up_sync(K3FULL, f.w, 1);
+            const float r = __shfl_down_sync(K3FULL, f.x, 1);
+            v[i][0] = lane == 0 ? e : l;
+            v[i][1] = f.x;
+            v[i][2] = f.y;
+            v[i][3] = f.z;
+            v[i][4] = f.w;
+            v[i][5] = lane == 31 ? e : r;
+        } else {
+#pragma unroll
+            for (int c = 0; c < 6; ++c) v[i][c] = cval;
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < K3S; ++s) {
+        const int y = ys + s;
+        float o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int a = 0; a < 3; ++a)
+#pragma unroll
+                for (int c = 0; c < 3; ++c) acc = fmaf(wt.w[a * 3 + c], v[s + a][e + c], acc);
+            o[e] = acc;
+        }
+        if (y < H) *reinterpret_cast<float4*>(out + y * W + x) = make_float4(o[0], o[1], o[2], o[3]);
+    }
+}
+
+template <int K3S>
+__device__ __forceinline__ void k3r_generic(const float* __restrict__ img, float* __restrict__ out, int H, int W,
+                                            int ys, int x, const W1& wt, int mode, float cval) {
+    int cm[6];
+#pragma unroll
+    for (int c = 0; c < 6; ++c) cm[c] = kiln_map(x - 1 + c, W, mode);
+    float v[K3S + 2][6];
+#pragma unroll
+    for (int i = 0; i < K3S + 2; ++i) {
+        const int my = kiln_map(ys - 1 + i, H, mode);
+        const int ro = my < 0 ? -1 : my * W;
+#pragma unroll
+        for (int c = 0; c < 6; ++c) v[i][c] = (ro >= 0 && cm[c] >= 0) ? __ldg(img + ro + cm[c]) : cval;
+    }
+#pragma unroll
+    for (int s = 0; s < K3S; ++s) {
+        const int y = ys + s;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int a = 0; a < 3; ++a)
+#pragma unroll
+                for (int c = 0; c < 3; ++c) acc = fmaf(wt.w[a * 3 + c], v[s + a][e + c], acc);
+            if (y < H && x + e < W) out[y * W + x + e] = acc;
+        }
+    }
+}
+
+template <int K3S>
+__device__ __forceinline__ void k3r_body(const float* __restrict__ src, float* __restrict__ dst, int N, int H, int W,
+                                         const W1& wt, int mode, float cval) {
+    const int lane = threadIdx.x, ty = threadIdx.y;
+    const int x0 = blockIdx.x * 128, x = x0 + 4 * lane;
+    const int tiles_y = (H + 4 * K3S - 1) / (4 * K3S);
+    const i64 HW = (i64)H * W;
+    // Block-uniform: the whole 128-column tile is inside the image and float4-aligned.
+    const bool xfast = (W & 3) == 0 && x0 + 128 <= W && ((((unsigned long long)src) | ((unsigned long long)dst)) & 15) == 0;
+    const int xl = kiln_map(x0 - 1, W, mode), xr = kiln_map(x0 + 128, W, mode);
+    for (int n = blockIdx.z; n < N; n += gridDim.z) {
+        const float* __restrict__ img = src + n * HW;
+        float* __restrict__ out = dst + n * HW;
+        for (int by = blockIdx.y; by < tiles_y; by += gridDim.y) {
+            const int ys = by * 4 * K3S + ty * K3S;
+            if (ys >= H) continue;
+            if (xfast) {
+                if (ys >= 1 && ys + K3S + 1 <= H)
+                    k3r_fast<K3S, false>(img, out, H, W, ys, x, lane, xl, xr, wt, mode, cval);
+                else
+                    k3r_fast<K3S, true>(img, out, H, W, ys, x, lane, xl, xr, wt, mode, cval);
+            } else {
+                k3r_generic<K3S>(img, out, H, W, ys, x, wt, mode, cval);
+            }
+        }
+    }
+}
+
+// K3S = 8 rows a thread (128 registers, 4 blocks = 16 warps an SM, 10 float4 loads in flight
+// a thread) and K3S = 4 (6 float4 loads, more warps).
+extern "C" __global__ void __launch_bounds__(128, 4) filter2d_k3r8_f32(const float* __restrict__ src,
+    float* __restrict__ dst, int N, int H, int W, const W1 wt, int mode, float cval) {
+    k3r_body<8>(src, dst, N, H, W, wt, mode, cval);
+}
+extern "C" __global__ void __launch_bounds__(128, 6) filter2d_k3r4_f32(const float* __restrict__ src,
+    float* __restrict__ dst, int N, int H, int W, const W1 wt, int mode, float cval) {
+    k3r_body<4>(src, dst, N, H, W, wt, mode, cval);
+}

@@ -89,6 +89,42 @@ pub enum KernelId {
     Filter3dK5F32,
     /// filter3d direct path, 7x7x7.
     Filter3dK7F32,
+    /// filter2d direct 3x3 from registers (no shared memory), 8 rows a thread.
+    Filter2dK3r8F32,
+    /// filter2d direct 3x3 from registers, 4 rows a thread.
+    Filter2dK3r4F32,
+    /// Fused separable 2-D, radius 1: pass along H, then along W.
+    Sep2dVhR1F32,
+    /// Fused separable 2-D, radius 2: pass along H, then along W.
+    Sep2dVhR2F32,
+    /// Fused separable 2-D, radius 3: pass along H, then along W.
+    Sep2dVhR3F32,
+    /// Fused separable 2-D, radius 4: pass along H, then along W.
+    Sep2dVhR4F32,
+    /// Fused separable 2-D, radius 5: pass along H, then along W.
+    Sep2dVhR5F32,
+    /// Fused separable 2-D, radius 6: pass along H, then along W.
+    Sep2dVhR6F32,
+    /// Fused separable 2-D, radius 7: pass along H, then along W.
+    Sep2dVhR7F32,
+    /// Fused separable 2-D, radius 8: pass along H, then along W.
+    Sep2dVhR8F32,
+    /// Fused separable 2-D, radius 1: pass along W, then along H.
+    Sep2dHvR1F32,
+    /// Fused separable 2-D, radius 2: pass along W, then along H.
+    Sep2dHvR2F32,
+    /// Fused separable 2-D, radius 3: pass along W, then along H.
+    Sep2dHvR3F32,
+    /// Fused separable 2-D, radius 4: pass along W, then along H.
+    Sep2dHvR4F32,
+    /// Fused separable 2-D, radius 5: pass along W, then along H.
+    Sep2dHvR5F32,
+    /// Fused separable 2-D, radius 6: pass along W, then along H.
+    Sep2dHvR6F32,
+    /// Fused separable 2-D, radius 7: pass along W, then along H.
+    Sep2dHvR7F32,
+    /// Fused separable 2-D, radius 8: pass along W, then along H.
+    Sep2dHvR8F32,
     /// Monte Carlo, European options: per-(option, 1024-sample block) f64 sums, a warp each.
     McEuropeanF64,
     /// Monte Carlo, arithmetic-average Asian options (block sums as above).
@@ -162,6 +198,24 @@ impl KernelId {
         KernelId::Filter3dK3F32,
         KernelId::Filter3dK5F32,
         KernelId::Filter3dK7F32,
+        KernelId::Filter2dK3r8F32,
+        KernelId::Filter2dK3r4F32,
+        KernelId::Sep2dVhR1F32,
+        KernelId::Sep2dVhR2F32,
+        KernelId::Sep2dVhR3F32,
+        KernelId::Sep2dVhR4F32,
+        KernelId::Sep2dVhR5F32,
+        KernelId::Sep2dVhR6F32,
+        KernelId::Sep2dVhR7F32,
+        KernelId::Sep2dVhR8F32,
+        KernelId::Sep2dHvR1F32,
+        KernelId::Sep2dHvR2F32,
+        KernelId::Sep2dHvR3F32,
+        KernelId::Sep2dHvR4F32,
+        KernelId::Sep2dHvR5F32,
+        KernelId::Sep2dHvR6F32,
+        KernelId::Sep2dHvR7F32,
+        KernelId::Sep2dHvR8F32,
         KernelId::McEuropeanF64,
         KernelId::McAsianArithmeticF64,
         KernelId::McAsianGeometricF64,
@@ -208,7 +262,25 @@ impl KernelId {
             | KernelId::Filter1dStridedF32
             | KernelId::Filter3dK3F32
             | KernelId::Filter3dK5F32
-            | KernelId::Filter3dK7F32 => IMAGING,
+            | KernelId::Filter3dK7F32
+            | KernelId::Filter2dK3r8F32
+            | KernelId::Filter2dK3r4F32
+            | KernelId::Sep2dVhR1F32
+            | KernelId::Sep2dVhR2F32
+            | KernelId::Sep2dVhR3F32
+            | KernelId::Sep2dVhR4F32
+            | KernelId::Sep2dVhR5F32
+            | KernelId::Sep2dVhR6F32
+            | KernelId::Sep2dVhR7F32
+            | KernelId::Sep2dVhR8F32
+            | KernelId::Sep2dHvR1F32
+            | KernelId::Sep2dHvR2F32
+            | KernelId::Sep2dHvR3F32
+            | KernelId::Sep2dHvR4F32
+            | KernelId::Sep2dHvR5F32
+            | KernelId::Sep2dHvR6F32
+            | KernelId::Sep2dHvR7F32
+            | KernelId::Sep2dHvR8F32 => IMAGING,
             KernelId::McEuropeanF64
             | KernelId::McAsianArithmeticF64
             | KernelId::McAsianGeometricF64
@@ -258,6 +330,24 @@ impl KernelId {
             KernelId::Filter3dK3F32 => "filter3d_k3_f32",
             KernelId::Filter3dK5F32 => "filter3d_k5_f32",
             KernelId::Filter3dK7F32 => "filter3d_k7_f32",
+            KernelId::Filter2dK3r8F32 => "filter2d_k3r8_f32",
+            KernelId::Filter2dK3r4F32 => "filter2d_k3r4_f32",
+            KernelId::Sep2dVhR1F32 => "sep2d_vh_r1_f32",
+            KernelId::Sep2dVhR2F32 => "sep2d_vh_r2_f32",
+            KernelId::Sep2dVhR3F32 => "sep2d_vh_r3_f32",
+            KernelId::Sep2dVhR4F32 => "sep2d_vh_r4_f32",
+            KernelId::Sep2dVhR5F32 => "sep2d_vh_r5_f32",
+            KernelId::Sep2dVhR6F32 => "sep2d_vh_r6_f32",
+            KernelId::Sep2dVhR7F32 => "sep2d_vh_r7_f32",
+            KernelId::Sep2dVhR8F32 => "sep2d_vh_r8_f32",
+            KernelId::Sep2dHvR1F32 => "sep2d_hv_r1_f32",
+            KernelId::Sep2dHvR2F32 => "sep2d_hv_r2_f32",
+            KernelId::Sep2dHvR3F32 => "sep2d_hv_r3_f32",
+            KernelId::Sep2dHvR4F32 => "sep2d_hv_r4_f32",
+            KernelId::Sep2dHvR5F32 => "sep2d_hv_r5_f32",
+            KernelId::Sep2dHvR6F32 => "sep2d_hv_r6_f32",
+            KernelId::Sep2dHvR7F32 => "sep2d_hv_r7_f32",
+            KernelId::Sep2dHvR8F32 => "sep2d_hv_r8_f32",
             KernelId::McEuropeanF64 => "mc_european_f64",
             KernelId::McAsianArithmeticF64 => "mc_asian_arithmetic_f64",
             KernelId::McAsianGeometricF64 => "mc_asian_geometric_f64",

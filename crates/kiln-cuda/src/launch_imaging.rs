@@ -39,6 +39,14 @@ unsafe impl DeviceRepr for W1 {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for W3 {}
 
+/// One launch of the separable path.
+enum Stage<'a> {
+    /// A 1-D pass along an array axis.
+    Pass(usize, &'a [f64]),
+    /// Passes along axes 1 and 2 fused (`true`: axis 1 first), first and second weights.
+    Fused(bool, &'a [f64], &'a [f64]),
+}
+
 /// Largest axis length the kernels index with 32-bit ints (leaves room for the halo).
 const MAX_AXIS: usize = (i32::MAX as usize) - 64;
 /// CUDA's limit on grid y and z.
@@ -96,6 +104,28 @@ fn check_shape(op: &str, shape: [usize; 3], src: usize, dst: usize) -> Result<()
     Ok(())
 }
 
+/// The z planes a filter3d block marches over: of the chunkings of `d` planes, the one
+/// with the fewest `waves × (zc + 2r)` (waves of `tiles × chunks` equal blocks over
+/// `resident` slots, each block reading `zc + 2r` planes), ties to fewer blocks.
+fn zchunk(d: usize, tiles: usize, resident: usize, r: usize) -> usize {
+    let resident = resident.max(1);
+    let mut best = (usize::MAX, d);
+    let mut zc = d;
+    loop {
+        let chunks = d.div_ceil(zc);
+        let cost = (tiles * chunks).div_ceil(resident) * (zc + 2 * r);
+        if cost < best.0 {
+            best = (cost, zc);
+        }
+        if zc == 1 {
+            break;
+        }
+        // The next smaller zc that changes the chunk count.
+        zc = d.div_ceil(chunks + 1).min(zc - 1);
+    }
+    best.1
+}
+
 fn grid(n: usize) -> u32 {
     n.clamp(1, MAX_GRID_YZ) as u32
 }
@@ -107,11 +137,14 @@ impl CudaBackend {
 
     /// Direct 2-D correlation of `n` contiguous `(h, w)` planes (`shape = [n, h, w]`).
     ///
-    /// Launch: `filter2d_k{3,5,7}_f32` (unrolled, weights as FFMA constant operands) or
+    /// Launch: k = 3 runs `filter2d_k3r8_f32` (registers only, no shared memory: block
+    /// 32×4, each warp an 8-row strip of a 128-wide tile, each lane 4 adjacent columns;
+    /// grid `(ceil(w/128), min(ceil(h/32), 65535), min(n, 65535))`). Other sizes run
+    /// `filter2d_k{5,7}_f32` (unrolled, weights as FFMA constant operands) or
     /// `filter2d_kn_f32` (any odd k <= 31); block 32×8, each thread 8 vertically adjacent
     /// outputs of a 32×64 tile; grid `(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535))`
     /// with grid-stride loops in y and z; dynamic shared memory `(32+2r)·(64+2r)` floats
-    /// (at most 23 KiB at k = 31).
+    /// (at most 23 KiB at k = 31). See [`Self::filter2d_direct_variant_device`].
     pub fn filter2d_direct_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -120,6 +153,22 @@ impl CudaBackend {
         kernel: &Kernel2D,
         mode: BoundaryMode,
     ) -> Result<()> {
+        self.filter2d_direct_variant_device(src, dst, shape, kernel, mode, "auto")
+    }
+
+    /// [`Self::filter2d_direct_device`] with the kernel named, for A/B benchmarks:
+    /// `"auto"` (what the facade runs), `"smem"` (the shared-memory tile kernels
+    /// `filter2d_k{3,5,7,n}_f32` for every k), `"k3r8"` / `"k3r4"` (the 3×3 register
+    /// kernels with 8 or 4 rows a thread; k = 3 only).
+    pub fn filter2d_direct_variant_device(
+        &self,
+        src: &DeviceBuffer<f32>,
+        dst: &mut DeviceBuffer<f32>,
+        shape: [usize; 3],
+        kernel: &Kernel2D,
+        mode: BoundaryMode,
+        variant: &str,
+    ) -> Result<()> {
         check_shape("filter2d", shape, src.len(), dst.len())?;
         let k = kernel.size();
         if k % 2 == 0 || k > 31 {
@@ -127,6 +176,53 @@ impl CudaBackend {
                 "filter2d",
                 format!("kernel size {k} must be odd and <= 31"),
             ));
+        }
+        let reg = match (variant, k) {
+            ("auto" | "k3r8", 3) => Some((KernelId::Filter2dK3r8F32, 8usize)),
+            ("k3r4", 3) => Some((KernelId::Filter2dK3r4F32, 4)),
+            ("auto" | "smem", _) => None,
+            _ => {
+                return Err(Error::invalid(
+                    "filter2d",
+                    format!(
+                        "variant `{variant}` with k = {k}: expected auto, smem, or k3r8 / k3r4 with k = 3"
+                    ),
+                ))
+            }
+        };
+        let [n, h, wd] = shape;
+        let (mc, cval) = mode_args(mode);
+        let (sp, dp) = (src.device_ptr(), dst.device_ptr());
+        let (ni, hi, wi, ki) = (n as i32, h as i32, wd as i32, k as i32);
+        if let Some((id, rows)) = reg {
+            let mut w = W1([0.0; 32]);
+            for (d, &s) in w.0.iter_mut().zip(kernel.weights()) {
+                *d = w32(s);
+            }
+            let f = self.function(id)?;
+            let cfg = LaunchConfig {
+                grid_dim: (wd.div_ceil(128) as u32, grid(h.div_ceil(4 * rows)), grid(n)),
+                block_dim: (32, 4, 1),
+                shared_mem_bytes: 0,
+            };
+            let _range = self.range(id.symbol());
+            let mut l = self.stream().launch_builder(&f);
+            l.arg(&sp)
+                .arg(&dp)
+                .arg(&ni)
+                .arg(&hi)
+                .arg(&wi)
+                .arg(&w)
+                .arg(&mc)
+                .arg(&cval);
+            // SAFETY: both buffers hold exactly n*h*w f32 (checked) and are distinct; the
+            // kernel writes only y < h, x < w and reads only mapped in-range indices (float4
+            // accesses only where w % 4 == 0, the 128-column tile lies inside the row and
+            // both pointers are 16-byte aligned, checked in the kernel); h*w < 2^31
+            // (checked) so its int offsets do not overflow; stream order keeps the buffers
+            // alive.
+            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
+            return Ok(());
         }
         let mut w = W2([0.0; 961]);
         for (d, &s) in w.0.iter_mut().zip(kernel.weights()) {
@@ -139,16 +235,12 @@ impl CudaBackend {
             _ => KernelId::Filter2dKnF32,
         };
         let f = self.function(id)?;
-        let [n, h, wd] = shape;
         let r = k / 2;
         let cfg = LaunchConfig {
             grid_dim: (wd.div_ceil(32) as u32, grid(h.div_ceil(64)), grid(n)),
             block_dim: BLOCK,
             shared_mem_bytes: ((32 + 2 * r) * (64 + 2 * r) * 4) as u32,
         };
-        let (mc, cval) = mode_args(mode);
-        let (sp, dp) = (src.device_ptr(), dst.device_ptr());
-        let (ni, hi, wi, ki) = (n as i32, h as i32, wd as i32, k as i32);
         let _range = self.range(id.symbol());
         let mut l = self.stream().launch_builder(&f);
         l.arg(&sp)
@@ -279,6 +371,11 @@ impl CudaBackend {
     /// The separable path: the 1-D passes of `sep` in its `pass_order`, factor axis `a`
     /// running on array axis `a + axis_offset` (1 for a batch of 2-D images, 0 for a
     /// volume), ping-ponging through one f32 temporary so the last pass lands in `dst`.
+    ///
+    /// Two consecutive passes along axes 1 and 2 (either order) with the same odd length
+    /// 3..=17 run as one fused kernel, `sep2d_{vh,hv}_r{1..8}_f32` (the intermediate stays
+    /// in shared memory, rounded to f32 exactly as the pass would store it); the others run
+    /// one pass each. See [`Self::separable_variant_device`].
     pub fn separable_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -288,7 +385,34 @@ impl CudaBackend {
         axis_offset: usize,
         mode: BoundaryMode,
     ) -> Result<()> {
+        self.separable_variant_device(src, dst, shape, sep, axis_offset, mode, "auto")
+    }
+
+    /// [`Self::separable_device`] with the kernels named, for A/B benchmarks: `"auto"`
+    /// (fused pairs where possible) or `"passes"` (every 1-D pass on its own, through the
+    /// temporary).
+    #[allow(clippy::too_many_arguments)]
+    pub fn separable_variant_device(
+        &self,
+        src: &DeviceBuffer<f32>,
+        dst: &mut DeviceBuffer<f32>,
+        shape: [usize; 3],
+        sep: &Separable,
+        axis_offset: usize,
+        mode: BoundaryMode,
+        variant: &str,
+    ) -> Result<()> {
         check_shape("filter (separable)", shape, src.len(), dst.len())?;
+        let fuse = match variant {
+            "auto" => true,
+            "passes" => false,
+            _ => {
+                return Err(Error::invalid(
+                    "filter (separable)",
+                    format!("variant `{variant}`: expected auto or passes"),
+                ))
+            }
+        };
         let passes: Vec<(usize, &[f64])> = sep
             .pass_order
             .iter()
@@ -300,16 +424,32 @@ impl CudaBackend {
                 "passes must name axes 0..=2",
             ));
         }
-        let tmp = if passes.len() > 1 {
+        // Stages: a pair of passes on axes (1, 2) or (2, 1) fused, or one pass.
+        let mut stages: Vec<Stage> = Vec::new();
+        let mut i = 0;
+        while i < passes.len() {
+            let (a, w) = passes[i];
+            if let Some(&(b, w2)) = passes.get(i + 1) {
+                let pair = (a == 1 && b == 2) || (a == 2 && b == 1);
+                if fuse && pair && w.len() == w2.len() && (3..=17).contains(&w.len()) && w.len() % 2 == 1 {
+                    stages.push(Stage::Fused(a == 1, w, w2));
+                    i += 2;
+                    continue;
+                }
+            }
+            stages.push(Stage::Pass(a, w));
+            i += 1;
+        }
+        let tmp = if stages.len() > 1 {
             Some(self.alloc::<f32>(src.len())?)
         } else {
             None
         };
-        let n = passes.len();
+        let n = stages.len();
         let (s, d) = (src.device_ptr(), dst.device_ptr());
         let t = tmp.as_ref().map_or(0, |t| t.device_ptr());
-        for (i, &(axis, w)) in passes.iter().enumerate() {
-            // The pass that ends in dst is every other one counted from the last.
+        for (i, stage) in stages.iter().enumerate() {
+            // The stage that ends in dst is every other one counted from the last.
             let to_dst = (n - 1 - i) % 2 == 0;
             let from = if i == 0 {
                 s
@@ -319,19 +459,115 @@ impl CudaBackend {
                 d
             };
             let to = if to_dst { d } else { t };
-            self.filter1d_raw(from, to, shape, axis, w, mode)?;
+            match *stage {
+                Stage::Pass(axis, w) => self.filter1d_raw(from, to, shape, axis, w, mode)?,
+                Stage::Fused(vh, w1, w2) => self.sep2d_raw(from, to, shape, vh, w1, w2, mode)?,
+            }
         }
         // `tmp` drops here: its block returns to this stream's free list after the passes.
         drop(tmp);
         Ok(())
     }
 
+    /// Both 2-D passes fused (`vh`: along H first, then W), on pointers whose buffers the
+    /// caller has checked to hold `shape`'s elements and to be distinct.
+    ///
+    /// Launch: `sep2d_{vh,hv}_r{R}_f32`, block 32×8, output tile 128×64, grid
+    /// `(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535))` with grid-stride loops in y
+    /// and z; static shared memory only (at most 41 KiB, R = 8).
+    #[allow(clippy::too_many_arguments)]
+    fn sep2d_raw(
+        &self,
+        sp: u64,
+        dp: u64,
+        shape: [usize; 3],
+        vh: bool,
+        w1: &[f64],
+        w2: &[f64],
+        mode: BoundaryMode,
+    ) -> Result<()> {
+        let k = w1.len();
+        let r = k / 2;
+        let id = match (vh, r) {
+            (true, 1) => KernelId::Sep2dVhR1F32,
+            (true, 2) => KernelId::Sep2dVhR2F32,
+            (true, 3) => KernelId::Sep2dVhR3F32,
+            (true, 4) => KernelId::Sep2dVhR4F32,
+            (true, 5) => KernelId::Sep2dVhR5F32,
+            (true, 6) => KernelId::Sep2dVhR6F32,
+            (true, 7) => KernelId::Sep2dVhR7F32,
+            (true, 8) => KernelId::Sep2dVhR8F32,
+            (false, 1) => KernelId::Sep2dHvR1F32,
+            (false, 2) => KernelId::Sep2dHvR2F32,
+            (false, 3) => KernelId::Sep2dHvR3F32,
+            (false, 4) => KernelId::Sep2dHvR4F32,
+            (false, 5) => KernelId::Sep2dHvR5F32,
+            (false, 6) => KernelId::Sep2dHvR6F32,
+            (false, 7) => KernelId::Sep2dHvR7F32,
+            (false, 8) => KernelId::Sep2dHvR8F32,
+            _ => {
+                return Err(Error::invalid(
+                    "filter (separable)",
+                    format!(
+                        "the fused kernel takes odd lengths 3..=17 (got {k} and {})",
+                        w2.len()
+                    ),
+                ))
+            }
+        };
+        if w2.len() != k || k % 2 == 0 {
+            return Err(Error::invalid(
+                "filter (separable)",
+                format!(
+                    "the fused kernel needs two factors of one odd length (got {k} and {})",
+                    w2.len()
+                ),
+            ));
+        }
+        let mut a = W1([0.0; 32]);
+        let mut b = W1([0.0; 32]);
+        for (d, &s) in a.0.iter_mut().zip(w1) {
+            *d = s as f32;
+        }
+        for (d, &s) in b.0.iter_mut().zip(w2) {
+            *d = s as f32;
+        }
+        let [n, h, wd] = shape;
+        let f = self.function(id)?;
+        let cfg = LaunchConfig {
+            grid_dim: (wd.div_ceil(128) as u32, grid(h.div_ceil(64)), grid(n)),
+            block_dim: BLOCK,
+            shared_mem_bytes: 0,
+        };
+        let (mc, cval) = mode_args(mode);
+        let (ni, hi, wi) = (n as i32, h as i32, wd as i32);
+        let _range = self.range(id.symbol());
+        let mut l = self.stream().launch_builder(&f);
+        l.arg(&sp)
+            .arg(&dp)
+            .arg(&ni)
+            .arg(&hi)
+            .arg(&wi)
+            .arg(&a)
+            .arg(&b)
+            .arg(&mc)
+            .arg(&cval);
+        // SAFETY: the caller checked that both pointers are distinct pool buffers of
+        // n*h*w f32 alive in stream order; the kernel writes only y < h, x < w (float4 only
+        // where w % 4 == 0 and dst is 16-byte aligned, checked in the kernel), reads only
+        // mapped in-range indices, and h*w < 2^31 (check_shape) keeps its int offsets in
+        // range.
+        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
+        Ok(())
+    }
+
     /// Direct 3-D correlation of a contiguous `(d, h, w)` volume with k = 3, 5 or 7.
     ///
     /// Launch: `filter3d_k{3,5,7}_f32`, block 32×8 owning a 32×32 `(y, x)` tile (4 rows a
-    /// thread) and marching along z over `zc` output planes (4..=64, chosen so the grid
-    /// fills ~4 blocks per SM); grid `(ceil(w/32), ceil(h/32), ceil(d/zc))`; static shared
-    /// memory `2·(32+2r)²` floats (at most 11.3 KiB).
+    /// thread) and marching along z over `zc` output planes; grid `(ceil(w/32), ceil(h/32),
+    /// ceil(d/zc))`; static shared memory `2·(32+2r)²` floats (at most 11.3 KiB). `zc` is
+    /// chosen by [`zchunk`] from the resident blocks per SM so that the last wave of
+    /// equal-length blocks is not a sliver (see [`Self::filter3d_direct_variant_device`]).
     pub fn filter3d_direct_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -340,7 +576,28 @@ impl CudaBackend {
         kernel: &Kernel3D,
         mode: BoundaryMode,
     ) -> Result<()> {
+        self.filter3d_direct_variant_device(src, dst, shape, kernel, mode, "auto")
+    }
+
+    /// [`Self::filter3d_direct_device`] with the z chunking named, for A/B benchmarks:
+    /// `"auto"` (wave-balanced `zc`) or `"zc64"` (the earlier rule: `ceil(d·tiles / (4·SMs))`
+    /// clamped to 4..=64).
+    pub fn filter3d_direct_variant_device(
+        &self,
+        src: &DeviceBuffer<f32>,
+        dst: &mut DeviceBuffer<f32>,
+        shape: [usize; 3],
+        kernel: &Kernel3D,
+        mode: BoundaryMode,
+        variant: &str,
+    ) -> Result<()> {
         check_shape("filter3d", shape, src.len(), dst.len())?;
+        if variant != "auto" && variant != "zc64" {
+            return Err(Error::invalid(
+                "filter3d",
+                format!("variant `{variant}`: expected auto or zc64"),
+            ));
+        }
         let k = kernel.size();
         let id = match k {
             3 => KernelId::Filter3dK3F32,
@@ -367,10 +624,13 @@ impl CudaBackend {
         let f = self.function(id)?;
         let bxy = wd.div_ceil(32) * h.div_ceil(32);
         let sms = (self.info().desc.multiprocessors as usize).max(1);
-        let zc = (d * bxy)
-            .div_ceil(4 * sms)
-            .clamp(4, 64)
-            .max(d.div_ceil(MAX_GRID_YZ));
+        let zc = if variant == "zc64" {
+            (d * bxy).div_ceil(4 * sms).clamp(4, 64)
+        } else {
+            let resident = self.resident_blocks_per_sm(id, 256)? as usize * sms;
+            zchunk(d, bxy, resident, k / 2)
+        }
+        .max(d.div_ceil(MAX_GRID_YZ));
         let cfg = LaunchConfig {
             grid_dim: (
                 wd.div_ceil(32) as u32,
@@ -512,5 +772,28 @@ impl CudaBackend {
         let mut dy = self.alloc_poisoned_as::<T>(n)?;
         self.transpose_device(&dx, rows, cols, &mut dy)?;
         dy.copy_to_host(out, self.stream())
+    }
+}
+
+#[cfg(test)]
+mod zchunk_tests {
+    use super::zchunk;
+
+    #[test]
+    fn zchunk_balances_waves() {
+        // 512^3 in 32x32 tiles (256 of them), 5 blocks/SM on 132 SMs: 5 chunks of 103
+        // planes = 1280 blocks, 2 full waves (the clamp-to-64 rule gave 2048 blocks, 3.1
+        // waves).
+        assert_eq!(zchunk(512, 256, 660, 1), 103);
+        // Everything fits in one wave: one plane a block.
+        assert_eq!(zchunk(64, 4, 660, 1), 1);
+        assert_eq!(zchunk(1, 1, 660, 3), 1);
+        // Every result covers d with chunks that the grid can hold.
+        for d in 1..300 {
+            for tiles in [1, 7, 256] {
+                let zc = zchunk(d, tiles, 528, 2);
+                assert!(zc >= 1 && zc <= d, "d {d} tiles {tiles}: zc {zc}");
+            }
+        }
     }
 }

@@ -337,3 +337,235 @@ kiln::test_device!(filter_rejects_bad_input, |rt: &Runtime| {
         .unwrap_err();
     assert!(e.to_string().contains("not separable"), "{e}");
 });
+
+/// Runs one device-API variant of a 2-D path (`separable`: the separable launcher with
+/// `variant`, else the direct one) on a NaN-poisoned output and checks it against the CPU
+/// op on the same path.
+fn check_variant_2d(
+    rt: &Runtime,
+    shape: [usize; 3],
+    k: &Kernel2D,
+    mode: BoundaryMode,
+    separable: bool,
+    variants: &[&str],
+    seed: u64,
+) {
+    let Some(b) = rt.cuda() else { return };
+    let n: usize = shape.iter().product();
+    let x = testing::random_f32(n, -2.0, 2.0, seed);
+    let path = if separable {
+        FilterPath::Separable
+    } else {
+        FilterPath::Direct
+    };
+    let want = Runtime::cpu().filter2d_batch(&x, shape, k, mode, path).unwrap();
+    let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+    let tol = filter_tolerance(k.size() * k.size(), sw, max_abs(&x, mode));
+    let dx = b.upload(&x).unwrap();
+    for &v in variants {
+        let mut dy = b.alloc_poisoned(n).unwrap();
+        if separable {
+            let sep = k.separable_for(mode).unwrap();
+            b.separable_variant_device(&dx, &mut dy, shape, &sep, 1, mode, v)
+                .unwrap();
+        } else {
+            b.filter2d_direct_variant_device(&dx, &mut dy, shape, k, mode, v)
+                .unwrap();
+        }
+        let mut got = vec![0.0f32; n];
+        b.download(&dy, &mut got).unwrap();
+        assert_close(
+            &format!("variant {v} filter2d {} {mode} {path:?} {shape:?}", k.name()),
+            &got,
+            &want,
+            tol,
+        );
+    }
+}
+
+/// Shapes for the tiled kernels: degenerate ones, kernels larger than the image, one and
+/// several 128-wide tiles (full, partial, W % 4 != 0), interior tiles, batches.
+const TILE_SHAPES: [[usize; 3]; 14] = [
+    [1, 1, 1],
+    [1, 1, 37],
+    [1, 29, 1],
+    [1, 17, 33],
+    [1, 3, 4],
+    [2, 70, 45],
+    [1, 1, 256],
+    [1, 2, 512],
+    [1, 33, 260],
+    [1, 100, 256],
+    [2, 67, 384],
+    [1, 45, 129],
+    [1, 200, 400],
+    [3, 150, 301],
+];
+
+kiln::test_device!(filter2d_k3_variants_every_mode, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let kernels = [
+        Kernel2D::preset("cross4").unwrap(),
+        Kernel2D::preset("laplacian").unwrap(),
+        user_2d(3, seed + 300),
+    ];
+    for (si, &shape) in TILE_SHAPES
+        .iter()
+        .chain(&[[1, 300, 1024], [1, 1080, 1920]])
+        .enumerate()
+    {
+        for mode in modes() {
+            for (ki, k) in kernels.iter().enumerate() {
+                check_variant_2d(
+                    rt,
+                    shape,
+                    k,
+                    mode,
+                    false,
+                    &["auto", "smem", "k3r8", "k3r4"],
+                    seed + (si * 100 + ki) as u64,
+                );
+            }
+        }
+    }
+});
+
+/// A separable user kernel whose row factor sums to zero, so its passes run along W first
+/// (the `hv` fused kernel), as sobel-x's do.
+fn zero_sum_rows_2d(k: usize, seed: u64) -> Kernel2D {
+    let r = k / 2;
+    let h = testing::random_f32(r, 0.2, 1.0, seed);
+    let a: Vec<f64> = (0..k)
+        .map(|i| match i.cmp(&r) {
+            std::cmp::Ordering::Less => -(h[r - 1 - i] as f64),
+            std::cmp::Ordering::Equal => 0.0,
+            std::cmp::Ordering::Greater => h[i - r - 1] as f64,
+        })
+        .collect();
+    let b = testing::random_f32(k, 0.1, 1.0, seed + 1);
+    let w = a
+        .iter()
+        .flat_map(|&x| b.iter().map(move |&y| x * y as f64))
+        .collect();
+    Kernel2D::new([k, k], w).unwrap()
+}
+
+kiln::test_device!(separable_fused_every_radius_every_mode, |rt: &Runtime| {
+    let seed = testing::fresh_seed();
+    let mut kernels = Vec::new();
+    // Radius int(4 sigma + 0.5) = 1..=8 (pass along H first: the vh kernel).
+    for s in ["0.25", "0.5", "0.75", "1", "1.25", "1.5", "1.75", "2"] {
+        kernels.push(Kernel2D::preset(&format!("gaussian:{s}")).unwrap());
+    }
+    for b in [3, 9, 17] {
+        kernels.push(Kernel2D::preset(&format!("box:{b}")).unwrap());
+    }
+    // Along W first (the hv kernel): sobel-x and zero-sum user kernels of every radius.
+    kernels.push(Kernel2D::preset("sobel-x").unwrap());
+    kernels.push(Kernel2D::preset("sobel-y").unwrap());
+    for (i, k) in [3, 5, 7, 9, 11, 13, 15, 17].into_iter().enumerate() {
+        kernels.push(zero_sum_rows_2d(k, seed + 400 + 2 * i as u64));
+    }
+    kernels.push(separable_user_2d(7, seed + 450));
+    // The hv order really is taken by the zero-sum kernels and sobel-x.
+    let hv = kernels[11].separable_for(BoundaryMode::Reflect).unwrap();
+    assert_eq!(hv.pass_order, [1, 0], "sobel-x runs along W first");
+    let hv = kernels[13].separable_for(BoundaryMode::Reflect).unwrap();
+    assert_eq!(hv.pass_order, [1, 0], "a zero-sum row factor runs last");
+    for (si, &shape) in TILE_SHAPES.iter().enumerate() {
+        for mode in modes() {
+            for (ki, k) in kernels.iter().enumerate() {
+                if kiln_cpu::imaging::path_2d(k, mode, FilterPath::Auto).unwrap() != FilterPath::Separable {
+                    continue;
+                }
+                check_variant_2d(
+                    rt,
+                    shape,
+                    k,
+                    mode,
+                    true,
+                    &["auto", "passes"],
+                    seed + (si * 100 + ki) as u64,
+                );
+            }
+        }
+    }
+});
+
+kiln::test_device!(separable_3d_fuses_the_last_two_passes, |rt: &Runtime| {
+    let Some(b) = rt.cuda() else { return };
+    let seed = testing::fresh_seed();
+    let cpu = Runtime::cpu();
+    for p in ["box:3", "box:7", "gaussian:0.8"] {
+        let k = Kernel3D::preset(p).unwrap();
+        for (si, &shape) in [[1, 1, 1], [5, 1, 9], [3, 17, 33], [9, 70, 200]]
+            .iter()
+            .enumerate()
+        {
+            for mode in modes() {
+                let n: usize = shape.iter().product();
+                let x = testing::random_f32(n, -2.0, 2.0, seed + si as u64);
+                let want = cpu.filter3d(&x, shape, &k, mode, FilterPath::Separable).unwrap();
+                let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+                let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
+                let sep = k.separable_for(mode).unwrap();
+                let dx = b.upload(&x).unwrap();
+                for v in ["auto", "passes"] {
+                    let mut dy = b.alloc_poisoned(n).unwrap();
+                    b.separable_variant_device(&dx, &mut dy, shape, &sep, 0, mode, v)
+                        .unwrap();
+                    let mut got = vec![0.0f32; n];
+                    b.download(&dy, &mut got).unwrap();
+                    assert_close(
+                        &format!("variant {v} filter3d {p} {mode} {shape:?}"),
+                        &got,
+                        &want,
+                        tol,
+                    );
+                }
+            }
+        }
+    }
+});
+
+kiln::test_device!(filter3d_zchunk_variants, |rt: &Runtime| {
+    let Some(b) = rt.cuda() else { return };
+    let seed = testing::fresh_seed();
+    let cpu = Runtime::cpu();
+    for (i, k) in [
+        user_3d(3, seed + 60),
+        user_3d(5, seed + 61),
+        user_3d(7, seed + 62),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for &shape in &[[1, 1, 1], [3, 1, 70], [20, 37, 40], [130, 33, 70]] {
+            for mode in [
+                BoundaryMode::Constant(0.5),
+                BoundaryMode::Reflect,
+                BoundaryMode::Wrap,
+            ] {
+                let n: usize = shape.iter().product();
+                let x = testing::random_f32(n, -2.0, 2.0, seed + i as u64);
+                let want = cpu.filter3d(&x, shape, k, mode, FilterPath::Direct).unwrap();
+                let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+                let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
+                let dx = b.upload(&x).unwrap();
+                for v in ["auto", "zc64"] {
+                    let mut dy = b.alloc_poisoned(n).unwrap();
+                    b.filter3d_direct_variant_device(&dx, &mut dy, shape, k, mode, v)
+                        .unwrap();
+                    let mut got = vec![0.0f32; n];
+                    b.download(&dy, &mut got).unwrap();
+                    assert_close(
+                        &format!("variant {v} filter3d {} {mode} {shape:?}", k.name()),
+                        &got,
+                        &want,
+                        tol,
+                    );
+                }
+            }
+        }
+    }
+});
