@@ -412,8 +412,16 @@ __device__ __forceinline__ void kiln_mc_blocks(
     const u32* __restrict__ uparams, const double* __restrict__ dparams, u32 n_options,
     u64 first_block, u64 launch_blocks, u64 samples, const KilnKeys& ks, u32 antithetic,
     double* __restrict__ out) {
-    __shared__ double stage[KILN_WARPS][4][32];
+    // Rows y, c, delta, vega and a row of ones; 33 columns so the rows the 7 summing lanes
+    // read at one column fall in different banks.
+    __shared__ double stage[KILN_WARPS][5][33];
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    stage[warp][4][lane] = 1.0;
+    // Lane j < 7 adds p_j * q_j a sample: y*1, y*y, c*1, c*c, y*c, delta*1, vega*1 (x * 1.0
+    // is x exactly, so the sums are the CPU's bit for bit). Branch-free: a switch here
+    // compiled to a branch per case, serialised across the 7 lanes.
+    const u32 pr = (0x3201100u >> (4u * min(lane, 6u))) & 0xfu;
+    const u32 qr = (0x4411404u >> (4u * min(lane, 6u))) & 0xfu;
     const u64 items = (u64)n_options * launch_blocks;
     for (u64 item = (u64)blockIdx.x * KILN_WARPS + warp; item < items; item += (u64)gridDim.x * KILN_WARPS) {
         const u64 row = item / launch_blocks;
@@ -445,20 +453,10 @@ __device__ __forceinline__ void kiln_mc_blocks(
             __syncwarp();
             if (lane < KILN_SUMS) {
                 const u32 valid = (u32)min((u64)32u, end - base);
-                for (u32 l = 0; l < valid; ++l) {
-                    const double y = stage[warp][0][l], c = stage[warp][1][l];
-                    double t;
-                    switch (lane) {
-                    case 0: t = y; break;
-                    case 1: t = __dmul_rn(y, y); break;
-                    case 2: t = c; break;
-                    case 3: t = __dmul_rn(c, c); break;
-                    case 4: t = __dmul_rn(y, c); break;
-                    case 5: t = stage[warp][2][l]; break;
-                    default: t = stage[warp][3][l]; break;
-                    }
-                    acc = __dadd_rn(acc, t);
-                }
+                const double* p = &stage[warp][pr][0];
+                const double* q = &stage[warp][qr][0];
+#pragma unroll 4
+                for (u32 l = 0; l < valid; ++l) acc = __dadd_rn(acc, __dmul_rn(p[l], q[l]));
             }
             __syncwarp();
         }
@@ -467,7 +465,7 @@ __device__ __forceinline__ void kiln_mc_blocks(
 }
 
 #define KILN_MC_KERNEL(NAME, STYLE, FAST)                                                             \
-    extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                        \
+    extern "C" __global__ void __launch_bounds__(256, 6) NAME(                                        \
         const u32* __restrict__ uparams, const double* __restrict__ dparams, u32 n_options,          \
         u64 first_block, u64 launch_blocks, u64 samples, const KilnKeys keys, u32 antithetic,        \
         double* __restrict__ out) {                                                                  \
