@@ -7,20 +7,26 @@
 # line per tool is printed last. Exit status 0 only when every run is clean.
 #
 # Usage: bash scripts/sanitize.sh [--tools memcheck,racecheck,initcheck,synccheck]
-#                                 [--only REGEX] [--timeout SECONDS] [--no-demo]
+#                                 [--only REGEX] [--skip REGEX] [--timeout SECONDS]
+#                                 [--jobs N] [--no-demo]
 #   --only REGEX   run only the test executables whose name matches (e.g. 'elementwise|imaging')
+#   --skip REGEX   leave out the test executables whose name matches
 #   --timeout S    per run (default 420); a run past it counts as failed
+#   --jobs N       runs at once (default 1): the sanitizers are mostly CPU-bound, so several
+#                  tools or executables can share the GPU; every run has its own log
 # Environment: COMPUTE_SANITIZER=/path/to/compute-sanitizer overrides the bundled one.
 set -u
 # device-bundle.sh ships the test executables gzipped
 [ -f .device/tests.tar.gz ] && [ ! -d .device/tests ] && tar -C .device -xzf .device/tests.tar.gz
 
 out="${OUT:-$PWD/gpu-out}/sanitize"; mkdir -p "$out"
-tools="memcheck,racecheck,initcheck,synccheck"; only=""; per_run=420; demo=1
+tools="memcheck,racecheck,initcheck,synccheck"; only=""; skip=""; per_run=420; demo=1; jobs=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --tools) tools="$2"; shift ;;
     --only) only="$2"; shift ;;
+    --skip) skip="$2"; shift ;;
+    --jobs) jobs="$2"; shift ;;
     --timeout) per_run="$2"; shift ;;
     --no-demo) demo=0 ;;
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
@@ -55,21 +61,40 @@ targets=()
 for t in "$T"/*; do
   name=$(basename "$t")
   if [ -n "$only" ] && ! [[ "$name" =~ $only ]]; then continue; fi
+  if [ -n "$skip" ] && [[ "$name" =~ $skip ]]; then continue; fi
   targets+=("$t")
 done
 [ "$demo" = 1 ] && targets+=("demo")
 
-summary=(); all_clean=1
 IFS=',' read -r -a tool_list <<< "$tools"
+
+# One run: the tool over one target; its log and exit status land in $out.
+run_one() {
+  local tool="$1" t="$2" name cmd
+  if [ "$t" = demo ]; then name=kiln-demo; cmd=("$B/kiln" demo --device cuda --size quick)
+  else name=$(basename "$t"); cmd=("$t" --test-threads=2); fi
+  local log="$out/$tool--$name.log" t0; t0=$(date +%s)
+  timeout "$per_run" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 "${cmd[@]}" > "$log" 2>&1
+  echo "$? $(( $(date +%s) - t0 ))" > "$out/$tool--$name.rc"
+}
+
+t_all=$(date +%s)
 for tool in "${tool_list[@]}"; do
-  clean=0; dirty=0; failed=0; nocuda=0; errors=0; dirty_names=""; failed_names=""
-  t0=$(date +%s)
   for t in "${targets[@]}"; do
-    if [ "$t" = demo ]; then name=kiln-demo; cmd=("$B/kiln" demo --device cuda --size quick)
-    else name=$(basename "$t"); cmd=("$t" --test-threads=2); fi
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.5; done
+    run_one "$tool" "$t" &
+  done
+done
+wait
+
+summary=(); all_clean=1
+for tool in "${tool_list[@]}"; do
+  clean=0; dirty=0; failed=0; nocuda=0; errors=0; dirty_names=""; failed_names=""; secs=0
+  for t in "${targets[@]}"; do
+    if [ "$t" = demo ]; then name=kiln-demo; else name=$(basename "$t"); fi
     log="$out/$tool--$name.log"
-    timeout "$per_run" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 "${cmd[@]}" > "$log" 2>&1
-    rc=$?
+    read -r rc took < "$out/$tool--$name.rc"
+    secs=$((secs + took))
     # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "(N errors, M warnings)"
     n=$(grep -hoE 'ERROR SUMMARY: [0-9]+|\([0-9]+ errors' "$log" | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}')
     if grep -q 'Target application terminated before first instrumented API call' "$log" && [ "$rc" != 99 ]; then
@@ -82,13 +107,13 @@ for tool in "${tool_list[@]}"; do
       clean=$((clean+1))
     fi
   done
-  secs=$(( $(date +%s) - t0 ))
-  line="$tool: $clean clean, $dirty with findings ($errors errors), $failed failed, $nocuda without CUDA calls; ${secs} s"
+  line="$tool: $clean clean, $dirty with findings ($errors errors), $failed failed, $nocuda without CUDA calls; ${secs} s of runs"
   [ -n "$dirty_names" ] && line="$line; findings:$dirty_names"
   [ -n "$failed_names" ] && line="$line; failed:$failed_names"
   [ $((dirty+failed)) -gt 0 ] && all_clean=0
   summary+=("$line")
 done
+summary+=("wall: $(( $(date +%s) - t_all )) s with --jobs $jobs")
 
 for l in "$out"/*.log; do
   if grep -qE 'ERROR SUMMARY: [1-9]|\([1-9][0-9]* errors' "$l"; then
