@@ -43,7 +43,7 @@ impl LaunchShape {
 const B256: [u32; 3] = [256, 1, 1];
 const B32X8: [u32; 3] = [32, 8, 1];
 const EW_GRID: &str =
-    "min(ceil(n / (V*256*4)), 8 blocks/SM) blocks, grid-stride over 16-byte vectors (V = 4 f32 or 8 halves)";
+    "min(ceil(n / (V*256*2)), resident blocks/SM, at most 8) blocks, grid-stride over 16-byte vectors (V = 4 f32 or 8 halves)";
 const GEMM_GRID: &str =
     "(ceil(N/128), min(ceil(M/128), 65535), min(batch, 65535)), grid-stride over row tiles and batches";
 const MC_GRID: &str = "ceil(items / 8) blocks, a warp per (option, 1024-sample block); chunked launches";
@@ -89,6 +89,14 @@ pub const LAUNCHES: &[LaunchShape] = &[
         dynamic_shared_note: "",
     },
     LaunchShape {
+        symbol: "map_u4_f32",
+        computes: "y = op(x) on f32, session 2's map kernel (4 vectors in flight a thread, default caching), kept as a variant to compare",
+        block: B256,
+        grid: "min(ceil(n / (4*256*4)), resident blocks/SM, at most 8) blocks, grid-stride over float4",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
         symbol: "axpy_f32",
         computes: "y = a*x + y on f32 (one fma)",
         block: B256,
@@ -114,15 +122,31 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "transpose_b32",
-        computes: "2-D transpose of 32-bit elements through a padded 32x32 shared tile",
+        computes: "2-D transpose of 32-bit elements through a padded 64x64 shared tile, 16 loads in flight a thread",
+        block: B32X8,
+        grid: "(ceil(cols/64), min(ceil(rows/64), 65535)), grid-stride over tiles; 16 elements a thread",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "transpose_b16",
+        computes: "2-D transpose of 16-bit elements (f16, bf16; rows and cols even) moved as 32-bit words: 2x2 blocks permuted in registers, 64x64 tiles",
+        block: B32X8,
+        grid: "(ceil(cols/64), min(ceil(rows/64), 65535)), grid-stride over tiles; 8 words a thread",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "transpose_t32_b32",
+        computes: "2-D transpose of 32-bit elements through a padded 32x32 shared tile (the previous kernel, a variant)",
         block: B32X8,
         grid: "(ceil(cols/32), min(ceil(rows/32), 65535)), grid-stride over tiles; 4 elements a thread",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
     LaunchShape {
-        symbol: "transpose_b16",
-        computes: "2-D transpose of 16-bit elements (f16, bf16) through a padded 32x32 shared tile",
+        symbol: "transpose_h_b16",
+        computes: "2-D transpose of 16-bit elements one at a time through a padded 32x32 shared tile (odd rows or cols)",
         block: B32X8,
         grid: "(ceil(cols/32), min(ceil(rows/32), 65535)), grid-stride over tiles; 4 elements a thread",
         dynamic_shared_bytes: 0,
@@ -474,7 +498,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_nn_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), A and B as stored, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A and B as stored, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
@@ -482,7 +506,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_nn_s_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), A and B as stored, scalar global loads (any alignment): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A and B as stored, scalar global loads (any alignment): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
@@ -490,7 +514,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_nt_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), B transposed, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), B transposed, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
@@ -498,7 +522,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_nt_s_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), B transposed, scalar global loads (any alignment): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), B transposed, scalar global loads (any alignment): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
@@ -506,7 +530,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_tn_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), A transposed, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A transposed, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
@@ -514,7 +538,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_tn_s_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), A transposed, scalar global loads (any alignment): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A transposed, scalar global loads (any alignment): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
@@ -522,7 +546,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_tt_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), both transposed, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), both transposed, float4 global loads (aligned strides): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
@@ -530,7 +554,71 @@ pub const LAUNCHES: &[LaunchShape] = &[
     },
     LaunchShape {
         symbol: "gemm_tiled_tt_s_f32",
-        computes: "GEMM C = op(A) op(B) on f32 (fma), both transposed, scalar global loads (any alignment): 128x128 tile a block, K in steps of 8 through double-buffered shared memory, an 8x8 register tile a thread",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), both transposed, scalar global loads (any alignment): 128x128 tile a block, K in steps of 16 through double-buffered shared memory (cp.async where rows run along m or n), a 32x64 tile a warp, an 8x8 register tile a thread",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledk8_nn_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A and B as stored, float4 global loads: the BK = 8 variant of gemm_tiled (otherwise the same)",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledk8_nt_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), B transposed, float4 global loads: the BK = 8 variant of gemm_tiled (otherwise the same)",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledk8_tn_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A transposed, float4 global loads: the BK = 8 variant of gemm_tiled (otherwise the same)",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledk8_tt_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), both transposed, float4 global loads: the BK = 8 variant of gemm_tiled (otherwise the same)",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledv1_nn_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A and B as stored, float4 global loads: session 2's tiled kernel (BK = 8, every operand register-staged), kept as a variant",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledv1_nt_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), B transposed, float4 global loads: session 2's tiled kernel (BK = 8, every operand register-staged), kept as a variant",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledv1_tn_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), A transposed, float4 global loads: session 2's tiled kernel (BK = 8, every operand register-staged), kept as a variant",
+        block: B256,
+        grid: GEMM_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "gemm_tiledv1_tt_f32",
+        computes: "GEMM C = op(A) op(B) on f32 (fma), both transposed, float4 global loads: session 2's tiled kernel (BK = 8, every operand register-staged), kept as a variant",
         block: B256,
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,

@@ -61,16 +61,22 @@ pub enum KernelId {
     MapF16,
     /// `MapOp` on bf16 storage, f32 arithmetic.
     MapBf16,
+    /// `MapOp` on f32, the previous kernel (4 vectors in flight, default caching): a variant.
+    MapU4F32,
     /// `y = a*x + y` on f32.
     AxpyF32,
     /// `y = a*x + y` on f16 storage.
     AxpyF16,
     /// `y = a*x + y` on bf16 storage.
     AxpyBf16,
-    /// 2-D transpose of 32-bit elements (f32).
+    /// 2-D transpose of 32-bit elements (f32), 64x64 tiles.
     TransposeB32,
-    /// 2-D transpose of 16-bit elements (f16, bf16).
+    /// 2-D transpose of 16-bit elements (f16, bf16) as 32-bit words; rows and cols even.
     TransposeB16,
+    /// 2-D transpose of 32-bit elements, 32x32 tiles (the previous kernel, a variant).
+    TransposeT32B32,
+    /// 2-D transpose of 16-bit elements one at a time (odd rows or cols).
+    TransposeHB16,
     /// filter2d direct path, 3x3 (compile-time unrolled).
     Filter2dK3F32,
     /// filter2d direct path, 5x5.
@@ -157,7 +163,7 @@ pub enum KernelId {
     McCombineF64,
     /// Monte Carlo: the portable f32 math and Philox words, for bitwise tests.
     FinanceSelftestF32,
-    /// GEMM, 128x128x8 tiles, float4 loads, A and B as stored (`NN`).
+    /// GEMM, 128x128x16 tiles, cp.async / float4 loads, A and B as stored (`NN`).
     GemmTiledNnF32,
     /// GEMM tiled, B transposed (`NT`).
     GemmTiledNtF32,
@@ -173,6 +179,22 @@ pub enum KernelId {
     GemmTiledTnSF32,
     /// GEMM tiled, scalar loads, `TT`.
     GemmTiledTtSF32,
+    /// GEMM variant: BK = 8 (else as the default tiled kernel), `NN`.
+    GemmTiledk8NnF32,
+    /// GEMM variant: BK = 8 (else as the default tiled kernel), `NT`.
+    GemmTiledk8NtF32,
+    /// GEMM variant: BK = 8 (else as the default tiled kernel), `TN`.
+    GemmTiledk8TnF32,
+    /// GEMM variant: BK = 8 (else as the default tiled kernel), `TT`.
+    GemmTiledk8TtF32,
+    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `NN`.
+    GemmTiledv1NnF32,
+    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `NT`.
+    GemmTiledv1NtF32,
+    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `TN`.
+    GemmTiledv1TnF32,
+    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `TT`.
+    GemmTiledv1TtF32,
     /// GEMM, the seed's naive kernel: one thread per element of C (the baseline).
     GemmNaiveF32,
 }
@@ -184,11 +206,14 @@ impl KernelId {
         KernelId::MapF32,
         KernelId::MapF16,
         KernelId::MapBf16,
+        KernelId::MapU4F32,
         KernelId::AxpyF32,
         KernelId::AxpyF16,
         KernelId::AxpyBf16,
         KernelId::TransposeB32,
         KernelId::TransposeB16,
+        KernelId::TransposeT32B32,
+        KernelId::TransposeHB16,
         KernelId::Filter2dK3F32,
         KernelId::Filter2dK5F32,
         KernelId::Filter2dK7F32,
@@ -240,6 +265,14 @@ impl KernelId {
         KernelId::GemmTiledNtSF32,
         KernelId::GemmTiledTnSF32,
         KernelId::GemmTiledTtSF32,
+        KernelId::GemmTiledk8NnF32,
+        KernelId::GemmTiledk8NtF32,
+        KernelId::GemmTiledk8TnF32,
+        KernelId::GemmTiledk8TtF32,
+        KernelId::GemmTiledv1NnF32,
+        KernelId::GemmTiledv1NtF32,
+        KernelId::GemmTiledv1TnF32,
+        KernelId::GemmTiledv1TtF32,
         KernelId::GemmNaiveF32,
     ];
 
@@ -250,10 +283,14 @@ impl KernelId {
             KernelId::MapF32
             | KernelId::MapF16
             | KernelId::MapBf16
+            | KernelId::MapU4F32
             | KernelId::AxpyF32
             | KernelId::AxpyF16
             | KernelId::AxpyBf16 => MAP,
-            KernelId::TransposeB32 | KernelId::TransposeB16 => TRANSPOSE,
+            KernelId::TransposeB32
+            | KernelId::TransposeB16
+            | KernelId::TransposeT32B32
+            | KernelId::TransposeHB16 => TRANSPOSE,
             KernelId::Filter2dK3F32
             | KernelId::Filter2dK5F32
             | KernelId::Filter2dK7F32
@@ -305,6 +342,14 @@ impl KernelId {
             | KernelId::GemmTiledNtSF32
             | KernelId::GemmTiledTnSF32
             | KernelId::GemmTiledTtSF32
+            | KernelId::GemmTiledk8NnF32
+            | KernelId::GemmTiledk8NtF32
+            | KernelId::GemmTiledk8TnF32
+            | KernelId::GemmTiledk8TtF32
+            | KernelId::GemmTiledv1NnF32
+            | KernelId::GemmTiledv1NtF32
+            | KernelId::GemmTiledv1TnF32
+            | KernelId::GemmTiledv1TtF32
             | KernelId::GemmNaiveF32 => GEMM,
         }
     }
@@ -316,11 +361,14 @@ impl KernelId {
             KernelId::MapF32 => "map_f32",
             KernelId::MapF16 => "map_f16",
             KernelId::MapBf16 => "map_bf16",
+            KernelId::MapU4F32 => "map_u4_f32",
             KernelId::AxpyF32 => "axpy_f32",
             KernelId::AxpyF16 => "axpy_f16",
             KernelId::AxpyBf16 => "axpy_bf16",
             KernelId::TransposeB32 => "transpose_b32",
             KernelId::TransposeB16 => "transpose_b16",
+            KernelId::TransposeT32B32 => "transpose_t32_b32",
+            KernelId::TransposeHB16 => "transpose_h_b16",
             KernelId::Filter2dK3F32 => "filter2d_k3_f32",
             KernelId::Filter2dK5F32 => "filter2d_k5_f32",
             KernelId::Filter2dK7F32 => "filter2d_k7_f32",
@@ -372,6 +420,14 @@ impl KernelId {
             KernelId::GemmTiledNtSF32 => "gemm_tiled_nt_s_f32",
             KernelId::GemmTiledTnSF32 => "gemm_tiled_tn_s_f32",
             KernelId::GemmTiledTtSF32 => "gemm_tiled_tt_s_f32",
+            KernelId::GemmTiledk8NnF32 => "gemm_tiledk8_nn_f32",
+            KernelId::GemmTiledk8NtF32 => "gemm_tiledk8_nt_f32",
+            KernelId::GemmTiledk8TnF32 => "gemm_tiledk8_tn_f32",
+            KernelId::GemmTiledk8TtF32 => "gemm_tiledk8_tt_f32",
+            KernelId::GemmTiledv1NnF32 => "gemm_tiledv1_nn_f32",
+            KernelId::GemmTiledv1NtF32 => "gemm_tiledv1_nt_f32",
+            KernelId::GemmTiledv1TnF32 => "gemm_tiledv1_tn_f32",
+            KernelId::GemmTiledv1TtF32 => "gemm_tiledv1_tt_f32",
             KernelId::GemmNaiveF32 => "gemm_naive_f32",
         }
     }

@@ -706,9 +706,10 @@ impl CudaBackend {
 
     /// Transpose a row-major `rows × cols` matrix of 32- or 16-bit elements into `out`.
     ///
-    /// Launch: `transpose_b32` / `transpose_b16`, block 32×8, one 32×32 shared tile (+1
-    /// word of padding a row) per step, grid `(min(ceil(cols/32), 2^31-1),
-    /// min(ceil(rows/32), 65535))` with grid-stride loops over tiles.
+    /// Launch (kernels/transpose.cu): `transpose_b32` (64×64 tiles, 16 elements a thread) /
+    /// `transpose_b16` (64×64 tiles moved as 32-bit words; rows and cols even, else
+    /// `transpose_h_b16`, 32×32 tiles), block 32×8, grid `(min(ceil(cols/T), 2^31-1),
+    /// min(ceil(rows/T), 65535))` for tile size T, with grid-stride loops over tiles.
     pub fn transpose_device<T: Element>(
         &self,
         x: &DeviceBuffer<T>,
@@ -716,6 +717,30 @@ impl CudaBackend {
         cols: usize,
         out: &mut DeviceBuffer<T>,
     ) -> Result<()> {
+        self.transpose_variant_device(x, rows, cols, out, "auto")
+    }
+
+    /// [`Self::transpose_device`] with the kernel chosen, for A/B timing: `auto` (its
+    /// choice) or `t32` (the 32×32-tile element-by-element kernels: `transpose_t32_b32`,
+    /// `transpose_h_b16`).
+    pub fn transpose_variant_device<T: Element>(
+        &self,
+        x: &DeviceBuffer<T>,
+        rows: usize,
+        cols: usize,
+        out: &mut DeviceBuffer<T>,
+        variant: &str,
+    ) -> Result<()> {
+        let t32 = match variant {
+            "auto" => false,
+            "t32" => true,
+            _ => {
+                return Err(Error::invalid(
+                    "transpose",
+                    format!("variant `{variant}`: expected auto or t32"),
+                ))
+            }
+        };
         let n = rows
             .checked_mul(cols)
             .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
@@ -727,10 +752,13 @@ impl CudaBackend {
         if rows > MAX_AXIS || cols > MAX_AXIS {
             return Err(Error::invalid("transpose", "rows and cols must be below 2^31"));
         }
-        let id = match std::mem::size_of::<T>() {
-            4 => KernelId::TransposeB32,
-            2 => KernelId::TransposeB16,
-            b => {
+        let pairs = rows % 2 == 0 && cols % 2 == 0 && x.device_ptr() % 4 == 0 && out.device_ptr() % 4 == 0;
+        let id = match (std::mem::size_of::<T>(), t32) {
+            (4, false) => KernelId::TransposeB32,
+            (4, true) => KernelId::TransposeT32B32,
+            (2, false) if pairs => KernelId::TransposeB16,
+            (2, _) => KernelId::TransposeHB16,
+            (b, _) => {
                 return Err(Error::invalid(
                     "transpose",
                     format!("{b}-byte elements are not supported"),
@@ -738,10 +766,14 @@ impl CudaBackend {
             }
         };
         let f = self.function(id)?;
+        let tile = match id {
+            KernelId::TransposeB32 | KernelId::TransposeB16 => 64,
+            _ => 32,
+        };
         let cfg = LaunchConfig {
             grid_dim: (
-                cols.div_ceil(32).min(i32::MAX as usize) as u32,
-                grid(rows.div_ceil(32)),
+                cols.div_ceil(tile).min(i32::MAX as usize) as u32,
+                grid(rows.div_ceil(tile)),
                 1,
             ),
             block_dim: BLOCK,
@@ -753,7 +785,9 @@ impl CudaBackend {
         l.arg(&xp).arg(&yp).arg(&ri).arg(&ci);
         // SAFETY: both buffers hold exactly rows*cols elements of the kernel's width
         // (checked), are distinct, and live in stream order; the kernel guards every access
-        // with r < rows, c < cols (both fit i32, checked).
+        // with r < rows, c < cols (both fit i32, checked). transpose_b16 reads and writes
+        // 32-bit words: it runs only when rows and cols are even (every row starts on a
+        // word) and the buffers are pool blocks (512-byte aligned).
         unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! The 2-D transpose on every backend is exact (it only moves bits) for f32, f16 and bf16
-//! at degenerate, odd, tile-multiple and large shapes, against the index formula.
+//! at degenerate, odd, tile-multiple and large shapes, against the index formula; on CUDA
+//! every kernel variant (64x64 tiles, 16-bit pairs as words, the 32x32 kernels) too.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
 use kiln::{testing, Runtime};
@@ -36,6 +37,13 @@ kiln::test_device!(transpose_is_exact_at_every_shape, |rt: &Runtime| {
         (64, 96),
         (2049, 3),
         (1000, 1000),
+        // partial 64x64 tiles with even sides (the 16-bit word kernel) and odd ones
+        (2, 1026),
+        (130, 66),
+        (66, 2),
+        (258, 194),
+        (65, 127),
+        (127, 65),
     ];
     for (i, &(r, c)) in shapes.iter().enumerate() {
         check::<f32>(rt, r, c, seed + i as u64);
@@ -54,3 +62,63 @@ kiln::test_device!(
         assert!(rt.transpose::<f32>(&[], 0, 5).unwrap().is_empty());
     }
 );
+
+fn check_variant<T: Element>(
+    cu: &kiln::cuda::CudaBackend,
+    rows: usize,
+    cols: usize,
+    variant: &str,
+    seed: u64,
+) {
+    let x: Vec<T> = testing::random_f32(rows * cols, -100.0, 100.0, seed)
+        .into_iter()
+        .map(T::from_f32)
+        .collect();
+    let dx = cu.upload_slice(&x).unwrap();
+    let mut dy = cu.alloc_poisoned_as::<T>(rows * cols).unwrap();
+    cu.transpose_variant_device(&dx, rows, cols, &mut dy, variant)
+        .unwrap();
+    let mut y = vec![T::from_f32(0.0); rows * cols];
+    dy.copy_to_host(&mut y, cu.stream()).unwrap();
+    for r in 0..rows {
+        for c in 0..cols {
+            let (g, w) = (y[c * rows + r], x[r * cols + c]);
+            assert!(
+                g.to_f32().to_bits() == w.to_f32().to_bits(),
+                "{variant} {:?} {rows}x{cols} at ({r},{c}): {g:?} vs {w:?}",
+                T::DTYPE
+            );
+        }
+    }
+}
+
+kiln::test_device!(transpose_variants_are_exact, |rt: &Runtime| {
+    let Some(cu) = rt.cuda() else {
+        return;
+    };
+    let seed = testing::fresh_seed();
+    let shapes = [
+        (1, 1),
+        (1, 2),
+        (2, 1),
+        (2, 2),
+        (1, 1025),
+        (17, 33),
+        (64, 64),
+        (64, 130),
+        (130, 64),
+        (258, 194),
+        (127, 65),
+        (1026, 2),
+    ];
+    for variant in ["auto", "t32"] {
+        for (i, &(r, c)) in shapes.iter().enumerate() {
+            check_variant::<f32>(cu, r, c, variant, seed + i as u64);
+            check_variant::<f16>(cu, r, c, variant, seed + 100 + i as u64);
+            check_variant::<bf16>(cu, r, c, variant, seed + 200 + i as u64);
+        }
+    }
+    let x = cu.upload_slice(&[1.0f32; 4]).unwrap();
+    let mut y = cu.alloc_poisoned_as::<f32>(4).unwrap();
+    assert!(cu.transpose_variant_device(&x, 2, 2, &mut y, "t64").is_err());
+});
