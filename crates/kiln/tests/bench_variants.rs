@@ -192,7 +192,7 @@ fn bench_sigmoid_variants() {
     };
     let b = rt.cuda().unwrap();
     let n = 1 << 28;
-    sigmoid_variants::<f32>(b, n, &["u4", "auto", "flat"], 50);
-    sigmoid_variants::<f16>(b, n, &["auto", "flat"], 50);
-    sigmoid_variants::<bf16>(b, n, &["auto", "flat"], 50);
+    sigmoid_variants::<f32>(b, n, &["u4", "auto", "wave"], 50);
+    sigmoid_variants::<f16>(b, n, &["auto", "wave"], 50);
+    sigmoid_variants::<bf16>(b, n, &["auto", "wave"], 50);
 }

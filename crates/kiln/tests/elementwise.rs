@@ -66,9 +66,9 @@ fn run_variant<T: kiln_core::backend::Element>(
 fn variants_agree<T: kiln_core::backend::Element>(cu: &kiln::cuda::CudaBackend, seed: u64) {
     use kiln_core::DType;
     let variants: &[&str] = if T::DTYPE == DType::F32 {
-        &["auto", "flat", "u4"]
+        &["auto", "flat", "wave", "u4"]
     } else {
-        &["auto", "flat"]
+        &["auto", "flat", "wave"]
     };
     let cpu = Runtime::cpu();
     for (s, n) in [1usize, 3, 7, 8, 9, 1023, 4097, 2048 * 8 + 5, (1 << 21) + 3]
