@@ -8,25 +8,27 @@
 #
 # Usage: bash scripts/sanitize.sh [--tools memcheck,racecheck,initcheck,synccheck]
 #                                 [--only REGEX] [--skip REGEX] [--timeout SECONDS]
-#                                 [--jobs N] [--no-demo]
+#                                 [--jobs N] [--test-args "ARGS"] [--no-demo]
 #   --only REGEX   run only the test executables whose name matches (e.g. 'elementwise|imaging')
 #   --skip REGEX   leave out the test executables whose name matches
 #   --timeout S    per run (default 420); a run past it counts as failed
 #   --jobs N       runs at once (default 1): the sanitizers are mostly CPU-bound, so several
 #                  tools or executables can share the GPU; every run has its own log
+#   --test-args A  extra arguments for every test executable (a libtest name filter, --skip X)
 # Environment: COMPUTE_SANITIZER=/path/to/compute-sanitizer overrides the bundled one.
 set -u
 # device-bundle.sh ships the test executables gzipped
 [ -f .device/tests.tar.gz ] && [ ! -d .device/tests ] && tar -C .device -xzf .device/tests.tar.gz
 
 out="${OUT:-$PWD/gpu-out}/sanitize"; mkdir -p "$out"
-tools="memcheck,racecheck,initcheck,synccheck"; only=""; skip=""; per_run=420; demo=1; jobs=1
+tools="memcheck,racecheck,initcheck,synccheck"; only=""; skip=""; per_run=420; demo=1; jobs=1; test_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tools) tools="$2"; shift ;;
     --only) only="$2"; shift ;;
     --skip) skip="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
+    --test-args) test_args="$2"; shift ;;
     --timeout) per_run="$2"; shift ;;
     --no-demo) demo=0 ;;
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
@@ -72,7 +74,8 @@ IFS=',' read -r -a tool_list <<< "$tools"
 run_one() {
   local tool="$1" t="$2" name cmd
   if [ "$t" = demo ]; then name=kiln-demo; cmd=("$B/kiln" demo --device cuda --size quick)
-  else name=$(basename "$t"); cmd=("$t" --test-threads=2); fi
+  # shellcheck disable=SC2206 # the extra arguments are split on purpose
+  else name=$(basename "$t"); cmd=("$t" --test-threads=2 $test_args); fi
   local log="$out/$tool--$name.log" t0; t0=$(date +%s)
   timeout "$per_run" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 "${cmd[@]}" > "$log" 2>&1
   echo "$? $(( $(date +%s) - t0 ))" > "$out/$tool--$name.rc"
