@@ -99,6 +99,12 @@ pub enum KernelId {
     Filter2dK3r8F32,
     /// filter2d direct 3x3 from registers, 4 rows a thread.
     Filter2dK3r4F32,
+    /// filter3d direct 3x3x3, z-marching through a cp.async ring of planes, 4 rows a thread.
+    Filter3dZm3F32,
+    /// filter3d direct 3x3x3, z-marching (cp.async ring), 8 rows a thread.
+    Filter3dZm3r8F32,
+    /// filter3d direct 5x5x5, z-marching (cp.async ring), 4 rows a thread.
+    Filter3dZm5F32,
     /// Fused separable 2-D, radius 1: pass along H, then along W.
     Sep2dVhR1F32,
     /// Fused separable 2-D, radius 2: pass along H, then along W.
@@ -225,6 +231,9 @@ impl KernelId {
         KernelId::Filter3dK7F32,
         KernelId::Filter2dK3r8F32,
         KernelId::Filter2dK3r4F32,
+        KernelId::Filter3dZm3F32,
+        KernelId::Filter3dZm3r8F32,
+        KernelId::Filter3dZm5F32,
         KernelId::Sep2dVhR1F32,
         KernelId::Sep2dVhR2F32,
         KernelId::Sep2dVhR3F32,
@@ -302,6 +311,9 @@ impl KernelId {
             | KernelId::Filter3dK7F32
             | KernelId::Filter2dK3r8F32
             | KernelId::Filter2dK3r4F32
+            | KernelId::Filter3dZm3F32
+            | KernelId::Filter3dZm3r8F32
+            | KernelId::Filter3dZm5F32
             | KernelId::Sep2dVhR1F32
             | KernelId::Sep2dVhR2F32
             | KernelId::Sep2dVhR3F32
@@ -380,6 +392,9 @@ impl KernelId {
             KernelId::Filter3dK7F32 => "filter3d_k7_f32",
             KernelId::Filter2dK3r8F32 => "filter2d_k3r8_f32",
             KernelId::Filter2dK3r4F32 => "filter2d_k3r4_f32",
+            KernelId::Filter3dZm3F32 => "filter3d_zm3_f32",
+            KernelId::Filter3dZm3r8F32 => "filter3d_zm3r8_f32",
+            KernelId::Filter3dZm5F32 => "filter3d_zm5_f32",
             KernelId::Sep2dVhR1F32 => "sep2d_vh_r1_f32",
             KernelId::Sep2dVhR2F32 => "sep2d_vh_r2_f32",
             KernelId::Sep2dVhR3F32 => "sep2d_vh_r3_f32",

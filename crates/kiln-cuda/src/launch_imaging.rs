@@ -139,7 +139,9 @@ impl CudaBackend {
     ///
     /// Launch: k = 3 runs `filter2d_k3r8_f32` (registers only, no shared memory: block
     /// 32×4, each warp an 8-row strip of a 128-wide tile, each lane 4 adjacent columns;
-    /// grid `(ceil(w/128), min(ceil(h/32), 65535), min(n, 65535))`). Other sizes run
+    /// grid `(ceil(w/128), min(ceil(h/32), 65535), min(n, 65535))`), or on images whose
+    /// k3r8 grid is under two waves `filter2d_k3r4_f32` (4-row strips, grid y
+    /// `ceil(h/16)`; see [`Self::filter2d_k3_choice`]). Other sizes run
     /// `filter2d_k{5,7}_f32` (unrolled, weights as FFMA constant operands) or
     /// `filter2d_kn_f32` (any odd k <= 31); block 32×8, each thread 8 vertically adjacent
     /// outputs of a 32×64 tile; grid `(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535))`
@@ -177,8 +179,10 @@ impl CudaBackend {
                 format!("kernel size {k} must be odd and <= 31"),
             ));
         }
+        let [n, h, wd] = shape;
         let reg = match (variant, k) {
-            ("auto" | "k3r8", 3) => Some((KernelId::Filter2dK3r8F32, 8usize)),
+            ("auto", 3) => Some(self.filter2d_k3_choice(n, h, wd)?),
+            ("k3r8", 3) => Some((KernelId::Filter2dK3r8F32, 8usize)),
             ("k3r4", 3) => Some((KernelId::Filter2dK3r4F32, 4)),
             ("auto" | "smem", _) => None,
             _ => {
@@ -190,7 +194,6 @@ impl CudaBackend {
                 ))
             }
         };
-        let [n, h, wd] = shape;
         let (mc, cval) = mode_args(mode);
         let (sp, dp) = (src.device_ptr(), dst.device_ptr());
         let (ni, hi, wi, ki) = (n as i32, h as i32, wd as i32, k as i32);
@@ -258,6 +261,26 @@ impl CudaBackend {
         // (32+2r)(64+2r) tile, and the buffers live in this stream's order.
         unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
         Ok(())
+    }
+
+    /// The 3×3 register kernel `auto` runs on `n` planes of `h × w` (and its rows a
+    /// thread): `filter2d_k3r8_f32`
+    /// unless its grid covers fewer than two waves of resident blocks (the occupancy API's
+    /// blocks per SM × SMs), then `filter2d_k3r4_f32`, whose blocks are half as tall and
+    /// fit 6 an SM to k3r8's 4 (80 against 128 registers), so a small image still fills
+    /// every SM. Measured on the H200 (run D3-2, cross4 reflect): 1080×1920 gives k3r8 510
+    /// blocks for 528 resident (under one wave) at 14.8 µs, k3r4 12.2 µs; 16384² gives k3r8
+    /// 65,536 blocks (124 waves) at 0.555 ms, k3r4 0.596 ms. The two-wave line between
+    /// them is a rule, not a measured crossover.
+    pub fn filter2d_k3_choice(&self, n: usize, h: usize, w: usize) -> Result<(KernelId, usize)> {
+        let sms = (self.info().desc.multiprocessors as usize).max(1);
+        let resident = self.resident_blocks_per_sm(KernelId::Filter2dK3r8F32, 128)? as usize * sms;
+        let blocks = w.div_ceil(128) * grid(h.div_ceil(32)) as usize * grid(n) as usize;
+        Ok(if blocks < 2 * resident {
+            (KernelId::Filter2dK3r4F32, 4)
+        } else {
+            (KernelId::Filter2dK3r8F32, 8)
+        })
     }
 
     /// One 1-D correlation pass along `axis` (0, 1 or 2) of a contiguous `(d, h, w)` array.
@@ -563,11 +586,14 @@ impl CudaBackend {
 
     /// Direct 3-D correlation of a contiguous `(d, h, w)` volume with k = 3, 5 or 7.
     ///
-    /// Launch: `filter3d_k{3,5,7}_f32`, block 32×8 owning a 32×32 `(y, x)` tile (4 rows a
-    /// thread) and marching along z over `zc` output planes; grid `(ceil(w/32), ceil(h/32),
-    /// ceil(d/zc))`; static shared memory `2·(32+2r)²` floats (at most 11.3 KiB). `zc` is
-    /// chosen by [`zchunk`] from the resident blocks per SM so that the last wave of
-    /// equal-length blocks is not a sliver (see [`Self::filter3d_direct_variant_device`]).
+    /// Launch: k = 3 runs `filter3d_zm3_f32` (a 3-plane cp.async ring in shared memory, two
+    /// planes in flight a block, `3·(32+2r)·40` floats = 15.9 KiB static); k = 5 and 7 run
+    /// `filter3d_k{5,7}_f32` (planes double-buffered through registers, static shared
+    /// `2·(32+2r)²` floats, at most 11.3 KiB). Both: block 32×8 owning a 32×32 `(y, x)` tile
+    /// (4 rows a thread) and marching along z over `zc` output planes; grid `(ceil(w/32),
+    /// ceil(h/32), ceil(d/zc))`. `zc` is chosen by [`zchunk`] from the resident blocks per
+    /// SM so that the last wave of equal-length blocks is not a sliver (see
+    /// [`Self::filter3d_direct_variant_device`]).
     pub fn filter3d_direct_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -579,9 +605,13 @@ impl CudaBackend {
         self.filter3d_direct_variant_device(src, dst, shape, kernel, mode, "auto")
     }
 
-    /// [`Self::filter3d_direct_device`] with the z chunking named, for A/B benchmarks:
-    /// `"auto"` (wave-balanced `zc`) or `"zc64"` (the earlier rule: `ceil(d·tiles / (4·SMs))`
-    /// clamped to 4..=64).
+    /// [`Self::filter3d_direct_device`] with the kernel and z chunking named, for A/B
+    /// benchmarks: `"auto"` (what the facade runs), `"zm"` (the cp.async z-marching kernels
+    /// `filter3d_zm{3,5}_f32`, k = 3 or 5), `"zm8"` (`filter3d_zm3r8_f32`: 8 rows a thread,
+    /// a 32×64 tile; k = 3), `"smem"` (the register-prefetch kernels `filter3d_k{3,5,7}_f32`)
+    /// and `"zc64"` (those with the earlier rule `zc = ceil(d·tiles / (4·SMs))` clamped to
+    /// 4..=64). All but `zc64` take the wave-balanced `zc`; `"NAME/zcN"` (say `"zm/zc7"`)
+    /// runs NAME with `zc = min(N, d)` (raised where the grid's z would pass 65535).
     pub fn filter3d_direct_variant_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -592,29 +622,55 @@ impl CudaBackend {
         variant: &str,
     ) -> Result<()> {
         check_shape("filter3d", shape, src.len(), dst.len())?;
-        if variant != "auto" && variant != "zc64" {
+        // `NAME/zcN`: the kernel NAME with N output planes a block (tests: one plane, chunk
+        // edges, the whole depth in one march).
+        let (variant, forced_zc) = match variant.split_once("/zc") {
+            Some((v, n)) => match n.parse::<usize>() {
+                Ok(z) if z >= 1 && v != "zc64" => (v, Some(z)),
+                _ => {
+                    return Err(Error::invalid(
+                        "filter3d",
+                        format!("variant `{variant}`: expected NAME/zcN with N >= 1"),
+                    ))
+                }
+            },
+            None => (variant, None),
+        };
+        let k = kernel.size();
+        if !matches!(k, 3 | 5 | 7) {
             return Err(Error::invalid(
                 "filter3d",
-                format!("variant `{variant}`: expected auto or zc64"),
+                format!("kernel size {k}: the GPU runs 3, 5, 7"),
             ));
         }
-        let k = kernel.size();
-        let id = match k {
-            3 => KernelId::Filter3dK3F32,
-            5 => KernelId::Filter3dK5F32,
-            7 => KernelId::Filter3dK7F32,
+        // auto: k = 3 is memory-bound (27 FFMA an output against 8 bytes moved), and the
+        // z-marching kernel keeps two planes of copies in flight a block with no registers
+        // staged (the register-prefetch kernel covers one plane: 70% of copy in run D3-2);
+        // k = 5 and 7 are FFMA-bound (125 / 343 an output), where the prefetch depth buys
+        // nothing measured yet, so they stay on filter3d_k{5,7}_f32.
+        // (kernel, rows a thread: the tile is 32 wide and 8 × rows tall)
+        let (id, rows) = match (variant, k) {
+            ("auto" | "zm", 3) => (KernelId::Filter3dZm3F32, 4usize),
+            ("zm8", 3) => (KernelId::Filter3dZm3r8F32, 8),
+            ("zm", 5) => (KernelId::Filter3dZm5F32, 4),
+            ("smem" | "zc64", 3) => (KernelId::Filter3dK3F32, 4),
+            ("auto" | "smem" | "zc64", 5) => (KernelId::Filter3dK5F32, 4),
+            ("auto" | "smem" | "zc64", 7) => (KernelId::Filter3dK7F32, 4),
             _ => {
                 return Err(Error::invalid(
                     "filter3d",
-                    format!("kernel size {k}: the GPU runs 3, 5, 7"),
+                    format!(
+                        "variant `{variant}` with k = {k}: expected auto, smem, zc64, zm (k = 3, 5) or zm8 (k = 3)"
+                    ),
                 ))
             }
         };
         let [d, h, wd] = shape;
-        if h.div_ceil(32) > MAX_GRID_YZ {
+        let th = 8 * rows;
+        if h.div_ceil(th) > MAX_GRID_YZ {
             return Err(Error::invalid(
                 "filter3d",
-                format!("h = {h} exceeds the GPU grid (at most {})", MAX_GRID_YZ * 32),
+                format!("h = {h} exceeds the GPU grid (at most {})", MAX_GRID_YZ * th),
             ));
         }
         let mut w = W3([0.0; 343]);
@@ -622,9 +678,11 @@ impl CudaBackend {
             *dw = w32(s);
         }
         let f = self.function(id)?;
-        let bxy = wd.div_ceil(32) * h.div_ceil(32);
+        let bxy = wd.div_ceil(32) * h.div_ceil(th);
         let sms = (self.info().desc.multiprocessors as usize).max(1);
-        let zc = if variant == "zc64" {
+        let zc = if let Some(zc) = forced_zc {
+            zc.min(d)
+        } else if variant == "zc64" {
             (d * bxy).div_ceil(4 * sms).clamp(4, 64)
         } else {
             let resident = self.resident_blocks_per_sm(id, 256)? as usize * sms;
@@ -634,7 +692,7 @@ impl CudaBackend {
         let cfg = LaunchConfig {
             grid_dim: (
                 wd.div_ceil(32) as u32,
-                h.div_ceil(32) as u32,
+                h.div_ceil(th) as u32,
                 d.div_ceil(zc) as u32,
             ),
             block_dim: BLOCK,
@@ -656,9 +714,10 @@ impl CudaBackend {
             .arg(&zci);
         // SAFETY: both buffers hold exactly d*h*w f32 (checked) and are distinct; outputs
         // are written only for z < d, y < h, x < w and inputs read only at mapped in-range
-        // indices; h*w < 2^31 (checked) so the kernel's int plane offsets do not overflow;
-        // grid y and z are within 65535 (checked / zc raised); stream order keeps the
-        // buffers alive.
+        // indices (the zm kernels' 16-byte copies only where w % 4 == 0, the tile's 32
+        // columns lie inside the row and src is 16-byte aligned, checked in the kernel);
+        // h*w < 2^31 (checked) so the kernel's int plane offsets do not overflow; grid y and
+        // z are within 65535 (checked / zc raised); stream order keeps the buffers alive.
         unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
         Ok(())
     }

@@ -130,12 +130,16 @@ fn bench_imaging_variants() {
             );
         }
     }
-    // 3x3x3 random weights on 512^3, constant 0: wave-balanced z chunks vs the old rule.
-    {
-        let d = 512;
+    // Random weights, constant 0: 3x3x3 on 512^3 (the z-marching cp.async kernels with 4
+    // and 8 rows a thread, the register-prefetch kernel with wave-balanced and the old
+    // z chunks), and 5x5x5 on 256^3 (auto = the register-prefetch kernel, vs zm).
+    for (d, kk, variants) in [
+        (512usize, 3usize, &["auto", "zm", "zm8", "smem", "zc64"][..]),
+        (256, 5, &["auto", "zm"][..]),
+    ] {
         let k = Kernel3D::new(
-            [3, 3, 3],
-            testing::random_f32(27, 0.0, 1.0, 3)
+            [kk, kk, kk],
+            testing::random_f32(kk * kk * kk, 0.0, 1.0, 3)
                 .iter()
                 .map(|&v| v as f64)
                 .collect(),
@@ -145,10 +149,15 @@ fn bench_imaging_variants() {
         let x = testing::random_f32(d * d * d, 0.0, 1.0, 4);
         let want = cpu.filter3d(&x, [d, d, d], &k, m3, FilterPath::Direct).unwrap();
         let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
-        let tol = filter_tolerance(27, sw, 1.0);
+        let tol = filter_tolerance(kk * kk * kk, sw, 1.0);
         let xs = copies(b, &x);
-        for v in ["auto", "zc64"] {
-            bench(b, "conv3d_512", v, &xs, &want, tol, 20, |s, dd| {
+        let name = if kk == 3 {
+            format!("conv3d_{d}")
+        } else {
+            format!("conv3d_k{kk}_{d}")
+        };
+        for &v in variants {
+            bench(b, &name, v, &xs, &want, tol, 20, |s, dd| {
                 b.filter3d_direct_variant_device(s, dd, [d, d, d], &k, m3, v)
             });
         }

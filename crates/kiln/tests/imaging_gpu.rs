@@ -409,9 +409,11 @@ kiln::test_device!(filter2d_k3_variants_every_mode, |rt: &Runtime| {
         Kernel2D::preset("laplacian").unwrap(),
         user_2d(3, seed + 300),
     ];
+    // `auto` takes k3r4 where the k3r8 grid is under two waves of resident blocks (on an
+    // H200, 1056 blocks: every shape here but the last, 13 x 32 x 3 = 1248 blocks).
     for (si, &shape) in TILE_SHAPES
         .iter()
-        .chain(&[[1, 300, 1024], [1, 1080, 1920]])
+        .chain(&[[1, 300, 1024], [1, 1080, 1920], [3, 1000, 1600]])
         .enumerate()
     {
         for mode in modes() {
@@ -567,5 +569,107 @@ kiln::test_device!(filter3d_zchunk_variants, |rt: &Runtime| {
                 }
             }
         }
+    }
+});
+
+/// Volumes for the z-marching kernels (tile 32 wide, 32 or 64 tall): degenerate ones; the
+/// 16-byte fast path (W % 4 == 0, whole 32-column tiles: W = 32, 64, 96) with partial tiles
+/// in y; W = 36 (one fast tile, one generic); odd W (generic everywhere); H = 1.
+const ZM_SHAPES: [[usize; 3]; 10] = [
+    [1, 1, 1],
+    [2, 1, 37],
+    [5, 3, 4],
+    [7, 9, 11],
+    [9, 33, 64],
+    [6, 40, 36],
+    [11, 70, 129],
+    [13, 65, 96],
+    [4, 1, 64],
+    [3, 130, 32],
+];
+
+kiln::test_device!(filter3d_zm_variants_every_mode, |rt: &Runtime| {
+    let Some(b) = rt.cuda() else { return };
+    let seed = testing::fresh_seed();
+    let cpu = Runtime::cpu();
+    // k = 3: the auto choice, both z-marching kernels, the old one, and forced chunks (one
+    // plane a block, chunk edges inside the volume, the whole depth in one march).
+    let v3: &[&str] = &[
+        "auto",
+        "zm",
+        "zm8",
+        "smem",
+        "zm/zc1",
+        "zm/zc2",
+        "zm/zc5",
+        "zm/zc1000",
+        "zm8/zc3",
+        "zm8/zc1000",
+    ];
+    let v5: &[&str] = &["auto", "zm", "zm/zc1", "zm/zc4", "zm/zc1000"];
+    let kernels = [
+        (user_3d(3, seed + 70), v3),
+        (Kernel3D::preset("laplacian").unwrap(), v3),
+        (user_3d(5, seed + 71), v5),
+    ];
+    for (si, &shape) in ZM_SHAPES.iter().enumerate() {
+        for mode in modes() {
+            for (ki, (k, variants)) in kernels.iter().enumerate() {
+                let n: usize = shape.iter().product();
+                let x = testing::random_f32(n, -2.0, 2.0, seed + (si * 10 + ki) as u64);
+                let want = cpu.filter3d(&x, shape, k, mode, FilterPath::Direct).unwrap();
+                let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+                let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
+                let dx = b.upload(&x).unwrap();
+                for &v in *variants {
+                    let mut dy = b.alloc_poisoned(n).unwrap();
+                    b.filter3d_direct_variant_device(&dx, &mut dy, shape, k, mode, v)
+                        .unwrap();
+                    let mut got = vec![0.0f32; n];
+                    b.download(&dy, &mut got).unwrap();
+                    assert_close(
+                        &format!("variant {v} filter3d {} {mode} {shape:?}", k.name()),
+                        &got,
+                        &want,
+                        tol,
+                    );
+                }
+            }
+        }
+    }
+    // A volume the wave-balanced chunking splits into several multi-plane chunks, and
+    // bad variant names.
+    let k = user_3d(3, seed + 72);
+    for mode in [BoundaryMode::Constant(1.5), BoundaryMode::Reflect] {
+        let shape = [24, 300, 520];
+        let n: usize = shape.iter().product();
+        let x = testing::random_f32(n, -2.0, 2.0, seed + 73);
+        let want = cpu.filter3d(&x, shape, &k, mode, FilterPath::Direct).unwrap();
+        let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+        let tol = filter_tolerance(27, sw, max_abs(&x, mode));
+        let dx = b.upload(&x).unwrap();
+        for v in ["auto", "zm8", "smem"] {
+            let mut dy = b.alloc_poisoned(n).unwrap();
+            b.filter3d_direct_variant_device(&dx, &mut dy, shape, &k, mode, v)
+                .unwrap();
+            let mut got = vec![0.0f32; n];
+            b.download(&dy, &mut got).unwrap();
+            assert_close(
+                &format!("variant {v} filter3d {mode} {shape:?}"),
+                &got,
+                &want,
+                tol,
+            );
+        }
+    }
+    let dx = b.upload(&[1.0f32; 27]).unwrap();
+    let mut dy = b.alloc_poisoned(27).unwrap();
+    for v in ["zm8", "zm/zc0", "zm/zcx", "zc64/zc4", "nope"] {
+        let k = if v == "zm8" { user_3d(5, 1) } else { user_3d(3, 1) };
+        assert!(
+            b.filter3d_direct_variant_device(&dx, &mut dy, [3, 3, 3], &k, BoundaryMode::Reflect, v)
+                .is_err(),
+            "{v} accepted"
+        );
     }
 });

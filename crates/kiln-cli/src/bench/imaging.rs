@@ -26,9 +26,10 @@ pub fn plan(ctx: &Ctx) -> Vec<Case> {
     };
     let mut v: Vec<Case> = cross
         .iter()
-        .map(|&(h, w)| filter2d_case("cross4", "cross4_f32", h, w, format!("stencil5_{h}x{w}")))
+        .map(|&(h, w)| filter2d_case(ctx, "cross4", "cross4_f32", h, w, format!("stencil5_{h}x{w}")))
         .collect();
     v.push(filter2d_case(
+        ctx,
         "gaussian:2",
         "gaussian2_f32",
         gauss,
@@ -51,29 +52,72 @@ fn kernel2d(preset: &str) -> Result<(Kernel2D, Option<kiln_core::imaging::Separa
     Ok((k, sep))
 }
 
-fn direct_2d_id(k: usize) -> KernelId {
-    match k {
-        3 => KernelId::Filter2dK3F32,
+/// The kernels `filter2d_direct_device` runs for a `k × k` kernel on an `h × w` image: for
+/// k = 3 the register kernel the device's occupancy picks (both names without a device).
+fn direct_2d_ids(ctx: &Ctx, k: usize, h: usize, w: usize) -> Vec<&'static str> {
+    let id = match k {
+        3 => {
+            let pick = ctx.cuda.and_then(|b| b.filter2d_k3_choice(1, h, w).ok());
+            return match pick {
+                Some((id, _)) => vec![id.symbol()],
+                None => vec![
+                    KernelId::Filter2dK3r8F32.symbol(),
+                    KernelId::Filter2dK3r4F32.symbol(),
+                ],
+            };
+        }
         5 => KernelId::Filter2dK5F32,
         7 => KernelId::Filter2dK7F32,
         _ => KernelId::Filter2dKnF32,
-    }
+    };
+    vec![id.symbol()]
 }
 
-fn filter2d_case(preset: &'static str, name: &str, h: usize, w: usize, peer: String) -> Case {
+/// The kernels `separable_device` runs for `sep` on (1, h, w): a consecutive pair of passes
+/// along H and W with one odd length 3..=17 is the fused `sep2d_{vh,hv}_r{R}_f32`, any other
+/// pass `filter1d_x_f32` (along W) or `filter1d_s_f32` (along H).
+fn separable_2d_ids(sep: &kiln_core::imaging::Separable) -> Vec<&'static str> {
+    let passes: Vec<(usize, usize)> = sep
+        .pass_order
+        .iter()
+        .map(|&a| (a, sep.factors[a].len()))
+        .collect();
+    let mut ids = Vec::new();
+    let mut i = 0;
+    while i < passes.len() {
+        let (a, len) = passes[i];
+        if let Some(&(b, len2)) = passes.get(i + 1) {
+            if a != b && len == len2 && len % 2 == 1 && (3..=17).contains(&len) {
+                let sym = format!("sep2d_{}_r{}_f32", if a == 0 { "vh" } else { "hv" }, len / 2);
+                if let Some(k) = KernelId::ALL.iter().find(|k| k.symbol() == sym) {
+                    ids.push(k.symbol());
+                    i += 2;
+                    continue;
+                }
+            }
+        }
+        ids.push(if a == 1 {
+            KernelId::Filter1dXF32.symbol()
+        } else {
+            KernelId::Filter1dStridedF32.symbol()
+        });
+        i += 1;
+    }
+    ids.dedup();
+    ids
+}
+
+fn filter2d_case(ctx: &Ctx, preset: &'static str, name: &str, h: usize, w: usize, peer: String) -> Case {
     // Flops and kernels depend on the path; a preset that fails to build is reported by the
     // run (the planner cannot fail).
     let (flops_per, kernels) = match kernel2d(preset) {
         Ok((_, Some(sep))) => (
             2.0 * sep.factors.iter().map(|f| f.len()).sum::<usize>() as f64,
-            vec![
-                KernelId::Filter1dXF32.symbol(),
-                KernelId::Filter1dStridedF32.symbol(),
-            ],
+            separable_2d_ids(&sep),
         ),
         Ok((k2, None)) => (
             2.0 * k2.weights().iter().filter(|w| **w != 0.0).count() as f64,
-            vec![direct_2d_id(k2.size()).symbol()],
+            direct_2d_ids(ctx, k2.size(), h, w),
         ),
         Err(_) => (0.0, Vec::new()),
     };
@@ -176,7 +220,7 @@ fn filter3d_case(d: usize) -> Case {
             bytes: (2 * 4 * d * d * d) as f64,
             flops: (2 * 27 * d * d * d) as f64,
             floor: Floor::Memory,
-            kernels: vec![KernelId::Filter3dK3F32.symbol()],
+            kernels: vec![KernelId::Filter3dZm3F32.symbol()],
             peer_workload: Some(format!("conv3d_{d}")),
         },
         run: Box::new(move |ctx| run_filter3d(ctx, d)),
