@@ -76,9 +76,16 @@ run_one() {
   if [ "$t" = demo ]; then name=kiln-demo; cmd=("$B/kiln" demo --device cuda --size quick)
   # shellcheck disable=SC2206 # the extra arguments are split on purpose
   else name=$(basename "$t"); cmd=("$t" --test-threads=2 $test_args); fi
-  local log="$out/$tool--$name.log" t0; t0=$(date +%s)
-  timeout "$per_run" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 "${cmd[@]}" > "$log" 2>&1
-  echo "$? $(( $(date +%s) - t0 ))" > "$out/$tool--$name.rc"
+  local log="$out/$tool--$name.log" t0 rc; t0=$(date +%s)
+  # The tool's reports go to one file per process (%p): on stdout they would be mixed into
+  # the output of the kiln processes the CLI tests start and parse.
+  rm -f "$out/$tool--$name".*.san
+  timeout "$per_run" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 \
+    --log-file "$out/$tool--$name.%p.san" "${cmd[@]}" > "$log" 2>&1
+  rc=$?
+  for f in "$out/$tool--$name".*.san; do [ -f "$f" ] && { echo "==== $(basename "$f")"; cat "$f"; } >> "$log"; done
+  rm -f "$out/$tool--$name".*.san
+  echo "$rc $(( $(date +%s) - t0 ))" > "$out/$tool--$name.rc"
 }
 
 t_all=$(date +%s)
@@ -100,7 +107,10 @@ for tool in "${tool_list[@]}"; do
     secs=$((secs + took))
     # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "(N errors, M warnings)"
     n=$(grep -hoE 'ERROR SUMMARY: [0-9]+|\([0-9]+ errors' "$log" | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}')
-    if grep -q 'Target application terminated before first instrumented API call' "$log" && [ "$rc" != 99 ]; then
+    # a CPU-only executable: no process of the run made a CUDA call (a CLI test's own
+    # process makes none, the kiln processes it starts do and print a summary)
+    if grep -q 'Target application terminated before first instrumented API call' "$log" \
+      && ! grep -qE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" && [ "$rc" != 99 ]; then
       nocuda=$((nocuda+1))
     elif [ "$rc" = 99 ] || [ "$n" -gt 0 ]; then
       dirty=$((dirty+1)); errors=$((errors+n)); dirty_names="$dirty_names $name"
