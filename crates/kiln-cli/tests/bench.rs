@@ -499,7 +499,14 @@ fn kernels_on_a_gpu_lists_every_kernel() {
         assert!(k["registers"].as_u64().unwrap() > 0, "{name}: no registers");
         let occ = k["occupancy"].as_f64().unwrap();
         assert!(occ > 0.0 && occ <= 1.0, "{name}: occupancy {occ}");
-        assert!(k["block"].is_array(), "{name}: launch shape not recorded");
-        assert!(k["max_threads_per_block"].as_u64().unwrap() >= 256, "{name}");
+        let block = k["block"].as_array().expect("launch shape recorded");
+        let threads: u64 = block.iter().map(|d| d.as_u64().unwrap()).product();
+        // the kernel can be launched with the block kiln uses (the 3x3 register kernels are
+        // 128-thread blocks under __launch_bounds__(128, ..), so the driver's limit is 128)
+        let max = k["max_threads_per_block"].as_u64().unwrap();
+        assert!(
+            max >= threads && threads > 0,
+            "{name}: block of {threads} > limit {max}"
+        );
     }
 }

@@ -586,10 +586,10 @@ impl CudaBackend {
 
     /// Direct 3-D correlation of a contiguous `(d, h, w)` volume with k = 3, 5 or 7.
     ///
-    /// Launch: k = 3 runs `filter3d_zm3_f32` (a 3-plane cp.async ring in shared memory, two
-    /// planes in flight a block, `3·(32+2r)·40` floats = 15.9 KiB static); k = 5 and 7 run
-    /// `filter3d_k{5,7}_f32` (planes double-buffered through registers, static shared
-    /// `2·(32+2r)²` floats, at most 11.3 KiB). Both: block 32×8 owning a 32×32 `(y, x)` tile
+    /// Launch: k = 3 and 7 run `filter3d_k{3,7}_f32` (planes double-buffered through
+    /// registers, static shared `2·(32+2r)²` floats, at most 11.3 KiB); k = 5 runs
+    /// `filter3d_zm5_f32` (a ring of input planes in shared memory filled by cp.async, two
+    /// planes in flight a block). The choice is measured: see the variant function. Both: block 32×8 owning a 32×32 `(y, x)` tile
     /// (4 rows a thread) and marching along z over `zc` output planes; grid `(ceil(w/32),
     /// ceil(h/32), ceil(d/zc))`. `zc` is chosen by [`zchunk`] from the resident blocks per
     /// SM so that the last wave of equal-length blocks is not a sliver (see
@@ -643,18 +643,18 @@ impl CudaBackend {
                 format!("kernel size {k}: the GPU runs 3, 5, 7"),
             ));
         }
-        // auto: k = 3 is memory-bound (27 FFMA an output against 8 bytes moved), and the
-        // z-marching kernel keeps two planes of copies in flight a block with no registers
-        // staged (the register-prefetch kernel covers one plane: 70% of copy in run D3-2);
-        // k = 5 and 7 are FFMA-bound (125 / 343 an output), where the prefetch depth buys
-        // nothing measured yet, so they stay on filter3d_k{5,7}_f32.
+        // auto, from the H200 (run D3-5, bench_imaging_variants): k = 3 at 512³ runs 0.363 ms
+        // on the register-prefetch kernel (`smem`) against 0.383 for the cp.async z-march
+        // (`zm`) and 0.405 for `zm8`, so k = 3 stays on filter3d_k3_f32; k = 5 at 256³ runs
+        // 0.111 ms on `zm` against 0.129 on filter3d_k5_f32, so k = 5 takes the z-march;
+        // k = 7 has no z-marching kernel.
         // (kernel, rows a thread: the tile is 32 wide and 8 × rows tall)
         let (id, rows) = match (variant, k) {
-            ("auto" | "zm", 3) => (KernelId::Filter3dZm3F32, 4usize),
+            ("zm", 3) => (KernelId::Filter3dZm3F32, 4usize),
             ("zm8", 3) => (KernelId::Filter3dZm3r8F32, 8),
-            ("zm", 5) => (KernelId::Filter3dZm5F32, 4),
-            ("smem" | "zc64", 3) => (KernelId::Filter3dK3F32, 4),
-            ("auto" | "smem" | "zc64", 5) => (KernelId::Filter3dK5F32, 4),
+            ("auto" | "zm", 5) => (KernelId::Filter3dZm5F32, 4),
+            ("auto" | "smem" | "zc64", 3) => (KernelId::Filter3dK3F32, 4),
+            ("smem" | "zc64", 5) => (KernelId::Filter3dK5F32, 4),
             ("auto" | "smem" | "zc64", 7) => (KernelId::Filter3dK7F32, 4),
             _ => {
                 return Err(Error::invalid(

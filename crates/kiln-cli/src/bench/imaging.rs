@@ -220,7 +220,7 @@ fn filter3d_case(d: usize) -> Case {
             bytes: (2 * 4 * d * d * d) as f64,
             flops: (2 * 27 * d * d * d) as f64,
             floor: Floor::Memory,
-            kernels: vec![KernelId::Filter3dZm3F32.symbol()],
+            kernels: vec![KernelId::Filter3dK3F32.symbol()],
             peer_workload: Some(format!("conv3d_{d}")),
         },
         run: Box::new(move |ctx| run_filter3d(ctx, d)),
