@@ -63,6 +63,14 @@ macro_rules! test_device {
     };
 }
 
+/// Whether the tests run under compute-sanitizer (`scripts/sanitize.sh` sets
+/// `KILN_UNDER_SANITIZER=1`): the slowest GPU tests then leave out their largest shapes,
+/// which instrumentation makes take minutes and which exercise no code path the smaller
+/// shapes miss (the full sizes run uninstrumented in `scripts/gpu-check.sh`).
+pub fn under_sanitizer() -> bool {
+    std::env::var("KILN_UNDER_SANITIZER").as_deref() == Ok("1")
+}
+
 /// `n` uniform random f32 in `[lo, hi)`, never all zeros.
 pub fn random_f32(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
     use rand::{Rng, SeedableRng};

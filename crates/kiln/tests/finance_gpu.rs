@@ -288,7 +288,14 @@ fn gpu_chunk_size_does_not_change_a_bit() {
 }
 
 kiln::test_device!(mc_is_within_3_standard_errors_of_closed_forms, |rt: &Runtime| {
-    let paths = if rt.cuda().is_some() { 1 << 20 } else { 1 << 15 };
+    // (2^16 under compute-sanitizer: the check is statistical and holds at any size)
+    let paths = if rt.cuda().is_some() && !kiln::testing::under_sanitizer() {
+        1 << 20
+    } else if rt.cuda().is_some() {
+        1 << 16
+    } else {
+        1 << 15
+    };
     let mut specs = Vec::new();
     for kind in [OptionType::Call, OptionType::Put] {
         for (s, k, r, q, v, t) in [
