@@ -606,4 +606,61 @@ mod tests {
         assert_ne!(normal_f32(seed, 5, 77, 0), normal_f32(seed + 1, 5, 77, 0));
         assert!(normal_f64(seed, 5, 77, 3).is_finite());
     }
+    // The CUDA path loop (finance.cu) reaches the same bits by cheaper routes; these tests
+    // check each route's algebra on every input it can see, here where CI runs them.
+
+    /// `kiln_uniform`: (1 + m 2^-23) - (1 - 2^-24) for m = w >> 9, no int-to-float.
+    #[test]
+    fn gpu_uniform_identity() {
+        let one_minus = f32::from_bits(0x3f7f_ffff);
+        for m in 0..(1u32 << 23) {
+            let w = (m << 9) | (m & 0x1ff);
+            let gpu = f32::from_bits(m + 0x3f80_0000) - one_minus;
+            assert_eq!(gpu.to_bits(), uniform_f32(w).to_bits(), "m = {m}");
+        }
+    }
+
+    /// `kiln_sincos_turns`: the reduced turn r = (j - q 2^22) 2^-22 read from the bits
+    /// 0x4b400000 + j - q 2^22 by one fused step, and the fast_math angle u 2pi - pi.
+    #[test]
+    fn gpu_sincos_reduction_identity() {
+        let pi = f32::from_bits(0x4049_0fdb);
+        for j in (1..(1u32 << 24)).step_by(2) {
+            let q = (j + (1 << 21)) >> 22;
+            let cpu = (j as i32 - (q << 22) as i32) as f32 * TWO_M22;
+            let bits = 0x4b40_0000u32.wrapping_add(j).wrapping_sub(q << 22);
+            let gpu = f32::from_bits(bits).mul_add(TWO_M22, -3.0);
+            assert_eq!(gpu.to_bits(), cpu.to_bits(), "j = {j}");
+            // fast_math: the old (j as f32) * (2 pi 2^-24) - pi and the new u * 2pi - pi
+            let old = (j as f32).mul_add(f32::from_bits(0x34c9_0fdb), -pi);
+            let new = uniform_f32(j << 8).mul_add(f32::from_bits(0x40c9_0fdb), -pi);
+            assert_eq!(old.to_bits(), new.to_bits(), "j = {j}");
+        }
+    }
+
+    /// `kiln_stream_next`: rounds 1 and 2 of counter [block, sample, option, 0] with the
+    /// (sample, option) parts computed once and M0 * block as a running sum.
+    #[test]
+    fn gpu_stream_form_is_philox() {
+        let key = [0x0bad_cafe, 0xfeed_beef];
+        let ks = key_schedule(key);
+        for (sample, option) in [(0u32, 0u32), (77, 5), (u32::MAX, u32::MAX), (0x1234_5678, 9_999)] {
+            let n0 = mulhilo(PHILOX_M1, option).0 ^ sample ^ ks[0][0];
+            let a = PHILOX_M1.wrapping_mul(option) ^ ks[0][1];
+            let b = mulhilo(PHILOX_M0, n0).0 ^ ks[1][1];
+            let c = PHILOX_M0.wrapping_mul(n0);
+            let mut m0b = 0u64;
+            for block in 0..300u32 {
+                let r1c2 = (m0b >> 32) as u32 ^ ks[1][0];
+                let r1c3 = m0b as u32;
+                m0b += u64::from(PHILOX_M0);
+                let (hi1, lo1) = mulhilo(PHILOX_M1, r1c2);
+                let mut w = [hi1 ^ a, lo1, b ^ r1c3, c];
+                for r in 2..10 {
+                    w = round(w, [ks[0][r], ks[1][r]]);
+                }
+                assert_eq!(w, philox4x32_10([block, sample, option, 0], key), "block {block}");
+            }
+        }
+    }
 }

@@ -68,10 +68,63 @@ __device__ __forceinline__ void kiln_philox10(u32& c0, u32& c1, u32& c2, u32& c3
     }
 }
 
+// The path loop's counters are [block, sample, option, 0] with only `block` changing, so
+// the first two rounds are half loop-invariant. Round 1's outputs 0 and 1 depend only on
+// (sample, option) and so does the M0 product of round 2; they are computed once a sample
+// (KilnStream). Round 1's block product M0 * block is a running 64-bit sum (block counts up
+// by one): two integer adds instead of a wide multiply. So a call costs 17 wide multiplies,
+// not 20. The words are exactly philox4x32_R(10, [block, sample, option, 0]) (the
+// self-test kernel checks them against kiln_philox10, which checks them against the CPU).
+struct KilnStream {
+    u32 a; // round 2: lo(M1 option) ^ k0[1]  (round 1's output 1, XORed into output 0)
+    u32 b; // round 2: hi(M0 n0) ^ k1[1], n0 = hi(M1 option) ^ sample ^ k0[0] (round 1's output 0)
+    u32 c; // round 2's output 3: lo(M0 n0)
+    u64 m0b; // M0 * block
+};
+
+// The stream (sample, option) from block `block0` on.
+__device__ __forceinline__ KilnStream kiln_stream(u32 sample, u32 option, const KilnKeys& ks, u32 block0 = 0u) {
+    KilnStream st;
+    const u32 n0 = __umulhi(0xCD9E8D57u, option) ^ sample ^ ks.k0[0];
+    st.a = (0xCD9E8D57u * option) ^ ks.k0[1];
+    st.b = __umulhi(0xD2511F53u, n0) ^ ks.k1[1];
+    st.c = 0xD2511F53u * n0;
+    st.m0b = (u64)0xD2511F53u * block0;
+    return st;
+}
+
+// The words of the stream's next block (then block + 1).
+__device__ __forceinline__ void kiln_stream_next(KilnStream& st, const KilnKeys& ks, u32& c0, u32& c1, u32& c2,
+                                                 u32& c3) {
+    // round 1: outputs (n0, lo(M1 option), hi(M0 block) ^ 0 ^ k1[0], lo(M0 block))
+    const u32 r1c2 = (u32)(st.m0b >> 32) ^ ks.k1[0];
+    const u32 r1c3 = (u32)st.m0b;
+    st.m0b += 0xD2511F53ull;
+    // round 2
+    c0 = __umulhi(0xCD9E8D57u, r1c2) ^ st.a;
+    c1 = 0xCD9E8D57u * r1c2;
+    c2 = st.b ^ r1c3;
+    c3 = st.c;
+#pragma unroll
+    for (int r = 2; r < 10; ++r) {
+        const u32 hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        const u32 hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        const u32 n0 = hi1 ^ c1 ^ ks.k0[r], n2 = hi0 ^ c3 ^ ks.k1[r];
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+    }
+}
+
 // ---- portable f32 math (kiln_core::philox: uniform_f32, ln_f32, sincos_turns_f32, exp_f32) ----
 
+// ((w >> 8) | 1) * 2^-24 without an int-to-float conversion: with m = w >> 9 (23 bits),
+// (1 + m 2^-23) - (1 - 2^-24) = (2m + 1) 2^-24, which is representable, so the one
+// subtraction is exact and the value is the CPU's uniform_f32 bit for bit
+// (philox::tests::gpu_uniform_identity checks every m).
 __device__ __forceinline__ float kiln_uniform(u32 w) {
-    return __fmul_rn(__uint2float_rn((w >> 8) | 1u), KILN_FB(0x33800000)); // * 2^-24, exact
+    return __fsub_rn(__uint_as_float((w >> 9) + 0x3f800000u), KILN_FB(0x3f7fffff));
 }
 
 __device__ __forceinline__ float kiln_ln(float x) {
@@ -100,7 +153,11 @@ __device__ __forceinline__ float kiln_ln(float x) {
 __device__ __forceinline__ void kiln_sincos_turns(u32 w, float& sn, float& cs) {
     const u32 j = (w >> 8) | 1u;
     const u32 q = (j + (1u << 21)) >> 22;
-    const float r = __fmul_rn(__int2float_rn((int)j - (int)(q << 22)), KILN_FB(0x34800000)); // 2^-22
+    // r = (j - q 2^22) 2^-22 exactly, the difference d in [-2^21, 2^21) read as a float
+    // without a conversion: the bits 0x4b400000 + d are 1.5 2^23 + d, and
+    // (1.5 2^23 + d) 2^-22 - 3 = d 2^-22 is representable, so the fused step is exact
+    // (philox::tests::gpu_sincos_reduction_identity checks every j).
+    const float r = __fmaf_rn(__uint_as_float(0x4b400000u + j - (q << 22)), KILN_FB(0x34800000), -3.0f);
     const float r2 = __fmul_rn(r, r);
     float s = KILN_FB(0x39283c1a);
     s = __fmaf_rn(s, r2, KILN_FB(0xbb996966));
@@ -138,8 +195,22 @@ __device__ __forceinline__ float kiln_exp(float x) {
     return __fmul_rn(p, __uint_as_float(((u32)(k + 127)) << 23));
 }
 
+// sqrt(x), correctly rounded, for normal finite x in [2^-100, 2^126]: the fast path of
+// __fsqrt_rn (MUFU.RSQ, then one Newton step on the root and its fused correction) without
+// its range test and call to the slow path; x = -2 ln u is in [1.1e-7, 33.3] here. The GPU
+// test sqrt_fast_path_is_correctly_rounded compares it with __fsqrt_rn on every float in
+// [2^-24, 64).
+__device__ __forceinline__ float kiln_sqrt_pos(float x) {
+    float rs;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rs) : "f"(x));
+    const float s = __fmul_rn(x, rs);
+    const float h = __fmul_rn(rs, 0.5f);
+    const float e = __fmaf_rn(-s, s, x);
+    return __fmaf_rn(e, h, s);
+}
+
 __device__ __forceinline__ void kiln_box_muller(u32 a, u32 b, float& z0, float& z1) {
-    const float r = __fsqrt_rn(__fmul_rn(-2.0f, kiln_ln(kiln_uniform(a))));
+    const float r = kiln_sqrt_pos(__fmul_rn(-2.0f, kiln_ln(kiln_uniform(a))));
     float s, c;
     kiln_sincos_turns(b, s, c);
     z0 = __fmul_rn(r, c);
@@ -172,9 +243,9 @@ __device__ __forceinline__ float kiln_ex2_approx(float x) {
 
 __device__ __forceinline__ void kiln_box_muller_fast(u32 a, u32 b, float& z0, float& z1) {
     const float r = kiln_sqrt_approx(kiln_lg2_approx(kiln_uniform(a)) * -1.38629436f);
-    // (j - 2^23) * c, c = 2 pi 2^-24, as one fused step: j and 2^23 c are exact, so this is
-    // the single rounding of the exact product.
-    const float t = __fmaf_rn(__uint2float_rn((b >> 8) | 1u), KILN_FB(0x34c90fdb), -KILN_FB(0x40490fdb));
+    // u 2 pi - pi as one fused step (2 pi and pi rounded to f32): u = j 2^-24 exactly
+    // (kiln_uniform), so this is the single rounding of the exact (j - 2^23) 2^-24 2 pi.
+    const float t = __fmaf_rn(kiln_uniform(b), KILN_FB(0x40c90fdb), -KILN_FB(0x40490fdb));
     float s, c;
     asm("sin.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(t));
     asm("cos.approx.ftz.f32 %0, %1;" : "=f"(c) : "f"(t));
@@ -189,9 +260,9 @@ __device__ __forceinline__ float kiln_exp_fast(float x) {
 }
 
 template <bool FAST>
-__device__ __forceinline__ void kiln_normals4(u32 block, u32 sample, u32 option, const KilnKeys& ks, float z[4]) {
-    u32 w0 = block, w1 = sample, w2 = option, w3 = 0u;
-    kiln_philox10(w0, w1, w2, w3, ks);
+__device__ __forceinline__ void kiln_normals4(KilnStream& ps, const KilnKeys& ks, float z[4]) {
+    u32 w0, w1, w2, w3;
+    kiln_stream_next(ps, ks, w0, w1, w2, w3);
     if (FAST) {
         kiln_box_muller_fast(w0, w1, z[0], z[1]);
         kiln_box_muller_fast(w2, w3, z[2], z[3]);
@@ -367,24 +438,49 @@ __device__ __forceinline__ void kiln_steps(const KilnPath& o, u32 first, const f
     if (ANTI) sta.group_end();
 }
 
+// Benchmark probes (kiln_cuda::McProbe): the same launch, loop and block sums as the
+// European kernel with the path loop cut down, to measure what each part costs. PHILOX: only
+// the Philox words (XORed together); NORMALS: the words and their four normals, added up.
+enum { PROBE_NONE = 0, PROBE_PHILOX = 1, PROBE_NORMALS = 2 };
+
 // One sample (a path, or an antithetic pair averaged), kiln_cpu paths.rs `run_group`: the
 // full calls of 4 steps without a bound check, then the last partial call.
-template <int STYLE, bool ANTI, bool FAST>
+template <int STYLE, bool ANTI, bool FAST, int PROBE>
 __device__ __forceinline__ KilnOut kiln_sample(const KilnPath& o, const u32* __restrict__ up,
                                                const double* __restrict__ dp, u32 sample, const KilnKeys& ks) {
     float x = 0.0f, xa = 0.0f;
     KilnState<STYLE, FAST> st, sta;
     st.init();
     sta.init();
+    KilnStream ps = kiln_stream(sample, o.option, ks);
     const u32 full = o.steps / 4u, rest = o.steps % 4u;
+    if (PROBE == PROBE_PHILOX) {
+        u32 acc = 0u;
+        for (u32 b = 0; b < full; ++b) {
+            u32 w0, w1, w2, w3;
+            kiln_stream_next(ps, ks, w0, w1, w2, w3);
+            acc ^= (w0 ^ w1) ^ (w2 ^ w3);
+        }
+        KilnOut out = {(double)acc, 0.0, 0.0, 0.0};
+        return out;
+    }
+    if (PROBE == PROBE_NORMALS) {
+        for (u32 b = 0; b < full; ++b) {
+            float z[4];
+            kiln_normals4<FAST>(ps, ks, z);
+            x = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(x, z[0]), z[1]), z[2]), z[3]);
+        }
+        KilnOut out = {(double)x, 0.0, 0.0, 0.0};
+        return out;
+    }
     for (u32 b = 0; b < full; ++b) {
         float z[4];
-        kiln_normals4<FAST>(b, sample, o.option, ks, z);
+        kiln_normals4<FAST>(ps, ks, z);
         kiln_steps<STYLE, ANTI, FAST, 4>(o, b * 4u, z, x, xa, st, sta, 4u);
     }
     if (rest != 0u) {
         float z[4];
-        kiln_normals4<FAST>(full, sample, o.option, ks, z);
+        kiln_normals4<FAST>(ps, ks, z);
         kiln_steps<STYLE, ANTI, FAST, 0>(o, full * 4u, z, x, xa, st, sta, rest);
     }
     const KilnOpt oo = kiln_load_opt(up, dp);
@@ -407,7 +503,7 @@ __device__ __forceinline__ KilnOut kiln_sample(const KilnPath& o, const u32* __r
 // item i is row i / launch_blocks of the parameter arrays, block first_block +
 // i % launch_blocks. out[i * 7 + j], j = y, yy, c, cc, yc, delta, vega. One kernel per style
 // (so each gets the registers it needs, not the union of all styles').
-template <int STYLE, bool FAST>
+template <int STYLE, bool FAST, int PROBE>
 __device__ __forceinline__ void kiln_mc_blocks(
     const u32* __restrict__ uparams, const double* __restrict__ dparams, u32 n_options,
     u64 first_block, u64 launch_blocks, u64 samples, const KilnKeys& ks, u32 antithetic,
@@ -443,8 +539,8 @@ __device__ __forceinline__ void kiln_mc_blocks(
             KilnOut v = {0.0, 0.0, 0.0, 0.0};
             if (s < end) {
                 // Sample indices are < 2^32 (McParams::validate).
-                v = antithetic ? kiln_sample<STYLE, true, FAST>(o, up, dp, (u32)s, ks)
-                               : kiln_sample<STYLE, false, FAST>(o, up, dp, (u32)s, ks);
+                v = (antithetic && PROBE == PROBE_NONE) ? kiln_sample<STYLE, true, FAST, PROBE>(o, up, dp, (u32)s, ks)
+                                                        : kiln_sample<STYLE, false, FAST, PROBE>(o, up, dp, (u32)s, ks);
             }
             stage[warp][0][lane] = v.y;
             stage[warp][1][lane] = v.c;
@@ -464,29 +560,32 @@ __device__ __forceinline__ void kiln_mc_blocks(
     }
 }
 
-#define KILN_MC_KERNEL(NAME, STYLE, FAST)                                                             \
+#define KILN_MC_KERNEL(NAME, STYLE, FAST, PROBE)                                                      \
     extern "C" __global__ void __launch_bounds__(256, 6) NAME(                                        \
         const u32* __restrict__ uparams, const double* __restrict__ dparams, u32 n_options,          \
         u64 first_block, u64 launch_blocks, u64 samples, const KilnKeys keys, u32 antithetic,        \
         double* __restrict__ out) {                                                                  \
-        kiln_mc_blocks<STYLE, FAST>(uparams, dparams, n_options, first_block, launch_blocks, samples, \
-                                    keys, antithetic, out);                                          \
+        kiln_mc_blocks<STYLE, FAST, PROBE>(uparams, dparams, n_options, first_block, launch_blocks,   \
+                                           samples, keys, antithetic, out);                          \
     }
 
-KILN_MC_KERNEL(mc_european_f64, ST_EURO, false)
-KILN_MC_KERNEL(mc_asian_arithmetic_f64, ST_ASIAN_A, false)
-KILN_MC_KERNEL(mc_asian_geometric_f64, ST_ASIAN_G, false)
-KILN_MC_KERNEL(mc_barrier_up_out_f64, ST_UP_OUT, false)
-KILN_MC_KERNEL(mc_barrier_up_in_f64, ST_UP_IN, false)
-KILN_MC_KERNEL(mc_barrier_down_out_f64, ST_DOWN_OUT, false)
-KILN_MC_KERNEL(mc_barrier_down_in_f64, ST_DOWN_IN, false)
-KILN_MC_KERNEL(mc_european_fast_f64, ST_EURO, true)
-KILN_MC_KERNEL(mc_asian_arithmetic_fast_f64, ST_ASIAN_A, true)
-KILN_MC_KERNEL(mc_asian_geometric_fast_f64, ST_ASIAN_G, true)
-KILN_MC_KERNEL(mc_barrier_up_out_fast_f64, ST_UP_OUT, true)
-KILN_MC_KERNEL(mc_barrier_up_in_fast_f64, ST_UP_IN, true)
-KILN_MC_KERNEL(mc_barrier_down_out_fast_f64, ST_DOWN_OUT, true)
-KILN_MC_KERNEL(mc_barrier_down_in_fast_f64, ST_DOWN_IN, true)
+KILN_MC_KERNEL(mc_european_f64, ST_EURO, false, PROBE_NONE)
+KILN_MC_KERNEL(mc_asian_arithmetic_f64, ST_ASIAN_A, false, PROBE_NONE)
+KILN_MC_KERNEL(mc_asian_geometric_f64, ST_ASIAN_G, false, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_up_out_f64, ST_UP_OUT, false, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_up_in_f64, ST_UP_IN, false, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_down_out_f64, ST_DOWN_OUT, false, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_down_in_f64, ST_DOWN_IN, false, PROBE_NONE)
+KILN_MC_KERNEL(mc_european_fast_f64, ST_EURO, true, PROBE_NONE)
+KILN_MC_KERNEL(mc_asian_arithmetic_fast_f64, ST_ASIAN_A, true, PROBE_NONE)
+KILN_MC_KERNEL(mc_asian_geometric_fast_f64, ST_ASIAN_G, true, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_up_out_fast_f64, ST_UP_OUT, true, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_up_in_fast_f64, ST_UP_IN, true, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_down_out_fast_f64, ST_DOWN_OUT, true, PROBE_NONE)
+KILN_MC_KERNEL(mc_barrier_down_in_fast_f64, ST_DOWN_IN, true, PROBE_NONE)
+KILN_MC_KERNEL(mc_probe_philox_f64, ST_EURO, false, PROBE_PHILOX)
+KILN_MC_KERNEL(mc_probe_normals_f64, ST_EURO, false, PROBE_NORMALS)
+KILN_MC_KERNEL(mc_probe_normals_fast_f64, ST_EURO, true, PROBE_NORMALS)
 
 // Adds each option's `nb` block sums (consecutive in `blocks`, 7 doubles each) in block
 // order onto its running totals: totals[o * 7 + j] += blocks[(o * nb + b) * 7 + j], b = 0..nb.
@@ -505,7 +604,8 @@ extern "C" __global__ void mc_combine_f64(const double* __restrict__ blocks, u32
 // Self-test of the portable math on words w[i]: out[i * 7 + ...] = uniform, ln(uniform),
 // sin, cos (of 2 pi uniform), exp(x[i]), the first Box-Muller normal of (w[i], w[i]+1), and
 // the fast_math one of the same words, as f32 bits; philox[i * 4 ..] = the Philox words of
-// counter [i, w[i], 7, 0], key (k0, k1).
+// counter [i, w[i], 7, 0], key (k0, k1), computed both as kiln_philox10 and in the path
+// loop's stream form (0xdeadbeef words when the two disagree).
 extern "C" __global__ void finance_selftest_f32(const u32* __restrict__ w, const float* __restrict__ x, u32 n,
                                                 u32 k0, u32 k1, u32* __restrict__ out,
                                                 u32* __restrict__ philox) {
@@ -524,11 +624,29 @@ extern "C" __global__ void finance_selftest_f32(const u32* __restrict__ w, const
     out[i * 7 + 4] = __float_as_uint(kiln_exp(x[i]));
     out[i * 7 + 5] = __float_as_uint(z0);
     out[i * 7 + 6] = __float_as_uint(f0);
-    u32 c0 = i, c1 = wi, c2 = 7u, c3 = 0u;
     const KilnKeys ks = kiln_key_schedule(k0, k1);
+    // The path loop's form (kiln_stream_next), which must give kiln_philox10's words.
+    u32 c0 = i, c1 = wi, c2 = 7u, c3 = 0u;
     kiln_philox10(c0, c1, c2, c3, ks);
+    KilnStream ps = kiln_stream(wi, 7u, ks, i);
+    u32 d0, d1, d2, d3;
+    kiln_stream_next(ps, ks, d0, d1, d2, d3);
+    if (d0 != c0 || d1 != c1 || d2 != c2 || d3 != c3) c0 = c1 = c2 = c3 = 0xdeadbeefu;
     philox[i * 4 + 0] = c0;
     philox[i * 4 + 1] = c1;
     philox[i * 4 + 2] = c2;
     philox[i * 4 + 3] = c3;
+}
+
+// Checks kiln_sqrt_pos against __fsqrt_rn on the `count` consecutive floats from the bits
+// `first` on (grid-stride): bad[0] counts the floats where they differ, bad[1] keeps the
+// bits of one of them (for the test's message).
+extern "C" __global__ void finance_sqrt_check_f32(u32 first, u32 count, u32* __restrict__ bad) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        const float x = __uint_as_float(first + i);
+        if (__float_as_uint(kiln_sqrt_pos(x)) != __float_as_uint(__fsqrt_rn(x))) {
+            atomicAdd(&bad[0], 1u);
+            bad[1] = first + i;
+        }
+    }
 }

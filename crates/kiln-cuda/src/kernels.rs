@@ -169,6 +169,14 @@ pub enum KernelId {
     McCombineF64,
     /// Monte Carlo: the portable f32 math and Philox words, for bitwise tests.
     FinanceSelftestF32,
+    /// Monte Carlo: the Box-Muller square root against `__fsqrt_rn`, for bitwise tests.
+    FinanceSqrtCheckF32,
+    /// Monte Carlo benchmark probe: the European launch with only the Philox words.
+    McProbePhiloxF64,
+    /// Monte Carlo benchmark probe: the European launch with Philox and the exact normals.
+    McProbeNormalsF64,
+    /// Monte Carlo benchmark probe: the European launch with Philox and the fast_math normals.
+    McProbeNormalsFastF64,
     /// GEMM, 128x128x16 tiles, cp.async / float4 loads, A and B as stored (`NN`).
     GemmTiledNnF32,
     /// GEMM tiled, B transposed (`NT`).
@@ -266,6 +274,10 @@ impl KernelId {
         KernelId::McBarrierDownInFastF64,
         KernelId::McCombineF64,
         KernelId::FinanceSelftestF32,
+        KernelId::FinanceSqrtCheckF32,
+        KernelId::McProbePhiloxF64,
+        KernelId::McProbeNormalsF64,
+        KernelId::McProbeNormalsFastF64,
         KernelId::GemmTiledNnF32,
         KernelId::GemmTiledNtF32,
         KernelId::GemmTiledTnF32,
@@ -345,7 +357,11 @@ impl KernelId {
             | KernelId::McBarrierDownOutFastF64
             | KernelId::McBarrierDownInFastF64
             | KernelId::McCombineF64
-            | KernelId::FinanceSelftestF32 => FINANCE,
+            | KernelId::FinanceSelftestF32
+            | KernelId::FinanceSqrtCheckF32
+            | KernelId::McProbePhiloxF64
+            | KernelId::McProbeNormalsF64
+            | KernelId::McProbeNormalsFastF64 => FINANCE,
             KernelId::GemmTiledNnF32
             | KernelId::GemmTiledNtF32
             | KernelId::GemmTiledTnF32
@@ -427,6 +443,10 @@ impl KernelId {
             KernelId::McBarrierDownInFastF64 => "mc_barrier_down_in_fast_f64",
             KernelId::McCombineF64 => "mc_combine_f64",
             KernelId::FinanceSelftestF32 => "finance_selftest_f32",
+            KernelId::FinanceSqrtCheckF32 => "finance_sqrt_check_f32",
+            KernelId::McProbePhiloxF64 => "mc_probe_philox_f64",
+            KernelId::McProbeNormalsF64 => "mc_probe_normals_f64",
+            KernelId::McProbeNormalsFastF64 => "mc_probe_normals_fast_f64",
             KernelId::GemmTiledNnF32 => "gemm_tiled_nn_f32",
             KernelId::GemmTiledNtF32 => "gemm_tiled_nt_f32",
             KernelId::GemmTiledTnF32 => "gemm_tiled_tn_f32",

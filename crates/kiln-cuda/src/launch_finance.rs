@@ -51,6 +51,29 @@ impl Default for GpuMcOptions {
     }
 }
 
+/// Benchmark probes: the European kernel's launch, loop and block sums with the path loop
+/// cut down, so a benchmark can time what each part of a path-step costs
+/// ([`CudaBackend::mc_probe_gpu`]). Their sums are not prices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum McProbe {
+    /// Only the Philox words (XORed together): the generator's cost.
+    Philox,
+    /// Philox and the exact (bitwise-CPU) Box-Muller normals, added up.
+    Normals,
+    /// Philox and the `fast_math` normals, added up.
+    NormalsFast,
+}
+
+impl McProbe {
+    fn kernel(self) -> KernelId {
+        match self {
+            McProbe::Philox => KernelId::McProbePhiloxF64,
+            McProbe::Normals => KernelId::McProbeNormalsF64,
+            McProbe::NormalsFast => KernelId::McProbeNormalsFastF64,
+        }
+    }
+}
+
 fn kernel_for(style: Style, fast: bool) -> KernelId {
     match (style, fast) {
         (Style::European, false) => KernelId::McEuropeanF64,
@@ -132,7 +155,7 @@ impl CudaBackend {
         mc: &McParams,
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
-        let totals = self.mc_totals(specs, mc, opts)?;
+        let totals = self.mc_totals(specs, mc, opts, None)?;
         Ok(specs
             .iter()
             .zip(totals)
@@ -151,7 +174,8 @@ impl CudaBackend {
         let dd = self.upload_any(&d)?;
         let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
-        self.launch_blocks_at(spec.style, &du, &dd, 0, 1, 0, nb, mc, &mut out)?;
+        let k = kernel_for(spec.style, mc.fast_math);
+        self.launch_blocks_at(k, &du, &dd, 0, 1, 0, nb, mc, &mut out)?;
         let mut host = vec![0.0f64; items * SUMS];
         out.copy_to_host(&mut host, self.stream())?;
         Ok(host
@@ -164,12 +188,31 @@ impl CudaBackend {
             .collect())
     }
 
+    /// Runs the benchmark probe `probe` in place of the European kernel over the options
+    /// `specs` (European, one launch chain exactly as [`price_mc_gpu`](Self::price_mc_gpu)
+    /// runs them: parameter upload, block kernel, combine, totals download) and returns each
+    /// option's total of the probe's per-sample values (a checksum, not a price). For
+    /// timing the parts of a path-step; see `docs/performance.md`.
+    pub fn mc_probe_gpu(&self, specs: &[OptionSpec], mc: &McParams, probe: McProbe) -> Result<Vec<f64>> {
+        if let Some(s) = specs.iter().find(|s| s.style != Style::European) {
+            return Err(Error::invalid(
+                "mc_probe_gpu",
+                format!("the probes run the European launch; got a {:?} option", s.style),
+            ));
+        }
+        self.mc_totals(specs, mc, &GpuMcOptions::default(), Some(probe))?
+            .into_iter()
+            .map(|t| t.map(|t| t.y))
+            .collect()
+    }
+
     /// Per-option totals of every block (block order), or the option's validation error.
     fn mc_totals(
         &self,
         specs: &[OptionSpec],
         mc: &McParams,
         opts: &GpuMcOptions,
+        probe: Option<McProbe>,
     ) -> Result<Vec<Result<BlockSums>>> {
         mc.validate()?;
         if opts.max_items == 0 {
@@ -214,7 +257,8 @@ impl CudaBackend {
         }
         let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
         for g in &groups {
-            let totals = self.group_totals(g, nb, mc, opts.max_items)?;
+            let k = probe.map_or_else(|| kernel_for(g.style, mc.fast_math), McProbe::kernel);
+            let totals = self.group_totals(g, k, nb, mc, opts.max_items)?;
             for (k, &slot) in g.slots.iter().enumerate() {
                 results[slot] = Some(Ok(sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS])));
             }
@@ -226,7 +270,14 @@ impl CudaBackend {
     }
 
     /// Totals (7 per option, block order) of one style group, chunk by chunk.
-    fn group_totals(&self, g: &Group, nb: u64, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
+    fn group_totals(
+        &self,
+        g: &Group,
+        k: KernelId,
+        nb: u64,
+        mc: &McParams,
+        max_items: u64,
+    ) -> Result<Vec<f64>> {
         let n = g.slots.len();
         let du = self.upload_any(&g.u)?;
         let dd = self.upload_any(&g.d)?;
@@ -247,7 +298,7 @@ impl CudaBackend {
             while b0 < nb {
                 let bn = blk_chunk.min(nb - b0);
                 // Row offsets into the parameter arrays and totals of this chunk.
-                self.launch_blocks_at(g.style, &du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
+                self.launch_blocks_at(k, &du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
                 let tp = totals.device_ptr() + o0 * (SUMS as u64) * 8;
                 let bp = blocks.device_ptr();
                 let n_opt = on as u32;
@@ -276,12 +327,13 @@ impl CudaBackend {
         Ok(host)
     }
 
-    /// Launch the style's block kernel on rows `row0 .. row0 + rows` of the parameter
-    /// arrays and blocks `first_block .. first_block + blocks`, into `out` (item order).
+    /// Launch the block kernel `k` (a style's, or a probe) on rows `row0 .. row0 + rows` of
+    /// the parameter arrays and blocks `first_block .. first_block + blocks`, into `out`
+    /// (item order).
     #[allow(clippy::too_many_arguments)] // the kernel's arguments
     fn launch_blocks_at(
         &self,
-        style: Style,
+        k: KernelId,
         du: &crate::pool::DeviceBuffer<u32>,
         dd: &crate::pool::DeviceBuffer<f64>,
         row0: u64,
@@ -291,7 +343,6 @@ impl CudaBackend {
         mc: &McParams,
         out: &mut crate::pool::DeviceBuffer<f64>,
     ) -> Result<()> {
-        let k = kernel_for(style, mc.fast_math);
         let op = k.symbol();
         let items = rows.checked_mul(blocks).ok_or_else(|| too_many(u64::MAX))?;
         if rows == 0 || blocks == 0 {
@@ -395,6 +446,33 @@ impl CudaBackend {
         // Keep the scratch buffers alive until the copies above are done.
         drop((out, ph));
         Ok((ho, hp))
+    }
+
+    /// Compares the Box-Muller square root of the exact kernels (`kiln_sqrt_pos`: the fast
+    /// path of `__fsqrt_rn` without its range test) with `__fsqrt_rn` on the `count` floats
+    /// whose bits start at `first`. Returns how many differ and the bits of one that does
+    /// (0 when none).
+    pub fn finance_sqrt_check_gpu(&self, first: u32, count: u32) -> Result<(u32, u32)> {
+        if first.checked_add(count).is_none() {
+            return Err(Error::invalid("finance_sqrt_check", "first + count past 2^32"));
+        }
+        let bad = self.upload_any(&[0u32, 0u32])?;
+        let f = self.function(KernelId::FinanceSqrtCheckF32)?;
+        let cfg = LaunchConfig {
+            grid_dim: (1024, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let bp = bad.device_ptr();
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&first).arg(&count).arg(&bp);
+        // SAFETY: the kernel reads no memory and writes bad[0..2], a live 2-element pool
+        // buffer used only on kiln's stream.
+        unsafe { b.launch(cfg) }
+            .map_err(|e| crate::cuda_err("finance_sqrt_check_f32", &self.name_str(), e))?;
+        let mut h = [0u32; 2];
+        bad.copy_to_host(&mut h, self.stream())?;
+        Ok((h[0], h[1]))
     }
 
     /// A new device buffer holding `x` (callers never pass an empty slice).

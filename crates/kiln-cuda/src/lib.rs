@@ -35,5 +35,5 @@ pub use cache::{CacheEvent, KernelCache, Outcome};
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use graph::Graph;
 pub use kernels::{KernelId, Module};
-pub use launch_finance::GpuMcOptions;
+pub use launch_finance::{GpuMcOptions, McProbe};
 pub use profiler::{profiler, Profiler, Range};

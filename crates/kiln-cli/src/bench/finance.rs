@@ -11,19 +11,31 @@
 //! 0.05 standard errors of the CPU engine's exact price on the 4096-path run.
 //! The timed call is `price_mc_gpu` (GPU: kernel-dominated, including the small block-sum
 //! readback) or the CPU engine.
+//!
+//! On a GPU two more kinds of row (no peer: not the peers' workload):
+//! - `mc_european_anti[_fast]`: the European with antithetic pairs (2^24 paths are 2^23
+//!   pairs, so half the Philox calls and normals), checked as the European;
+//! - `mc_probe_philox`, `mc_probe_normals[_fast]`: the European launch with the path loop cut
+//!   to the Philox words, or to the words and their normals (`kiln_cuda::McProbe`), so the
+//!   record can say what each part of a path-step costs. Checked on a 4096-path run against
+//!   the same sums computed here from `kiln_core::philox` (exact probes bitwise, the fast one
+//!   within 1e-5 relative).
 
 use super::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use kiln::finance::Method;
 use kiln_core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
 use kiln_core::{Error, Result};
 use kiln_cpu::finance as cpu;
-use kiln_cuda::KernelId;
+use kiln_cuda::{KernelId, McProbe};
 
 #[derive(Clone, Copy)]
 enum Kind {
     European,
+    /// The European with antithetic pairs.
+    EuropeanAnti,
     Asian,
     Portfolio,
+    Probe(McProbe),
 }
 
 /// Plan the finance cases.
@@ -44,6 +56,32 @@ pub fn plan(ctx: &Ctx) -> Vec<Case> {
         v.push(case(Kind::European, "mc_european_fast", 1, p, s, true));
         v.push(case(Kind::Asian, "mc_asian_arith_fast", 1, p, s, true));
         v.push(case(Kind::Portfolio, "mc_portfolio_fast", po, pp, ps, true));
+        v.push(case(Kind::EuropeanAnti, "mc_european_anti", 1, p, s, false));
+        v.push(case(Kind::EuropeanAnti, "mc_european_anti_fast", 1, p, s, true));
+        v.push(case(
+            Kind::Probe(McProbe::Philox),
+            "mc_probe_philox",
+            1,
+            p,
+            s,
+            false,
+        ));
+        v.push(case(
+            Kind::Probe(McProbe::Normals),
+            "mc_probe_normals",
+            1,
+            p,
+            s,
+            false,
+        ));
+        v.push(case(
+            Kind::Probe(McProbe::NormalsFast),
+            "mc_probe_normals_fast",
+            1,
+            p,
+            s,
+            true,
+        ));
     }
     v
 }
@@ -52,11 +90,18 @@ fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, fast: bo
     let kernel = match (kind, fast) {
         (Kind::Asian, false) => KernelId::McAsianArithmeticF64,
         (Kind::Asian, true) => KernelId::McAsianArithmeticFastF64,
+        (Kind::Probe(McProbe::Philox), _) => KernelId::McProbePhiloxF64,
+        (Kind::Probe(McProbe::Normals), _) => KernelId::McProbeNormalsF64,
+        (Kind::Probe(McProbe::NormalsFast), _) => KernelId::McProbeNormalsFastF64,
         (_, false) => KernelId::McEuropeanF64,
         (_, true) => KernelId::McEuropeanFastF64,
     };
-    // the peers have one row per workload: the fast variant is set against the same one
-    let peer = name.trim_end_matches("_fast").to_string();
+    // the peers have one row per workload: the fast variant is set against the same one;
+    // antithetic and probe rows are not the peers' workload
+    let peer = match kind {
+        Kind::EuropeanAnti | Kind::Probe(_) => None,
+        _ => Some(name.trim_end_matches("_fast").to_string()),
+    };
     let (size, params) = match kind {
         Kind::Portfolio => (
             format!("{options}x{paths}x{steps}"),
@@ -81,7 +126,7 @@ fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, fast: bo
             flops: 0.0,
             floor: Floor::None,
             kernels: vec![kernel.symbol(), KernelId::McCombineF64.symbol()],
-            peer_workload: Some(peer),
+            peer_workload: peer,
         },
         run: Box::new(move |ctx| run(ctx, kind, options, paths, steps, fast)),
     }
@@ -121,9 +166,92 @@ fn closed(s: &OptionSpec) -> f64 {
     cpu::price_analytic(s).map_or(f64::NAN, |r| r.price)
 }
 
+/// A probe's per-option total computed on the CPU from `kiln_core::philox`, in the
+/// kernel's order: each sample's value, summed in f64 in sample order within each block of
+/// `BLOCK_SAMPLES`, the block sums added in block order from zero.
+fn probe_total_cpu(probe: McProbe, mc: &McParams, option: u32) -> f64 {
+    use kiln_core::philox as ph;
+    let key = ph::key_from_seed(mc.seed);
+    let calls = mc.steps / ph::NORMALS_PER_CALL;
+    let value = |sample: u32| -> f64 {
+        match probe {
+            McProbe::Philox => {
+                let acc = (0..calls).fold(0u32, |acc, b| {
+                    let w = ph::philox4x32_10(ph::stream_counter(b, sample, option), key);
+                    acc ^ ((w[0] ^ w[1]) ^ (w[2] ^ w[3]))
+                });
+                f64::from(acc)
+            }
+            McProbe::Normals | McProbe::NormalsFast => {
+                let x = (0..calls).fold(0.0f32, |x, b| {
+                    let z = ph::normals4_f32(key, option, sample, b);
+                    (((x + z[0]) + z[1]) + z[2]) + z[3]
+                });
+                f64::from(x)
+            }
+        }
+    };
+    let n = mc.samples();
+    let mut total = 0.0f64;
+    let mut start = 0u64;
+    while start < n {
+        let end = (start + cpu::BLOCK_SAMPLES).min(n);
+        total += (start..end).fold(0.0f64, |acc, s| acc + value(s as u32));
+        start = end;
+    }
+    total
+}
+
+fn run_probe(ctx: &Ctx, probe: McProbe, paths: u64, steps: u32) -> Result<Measured> {
+    let b = ctx
+        .cuda
+        .ok_or_else(|| Error::invalid("bench", "the Monte Carlo probes run on a GPU"))?;
+    let specs = vec![euro()];
+    let mc = McParams {
+        paths,
+        steps,
+        seed: 1,
+        antithetic: false,
+        control_variate: false,
+        fast_math: probe == McProbe::NormalsFast,
+    };
+    let small = McParams { paths: 4096, ..mc };
+    let g = b.mc_probe_gpu(&specs, &small, probe)?[0];
+    let c = probe_total_cpu(probe, &small, 0);
+    let (ok, how) = match probe {
+        McProbe::NormalsFast => (
+            (g - c).abs() <= 1e-5 * small.samples() as f64,
+            "within 1e-5 a sample of the exact normals' sum",
+        ),
+        _ => (g.to_bits() == c.to_bits(), "bitwise equal to kiln_core::philox's"),
+    };
+    let check = format!("4096-path checksum {g} vs CPU {c}: {how}: {ok}");
+    b.mc_probe_gpu(&specs, &mc, probe)?; // warm-up at the timed size
+    let times = ctx.time_n(1, 5, |_| {
+        std::hint::black_box(b.mc_probe_gpu(&specs, &mc, probe)?);
+        Ok(())
+    })?;
+    let path_steps = paths as f64 * f64::from(steps);
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = super::harness::percentile(&sorted, 0.5).max(1e-6);
+    Ok(Measured {
+        warmup: 1,
+        times_ms: times,
+        verified: ok,
+        check,
+        rate: Some((path_steps / (median * 1e-3), "path-steps/s")),
+        note: "benchmark probe (mc_probe_gpu): the European launch with the path loop cut down; not a price"
+            .into(),
+    })
+}
+
 fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool) -> Result<Measured> {
+    if let Kind::Probe(p) = kind {
+        return run_probe(ctx, p, paths, steps);
+    }
     let specs = match kind {
-        Kind::European => vec![euro()],
+        Kind::European | Kind::EuropeanAnti | Kind::Probe(_) => vec![euro()],
         Kind::Asian => vec![euro().with_style(Style::AsianArithmetic, Some(steps), None)],
         Kind::Portfolio => portfolio(options),
     };
@@ -131,14 +259,14 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool
         paths,
         steps,
         seed: 1,
-        antithetic: false,
+        antithetic: matches!(kind, Kind::EuropeanAnti),
         control_variate: false,
         fast_math: fast,
     };
     // the first call is the check (and a warm-up: modules, pool blocks)
     let first = price(ctx, &specs, &mc)?;
     let (mut ok, mut check) = match kind {
-        Kind::European => {
+        Kind::European | Kind::EuropeanAnti | Kind::Probe(_) => {
             let (r, c) = (&first[0], closed(&specs[0]));
             let z = (r.price - c).abs() / r.std_error;
             (
@@ -232,7 +360,11 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool
             format!(
                 "price_mc_gpu timed with CUDA events (includes the block-sum readback){}",
                 if fast { "; fast_math normals" } else { "" }
-            )
+            ) + if matches!(kind, Kind::EuropeanAnti) {
+                "; antithetic pairs (half the normals a path)"
+            } else {
+                ""
+            }
         } else {
             format!("CPU engine, {} threads", rayon::current_num_threads())
         },
