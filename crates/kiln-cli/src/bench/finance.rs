@@ -13,8 +13,9 @@
 //! readback) or the CPU engine.
 //!
 //! On a GPU two more kinds of row (no peer: not the peers' workload):
-//! - `mc_european_anti[_fast]`: the European with antithetic pairs (2^24 paths are 2^23
-//!   pairs, so half the Philox calls and normals), checked as the European;
+//! - `mc_european_anti[_fast]`, `mc_asian_arith_anti[_fast]`, `mc_portfolio_anti[_fast]`:
+//!   the same workloads with antithetic pairs (2^24 paths are 2^23 pairs, so half the
+//!   Philox calls and normals a path), checked as the plain rows;
 //! - `mc_probe_philox`, `mc_probe_normals[_fast]`: the European launch with the path loop cut
 //!   to the Philox words, or to the words and their normals (`kiln_cuda::McProbe`), so the
 //!   record can say what each part of a path-step costs. Checked on a 4096-path run against
@@ -31,11 +32,31 @@ use kiln_cuda::{KernelId, McProbe};
 #[derive(Clone, Copy)]
 enum Kind {
     European,
-    /// The European with antithetic pairs.
-    EuropeanAnti,
     Asian,
     Portfolio,
+    /// One of the above with antithetic pairs.
+    Anti(Base),
     Probe(McProbe),
+}
+
+/// The workloads an antithetic row repeats.
+#[derive(Clone, Copy)]
+enum Base {
+    European,
+    Asian,
+    Portfolio,
+}
+
+impl Kind {
+    /// The workload without the antithetic pairs.
+    fn base(self) -> Kind {
+        match self {
+            Kind::Anti(Base::European) => Kind::European,
+            Kind::Anti(Base::Asian) => Kind::Asian,
+            Kind::Anti(Base::Portfolio) => Kind::Portfolio,
+            k => k,
+        }
+    }
 }
 
 /// Plan the finance cases.
@@ -56,8 +77,14 @@ pub fn plan(ctx: &Ctx) -> Vec<Case> {
         v.push(case(Kind::European, "mc_european_fast", 1, p, s, true));
         v.push(case(Kind::Asian, "mc_asian_arith_fast", 1, p, s, true));
         v.push(case(Kind::Portfolio, "mc_portfolio_fast", po, pp, ps, true));
-        v.push(case(Kind::EuropeanAnti, "mc_european_anti", 1, p, s, false));
-        v.push(case(Kind::EuropeanAnti, "mc_european_anti_fast", 1, p, s, true));
+        for (base, name, o, pp, ss) in [
+            (Base::European, "mc_european_anti", 1, p, s),
+            (Base::Asian, "mc_asian_arith_anti", 1, p, s),
+            (Base::Portfolio, "mc_portfolio_anti", po, pp, ps),
+        ] {
+            v.push(case(Kind::Anti(base), name, o, pp, ss, false));
+            v.push(case(Kind::Anti(base), &format!("{name}_fast"), o, pp, ss, true));
+        }
         v.push(case(
             Kind::Probe(McProbe::Philox),
             "mc_probe_philox",
@@ -87,7 +114,7 @@ pub fn plan(ctx: &Ctx) -> Vec<Case> {
 }
 
 fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, fast: bool) -> Case {
-    let kernel = match (kind, fast) {
+    let kernel = match (kind.base(), fast) {
         (Kind::Asian, false) => KernelId::McAsianArithmeticF64,
         (Kind::Asian, true) => KernelId::McAsianArithmeticFastF64,
         (Kind::Probe(McProbe::Philox), _) => KernelId::McProbePhiloxF64,
@@ -99,10 +126,10 @@ fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, fast: bo
     // the peers have one row per workload: the fast variant is set against the same one;
     // antithetic and probe rows are not the peers' workload
     let peer = match kind {
-        Kind::EuropeanAnti | Kind::Probe(_) => None,
+        Kind::Anti(_) | Kind::Probe(_) => None,
         _ => Some(name.trim_end_matches("_fast").to_string()),
     };
-    let (size, params) = match kind {
+    let (size, params) = match kind.base() {
         Kind::Portfolio => (
             format!("{options}x{paths}x{steps}"),
             params(&[
@@ -250,8 +277,8 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool
     if let Kind::Probe(p) = kind {
         return run_probe(ctx, p, paths, steps);
     }
-    let specs = match kind {
-        Kind::European | Kind::EuropeanAnti | Kind::Probe(_) => vec![euro()],
+    let specs = match kind.base() {
+        Kind::European | Kind::Anti(_) | Kind::Probe(_) => vec![euro()],
         Kind::Asian => vec![euro().with_style(Style::AsianArithmetic, Some(steps), None)],
         Kind::Portfolio => portfolio(options),
     };
@@ -259,14 +286,14 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool
         paths,
         steps,
         seed: 1,
-        antithetic: matches!(kind, Kind::EuropeanAnti),
+        antithetic: matches!(kind, Kind::Anti(_)),
         control_variate: false,
         fast_math: fast,
     };
     // the first call is the check (and a warm-up: modules, pool blocks)
     let first = price(ctx, &specs, &mc)?;
-    let (mut ok, mut check) = match kind {
-        Kind::European | Kind::EuropeanAnti | Kind::Probe(_) => {
+    let (mut ok, mut check) = match kind.base() {
+        Kind::European | Kind::Anti(_) | Kind::Probe(_) => {
             let (r, c) = (&first[0], closed(&specs[0]));
             let z = (r.price - c).abs() / r.std_error;
             (
@@ -360,7 +387,7 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool
             format!(
                 "price_mc_gpu timed with CUDA events (includes the block-sum readback){}",
                 if fast { "; fast_math normals" } else { "" }
-            ) + if matches!(kind, Kind::EuropeanAnti) {
+            ) + if matches!(kind, Kind::Anti(_)) {
                 "; antithetic pairs (half the normals a path)"
             } else {
                 ""
