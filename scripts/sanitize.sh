@@ -8,13 +8,18 @@
 #
 # Usage: bash scripts/sanitize.sh [--tools memcheck,racecheck,initcheck,synccheck]
 #                                 [--only REGEX] [--skip REGEX] [--timeout SECONDS]
-#                                 [--jobs N] [--test-args "ARGS"] [--no-demo]
+#                                 [--jobs N] [--test-args "ARGS"] [--split-tests REGEX]
+#                                 [--no-demo]
 #   --only REGEX   run only the test executables whose name matches (e.g. 'elementwise|imaging')
 #   --skip REGEX   leave out the test executables whose name matches
 #   --timeout S    per run (default 420); a run past it counts as failed
 #   --jobs N       runs at once (default 1): the sanitizers are mostly CPU-bound, so several
 #                  tools or executables can share the GPU; every run has its own log
 #   --test-args A  extra arguments for every test executable (a libtest name filter, --skip X)
+#   --split-tests REGEX  run each test of the executables whose name matches in a process of
+#                  its own (`EXE --exact TEST`), so --jobs spreads one slow executable's tests
+#                  over the machine (racecheck over finance_gpu / imaging_gpu runs past 520 s
+#                  as one process, 6-330 s a test); their `::cpu` twins are left out
 # Environment: COMPUTE_SANITIZER=/path/to/compute-sanitizer overrides the bundled one.
 set -u
 # device-bundle.sh ships the test executables gzipped
@@ -22,6 +27,7 @@ set -u
 
 out="${OUT:-$PWD/gpu-out}/sanitize"; mkdir -p "$out"
 tools="memcheck,racecheck,initcheck,synccheck"; only=""; skip=""; per_run=420; demo=1; jobs=1; test_args=""
+split=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tools) tools="$2"; shift ;;
@@ -29,6 +35,7 @@ while [ $# -gt 0 ]; do
     --skip) skip="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
     --test-args) test_args="$2"; shift ;;
+    --split-tests) split="$2"; shift ;;
     --timeout) per_run="$2"; shift ;;
     --no-demo) demo=0 ;;
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
@@ -65,18 +72,37 @@ for t in "$T"/*; do
   name=$(basename "$t")
   if [ -n "$only" ] && ! [[ "$name" =~ $only ]]; then continue; fi
   if [ -n "$skip" ] && [[ "$name" =~ $skip ]]; then continue; fi
-  targets+=("$t")
+  if [ -n "$split" ] && [[ "$name" =~ $split ]]; then
+    # one target a test: "EXE|TEST" (libtest --list prints "NAME: test")
+    while IFS= read -r tn; do
+      [[ "$tn" == *::cpu ]] || targets+=("$t|$tn")
+    done < <("$t" --list 2>/dev/null | sed -n 's/: test$//p')
+  else
+    targets+=("$t")
+  fi
 done
 [ "$demo" = 1 ] && targets+=("demo")
 
 IFS=',' read -r -a tool_list <<< "$tools"
 
+# A target's name in the log file names: kiln-demo, EXE, or EXE--TEST (':' as '_').
+target_name() {
+  case "$1" in
+    demo) echo kiln-demo ;;
+    *'|'*) local e="${1%%|*}" tn="${1#*|}"; echo "$(basename "$e")--${tn//:/_}" ;;
+    *) basename "$1" ;;
+  esac
+}
+
 # One run: the tool over one target; its log and exit status land in $out.
 run_one() {
   local tool="$1" t="$2" name cmd
-  if [ "$t" = demo ]; then name=kiln-demo; cmd=("$B/kiln" demo --device cuda --size quick)
+  name=$(target_name "$t")
+  if [ "$t" = demo ]; then cmd=("$B/kiln" demo --device cuda --size quick)
   # shellcheck disable=SC2206 # the extra arguments are split on purpose
-  else name=$(basename "$t"); cmd=("$t" --test-threads=2 $test_args); fi
+  elif [[ "$t" == *'|'* ]]; then cmd=("${t%%|*}" --exact "${t#*|}" --test-threads=1 $test_args)
+  # shellcheck disable=SC2206
+  else cmd=("$t" --test-threads=2 $test_args); fi
   local log="$out/$tool--$name.log" t0 rc; t0=$(date +%s)
   # The tool's reports go to one file per process (%p): on stdout they would be mixed into
   # the output of the kiln processes the CLI tests start and parse.
@@ -102,7 +128,7 @@ summary=(); all_clean=1
 for tool in "${tool_list[@]}"; do
   clean=0; dirty=0; failed=0; nocuda=0; errors=0; dirty_names=""; failed_names=""; secs=0
   for t in "${targets[@]}"; do
-    if [ "$t" = demo ]; then name=kiln-demo; else name=$(basename "$t"); fi
+    name=$(target_name "$t")
     log="$out/$tool--$name.log"
     read -r rc took < "$out/$tool--$name.rc"
     secs=$((secs + took))

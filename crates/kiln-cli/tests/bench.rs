@@ -446,6 +446,32 @@ fn kernels_md_is_generated_from_kernels_and_bench_json() {
     assert!(text.contains("Test GPU"), "{text}");
     // the row efficiency appears in the summary as a percentage of the floor
     assert!(text.contains("% (transpose_f32 256x256)"), "{text}");
+    // two bench files: a kernel's rows come from the last one that launches it
+    let mut b2 = b.clone();
+    for x in b2["results"].as_array_mut().unwrap() {
+        if x["workload"] == "transpose_f32" {
+            x["size"] = json!("later-run");
+        }
+    }
+    let bp2 = dir.path().join("bench-k2.json");
+    write_json(&bp2, &b2);
+    let o = kiln(&[
+        "bench",
+        "report",
+        "--kernels",
+        kp.to_str().unwrap(),
+        "--bench",
+        bp.to_str().unwrap(),
+        "--bench",
+        bp2.to_str().unwrap(),
+        "--out",
+        "-",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("2 bench runs"), "{text}");
+    assert!(text.contains("| transpose_f32 | later-run |"), "{text}");
+    assert!(!text.contains("| transpose_f32 | 256x256 |"), "{text}");
     // not a kernels document
     let o = kiln(&[
         "bench",
