@@ -25,6 +25,16 @@ fn kiln(args: &[&str]) -> Output {
         .expect("run kiln")
 }
 
+/// `kiln bench report --kernels K --bench B1 [--bench B2 ..] --out OUT`.
+fn bench_report(kernels: &Path, benches: &[&Path], out: &str) -> Output {
+    let mut args = vec!["bench", "report", "--kernels", kernels.to_str().unwrap()];
+    for b in benches {
+        args.extend(["--bench", b.to_str().unwrap()]);
+    }
+    args.extend(["--out", out]);
+    kiln(&args)
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
@@ -428,16 +438,7 @@ fn kernels_md_is_generated_from_kernels_and_bench_json() {
     let bp = dir.path().join("bench-k.json");
     write_json(&bp, &b);
     let md = dir.path().join("kernels.md");
-    let o = kiln(&[
-        "bench",
-        "report",
-        "--kernels",
-        kp.to_str().unwrap(),
-        "--bench",
-        bp.to_str().unwrap(),
-        "--out",
-        md.to_str().unwrap(),
-    ]);
+    let o = bench_report(&kp, &[&bp], md.to_str().unwrap());
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.contains("### `transpose_b32` (transpose.cu)"), "{text}");
@@ -455,34 +456,14 @@ fn kernels_md_is_generated_from_kernels_and_bench_json() {
     }
     let bp2 = dir.path().join("bench-k2.json");
     write_json(&bp2, &b2);
-    let o = kiln(&[
-        "bench",
-        "report",
-        "--kernels",
-        kp.to_str().unwrap(),
-        "--bench",
-        bp.to_str().unwrap(),
-        "--bench",
-        bp2.to_str().unwrap(),
-        "--out",
-        "-",
-    ]);
+    let o = bench_report(&kp, &[&bp, &bp2], "-");
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("2 bench runs"), "{text}");
     assert!(text.contains("| transpose_f32 | later-run |"), "{text}");
     assert!(!text.contains("| transpose_f32 | 256x256 |"), "{text}");
     // not a kernels document
-    let o = kiln(&[
-        "bench",
-        "report",
-        "--kernels",
-        out.to_str().unwrap(),
-        "--bench",
-        bp.to_str().unwrap(),
-        "--out",
-        "-",
-    ]);
+    let o = bench_report(out, &[&bp], "-");
     assert_eq!(code(&o), 4, "{}", stderr(&o));
 }
 

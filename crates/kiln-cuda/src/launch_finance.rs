@@ -65,7 +65,8 @@ pub enum McProbe {
 }
 
 impl McProbe {
-    fn kernel(self) -> KernelId {
+    /// The kernel the probe runs.
+    pub fn kernel(self) -> KernelId {
         match self {
             McProbe::Philox => KernelId::McProbePhiloxF64,
             McProbe::Normals => KernelId::McProbeNormalsF64,

@@ -34,30 +34,24 @@ enum Kind {
     European,
     Asian,
     Portfolio,
-    /// One of the above with antithetic pairs.
-    Anti(Base),
     Probe(McProbe),
 }
 
-/// The workloads an antithetic row repeats.
+/// How a row prices: `fast_math` normals, antithetic pairs.
 #[derive(Clone, Copy)]
-enum Base {
-    European,
-    Asian,
-    Portfolio,
+struct Mode {
+    fast: bool,
+    anti: bool,
 }
 
-impl Kind {
-    /// The workload without the antithetic pairs.
-    fn base(self) -> Kind {
-        match self {
-            Kind::Anti(Base::European) => Kind::European,
-            Kind::Anti(Base::Asian) => Kind::Asian,
-            Kind::Anti(Base::Portfolio) => Kind::Portfolio,
-            k => k,
-        }
-    }
-}
+const EXACT: Mode = Mode {
+    fast: false,
+    anti: false,
+};
+const FAST: Mode = Mode {
+    fast: true,
+    anti: false,
+};
 
 /// Plan the finance cases.
 pub fn plan(ctx: &Ctx) -> Vec<Case> {
@@ -69,67 +63,61 @@ pub fn plan(ctx: &Ctx) -> Vec<Case> {
         (false, false) => ((4096, 16), (8, 2048, 16)),
     };
     let mut v = vec![
-        case(Kind::European, "mc_european", 1, p, s, false),
-        case(Kind::Asian, "mc_asian_arith", 1, p, s, false),
-        case(Kind::Portfolio, "mc_portfolio", po, pp, ps, false),
+        case(Kind::European, "mc_european", 1, p, s, EXACT),
+        case(Kind::Asian, "mc_asian_arith", 1, p, s, EXACT),
+        case(Kind::Portfolio, "mc_portfolio", po, pp, ps, EXACT),
     ];
     if ctx.gpu() {
-        v.push(case(Kind::European, "mc_european_fast", 1, p, s, true));
-        v.push(case(Kind::Asian, "mc_asian_arith_fast", 1, p, s, true));
-        v.push(case(Kind::Portfolio, "mc_portfolio_fast", po, pp, ps, true));
-        for (base, name, o, pp, ss) in [
-            (Base::European, "mc_european_anti", 1, p, s),
-            (Base::Asian, "mc_asian_arith_anti", 1, p, s),
-            (Base::Portfolio, "mc_portfolio_anti", po, pp, ps),
+        v.push(case(Kind::European, "mc_european_fast", 1, p, s, FAST));
+        v.push(case(Kind::Asian, "mc_asian_arith_fast", 1, p, s, FAST));
+        v.push(case(Kind::Portfolio, "mc_portfolio_fast", po, pp, ps, FAST));
+        for (kind, name, o, pp, ss) in [
+            (Kind::European, "mc_european_anti", 1, p, s),
+            (Kind::Asian, "mc_asian_arith_anti", 1, p, s),
+            (Kind::Portfolio, "mc_portfolio_anti", po, pp, ps),
         ] {
-            v.push(case(Kind::Anti(base), name, o, pp, ss, false));
-            v.push(case(Kind::Anti(base), &format!("{name}_fast"), o, pp, ss, true));
+            v.push(case(kind, name, o, pp, ss, Mode { anti: true, ..EXACT }));
+            v.push(case(
+                kind,
+                &format!("{name}_fast"),
+                o,
+                pp,
+                ss,
+                Mode { anti: true, ..FAST },
+            ));
         }
-        v.push(case(
-            Kind::Probe(McProbe::Philox),
-            "mc_probe_philox",
-            1,
-            p,
-            s,
-            false,
-        ));
-        v.push(case(
-            Kind::Probe(McProbe::Normals),
-            "mc_probe_normals",
-            1,
-            p,
-            s,
-            false,
-        ));
-        v.push(case(
-            Kind::Probe(McProbe::NormalsFast),
-            "mc_probe_normals_fast",
-            1,
-            p,
-            s,
-            true,
-        ));
+        for (probe, name) in [
+            (McProbe::Philox, "mc_probe_philox"),
+            (McProbe::Normals, "mc_probe_normals"),
+            (McProbe::NormalsFast, "mc_probe_normals_fast"),
+        ] {
+            let mode = if probe == McProbe::NormalsFast {
+                FAST
+            } else {
+                EXACT
+            };
+            v.push(case(Kind::Probe(probe), name, 1, p, s, mode));
+        }
     }
     v
 }
 
-fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, fast: bool) -> Case {
-    let kernel = match (kind.base(), fast) {
+fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, mode: Mode) -> Case {
+    let kernel = match (kind, mode.fast) {
         (Kind::Asian, false) => KernelId::McAsianArithmeticF64,
         (Kind::Asian, true) => KernelId::McAsianArithmeticFastF64,
-        (Kind::Probe(McProbe::Philox), _) => KernelId::McProbePhiloxF64,
-        (Kind::Probe(McProbe::Normals), _) => KernelId::McProbeNormalsF64,
-        (Kind::Probe(McProbe::NormalsFast), _) => KernelId::McProbeNormalsFastF64,
+        (Kind::Probe(probe), _) => probe.kernel(),
         (_, false) => KernelId::McEuropeanF64,
         (_, true) => KernelId::McEuropeanFastF64,
     };
     // the peers have one row per workload: the fast variant is set against the same one;
     // antithetic and probe rows are not the peers' workload
     let peer = match kind {
-        Kind::Anti(_) | Kind::Probe(_) => None,
+        Kind::Probe(_) => None,
+        _ if mode.anti => None,
         _ => Some(name.trim_end_matches("_fast").to_string()),
     };
-    let (size, params) = match kind.base() {
+    let (size, params) = match kind {
         Kind::Portfolio => (
             format!("{options}x{paths}x{steps}"),
             params(&[
@@ -155,7 +143,7 @@ fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, fast: bo
             kernels: vec![kernel.symbol(), KernelId::McCombineF64.symbol()],
             peer_workload: peer,
         },
-        run: Box::new(move |ctx| run(ctx, kind, options, paths, steps, fast)),
+        run: Box::new(move |ctx| run(ctx, kind, options, paths, steps, mode)),
     }
 }
 
@@ -273,12 +261,13 @@ fn run_probe(ctx: &Ctx, probe: McProbe, paths: u64, steps: u32) -> Result<Measur
     })
 }
 
-fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool) -> Result<Measured> {
+fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, mode: Mode) -> Result<Measured> {
+    let fast = mode.fast;
     if let Kind::Probe(p) = kind {
         return run_probe(ctx, p, paths, steps);
     }
-    let specs = match kind.base() {
-        Kind::European | Kind::Anti(_) | Kind::Probe(_) => vec![euro()],
+    let specs = match kind {
+        Kind::European | Kind::Probe(_) => vec![euro()],
         Kind::Asian => vec![euro().with_style(Style::AsianArithmetic, Some(steps), None)],
         Kind::Portfolio => portfolio(options),
     };
@@ -286,14 +275,14 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool
         paths,
         steps,
         seed: 1,
-        antithetic: matches!(kind, Kind::Anti(_)),
+        antithetic: mode.anti,
         control_variate: false,
         fast_math: fast,
     };
     // the first call is the check (and a warm-up: modules, pool blocks)
     let first = price(ctx, &specs, &mc)?;
-    let (mut ok, mut check) = match kind.base() {
-        Kind::European | Kind::Anti(_) | Kind::Probe(_) => {
+    let (mut ok, mut check) = match kind {
+        Kind::European | Kind::Probe(_) => {
             let (r, c) = (&first[0], closed(&specs[0]));
             let z = (r.price - c).abs() / r.std_error;
             (
@@ -387,7 +376,7 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, fast: bool
             format!(
                 "price_mc_gpu timed with CUDA events (includes the block-sum readback){}",
                 if fast { "; fast_math normals" } else { "" }
-            ) + if matches!(kind, Kind::Anti(_)) {
+            ) + if mode.anti {
                 "; antithetic pairs (half the normals a path)"
             } else {
                 ""
