@@ -193,9 +193,7 @@ pub use half::{bf16, f16};
 
 /// A storage type for element-wise data and transposes: `f32`, [`f16`] or [`bf16`].
 /// Arithmetic always happens in `f32`; storing rounds to nearest-even.
-pub trait Element: Copy + Send + Sync + std::fmt::Debug + PartialEq + 'static {
-    /// The dtype tag.
-    const DTYPE: DType;
+pub trait Element: crate::dtype::HasDType + std::fmt::Debug + PartialEq {
     /// Widen to `f32` (exact).
     fn to_f32(self) -> f32;
     /// Round an `f32` to this type (nearest-even; overflow gives ±inf, NaN stays NaN).
@@ -205,7 +203,6 @@ pub trait Element: Copy + Send + Sync + std::fmt::Debug + PartialEq + 'static {
 }
 
 impl Element for f32 {
-    const DTYPE: DType = DType::F32;
     const UNIT_ROUNDOFF: f64 = 5.960464477539063e-8;
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -218,7 +215,6 @@ impl Element for f32 {
 }
 
 impl Element for f16 {
-    const DTYPE: DType = DType::F16;
     const UNIT_ROUNDOFF: f64 = 4.8828125e-4;
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -231,7 +227,6 @@ impl Element for f16 {
 }
 
 impl Element for bf16 {
-    const DTYPE: DType = DType::BF16;
     const UNIT_ROUNDOFF: f64 = 3.90625e-3;
     #[inline(always)]
     fn to_f32(self) -> f32 {

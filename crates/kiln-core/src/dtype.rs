@@ -50,6 +50,19 @@ impl fmt::Display for DType {
     }
 }
 
+/// A Rust element type with a kiln dtype: `f32`, `f64`, `f16`, `bf16`, `u8`, `u16`. Every
+/// trait over element types (`Element`, the storages' element traits) builds on this one,
+/// so `T::DTYPE` means the same thing everywhere.
+pub trait HasDType: Copy + Send + Sync + 'static {
+    /// The dtype tag.
+    const DTYPE: DType;
+}
+
+macro_rules! has_dtype {
+    ($($t:ty => $d:expr),*) => {$(impl HasDType for $t { const DTYPE: DType = $d; })*};
+}
+has_dtype!(f32 => DType::F32, f64 => DType::F64, half::f16 => DType::F16, half::bf16 => DType::BF16, u8 => DType::U8, u16 => DType::U16);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,8 @@
 //!   environment variables, and validated once;
 //! - the device request (`auto|cpu|cuda|cuda:N`) and the device policy
 //!   (allowed ordinals/UUIDs, minimum compute capability) in [`device`];
-//! - the [`Backend`] trait that the CPU and CUDA backends implement.
+//! - the [`BackendStorage`] trait that the CPU and CUDA storages implement (the ops a
+//!   tensor runs), with [`Device`], and the older slice-level [`Backend`] trait.
 #![deny(missing_docs)]
 
 pub mod backend;
@@ -19,9 +20,11 @@ pub mod finance;
 pub mod imaging;
 pub mod linalg;
 pub mod philox;
+pub mod storage;
 
 pub use backend::{Backend, BackendKind, UnaryOp};
 pub use config::{Config, MemoryLimit};
 pub use device::{DeviceRequest, DeviceSelector};
-pub use dtype::DType;
+pub use dtype::{DType, HasDType};
 pub use error::{cuda_code_name, is_sticky_cuda_code, Error, NoDeviceReason, Result};
+pub use storage::{BackendStorage, Device};

@@ -8,6 +8,9 @@ pub mod elementwise;
 pub mod finance;
 pub mod imaging;
 pub mod linalg;
+pub mod storage;
+
+pub use storage::{CpuStorage, StorageElement};
 
 use kiln_core::backend::check_same_len;
 use kiln_core::{Backend, BackendKind, Result, UnaryOp};

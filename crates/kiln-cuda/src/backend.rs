@@ -48,6 +48,13 @@ pub struct CudaBackend {
     pub(crate) blas: Mutex<Option<crate::gemm::Blas>>,
     /// One graph capture at a time on this backend's stream.
     capture: Mutex<()>,
+    /// The pool of user streams ([`CudaBackend::new_stream`]), created on first use.
+    pub(crate) user_streams: Box<[std::sync::OnceLock<Arc<CudaStream>>]>,
+    /// Round-robin cursor over `user_streams`.
+    pub(crate) next_stream: std::sync::atomic::AtomicUsize,
+    /// Host memory that queued copies still read (staging buffers, pinned sources), each
+    /// held until the event recorded after its last copy has passed (transfer.rs).
+    pub(crate) in_flight: Mutex<Vec<crate::transfer::Held>>,
     context_ms: f64,
 }
 
@@ -109,6 +116,11 @@ impl CudaBackend {
             loads: Mutex::new(Vec::new()),
             blas: Mutex::new(None),
             capture: Mutex::new(()),
+            user_streams: (0..crate::streams::USER_STREAMS)
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
+            next_stream: std::sync::atomic::AtomicUsize::new(0),
+            in_flight: Mutex::new(Vec::new()),
             context_ms,
         })
     }
@@ -132,12 +144,19 @@ impl CudaBackend {
     ///
     /// While this thread captures a graph on this backend ([`CudaBackend::capture`]) that is
     /// the capture stream, so the ops the capture closure calls are recorded, not run.
+    /// Otherwise, inside [`CudaBackend::with_stream`] on this thread, it is that user stream;
+    /// else kiln's main stream.
     pub fn stream(&self) -> &Arc<CudaStream> {
         if CAPTURING.with(|c| c.get()) == self.id() {
-            &self.capture_stream
-        } else {
-            &self.stream
+            return &self.capture_stream;
         }
+        let (id, slot) = crate::streams::CURRENT.with(|c| c.get());
+        if id == self.id() {
+            if let Some(s) = self.user_streams.get(slot).and_then(|s| s.get()) {
+                return s;
+            }
+        }
+        &self.stream
     }
 
     /// kiln's stream, never the capture stream: where graphs replay.
@@ -150,7 +169,7 @@ impl CudaBackend {
         &self.capture_stream
     }
 
-    fn id(&self) -> usize {
+    pub(crate) fn id(&self) -> usize {
         self as *const Self as usize
     }
 
@@ -175,7 +194,7 @@ impl CudaBackend {
         Ok((f as u64, t as u64))
     }
 
-    fn err(&self, op: &str, e: DriverError) -> Error {
+    pub(crate) fn err(&self, op: &str, e: DriverError) -> Error {
         cuda_err(op, &self.name(), e)
     }
 
@@ -364,7 +383,7 @@ thread_local! {
     static CAPTURING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave these maps inconsistent (inserts are
     // single operations), so a poisoned lock is still safe to use.
     m.lock().unwrap_or_else(|p| p.into_inner())

@@ -37,3 +37,105 @@ impl CudaBackend {
             .map_err(|e| crate::cuda_err("cuMemcpyDtoDAsync", &dev, e))
     }
 }
+
+/// The code `cast_any` (kernels/cast.cu) takes for a dtype.
+fn cast_code(d: kiln_core::DType) -> i32 {
+    use kiln_core::DType;
+    match d {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::F16 => 2,
+        DType::BF16 => 3,
+        DType::U8 => 4,
+        DType::U16 => 5,
+    }
+}
+
+impl CudaBackend {
+    /// Copy `src` into `dst` (same length) on the current stream, asynchronously; the
+    /// caller orders `src`'s writer before it (the tensor layer's `use_on`).
+    pub fn copy_device_any<T: Copy>(&self, src: &DeviceBuffer<T>, dst: &mut DeviceBuffer<T>) -> Result<()> {
+        check_same_len("memcpy_dtod", src.len(), dst.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream();
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| self.err("cuCtxSetCurrent", e))?;
+        src.record_stream(stream);
+        dst.record_stream(stream);
+        let bytes = src.len() * std::mem::size_of::<T>();
+        // SAFETY: both blocks hold exactly `len` elements of T (checked equal), distinct
+        // (one `&`, one `&mut`); both are recorded on this stream, so neither block is
+        // reused before the copy completes.
+        unsafe { result::memcpy_dtod_async(dst.device_ptr(), src.device_ptr(), bytes, stream.cu_stream()) }
+            .map_err(|e| self.err("cuMemcpyDtoDAsync", e))
+    }
+
+    /// Set every byte of `b` to zero on the current stream, asynchronously.
+    pub fn memset_zero<T: Copy>(&self, b: &DeviceBuffer<T>) -> Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream();
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| self.err("cuCtxSetCurrent", e))?;
+        b.record_stream(stream);
+        let bytes = b.len() * std::mem::size_of::<T>();
+        // SAFETY: the block holds `bytes` bytes; it is recorded on this stream, so it is not
+        // reused before the memset completes.
+        unsafe { result::memset_d8_async(b.device_ptr(), 0, bytes, stream.cu_stream()) }
+            .map_err(|e| self.err("cuMemsetD8Async", e))
+    }
+
+    /// Convert every element of `src` into `dst` (same length, any two types) with
+    /// [`kiln_core::storage::cast_f64`]'s rules, on the current stream.
+    pub fn cast_device(&self, src: &crate::storage::CudaData, dst: &crate::storage::CudaData) -> Result<()> {
+        use crate::storage::CudaData;
+        fn parts(d: &CudaData) -> (u64, usize, kiln_core::DType) {
+            use kiln_core::DType;
+            match d {
+                CudaData::F32(b) => (b.device_ptr(), b.len(), DType::F32),
+                CudaData::F64(b) => (b.device_ptr(), b.len(), DType::F64),
+                CudaData::F16(b) => (b.device_ptr(), b.len(), DType::F16),
+                CudaData::BF16(b) => (b.device_ptr(), b.len(), DType::BF16),
+                CudaData::U8(b) => (b.device_ptr(), b.len(), DType::U8),
+                CudaData::U16(b) => (b.device_ptr(), b.len(), DType::U16),
+            }
+        }
+        let (xp, n, from) = parts(src);
+        let (yp, m, to) = parts(dst);
+        check_same_len("cast", n, m)?;
+        kiln_core::storage::check_cast(from, to)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let k = crate::KernelId::CastAny;
+        let f = self.function(k)?;
+        let threads = 256u32;
+        let per_sm = u64::from(self.resident_blocks_per_sm(k, threads)?);
+        let sms = (self.info().desc.multiprocessors as u64).max(1);
+        let blocks = (n as u64).div_ceil(threads as u64).clamp(1, sms * per_sm) as u32;
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (n64, fc, tc) = (n as u64, cast_code(from), cast_code(to));
+        let stream = self.stream();
+        let _range = self.range(k.symbol());
+        let mut l = stream.launch_builder(&f);
+        use cudarc::driver::PushKernelArg;
+        l.arg(&xp).arg(&yp).arg(&n64).arg(&fc).arg(&tc);
+        // SAFETY: x holds n elements of `from`'s type and y n elements of `to`'s (checked
+        // equal lengths; the codes are the buffers' own types); the kernel touches only
+        // indices below n; distinct allocations (a new output); the caller recorded both
+        // on this stream.
+        unsafe { l.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
+        Ok(())
+    }
+}

@@ -47,8 +47,14 @@ pub const GEMM: Module = Module {
     source: include_str!("../kernels/gemm.cu"),
 };
 
+/// Element type conversion (`kernels/cast.cu`).
+pub const CAST: Module = Module {
+    name: "cast",
+    source: include_str!("../kernels/cast.cu"),
+};
+
 /// Every module, for `kiln cache warm` and `kiln kernels`.
-pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE, GEMM];
+pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE, GEMM, CAST];
 
 /// Every kernel kiln launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -211,6 +217,8 @@ pub enum KernelId {
     GemmTiledv1TtF32,
     /// GEMM, the seed's naive kernel: one thread per element of C (the baseline).
     GemmNaiveF32,
+    /// Conversion between any two storage types (codes as arguments).
+    CastAny,
 }
 
 impl KernelId {
@@ -295,6 +303,7 @@ impl KernelId {
         KernelId::GemmTiledv1TnF32,
         KernelId::GemmTiledv1TtF32,
         KernelId::GemmNaiveF32,
+        KernelId::CastAny,
     ];
 
     /// The module that defines it.
@@ -379,6 +388,7 @@ impl KernelId {
             | KernelId::GemmTiledv1TnF32
             | KernelId::GemmTiledv1TtF32
             | KernelId::GemmNaiveF32 => GEMM,
+            KernelId::CastAny => CAST,
         }
     }
 
@@ -464,6 +474,7 @@ impl KernelId {
             KernelId::GemmTiledv1TnF32 => "gemm_tiledv1_tn_f32",
             KernelId::GemmTiledv1TtF32 => "gemm_tiledv1_tt_f32",
             KernelId::GemmNaiveF32 => "gemm_naive_f32",
+            KernelId::CastAny => "cast_any",
         }
     }
 }

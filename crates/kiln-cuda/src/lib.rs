@@ -29,11 +29,18 @@ pub mod nvrtc;
 pub mod pipeline;
 pub mod pool;
 pub mod profiler;
+pub mod storage;
+mod streams;
+pub mod transfer;
 
 pub use backend::{cuda_err, CudaBackend, ModuleLoad};
 pub use cache::{CacheEvent, KernelCache, Outcome};
+/// cudarc's event type, as [`CudaBackend::new_event`] returns it.
+pub use cudarc::driver::CudaEvent;
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use graph::Graph;
 pub use kernels::{KernelId, Module};
 pub use launch_finance::{GpuMcOptions, McProbe};
 pub use profiler::{profiler, Profiler, Range};
+pub use storage::{CudaData, CudaElement, CudaStorage};
+pub use streams::USER_STREAMS;

@@ -10,10 +10,10 @@
 
 use crate::backend::{cuda_err, CudaBackend};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
+use crate::transfer::par_copy;
 use cudarc::driver::{result, CudaEvent, CudaStream};
-use kiln_core::backend::{check_same_len, MapOp};
+use kiln_core::backend::{check_same_len, Element, MapOp};
 use kiln_core::{Error, Result};
-use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -56,28 +56,22 @@ pub struct PipelineReport {
     pub gbps: f64,
 }
 
-struct Slot {
+struct Slot<T> {
     stream: Arc<CudaStream>,
-    dx: DeviceBuffer<f32>,
-    dy: DeviceBuffer<f32>,
-    stage_in: Option<PinnedBuffer<f32>>,
-    stage_out: Option<PinnedBuffer<f32>>,
+    dx: DeviceBuffer<T>,
+    dy: DeviceBuffer<T>,
+    stage_in: Option<PinnedBuffer<T>>,
+    stage_out: Option<PinnedBuffer<T>>,
     pending: Option<(Range<usize>, CudaEvent)>,
-}
-
-fn par_copy(dst: &mut [f32], src: &[f32]) {
-    dst.par_chunks_mut(1 << 18)
-        .zip(src.par_chunks(1 << 18))
-        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 impl CudaBackend {
     /// `out = op(x)` for pinned host buffers, pipelined; bit-identical to the one-shot op.
-    pub fn map_pipelined_pinned(
+    pub fn map_pipelined_pinned<T: Element + Default>(
         &self,
         op: MapOp,
-        x: &PinnedBuffer<f32>,
-        out: &mut PinnedBuffer<f32>,
+        x: &PinnedBuffer<T>,
+        out: &mut PinnedBuffer<T>,
         opts: PipelineOptions,
     ) -> Result<PipelineReport> {
         check_same_len(op.name(), x.len(), out.len())?;
@@ -85,22 +79,22 @@ impl CudaBackend {
     }
 
     /// `out = op(x)` for ordinary host slices, pipelined through pinned staging buffers.
-    pub fn map_pipelined(
+    pub fn map_pipelined<T: Element + Default>(
         &self,
         op: MapOp,
-        x: &[f32],
-        out: &mut [f32],
+        x: &[T],
+        out: &mut [T],
         opts: PipelineOptions,
     ) -> Result<PipelineReport> {
         check_same_len(op.name(), x.len(), out.len())?;
         self.pipeline(op, x, out, opts, true)
     }
 
-    fn pipeline(
+    fn pipeline<T: Element + Default>(
         &self,
         op: MapOp,
-        x: &[f32],
-        out: &mut [f32],
+        x: &[T],
+        out: &mut [T],
         opts: PipelineOptions,
         staged: bool,
     ) -> Result<PipelineReport> {
@@ -143,7 +137,7 @@ impl CudaBackend {
                 pending: None,
             });
         }
-        let drain = |slot: &mut Slot, out: &mut [f32]| -> Result<()> {
+        let drain = |slot: &mut Slot<T>, out: &mut [T]| -> Result<()> {
             if let Some((r, ev)) = slot.pending.take() {
                 ev.synchronize()
                     .map_err(|e| cuda_err("cuEventSynchronize", &dev, e))?;
@@ -163,7 +157,7 @@ impl CudaBackend {
                 break;
             }
             let step = (|| -> Result<()> {
-                let src: &[f32] = match &mut slot.stage_in {
+                let src: &[T] = match &mut slot.stage_in {
                     Some(si) => {
                         par_copy(&mut si[..len], &x[r.clone()]);
                         &si[..len]
@@ -176,8 +170,9 @@ impl CudaBackend {
                 // chunk >= len elements.
                 unsafe { result::memcpy_htod_async(slot.dx.device_ptr(), src, slot.stream.cu_stream()) }
                     .map_err(|e| cuda_err("cuMemcpyHtoDAsync", &dev, e))?;
+                self.pool().note_htod(std::mem::size_of_val(src) as u64);
                 self.map_device_on(&slot.stream, op, &slot.dx, &mut slot.dy, len)?;
-                let dst: &mut [f32] = match &mut slot.stage_out {
+                let dst: &mut [T] = match &mut slot.stage_out {
                     Some(so) => &mut so[..len],
                     None => &mut out[r.clone()],
                 };
@@ -186,6 +181,7 @@ impl CudaBackend {
                 // loop below); dy holds chunk >= len elements.
                 unsafe { result::memcpy_dtoh_async(dst, slot.dy.device_ptr(), slot.stream.cu_stream()) }
                     .map_err(|e| cuda_err("cuMemcpyDtoHAsync", &dev, e))?;
+                self.pool().note_dtoh((len * std::mem::size_of::<T>()) as u64);
                 let ev = ctx
                     .new_event(None)
                     .map_err(|e| cuda_err("cuEventCreate", &dev, e))?;
@@ -218,7 +214,7 @@ impl CudaBackend {
             chunk_elems: chunk,
             staged,
             seconds,
-            gbps: (n * 4) as f64 / seconds / 1e9,
+            gbps: std::mem::size_of_val(x) as f64 / seconds / 1e9,
         })
     }
 }

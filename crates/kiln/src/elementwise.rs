@@ -2,7 +2,7 @@
 //! (f32 arithmetic), and [`Precision`]-driven storage for `f32` data.
 
 use crate::{Engine, Runtime};
-use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp, Precision, PrecisionChoice};
+use kiln_core::backend::{bf16, check_same_len, f16, MapOp, Precision, PrecisionChoice};
 use kiln_core::{DType, Result};
 
 /// The result of [`Runtime::map_with_precision`]: values widened back to `f32`, and the
@@ -17,7 +17,11 @@ pub struct Mapped {
 
 impl Runtime {
     /// `out[i] = op(x[i])` on any storage, on the runtime's backend.
-    pub fn map_into<T: Element>(&self, op: MapOp, x: &[T], out: &mut [T]) -> Result<()> {
+    ///
+    /// On CUDA, inputs over a few MiB stream through the device in chunks on three streams
+    /// (staged through pinned memory, uploads, kernels and downloads overlapped); smaller
+    /// ones go through a tensor. Both run the same kernel.
+    pub fn map_into<T: crate::FloatElement>(&self, op: MapOp, x: &[T], out: &mut [T]) -> Result<()> {
         op.validate()?;
         check_same_len(op.name(), x.len(), out.len())?;
         let _range = crate::profiler().host_range(op.name());
@@ -26,19 +30,27 @@ impl Runtime {
                 kiln_cpu::elementwise::map(op, x, out);
                 Ok(())
             }
-            Engine::Cuda(c) => c.map_host(op, x, out),
+            Engine::Cuda(c) => {
+                if std::mem::size_of_val(x) > kiln_cuda::transfer::DIRECT_BYTES {
+                    c.map_pipelined(op, x, out, Default::default()).map(|_| ())
+                } else if x.is_empty() {
+                    Ok(())
+                } else {
+                    self.tensor(x, &[x.len()])?.map(op)?.to_host_into(out)
+                }
+            }
         }
     }
 
     /// `op` applied element-wise to `x`.
-    pub fn map<T: Element>(&self, op: MapOp, x: &[T]) -> Result<Vec<T>> {
-        let mut out = vec![T::from_f32(f32::NAN); x.len()];
+    pub fn map<T: crate::FloatElement>(&self, op: MapOp, x: &[T]) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); x.len()];
         self.map_into(op, x, &mut out)?;
         Ok(out)
     }
 
     /// `y = a * x + y` (one f32 fma per element, rounded once to the storage).
-    pub fn axpy<T: Element>(&self, a: f32, x: &[T], y: &mut [T]) -> Result<()> {
+    pub fn axpy<T: crate::FloatElement>(&self, a: f32, x: &[T], y: &mut [T]) -> Result<()> {
         if !a.is_finite() {
             return Err(kiln_core::Error::invalid(
                 "axpy",
@@ -51,17 +63,21 @@ impl Runtime {
                 kiln_cpu::elementwise::axpy(a, x, y);
                 Ok(())
             }
-            Engine::Cuda(c) => c.axpy_host(a, x, y),
+            Engine::Cuda(_) if x.is_empty() => Ok(()),
+            Engine::Cuda(_) => {
+                let (tx, ty) = (self.tensor(x, &[x.len()])?, self.tensor(y, &[y.len()])?);
+                tx.axpy(a, &ty)?.to_host_into(y)
+            }
         }
     }
 
     /// `a * x + b`.
-    pub fn scale_shift<T: Element>(&self, a: f32, b: f32, x: &[T]) -> Result<Vec<T>> {
+    pub fn scale_shift<T: crate::FloatElement>(&self, a: f32, b: f32, x: &[T]) -> Result<Vec<T>> {
         self.map(MapOp::ScaleShift { a, b }, x)
     }
 
     /// `min(max(x, lo), hi)`.
-    pub fn clamp<T: Element>(&self, lo: f32, hi: f32, x: &[T]) -> Result<Vec<T>> {
+    pub fn clamp<T: crate::FloatElement>(&self, lo: f32, hi: f32, x: &[T]) -> Result<Vec<T>> {
         self.map(MapOp::Clamp { lo, hi }, x)
     }
 
@@ -70,7 +86,7 @@ impl Runtime {
     /// reason come back with the values.
     pub fn map_with_precision(&self, op: MapOp, x: &[f32], precision: Precision) -> Result<Mapped> {
         let choice = precision.resolve(&op, x);
-        fn run<T: Element>(rt: &Runtime, op: MapOp, x: &[f32]) -> Result<Vec<f32>> {
+        fn run<T: crate::FloatElement>(rt: &Runtime, op: MapOp, x: &[f32]) -> Result<Vec<f32>> {
             let xs: Vec<T> = x.iter().map(|&v| T::from_f32(v)).collect();
             Ok(rt.map(op, &xs)?.into_iter().map(T::to_f32).collect())
         }

@@ -8,11 +8,10 @@
 //! rounding (see [`filter_tolerance`]).
 
 use crate::{Engine, Runtime};
-use kiln_core::backend::Element;
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln_core::{Error, Result};
 pub use kiln_cpu::imaging::FilterPath;
-use kiln_cpu::imaging::{filter2d_into, filter3d_into, path_2d, path_3d};
+use kiln_cpu::imaging::{filter2d_into, filter3d_into};
 
 /// An absolute error bound between GPU (f32 fma) and CPU (f64, rounded once per pass)
 /// results of a filter with `taps` taps per output (k·k or k·k·k, or the sum over passes),
@@ -63,13 +62,10 @@ impl Runtime {
         let mut out = vec![f32::NAN; images.len()];
         match self.engine() {
             Engine::Cpu(_) => filter2d_into(images, shape, kernel, mode, path, &mut out)?,
-            Engine::Cuda(c) => {
-                let sep = match path_2d(kernel, mode, path)? {
-                    FilterPath::Separable => kernel.separable_for(mode),
-                    _ => None,
-                };
-                c.filter2d_host(images, shape, kernel, mode, sep.as_ref(), &mut out)?;
-            }
+            Engine::Cuda(_) => self
+                .tensor(images, &shape)?
+                .filter2d(kernel, mode, path)?
+                .to_host_into(&mut out)?,
         }
         Ok(out)
     }
@@ -106,19 +102,16 @@ impl Runtime {
         let mut out = vec![f32::NAN; volume.len()];
         match self.engine() {
             Engine::Cpu(_) => filter3d_into(volume, shape, kernel, mode, path, &mut out)?,
-            Engine::Cuda(c) => {
-                let sep = match path_3d(kernel, mode, path)? {
-                    FilterPath::Separable => kernel.separable_for(mode),
-                    _ => None,
-                };
-                c.filter3d_host(volume, shape, kernel, mode, sep.as_ref(), &mut out)?;
-            }
+            Engine::Cuda(_) => self
+                .tensor(volume, &shape)?
+                .filter3d(kernel, mode, path)?
+                .to_host_into(&mut out)?,
         }
         Ok(out)
     }
 
     /// The `cols × rows` transpose of a row-major `rows × cols` matrix.
-    pub fn transpose<T: Element>(&self, x: &[T], rows: usize, cols: usize) -> Result<Vec<T>> {
+    pub fn transpose<T: crate::FloatElement>(&self, x: &[T], rows: usize, cols: usize) -> Result<Vec<T>> {
         let n = rows
             .checked_mul(cols)
             .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
@@ -127,7 +120,11 @@ impl Runtime {
         let mut out = vec![T::from_f32(f32::NAN); n];
         match self.engine() {
             Engine::Cpu(_) => kiln_cpu::elementwise::transpose(x, rows, cols, &mut out),
-            Engine::Cuda(c) => c.transpose_host(x, rows, cols, &mut out)?,
+            Engine::Cuda(_) if n == 0 => {}
+            Engine::Cuda(_) => self
+                .tensor(x, &[rows, cols])?
+                .transpose()?
+                .to_host_into(&mut out)?,
         }
         Ok(out)
     }

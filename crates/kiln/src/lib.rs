@@ -19,11 +19,17 @@ pub mod finance;
 pub mod imaging;
 pub mod linalg;
 mod runtime;
+pub mod stream;
+pub mod tensor;
+mod tensor_ops;
 pub mod testing;
 pub mod verify;
 
 pub use kiln_core::{Backend, BackendKind, Config, DeviceRequest, Error, Result, UnaryOp};
+pub use kiln_core::{DType, Device};
 pub use kiln_cpu::CpuBackend;
 pub use kiln_cuda as cuda;
 pub use kiln_cuda::profiler::{self, profiler, Report as ProfileReport};
 pub use runtime::{Engine, Runtime};
+pub use stream::{Event, Stream};
+pub use tensor::{FloatElement, Storage, Tensor, TensorElement};

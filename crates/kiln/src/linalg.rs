@@ -26,7 +26,9 @@ use crate::{Engine, Runtime};
 use kiln_core::backend::Element;
 pub use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::{Error, Result};
-pub use kiln_cpu::linalg::GemmElement;
+/// A storage type of the matrix products (`f32`, `f16`, `bf16`), usable in tensors.
+pub trait GemmElement: kiln_cpu::linalg::GemmElement + crate::TensorElement {}
+impl<T: kiln_cpu::linalg::GemmElement + crate::TensorElement> GemmElement for T {}
 use std::time::Instant;
 
 impl Runtime {
@@ -75,7 +77,15 @@ impl Runtime {
                 let _r = self.reserve_host("gemm", bytes)?;
                 kiln_cpu::linalg::gemm(a, b, g, precision)
             }
-            Engine::Cuda(c) => c.gemm_host(a, b, g, precision, imp),
+            Engine::Cuda(dev) => {
+                use kiln_core::storage::BackendStorage;
+                let sa = kiln_cuda::CudaStorage::from_host(dev, a)?;
+                let sb = kiln_cuda::CudaStorage::from_host(dev, b)?;
+                let sc = sa.matmul(&sb, g, precision, imp)?;
+                let mut out = vec![T::default(); len_c];
+                sc.to_host(&mut out)?;
+                Ok(out)
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ pub enum Engine {
     /// The CPU.
     Cpu(CpuBackend),
     /// One CUDA device.
-    Cuda(Box<CudaBackend>),
+    Cuda(Arc<CudaBackend>),
 }
 
 /// The entry point: holds the selected backend and why it was selected.
@@ -53,7 +53,7 @@ impl Runtime {
         }
         match Self::open_cuda(request, config) {
             Ok(b) => Ok(Runtime {
-                engine: Engine::Cuda(Box::new(b)),
+                engine: Engine::Cuda(Arc::new(b)),
                 requested: request,
                 fallback_reason: None,
                 cpu_budget: None,
@@ -145,8 +145,7 @@ impl Runtime {
 
     /// `out[i] = op(x[i])` into a caller's buffer.
     pub fn unary_into(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
-        let _range = crate::profiler().host_range(op.name());
-        self.backend().unary_f32(op, x, out)
+        self.map_into(kiln_core::backend::MapOp::Unary(op), x, out)
     }
 
     /// Reserve `bytes` of the CPU budget for `op` while the guard lives (no-op on a GPU
@@ -180,7 +179,8 @@ impl Runtime {
     /// `op` applied element-wise to `x`.
     pub fn unary(&self, op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         let _r = self.reserve_host(op.name(), (x.len() * 4) as u64)?;
-        let mut out = vec![f32::NAN; x.len()];
+        // zeroed (calloc): the pages are first touched by the threads that write them
+        let mut out = vec![0.0f32; x.len()];
         self.unary_into(op, x, &mut out)?;
         Ok(out)
     }

@@ -43,7 +43,7 @@ fn map_ops() -> Vec<kiln_core::backend::MapOp> {
 }
 
 /// Runs `variant` of the map kernels on `x` (NaN-poisoned output) and downloads it.
-fn run_variant<T: kiln_core::backend::Element>(
+fn run_variant<T: kiln::FloatElement>(
     cu: &kiln::cuda::CudaBackend,
     op: kiln_core::backend::MapOp,
     x: &[T],
@@ -63,7 +63,7 @@ fn run_variant<T: kiln_core::backend::Element>(
 /// (`u4`), on f16 / bf16 `auto` against `flat`; each also within the CPU op's tolerance
 /// (8 ulps f32, 2 storage units 16-bit). Sizes cover the scalar tail, one partial vector
 /// step and many grid-stride steps; inputs include +-0, +-inf, NaN, subnormals. CUDA only.
-fn variants_agree<T: kiln_core::backend::Element>(cu: &kiln::cuda::CudaBackend, seed: u64) {
+fn variants_agree<T: kiln::FloatElement>(cu: &kiln::cuda::CudaBackend, seed: u64) {
     use kiln_core::DType;
     let variants: &[&str] = if T::DTYPE == DType::F32 {
         &["auto", "flat", "wave", "u4"]
@@ -131,7 +131,7 @@ fn variants_agree<T: kiln_core::backend::Element>(cu: &kiln::cuda::CudaBackend, 
     }
 }
 
-fn x_one<T: kiln_core::backend::Element>() -> [T; 1] {
+fn x_one<T: kiln::FloatElement>() -> [T; 1] {
     [T::from_f32(1.0)]
 }
 

@@ -19,7 +19,7 @@ fn ops() -> Vec<MapOp> {
 
 const SIZES: [usize; 8] = [1, 7, 8, 9, 17, 1000, 4097, (1 << 20) + 3];
 
-fn check_storage<T: Element>(rt: &Runtime, op: MapOp, n: usize, seed: u64) {
+fn check_storage<T: kiln::FloatElement>(rt: &Runtime, op: MapOp, n: usize, seed: u64) {
     let cpu = Runtime::cpu();
     let x32 = testing::random_f32(n, -4.0, 4.0, seed);
     let x: Vec<T> = x32.iter().map(|&v| T::from_f32(v)).collect();
@@ -76,7 +76,7 @@ kiln::test_device!(every_op_every_storage_matches_cpu, |rt: &Runtime| {
     }
 });
 
-fn check_axpy<T: Element>(rt: &Runtime, n: usize, seed: u64) {
+fn check_axpy<T: kiln::FloatElement>(rt: &Runtime, n: usize, seed: u64) {
     let cpu = Runtime::cpu();
     let x: Vec<T> = testing::random_f32(n, -3.0, 3.0, seed)
         .into_iter()

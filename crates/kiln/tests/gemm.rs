@@ -23,7 +23,7 @@
 
 use kiln::linalg::{Gemm, GemmElement, GemmImpl, GemmPrecision};
 use kiln::{testing, BackendKind, Runtime};
-use kiln_core::backend::{bf16, f16, Element};
+use kiln_core::backend::{bf16, f16};
 
 /// The bound's factor on S (module docs), derived independently of the library's.
 fn bound_factor(p: GemmPrecision, k: usize) -> f64 {
@@ -49,7 +49,7 @@ fn b_at(g: &Gemm, z: usize, p: usize, j: usize) -> usize {
     z * g.stride_b + if g.trans_b { j * g.k + p } else { p * g.n + j }
 }
 
-fn data<T: Element>(n: usize, seed: u64) -> Vec<T> {
+fn data<T: kiln::FloatElement>(n: usize, seed: u64) -> Vec<T> {
     testing::random_f32(n, -1.0, 1.0, seed)
         .into_iter()
         .map(T::from_f32)

@@ -103,7 +103,7 @@ fn a_block_used_on_another_stream_is_not_reused_early() {
     let b = rt.cuda().unwrap();
     let other = b.stream().context().new_stream().unwrap();
     let x = testing::random_f32(1 << 20, -1.0, 1.0, 9);
-    let mut buf = b.upload(&x).unwrap();
+    let buf = b.upload(&x).unwrap();
     let p = buf.device_ptr();
     buf.record_stream(&other);
     drop(buf);

@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
 use kiln::{testing, Runtime};
-use kiln_core::backend::{bf16, f16, Element};
+use kiln_core::backend::{bf16, f16};
 
-fn check<T: Element>(rt: &Runtime, rows: usize, cols: usize, seed: u64) {
+fn check<T: kiln::FloatElement>(rt: &Runtime, rows: usize, cols: usize, seed: u64) {
     let x: Vec<T> = testing::random_f32(rows * cols, -100.0, 100.0, seed)
         .into_iter()
         .map(T::from_f32)
@@ -63,7 +63,7 @@ kiln::test_device!(
     }
 );
 
-fn check_variant<T: Element>(
+fn check_variant<T: kiln::FloatElement>(
     cu: &kiln::cuda::CudaBackend,
     rows: usize,
     cols: usize,

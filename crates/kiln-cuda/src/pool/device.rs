@@ -14,7 +14,7 @@ use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
 use kiln_core::{Error, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Segments straight from the driver.
@@ -88,8 +88,35 @@ impl GraphRefs {
     }
 }
 
+/// Host <-> device traffic through a pool's buffers: every host copy kiln makes (plain,
+/// staged or pipelined) is counted here, so a test can prove that a chain of ops never left
+/// the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TransferStats {
+    /// Host-to-device copy calls (one per chunk for staged copies).
+    pub htod_copies: u64,
+    /// Bytes copied host to device.
+    pub htod_bytes: u64,
+    /// Device-to-host copy calls.
+    pub dtoh_copies: u64,
+    /// Bytes copied device to host.
+    pub dtoh_bytes: u64,
+}
+
+#[derive(Default)]
+struct TransferCounters {
+    htod_copies: AtomicU64,
+    htod_bytes: AtomicU64,
+    dtoh_copies: AtomicU64,
+    dtoh_bytes: AtomicU64,
+}
+
 /// A device's caching pool. Cheap to share (`Arc`); all methods are thread-safe.
 pub struct DevicePool {
+    transfers: TransferCounters,
+    /// Fill every new allocation with 0xFF bytes (NaN in every float type) so that an
+    /// element a kernel fails to write is caught ([`DevicePool::set_poison`]).
+    poison: AtomicBool,
     inner: Mutex<Inner>,
     /// A capture is in progress on some stream of this pool (a cheap check for the hot
     /// paths; the details are in `Inner::capture`).
@@ -110,9 +137,48 @@ impl DevicePool {
                 orphans: FxHashMap::default(),
             }),
             capturing: AtomicBool::new(false),
+            transfers: TransferCounters::default(),
+            poison: AtomicBool::new(std::env::var("KILN_POISON_ALLOC").as_deref() == Ok("1")),
             ctx,
             device,
         })
+    }
+
+    /// Fill every later allocation with 0xFF bytes (NaN as f32, f16 and bf16; the maximum as
+    /// u8 and u16), queued on its stream, so that an output element a kernel fails to write
+    /// cannot pass for a result. For tests and debugging (`KILN_POISON_ALLOC=1` sets it at
+    /// start); it costs a memset per allocation. Allocations during a graph capture are
+    /// left alone.
+    pub fn set_poison(&self, on: bool) {
+        self.poison.store(on, Ordering::Relaxed);
+    }
+
+    /// Count a host-to-device copy of `bytes` (kiln's transfer paths call this).
+    pub fn note_htod(&self, bytes: u64) {
+        self.transfers.htod_copies.fetch_add(1, Ordering::Relaxed);
+        self.transfers.htod_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Count a device-to-host copy of `bytes`.
+    pub fn note_dtoh(&self, bytes: u64) {
+        self.transfers.dtoh_copies.fetch_add(1, Ordering::Relaxed);
+        self.transfers.dtoh_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Host <-> device traffic so far.
+    pub fn transfer_stats(&self) -> TransferStats {
+        let t = &self.transfers;
+        TransferStats {
+            htod_copies: t.htod_copies.load(Ordering::Relaxed),
+            htod_bytes: t.htod_bytes.load(Ordering::Relaxed),
+            dtoh_copies: t.dtoh_copies.load(Ordering::Relaxed),
+            dtoh_bytes: t.dtoh_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The device label, `cuda:N`.
+    pub fn device(&self) -> &str {
+        &self.device
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -141,15 +207,24 @@ impl DevicePool {
             }
             r => r,
         };
+        drop(g);
         match r {
-            Ok(a) => Ok(DeviceBuffer {
+            Ok(a) => {
+                if self.poison.load(Ordering::Relaxed) && !capturing_here && bytes > 0 {
+                    // SAFETY: the block was just handed out for `bytes` bytes and nothing
+                    // else can reach it; the memset is ordered on the stream it is used on.
+                    unsafe { result::memset_d8_async(a.ptr, 0xff, bytes as usize, stream.cu_stream()) }
+                        .map_err(|e| cuda_err("cuMemsetD8Async", &self.device, e))?;
+                }
+                Ok(DeviceBuffer {
                 ptr: a.ptr,
                 len,
                 pool: self.clone(),
                 stream: stream.clone(),
-                uses: Vec::new(),
+                uses: Mutex::new(Vec::new()),
                 _t: PhantomData,
-            }),
+            })
+            }
             Err(AllocError::OutOfMemory {
                 requested,
                 free,
@@ -355,7 +430,9 @@ pub struct DeviceBuffer<T> {
     len: usize,
     pool: Arc<DevicePool>,
     stream: Arc<CudaStream>,
-    uses: Vec<Arc<CudaStream>>,
+    /// Other streams whose work uses the block (PyTorch's `record_stream`): behind a lock so
+    /// that a buffer shared by tensors (`Arc`) can be recorded through `&self`.
+    uses: Mutex<Vec<Arc<CudaStream>>>,
     _t: PhantomData<T>,
 }
 
@@ -409,12 +486,19 @@ impl<T: Copy> DeviceBuffer<T> {
 
     /// Declare that work on `other` uses this buffer, so that its block is not reused by the
     /// allocating stream before that work completes (as `Tensor.record_stream`).
-    pub fn record_stream(&mut self, other: &Arc<CudaStream>) {
-        if other.cu_stream() != self.stream.cu_stream()
-            && !self.uses.iter().any(|s| s.cu_stream() == other.cu_stream())
-        {
-            self.uses.push(other.clone());
+    pub fn record_stream(&self, other: &Arc<CudaStream>) {
+        if other.cu_stream() == self.stream.cu_stream() {
+            return;
         }
+        let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
+        if !uses.iter().any(|s| s.cu_stream() == other.cu_stream()) {
+            uses.push(other.clone());
+        }
+    }
+
+    /// The pool the buffer came from.
+    pub fn pool(&self) -> &Arc<DevicePool> {
+        &self.pool
     }
 
     /// Copy `src` (same length) from the host, ordered on `stream`. Blocks until the copy of
@@ -430,7 +514,9 @@ impl<T: Copy> DeviceBuffer<T> {
         // SAFETY: the destination block holds `len` elements of T (allocated for exactly that
         // size) and stays alive until the copy completes (drop defers on recorded streams).
         unsafe { result::memcpy_htod_async(self.ptr, src, stream.cu_stream()) }
-            .map_err(|e| cuda_err("cuMemcpyHtoDAsync", &self.pool.device, e))
+            .map_err(|e| cuda_err("cuMemcpyHtoDAsync", &self.pool.device, e))?;
+        self.pool.note_htod(std::mem::size_of_val(src) as u64);
+        Ok(())
     }
 
     /// Copy into `dst` (same length) on `stream`, and wait for it.
@@ -445,6 +531,7 @@ impl<T: Copy> DeviceBuffer<T> {
         // the synchronize below ends the borrow only after the copy has landed.
         unsafe { result::memcpy_dtoh_async(dst, self.ptr, stream.cu_stream()) }
             .map_err(|e| cuda_err("cuMemcpyDtoHAsync", &self.pool.device, e))?;
+        self.pool.note_dtoh(std::mem::size_of_val(dst) as u64);
         stream
             .synchronize()
             .map_err(|e| cuda_err("cuStreamSynchronize", &self.pool.device, e))
@@ -453,6 +540,7 @@ impl<T: Copy> DeviceBuffer<T> {
 
 impl<T> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
-        self.pool.release(self.ptr, std::mem::take(&mut self.uses));
+        let uses = std::mem::take(self.uses.get_mut().unwrap_or_else(|p| p.into_inner()));
+        self.pool.release(self.ptr, uses);
     }
 }

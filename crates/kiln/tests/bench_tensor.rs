@@ -1,0 +1,176 @@
+//! What a user waits for with device tensors, timed on the GPU machine (ignored by default:
+//! `cargo test --release -p kiln --test bench_tensor -- --ignored --nocapture`):
+//! - `rt.sigmoid` on a 2^28 f32 host `Vec` to a host `Vec` (the pipelined, staged path);
+//! - the same through tensors: upload, sigmoid, download (`to_vec`);
+//! - pinned host buffers both ways at once (`map_pipelined_pinned`);
+//! - upload and download alone, pageable, in GB/s;
+//! - a chain of three ops on a device tensor, against the same three host-slice calls.
+//!   Each result is checked against the CPU before it is timed; medians of 5 runs after a
+//!   warm-up. Prints one JSON line per row (`BENCH {...}`).
+#![allow(clippy::unwrap_used)]
+
+use kiln::cuda::pipeline::PipelineOptions;
+use kiln::imaging::FilterPath;
+use kiln::{testing, Runtime};
+use kiln_core::backend::{MapOp, UnaryOp};
+use kiln_core::imaging::{BoundaryMode, Kernel2D};
+use std::time::Instant;
+
+fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn row(name: &str, ms: f64, bytes: f64, note: &str) {
+    println!(
+        "BENCH {{\"name\":\"{name}\",\"median_ms\":{ms:.3},\"gbps\":{:.2},\"note\":\"{note}\"}}",
+        bytes / ms / 1e6
+    );
+}
+
+#[test]
+#[ignore = "benchmark: run on the GPU machine"]
+fn host_to_host_paths() {
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_tensor::host_to_host_paths") else {
+        return;
+    };
+    let dev = rt.cuda().unwrap();
+    let n = 1usize << 28;
+    let bytes = (n * 4) as f64;
+    let x = testing::random_f32(n, -8.0, 8.0, 1);
+    let cpu = Runtime::cpu();
+    let want = cpu.sigmoid(&x).unwrap();
+    let check = |got: &[f32], what: &str| {
+        let max = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(max < 1e-6, "{what}: max |gpu - cpu| = {max}");
+    };
+
+    // 1. rt.sigmoid host Vec -> host Vec (allocates the output each call, as a user would)
+    check(&rt.sigmoid(&x).unwrap(), "rt.sigmoid");
+    let ms = median_ms(5, || {
+        std::hint::black_box(rt.sigmoid(&x).unwrap());
+    });
+    row(
+        "sigmoid_2^28_host_vec_to_host_vec",
+        ms,
+        bytes,
+        "rt.sigmoid(&Vec) -> Vec: staged pipeline, pageable both ways, output allocated per call",
+    );
+
+    // 2. through tensors: upload, op, download
+    let t_ms = median_ms(5, || {
+        let t = rt.tensor(&x, &[n]).unwrap();
+        std::hint::black_box(t.sigmoid().unwrap().to_vec::<f32>().unwrap());
+    });
+    check(
+        &rt.tensor(&x, &[n])
+            .unwrap()
+            .sigmoid()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        "tensor",
+    );
+    row(
+        "sigmoid_2^28_tensor_upload_op_to_vec",
+        t_ms,
+        bytes,
+        "rt.tensor(&x) -> sigmoid -> to_vec: staged upload, then staged download",
+    );
+
+    // upload and download alone
+    let up_ms = median_ms(5, || {
+        let t = rt.tensor(&x, &[n]).unwrap();
+        t.synchronize().unwrap();
+    });
+    row(
+        "upload_1GiB_pageable",
+        up_ms,
+        bytes,
+        "rt.tensor(&Vec): staged through pinned buffers, synchronized",
+    );
+    let t = rt.tensor(&x, &[n]).unwrap();
+    let mut out = vec![0.0f32; n];
+    let down_ms = median_ms(5, || t.to_host_into(&mut out).unwrap());
+    row(
+        "download_1GiB_pageable_into_existing",
+        down_ms,
+        bytes,
+        "to_host_into an existing Vec",
+    );
+    let down2_ms = median_ms(5, || {
+        std::hint::black_box(t.to_vec::<f32>().unwrap());
+    });
+    row(
+        "download_1GiB_pageable_to_new_vec",
+        down2_ms,
+        bytes,
+        "to_vec (a new Vec each call)",
+    );
+
+    // 3. pinned both ways at once
+    let mut px = dev.pinned_pool().alloc::<f32>(n).unwrap();
+    px.copy_from_slice(&x);
+    let mut py = dev.pinned_pool().alloc::<f32>(n).unwrap();
+    let op = MapOp::Unary(UnaryOp::Sigmoid);
+    dev.map_pipelined_pinned(op, &px, &mut py, PipelineOptions::default())
+        .unwrap();
+    check(&py, "pinned pipeline");
+    let p_ms = median_ms(5, || {
+        dev.map_pipelined_pinned(op, &px, &mut py, PipelineOptions::default())
+            .unwrap();
+    });
+    row(
+        "sigmoid_2^28_pinned_both_ways",
+        p_ms,
+        bytes,
+        "pinned host buffers, chunked over 3 streams, both directions at once",
+    );
+    drop((px, py));
+
+    // 4. a chain of three ops: on a device tensor vs three host-slice calls
+    let (h, w) = (8192, 8192);
+    let img = testing::random_f32(h * w, -1.0, 1.0, 2);
+    let k = Kernel2D::preset("gaussian:2").unwrap();
+    let mode = BoundaryMode::Reflect;
+    let chain_t = median_ms(5, || {
+        let t = rt.tensor(&img, &[h, w]).unwrap();
+        let y = t
+            .filter2d(&k, mode, FilterPath::Auto)
+            .unwrap()
+            .clamp(-0.5, 0.5)
+            .unwrap()
+            .transpose()
+            .unwrap();
+        std::hint::black_box(y.to_vec::<f32>().unwrap());
+    });
+    let chain_h = median_ms(5, || {
+        let f = rt.filter2d(&img, [h, w], &k, mode, FilterPath::Auto).unwrap();
+        let c = rt.clamp(-0.5, 0.5, &f).unwrap();
+        std::hint::black_box(rt.transpose(&c, h, w).unwrap());
+    });
+    row(
+        "chain_8192^2_gaussian_clamp_transpose_tensor",
+        chain_t,
+        (h * w * 4) as f64,
+        "one upload, three ops on the device, one download",
+    );
+    row(
+        "chain_8192^2_gaussian_clamp_transpose_host_slices",
+        chain_h,
+        (h * w * 4) as f64,
+        "three host-slice calls: each uploads and downloads",
+    );
+}
