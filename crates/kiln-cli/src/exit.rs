@@ -1,6 +1,6 @@
 //! Stable exit codes. Scripts depend on these: change none, only add.
 
-use kiln_core::Error;
+use kiln::Error;
 use std::process::ExitCode;
 
 /// Success.

@@ -4,10 +4,10 @@
 //! the first allowed GPU, and without one it exits 3 with the reason.
 
 use crate::exit;
+use kiln::cuda::attributes::{KernelAttributes, SmLimits};
+use kiln::cuda::KernelId;
 use kiln::Runtime;
-use kiln_core::{Config, DeviceRequest, Error};
-use kiln_cuda::attributes::{KernelAttributes, SmLimits};
-use kiln_cuda::KernelId;
+use kiln::{Config, DeviceRequest, Error};
 use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
 
@@ -59,7 +59,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let kernels = KernelId::ALL
         .iter()
         .map(|k| b.kernel_attributes(*k, &limits))
-        .collect::<kiln_core::Result<Vec<_>>>()?;
+        .collect::<kiln::Result<Vec<_>>>()?;
     let report = KernelsReport {
         kiln_version: env!("CARGO_PKG_VERSION").into(),
         git_commit: env!("KILN_GIT_COMMIT").into(),

@@ -14,7 +14,7 @@ mod kernels_cmd;
 mod price;
 
 use clap::{Parser, Subcommand};
-use kiln_core::{Config, DeviceRequest};
+use kiln::{Config, DeviceRequest};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -111,7 +111,7 @@ enum Command {
 }
 
 fn parse_device(s: &str) -> Result<DeviceRequest, String> {
-    s.parse().map_err(|e: kiln_core::Error| e.to_string())
+    s.parse().map_err(|e: kiln::Error| e.to_string())
 }
 
 fn main() -> ExitCode {
