@@ -1,9 +1,9 @@
 //! `kiln cache list|clear|warm`.
 
 use crate::exit;
-use kiln_core::device::Admission;
-use kiln_core::{Config, DeviceRequest, Error};
-use kiln_cuda::{discovery, kernels, nvrtc, CudaBackend, KernelCache, Outcome};
+use kiln::core::device::Admission;
+use kiln::cuda::{discovery, kernels, nvrtc, CudaBackend, KernelCache, Outcome};
+use kiln::{Config, DeviceRequest, Error};
 use std::process::ExitCode;
 
 /// `kiln cache` options.
@@ -76,7 +76,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 )
                 .into());
             }
-            let v = nvrtc::version().ok_or(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound))?;
+            let v = nvrtc::version().ok_or(Error::NoDevice(kiln::NoDeviceReason::NvrtcNotFound))?;
             for m in kernels::MODULES {
                 let (_, ev) =
                     cache.get_or_compile(m, nvrtc::OPTIONS, arch, v, || nvrtc::compile_cubin(m, arch))?;
@@ -111,7 +111,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     Ok(ExitCode::from(exit::OK))
 }
 
-fn print_event(ev: &kiln_cuda::CacheEvent) {
+fn print_event(ev: &kiln::cuda::CacheEvent) {
     let what = match &ev.outcome {
         Outcome::Hit => "already cached".to_string(),
         Outcome::Compiled => "compiled".into(),

@@ -3,7 +3,7 @@
 use crate::exit;
 use kiln::verify::{max_rel_f32, rel_l2};
 use kiln::{testing, Backend, BackendKind, CpuBackend, Runtime, UnaryOp};
-use kiln_core::{Config, DeviceRequest};
+use kiln::{Config, DeviceRequest};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -42,8 +42,8 @@ struct Output {
     device: String,
     fallback_reason: Option<String>,
     rows: Vec<Row>,
-    memory: Option<kiln_cuda::pool::MemoryStats>,
-    pinned: Option<kiln_cuda::pool::PinnedStats>,
+    memory: Option<kiln::cuda::pool::MemoryStats>,
+    pinned: Option<kiln::cuda::pool::PinnedStats>,
     all_verified: bool,
 }
 
@@ -163,8 +163,8 @@ fn pool_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
 /// 1000 tiny dependent kernels launched eagerly and replayed as one CUDA graph; both must
 /// leave every element equal to the number of kernels run.
 fn launch_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
+    use kiln::core::backend::MapOp;
     use kiln::cuda::pool::DeviceBuffer;
-    use kiln_core::backend::MapOp;
     let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
     let op = MapOp::ScaleShift { a: 1.0, b: 1.0 };
     let mut x = b.upload(&[0f32; 32])?;
@@ -217,8 +217,8 @@ fn launch_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
 /// The overlapped host -> GPU -> host pipeline on pinned buffers, checked bit for bit
 /// against the one-shot device op.
 fn pipeline_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
+    use kiln::core::backend::MapOp;
     use kiln::cuda::pipeline::PipelineOptions;
-    use kiln_core::backend::MapOp;
     let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
     let n: usize = match size {
         "quick" => 16 << 20,

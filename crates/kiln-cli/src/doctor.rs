@@ -1,11 +1,11 @@
 //! `kiln doctor`: what kiln sees, whether it works, and what to do when it does not.
 
 use crate::exit;
+use kiln::core::device::Admission;
+use kiln::cuda::{discovery, nvrtc, CudaBackend, DeviceInfo, KernelCache, ModuleLoad};
 use kiln::verify::max_rel_f32;
 use kiln::{Backend, CpuBackend, UnaryOp};
-use kiln_core::device::Admission;
-use kiln_core::{Config, DeviceRequest, Error};
-use kiln_cuda::{discovery, nvrtc, CudaBackend, DeviceInfo, KernelCache, ModuleLoad};
+use kiln::{Config, DeviceRequest, Error};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -98,7 +98,7 @@ struct ConfigRow {
 
 const TRIAL_N: usize = (1 << 20) + 3;
 
-fn trial(info: &DeviceInfo, cache: &KernelCache, limit: Option<kiln_core::MemoryLimit>) -> Trial {
+fn trial(info: &DeviceInfo, cache: &KernelCache, limit: Option<kiln::MemoryLimit>) -> Trial {
     let t0 = Instant::now();
     let mut t = Trial {
         ok: false,
@@ -220,8 +220,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         (_, DeviceRequest::Cpu) => Ok(None),
         (None, _) => Err(discovery::probe()
             .err()
-            .unwrap_or(Error::NoDevice(kiln_core::NoDeviceReason::NoDevices))),
-        (Some(_), _) if !libraries.nvrtc => Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound)),
+            .unwrap_or(Error::NoDevice(kiln::NoDeviceReason::NoDevices))),
+        (Some(_), _) if !libraries.nvrtc => Err(Error::NoDevice(kiln::NoDeviceReason::NvrtcNotFound)),
         (Some(_), r) => cfg.devices.select(r, &descs),
     };
     let (active, fallback_reason, failure) = match selection {
@@ -378,19 +378,19 @@ fn print_text(r: &Report) {
         if let Some(t) = &d.trial {
             for m in &t.module_loads {
                 let how = match &m.cache.outcome {
-                    kiln_cuda::Outcome::Hit => {
+                    kiln::cuda::Outcome::Hit => {
                         format!("cache hit, read in {:.2} ms (NVRTC not called)", m.cache.ms)
                     }
-                    kiln_cuda::Outcome::Compiled => {
+                    kiln::cuda::Outcome::Compiled => {
                         format!("compiled by NVRTC in {:.1} ms, stored", m.cache.ms)
                     }
-                    kiln_cuda::Outcome::Recompiled { reason } => {
+                    kiln::cuda::Outcome::Recompiled { reason } => {
                         format!(
                             "cache entry rejected ({reason}); recompiled in {:.1} ms",
                             m.cache.ms
                         )
                     }
-                    kiln_cuda::Outcome::CompiledNotStored { reason } => {
+                    kiln::cuda::Outcome::CompiledNotStored { reason } => {
                         format!("compiled in {:.1} ms, NOT stored ({reason})", m.cache.ms)
                     }
                 };

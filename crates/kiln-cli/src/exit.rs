@@ -1,6 +1,6 @@
 //! Stable exit codes. Scripts depend on these: change none, only add.
 
-use kiln_core::Error;
+use kiln::Error;
 use std::process::ExitCode;
 
 /// Success.
@@ -23,11 +23,17 @@ pub const STICKY: u8 = 8;
 /// `kiln bench --baseline`: a workload is slower than the baseline by more than allowed.
 pub const REGRESSION: u8 = 9;
 
-/// Map an error chain to its exit code.
+/// Map an error chain to its exit code: by the first kiln error in it (kiln-bench's error
+/// counts when it wraps one), else [`INTERNAL`].
 pub fn code_for(e: &anyhow::Error) -> ExitCode {
     let code = e
         .chain()
-        .find_map(|c| c.downcast_ref::<Error>())
+        .find_map(|c| {
+            c.downcast_ref::<Error>().or_else(|| {
+                c.downcast_ref::<kiln_bench::Error>()
+                    .and_then(kiln_bench::Error::kiln)
+            })
+        })
         .map(|k| match k {
             Error::NoDevice(_) => NO_DEVICE,
             Error::InvalidArgument { .. }

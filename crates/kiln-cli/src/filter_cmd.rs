@@ -22,10 +22,10 @@
 
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln::imaging::FilterPath;
 use kiln::Runtime;
-use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
-use kiln_core::{Config, DeviceRequest, Error};
+use kiln::{Config, DeviceRequest, Error};
 use kiln_io::{Format, HostImage, IoError, SampleType, Volume};
 use ndarray::{Array3, ArrayD, Axis, IxDyn};
 use serde::Serialize;
@@ -555,7 +555,7 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     let kernel = kernel_2d(&c.kernel)?;
     let img = read_image2(&c.input, fin, args.batch)?;
     let out_type = output_type_2d(&c.output, fout, &img)?;
-    let path = kiln_cpu::imaging::path_2d(&kernel, mode, FilterPath::Auto)?;
+    let path = kiln::cpu::imaging::path_2d(&kernel, mode, FilterPath::Auto)?;
     let rt = Runtime::new(request, cfg)?;
     let t = Instant::now();
     let (out, items) = filter_image2(&rt, &img, &kernel, mode)?;
@@ -660,7 +660,7 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     let (fin, _fout, mode) = preflight(c, false)?;
     let kernel = kernel_3d(&c.kernel)?;
     let vol = read_volume3(&c.input)?;
-    let path = kiln_cpu::imaging::path_3d(&kernel, mode, FilterPath::Auto)?;
+    let path = kiln::cpu::imaging::path_3d(&kernel, mode, FilterPath::Auto)?;
     let rt = Runtime::new(request, cfg)?;
     let t = Instant::now();
     let (out, items) = filter_volume3(&rt, &vol.data, &kernel, mode)?;

@@ -8,10 +8,10 @@
 //! (`kiln::linalg::check`: every element when C has at most 65536, else a fixed sample of
 //! 65536, and every element for being finite), and exits 5 when any is outside.
 
+use kiln::core::backend::{bf16, f16};
 use kiln::linalg::{self, Gemm, GemmCheck, GemmElement, GemmImpl, GemmPrecision};
 use kiln::{testing, Runtime};
-use kiln_core::backend::{bf16, f16};
-use kiln_core::{Config, DeviceRequest, Error};
+use kiln::{Config, DeviceRequest, Error};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::time::Instant;

@@ -4,11 +4,10 @@
 //! the first allowed GPU, and without one it exits 3 with the reason.
 
 use crate::exit;
+use kiln::cuda::KernelId;
 use kiln::Runtime;
-use kiln_core::{Config, DeviceRequest, Error};
-use kiln_cuda::attributes::{KernelAttributes, SmLimits};
-use kiln_cuda::KernelId;
-use serde::{Deserialize, Serialize};
+use kiln::{Config, DeviceRequest, Error};
+use kiln_bench::report::KernelsReport;
 use std::process::ExitCode;
 
 /// `kiln kernels` options.
@@ -17,25 +16,6 @@ pub struct Args {
     /// Print one JSON object (the input of `kiln bench report --kernels`).
     #[arg(long)]
     json: bool,
-}
-
-/// The `kiln kernels --json` document.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct KernelsReport {
-    /// `kiln --version`.
-    pub kiln_version: String,
-    /// The commit the binary was built from.
-    pub git_commit: String,
-    /// `cuda:N`.
-    pub device: String,
-    /// The GPU's name.
-    pub device_name: String,
-    /// `sm_XX`.
-    pub arch: String,
-    /// The SM's limits occupancy is measured against.
-    pub sm_limits: SmLimits,
-    /// One row per kernel, in table order.
-    pub kernels: Vec<KernelAttributes>,
 }
 
 /// Run `kiln kernels`.
@@ -59,7 +39,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let kernels = KernelId::ALL
         .iter()
         .map(|k| b.kernel_attributes(*k, &limits))
-        .collect::<kiln_core::Result<Vec<_>>>()?;
+        .collect::<kiln::Result<Vec<_>>>()?;
     let report = KernelsReport {
         kiln_version: env!("CARGO_PKG_VERSION").into(),
         git_commit: env!("KILN_GIT_COMMIT").into(),

@@ -3,7 +3,7 @@
 //! Every command takes `--device auto|cpu|cuda|cuda:N` and `--config FILE`; errors map to
 //! the stable exit codes in [`exit`] (documented in the README and `kiln --help`).
 
-mod bench;
+mod bench_cmd;
 mod cache_cmd;
 mod demo;
 mod doctor;
@@ -14,7 +14,7 @@ mod kernels_cmd;
 mod price;
 
 use clap::{Parser, Subcommand};
-use kiln_core::{Config, DeviceRequest};
+use kiln::{Config, DeviceRequest};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -97,7 +97,7 @@ enum Command {
     /// Examples: `kiln bench --device cpu --sizes quick --json run.json`;
     /// `kiln bench --sizes full --json h200.json --peers peers.json --plot h200.svg`;
     /// `kiln bench show run.json --baseline base.json --max-regression 10`.
-    Bench(bench::Args),
+    Bench(bench_cmd::Args),
     /// Multiply generated matrices (batched, transposed, f32/tf32/bf16/f16) and print TFLOP/s;
     /// --check verifies C against an f64 reference (exit 5 outside the precision's bound).
     ///
@@ -111,7 +111,7 @@ enum Command {
 }
 
 fn parse_device(s: &str) -> Result<DeviceRequest, String> {
-    s.parse().map_err(|e: kiln_core::Error| e.to_string())
+    s.parse().map_err(|e: kiln::Error| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -137,7 +137,7 @@ fn main() -> ExitCode {
             Command::Price(a) => price::run(a, cli.device, &cfg),
             Command::Filter2d(a) => filter_cmd::run_2d(a, cli.device, &cfg),
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
-            Command::Bench(a) => bench::run(a, cli.device, &cfg),
+            Command::Bench(a) => bench_cmd::run(a, cli.device, &cfg),
             Command::Kernels(a) => kernels_cmd::run(a, cli.device, &cfg),
             Command::Gemm(a) => gemm_cmd::run(a, cli.device, &cfg),
         });

@@ -14,10 +14,10 @@
 
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kiln::core::finance::{McParams, OptionSpec};
 use kiln::finance::{supports, Method};
 use kiln::{BackendKind, Runtime};
-use kiln_core::finance::{McParams, OptionSpec};
-use kiln_core::{Config, DeviceRequest, Error};
+use kiln::{Config, DeviceRequest, Error};
 use kiln_io::options_csv::{self, OptionRow, PriceRecord, RowError};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -397,7 +397,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_core::finance::OptionType;
+    use kiln::core::finance::OptionType;
 
     fn row(r: usize) -> OptionRow {
         OptionRow {

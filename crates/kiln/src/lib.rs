@@ -7,10 +7,32 @@
 //! # Ok::<(), kiln::Error>(())
 //! ```
 //!
-//! Design: [`Runtime`] holds an enum of backends chosen at run time (candle's
-//! `Storage{Cpu,Cuda}` pattern): `auto` takes the best usable GPU under the device policy
-//! and falls back to the CPU with one warning saying why. Ops are methods on the runtime;
-//! each exists on the CPU and, where written, on CUDA, and the two must agree numerically.
+//! Design: [`Runtime`] holds an enum of backends chosen at run time: `auto` takes the best
+//! usable GPU under the device policy and falls back to the CPU with one warning saying why.
+//! [`Tensor`] is the unit of work: an n-d array on one device over an enum of the backends'
+//! storages (candle's `Storage{Cpu,Cuda}` pattern), each implementing
+//! [`core::storage::BackendStorage`]. Ops on device tensors are queued on the thread's
+//! current [`Stream`] and chain without leaving the device; host reads wait and surface
+//! queued errors. The host-slice methods on the runtime (`rt.sigmoid(&[f32])`, ...) are thin
+//! wrappers over tensors. Every op exists on the CPU and CUDA, and the two agree
+//! numerically (bit for bit where the docs say so).
+//!
+//! Layering: front ends (the `kiln` CLI, kiln-bench) depend on this crate and on no other
+//! compute crate of kiln, so the one-way flow front end -> facade -> backend holds and a
+//! backend can be reshaped behind it. What the front ends need beyond the ops is
+//! re-exported here, in four places:
+//! - the root: the types every caller names ([`Config`], [`DeviceRequest`], [`Error`],
+//!   [`DType`], [`MemoryLimit`], [`NoDeviceReason`], ...);
+//! - [`core`]: the kiln-core modules whose value types the ops take and return (element
+//!   types and map ops, kernels and boundary modes, option specs, device admission) and the
+//!   reference Philox generator;
+//! - [`cpu`]: the CPU backend's routines, kiln's numerical reference, for tools that verify
+//!   or time against it (kiln-bench, `kiln filter2d`'s path report);
+//! - [`cuda`]: the CUDA backend crate as a whole, for tools that drive it directly
+//!   (`kiln doctor`, `kiln cache`, `kiln kernels`, kiln-bench's device-resident timing).
+//!
+//! [`core`] and [`cpu`] name modules one by one, and only those a front end uses: a module
+//! a backend adds stays private to the layers below until a front end needs it.
 #![deny(missing_docs)]
 
 pub mod adaptive;
@@ -25,9 +47,26 @@ mod tensor_ops;
 pub mod testing;
 pub mod verify;
 
-pub use kiln_core::{Backend, BackendKind, Config, DeviceRequest, Error, Result, UnaryOp};
-pub use kiln_core::{DType, Device};
+pub use kiln_core::{
+    Backend, BackendKind, Config, DType, Device, DeviceRequest, Error, MemoryLimit, NoDeviceReason, Result, UnaryOp,
+};
 pub use kiln_cpu::CpuBackend;
+
+/// kiln-core's modules of value types the ops take and return, and its reference numerics:
+/// element types and map ops ([`backend`](core::backend)), device admission
+/// ([`device`](core::device)), option specs and Monte Carlo parameters
+/// ([`finance`](core::finance)), filter kernels and boundary modes ([`imaging`](core::imaging)),
+/// and the Philox generator both backends draw from ([`philox`](core::philox)).
+pub mod core {
+    pub use kiln_core::{backend, device, finance, imaging, philox, storage};
+}
+
+/// The CPU backend's routines: the numerical reference the GPU is checked against, called
+/// directly by tools that verify or time against it without a [`Runtime`].
+pub mod cpu {
+    pub use kiln_cpu::{elementwise, finance, imaging, storage};
+}
+
 pub use kiln_cuda as cuda;
 pub use kiln_cuda::profiler::{self, profiler, Report as ProfileReport};
 pub use runtime::{Engine, Runtime};

@@ -1,31 +1,37 @@
-//! `kiln bench report`: writes docs/kernels.md from `kiln kernels --json` and one or more
-//! bench JSONs from the same device: per kernel, what it computes, its launch shape, what the
-//! driver reports, and the efficiency measured for every bench row that launches it. With
-//! several `--bench` files, a kernel's rows come from the last file that launches it (a later
-//! run of some suites supersedes the earlier record for their kernels only).
+//! docs/kernels.md from `kiln kernels --json` and one or more bench reports from the same
+//! device: per kernel, what it computes, its launch shape, what the driver reports, and the
+//! efficiency measured for every bench row that launches it. With several reports, a
+//! kernel's rows come from the last one that launches it (a later run of some suites
+//! supersedes the earlier record for their kernels only).
 
-use super::schema::{self, BenchResult, Report};
-use crate::kernels_cmd::KernelsReport;
-use kiln_core::Error;
+use crate::schema::{BenchResult, Report};
+use kiln::cuda::attributes::{KernelAttributes, SmLimits};
+use kiln::Error;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// `kiln bench report` options.
-#[derive(clap::Args, Debug)]
-pub struct ReportArgs {
-    /// `kiln kernels --json` output.
-    #[arg(long, value_name = "K.json")]
-    kernels: PathBuf,
-    /// A `kiln bench --json` report from the same device; repeat it to combine runs (for
-    /// each kernel the last file that launches it wins).
-    #[arg(long, value_name = "B.json", required = true)]
-    bench: Vec<PathBuf>,
-    /// Where to write the Markdown (`-`: stdout).
-    #[arg(long, value_name = "OUT.md", default_value = "docs/kernels.md")]
-    out: PathBuf,
+/// The `kiln kernels --json` document.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelsReport {
+    /// `kiln --version`.
+    pub kiln_version: String,
+    /// The commit the binary was built from.
+    pub git_commit: String,
+    /// `cuda:N`.
+    pub device: String,
+    /// The GPU's name.
+    pub device_name: String,
+    /// `sm_XX`.
+    pub arch: String,
+    /// The SM's limits occupancy is measured against.
+    pub sm_limits: SmLimits,
+    /// One row per kernel, in table order.
+    pub kernels: Vec<KernelAttributes>,
 }
 
-fn load_kernels(path: &Path) -> kiln_core::Result<KernelsReport> {
+/// Read a `kiln kernels --json` document.
+pub fn load_kernels(path: &Path) -> kiln::Result<KernelsReport> {
     let bad = |why: String| Error::invalid("bench report", format!("{}: {why}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
     serde_json::from_str(&text).map_err(|e| bad(format!("not a `kiln kernels --json` document: {e}")))
@@ -50,7 +56,8 @@ fn rows_for<'a>(benches: &'a [(Report, PathBuf)], symbol: &str) -> Vec<&'a Bench
         .unwrap_or_default()
 }
 
-/// Render the Markdown.
+/// Render the Markdown: `benches` are the reports with the paths they were read from
+/// (named in the page), `kernels_path` the `kiln kernels --json` file's.
 pub fn render(k: &KernelsReport, benches: &[(Report, PathBuf)], kernels_path: &Path) -> String {
     let mut s = String::new();
     let l = &k.sm_limits;
@@ -210,23 +217,7 @@ pub fn render(k: &KernelsReport, benches: &[(Report, PathBuf)], kernels_path: &P
     s
 }
 
-/// Run `kiln bench report`.
-pub fn run(a: &ReportArgs) -> anyhow::Result<()> {
-    let k = load_kernels(&a.kernels)?;
-    let benches = a
-        .bench
-        .iter()
-        .map(|p| schema::load(p).map(|b| (b, p.clone())))
-        .collect::<Result<Vec<_>, _>>()?;
-    let md = render(&k, &benches, &a.kernels);
-    if a.out.as_os_str() == "-" {
-        print!("{md}");
-    } else {
-        if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(&a.out, md).map_err(|e| anyhow::anyhow!("writing {}: {e}", a.out.display()))?;
-        eprintln!("wrote {}", a.out.display());
-    }
-    Ok(())
+/// Write the Markdown to the file `path`, creating its folder.
+pub fn save(markdown: &str, path: &Path) -> crate::Result<()> {
+    crate::error::write_file(path, markdown)
 }

@@ -1,18 +1,18 @@
 //! The suites: each is a function planning its cases for the context's device and sizes.
 //! A new suite is one function and one row of [`SUITES`] (the GEMM suite goes here once
 //! `kiln::linalg::matmul` exists: cases with `flops = 2mnk` and `Floor::None`, plus a
-//! cuBLAS-rate ceiling in `harness::measure_ceilings`).
+//! cuBLAS-rate ceiling in `ceilings::measure`).
 //!
 //! Sizes: GPU `full` are the issues' sizes (the peers' default sizes), GPU `quick` the peers'
 //! `--quick` sizes; CPU sizes are small enough for CI (`quick`: the debug test build runs
 //! the whole CPU quick bench in seconds).
 
-use super::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
-use super::verify;
-use kiln::{testing, UnaryOp};
-use kiln_core::backend::{bf16, f16, Element, MapOp};
-use kiln_core::Result;
-use kiln_cuda::KernelId;
+use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
+use crate::verify;
+use kiln::core::backend::{bf16, f16, Element, MapOp};
+use kiln::cpu::elementwise as cpu;
+use kiln::cuda::KernelId;
+use kiln::{testing, DType, Error, Result, UnaryOp};
 
 /// A suite: name, one line of description, and its planner.
 pub struct Suite {
@@ -39,12 +39,12 @@ pub const SUITES: &[Suite] = &[
     Suite {
         name: "imaging",
         about: "cross4 stencil, gaussian sigma=2 (separable), 3x3x3 volume correlation",
-        plan: super::imaging::plan,
+        plan: crate::imaging::plan,
     },
     Suite {
         name: "finance",
         about: "Monte Carlo European, arithmetic Asian and a portfolio of Europeans",
-        plan: super::finance::plan,
+        plan: crate::finance::plan,
     },
     Suite {
         name: "memory",
@@ -62,7 +62,7 @@ pub fn select(spec: &str) -> Result<Vec<&'static Suite>> {
     for n in &names {
         if !SUITES.iter().any(|s| s.name == *n) {
             let known: Vec<&str> = SUITES.iter().map(|s| s.name).collect();
-            return Err(kiln_core::Error::invalid(
+            return Err(Error::invalid(
                 "bench",
                 format!("unknown suite `{n}`; the suites are: all, {}", known.join(", ")),
             ));
@@ -100,7 +100,7 @@ fn sigmoid_case<T: Element>(n: usize, k: KernelId) -> Case {
     Case {
         meta: CaseMeta {
             suite: "elementwise",
-            peer_workload: (T::DTYPE != kiln_core::DType::BF16).then(|| name.clone()),
+            peer_workload: (T::DTYPE != DType::BF16).then(|| name.clone()),
             workload: name,
             size: pow2_label(n),
             params: params(&[("n", n as u64)]),
@@ -121,7 +121,7 @@ fn run_sigmoid<T: Element>(ctx: &Ctx, n: usize) -> Result<Measured> {
         .map(T::from_f32)
         .collect();
     // f32: a few ulps of expf-class functions; 16-bit: one unit of the storage.
-    let rel = if T::DTYPE == kiln_core::DType::F32 {
+    let rel = if T::DTYPE == DType::F32 {
         8.0 * T::UNIT_ROUNDOFF
     } else {
         2.0 * T::UNIT_ROUNDOFF
@@ -129,7 +129,7 @@ fn run_sigmoid<T: Element>(ctx: &Ctx, n: usize) -> Result<Measured> {
     let (v, against, times) = match ctx.cuda {
         Some(b) => {
             let mut want = vec![T::from_f32(f32::NAN); n];
-            kiln_cpu::elementwise::map(op, &x, &mut want);
+            cpu::map(op, &x, &mut want);
             let copies = ctx.rotation((n * std::mem::size_of::<T>()) as u64);
             let dx = (0..copies)
                 .map(|_| b.upload_slice(&x))
@@ -147,7 +147,7 @@ fn run_sigmoid<T: Element>(ctx: &Ctx, n: usize) -> Result<Measured> {
             ctx.rt.map_into(op, &x, &mut got)?;
             let v = verify::close(&got, |i| op.reference(x[i].to_f32() as f64), rel, 1e-7);
             let t = ctx.time(|_| {
-                kiln_cpu::elementwise::map(op, &x, &mut got);
+                cpu::map(op, &x, &mut got);
                 std::hint::black_box(&got);
                 Ok(())
             })?;
@@ -214,10 +214,10 @@ fn run_transpose(ctx: &Ctx, m: usize) -> Result<Measured> {
         }
         None => {
             let mut got = vec![f32::NAN; n];
-            kiln_cpu::elementwise::transpose(&x, m, m, &mut got);
+            cpu::transpose(&x, m, m, &mut got);
             let r = exact(&got);
             let t = ctx.time(|_| {
-                kiln_cpu::elementwise::transpose(&x, m, m, &mut got);
+                cpu::transpose(&x, m, m, &mut got);
                 std::hint::black_box(&got);
                 Ok(())
             })?;
@@ -320,10 +320,7 @@ fn run_alloc(ctx: &Ctx) -> Result<Measured> {
 fn run_pipeline(ctx: &Ctx, n: usize) -> Result<Measured> {
     use kiln::cuda::pipeline::PipelineOptions;
     let Some(b) = ctx.cuda else {
-        return Err(kiln_core::Error::invalid(
-            "bench",
-            "the pipeline case needs a GPU",
-        ));
+        return Err(Error::invalid("bench", "the pipeline case needs a GPU"));
     };
     let op = MapOp::Unary(UnaryOp::Sigmoid);
     let mut x = b.pinned_pool().alloc::<f32>(n)?;

@@ -6,8 +6,8 @@
 //! so a quick peer run never pairs with a full kiln run. The ceilings are compared too:
 //! `device_copy` with `copy_f32`, `h2d_pinned` with `h2d_1GiB`.
 
-use super::schema::{PeerComparison, Report};
-use kiln_core::{Error, Result};
+use crate::schema::{PeerComparison, Report};
+use kiln::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -144,30 +144,6 @@ pub fn merge(r: &Report, peers: &Peers) -> (Vec<PeerComparison>, Vec<String>) {
         }
     }
     (out, unmatched)
-}
-
-/// Print the comparisons as a table.
-pub fn print(c: &[PeerComparison]) {
-    if c.is_empty() {
-        println!("peers: no peer row matched a kiln workload at the same size");
-        return;
-    }
-    println!();
-    println!(
-        "{:<22} {:<14} {:<24} {:>11} {:>11} {:>9}",
-        "kiln workload", "size", "peer", "kiln ms", "peer ms", "kiln/peer"
-    );
-    for x in c {
-        println!(
-            "{:<22} {:<14} {:<24} {:>11} {:>11} {:>9.3}",
-            x.workload,
-            x.size,
-            x.peer,
-            super::cmd::ms(x.kiln_ms),
-            super::cmd::ms(x.peer_ms),
-            x.ratio
-        );
-    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! and an independent f64 correlation at sampled points for the CPU device (where the CPU
 //! backend is itself the reference, so it is checked against a plain loop instead).
 
-use kiln_core::backend::Element;
-use kiln_core::imaging::BoundaryMode;
+use kiln::core::backend::Element;
+use kiln::core::imaging::BoundaryMode;
 
 /// The verdict of a check: passed, and the worst error over its tolerance (<= 1 passes).
 #[derive(Clone, Copy, Debug)]

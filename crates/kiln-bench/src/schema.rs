@@ -2,7 +2,7 @@
 //! Bump [`SCHEMA_VERSION`] on any change that renames, removes or re-means a field; adding
 //! an optional field keeps the version.
 
-use kiln_core::{Error, Result};
+use kiln::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -211,15 +211,12 @@ pub fn load(path: &Path) -> Result<Report> {
     Ok(r)
 }
 
-/// Write `r` as pretty JSON to `path` (`-`: stdout).
-pub fn save(r: &Report, path: &Path) -> anyhow::Result<()> {
-    let s = serde_json::to_string_pretty(r)?;
-    if path.as_os_str() == "-" {
-        println!("{s}");
-        return Ok(());
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, s + "\n").map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+/// `r` as the pretty JSON that [`save`] writes (without the final newline).
+pub fn to_json(r: &Report) -> crate::Result<String> {
+    Ok(serde_json::to_string_pretty(r)?)
+}
+
+/// Write `r` as pretty JSON and a newline to the file `path`, creating its folder.
+pub fn save(r: &Report, path: &Path) -> crate::Result<()> {
+    crate::error::write_file(path, &(to_json(r)? + "\n"))
 }

@@ -1,20 +1,21 @@
 //! The imaging suite: the cross4 stencil (the seed's 4-neighbour filter), a separable
 //! gaussian (sigma 2, reflect) and a 3x3x3 random-weight volume correlation (constant 0),
 //! at the sizes the peers run. Each path is the one the facade would take
-//! (`kiln_cpu::imaging::path_2d` / `path_3d`), launched on device-resident buffers.
+//! (`kiln::cpu::imaging::path_2d` / `path_3d`), launched on device-resident buffers.
 //!
 //! Verification: on a GPU every output element against the CPU backend within
 //! [`kiln::imaging::filter_tolerance`]; on the CPU, sampled points (corners, edges,
 //! interior) against a plain f64 correlation loop.
 
-use super::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
-use super::verify::{self, Verdict};
+use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
+use crate::verify::{self, Verdict};
+use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
+use kiln::cpu::imaging::{filter2d_into, filter3d_into, path_2d, path_3d};
+use kiln::cuda::pool::DeviceBuffer;
+use kiln::cuda::KernelId;
 use kiln::imaging::{filter_tolerance, FilterPath};
 use kiln::testing;
-use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
-use kiln_core::Result;
-use kiln_cpu::imaging::{filter2d_into, filter3d_into, path_2d, path_3d};
-use kiln_cuda::KernelId;
+use kiln::Result;
 
 /// Plan the imaging cases.
 pub fn plan(ctx: &Ctx) -> Vec<Case> {
@@ -42,7 +43,7 @@ pub fn plan(ctx: &Ctx) -> Vec<Case> {
 
 /// The 2-D kernel and, when the facade would take the separable path under reflect, its
 /// factors.
-fn kernel2d(preset: &str) -> Result<(Kernel2D, Option<kiln_core::imaging::Separable>)> {
+fn kernel2d(preset: &str) -> Result<(Kernel2D, Option<Separable>)> {
     let k = Kernel2D::preset(preset)?;
     let mode = BoundaryMode::Reflect;
     let sep = match path_2d(&k, mode, FilterPath::Auto)? {
@@ -76,7 +77,7 @@ fn direct_2d_ids(ctx: &Ctx, k: usize, h: usize, w: usize) -> Vec<&'static str> {
 /// The kernels `separable_device` runs for `sep` on (1, h, w): a consecutive pair of passes
 /// along H and W with one odd length 3..=17 is the fused `sep2d_{vh,hv}_r{R}_f32`, any other
 /// pass `filter1d_x_f32` (along W) or `filter1d_s_f32` (along H).
-fn separable_2d_ids(sep: &kiln_core::imaging::Separable) -> Vec<&'static str> {
+fn separable_2d_ids(sep: &Separable) -> Vec<&'static str> {
     let passes: Vec<(usize, usize)> = sep
         .pass_order
         .iter()
@@ -156,7 +157,7 @@ fn run_filter2d(ctx: &Ctx, preset: &str, h: usize, w: usize) -> Result<Measured>
             let copies = ctx.rotation((4 * n) as u64);
             let dx = (0..copies).map(|_| b.upload(&x)).collect::<Result<Vec<_>>>()?;
             let mut dy = b.alloc_poisoned(n)?;
-            let launch = |i: usize, dy: &mut kiln_cuda::pool::DeviceBuffer<f32>| match &sep {
+            let launch = |i: usize, dy: &mut DeviceBuffer<f32>| match &sep {
                 Some(s) => b.separable_device(&dx[i % copies], dy, [1, h, w], s, 1, mode),
                 None => b.filter2d_direct_device(&dx[i % copies], dy, [1, h, w], &k, mode),
             };
@@ -247,7 +248,7 @@ fn run_filter3d(ctx: &Ctx, d: usize) -> Result<Measured> {
             let copies = ctx.rotation((4 * n) as u64);
             let dx = (0..copies).map(|_| b.upload(&x)).collect::<Result<Vec<_>>>()?;
             let mut dy = b.alloc_poisoned(n)?;
-            let launch = |i: usize, dy: &mut kiln_cuda::pool::DeviceBuffer<f32>| match &sep {
+            let launch = |i: usize, dy: &mut DeviceBuffer<f32>| match &sep {
                 Some(s) => b.separable_device(&dx[i % copies], dy, shape, s, 0, mode),
                 None => b.filter3d_direct_device(&dx[i % copies], dy, shape, &k, mode),
             };

@@ -17,17 +17,18 @@
 //!   the same workloads with antithetic pairs (2^24 paths are 2^23 pairs, so half the
 //!   Philox calls and normals a path), checked as the plain rows;
 //! - `mc_probe_philox`, `mc_probe_normals[_fast]`: the European launch with the path loop cut
-//!   to the Philox words, or to the words and their normals (`kiln_cuda::McProbe`), so the
+//!   to the Philox words, or to the words and their normals (`kiln::cuda::McProbe`), so the
 //!   record can say what each part of a path-step costs. Checked on a 4096-path run against
-//!   the same sums computed here from `kiln_core::philox` (exact probes bitwise, the fast one
+//!   the same sums computed here from `kiln::core::philox` (exact probes bitwise, the fast one
 //!   within 1e-5 relative).
 
-use super::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
+use crate::harness::{params, percentile, Case, CaseMeta, Ctx, Floor, Measured};
+use crate::suites::pow2_label;
+use kiln::core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
+use kiln::cpu::finance as cpu;
+use kiln::cuda::{KernelId, McProbe};
 use kiln::finance::Method;
-use kiln_core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
-use kiln_core::{Error, Result};
-use kiln_cpu::finance as cpu;
-use kiln_cuda::{KernelId, McProbe};
+use kiln::{Error, Result};
 
 #[derive(Clone, Copy)]
 enum Kind {
@@ -127,7 +128,7 @@ fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, mode: Mo
             ]),
         ),
         _ => (
-            format!("{}x{steps}", super::suites::pow2_label(paths as usize)),
+            format!("{}x{steps}", pow2_label(paths as usize)),
             params(&[("paths", paths), ("steps", u64::from(steps))]),
         ),
     };
@@ -181,11 +182,11 @@ fn closed(s: &OptionSpec) -> f64 {
     cpu::price_analytic(s).map_or(f64::NAN, |r| r.price)
 }
 
-/// A probe's per-option total computed on the CPU from `kiln_core::philox`, in the
+/// A probe's per-option total computed on the CPU from `kiln::core::philox`, in the
 /// kernel's order: each sample's value, summed in f64 in sample order within each block of
 /// `BLOCK_SAMPLES`, the block sums added in block order from zero.
 fn probe_total_cpu(probe: McProbe, mc: &McParams, option: u32) -> f64 {
-    use kiln_core::philox as ph;
+    use kiln::core::philox as ph;
     let key = ph::key_from_seed(mc.seed);
     let calls = mc.steps / ph::NORMALS_PER_CALL;
     let value = |sample: u32| -> f64 {
@@ -249,7 +250,7 @@ fn run_probe(ctx: &Ctx, probe: McProbe, paths: u64, steps: u32) -> Result<Measur
     let path_steps = paths as f64 * f64::from(steps);
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
-    let median = super::harness::percentile(&sorted, 0.5).max(1e-6);
+    let median = percentile(&sorted, 0.5).max(1e-6);
     Ok(Measured {
         warmup: 1,
         times_ms: times,
@@ -365,7 +366,7 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, mode: Mode
     let path_steps = specs.len() as f64 * paths as f64 * f64::from(steps);
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
-    let median = super::harness::percentile(&sorted, 0.5).max(1e-6);
+    let median = percentile(&sorted, 0.5).max(1e-6);
     Ok(Measured {
         warmup,
         times_ms: times,

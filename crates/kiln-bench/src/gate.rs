@@ -2,7 +2,7 @@
 //! median for the same `(workload, size)` by more than the allowed percentage. Rows present
 //! on one side only are listed, never failed (a new workload has no baseline yet).
 
-use super::schema::Report;
+use crate::schema::Report;
 
 /// One regressed workload.
 #[derive(Clone, Debug)]
@@ -64,30 +64,4 @@ pub fn check(current: &Report, baseline: &Report, max_pct: f64) -> Outcome {
         }
     }
     o
-}
-
-/// Print the outcome: one line per regression (to stderr, so it shows beside the exit
-/// code), and a summary.
-pub fn print(o: &Outcome, max_pct: f64, baseline: &std::path::Path) {
-    if let Some((b, c)) = &o.device_changed {
-        eprintln!("warning: the baseline ran on `{b}`, this run on `{c}`: times may not be comparable");
-    }
-    for r in &o.regressions {
-        eprintln!(
-            "REGRESSION {} {}: {:.4} ms vs baseline {:.4} ms ({:+.1}%, allowed {max_pct}%)",
-            r.workload, r.size, r.current_ms, r.baseline_ms, r.slower_pct
-        );
-    }
-    if !o.missing.is_empty() {
-        eprintln!("not in this run (not gated): {}", o.missing.join(", "));
-    }
-    if !o.new.is_empty() {
-        eprintln!("not in the baseline (not gated): {}", o.new.join(", "));
-    }
-    eprintln!(
-        "regression gate vs {}: {} compared, {} slower than {max_pct}%",
-        baseline.display(),
-        o.compared,
-        o.regressions.len()
-    );
 }

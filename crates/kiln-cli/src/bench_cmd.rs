@@ -2,14 +2,15 @@
 //! JSON report, merge the peers, gate against a baseline and plot. `kiln bench show FILE`
 //! applies the same steps to a saved report; `kiln bench report` writes docs/kernels.md;
 //! `kiln bench list` prints the suites.
+//!
+//! The work is kiln-bench's; this module is the command line around it: the arguments, the
+//! progress bar and tables, where the JSON goes, and the exit code.
 
-use super::harness::{self, Ctx};
-use super::schema::{self, Host, Report, SCHEMA_VERSION};
-use super::{gate, peers, plot, report, suites};
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kiln::Runtime;
-use kiln_core::{Config, DeviceRequest, Error};
+use kiln::{Config, DeviceRequest, Error, Runtime};
+use kiln_bench::schema::{self, PeerComparison, Report};
+use kiln_bench::{gate, peers, plot, report, suites, Event};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -28,7 +29,7 @@ enum Sub {
     /// Re-evaluate a saved report: print it, merge peers, gate, plot (no device needed).
     Show(ShowArgs),
     /// Write docs/kernels.md from `kiln kernels --json` and a bench report.
-    Report(report::ReportArgs),
+    Report(ReportArgs),
     /// List the suites.
     List,
 }
@@ -76,6 +77,21 @@ struct PostArgs {
     plot: Option<PathBuf>,
 }
 
+/// `kiln bench report` options.
+#[derive(clap::Args, Debug)]
+struct ReportArgs {
+    /// `kiln kernels --json` output.
+    #[arg(long, value_name = "K.json")]
+    kernels: PathBuf,
+    /// A `kiln bench --json` report from the same device; repeat it to combine runs (for
+    /// each kernel the last file that launches it wins).
+    #[arg(long, value_name = "B.json", required = true)]
+    bench: Vec<PathBuf>,
+    /// Where to write the Markdown (`-`: stdout).
+    #[arg(long, value_name = "OUT.md", default_value = "docs/kernels.md")]
+    out: PathBuf,
+}
+
 /// Files given to the post-processing steps, loaded and checked before anything runs.
 struct Post {
     baseline: Option<(PathBuf, Report)>,
@@ -84,7 +100,7 @@ struct Post {
     plot: Option<PathBuf>,
 }
 
-fn load_post(p: &PostArgs) -> kiln_core::Result<Post> {
+fn load_post(p: &PostArgs) -> kiln::Result<Post> {
     if !(p.max_regression.is_finite() && p.max_regression >= 0.0) {
         return Err(Error::invalid(
             "bench",
@@ -117,7 +133,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             finish(&mut r, &post, a.json.as_deref())
         }
         Some(Sub::Report(a)) => {
-            report::run(a)?;
+            write_kernels_md(a)?;
             Ok(ExitCode::from(exit::OK))
         }
         Some(Sub::List) => {
@@ -135,24 +151,12 @@ fn bench(a: &RunArgs, request: DeviceRequest, cfg: &Config) -> anyhow::Result<Ex
     let selected = suites::select(&a.suite)?;
     let post = load_post(&a.post)?;
     let rt = Runtime::new(request, cfg)?;
-    let full = a.sizes == "full";
-    let cuda = rt.cuda();
-    let ctx = Ctx {
-        rt: &rt,
-        cuda,
-        full,
-        warmup: if cuda.is_some() { 3 } else { 1 },
-        reps: match (cuda.is_some(), full) {
-            (true, true) => 20,
-            (true, false) => 10,
-            (false, true) => 10,
-            (false, false) => 5,
-        },
-        l2_bytes: cuda.map_or(0, |b| b.info().l2_bytes.max(0) as u64),
+    let opts = kiln_bench::Options {
+        suites: selected,
+        full: a.sizes == "full",
+        kiln_version: env!("CARGO_PKG_VERSION").into(),
+        git_commit: env!("KILN_GIT_COMMIT").into(),
     };
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     pb.set_style(
         ProgressStyle::with_template("bench [{bar:30}] {pos}/{len} {msg} ({elapsed})")
@@ -165,10 +169,9 @@ fn bench(a: &RunArgs, request: DeviceRequest, cfg: &Config) -> anyhow::Result<Ex
             pb.println(line);
         }
     };
-    pb.set_message("ceilings");
-    let (ceiling_rows, ceilings) = harness::measure_ceilings(&ctx)?;
-    for c in &ceiling_rows {
-        log(
+    let out = kiln_bench::run(&rt, &opts, |ev| match ev {
+        Event::Ceilings => pb.set_message("ceilings"),
+        Event::Ceiling(c) => log(
             &pb,
             format!(
                 "ceiling {}: {} GB/s ({})",
@@ -176,72 +179,31 @@ fn bench(a: &RunArgs, request: DeviceRequest, cfg: &Config) -> anyhow::Result<Ex
                 c.gbps.map_or("-".into(), |g| format!("{g:.1}")),
                 c.what
             ),
-        );
-    }
-    let cases: Vec<_> = selected.iter().flat_map(|s| (s.plan)(&ctx)).collect();
-    pb.set_length(cases.len() as u64);
-    let mut results = Vec::new();
-    let mut error = None;
-    for case in cases {
-        let label = format!("{} {}", case.meta.workload, case.meta.size);
-        pb.set_message(label.clone());
-        let outcome = (case.run)(&ctx).and_then(|m| harness::finish_row(&ctx, case.meta, m, &ceilings));
-        // Cached device blocks of this case's size are not needed by the next one.
-        rt.empty_cache();
-        match outcome {
-            Ok(row) => {
-                log(
-                    &pb,
-                    format!(
-                        "{label}: {} ms{}{}",
-                        ms(row.median_ms),
-                        row.efficiency
-                            .map_or(String::new(), |e| format!(", {:.0}% of the floor", e * 100.0)),
-                        if row.verified { "" } else { " VERIFICATION FAILED" }
-                    ),
-                );
-                results.push(row);
-            }
-            Err(e) => {
-                log(&pb, format!("{label}: {e}"));
-                error = Some(e);
-                break;
-            }
+        ),
+        Event::Planned(n) => pb.set_length(n as u64),
+        Event::Started(label) => pb.set_message(label.to_string()),
+        Event::Finished { label, row } => {
+            log(
+                &pb,
+                format!(
+                    "{label}: {} ms{}{}",
+                    ms(row.median_ms),
+                    row.efficiency
+                        .map_or(String::new(), |e| format!(", {:.0}% of the floor", e * 100.0)),
+                    if row.verified { "" } else { " VERIFICATION FAILED" }
+                ),
+            );
+            pb.inc(1);
         }
-        pb.inc(1);
-    }
+        Event::Failed { label, error } => log(&pb, format!("{label}: {error}")),
+    })?;
     pb.finish_and_clear();
-    let mut r = Report {
-        schema_version: SCHEMA_VERSION,
-        kiln_version: env!("CARGO_PKG_VERSION").into(),
-        git_commit: env!("KILN_GIT_COMMIT").into(),
-        created_unix: started,
-        device: rt.device_name(),
-        device_name: harness::device_name(&rt),
-        host: Host {
-            os: std::env::consts::OS.into(),
-            arch: std::env::consts::ARCH.into(),
-            cpu_threads: kiln::CpuBackend::new().threads(),
-        },
-        sizes: a.sizes.clone(),
-        suites: selected.iter().map(|s| s.name.to_string()).collect(),
-        timing: if cuda.is_some() {
-            "cuda-events"
-        } else {
-            "wall-clock"
-        }
-        .into(),
-        complete: error.is_none(),
-        error: error.as_ref().map(|e| e.to_string()),
-        ceilings: ceiling_rows,
-        results,
-        peers: Vec::new(),
-    };
+    let mut r = out.report;
     if !is_stdout(a.json.as_deref()) {
         print_table(&r);
     }
     let code = finish(&mut r, &post, a.json.as_deref())?;
-    match error {
+    match out.error {
         Some(e) => {
             Err(anyhow::Error::from(e).context("the bench stopped; the report holds the rows before it"))
         }
@@ -260,7 +222,7 @@ fn finish(r: &mut Report, post: &Post, json: Option<&Path>) -> anyhow::Result<Ex
         let (cmp, unmatched) = peers::merge(r, p);
         r.peers = cmp;
         if !is_stdout(json) {
-            peers::print(&r.peers);
+            print_peers(&r.peers);
         }
         if !unmatched.is_empty() {
             eprintln!(
@@ -272,8 +234,10 @@ fn finish(r: &mut Report, post: &Post, json: Option<&Path>) -> anyhow::Result<Ex
             eprintln!("peer errors in the file (skipped): {}", p.errors.join("; "));
         }
     }
-    if let Some(path) = json {
-        schema::save(r, path)?;
+    match json {
+        Some(path) if is_stdout(Some(path)) => println!("{}", schema::to_json(r)?),
+        Some(path) => schema::save(r, path)?,
+        None => {}
     }
     if let Some(path) = &post.plot {
         plot::draw(r, path)?;
@@ -294,7 +258,7 @@ fn finish(r: &mut Report, post: &Post, json: Option<&Path>) -> anyhow::Result<Ex
     let mut code = exit::OK;
     if let Some((path, base)) = &post.baseline {
         let o = gate::check(r, base, post.max_regression);
-        gate::print(&o, post.max_regression, path);
+        print_gate(&o, post.max_regression, path);
         if o.compared == 0 {
             return Err(Error::invalid(
                 "bench --baseline",
@@ -317,7 +281,7 @@ fn finish(r: &mut Report, post: &Post, json: Option<&Path>) -> anyhow::Result<Ex
 }
 
 /// Milliseconds with 4 decimals, or 3 significant digits below 0.01 ms.
-pub(super) fn ms(v: f64) -> String {
+fn ms(v: f64) -> String {
     if v >= 0.01 {
         format!("{v:.4}")
     } else {
@@ -369,4 +333,72 @@ fn print_table(r: &Report) {
     if !r.complete {
         println!("incomplete: {}", r.error.as_deref().unwrap_or("stopped early"));
     }
+}
+
+/// Print the comparisons as a table.
+fn print_peers(c: &[PeerComparison]) {
+    if c.is_empty() {
+        println!("peers: no peer row matched a kiln workload at the same size");
+        return;
+    }
+    println!();
+    println!(
+        "{:<22} {:<14} {:<24} {:>11} {:>11} {:>9}",
+        "kiln workload", "size", "peer", "kiln ms", "peer ms", "kiln/peer"
+    );
+    for x in c {
+        println!(
+            "{:<22} {:<14} {:<24} {:>11} {:>11} {:>9.3}",
+            x.workload,
+            x.size,
+            x.peer,
+            ms(x.kiln_ms),
+            ms(x.peer_ms),
+            x.ratio
+        );
+    }
+}
+
+/// Print the outcome: one line per regression (to stderr, so it shows beside the exit
+/// code), and a summary.
+fn print_gate(o: &gate::Outcome, max_pct: f64, baseline: &std::path::Path) {
+    if let Some((b, c)) = &o.device_changed {
+        eprintln!("warning: the baseline ran on `{b}`, this run on `{c}`: times may not be comparable");
+    }
+    for r in &o.regressions {
+        eprintln!(
+            "REGRESSION {} {}: {:.4} ms vs baseline {:.4} ms ({:+.1}%, allowed {max_pct}%)",
+            r.workload, r.size, r.current_ms, r.baseline_ms, r.slower_pct
+        );
+    }
+    if !o.missing.is_empty() {
+        eprintln!("not in this run (not gated): {}", o.missing.join(", "));
+    }
+    if !o.new.is_empty() {
+        eprintln!("not in the baseline (not gated): {}", o.new.join(", "));
+    }
+    eprintln!(
+        "regression gate vs {}: {} compared, {} slower than {max_pct}%",
+        baseline.display(),
+        o.compared,
+        o.regressions.len()
+    );
+}
+
+/// Run `kiln bench report`.
+fn write_kernels_md(a: &ReportArgs) -> anyhow::Result<()> {
+    let k = report::load_kernels(&a.kernels)?;
+    let benches = a
+        .bench
+        .iter()
+        .map(|p| schema::load(p).map(|b| (b, p.clone())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let md = report::render(&k, &benches, &a.kernels);
+    if a.out.as_os_str() == "-" {
+        print!("{md}");
+    } else {
+        report::save(&md, &a.out)?;
+        eprintln!("wrote {}", a.out.display());
+    }
+    Ok(())
 }
