@@ -9,7 +9,7 @@
 
 use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::verify;
-use kiln::core::backend::{bf16, f16, Element, MapOp};
+use kiln::core::backend::{bf16, f16, MapOp};
 use kiln::cpu::elementwise as cpu;
 use kiln::cuda::KernelId;
 use kiln::{testing, DType, Error, Result, UnaryOp};
@@ -94,7 +94,7 @@ fn elementwise(ctx: &Ctx) -> Vec<Case> {
     ]
 }
 
-fn sigmoid_case<T: Element>(n: usize, k: KernelId) -> Case {
+fn sigmoid_case<T: kiln::FloatElement>(n: usize, k: KernelId) -> Case {
     let s = std::mem::size_of::<T>();
     let name = format!("sigmoid_{}", T::DTYPE);
     Case {
@@ -114,7 +114,7 @@ fn sigmoid_case<T: Element>(n: usize, k: KernelId) -> Case {
     }
 }
 
-fn run_sigmoid<T: Element>(ctx: &Ctx, n: usize) -> Result<Measured> {
+fn run_sigmoid<T: kiln::FloatElement>(ctx: &Ctx, n: usize) -> Result<Measured> {
     let op = MapOp::Unary(UnaryOp::Sigmoid);
     let x: Vec<T> = testing::random_f32(n, -12.0, 12.0, 0x5eed)
         .into_iter()
