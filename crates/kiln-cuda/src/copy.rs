@@ -138,4 +138,24 @@ impl CudaBackend {
         unsafe { l.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
         Ok(())
     }
+
+    /// Launch the fault-injection kernel (kernels/fault.cu) on the current stream.
+    pub(crate) fn launch_fault(&self, out: &DeviceBuffer<f32>) -> Result<()> {
+        let k = crate::KernelId::FaultIllegalAddress;
+        let f = self.function(k)?;
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let p = out.device_ptr();
+        let mut l = self.stream().launch_builder(&f);
+        use cudarc::driver::PushKernelArg;
+        l.arg(&p);
+        // SAFETY: deliberately unsafe for the device (an invalid store, which the driver
+        // reports as a sticky error); host memory is never touched and `out` holds the one
+        // element the kernel reads.
+        unsafe { l.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
+        Ok(())
+    }
 }

@@ -53,8 +53,14 @@ pub const CAST: Module = Module {
     source: include_str!("../kernels/cast.cu"),
 };
 
+/// Fault injection (`kernels/fault.cu`): launched only on request.
+pub const FAULT: Module = Module {
+    name: "fault",
+    source: include_str!("../kernels/fault.cu"),
+};
+
 /// Every module, for `kiln cache warm` and `kiln kernels`.
-pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE, GEMM, CAST];
+pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE, GEMM, CAST, FAULT];
 
 /// Every kernel kiln launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -219,6 +225,8 @@ pub enum KernelId {
     GemmNaiveF32,
     /// Conversion between any two storage types (codes as arguments).
     CastAny,
+    /// Fault injection: a store through an invalid address (sticky error 700).
+    FaultIllegalAddress,
 }
 
 impl KernelId {
@@ -304,6 +312,7 @@ impl KernelId {
         KernelId::GemmTiledv1TtF32,
         KernelId::GemmNaiveF32,
         KernelId::CastAny,
+        KernelId::FaultIllegalAddress,
     ];
 
     /// The module that defines it.
@@ -389,6 +398,7 @@ impl KernelId {
             | KernelId::GemmTiledv1TtF32
             | KernelId::GemmNaiveF32 => GEMM,
             KernelId::CastAny => CAST,
+            KernelId::FaultIllegalAddress => FAULT,
         }
     }
 
@@ -475,6 +485,7 @@ impl KernelId {
             KernelId::GemmTiledv1TtF32 => "gemm_tiledv1_tt_f32",
             KernelId::GemmNaiveF32 => "gemm_naive_f32",
             KernelId::CastAny => "cast_any",
+            KernelId::FaultIllegalAddress => "fault_illegal_address",
         }
     }
 }

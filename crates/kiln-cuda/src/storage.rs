@@ -168,7 +168,29 @@ impl CudaStorage {
     pub fn to_host<T: CudaElement>(&self, out: &mut [T]) -> Result<()> {
         let b = self.typed::<T>("to_host")?;
         let op = format!("{} (queued on cuda, surfaced when its result was read)", self.op);
-        self.dev.download_into(b, out, b.stream(), &op)
+        self.dev
+            .download_into(b, out, b.stream(), &op)
+            .map_err(|e| self.name_queued(e))
+    }
+
+    /// A CUDA error met while reading this storage is most likely raised by the queued work
+    /// that wrote it (errors of asynchronous work surface at the next call): say so, with
+    /// the writer's name, whichever driver call reported it.
+    fn name_queued(&self, e: Error) -> Error {
+        match e {
+            Error::Cuda {
+                op,
+                device,
+                code,
+                name,
+            } if !op.contains(&self.op) => Error::Cuda {
+                op: format!("{op} (reading the result of `{}`, queued earlier)", self.op),
+                device,
+                code,
+                name,
+            },
+            e => e,
+        }
     }
 
     /// The buffer as `T`, or an error naming both types.
@@ -225,10 +247,23 @@ impl CudaStorage {
         Ok(())
     }
 
+    /// Fault injection: a one-element storage whose writer is a kernel that stores through
+    /// an invalid address. The launch itself succeeds; the sticky error
+    /// (CUDA_ERROR_ILLEGAL_ADDRESS) surfaces at the next host read or synchronisation, and
+    /// the context is unusable afterwards: only for tests and supervised workers.
+    #[doc(hidden)]
+    pub fn inject_illegal_address(dev: &Arc<CudaBackend>) -> Result<Self> {
+        let out: DeviceBuffer<f32> = dev.alloc(1)?;
+        dev.launch_fault(&out)?;
+        Ok(Self::new(dev, CudaData::F32(out), "fault_illegal_address"))
+    }
+
     /// Wait on the host until the data is written.
     pub fn synchronize(&self) -> Result<()> {
         let op = format!("{} (queued on cuda, surfaced at synchronize)", self.op);
-        self.dev.synchronize_stream(self.stream(), &op)
+        self.dev
+            .synchronize_stream(self.stream(), &op)
+            .map_err(|e| self.name_queued(e))
     }
 
     fn same_device(&self, other: &CudaStorage, op: &str) -> Result<()> {

@@ -44,7 +44,7 @@ impl Runtime {
 
     /// `op` applied element-wise to `x`.
     pub fn map<T: crate::FloatElement>(&self, op: MapOp, x: &[T]) -> Result<Vec<T>> {
-        let mut out = vec![T::default(); x.len()];
+        let mut out = kiln_cuda::transfer::host_vec::<T>(x.len());
         self.map_into(op, x, &mut out)?;
         Ok(out)
     }

@@ -35,6 +35,16 @@ fn check_len(op: &str, shape: &[usize], src: usize) -> Result<()> {
 }
 
 impl Runtime {
+    /// The output of a host-slice op: NaN-poisoned on the CPU (an element the op fails to
+    /// write cannot pass), first touched by all cores on CUDA (where the device poisons its
+    /// own buffers in tests and the host copy writes every element).
+    fn host_output<T: crate::FloatElement>(&self, n: usize) -> Vec<T> {
+        match self.engine() {
+            Engine::Cpu(_) => vec![T::from_f32(f32::NAN); n],
+            Engine::Cuda(_) => kiln_cuda::transfer::host_vec(n),
+        }
+    }
+
     /// Correlates a row-major `(h, w)` image with `kernel` under `mode` (scipy.ndimage
     /// semantics; see [`kiln_cpu::imaging::filter2d`]).
     pub fn filter2d(
@@ -59,7 +69,7 @@ impl Runtime {
     ) -> Result<Vec<f32>> {
         check_len("filter2d", &shape, images.len())?;
         let _range = crate::profiler().host_range("filter2d");
-        let mut out = vec![f32::NAN; images.len()];
+        let mut out = self.host_output(images.len());
         match self.engine() {
             Engine::Cpu(_) => filter2d_into(images, shape, kernel, mode, path, &mut out)?,
             Engine::Cuda(_) => self
@@ -99,7 +109,7 @@ impl Runtime {
     ) -> Result<Vec<f32>> {
         check_len("filter3d", &shape, volume.len())?;
         let _range = crate::profiler().host_range("filter3d");
-        let mut out = vec![f32::NAN; volume.len()];
+        let mut out = self.host_output(volume.len());
         match self.engine() {
             Engine::Cpu(_) => filter3d_into(volume, shape, kernel, mode, path, &mut out)?,
             Engine::Cuda(_) => self
@@ -117,7 +127,7 @@ impl Runtime {
             .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
         kiln_core::backend::check_same_len("transpose", n, x.len())?;
         let _range = crate::profiler().host_range("transpose");
-        let mut out = vec![T::from_f32(f32::NAN); n];
+        let mut out = self.host_output(n);
         match self.engine() {
             Engine::Cpu(_) => kiln_cpu::elementwise::transpose(x, rows, cols, &mut out),
             Engine::Cuda(_) if n == 0 => {}

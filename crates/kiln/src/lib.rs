@@ -48,7 +48,8 @@ pub mod testing;
 pub mod verify;
 
 pub use kiln_core::{
-    Backend, BackendKind, Config, DType, Device, DeviceRequest, Error, MemoryLimit, NoDeviceReason, Result, UnaryOp,
+    Backend, BackendKind, Config, DType, Device, DeviceRequest, Error, MemoryLimit, NoDeviceReason, Result,
+    UnaryOp,
 };
 pub use kiln_cpu::CpuBackend;
 

@@ -82,7 +82,7 @@ impl Runtime {
                 let sa = kiln_cuda::CudaStorage::from_host(dev, a)?;
                 let sb = kiln_cuda::CudaStorage::from_host(dev, b)?;
                 let sc = sa.matmul(&sb, g, precision, imp)?;
-                let mut out = vec![T::default(); len_c];
+                let mut out = kiln_cuda::transfer::host_vec::<T>(len_c);
                 sc.to_host(&mut out)?;
                 Ok(out)
             }

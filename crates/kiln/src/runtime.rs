@@ -179,8 +179,8 @@ impl Runtime {
     /// `op` applied element-wise to `x`.
     pub fn unary(&self, op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         let _r = self.reserve_host(op.name(), (x.len() * 4) as u64)?;
-        // zeroed (calloc): the pages are first touched by the threads that write them
-        let mut out = vec![0.0f32; x.len()];
+        // the pages first touched by all cores, on huge pages where the kernel has them
+        let mut out = kiln_cuda::transfer::host_vec::<f32>(x.len());
         self.unary_into(op, x, &mut out)?;
         Ok(out)
     }

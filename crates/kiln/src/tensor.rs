@@ -181,8 +181,7 @@ impl Tensor {
             Storage::Cpu(c) => Ok(c.clone()),
             Storage::Cuda(g) => {
                 fn read<T: TensorElement>(g: &CudaStorage) -> Result<Vec<T>> {
-                    // zeroed: calloc'd pages, first touched by the threads that copy in
-                    let mut out = vec![T::default(); g.len()];
+                    let mut out = kiln_cuda::transfer::host_vec::<T>(g.len());
                     g.to_host(&mut out)?;
                     Ok(out)
                 }
@@ -215,7 +214,7 @@ impl Tensor {
         match &*self.storage {
             Storage::Cpu(c) => Ok(c.as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default()),
             Storage::Cuda(g) => {
-                let mut out = vec![T::default(); g.len()];
+                let mut out = kiln_cuda::transfer::host_vec::<T>(g.len());
                 g.to_host(&mut out)?;
                 Ok(out)
             }
@@ -328,6 +327,23 @@ impl Runtime {
                 ))
             }
             Engine::Cuda(_) => self.tensor(&data, shape),
+        }
+    }
+
+    /// Fault injection: a one-element CUDA tensor whose writing kernel stores through an
+    /// invalid address; reading it fails with a sticky error and the context is poisoned
+    /// for the life of the process. For tests of error surfacing and supervised workers.
+    #[doc(hidden)]
+    pub fn inject_illegal_address(&self) -> Result<Tensor> {
+        match self.engine() {
+            Engine::Cuda(dev) => Ok(Tensor::from_storage(
+                Storage::Cuda(CudaStorage::inject_illegal_address(dev)?),
+                vec![1],
+            )),
+            Engine::Cpu(_) => Err(Error::Unsupported {
+                op: "fault injection".into(),
+                backend: "cpu".into(),
+            }),
         }
     }
 

@@ -203,3 +203,48 @@ fn large_host_round_trips_are_staged_and_exact() {
     let u: Vec<u16> = (0..n).map(|i| (i % 65536) as u16).collect();
     assert_eq!(rt.tensor(&u, &[n]).unwrap().to_vec::<u16>().unwrap(), u);
 }
+
+/// The child half of the next test: poisons its own context, so it runs in its own process.
+#[test]
+fn fault_child() {
+    if std::env::var("KILN_FAULT_CHILD").as_deref() != Ok("1") {
+        return;
+    }
+    let rt = testing::cuda_runtime_or_skip("fault_child").unwrap();
+    let x = rt.tensor(&[1.0f32; 1000], &[1000]).unwrap();
+    let bad = rt.inject_illegal_address().unwrap();
+    // queued after the fault (its launch may already fail if the fault happened first)
+    let y = x.sigmoid();
+    let e = bad.to_vec::<f32>().unwrap_err();
+    println!("FAULT_CHILD sticky={} message={e}", e.is_sticky());
+    let e2 = y.and_then(|y| y.to_vec::<f32>()).unwrap_err();
+    println!("FAULT_CHILD after sticky={} message={e2}", e2.is_sticky());
+}
+
+#[test]
+fn an_error_raised_by_queued_work_surfaces_at_the_host_read_named_and_sticky() {
+    if testing::cuda_runtime_or_skip("an_error_raised_by_queued_work_surfaces").is_none() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["fault_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("KILN_FAULT_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text
+        .lines()
+        .find(|l| l.starts_with("FAULT_CHILD sticky"))
+        .unwrap_or_else(|| panic!("child said: {text}"));
+    assert!(first.contains("sticky=true"), "{first}");
+    assert!(
+        first.contains("fault_illegal_address") && first.contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{first}"
+    );
+    assert!(first.contains("restart the process"), "{first}");
+    let after = text
+        .lines()
+        .find(|l| l.starts_with("FAULT_CHILD after"))
+        .unwrap_or_else(|| panic!("child said: {text}"));
+    assert!(after.contains("sticky=true"), "{after}");
+}
