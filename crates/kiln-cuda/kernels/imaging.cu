@@ -9,7 +9,7 @@
 // row-major tap order, starting from 0 (the CPU sums the same taps in f64).
 //
 // Launch shapes (the host validates them; see launch_imaging.rs):
-// - filter2d_k{3,5,7}_f32, filter2d_kn_f32: block 32x8, tile 32 wide x 64 tall (each
+// - filter2d_k{5,7}_f32, filter2d_kn_f32: block 32x8, tile 32 wide x 64 tall (each
 //   thread 8 vertically adjacent outputs, reusing each shared row it reads for every output
 //   row it touches), grid (ceil(W/32), min(ceil(H/64), 65535), min(N, 65535)), grid-stride
 //   in y and z; dynamic shared (32+2r)*(64+2r) floats.
@@ -17,7 +17,7 @@
 //   128 outputs, grid (ceil(W/128), min(ceil(lines/8), 65535)); dynamic shared 8*(128+2r).
 // - filter1d_s_f32: along a strided axis; block 32 across x 8 along (4 outputs each),
 //   grid (ceil(A/32), min(ceil(L/32), 65535), min(O, 65535)); dynamic shared (32+2r)*32.
-// - filter3d_k{3,5,7}_f32: block 32x8 covering a 32x32 (y, x) tile, marching along z over
+// - filter3d_k{3,7}_f32: block 32x8 covering a 32x32 (y, x) tile, marching along z over
 //   zc planes: each plane tile (+halo) is staged in shared (double-buffered, prefetched in
 //   registers), and every thread keeps a K-deep ring of partial sums per output in
 //   registers, so each input plane is read from global once per block.
@@ -128,16 +128,14 @@ __device__ __forceinline__ void filter2d_body(const float* __restrict__ src, flo
     }
 }
 
-// MINB: blocks per SM the register allocation must allow. The 3x3 body took 80 registers
-// (3 blocks/SM, 38% occupancy) and ran cross4 16384^2 at 48% of the copy floor, latency bound;
-// capping it at 64 registers lets 4 blocks (32 warps) hide the loads.
+// MINB: blocks per SM the register allocation must allow. (k = 3 runs the register kernels
+// filter2d_k3r{8,4}_f32 below.)
 #define KILN_F2D(NAME, K, MINB)                                                                        \
 extern "C" __global__ void __launch_bounds__(256, MINB) NAME(const float* __restrict__ src,            \
     float* __restrict__ dst, int N, int H, int W, const W2 wt, int k, int mode, float cval) {          \
     filter2d_body<K>(src, dst, N, H, W, wt, k, mode, cval);                                            \
 }
 
-KILN_F2D(filter2d_k3_f32, 3, 4)
 KILN_F2D(filter2d_k5_f32, 5, 1)
 KILN_F2D(filter2d_k7_f32, 7, 1)
 KILN_F2D(filter2d_kn_f32, 0, 1)
@@ -305,7 +303,6 @@ extern "C" __global__ void __launch_bounds__(256) NAME(const float* __restrict__
 }
 
 KILN_F3D(filter3d_k3_f32, 3)
-KILN_F3D(filter3d_k5_f32, 5)
 KILN_F3D(filter3d_k7_f32, 7)
 
 // ---------------------------------------------------------------------------------------
@@ -638,7 +635,7 @@ extern "C" __global__ void __launch_bounds__(128, 6) filter2d_k3r4_f32(const flo
 }
 
 // ---------------------------------------------------------------------------------------
-// filter3d_zm3_f32, filter3d_zm3r8_f32, filter3d_zm5_f32 (K = 3, 3, 5; RY = 4, 8, 4):
+// filter3d_zm5_f32 (K = 5, RY = 4 rows a thread):
 // z-marching direct 3-D correlation through a ring of cp.async plane buffers. Block 32x8
 // owns a 32 x 8*RY (x, y) output tile (lane tx the column x0+tx, warp ty the RY rows from
 // y0+RY*ty) and walks along z over zc output planes, reading each of the zc+2r input planes
@@ -648,7 +645,7 @@ extern "C" __global__ void __launch_bounds__(128, 6) filter2d_k3r4_f32(const flo
 // step q-1, which every thread has left at step q's barrier). Each thread keeps the K-deep
 // ring of partial sums of its RY outputs in registers, so an output's K^3 taps are summed
 // in row-major tap order with fma from 0 (plane a, then row b, then column c), exactly as
-// filter3d_k{3,5}_f32.
+// filter3d_k{3,7}_f32.
 //
 // Boundary mode at load time: each thread's copy slots (source offset within a plane, or
 // -1: cval) are mapped once a block; cval slots are written once into every ring buffer and
@@ -863,15 +860,11 @@ __device__ __forceinline__ void filter3d_zm(const float* __restrict__ src, float
         filter3d_zm_body<K, RY, false>(src, dst, D, H, W, wt, mode, cval, zc, buf);
 }
 
-// RY = 4 rows a thread (32x32 tile; MINB 4: at most 64 registers, 4 blocks = 32 warps an
-// SM) and RY = 8 (32x64 tile: the per-plane copy issue, z mapping and shared reads spread
-// over twice the outputs; MINB 3).
+// RY = 4 rows a thread: a 32x32 tile; MINB 2.
 #define KILN_F3DZM(NAME, K, RY, MINB)                                                                  \
 extern "C" __global__ void __launch_bounds__(256, MINB) NAME(const float* __restrict__ src,            \
     float* __restrict__ dst, int D, int H, int W, const W3 wt, int mode, float cval, int zc) {         \
     filter3d_zm<K, RY>(src, dst, D, H, W, wt, mode, cval, zc);                                         \
 }
 
-KILN_F3DZM(filter3d_zm3_f32, 3, 4, 4)
-KILN_F3DZM(filter3d_zm3r8_f32, 3, 8, 3)
 KILN_F3DZM(filter3d_zm5_f32, 5, 4, 2)

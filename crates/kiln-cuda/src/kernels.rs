@@ -4,17 +4,11 @@
 /// One CUDA source file, compiled by NVRTC as a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Module {
-    /// The file's stem, e.g. `elementwise`.
+    /// The file's stem, e.g. `imaging`.
     pub name: &'static str,
     /// The CUDA C++ source.
     pub source: &'static str,
 }
-
-/// The element-wise family.
-pub const ELEMENTWISE: Module = Module {
-    name: "elementwise",
-    source: include_str!("../kernels/elementwise.cu"),
-};
 
 /// Monte Carlo option pricing: Philox, GBM paths and payoffs fused, many options a launch.
 pub const FINANCE: Module = Module {
@@ -40,7 +34,7 @@ pub const IMAGING: Module = Module {
     source: include_str!("../kernels/imaging.cu"),
 };
 
-/// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load variants per transpose
+/// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load kernels per transpose
 /// pair) and the seed's naive one-thread-per-element baseline.
 pub const GEMM: Module = Module {
     name: "gemm",
@@ -48,21 +42,17 @@ pub const GEMM: Module = Module {
 };
 
 /// Every module, for `kiln cache warm` and `kiln kernels`.
-pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE, GEMM];
+pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, FINANCE, GEMM];
 
 /// Every kernel kiln launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KernelId {
-    /// Element-wise sigmoid on f32, float4-vectorised.
-    SigmoidF32,
     /// `MapOp` on f32 storage (op code and two parameters as arguments).
     MapF32,
     /// `MapOp` on f16 storage, f32 arithmetic.
     MapF16,
     /// `MapOp` on bf16 storage, f32 arithmetic.
     MapBf16,
-    /// `MapOp` on f32, the previous kernel (4 vectors in flight, default caching): a variant.
-    MapU4F32,
     /// `y = a*x + y` on f32.
     AxpyF32,
     /// `y = a*x + y` on f16 storage.
@@ -73,12 +63,8 @@ pub enum KernelId {
     TransposeB32,
     /// 2-D transpose of 16-bit elements (f16, bf16) as 32-bit words; rows and cols even.
     TransposeB16,
-    /// 2-D transpose of 32-bit elements, 32x32 tiles (the previous kernel, a variant).
-    TransposeT32B32,
     /// 2-D transpose of 16-bit elements one at a time (odd rows or cols).
     TransposeHB16,
-    /// filter2d direct path, 3x3 (compile-time unrolled).
-    Filter2dK3F32,
     /// filter2d direct path, 5x5.
     Filter2dK5F32,
     /// filter2d direct path, 7x7.
@@ -91,18 +77,12 @@ pub enum KernelId {
     Filter1dStridedF32,
     /// filter3d direct path, 3x3x3 (z-marching, register ring).
     Filter3dK3F32,
-    /// filter3d direct path, 5x5x5.
-    Filter3dK5F32,
     /// filter3d direct path, 7x7x7.
     Filter3dK7F32,
     /// filter2d direct 3x3 from registers (no shared memory), 8 rows a thread.
     Filter2dK3r8F32,
     /// filter2d direct 3x3 from registers, 4 rows a thread.
     Filter2dK3r4F32,
-    /// filter3d direct 3x3x3, z-marching through a cp.async ring of planes, 4 rows a thread.
-    Filter3dZm3F32,
-    /// filter3d direct 3x3x3, z-marching (cp.async ring), 8 rows a thread.
-    Filter3dZm3r8F32,
     /// filter3d direct 5x5x5, z-marching (cp.async ring), 4 rows a thread.
     Filter3dZm5F32,
     /// Fused separable 2-D, radius 1: pass along H, then along W.
@@ -193,22 +173,6 @@ pub enum KernelId {
     GemmTiledTnSF32,
     /// GEMM tiled, scalar loads, `TT`.
     GemmTiledTtSF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `NN`.
-    GemmTiledk8NnF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `NT`.
-    GemmTiledk8NtF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `TN`.
-    GemmTiledk8TnF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `TT`.
-    GemmTiledk8TtF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `NN`.
-    GemmTiledv1NnF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `NT`.
-    GemmTiledv1NtF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `TN`.
-    GemmTiledv1TnF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `TT`.
-    GemmTiledv1TtF32,
     /// GEMM, the seed's naive kernel: one thread per element of C (the baseline).
     GemmNaiveF32,
 }
@@ -216,31 +180,24 @@ pub enum KernelId {
 impl KernelId {
     /// Every kernel.
     pub const ALL: &'static [KernelId] = &[
-        KernelId::SigmoidF32,
         KernelId::MapF32,
         KernelId::MapF16,
         KernelId::MapBf16,
-        KernelId::MapU4F32,
         KernelId::AxpyF32,
         KernelId::AxpyF16,
         KernelId::AxpyBf16,
         KernelId::TransposeB32,
         KernelId::TransposeB16,
-        KernelId::TransposeT32B32,
         KernelId::TransposeHB16,
-        KernelId::Filter2dK3F32,
         KernelId::Filter2dK5F32,
         KernelId::Filter2dK7F32,
         KernelId::Filter2dKnF32,
         KernelId::Filter1dXF32,
         KernelId::Filter1dStridedF32,
         KernelId::Filter3dK3F32,
-        KernelId::Filter3dK5F32,
         KernelId::Filter3dK7F32,
         KernelId::Filter2dK3r8F32,
         KernelId::Filter2dK3r4F32,
-        KernelId::Filter3dZm3F32,
-        KernelId::Filter3dZm3r8F32,
         KernelId::Filter3dZm5F32,
         KernelId::Sep2dVhR1F32,
         KernelId::Sep2dVhR2F32,
@@ -286,45 +243,28 @@ impl KernelId {
         KernelId::GemmTiledNtSF32,
         KernelId::GemmTiledTnSF32,
         KernelId::GemmTiledTtSF32,
-        KernelId::GemmTiledk8NnF32,
-        KernelId::GemmTiledk8NtF32,
-        KernelId::GemmTiledk8TnF32,
-        KernelId::GemmTiledk8TtF32,
-        KernelId::GemmTiledv1NnF32,
-        KernelId::GemmTiledv1NtF32,
-        KernelId::GemmTiledv1TnF32,
-        KernelId::GemmTiledv1TtF32,
         KernelId::GemmNaiveF32,
     ];
 
     /// The module that defines it.
     pub fn module(self) -> Module {
         match self {
-            KernelId::SigmoidF32 => ELEMENTWISE,
             KernelId::MapF32
             | KernelId::MapF16
             | KernelId::MapBf16
-            | KernelId::MapU4F32
             | KernelId::AxpyF32
             | KernelId::AxpyF16
             | KernelId::AxpyBf16 => MAP,
-            KernelId::TransposeB32
-            | KernelId::TransposeB16
-            | KernelId::TransposeT32B32
-            | KernelId::TransposeHB16 => TRANSPOSE,
-            KernelId::Filter2dK3F32
-            | KernelId::Filter2dK5F32
+            KernelId::TransposeB32 | KernelId::TransposeB16 | KernelId::TransposeHB16 => TRANSPOSE,
+            KernelId::Filter2dK5F32
             | KernelId::Filter2dK7F32
             | KernelId::Filter2dKnF32
             | KernelId::Filter1dXF32
             | KernelId::Filter1dStridedF32
             | KernelId::Filter3dK3F32
-            | KernelId::Filter3dK5F32
             | KernelId::Filter3dK7F32
             | KernelId::Filter2dK3r8F32
             | KernelId::Filter2dK3r4F32
-            | KernelId::Filter3dZm3F32
-            | KernelId::Filter3dZm3r8F32
             | KernelId::Filter3dZm5F32
             | KernelId::Sep2dVhR1F32
             | KernelId::Sep2dVhR2F32
@@ -370,14 +310,6 @@ impl KernelId {
             | KernelId::GemmTiledNtSF32
             | KernelId::GemmTiledTnSF32
             | KernelId::GemmTiledTtSF32
-            | KernelId::GemmTiledk8NnF32
-            | KernelId::GemmTiledk8NtF32
-            | KernelId::GemmTiledk8TnF32
-            | KernelId::GemmTiledk8TtF32
-            | KernelId::GemmTiledv1NnF32
-            | KernelId::GemmTiledv1NtF32
-            | KernelId::GemmTiledv1TnF32
-            | KernelId::GemmTiledv1TtF32
             | KernelId::GemmNaiveF32 => GEMM,
         }
     }
@@ -385,31 +317,24 @@ impl KernelId {
     /// Its `extern "C"` symbol.
     pub fn symbol(self) -> &'static str {
         match self {
-            KernelId::SigmoidF32 => "sigmoid_f32",
             KernelId::MapF32 => "map_f32",
             KernelId::MapF16 => "map_f16",
             KernelId::MapBf16 => "map_bf16",
-            KernelId::MapU4F32 => "map_u4_f32",
             KernelId::AxpyF32 => "axpy_f32",
             KernelId::AxpyF16 => "axpy_f16",
             KernelId::AxpyBf16 => "axpy_bf16",
             KernelId::TransposeB32 => "transpose_b32",
             KernelId::TransposeB16 => "transpose_b16",
-            KernelId::TransposeT32B32 => "transpose_t32_b32",
             KernelId::TransposeHB16 => "transpose_h_b16",
-            KernelId::Filter2dK3F32 => "filter2d_k3_f32",
             KernelId::Filter2dK5F32 => "filter2d_k5_f32",
             KernelId::Filter2dK7F32 => "filter2d_k7_f32",
             KernelId::Filter2dKnF32 => "filter2d_kn_f32",
             KernelId::Filter1dXF32 => "filter1d_x_f32",
             KernelId::Filter1dStridedF32 => "filter1d_s_f32",
             KernelId::Filter3dK3F32 => "filter3d_k3_f32",
-            KernelId::Filter3dK5F32 => "filter3d_k5_f32",
             KernelId::Filter3dK7F32 => "filter3d_k7_f32",
             KernelId::Filter2dK3r8F32 => "filter2d_k3r8_f32",
             KernelId::Filter2dK3r4F32 => "filter2d_k3r4_f32",
-            KernelId::Filter3dZm3F32 => "filter3d_zm3_f32",
-            KernelId::Filter3dZm3r8F32 => "filter3d_zm3r8_f32",
             KernelId::Filter3dZm5F32 => "filter3d_zm5_f32",
             KernelId::Sep2dVhR1F32 => "sep2d_vh_r1_f32",
             KernelId::Sep2dVhR2F32 => "sep2d_vh_r2_f32",
@@ -455,14 +380,6 @@ impl KernelId {
             KernelId::GemmTiledNtSF32 => "gemm_tiled_nt_s_f32",
             KernelId::GemmTiledTnSF32 => "gemm_tiled_tn_s_f32",
             KernelId::GemmTiledTtSF32 => "gemm_tiled_tt_s_f32",
-            KernelId::GemmTiledk8NnF32 => "gemm_tiledk8_nn_f32",
-            KernelId::GemmTiledk8NtF32 => "gemm_tiledk8_nt_f32",
-            KernelId::GemmTiledk8TnF32 => "gemm_tiledk8_tn_f32",
-            KernelId::GemmTiledk8TtF32 => "gemm_tiledk8_tt_f32",
-            KernelId::GemmTiledv1NnF32 => "gemm_tiledv1_nn_f32",
-            KernelId::GemmTiledv1NtF32 => "gemm_tiledv1_nt_f32",
-            KernelId::GemmTiledv1TnF32 => "gemm_tiledv1_tn_f32",
-            KernelId::GemmTiledv1TtF32 => "gemm_tiledv1_tt_f32",
             KernelId::GemmNaiveF32 => "gemm_naive_f32",
         }
     }

@@ -146,7 +146,7 @@ impl CudaBackend {
     /// `filter2d_kn_f32` (any odd k <= 31); block 32×8, each thread 8 vertically adjacent
     /// outputs of a 32×64 tile; grid `(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535))`
     /// with grid-stride loops in y and z; dynamic shared memory `(32+2r)·(64+2r)` floats
-    /// (at most 23 KiB at k = 31). See [`Self::filter2d_direct_variant_device`].
+    /// (at most 23 KiB at k = 31).
     pub fn filter2d_direct_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -154,22 +154,6 @@ impl CudaBackend {
         shape: [usize; 3],
         kernel: &Kernel2D,
         mode: BoundaryMode,
-    ) -> Result<()> {
-        self.filter2d_direct_variant_device(src, dst, shape, kernel, mode, "auto")
-    }
-
-    /// [`Self::filter2d_direct_device`] with the kernel named, for A/B benchmarks:
-    /// `"auto"` (what the facade runs), `"smem"` (the shared-memory tile kernels
-    /// `filter2d_k{3,5,7,n}_f32` for every k), `"k3r8"` / `"k3r4"` (the 3×3 register
-    /// kernels with 8 or 4 rows a thread; k = 3 only).
-    pub fn filter2d_direct_variant_device(
-        &self,
-        src: &DeviceBuffer<f32>,
-        dst: &mut DeviceBuffer<f32>,
-        shape: [usize; 3],
-        kernel: &Kernel2D,
-        mode: BoundaryMode,
-        variant: &str,
     ) -> Result<()> {
         check_shape("filter2d", shape, src.len(), dst.len())?;
         let k = kernel.size();
@@ -180,24 +164,11 @@ impl CudaBackend {
             ));
         }
         let [n, h, wd] = shape;
-        let reg = match (variant, k) {
-            ("auto", 3) => Some(self.filter2d_k3_choice(n, h, wd)?),
-            ("k3r8", 3) => Some((KernelId::Filter2dK3r8F32, 8usize)),
-            ("k3r4", 3) => Some((KernelId::Filter2dK3r4F32, 4)),
-            ("auto" | "smem", _) => None,
-            _ => {
-                return Err(Error::invalid(
-                    "filter2d",
-                    format!(
-                        "variant `{variant}` with k = {k}: expected auto, smem, or k3r8 / k3r4 with k = 3"
-                    ),
-                ))
-            }
-        };
         let (mc, cval) = mode_args(mode);
         let (sp, dp) = (src.device_ptr(), dst.device_ptr());
         let (ni, hi, wi, ki) = (n as i32, h as i32, wd as i32, k as i32);
-        if let Some((id, rows)) = reg {
+        if k == 3 {
+            let (id, rows) = self.filter2d_k3_choice(n, h, wd)?;
             let mut w = W1([0.0; 32]);
             for (d, &s) in w.0.iter_mut().zip(kernel.weights()) {
                 *d = w32(s);
@@ -232,7 +203,6 @@ impl CudaBackend {
             *d = w32(s);
         }
         let id = match k {
-            3 => KernelId::Filter2dK3F32,
             5 => KernelId::Filter2dK5F32,
             7 => KernelId::Filter2dK7F32,
             _ => KernelId::Filter2dKnF32,
@@ -268,7 +238,7 @@ impl CudaBackend {
     /// unless its grid covers fewer than two waves of resident blocks (the occupancy API's
     /// blocks per SM × SMs), then `filter2d_k3r4_f32`, whose blocks are half as tall and
     /// fit 6 an SM to k3r8's 4 (80 against 128 registers), so a small image still fills
-    /// every SM. Measured on the H200 (run D3-2, cross4 reflect): 1080×1920 gives k3r8 510
+    /// every SM. Measured on the H200 (2026-12-02, cross4 reflect): 1080×1920 gives k3r8 510
     /// blocks for 528 resident (under one wave) at 14.8 µs, k3r4 12.2 µs; 16384² gives k3r8
     /// 65,536 blocks (124 waves) at 0.555 ms, k3r4 0.596 ms. The two-wave line between
     /// them is a rule, not a measured crossover.
@@ -398,7 +368,7 @@ impl CudaBackend {
     /// Two consecutive passes along axes 1 and 2 (either order) with the same odd length
     /// 3..=17 run as one fused kernel, `sep2d_{vh,hv}_r{1..8}_f32` (the intermediate stays
     /// in shared memory, rounded to f32 exactly as the pass would store it); the others run
-    /// one pass each. See [`Self::separable_variant_device`].
+    /// one pass each.
     pub fn separable_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -408,34 +378,7 @@ impl CudaBackend {
         axis_offset: usize,
         mode: BoundaryMode,
     ) -> Result<()> {
-        self.separable_variant_device(src, dst, shape, sep, axis_offset, mode, "auto")
-    }
-
-    /// [`Self::separable_device`] with the kernels named, for A/B benchmarks: `"auto"`
-    /// (fused pairs where possible) or `"passes"` (every 1-D pass on its own, through the
-    /// temporary).
-    #[allow(clippy::too_many_arguments)]
-    pub fn separable_variant_device(
-        &self,
-        src: &DeviceBuffer<f32>,
-        dst: &mut DeviceBuffer<f32>,
-        shape: [usize; 3],
-        sep: &Separable,
-        axis_offset: usize,
-        mode: BoundaryMode,
-        variant: &str,
-    ) -> Result<()> {
         check_shape("filter (separable)", shape, src.len(), dst.len())?;
-        let fuse = match variant {
-            "auto" => true,
-            "passes" => false,
-            _ => {
-                return Err(Error::invalid(
-                    "filter (separable)",
-                    format!("variant `{variant}`: expected auto or passes"),
-                ))
-            }
-        };
         let passes: Vec<(usize, &[f64])> = sep
             .pass_order
             .iter()
@@ -454,7 +397,7 @@ impl CudaBackend {
             let (a, w) = passes[i];
             if let Some(&(b, w2)) = passes.get(i + 1) {
                 let pair = (a == 1 && b == 2) || (a == 2 && b == 1);
-                if fuse && pair && w.len() == w2.len() && (3..=17).contains(&w.len()) && w.len() % 2 == 1 {
+                if pair && w.len() == w2.len() && (3..=17).contains(&w.len()) && w.len() % 2 == 1 {
                     stages.push(Stage::Fused(a == 1, w, w2));
                     i += 2;
                     continue;
@@ -589,11 +532,16 @@ impl CudaBackend {
     /// Launch: k = 3 and 7 run `filter3d_k{3,7}_f32` (planes double-buffered through
     /// registers, static shared `2·(32+2r)²` floats, at most 11.3 KiB); k = 5 runs
     /// `filter3d_zm5_f32` (a ring of input planes in shared memory filled by cp.async, two
-    /// planes in flight a block). The choice is measured: see the variant function. Both: block 32×8 owning a 32×32 `(y, x)` tile
-    /// (4 rows a thread) and marching along z over `zc` output planes; grid `(ceil(w/32),
-    /// ceil(h/32), ceil(d/zc))`. `zc` is chosen by [`zchunk`] from the resident blocks per
-    /// SM so that the last wave of equal-length blocks is not a sliver (see
-    /// [`Self::filter3d_direct_variant_device`]).
+    /// planes in flight a block). Measured on the H200 (2026-12-02): k = 3 at 512³ ran
+    /// 0.363 ms on filter3d_k3_f32 against 0.383 for a cp.async z-march with 4 rows a thread
+    /// and 0.405 with 8, so k = 3 stays on the register-prefetch kernel; k = 5 at 256³ ran
+    /// 0.111 ms on the z-march against 0.129 for the register-prefetch kernel; k = 7 has no
+    /// z-marching kernel. Both: block 32×8 owning a 32×32 `(y, x)` tile (4 rows a thread)
+    /// and marching along z over `zc` output planes; grid `(ceil(w/32), ceil(h/32),
+    /// ceil(d/zc))`. `zc` is chosen by [`zchunk`] from the resident blocks per SM so that
+    /// the last wave of equal-length blocks is not a sliver (512³, k = 3: 5 chunks of 103
+    /// planes, 2 full waves, where the earlier rule `ceil(d·tiles / (4·SMs))` clamped to
+    /// 4..=64 gave 3.1).
     pub fn filter3d_direct_device(
         &self,
         src: &DeviceBuffer<f32>,
@@ -602,66 +550,39 @@ impl CudaBackend {
         kernel: &Kernel3D,
         mode: BoundaryMode,
     ) -> Result<()> {
-        self.filter3d_direct_variant_device(src, dst, shape, kernel, mode, "auto")
+        self.filter3d_direct_chunked_device(src, dst, shape, kernel, mode, None)
     }
 
-    /// [`Self::filter3d_direct_device`] with the kernel and z chunking named, for A/B
-    /// benchmarks: `"auto"` (what the facade runs), `"zm"` (the cp.async z-marching kernels
-    /// `filter3d_zm{3,5}_f32`, k = 3 or 5), `"zm8"` (`filter3d_zm3r8_f32`: 8 rows a thread,
-    /// a 32×64 tile; k = 3), `"smem"` (the register-prefetch kernels `filter3d_k{3,5,7}_f32`)
-    /// and `"zc64"` (those with the earlier rule `zc = ceil(d·tiles / (4·SMs))` clamped to
-    /// 4..=64). All but `zc64` take the wave-balanced `zc`; `"NAME/zcN"` (say `"zm/zc7"`)
-    /// runs NAME with `zc = min(N, d)` (raised where the grid's z would pass 65535).
-    pub fn filter3d_direct_variant_device(
+    /// [`Self::filter3d_direct_device`] with `Some(zc)` output planes a block instead of
+    /// the wave-balanced choice (`zc = min(zc, d)`, raised where the grid's z would pass
+    /// 65535), so tests can place chunk edges: one plane a block, edges inside the volume,
+    /// the whole depth in one march. `Some(0)` is an error.
+    pub fn filter3d_direct_chunked_device(
         &self,
         src: &DeviceBuffer<f32>,
         dst: &mut DeviceBuffer<f32>,
         shape: [usize; 3],
         kernel: &Kernel3D,
         mode: BoundaryMode,
-        variant: &str,
+        planes: Option<usize>,
     ) -> Result<()> {
         check_shape("filter3d", shape, src.len(), dst.len())?;
-        // `NAME/zcN`: the kernel NAME with N output planes a block (tests: one plane, chunk
-        // edges, the whole depth in one march).
-        let (variant, forced_zc) = match variant.split_once("/zc") {
-            Some((v, n)) => match n.parse::<usize>() {
-                Ok(z) if z >= 1 && v != "zc64" => (v, Some(z)),
-                _ => {
-                    return Err(Error::invalid(
-                        "filter3d",
-                        format!("variant `{variant}`: expected NAME/zcN with N >= 1"),
-                    ))
-                }
-            },
-            None => (variant, None),
-        };
-        let k = kernel.size();
-        if !matches!(k, 3 | 5 | 7) {
+        if planes == Some(0) {
             return Err(Error::invalid(
                 "filter3d",
-                format!("kernel size {k}: the GPU runs 3, 5, 7"),
+                "a block marches over at least one plane",
             ));
         }
-        // auto, from the H200 (run D3-5, bench_imaging_variants): k = 3 at 512³ runs 0.363 ms
-        // on the register-prefetch kernel (`smem`) against 0.383 for the cp.async z-march
-        // (`zm`) and 0.405 for `zm8`, so k = 3 stays on filter3d_k3_f32; k = 5 at 256³ runs
-        // 0.111 ms on `zm` against 0.129 on filter3d_k5_f32, so k = 5 takes the z-march;
-        // k = 7 has no z-marching kernel.
+        let k = kernel.size();
         // (kernel, rows a thread: the tile is 32 wide and 8 × rows tall)
-        let (id, rows) = match (variant, k) {
-            ("zm", 3) => (KernelId::Filter3dZm3F32, 4usize),
-            ("zm8", 3) => (KernelId::Filter3dZm3r8F32, 8),
-            ("auto" | "zm", 5) => (KernelId::Filter3dZm5F32, 4),
-            ("auto" | "smem" | "zc64", 3) => (KernelId::Filter3dK3F32, 4),
-            ("smem" | "zc64", 5) => (KernelId::Filter3dK5F32, 4),
-            ("auto" | "smem" | "zc64", 7) => (KernelId::Filter3dK7F32, 4),
+        let (id, rows) = match k {
+            3 => (KernelId::Filter3dK3F32, 4usize),
+            5 => (KernelId::Filter3dZm5F32, 4),
+            7 => (KernelId::Filter3dK7F32, 4),
             _ => {
                 return Err(Error::invalid(
                     "filter3d",
-                    format!(
-                        "variant `{variant}` with k = {k}: expected auto, smem, zc64, zm (k = 3, 5) or zm8 (k = 3)"
-                    ),
+                    format!("kernel size {k}: the GPU runs 3, 5, 7"),
                 ))
             }
         };
@@ -680,10 +601,8 @@ impl CudaBackend {
         let f = self.function(id)?;
         let bxy = wd.div_ceil(32) * h.div_ceil(th);
         let sms = (self.info().desc.multiprocessors as usize).max(1);
-        let zc = if let Some(zc) = forced_zc {
+        let zc = if let Some(zc) = planes {
             zc.min(d)
-        } else if variant == "zc64" {
-            (d * bxy).div_ceil(4 * sms).clamp(4, 64)
         } else {
             let resident = self.resident_blocks_per_sm(id, 256)? as usize * sms;
             zchunk(d, bxy, resident, k / 2)
@@ -776,30 +695,6 @@ impl CudaBackend {
         cols: usize,
         out: &mut DeviceBuffer<T>,
     ) -> Result<()> {
-        self.transpose_variant_device(x, rows, cols, out, "auto")
-    }
-
-    /// [`Self::transpose_device`] with the kernel chosen, for A/B timing: `auto` (its
-    /// choice) or `t32` (the 32×32-tile element-by-element kernels: `transpose_t32_b32`,
-    /// `transpose_h_b16`).
-    pub fn transpose_variant_device<T: Element>(
-        &self,
-        x: &DeviceBuffer<T>,
-        rows: usize,
-        cols: usize,
-        out: &mut DeviceBuffer<T>,
-        variant: &str,
-    ) -> Result<()> {
-        let t32 = match variant {
-            "auto" => false,
-            "t32" => true,
-            _ => {
-                return Err(Error::invalid(
-                    "transpose",
-                    format!("variant `{variant}`: expected auto or t32"),
-                ))
-            }
-        };
         let n = rows
             .checked_mul(cols)
             .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
@@ -812,12 +707,11 @@ impl CudaBackend {
             return Err(Error::invalid("transpose", "rows and cols must be below 2^31"));
         }
         let pairs = rows % 2 == 0 && cols % 2 == 0 && x.device_ptr() % 4 == 0 && out.device_ptr() % 4 == 0;
-        let id = match (std::mem::size_of::<T>(), t32) {
-            (4, false) => KernelId::TransposeB32,
-            (4, true) => KernelId::TransposeT32B32,
-            (2, false) if pairs => KernelId::TransposeB16,
-            (2, _) => KernelId::TransposeHB16,
-            (b, _) => {
+        let id = match std::mem::size_of::<T>() {
+            4 => KernelId::TransposeB32,
+            2 if pairs => KernelId::TransposeB16,
+            2 => KernelId::TransposeHB16,
+            b => {
                 return Err(Error::invalid(
                     "transpose",
                     format!("{b}-byte elements are not supported"),
