@@ -396,7 +396,7 @@ fn print_text(r: &Report) {
                 };
                 println!(
                     "    module {} {}: {how}; loaded in {:.2} ms",
-                    m.cache.module, m.cache.arch, m.load_ms
+                    m.cache.program, m.cache.arch, m.load_ms
                 );
             }
             if t.ok {

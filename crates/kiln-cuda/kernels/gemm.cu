@@ -39,6 +39,10 @@
 //   grid-stride in y and z. One thread per element of C: x is the row, y the column, as in
 //   the seed (numba's cuda.grid(2) with C[i, j], i from x), so a warp reads 32 different
 //   rows of A (strided) and one element of B (broadcast), and sums over k in a register.
+//
+// One kernel a program: kiln compiles each kernel below alone, as its own NVRTC program with
+// -DKILN_ONLY -DKILN_K_<name> (kernels.rs), so a process compiles only what it launches;
+// without KILN_ONLY the whole file compiles (the compile test, the ptxas_info example).
 
 #define KILN_GEMM_BM 128
 #define KILN_GEMM_BN 128
@@ -258,15 +262,32 @@ __device__ __forceinline__ void kiln_gemm_v2(const float* __restrict__ A, const 
 #define KILN_GEMM_KERNEL(NAME, BODY)                                                              \
     extern "C" __global__ void __launch_bounds__(KILN_GEMM_THREADS, 2) NAME(KILN_GEMM_ARGS) { BODY(KILN_GEMM_PASS); }
 
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nn_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nn_f32, (kiln_gemm_v2<false, false, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nt_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nt_f32, (kiln_gemm_v2<false, true, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tn_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tn_f32, (kiln_gemm_v2<true, false, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tt_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tt_f32, (kiln_gemm_v2<true, true, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nn_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nn_s_f32, (kiln_gemm_v2<false, false, false, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nt_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nt_s_f32, (kiln_gemm_v2<false, true, false, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tn_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tn_s_f32, (kiln_gemm_v2<true, false, false, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tt_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tt_s_f32, (kiln_gemm_v2<true, true, false, 16>))
+#endif
 
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_naive_f32)
 extern "C" __global__ void gemm_naive_f32(KILN_GEMM_ARGS) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;  // the row, as in the seed
     const long long ars = ta ? 1 : lda, acs = ta ? lda : 1;
@@ -284,3 +305,4 @@ extern "C" __global__ void gemm_naive_f32(KILN_GEMM_ARGS) {
         }
     }
 }
+#endif

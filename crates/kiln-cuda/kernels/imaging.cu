@@ -21,6 +21,10 @@
 //   zc planes: each plane tile (+halo) is staged in shared (double-buffered, prefetched in
 //   registers), and every thread keeps a K-deep ring of partial sums per output in
 //   registers, so each input plane is read from global once per block.
+//
+// One kernel a program: kiln compiles each kernel below alone, as its own NVRTC program with
+// -DKILN_ONLY -DKILN_K_<name> (kernels.rs), so a process compiles only what it launches;
+// without KILN_ONLY the whole file compiles (the compile test, the ptxas_info example).
 
 typedef long long i64;
 
@@ -136,11 +140,18 @@ extern "C" __global__ void __launch_bounds__(256, MINB) NAME(const float* __rest
     filter2d_body<K>(src, dst, N, H, W, wt, k, mode, cval);                                            \
 }
 
+#if !defined(KILN_ONLY) || defined(KILN_K_filter2d_k5_f32)
 KILN_F2D(filter2d_k5_f32, 5, 1)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_filter2d_k7_f32)
 KILN_F2D(filter2d_k7_f32, 7, 1)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_filter2d_kn_f32)
 KILN_F2D(filter2d_kn_f32, 0, 1)
+#endif
 
 // One 1-D pass along the contiguous axis of `lines` rows of length W.
+#if !defined(KILN_ONLY) || defined(KILN_K_filter1d_x_f32)
 extern "C" __global__ void __launch_bounds__(256) filter1d_x_f32(const float* __restrict__ src,
     float* __restrict__ dst, int lines, int W, const W1 wt, int k, int mode, float cval) {
     extern __shared__ float tile[];
@@ -169,9 +180,11 @@ extern "C" __global__ void __launch_bounds__(256) filter1d_x_f32(const float* __
         __syncwarp();
     }
 }
+#endif
 
 // One 1-D pass along a strided axis: element (o, l, i) at o*so + l*sa + i, l in [0, L)
 // filtered, i in [0, A) contiguous (coalesced), o in [0, O).
+#if !defined(KILN_ONLY) || defined(KILN_K_filter1d_s_f32)
 extern "C" __global__ void __launch_bounds__(256) filter1d_s_f32(const float* __restrict__ src,
     float* __restrict__ dst, int L, i64 sa, int A, int O, i64 so, const W1 wt, int k, int mode, float cval) {
     extern __shared__ float tile[];
@@ -205,6 +218,7 @@ extern "C" __global__ void __launch_bounds__(256) filter1d_s_f32(const float* __
         }
     }
 }
+#endif
 
 #define R3 4
 template <int K>
@@ -302,8 +316,12 @@ extern "C" __global__ void __launch_bounds__(256) NAME(const float* __restrict__
     filter3d_body<K>(src, dst, D, H, W, wt, mode, cval, zc);                                           \
 }
 
+#if !defined(KILN_ONLY) || defined(KILN_K_filter3d_k3_f32)
 KILN_F3D(filter3d_k3_f32, 3)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_filter3d_k7_f32)
 KILN_F3D(filter3d_k7_f32, 7)
+#endif
 
 // ---------------------------------------------------------------------------------------
 // Fused separable 2-D correlation of (N, H, W) planes: both 1-D passes in one kernel, the
@@ -488,24 +506,60 @@ __device__ __forceinline__ void sep2d_body(const float* __restrict__ src, float*
     }
 }
 
-#define KILN_SEP2D(VH, HV, R)                                                                          \
-extern "C" __global__ void __launch_bounds__(256, 4) VH(const float* __restrict__ src, float* __restrict__ dst, \
+#define KILN_SEP2D(NAME, R, VH)                                                                        \
+extern "C" __global__ void __launch_bounds__(256, 4) NAME(const float* __restrict__ src, float* __restrict__ dst, \
     int N, int H, int W, const W1 w1, const W1 w2, int mode, float cval) {                             \
-    sep2d_body<R, true>(src, dst, N, H, W, w1, w2, mode, cval);                                        \
-}                                                                                                      \
-extern "C" __global__ void __launch_bounds__(256, 4) HV(const float* __restrict__ src, float* __restrict__ dst, \
-    int N, int H, int W, const W1 w1, const W1 w2, int mode, float cval) {                             \
-    sep2d_body<R, false>(src, dst, N, H, W, w1, w2, mode, cval);                                       \
+    sep2d_body<R, VH>(src, dst, N, H, W, w1, w2, mode, cval);                                          \
 }
 
-KILN_SEP2D(sep2d_vh_r1_f32, sep2d_hv_r1_f32, 1)
-KILN_SEP2D(sep2d_vh_r2_f32, sep2d_hv_r2_f32, 2)
-KILN_SEP2D(sep2d_vh_r3_f32, sep2d_hv_r3_f32, 3)
-KILN_SEP2D(sep2d_vh_r4_f32, sep2d_hv_r4_f32, 4)
-KILN_SEP2D(sep2d_vh_r5_f32, sep2d_hv_r5_f32, 5)
-KILN_SEP2D(sep2d_vh_r6_f32, sep2d_hv_r6_f32, 6)
-KILN_SEP2D(sep2d_vh_r7_f32, sep2d_hv_r7_f32, 7)
-KILN_SEP2D(sep2d_vh_r8_f32, sep2d_hv_r8_f32, 8)
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r1_f32)
+KILN_SEP2D(sep2d_vh_r1_f32, 1, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r2_f32)
+KILN_SEP2D(sep2d_vh_r2_f32, 2, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r3_f32)
+KILN_SEP2D(sep2d_vh_r3_f32, 3, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r4_f32)
+KILN_SEP2D(sep2d_vh_r4_f32, 4, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r5_f32)
+KILN_SEP2D(sep2d_vh_r5_f32, 5, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r6_f32)
+KILN_SEP2D(sep2d_vh_r6_f32, 6, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r7_f32)
+KILN_SEP2D(sep2d_vh_r7_f32, 7, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_vh_r8_f32)
+KILN_SEP2D(sep2d_vh_r8_f32, 8, true)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r1_f32)
+KILN_SEP2D(sep2d_hv_r1_f32, 1, false)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r2_f32)
+KILN_SEP2D(sep2d_hv_r2_f32, 2, false)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r3_f32)
+KILN_SEP2D(sep2d_hv_r3_f32, 3, false)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r4_f32)
+KILN_SEP2D(sep2d_hv_r4_f32, 4, false)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r5_f32)
+KILN_SEP2D(sep2d_hv_r5_f32, 5, false)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r6_f32)
+KILN_SEP2D(sep2d_hv_r6_f32, 6, false)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r7_f32)
+KILN_SEP2D(sep2d_hv_r7_f32, 7, false)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_sep2d_hv_r8_f32)
+KILN_SEP2D(sep2d_hv_r8_f32, 8, false)
+#endif
 
 // ---------------------------------------------------------------------------------------
 // filter2d_k3r{8,4}_f32: direct 3x3 correlation with no shared memory and no barrier. Block
@@ -625,14 +679,18 @@ __device__ __forceinline__ void k3r_body(const float* __restrict__ src, float* _
 
 // K3S = 8 rows a thread (128 registers, 4 blocks = 16 warps an SM, 10 float4 loads in flight
 // a thread) and K3S = 4 (6 float4 loads, more warps).
+#if !defined(KILN_ONLY) || defined(KILN_K_filter2d_k3r8_f32)
 extern "C" __global__ void __launch_bounds__(128, 4) filter2d_k3r8_f32(const float* __restrict__ src,
     float* __restrict__ dst, int N, int H, int W, const W1 wt, int mode, float cval) {
     k3r_body<8>(src, dst, N, H, W, wt, mode, cval);
 }
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_filter2d_k3r4_f32)
 extern "C" __global__ void __launch_bounds__(128, 6) filter2d_k3r4_f32(const float* __restrict__ src,
     float* __restrict__ dst, int N, int H, int W, const W1 wt, int mode, float cval) {
     k3r_body<4>(src, dst, N, H, W, wt, mode, cval);
 }
+#endif
 
 // ---------------------------------------------------------------------------------------
 // filter3d_zm5_f32 (K = 5, RY = 4 rows a thread):
@@ -867,4 +925,6 @@ extern "C" __global__ void __launch_bounds__(256, MINB) NAME(const float* __rest
     filter3d_zm<K, RY>(src, dst, D, H, W, wt, mode, cval, zc);                                         \
 }
 
+#if !defined(KILN_ONLY) || defined(KILN_K_filter3d_zm5_f32)
 KILN_F3DZM(filter3d_zm5_f32, 5, 4, 2)
+#endif

@@ -13,6 +13,10 @@
 // (ld/st.global.cs: the data is touched once, so it is evicted first from L1/L2): 30 / 32
 // registers for f32 / f16, so 8 blocks of 256 (full occupancy) are resident an SM.
 // Pointers must be 16-byte aligned (kiln launches these only on whole pool allocations).
+//
+// One kernel a program: kiln compiles each kernel below alone, as its own NVRTC program with
+// -DKILN_ONLY -DKILN_K_<name> (kernels.rs), so a process compiles only what it launches;
+// without KILN_ONLY the whole file compiles (the compile test, the ptxas_info example).
 
 typedef unsigned short u16;
 typedef unsigned long long u64;
@@ -97,7 +101,7 @@ __device__ __forceinline__ void map_body(const typename S::T* __restrict__ x, ty
     }
 }
 
-#define KILN_MAP(NAME, AXPY_NAME, S)                                                           \
+#define KILN_MAP(NAME, S)                                                                      \
 extern "C" __global__ void NAME(const S::T* __restrict__ x, S::T* __restrict__ y, u64 n,       \
                                 unsigned op, float a, float b) {                               \
     switch (op) {                                                                              \
@@ -108,12 +112,28 @@ extern "C" __global__ void NAME(const S::T* __restrict__ x, S::T* __restrict__ y
     case 4: map_body<S, 4, false>(x, y, n, a, b); break;                                       \
     default: map_body<S, 5, false>(x, y, n, a, b); break;                                      \
     }                                                                                          \
-}                                                                                              \
-extern "C" __global__ void AXPY_NAME(const S::T* __restrict__ x, S::T* __restrict__ y,       \
-                                       u64 n, float a) {                                       \
+}
+
+#define KILN_AXPY(NAME, S)                                                                     \
+extern "C" __global__ void NAME(const S::T* __restrict__ x, S::T* __restrict__ y, u64 n, float a) { \
     map_body<S, 0, true>(x, y, n, a, 0.0f);                                                    \
 }
 
-KILN_MAP(map_f32, axpy_f32, SF32)
-KILN_MAP(map_f16, axpy_f16, SF16)
-KILN_MAP(map_bf16, axpy_bf16, SBF16)
+#if !defined(KILN_ONLY) || defined(KILN_K_map_f32)
+KILN_MAP(map_f32, SF32)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_map_f16)
+KILN_MAP(map_f16, SF16)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_map_bf16)
+KILN_MAP(map_bf16, SBF16)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_axpy_f32)
+KILN_AXPY(axpy_f32, SF32)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_axpy_f16)
+KILN_AXPY(axpy_f16, SF16)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_axpy_bf16)
+KILN_AXPY(axpy_bf16, SBF16)
+#endif

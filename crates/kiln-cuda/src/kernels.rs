@@ -1,7 +1,16 @@
 //! The kernel table: every kernel kiln launches, the module (one `kernels/*.cu` file) it
 //! lives in, and its `extern "C"` name (`{op}_{dtype}`).
+//!
+//! kiln compiles and caches each kernel as its own NVRTC [`Program`]: the module's source
+//! with `-DKILN_ONLY -DKILN_K_<symbol>`, which every `.cu` file turns into "this kernel
+//! alone" (each kernel sits in an `#if !defined(KILN_ONLY) || defined(KILN_K_<symbol>)`
+//! block). So a process compiles only the kernels it launches: a cold `kiln filter2d`
+//! compiles its one or two kernels, not the 26 of imaging.cu (measured 2026-12-03, sm_90,
+//! NVRTC 13.0 on the 2-core build machine: imaging.cu whole 11.2 s, `sep2d_vh_r8_f32`
+//! alone 0.4 s). A whole module is still one program for the compile test and
+//! `examples/ptxas_info.rs`.
 
-/// One CUDA source file, compiled by NVRTC as a unit.
+/// One CUDA source file: a family of kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Module {
     /// The file's stem, e.g. `imaging`.
@@ -41,8 +50,56 @@ pub const GEMM: Module = Module {
     source: include_str!("../kernels/gemm.cu"),
 };
 
-/// Every module, for `kiln cache warm` and `kiln kernels`.
+/// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
 pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, FINANCE, GEMM];
+
+/// What NVRTC compiles as one program and the cache stores as one cubin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Program {
+    /// One kernel alone: its module's source with `-DKILN_ONLY -DKILN_K_<symbol>`. What
+    /// kiln loads and launches.
+    Kernel(KernelId),
+    /// A whole module, every kernel of the file.
+    Module(Module),
+}
+
+impl Program {
+    /// The kernel's symbol, or the module's name: the cache file's prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::Kernel(k) => k.symbol(),
+            Program::Module(m) => m.name,
+        }
+    }
+
+    /// The module whose source it compiles.
+    pub fn module(self) -> Module {
+        match self {
+            Program::Kernel(k) => k.module(),
+            Program::Module(m) => m,
+        }
+    }
+
+    /// The preprocessor definitions that select its kernels (none for a whole module).
+    pub fn defines(self) -> Vec<String> {
+        match self {
+            Program::Kernel(k) => vec!["-DKILN_ONLY".into(), format!("-DKILN_K_{}", k.symbol())],
+            Program::Module(_) => Vec::new(),
+        }
+    }
+}
+
+impl From<KernelId> for Program {
+    fn from(k: KernelId) -> Self {
+        Program::Kernel(k)
+    }
+}
+
+impl From<Module> for Program {
+    fn from(m: Module) -> Self {
+        Program::Module(m)
+    }
+}
 
 /// Every kernel kiln launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -383,6 +440,81 @@ impl KernelId {
             KernelId::GemmNaiveF32 => "gemm_naive_f32",
         }
     }
+
+    /// An estimate of NVRTC's milliseconds to compile this kernel alone for sm_90: measured
+    /// 2026-12-03 with NVRTC 13.0 on one core of the 2-core build machine (best of three,
+    /// `-lineinfo`, other builds running). A cold start pays about this for each kernel it
+    /// launches; other CPUs and archs differ (the H200's host compiled the gemm, finance and
+    /// map modules whole 1.1-1.3x slower than this machine did), so it serves `kiln doctor`'s
+    /// estimate and the longest-first order of parallel compiles, never as a measurement.
+    pub fn compile_ms_estimate(self) -> u32 {
+        match self {
+            KernelId::MapF32 => 183,
+            KernelId::MapF16 => 236,
+            KernelId::MapBf16 => 313,
+            KernelId::AxpyF32 => 58,
+            KernelId::AxpyF16 => 66,
+            KernelId::AxpyBf16 => 85,
+            KernelId::TransposeB32 => 91,
+            KernelId::TransposeB16 => 76,
+            KernelId::TransposeHB16 => 91,
+            KernelId::Filter2dK5F32 => 566,
+            KernelId::Filter2dK7F32 => 726,
+            KernelId::Filter2dKnF32 => 301,
+            KernelId::Filter1dXF32 => 192,
+            KernelId::Filter1dStridedF32 => 171,
+            KernelId::Filter3dK3F32 => 255,
+            KernelId::Filter3dK7F32 => 734,
+            KernelId::Filter2dK3r8F32 => 819,
+            KernelId::Filter2dK3r4F32 => 519,
+            KernelId::Filter3dZm5F32 => 1590,
+            KernelId::Sep2dVhR1F32 => 215,
+            KernelId::Sep2dVhR2F32 => 224,
+            KernelId::Sep2dVhR3F32 => 221,
+            KernelId::Sep2dVhR4F32 => 232,
+            KernelId::Sep2dVhR5F32 => 234,
+            KernelId::Sep2dVhR6F32 => 231,
+            KernelId::Sep2dVhR7F32 => 251,
+            KernelId::Sep2dVhR8F32 => 258,
+            KernelId::Sep2dHvR1F32 => 253,
+            KernelId::Sep2dHvR2F32 => 276,
+            KernelId::Sep2dHvR3F32 => 275,
+            KernelId::Sep2dHvR4F32 => 332,
+            KernelId::Sep2dHvR5F32 => 380,
+            KernelId::Sep2dHvR6F32 => 352,
+            KernelId::Sep2dHvR7F32 => 397,
+            KernelId::Sep2dHvR8F32 => 365,
+            KernelId::McEuropeanF64 => 296,
+            KernelId::McAsianArithmeticF64 => 386,
+            KernelId::McAsianGeometricF64 => 330,
+            KernelId::McBarrierUpOutF64 => 262,
+            KernelId::McBarrierUpInF64 => 273,
+            KernelId::McBarrierDownOutF64 => 262,
+            KernelId::McBarrierDownInF64 => 261,
+            KernelId::McEuropeanFastF64 => 249,
+            KernelId::McAsianArithmeticFastF64 => 287,
+            KernelId::McAsianGeometricFastF64 => 282,
+            KernelId::McBarrierUpOutFastF64 => 215,
+            KernelId::McBarrierUpInFastF64 => 207,
+            KernelId::McBarrierDownOutFastF64 => 213,
+            KernelId::McBarrierDownInFastF64 => 198,
+            KernelId::McCombineF64 => 59,
+            KernelId::FinanceSelftestF32 => 89,
+            KernelId::FinanceSqrtCheckF32 => 49,
+            KernelId::McProbePhiloxF64 => 133,
+            KernelId::McProbeNormalsF64 => 137,
+            KernelId::McProbeNormalsFastF64 => 125,
+            KernelId::GemmTiledNnF32 => 751,
+            KernelId::GemmTiledNtF32 => 723,
+            KernelId::GemmTiledTnF32 => 487,
+            KernelId::GemmTiledTtF32 => 744,
+            KernelId::GemmTiledNnSF32 => 552,
+            KernelId::GemmTiledNtSF32 => 428,
+            KernelId::GemmTiledTnSF32 => 548,
+            KernelId::GemmTiledTtSF32 => 536,
+            KernelId::GemmNaiveF32 => 56,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -400,5 +532,51 @@ mod tests {
             );
             assert!(MODULES.contains(&k.module()));
         }
+    }
+
+    #[test]
+    fn every_kernel_has_one_selection_guard_and_every_guard_a_kernel() {
+        for k in KernelId::ALL {
+            let guard = format!("#if !defined(KILN_ONLY) || defined(KILN_K_{})\n", k.symbol());
+            assert_eq!(
+                k.module().source.matches(&guard).count(),
+                1,
+                "{}: its definition must sit in exactly one `{}`",
+                k.symbol(),
+                guard.trim_end()
+            );
+        }
+        for m in MODULES {
+            for (i, _) in m.source.match_indices("defined(KILN_K_") {
+                let rest = &m.source[i + "defined(KILN_K_".len()..];
+                let sym = &rest[..rest.find(')').unwrap_or(0)];
+                assert!(
+                    KernelId::ALL
+                        .iter()
+                        .any(|k| k.symbol() == sym && k.module() == *m),
+                    "{}.cu guards `{sym}`, which is not a kernel of the module",
+                    m.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_kernel_program_selects_it_and_a_module_program_compiles_all() {
+        let p = Program::from(KernelId::Sep2dVhR8F32);
+        assert_eq!(p.name(), "sep2d_vh_r8_f32");
+        assert_eq!(p.module(), IMAGING);
+        assert_eq!(p.defines(), ["-DKILN_ONLY", "-DKILN_K_sep2d_vh_r8_f32"]);
+        let m = Program::from(IMAGING);
+        assert_eq!(m.name(), "imaging");
+        assert!(m.defines().is_empty());
+        // Program names are the cache files' prefixes: no two alike.
+        let mut names: Vec<&str> = KernelId::ALL.iter().map(|&k| Program::from(k).name()).collect();
+        names.extend(MODULES.iter().map(|&m| Program::from(m).name()));
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
+        assert!(KernelId::ALL.iter().all(|k| k.compile_ms_estimate() > 0));
     }
 }

@@ -117,7 +117,10 @@ impl CudaBackend {
     /// blocks for 528 resident (under one wave) at 14.8 µs, k3r4 12.2 µs; 16384² gives k3r8
     /// 65,536 blocks (124 waves) at 0.555 ms, k3r4 0.596 ms. The two-wave line between
     /// them is a rule, not a measured crossover.
+    ///
+    /// Both kernels are loaded at once (a cold start compiles them side by side).
     pub fn filter2d_k3_choice(&self, n: usize, h: usize, w: usize) -> Result<(KernelId, usize)> {
+        self.prepare(&[KernelId::Filter2dK3r8F32, KernelId::Filter2dK3r4F32])?;
         let sms = (self.info().desc.multiprocessors as usize).max(1);
         let resident = self.resident_blocks_per_sm(KernelId::Filter2dK3r8F32, 128)? as usize * sms;
         let blocks = w.div_ceil(128) * grid(h.div_ceil(32)) as usize * grid(n) as usize;

@@ -17,6 +17,33 @@ enum Stage<'a> {
     Fused(bool, &'a [f64], &'a [f64]),
 }
 
+/// The fused 2-D kernel of radius `r` (1..=8), `vh`: along H first.
+fn sep2d_kernel(vh: bool, r: usize) -> Option<KernelId> {
+    use KernelId as K;
+    const VH: [KernelId; 8] = [
+        K::Sep2dVhR1F32,
+        K::Sep2dVhR2F32,
+        K::Sep2dVhR3F32,
+        K::Sep2dVhR4F32,
+        K::Sep2dVhR5F32,
+        K::Sep2dVhR6F32,
+        K::Sep2dVhR7F32,
+        K::Sep2dVhR8F32,
+    ];
+    const HV: [KernelId; 8] = [
+        K::Sep2dHvR1F32,
+        K::Sep2dHvR2F32,
+        K::Sep2dHvR3F32,
+        K::Sep2dHvR4F32,
+        K::Sep2dHvR5F32,
+        K::Sep2dHvR6F32,
+        K::Sep2dHvR7F32,
+        K::Sep2dHvR8F32,
+    ];
+    let table = if vh { &VH } else { &HV };
+    r.checked_sub(1).and_then(|i| table.get(i)).copied()
+}
+
 impl CudaBackend {
     /// One 1-D correlation pass along `axis` (0, 1 or 2) of a contiguous `(d, h, w)` array.
     ///
@@ -171,6 +198,16 @@ impl CudaBackend {
             stages.push(Stage::Pass(a, w));
             i += 1;
         }
+        // A cold start compiles the stages' kernels at once, not one after another.
+        let ids: Vec<KernelId> = stages
+            .iter()
+            .filter_map(|st| match *st {
+                Stage::Pass(2, _) => Some(KernelId::Filter1dXF32),
+                Stage::Pass(..) => Some(KernelId::Filter1dStridedF32),
+                Stage::Fused(vh, w, _) => sep2d_kernel(vh, w.len() / 2),
+            })
+            .collect();
+        self.prepare(&ids)?;
         let tmp = if stages.len() > 1 {
             Some(self.alloc::<f32>(src.len())?)
         } else {
@@ -219,33 +256,15 @@ impl CudaBackend {
     ) -> Result<()> {
         let k = w1.len();
         let r = k / 2;
-        let id = match (vh, r) {
-            (true, 1) => KernelId::Sep2dVhR1F32,
-            (true, 2) => KernelId::Sep2dVhR2F32,
-            (true, 3) => KernelId::Sep2dVhR3F32,
-            (true, 4) => KernelId::Sep2dVhR4F32,
-            (true, 5) => KernelId::Sep2dVhR5F32,
-            (true, 6) => KernelId::Sep2dVhR6F32,
-            (true, 7) => KernelId::Sep2dVhR7F32,
-            (true, 8) => KernelId::Sep2dVhR8F32,
-            (false, 1) => KernelId::Sep2dHvR1F32,
-            (false, 2) => KernelId::Sep2dHvR2F32,
-            (false, 3) => KernelId::Sep2dHvR3F32,
-            (false, 4) => KernelId::Sep2dHvR4F32,
-            (false, 5) => KernelId::Sep2dHvR5F32,
-            (false, 6) => KernelId::Sep2dHvR6F32,
-            (false, 7) => KernelId::Sep2dHvR7F32,
-            (false, 8) => KernelId::Sep2dHvR8F32,
-            _ => {
-                return Err(Error::invalid(
-                    "filter (separable)",
-                    format!(
-                        "the fused kernel takes odd lengths 3..=17 (got {k} and {})",
-                        w2.len()
-                    ),
-                ))
-            }
-        };
+        let id = sep2d_kernel(vh, r).ok_or_else(|| {
+            Error::invalid(
+                "filter (separable)",
+                format!(
+                    "the fused kernel takes odd lengths 3..=17 (got {k} and {})",
+                    w2.len()
+                ),
+            )
+        })?;
         if w2.len() != k || k % 2 == 0 {
             return Err(Error::invalid(
                 "filter (separable)",
