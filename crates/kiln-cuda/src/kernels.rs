@@ -5,10 +5,12 @@
 //! with `-DKILN_ONLY -DKILN_K_<symbol>`, which every `.cu` file turns into "this kernel
 //! alone" (each kernel sits in an `#if !defined(KILN_ONLY) || defined(KILN_K_<symbol>)`
 //! block). So a process compiles only the kernels it launches: a cold `kiln filter2d`
-//! compiles its one or two kernels, not the 26 of imaging.cu (measured 2026-12-03, sm_90,
-//! NVRTC 13.0 on the 2-core build machine: imaging.cu whole 11.2 s, `sep2d_vh_r8_f32`
-//! alone 0.4 s). A whole module is still one program for the compile test and
-//! `examples/ptxas_info.rs`.
+//! compiles its one or two kernels, not the 26 the imaging module held (measured
+//! 2026-12-03, sm_90, NVRTC 13.0 on the 2-core build machine: that module whole 9.3 s,
+//! `sep2d_vh_r8_f32` alone 0.16 s). A whole module is still one program for the compile
+//! test and `examples/ptxas_info.rs`. The imaging families share `kernels/imaging.cuh`,
+//! prepended to each file's source (both start with a `#line` directive, so NVRTC's
+//! messages and `-lineinfo` name the right file and line).
 
 /// One CUDA source file: a family of kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,10 +39,34 @@ pub const TRANSPOSE: Module = Module {
     source: include_str!("../kernels/transpose.cu"),
 };
 
-/// Image / volume correlation: 2-D direct, 1-D separable passes, 3-D direct.
-pub const IMAGING: Module = Module {
-    name: "imaging",
-    source: include_str!("../kernels/imaging.cu"),
+/// Direct 2-D correlation: the shared-memory tile kernels and the 3×3 register kernels
+/// (`kernels/imaging.cuh`, then `kernels/filter2d.cu`).
+pub const FILTER2D: Module = Module {
+    name: "filter2d",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/filter2d.cu")
+    ),
+};
+
+/// The separable path: 1-D passes along any axis and the fused 2-D pair
+/// (`kernels/imaging.cuh`, then `kernels/separable.cu`).
+pub const SEPARABLE: Module = Module {
+    name: "separable",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/separable.cu")
+    ),
+};
+
+/// Direct 3-D correlation: the register-prefetch kernels and the cp.async z-march
+/// (`kernels/imaging.cuh`, then `kernels/filter3d.cu`).
+pub const FILTER3D: Module = Module {
+    name: "filter3d",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/filter3d.cu")
+    ),
 };
 
 /// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load kernels per transpose
@@ -51,7 +77,7 @@ pub const GEMM: Module = Module {
 };
 
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
-pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, FINANCE, GEMM];
+pub const MODULES: &[Module] = &[MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, FINANCE, GEMM];
 
 /// What NVRTC compiles as one program and the cache stores as one cubin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -316,13 +342,10 @@ impl KernelId {
             KernelId::Filter2dK5F32
             | KernelId::Filter2dK7F32
             | KernelId::Filter2dKnF32
-            | KernelId::Filter1dXF32
-            | KernelId::Filter1dStridedF32
-            | KernelId::Filter3dK3F32
-            | KernelId::Filter3dK7F32
             | KernelId::Filter2dK3r8F32
-            | KernelId::Filter2dK3r4F32
-            | KernelId::Filter3dZm5F32
+            | KernelId::Filter2dK3r4F32 => FILTER2D,
+            KernelId::Filter1dXF32
+            | KernelId::Filter1dStridedF32
             | KernelId::Sep2dVhR1F32
             | KernelId::Sep2dVhR2F32
             | KernelId::Sep2dVhR3F32
@@ -338,7 +361,8 @@ impl KernelId {
             | KernelId::Sep2dHvR5F32
             | KernelId::Sep2dHvR6F32
             | KernelId::Sep2dHvR7F32
-            | KernelId::Sep2dHvR8F32 => IMAGING,
+            | KernelId::Sep2dHvR8F32 => SEPARABLE,
+            KernelId::Filter3dK3F32 | KernelId::Filter3dK7F32 | KernelId::Filter3dZm5F32 => FILTER3D,
             KernelId::McEuropeanF64
             | KernelId::McAsianArithmeticF64
             | KernelId::McAsianGeometricF64
@@ -565,10 +589,10 @@ mod tests {
     fn a_kernel_program_selects_it_and_a_module_program_compiles_all() {
         let p = Program::from(KernelId::Sep2dVhR8F32);
         assert_eq!(p.name(), "sep2d_vh_r8_f32");
-        assert_eq!(p.module(), IMAGING);
+        assert_eq!(p.module(), SEPARABLE);
         assert_eq!(p.defines(), ["-DKILN_ONLY", "-DKILN_K_sep2d_vh_r8_f32"]);
-        let m = Program::from(IMAGING);
-        assert_eq!(m.name(), "imaging");
+        let m = Program::from(SEPARABLE);
+        assert_eq!(m.name(), "separable");
         assert!(m.defines().is_empty());
         // Program names are the cache files' prefixes: no two alike.
         let mut names: Vec<&str> = KernelId::ALL.iter().map(|&k| Program::from(k).name()).collect();

@@ -1,5 +1,5 @@
-//! Launchers for `kernels/imaging.cu` (filter2d, separable passes, filter3d) and
-//! `kernels/transpose.cu`. Every launcher validates lengths, shapes and the index ranges
+//! Launchers for `kernels/filter2d.cu`, `separable.cu`, `filter3d.cu` (with
+//! `imaging.cuh`) and `kernels/transpose.cu`. Every launcher validates lengths, shapes and the index ranges
 //! the kernels assume (32-bit axis indices, `H*W < 2^31`, grid limits) and returns
 //! `InvalidArgument` instead of launching out of bounds. Launch shapes are documented at
 //! the top of each `.cu` file and at each function here.
@@ -40,7 +40,7 @@ struct W1([f32; 32]);
 struct W3([f32; 343]);
 
 // SAFETY: plain `#[repr(C)]` arrays of f32 with the layout of the CUDA structs `W2`, `W1`
-// and `W3` in imaging.cu (float arrays of the same length, 4-byte aligned).
+// and `W3` in imaging.cuh (float arrays of the same length, 4-byte aligned).
 unsafe impl DeviceRepr for W2 {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for W1 {}
@@ -53,7 +53,7 @@ const MAX_AXIS: usize = (i32::MAX as usize) - 64;
 const MAX_GRID_YZ: usize = 65535;
 const BLOCK: (u32, u32, u32) = (32, 8, 1);
 
-/// The mode code imaging.cu's `kiln_map` switches on, and the cval.
+/// The mode code imaging.cuh's `kiln_map` switches on, and the cval.
 fn mode_args(mode: BoundaryMode) -> (i32, f32) {
     match mode {
         BoundaryMode::Constant(c) => (0, c as f32),
