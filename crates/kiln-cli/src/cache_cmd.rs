@@ -2,9 +2,11 @@
 
 use crate::exit;
 use kiln::core::device::Admission;
-use kiln::cuda::{discovery, kernels, nvrtc, CudaBackend, KernelCache, Outcome};
+use kiln::cuda::{coldstart, discovery, nvrtc, CacheEvent, CudaBackend, KernelCache, KernelId, Outcome};
 use kiln::{Config, DeviceRequest, Error};
+use serde::Serialize;
 use std::process::ExitCode;
+use std::time::Instant;
 
 /// `kiln cache` options.
 #[derive(clap::Args, Debug)]
@@ -23,12 +25,16 @@ enum Action {
     },
     /// Delete every cached cubin.
     Clear,
-    /// Compile every kernel module for every allowed device (or for --arch without a GPU),
-    /// so that the next start never calls NVRTC.
+    /// Compile every kernel for every allowed device (or for --arch without a GPU), one
+    /// NVRTC program a kernel on every CPU at once, so that no later start calls NVRTC.
+    /// Prints each kernel's compile (or cache read) time and the total.
     Warm {
         /// Compile for this target (e.g. sm_90) with NVRTC alone, without a GPU.
         #[arg(long, value_name = "sm_XX")]
         arch: Option<String>,
+        /// Print one JSON object (every target's kernels, times and totals) instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -65,7 +71,10 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             let n = cache.clear()?;
             println!("removed {n} cached cubin(s) from {}", cache.dir().display());
         }
-        Action::Warm { arch: Some(arch) } => {
+        Action::Warm {
+            arch: Some(arch),
+            json,
+        } => {
             let ok = arch
                 .strip_prefix("sm_")
                 .is_some_and(|d| d.len() >= 2 && d.chars().all(|c| c.is_ascii_alphanumeric()));
@@ -77,15 +86,13 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 .into());
             }
             let v = nvrtc::version().ok_or(Error::NoDevice(kiln::NoDeviceReason::NvrtcNotFound))?;
-            for m in kernels::MODULES {
-                let (_, ev) =
-                    cache.get_or_compile(m, nvrtc::OPTIONS, arch, v, || nvrtc::compile_cubin(m, arch))?;
-                print_event(&ev);
-            }
+            let t0 = Instant::now();
+            let events = coldstart::compile_all(&cache, arch, v, KernelId::ALL)?;
+            report(&[warmed(arch.clone(), None, events, t0)], *json)?;
         }
-        Action::Warm { arch: None } => {
+        Action::Warm { arch: None, json } => {
             let probe = discovery::probe()?;
-            let mut warmed = 0;
+            let mut targets = Vec::new();
             for info in &probe.devices {
                 let wanted = match request {
                     DeviceRequest::Cuda(Some(n)) => n == info.desc.ordinal,
@@ -95,23 +102,86 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 if !wanted || cfg.devices.admit(&info.desc) != Admission::Usable {
                     continue;
                 }
+                let t0 = Instant::now();
                 let b = CudaBackend::new(info, cache.clone(), cfg.gpu_memory_limit)?;
                 b.warm()?;
-                for l in b.module_loads() {
-                    print_event(&l.cache);
-                }
-                warmed += 1;
+                let events = b.module_loads().into_iter().map(|l| l.cache).collect();
+                targets.push(warmed(
+                    info.arch(),
+                    Some(format!("cuda:{}", info.desc.ordinal)),
+                    events,
+                    t0,
+                ));
             }
-            if warmed == 0 {
+            if targets.is_empty() {
                 eprintln!("no allowed device to warm for; use --arch sm_XX to compile without one");
                 return Ok(ExitCode::from(exit::NO_DEVICE));
             }
+            report(&targets, *json)?;
         }
     }
     Ok(ExitCode::from(exit::OK))
 }
 
-fn print_event(ev: &kiln::cuda::CacheEvent) {
+/// One target `kiln cache warm` filled.
+#[derive(Serialize)]
+struct Warmed {
+    arch: String,
+    /// `cuda:N`, or none for `--arch`.
+    device: Option<String>,
+    /// Threads the kernels were compiled on.
+    threads: usize,
+    kernels: usize,
+    compiled: usize,
+    /// Wall seconds for the whole target (context creation included on a device).
+    total_s: f64,
+    /// Sum of the kernels' lookup times: what compiling them one after another would take.
+    sum_s: f64,
+    /// Every kernel's lookup, slowest first.
+    programs: Vec<CacheEvent>,
+}
+
+fn warmed(arch: String, device: Option<String>, mut programs: Vec<CacheEvent>, t0: Instant) -> Warmed {
+    programs.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    Warmed {
+        arch,
+        device,
+        threads: coldstart::threads(),
+        kernels: programs.len(),
+        compiled: programs.iter().filter(|e| e.outcome != Outcome::Hit).count(),
+        total_s: t0.elapsed().as_secs_f64(),
+        sum_s: programs.iter().map(|e| e.ms).sum::<f64>() / 1e3,
+        programs,
+    }
+}
+
+fn report(targets: &[Warmed], json: bool) -> anyhow::Result<()> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "targets": targets }))?
+        );
+        return Ok(());
+    }
+    for t in targets {
+        for ev in &t.programs {
+            print_event(ev);
+        }
+        println!(
+            "{}{}: {} kernels ({} compiled) in {:.2} s on {} threads (one after another: {:.2} s)",
+            t.arch,
+            t.device.as_ref().map(|d| format!(" ({d})")).unwrap_or_default(),
+            t.kernels,
+            t.compiled,
+            t.total_s,
+            t.threads,
+            t.sum_s
+        );
+    }
+    Ok(())
+}
+
+fn print_event(ev: &CacheEvent) {
     let what = match &ev.outcome {
         Outcome::Hit => "already cached".to_string(),
         Outcome::Compiled => "compiled".into(),
@@ -119,8 +189,8 @@ fn print_event(ev: &kiln::cuda::CacheEvent) {
         Outcome::CompiledNotStored { reason } => format!("compiled but NOT stored ({reason})"),
     };
     println!(
-        "{:<14} {:<7} {what} in {:.1} ms -> {}",
-        ev.module,
+        "{:<30} {:<7} {what} in {:.1} ms -> {}",
+        ev.program,
         ev.arch,
         ev.ms,
         ev.path.display()

@@ -2,6 +2,7 @@
 
 use crate::exit;
 use kiln::core::device::Admission;
+use kiln::cuda::coldstart::{self, Census};
 use kiln::cuda::{discovery, nvrtc, CudaBackend, DeviceInfo, KernelCache, ModuleLoad};
 use kiln::verify::max_rel_f32;
 use kiln::{Backend, CpuBackend, UnaryOp};
@@ -66,6 +67,9 @@ struct Device {
     pcie_current: Option<(u32, u32)>,
     pcie_max: Option<(u32, u32)>,
     trial: Option<Trial>,
+    /// For an allowed device with libnvrtc: how many kernels its arch's cache holds and
+    /// what compiling the rest costs (estimates), after the trial.
+    cold_start: Option<Census>,
 }
 
 #[derive(Serialize)]
@@ -183,8 +187,13 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             } else if admission == Admission::Usable && libraries.nvrtc && args.no_trial {
                 usable.push(format!("cuda:{} (untested)", info.desc.ordinal));
             }
+            let cold_start = match nvrtc::version() {
+                Some(v) if admission == Admission::Usable => Some(coldstart::census(&cache, &info.arch(), v)),
+                _ => None,
+            };
             devices.push(Device {
                 arch: info.arch(),
+                cold_start,
                 admission,
                 memory_free: nv.map(|d| d.memory_free),
                 pcie_current: nv.and_then(|d| d.pcie_current),
@@ -192,6 +201,20 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 trial,
                 info: info.clone(),
             });
+        }
+    }
+    for d in &devices {
+        if let Some(c) = d.cold_start.as_ref().filter(|c| !c.missing.is_empty()) {
+            advice.push(format!(
+                "cuda:{}: {} of {} kernels are not cached for {}: each command compiles the ones it launches on its first run (about {:.1} s of NVRTC for all of them, an estimate). Run `{}` once (about {:.1} s) to pay it now.",
+                d.info.desc.ordinal,
+                c.missing.len(),
+                c.kernels,
+                c.arch,
+                c.missing_compile_s_estimate,
+                c.warm_command,
+                c.warm_s_estimate
+            ));
         }
     }
     if !libraries.cuda {
@@ -297,6 +320,27 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     }
 }
 
+/// One device's cold start: what its arch's cache holds, what the rest costs, how to warm.
+fn cold_start_line(ordinal: usize, c: &Census) -> String {
+    if c.missing.is_empty() {
+        return format!(
+            "  cuda:{ordinal} ({}): all {} kernels cached: a cold start compiles nothing",
+            c.arch, c.kernels
+        );
+    }
+    format!(
+        "  cuda:{ordinal} ({}): {} of {} kernels cached; a command compiles the ones it launches on first use, about {:.1} s of NVRTC for all {} missing (estimate); `{}` compiles them in about {:.1} s (estimate, {} threads)",
+        c.arch,
+        c.cached,
+        c.kernels,
+        c.missing_compile_s_estimate,
+        c.missing.len(),
+        c.warm_command,
+        c.warm_s_estimate,
+        coldstart::threads()
+    )
+}
+
 fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
 }
@@ -396,7 +440,7 @@ fn print_text(r: &Report) {
                 };
                 println!(
                     "    module {} {}: {how}; loaded in {:.2} ms",
-                    m.cache.module, m.cache.arch, m.load_ms
+                    m.cache.program, m.cache.arch, m.load_ms
                 );
             }
             if t.ok {
@@ -433,6 +477,11 @@ fn print_text(r: &Report) {
         "  NVRTC compilations in this process: {}",
         r.nvrtc_compiles_this_process
     );
+    for d in &r.devices {
+        if let Some(c) = &d.cold_start {
+            println!("{}", cold_start_line(d.info.desc.ordinal, c));
+        }
+    }
     println!();
     println!(
         "Configuration{}",
@@ -453,5 +502,29 @@ fn print_text(r: &Report) {
     println!("  usable: {}", r.usable_backends.join(", "));
     for a in &r.advice {
         println!("  advice: {a}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cold_start_line_gives_counts_the_estimate_and_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = coldstart::census(&KernelCache::new(dir.path()), "sm_90", (13, 0));
+        let line = cold_start_line(0, &c);
+        assert!(line.contains("cuda:0 (sm_90): 0 of"), "{line}");
+        assert!(
+            line.contains(&format!("{:.1} s of NVRTC", c.missing_compile_s_estimate)),
+            "{line}"
+        );
+        assert!(line.contains("`kiln cache warm`"), "{line}");
+        let warm = Census {
+            cached: c.kernels,
+            missing: Vec::new(),
+            ..c
+        };
+        assert!(cold_start_line(1, &warm).contains("compiles nothing"));
     }
 }

@@ -1,38 +1,54 @@
 //! Registers, spills and shared memory of every kernel as ptxas reports them, without a GPU
 //! (needs libnvrtc: `export LD_LIBRARY_PATH=$(bash scripts/fetch-nvrtc.sh)`).
 //!
-//! `cargo run -p kiln-cuda --example ptxas_info [-- ARCH [MODULE]]` (default sm_90, every module).
-//! With `KILN_CUBIN_OUT=DIR` it also writes each module's cubin to `DIR/MODULE.ARCH.cubin`, for
-//! `cuobjdump -sass` / `nvdisasm` (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm).
+//! `cargo run -p kiln-cuda --example ptxas_info [-- ARCH [MODULE|KERNEL]]` (default sm_90,
+//! every module compiled whole; a kernel's symbol compiles that kernel alone, as kiln does,
+//! and prints NVRTC's time). With `KILN_CUBIN_OUT=DIR` it also writes each program's cubin
+//! to `DIR/NAME.ARCH.cubin`, for `cuobjdump -sass` / `nvdisasm` (PyPI: nvidia-cuda-cuobjdump,
+//! nvidia-cuda-nvdisasm).
 
-use kiln_cuda::{kernels, nvrtc};
+use kiln_cuda::{kernels, nvrtc, KernelId, Program};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arch = args.first().map(String::as_str).unwrap_or("sm_90");
     let only = args.get(1).map(String::as_str);
-    for m in kernels::MODULES {
-        if only.is_some_and(|o| o != m.name) {
-            continue;
-        }
+    let programs: Vec<Program> = match KernelId::ALL.iter().find(|k| Some(k.symbol()) == only) {
+        Some(&k) => vec![k.into()],
+        None => kernels::MODULES
+            .iter()
+            .filter(|m| only.is_none_or(|o| o == m.name))
+            .map(|&m| m.into())
+            .collect(),
+    };
+    if programs.is_empty() {
+        eprintln!("no module or kernel named {}", only.unwrap_or_default());
+        std::process::exit(1);
+    }
+    for p in programs {
+        let name = p.name();
         if let Ok(dir) = std::env::var("KILN_CUBIN_OUT") {
-            match nvrtc::compile_cubin(m, arch) {
+            match nvrtc::compile_cubin(p, arch) {
                 Ok(cubin) => {
-                    let path = std::path::Path::new(&dir).join(format!("{}.{arch}.cubin", m.name));
+                    let path = std::path::Path::new(&dir).join(format!("{name}.{arch}.cubin"));
                     if let Err(e) = std::fs::write(&path, cubin) {
                         eprintln!("{}: {e}", path.display());
                         std::process::exit(1);
                     }
                 }
                 Err(e) => {
-                    eprintln!("{}: {e}", m.name);
+                    eprintln!("{name}: {e}");
                     std::process::exit(1);
                 }
             }
         }
-        match nvrtc::ptxas_info(m, arch) {
+        let t0 = std::time::Instant::now();
+        match nvrtc::ptxas_info(p, arch) {
             Ok(log) => {
-                println!("== {} ({arch})", m.name);
+                println!(
+                    "== {name} ({arch}, NVRTC {:.0} ms)",
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
                 // ptxas prints, per kernel: "Function properties for NAME", then the
                 // stack frame and spill line, then "Used N registers, ...".
                 for line in log.lines() {
@@ -45,7 +61,7 @@ fn main() {
                 }
             }
             Err(e) => {
-                eprintln!("{}: {e}", m.name);
+                eprintln!("{name}: {e}");
                 std::process::exit(1);
             }
         }

@@ -23,6 +23,10 @@
 // is done. Style is warp-uniform (one option per warp): no divergence inside a path.
 // mc_combine_f64 then adds each option's blocks in block order (one thread per option and
 // sum), continuing from the running totals it is given, so chunked launches chain exactly.
+//
+// One kernel a program: kiln compiles each kernel below alone, as its own NVRTC program with
+// -DKILN_ONLY -DKILN_K_<name> (kernels.rs), so a process compiles only what it launches;
+// without KILN_ONLY the whole file compiles (the compile test, the ptxas_info example).
 
 #if defined(__USE_FAST_MATH__) && __USE_FAST_MATH__
 #error "finance.cu must be compiled without --use_fast_math (bitwise CPU agreement)"
@@ -569,26 +573,61 @@ __device__ __forceinline__ void kiln_mc_blocks(
                                            samples, keys, antithetic, out);                          \
     }
 
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_european_f64)
 KILN_MC_KERNEL(mc_european_f64, ST_EURO, false, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_asian_arithmetic_f64)
 KILN_MC_KERNEL(mc_asian_arithmetic_f64, ST_ASIAN_A, false, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_asian_geometric_f64)
 KILN_MC_KERNEL(mc_asian_geometric_f64, ST_ASIAN_G, false, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_up_out_f64)
 KILN_MC_KERNEL(mc_barrier_up_out_f64, ST_UP_OUT, false, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_up_in_f64)
 KILN_MC_KERNEL(mc_barrier_up_in_f64, ST_UP_IN, false, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_down_out_f64)
 KILN_MC_KERNEL(mc_barrier_down_out_f64, ST_DOWN_OUT, false, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_down_in_f64)
 KILN_MC_KERNEL(mc_barrier_down_in_f64, ST_DOWN_IN, false, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_european_fast_f64)
 KILN_MC_KERNEL(mc_european_fast_f64, ST_EURO, true, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_asian_arithmetic_fast_f64)
 KILN_MC_KERNEL(mc_asian_arithmetic_fast_f64, ST_ASIAN_A, true, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_asian_geometric_fast_f64)
 KILN_MC_KERNEL(mc_asian_geometric_fast_f64, ST_ASIAN_G, true, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_up_out_fast_f64)
 KILN_MC_KERNEL(mc_barrier_up_out_fast_f64, ST_UP_OUT, true, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_up_in_fast_f64)
 KILN_MC_KERNEL(mc_barrier_up_in_fast_f64, ST_UP_IN, true, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_down_out_fast_f64)
 KILN_MC_KERNEL(mc_barrier_down_out_fast_f64, ST_DOWN_OUT, true, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_barrier_down_in_fast_f64)
 KILN_MC_KERNEL(mc_barrier_down_in_fast_f64, ST_DOWN_IN, true, PROBE_NONE)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_probe_philox_f64)
 KILN_MC_KERNEL(mc_probe_philox_f64, ST_EURO, false, PROBE_PHILOX)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_probe_normals_f64)
 KILN_MC_KERNEL(mc_probe_normals_f64, ST_EURO, false, PROBE_NORMALS)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_probe_normals_fast_f64)
 KILN_MC_KERNEL(mc_probe_normals_fast_f64, ST_EURO, true, PROBE_NORMALS)
+#endif
 
 // Adds each option's `nb` block sums (consecutive in `blocks`, 7 doubles each) in block
 // order onto its running totals: totals[o * 7 + j] += blocks[(o * nb + b) * 7 + j], b = 0..nb.
+#if !defined(KILN_ONLY) || defined(KILN_K_mc_combine_f64)
 extern "C" __global__ void mc_combine_f64(const double* __restrict__ blocks, u32 n_options, u64 nb,
                                           double* __restrict__ totals) {
     const u64 idx = (u64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -600,12 +639,14 @@ extern "C" __global__ void mc_combine_f64(const double* __restrict__ blocks, u32
     for (u64 b = 0; b < nb; ++b) s = __dadd_rn(s, p[b * KILN_SUMS]);
     totals[idx] = s;
 }
+#endif
 
 // Self-test of the portable math on words w[i]: out[i * 7 + ...] = uniform, ln(uniform),
 // sin, cos (of 2 pi uniform), exp(x[i]), the first Box-Muller normal of (w[i], w[i]+1), and
 // the fast_math one of the same words, as f32 bits; philox[i * 4 ..] = the Philox words of
 // counter [i, w[i], 7, 0], key (k0, k1), computed both as kiln_philox10 and in the path
 // loop's stream form (0xdeadbeef words when the two disagree).
+#if !defined(KILN_ONLY) || defined(KILN_K_finance_selftest_f32)
 extern "C" __global__ void finance_selftest_f32(const u32* __restrict__ w, const float* __restrict__ x, u32 n,
                                                 u32 k0, u32 k1, u32* __restrict__ out,
                                                 u32* __restrict__ philox) {
@@ -637,10 +678,12 @@ extern "C" __global__ void finance_selftest_f32(const u32* __restrict__ w, const
     philox[i * 4 + 2] = c2;
     philox[i * 4 + 3] = c3;
 }
+#endif
 
 // Checks kiln_sqrt_pos against __fsqrt_rn on the `count` consecutive floats from the bits
 // `first` on (grid-stride): bad[0] counts the floats where they differ, bad[1] keeps the
 // bits of one of them (for the test's message).
+#if !defined(KILN_ONLY) || defined(KILN_K_finance_sqrt_check_f32)
 extern "C" __global__ void finance_sqrt_check_f32(u32 first, u32 count, u32* __restrict__ bad) {
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         const float x = __uint_as_float(first + i);
@@ -650,3 +693,4 @@ extern "C" __global__ void finance_sqrt_check_f32(u32 first, u32 count, u32* __r
         }
     }
 }
+#endif

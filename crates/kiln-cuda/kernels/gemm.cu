@@ -8,11 +8,10 @@
 // transpose of A stored K x M with row stride lda (ta = 1); op(B) likewise (stored K x N, or
 // N x K when tb = 1). C is M x N with row stride ldc. All kernels share one signature.
 //
-// gemm_tiled_{nn,nt,tn,tt}[_s]_f32 (the letter pair is ta, tb), and the variants
-// gemm_tiledk8_{..}_f32 (BK = 8) and gemm_tiledv1_{..}_f32 (session 2's kernel):
+// gemm_tiled_{nn,nt,tn,tt}[_s]_f32 (the letter pair is ta, tb):
 //   Launch: 256 threads (1-D), grid (ceil(N/128), min(ceil(M/128), 65535), min(batch, 65535)),
 //   grid-stride over row tiles and batches; no dynamic shared memory.
-//   A block computes a 128x128 tile of C, marching over K in steps of BK = 16 (k8: 8). Each
+//   A block computes a 128x128 tile of C, marching over K in steps of BK = 16. Each
 //   step's A tile (128 x BK) and B tile (BK x 128) are staged in shared memory k-major
 //   (As[k][m], Bs[k][n], rows padded to 132 words), double-buffered. An operand whose stored
 //   rows run along m or n (A stored K x M, B stored K x N) is copied global -> shared with
@@ -34,173 +33,20 @@
 //   C is stored as float4 where ldc, sC are multiples of 4 and C is 16-byte aligned and the
 //   four columns are inside, else one float at a time; rows and columns outside are skipped.
 //   No thread returns before a barrier: every loop bound is uniform across the block.
-//   gemm_tiledv1 (kept to compare): BK = 8, every operand register-staged, thread tile rows
-//   ty*4 + {0..3, 64..67}, columns tx*4 + {0..3, 64..67} (tx = tid%16, ty = tid/16).
 //
 // gemm_naive_f32 (the seed's kernel, the baseline):
 //   Launch: 16x16 threads, grid (ceil(M/16), min(ceil(N/16), 65535), min(batch, 65535)),
 //   grid-stride in y and z. One thread per element of C: x is the row, y the column, as in
 //   the seed (numba's cuda.grid(2) with C[i, j], i from x), so a warp reads 32 different
 //   rows of A (strided) and one element of B (broadcast), and sums over k in a register.
+//
+// One kernel a program: kiln compiles each kernel below alone, as its own NVRTC program with
+// -DKILN_ONLY -DKILN_K_<name> (kernels.rs), so a process compiles only what it launches;
+// without KILN_ONLY the whole file compiles (the compile test, the ptxas_info example).
 
 #define KILN_GEMM_BM 128
 #define KILN_GEMM_BN 128
-#define KILN_GEMM_BK 8
 #define KILN_GEMM_THREADS 256
-
-// ---- gemm_tiledv1: session 2's kernel, kept as a variant to compare ----
-
-// One thread's share of a tile: 4 consecutive floats along the tile's contiguous axis.
-// T = the outer axis (m for A, n for B) is the contiguous one: A stored K x M (ta) or B
-// stored K x N (!tb). Then the thread reads k row tid/32 of the 8, outer (tid%32)*4 .. +3;
-// otherwise (A stored M x K, B stored N x K: k-contiguous) outer tid/2 of the 128, k
-// (tid%2)*4 .. +3. The pointer walks from k-tile to k-tile; elements outside are zeros.
-template <bool T, bool VEC>
-struct KilnTileLoader {
-    const float* p;  // this thread's first element in the current k-tile
-    long long step;  // elements from one k-tile to the next
-    int k;           // this thread's k within the tile
-    int left;        // outer extent minus this thread's first outer index (<= 0: outside)
-
-    __device__ __forceinline__ void init(const float* base, int tid, int outer0, int outer_n, long long ld) {
-        int o;
-        if (T) {
-            k = tid >> 5;
-            o = outer0 + ((tid & 31) << 2);
-            p = base + (long long)k * ld + o;
-            step = KILN_GEMM_BK * ld;
-        } else {
-            k = (tid & 1) << 2;
-            o = outer0 + (tid >> 1);
-            p = base + (long long)o * ld + k;
-            step = KILN_GEMM_BK;
-        }
-        left = outer_n - o;
-    }
-
-    // Loads the tile starting at k0 (the one `p` points into).
-    __device__ __forceinline__ void load(float (&r)[4], int k0, int K) const {
-        const int kk = k0 + k;
-        if (VEC) {
-            // The contiguous extent is a multiple of 4, so the vector is wholly in or out.
-            if (left > 0 && kk < K) {
-                const float4 v = *reinterpret_cast<const float4*>(p);
-                r[0] = v.x;
-                r[1] = v.y;
-                r[2] = v.z;
-                r[3] = v.w;
-            } else {
-                r[0] = r[1] = r[2] = r[3] = 0.0f;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const bool in = T ? (i < left && kk < K) : (left > 0 && kk + i < K);
-                r[i] = in ? p[i] : 0.0f;
-            }
-        }
-    }
-
-    __device__ __forceinline__ void advance() { p += step; }
-};
-
-// Store one thread's 4 floats into a k-major tile s[k][outer] (see KilnTileLoader).
-template <bool T>
-__device__ __forceinline__ void kiln_gemm_stage(float (*s)[KILN_GEMM_BM], const float (&r)[4], int tid) {
-    if (T) {
-        *reinterpret_cast<float4*>(&s[tid >> 5][(tid & 31) << 2]) = make_float4(r[0], r[1], r[2], r[3]);
-    } else {
-        const int o = tid >> 1, k = (tid & 1) << 2;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[k + i][o] = r[i];
-    }
-}
-
-template <bool TA, bool TB, bool VEC>
-__device__ __forceinline__ void kiln_gemm_tiled(const float* __restrict__ A, const float* __restrict__ B,
-                                                float* __restrict__ C, int M, int N, int K, long long lda,
-                                                long long ldb, long long ldc, long long sA, long long sB,
-                                                long long sC, int batch) {
-    __shared__ __align__(16) float As[2][KILN_GEMM_BK][KILN_GEMM_BM];
-    __shared__ __align__(16) float Bs[2][KILN_GEMM_BK][KILN_GEMM_BN];
-    const int tid = threadIdx.x;
-    const int tx = tid & 15, ty = tid >> 4;
-    const int n0 = blockIdx.x * KILN_GEMM_BN;
-    const int m_tiles = (M + KILN_GEMM_BM - 1) / KILN_GEMM_BM;
-    const bool cvec = ((ldc & 3) == 0) && ((sC & 3) == 0) && ((reinterpret_cast<unsigned long long>(C) & 15) == 0);
-    for (int z = blockIdx.z; z < batch; z += gridDim.z) {
-        const float* __restrict__ Az = A + (long long)z * sA;
-        const float* __restrict__ Bz = B + (long long)z * sB;
-        float* __restrict__ Cz = C + (long long)z * sC;
-        for (int mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
-            const int m0 = mt * KILN_GEMM_BM;
-            float ra[4], rb[4];
-            // A: the outer axis m is contiguous when A is stored transposed (K x M);
-            // B: n is contiguous when B is stored K x N (not transposed).
-            KilnTileLoader<TA, VEC> la;
-            KilnTileLoader<!TB, VEC> lb;
-            la.init(Az, tid, m0, M, lda);
-            lb.init(Bz, tid, n0, N, ldb);
-            la.load(ra, 0, K);
-            lb.load(rb, 0, K);
-            kiln_gemm_stage<TA>(As[0], ra, tid);
-            kiln_gemm_stage<!TB>(Bs[0], rb, tid);
-            __syncthreads();
-            float acc[8][8];
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-            int buf = 0;
-            for (int k0 = 0; k0 < K; k0 += KILN_GEMM_BK) {
-                const bool next = k0 + KILN_GEMM_BK < K;
-                if (next) {
-                    la.advance();
-                    lb.advance();
-                    la.load(ra, k0 + KILN_GEMM_BK, K);
-                    lb.load(rb, k0 + KILN_GEMM_BK, K);
-                }
-#pragma unroll
-                for (int kk = 0; kk < KILN_GEMM_BK; ++kk) {
-                    const float4 a0 = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
-                    const float4 a1 = *reinterpret_cast<const float4*>(&As[buf][kk][64 + ty * 4]);
-                    const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
-                    const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][64 + tx * 4]);
-                    const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-                    const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-                    for (int i = 0; i < 8; ++i)
-#pragma unroll
-                        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-                }
-                if (next) {
-                    kiln_gemm_stage<TA>(As[buf ^ 1], ra, tid);
-                    kiln_gemm_stage<!TB>(Bs[buf ^ 1], rb, tid);
-                }
-                __syncthreads();
-                buf ^= 1;
-            }
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const int m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + (i - 4));
-                if (m >= M) continue;
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int n = n0 + h * 64 + tx * 4;
-                    float* __restrict__ c = Cz + (long long)m * ldc + n;
-                    if (cvec && n + 3 < N) {
-                        *reinterpret_cast<float4*>(c) =
-                            make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < 4; ++j)
-                            if (n + j < N) c[j] = acc[i][h * 4 + j];
-                    }
-                }
-            }
-        }
-    }
-}
 
 #define KILN_GEMM_ARGS                                                                                      \
     const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,   \
@@ -208,7 +54,7 @@ __device__ __forceinline__ void kiln_gemm_tiled(const float* __restrict__ A, con
         int ta, int tb
 #define KILN_GEMM_PASS A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC, batch
 
-// ---- the current kernel (BK = 16 / 8, cp.async, warp tiling) ----
+// ---- the tiled kernel (BK = 16, cp.async, warp tiling) ----
 
 #define KILN_G2_LD (KILN_GEMM_BM + 4)  // padded row of a k-major shared tile, in floats
 
@@ -416,23 +262,32 @@ __device__ __forceinline__ void kiln_gemm_v2(const float* __restrict__ A, const 
 #define KILN_GEMM_KERNEL(NAME, BODY)                                                              \
     extern "C" __global__ void __launch_bounds__(KILN_GEMM_THREADS, 2) NAME(KILN_GEMM_ARGS) { BODY(KILN_GEMM_PASS); }
 
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nn_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nn_f32, (kiln_gemm_v2<false, false, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nt_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nt_f32, (kiln_gemm_v2<false, true, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tn_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tn_f32, (kiln_gemm_v2<true, false, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tt_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tt_f32, (kiln_gemm_v2<true, true, true, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nn_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nn_s_f32, (kiln_gemm_v2<false, false, false, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_nt_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_nt_s_f32, (kiln_gemm_v2<false, true, false, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tn_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tn_s_f32, (kiln_gemm_v2<true, false, false, 16>))
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_tiled_tt_s_f32)
 KILN_GEMM_KERNEL(gemm_tiled_tt_s_f32, (kiln_gemm_v2<true, true, false, 16>))
-KILN_GEMM_KERNEL(gemm_tiledk8_nn_f32, (kiln_gemm_v2<false, false, true, 8>))
-KILN_GEMM_KERNEL(gemm_tiledk8_nt_f32, (kiln_gemm_v2<false, true, true, 8>))
-KILN_GEMM_KERNEL(gemm_tiledk8_tn_f32, (kiln_gemm_v2<true, false, true, 8>))
-KILN_GEMM_KERNEL(gemm_tiledk8_tt_f32, (kiln_gemm_v2<true, true, true, 8>))
-KILN_GEMM_KERNEL(gemm_tiledv1_nn_f32, (kiln_gemm_tiled<false, false, true>))
-KILN_GEMM_KERNEL(gemm_tiledv1_nt_f32, (kiln_gemm_tiled<false, true, true>))
-KILN_GEMM_KERNEL(gemm_tiledv1_tn_f32, (kiln_gemm_tiled<true, false, true>))
-KILN_GEMM_KERNEL(gemm_tiledv1_tt_f32, (kiln_gemm_tiled<true, true, true>))
+#endif
 
+#if !defined(KILN_ONLY) || defined(KILN_K_gemm_naive_f32)
 extern "C" __global__ void gemm_naive_f32(KILN_GEMM_ARGS) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;  // the row, as in the seed
     const long long ars = ta ? 1 : lda, acs = ta ? lda : 1;
@@ -450,3 +305,4 @@ extern "C" __global__ void gemm_naive_f32(KILN_GEMM_ARGS) {
         }
     }
 }
+#endif

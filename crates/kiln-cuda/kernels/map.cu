@@ -9,12 +9,14 @@
 // warp 512 fully coalesced bytes, with U loads in flight before the first store. The op is a
 // template parameter: the switch on `op` happens once, outside the loop, and costs no
 // registers (ptxas: the sigmoid-only instantiation of map_f32's body uses the same 30).
-// map_{f32,f16,bf16}, axpy_*: U = 2, streaming loads and stores (ld/st.global.cs: the data
-// is touched once, so it is evicted first from L1/L2): 30 / 32 registers for f32 / f16,
-// so 8 blocks of 256 (full occupancy) are resident an SM. map_u4_f32 is the previous f32
-// kernel (U = 4, default caching, 40 registers, 6 blocks/SM), kept as a variant to compare;
-// it computes the same values. Pointers must be 16-byte aligned (kiln launches these only
-// on whole pool allocations).
+// map_{f32,f16,bf16}, axpy_*: U = 2 vectors a thread a step, streaming loads and stores
+// (ld/st.global.cs: the data is touched once, so it is evicted first from L1/L2): 30 / 32
+// registers for f32 / f16, so 8 blocks of 256 (full occupancy) are resident an SM.
+// Pointers must be 16-byte aligned (kiln launches these only on whole pool allocations).
+//
+// One kernel a program: kiln compiles each kernel below alone, as its own NVRTC program with
+// -DKILN_ONLY -DKILN_K_<name> (kernels.rs), so a process compiles only what it launches;
+// without KILN_ONLY the whole file compiles (the compile test, the ptxas_info example).
 
 typedef unsigned short u16;
 typedef unsigned long long u64;
@@ -57,13 +59,13 @@ template <class S> union Vec16 {
     typename S::T e[16 / sizeof(typename S::T)];
 };
 
-// AXPY = false: y = op(x); AXPY = true: y = a * x + y. U vectors a thread a step; CS:
-// streaming cache hints.
-template <class S, int OP, bool AXPY, int U = 2, bool CS = true>
+// AXPY = false: y = op(x); AXPY = true: y = a * x + y.
+template <class S, int OP, bool AXPY>
 __device__ __forceinline__ void map_body(const typename S::T* __restrict__ x, typename S::T* __restrict__ y,
                                          u64 n, float a, float b) {
     typedef typename S::T T;
     const int V = 16 / sizeof(T);
+    const int U = 2;
     const u64 stride = (u64)gridDim.x * blockDim.x;
     const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     const u64 nv = n / V;
@@ -75,8 +77,8 @@ __device__ __forceinline__ void map_body(const typename S::T* __restrict__ x, ty
         for (int u = 0; u < U; ++u) {
             const u64 i = base + u * stride;
             if (i < nv) {
-                v[u].v = CS ? ld_stream(xv + i) : xv[i];
-                if (AXPY) w[u].v = CS ? ld_stream(yv + i) : yv[i];
+                v[u].v = ld_stream(xv + i);
+                if (AXPY) w[u].v = ld_stream(yv + i);
             }
         }
 #pragma unroll
@@ -89,7 +91,7 @@ __device__ __forceinline__ void map_body(const typename S::T* __restrict__ x, ty
                     const float xf = S::ld(v[u].e[j]);
                     o.e[j] = S::st(AXPY ? fmaf(a, xf, S::ld(w[u].e[j])) : apply<OP>(xf, a, b));
                 }
-                if (CS) st_stream(yv + i, o.v); else yv[i] = o.v;
+                st_stream(yv + i, o.v);
             }
         }
     }
@@ -99,27 +101,39 @@ __device__ __forceinline__ void map_body(const typename S::T* __restrict__ x, ty
     }
 }
 
-#define KILN_MAP_SWITCH(NAME, S, U, CS)                                                          \
+#define KILN_MAP(NAME, S)                                                                      \
 extern "C" __global__ void NAME(const S::T* __restrict__ x, S::T* __restrict__ y, u64 n,       \
                                 unsigned op, float a, float b) {                               \
     switch (op) {                                                                              \
-    case 0: map_body<S, 0, false, U, CS>(x, y, n, a, b); break;                                \
-    case 1: map_body<S, 1, false, U, CS>(x, y, n, a, b); break;                                \
-    case 2: map_body<S, 2, false, U, CS>(x, y, n, a, b); break;                                \
-    case 3: map_body<S, 3, false, U, CS>(x, y, n, a, b); break;                                \
-    case 4: map_body<S, 4, false, U, CS>(x, y, n, a, b); break;                                \
-    default: map_body<S, 5, false, U, CS>(x, y, n, a, b); break;                               \
+    case 0: map_body<S, 0, false>(x, y, n, a, b); break;                                       \
+    case 1: map_body<S, 1, false>(x, y, n, a, b); break;                                       \
+    case 2: map_body<S, 2, false>(x, y, n, a, b); break;                                       \
+    case 3: map_body<S, 3, false>(x, y, n, a, b); break;                                       \
+    case 4: map_body<S, 4, false>(x, y, n, a, b); break;                                       \
+    default: map_body<S, 5, false>(x, y, n, a, b); break;                                      \
     }                                                                                          \
 }
 
-#define KILN_MAP(NAME, AXPY_NAME, S)                                                           \
-KILN_MAP_SWITCH(NAME, S, 2, true)                                                              \
-extern "C" __global__ void AXPY_NAME(const S::T* __restrict__ x, S::T* __restrict__ y,       \
-                                       u64 n, float a) {                                       \
+#define KILN_AXPY(NAME, S)                                                                     \
+extern "C" __global__ void NAME(const S::T* __restrict__ x, S::T* __restrict__ y, u64 n, float a) { \
     map_body<S, 0, true>(x, y, n, a, 0.0f);                                                    \
 }
 
-KILN_MAP(map_f32, axpy_f32, SF32)
-KILN_MAP(map_f16, axpy_f16, SF16)
-KILN_MAP(map_bf16, axpy_bf16, SBF16)
-KILN_MAP_SWITCH(map_u4_f32, SF32, 4, false)
+#if !defined(KILN_ONLY) || defined(KILN_K_map_f32)
+KILN_MAP(map_f32, SF32)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_map_f16)
+KILN_MAP(map_f16, SF16)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_map_bf16)
+KILN_MAP(map_bf16, SBF16)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_axpy_f32)
+KILN_AXPY(axpy_f32, SF32)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_axpy_f16)
+KILN_AXPY(axpy_f16, SF16)
+#endif
+#if !defined(KILN_ONLY) || defined(KILN_K_axpy_bf16)
+KILN_AXPY(axpy_bf16, SBF16)
+#endif

@@ -16,10 +16,13 @@
 //   columns 2tx, 2tx+1; 8 loads in flight), forms the transposed block's two words with
 //   byte permutes, and stages them in two 32 x 33 word tiles; the write phase stores whole
 //   words of output rows 2q and 2q+1.
-// transpose_t32_b32, transpose_h_b16 (T = 32): one 32x32 tile a step, 4 elements a thread
-//   in and out, element by element; the tile padded by one 32-bit word a row (32-bit: row
-//   stride 33 words; 16-bit: 34 halves = 17 words, odd). transpose_h_b16 is the 16-bit path
-//   for odd rows or cols; transpose_t32_b32 the previous 32-bit kernel, kept as a variant.
+// transpose_h_b16 (T = 32; the 16-bit path for odd rows or cols): one 32x32 tile a step,
+//   4 elements a thread in and out, element by element; the tile padded to 34 halves a row
+//   (17 words, odd).
+//
+// One kernel a program: kiln compiles each kernel below alone, as its own NVRTC program with
+// -DKILN_ONLY -DKILN_K_<name> (kernels.rs), so a process compiles only what it launches;
+// without KILN_ONLY the whole file compiles (the compile test, the ptxas_info example).
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -49,14 +52,13 @@ __device__ __forceinline__ void transpose32_body(const T* __restrict__ x, T* __r
     }
 }
 
-extern "C" __global__ void transpose_t32_b32(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
-    transpose32_body<float, 1>(x, y, rows, cols);
-}
-
+#if !defined(KILN_ONLY) || defined(KILN_K_transpose_h_b16)
 extern "C" __global__ void transpose_h_b16(const u16* __restrict__ x, u16* __restrict__ y, int rows, int cols) {
     transpose32_body<u16, 2>(x, y, rows, cols);
 }
+#endif
 
+#if !defined(KILN_ONLY) || defined(KILN_K_transpose_b32)
 extern "C" __global__ void __launch_bounds__(256, 8) transpose_b32(const float* __restrict__ x, float* __restrict__ y,
                                                                 int rows, int cols) {
     __shared__ float tile[64][65];
@@ -93,8 +95,10 @@ extern "C" __global__ void __launch_bounds__(256, 8) transpose_b32(const float* 
         }
     }
 }
+#endif
 
 // rows and cols even (the launcher checks): x is rows x cols/2 words, y cols x rows/2.
+#if !defined(KILN_ONLY) || defined(KILN_K_transpose_b16)
 extern "C" __global__ void __launch_bounds__(256, 8) transpose_b16(const u32* __restrict__ x, u32* __restrict__ y,
                                                                 int rows, int cols) {
     __shared__ u32 lo[32][33];  // [column pair][row pair]: output row 2q, words (2p, 2p+1)
@@ -136,3 +140,4 @@ extern "C" __global__ void __launch_bounds__(256, 8) transpose_b16(const u32* __
         }
     }
 }
+#endif

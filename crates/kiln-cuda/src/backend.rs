@@ -2,20 +2,22 @@
 //! cache, and the launchers.
 #![allow(unsafe_code)]
 
+mod load;
+
 use crate::cache::{CacheEvent, KernelCache};
 use crate::discovery::DeviceInfo;
-use crate::kernels::{KernelId, Module};
+use crate::kernels::KernelId;
 use crate::nvrtc;
 use crate::pool::{DeviceBuffer, DevicePool, MemoryStats, PinnedPool};
-use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream};
-use cudarc::nvrtc::Ptx;
+use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaStream};
 use kiln_core::backend::check_same_len;
 use kiln_core::{cuda_code_name, Backend, BackendKind, Error, MemoryLimit, Result, UnaryOp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// One module load: where its cubin came from and what loading it cost.
+/// One program load (a kernel alone: `kernels::Program`): where its cubin came from and
+/// what loading it cost.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ModuleLoad {
     /// The cache lookup (hit, or compiled by NVRTC).
@@ -36,7 +38,8 @@ pub struct CudaBackend {
     pinned: Arc<PinnedPool>,
     cache: KernelCache,
     nvrtc: (i32, i32),
-    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Loaded programs by name, each filled once (backend/load.rs).
+    modules: Mutex<HashMap<&'static str, load::Slot>>,
     /// Functions already looked up: `cuModuleGetFunction` is a driver call, and a launch of
     /// a tiny kernel must cost little more than `cuLaunchKernel` itself.
     functions: Mutex<HashMap<KernelId, CudaFunction>>,
@@ -198,44 +201,6 @@ impl CudaBackend {
         cuda_err(op, &self.name(), e)
     }
 
-    /// Load (from the cache, compiling on a miss) the module and return it.
-    pub fn module(&self, m: Module) -> Result<Arc<CudaModule>> {
-        let mut mods = lock(&self.modules);
-        if let Some(md) = mods.get(m.name) {
-            return Ok(md.clone());
-        }
-        let arch = self.info.arch();
-        let (cubin, event) = self
-            .cache
-            .get_or_compile(&m, nvrtc::OPTIONS, &arch, self.nvrtc, || {
-                nvrtc::compile_cubin(&m, &arch)
-            })?;
-        let t0 = Instant::now();
-        let md = self
-            .ctx
-            .load_module(Ptx::from_binary(cubin))
-            .map_err(|e| self.err("cuModuleLoadData", e))?;
-        lock(&self.loads).push(ModuleLoad {
-            cache: event,
-            load_ms: t0.elapsed().as_secs_f64() * 1e3,
-        });
-        mods.insert(m.name, md.clone());
-        Ok(md)
-    }
-
-    /// The function for a kernel.
-    pub fn function(&self, k: KernelId) -> Result<CudaFunction> {
-        if let Some(f) = lock(&self.functions).get(&k) {
-            return Ok(f.clone());
-        }
-        let f = self
-            .module(k.module())?
-            .load_function(k.symbol())
-            .map_err(|e| self.err(k.symbol(), e))?;
-        lock(&self.functions).insert(k, f.clone());
-        Ok(f)
-    }
-
     /// Blocks of `k` that fit on one SM at once with `threads`-thread blocks and no dynamic
     /// shared memory (at least 1), from `cuOccupancyMaxActiveBlocksPerMultiprocessor`.
     pub fn resident_blocks_per_sm(&self, k: KernelId, threads: u32) -> Result<u32> {
@@ -249,14 +214,6 @@ impl CudaBackend {
             .max(1);
         lock(&self.resident).insert((k, threads), n);
         Ok(n)
-    }
-
-    /// Compile (or load) every module, as `kiln cache warm` does.
-    pub fn warm(&self) -> Result<()> {
-        for m in crate::kernels::MODULES {
-            self.module(*m)?;
-        }
-        Ok(())
     }
 
     /// The device's caching pool.

@@ -1,13 +1,13 @@
 //! The on-disk cubin cache.
 //!
-//! Key: SHA-256 of (format version, module source, NVRTC options, arch, NVRTC version), so a
-//! change to any of them misses. File: `{module}-{arch}-{key[..16]}.cubin` holding a header
+//! Key: SHA-256 of (format version, program name, source, NVRTC options, arch, NVRTC
+//! version), so a change to any of them misses; a kernel compiled alone differs from its
+//! module by its `-D` options. File: `{program}-{arch}-{key[..16]}.cubin` holding a header
 //! (magic, format version, payload length, SHA-256 of the payload, the full key) and the
 //! cubin. Writes go to a temp file in the same directory and are renamed into place, so a
 //! reader never sees half a file; a file that fails any header check is recompiled with a
 //! warning and overwritten, never trusted and never a crash.
 
-use crate::kernels::Module;
 use kiln_core::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -38,11 +38,22 @@ pub enum Outcome {
     },
 }
 
+/// What a cubin is compiled from, as the cache keys it (the arch and NVRTC version apart).
+#[derive(Clone, Copy, Debug)]
+pub struct Unit<'a> {
+    /// The program's name (a kernel's symbol, or a module's name): the file's prefix.
+    pub name: &'a str,
+    /// The CUDA C++ source.
+    pub source: &'a str,
+    /// NVRTC's options but the arch (`nvrtc::options`).
+    pub options: &'a [String],
+}
+
 /// One lookup's record, for `kiln doctor` and the profiler.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct CacheEvent {
-    /// The module.
-    pub module: String,
+    /// The program: a kernel's symbol, or a module's name when compiled whole.
+    pub program: String,
     /// The target arch.
     pub arch: String,
     /// What happened.
@@ -82,16 +93,16 @@ impl KernelCache {
         &self.dir
     }
 
-    /// The cache key of a module for an arch and NVRTC version.
-    pub fn key(module: &Module, options: &[&str], arch: &str, nvrtc: (i32, i32)) -> [u8; 32] {
+    /// The cache key of a unit for an arch and NVRTC version.
+    pub fn key(unit: &Unit, arch: &str, nvrtc: (i32, i32)) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(b"kiln-cubin-cache\0");
         h.update(FORMAT.to_le_bytes());
-        h.update(module.name.as_bytes());
+        h.update(unit.name.as_bytes());
         h.update(b"\0");
-        h.update(module.source.as_bytes());
+        h.update(unit.source.as_bytes());
         h.update(b"\0");
-        for o in options {
+        for o in unit.options {
             h.update(o.as_bytes());
             h.update(b"\0");
         }
@@ -101,13 +112,17 @@ impl KernelCache {
     }
 
     /// The file a key lives in.
-    pub fn path_for(&self, module: &Module, arch: &str, key: &[u8; 32]) -> PathBuf {
-        self.dir.join(format!(
-            "{}-{}-{}.cubin",
-            module.name,
-            arch,
-            &hex::encode(key)[..16]
-        ))
+    pub fn path_for(&self, name: &str, arch: &str, key: &[u8; 32]) -> PathBuf {
+        self.dir
+            .join(format!("{name}-{arch}-{}.cubin", &hex::encode(key)[..16]))
+    }
+
+    /// Whether a valid entry for `unit` is on disk (what a lookup would load without
+    /// compiling).
+    pub fn contains(&self, unit: &Unit, arch: &str, nvrtc: (i32, i32)) -> bool {
+        let key = Self::key(unit, arch, nvrtc);
+        std::fs::read(self.path_for(unit.name, arch, &key))
+            .is_ok_and(|bytes| decode(&bytes, Some(&key)).is_ok())
     }
 
     /// Whether the directory exists (or can be created) and accepts a file.
@@ -118,21 +133,21 @@ impl KernelCache {
             .map_err(|e| format!("not writable: {e}"))
     }
 
-    /// Return the cubin for `module`, from disk if a valid entry exists, else from `compile`
-    /// (which is then stored).
+    /// Return the cubin for `unit`, from disk if a valid entry exists, else from `compile`
+    /// (which is then stored). Lookups of different units may run on several threads at
+    /// once; each entry is written atomically.
     pub fn get_or_compile(
         &self,
-        module: &Module,
-        options: &[&str],
+        unit: &Unit,
         arch: &str,
         nvrtc: (i32, i32),
         compile: impl FnOnce() -> Result<Vec<u8>>,
     ) -> Result<(Vec<u8>, CacheEvent)> {
         let t0 = Instant::now();
-        let key = Self::key(module, options, arch, nvrtc);
-        let path = self.path_for(module, arch, &key);
+        let key = Self::key(unit, arch, nvrtc);
+        let path = self.path_for(unit.name, arch, &key);
         let event = |outcome, t0: Instant| CacheEvent {
-            module: module.name.into(),
+            program: unit.name.into(),
             arch: arch.into(),
             outcome,
             ms: t0.elapsed().as_secs_f64() * 1e3,
@@ -273,10 +288,20 @@ mod tests {
     use super::*;
     use std::cell::Cell;
 
-    const M: Module = Module {
-        name: "test",
-        source: "extern \"C\" __global__ void k() {}",
-    };
+    const SRC: &str = "extern \"C\" __global__ void k() {}";
+
+    /// A unit named `test` with `SRC` and `options`.
+    fn unit(options: &[String]) -> Unit<'_> {
+        Unit {
+            name: "test",
+            source: SRC,
+            options,
+        }
+    }
+
+    fn opts(o: &[&str]) -> Vec<String> {
+        o.iter().map(|s| s.to_string()).collect()
+    }
 
     fn fake_cubin() -> Vec<u8> {
         (0..5000u32).map(|i| (i * 7 % 251) as u8).collect()
@@ -291,10 +316,15 @@ mod tests {
             calls.set(calls.get() + 1);
             Ok(fake_cubin())
         };
-        let (a, e1) = c.get_or_compile(&M, &["-x"], "sm_90", (13, 0), compile).unwrap();
+        let x = opts(&["-x"]);
+        assert!(!c.contains(&unit(&x), "sm_90", (13, 0)));
+        let (a, e1) = c.get_or_compile(&unit(&x), "sm_90", (13, 0), compile).unwrap();
         assert_eq!(e1.outcome, Outcome::Compiled);
+        assert_eq!(e1.program, "test");
+        assert!(c.contains(&unit(&x), "sm_90", (13, 0)));
+        assert!(!c.contains(&unit(&x), "sm_80", (13, 0)));
         let (b, e2) = c
-            .get_or_compile(&M, &["-x"], "sm_90", (13, 0), || -> Result<Vec<u8>> {
+            .get_or_compile(&unit(&x), "sm_90", (13, 0), || -> Result<Vec<u8>> {
                 panic!("must not compile")
             })
             .unwrap();
@@ -306,17 +336,23 @@ mod tests {
     }
 
     #[test]
-    fn key_covers_source_options_arch_and_nvrtc() {
-        let k = KernelCache::key(&M, &["-a"], "sm_90", (13, 0));
-        let m2 = Module {
-            name: "test",
+    fn key_covers_name_source_options_arch_and_nvrtc() {
+        let (a, b) = (opts(&["-a"]), opts(&["-a", "-DKILN_K_k"]));
+        let k = KernelCache::key(&unit(&a), "sm_90", (13, 0));
+        let changed = Unit {
             source: "changed",
+            ..unit(&a)
         };
-        assert_ne!(k, KernelCache::key(&m2, &["-a"], "sm_90", (13, 0)));
-        assert_ne!(k, KernelCache::key(&M, &["-b"], "sm_90", (13, 0)));
-        assert_ne!(k, KernelCache::key(&M, &["-a"], "sm_80", (13, 0)));
-        assert_ne!(k, KernelCache::key(&M, &["-a"], "sm_90", (13, 1)));
-        assert_eq!(k, KernelCache::key(&M, &["-a"], "sm_90", (13, 0)));
+        let renamed = Unit {
+            name: "other",
+            ..unit(&a)
+        };
+        assert_ne!(k, KernelCache::key(&changed, "sm_90", (13, 0)));
+        assert_ne!(k, KernelCache::key(&renamed, "sm_90", (13, 0)));
+        assert_ne!(k, KernelCache::key(&unit(&b), "sm_90", (13, 0)));
+        assert_ne!(k, KernelCache::key(&unit(&a), "sm_80", (13, 0)));
+        assert_ne!(k, KernelCache::key(&unit(&a), "sm_90", (13, 1)));
+        assert_eq!(k, KernelCache::key(&unit(&a), "sm_90", (13, 0)));
     }
 
     #[test]
@@ -324,10 +360,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = KernelCache::new(dir.path());
         let (good, _) = c
-            .get_or_compile(&M, &[], "sm_90", (13, 0), || Ok(fake_cubin()))
+            .get_or_compile(&unit(&[]), "sm_90", (13, 0), || Ok(fake_cubin()))
             .unwrap();
-        let key = KernelCache::key(&M, &[], "sm_90", (13, 0));
-        let path = c.path_for(&M, "sm_90", &key);
+        let key = KernelCache::key(&unit(&[]), "sm_90", (13, 0));
+        let path = c.path_for("test", "sm_90", &key);
         let full = std::fs::read(&path).unwrap();
         let damages: Vec<(&str, Vec<u8>)> = vec![
             ("truncated", full[..full.len() / 2].to_vec()),
@@ -348,8 +384,9 @@ mod tests {
         for (what, bytes) in damages {
             std::fs::write(&path, &bytes).unwrap();
             assert!(c.entries().unwrap()[0].problem.is_some());
+            assert!(!c.contains(&unit(&[]), "sm_90", (13, 0)));
             let (cubin, ev) = c
-                .get_or_compile(&M, &[], "sm_90", (13, 0), || Ok(fake_cubin()))
+                .get_or_compile(&unit(&[]), "sm_90", (13, 0), || Ok(fake_cubin()))
                 .unwrap();
             assert_eq!(cubin, good);
             match ev.outcome {
@@ -371,7 +408,7 @@ mod tests {
         // a directory path under a regular file can never be created
         let c = KernelCache::new(file.join("cache"));
         let (cubin, ev) = c
-            .get_or_compile(&M, &[], "sm_90", (13, 0), || Ok(fake_cubin()))
+            .get_or_compile(&unit(&[]), "sm_90", (13, 0), || Ok(fake_cubin()))
             .unwrap();
         assert_eq!(cubin, fake_cubin());
         assert!(matches!(ev.outcome, Outcome::CompiledNotStored { .. }));
@@ -383,7 +420,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = KernelCache::new(dir.path());
         let e = c
-            .get_or_compile(&M, &[], "sm_90", (13, 0), || {
+            .get_or_compile(&unit(&[]), "sm_90", (13, 0), || {
                 Err(Error::Compile {
                     module: "test".into(),
                     arch: "sm_90".into(),

@@ -96,38 +96,18 @@ fn op(t: bool) -> sys::cublasOperation_t {
     }
 }
 
-/// Which float4 tiled kernel [`CudaBackend::gemm_tiled_variant_device`] runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TiledVariant {
-    /// BK = 16, cp.async, warp tiling: what `GemmImpl::Tiled` runs.
-    Auto,
-    /// BK = 8, otherwise as `Auto`.
-    K8,
-    /// Session 2's kernel (BK = 8, register-staged).
-    V1,
-}
-
-/// The tiled kernel for a layout: the scalar-load kernels unless `vec`, else the variant's.
-fn tiled_kernel(vec: bool, v: TiledVariant, ta: bool, tb: bool) -> KernelId {
+/// The tiled kernel for a layout: float4 loads when `vec`, else the scalar-load kernel.
+fn tiled_kernel(vec: bool, ta: bool, tb: bool) -> KernelId {
     use KernelId as K;
-    let (v, ta, tb) = (if vec { Some(v) } else { None }, ta, tb);
-    match (v, ta, tb) {
-        (None, false, false) => K::GemmTiledNnSF32,
-        (None, false, true) => K::GemmTiledNtSF32,
-        (None, true, false) => K::GemmTiledTnSF32,
-        (None, true, true) => K::GemmTiledTtSF32,
-        (Some(TiledVariant::Auto), false, false) => K::GemmTiledNnF32,
-        (Some(TiledVariant::Auto), false, true) => K::GemmTiledNtF32,
-        (Some(TiledVariant::Auto), true, false) => K::GemmTiledTnF32,
-        (Some(TiledVariant::Auto), true, true) => K::GemmTiledTtF32,
-        (Some(TiledVariant::K8), false, false) => K::GemmTiledk8NnF32,
-        (Some(TiledVariant::K8), false, true) => K::GemmTiledk8NtF32,
-        (Some(TiledVariant::K8), true, false) => K::GemmTiledk8TnF32,
-        (Some(TiledVariant::K8), true, true) => K::GemmTiledk8TtF32,
-        (Some(TiledVariant::V1), false, false) => K::GemmTiledv1NnF32,
-        (Some(TiledVariant::V1), false, true) => K::GemmTiledv1NtF32,
-        (Some(TiledVariant::V1), true, false) => K::GemmTiledv1TnF32,
-        (Some(TiledVariant::V1), true, true) => K::GemmTiledv1TtF32,
+    match (vec, ta, tb) {
+        (false, false, false) => K::GemmTiledNnSF32,
+        (false, false, true) => K::GemmTiledNtSF32,
+        (false, true, false) => K::GemmTiledTnSF32,
+        (false, true, true) => K::GemmTiledTtSF32,
+        (true, false, false) => K::GemmTiledNnF32,
+        (true, false, true) => K::GemmTiledNtF32,
+        (true, true, false) => K::GemmTiledTnF32,
+        (true, true, true) => K::GemmTiledTtF32,
     }
 }
 
@@ -273,52 +253,10 @@ impl CudaBackend {
                     imp.name()
                 ),
             )),
-            GemmImpl::Tiled | GemmImpl::Naive => self.gemm_kernel(
-                a.device_ptr(),
-                b.device_ptr(),
-                c.device_ptr(),
-                g,
-                imp,
-                TiledVariant::Auto,
-            ),
-        }
-    }
-
-    /// kiln's tiled f32 kernel in one of its variants, for A/B timing: `auto` (what
-    /// [`GemmImpl::Tiled`] runs: BK = 16), `k8` (BK = 8, otherwise the same) or `v1`
-    /// (session 2's kernel). The variant picks among the float4 kernels; a layout that needs
-    /// the scalar-load kernels (a leading dimension or stride not a multiple of 4, or an
-    /// unaligned buffer) runs them whatever the variant.
-    pub fn gemm_tiled_variant_device(
-        &self,
-        a: &DeviceBuffer<f32>,
-        b: &DeviceBuffer<f32>,
-        c: &mut DeviceBuffer<f32>,
-        g: &Gemm,
-        variant: &str,
-    ) -> Result<()> {
-        let v = match variant {
-            "auto" => TiledVariant::Auto,
-            "k8" => TiledVariant::K8,
-            "v1" => TiledVariant::V1,
-            _ => {
-                return Err(Error::invalid(
-                    "gemm",
-                    format!("tiled variant `{variant}`: expected auto, k8 or v1"),
-                ))
+            GemmImpl::Tiled | GemmImpl::Naive => {
+                self.gemm_kernel(a.device_ptr(), b.device_ptr(), c.device_ptr(), g, imp)
             }
-        };
-        let len_c = g.validate(a.len(), b.len())?;
-        kiln_core::backend::check_same_len("gemm output", len_c, c.len())?;
-        check_limits(g)?;
-        self.gemm_kernel(
-            a.device_ptr(),
-            b.device_ptr(),
-            c.device_ptr(),
-            g,
-            GemmImpl::Tiled,
-            v,
-        )
+        }
     }
 
     /// Host round trip of [`Self::gemm_device`]: upload, multiply into a NaN-poisoned
@@ -430,13 +368,13 @@ impl CudaBackend {
     }
 
     /// kiln's tiled or naive f32 kernel (launch shapes at the top of `kernels/gemm.cu`).
-    fn gemm_kernel(&self, a: u64, b: u64, c: u64, g: &Gemm, imp: GemmImpl, v: TiledVariant) -> Result<()> {
+    fn gemm_kernel(&self, a: u64, b: u64, c: u64, g: &Gemm, imp: GemmImpl) -> Result<()> {
         let (lda, ldb) = (g.lda(), g.ldb());
         let vec = [lda, ldb, g.stride_a, g.stride_b].iter().all(|v| v % 4 == 0) && a % 16 == 0 && b % 16 == 0;
         let id = if imp == GemmImpl::Naive {
             KernelId::GemmNaiveF32
         } else {
-            tiled_kernel(vec, v, g.trans_a, g.trans_b)
+            tiled_kernel(vec, g.trans_a, g.trans_b)
         };
         let zs = g.batch.min(MAX_GRID_YZ) as u32;
         let cfg = if id == KernelId::GemmNaiveF32 {

@@ -1,20 +1,25 @@
 //! The kernel table: every kernel kiln launches, the module (one `kernels/*.cu` file) it
 //! lives in, and its `extern "C"` name (`{op}_{dtype}`).
+//!
+//! kiln compiles and caches each kernel as its own NVRTC [`Program`]: the module's source
+//! with `-DKILN_ONLY -DKILN_K_<symbol>`, which every `.cu` file turns into "this kernel
+//! alone" (each kernel sits in an `#if !defined(KILN_ONLY) || defined(KILN_K_<symbol>)`
+//! block). So a process compiles only the kernels it launches: a cold `kiln filter2d`
+//! compiles its one or two kernels, not the 26 the imaging module held (measured
+//! 2026-12-03, sm_90, NVRTC 13.0 on the 2-core build machine: that module whole 9.3 s,
+//! `sep2d_vh_r8_f32` alone 0.16 s). A whole module is still one program for the compile
+//! test and `examples/ptxas_info.rs`. The imaging families share `kernels/imaging.cuh`,
+//! prepended to each file's source (both start with a `#line` directive, so NVRTC's
+//! messages and `-lineinfo` name the right file and line).
 
-/// One CUDA source file, compiled by NVRTC as a unit.
+/// One CUDA source file: a family of kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Module {
-    /// The file's stem, e.g. `elementwise`.
+    /// The file's stem, e.g. `imaging`.
     pub name: &'static str,
     /// The CUDA C++ source.
     pub source: &'static str,
 }
-
-/// The element-wise family.
-pub const ELEMENTWISE: Module = Module {
-    name: "elementwise",
-    source: include_str!("../kernels/elementwise.cu"),
-};
 
 /// Monte Carlo option pricing: Philox, GBM paths and payoffs fused, many options a launch.
 pub const FINANCE: Module = Module {
@@ -34,13 +39,37 @@ pub const TRANSPOSE: Module = Module {
     source: include_str!("../kernels/transpose.cu"),
 };
 
-/// Image / volume correlation: 2-D direct, 1-D separable passes, 3-D direct.
-pub const IMAGING: Module = Module {
-    name: "imaging",
-    source: include_str!("../kernels/imaging.cu"),
+/// Direct 2-D correlation: the shared-memory tile kernels and the 3×3 register kernels
+/// (`kernels/imaging.cuh`, then `kernels/filter2d.cu`).
+pub const FILTER2D: Module = Module {
+    name: "filter2d",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/filter2d.cu")
+    ),
 };
 
-/// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load variants per transpose
+/// The separable path: 1-D passes along any axis and the fused 2-D pair
+/// (`kernels/imaging.cuh`, then `kernels/separable.cu`).
+pub const SEPARABLE: Module = Module {
+    name: "separable",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/separable.cu")
+    ),
+};
+
+/// Direct 3-D correlation: the register-prefetch kernels and the cp.async z-march
+/// (`kernels/imaging.cuh`, then `kernels/filter3d.cu`).
+pub const FILTER3D: Module = Module {
+    name: "filter3d",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/filter3d.cu")
+    ),
+};
+
+/// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load kernels per transpose
 /// pair) and the seed's naive one-thread-per-element baseline.
 pub const GEMM: Module = Module {
     name: "gemm",
@@ -59,22 +88,68 @@ pub const FAULT: Module = Module {
     source: include_str!("../kernels/fault.cu"),
 };
 
-/// Every module, for `kiln cache warm` and `kiln kernels`.
-pub const MODULES: &[Module] = &[MAP, TRANSPOSE, IMAGING, ELEMENTWISE, FINANCE, GEMM, CAST, FAULT];
+/// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
+pub const MODULES: &[Module] = &[
+    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, FINANCE, GEMM, CAST, FAULT,
+];
+
+/// What NVRTC compiles as one program and the cache stores as one cubin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Program {
+    /// One kernel alone: its module's source with `-DKILN_ONLY -DKILN_K_<symbol>`. What
+    /// kiln loads and launches.
+    Kernel(KernelId),
+    /// A whole module, every kernel of the file.
+    Module(Module),
+}
+
+impl Program {
+    /// The kernel's symbol, or the module's name: the cache file's prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::Kernel(k) => k.symbol(),
+            Program::Module(m) => m.name,
+        }
+    }
+
+    /// The module whose source it compiles.
+    pub fn module(self) -> Module {
+        match self {
+            Program::Kernel(k) => k.module(),
+            Program::Module(m) => m,
+        }
+    }
+
+    /// The preprocessor definitions that select its kernels (none for a whole module).
+    pub fn defines(self) -> Vec<String> {
+        match self {
+            Program::Kernel(k) => vec!["-DKILN_ONLY".into(), format!("-DKILN_K_{}", k.symbol())],
+            Program::Module(_) => Vec::new(),
+        }
+    }
+}
+
+impl From<KernelId> for Program {
+    fn from(k: KernelId) -> Self {
+        Program::Kernel(k)
+    }
+}
+
+impl From<Module> for Program {
+    fn from(m: Module) -> Self {
+        Program::Module(m)
+    }
+}
 
 /// Every kernel kiln launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KernelId {
-    /// Element-wise sigmoid on f32, float4-vectorised.
-    SigmoidF32,
     /// `MapOp` on f32 storage (op code and two parameters as arguments).
     MapF32,
     /// `MapOp` on f16 storage, f32 arithmetic.
     MapF16,
     /// `MapOp` on bf16 storage, f32 arithmetic.
     MapBf16,
-    /// `MapOp` on f32, the previous kernel (4 vectors in flight, default caching): a variant.
-    MapU4F32,
     /// `y = a*x + y` on f32.
     AxpyF32,
     /// `y = a*x + y` on f16 storage.
@@ -85,12 +160,8 @@ pub enum KernelId {
     TransposeB32,
     /// 2-D transpose of 16-bit elements (f16, bf16) as 32-bit words; rows and cols even.
     TransposeB16,
-    /// 2-D transpose of 32-bit elements, 32x32 tiles (the previous kernel, a variant).
-    TransposeT32B32,
     /// 2-D transpose of 16-bit elements one at a time (odd rows or cols).
     TransposeHB16,
-    /// filter2d direct path, 3x3 (compile-time unrolled).
-    Filter2dK3F32,
     /// filter2d direct path, 5x5.
     Filter2dK5F32,
     /// filter2d direct path, 7x7.
@@ -103,18 +174,12 @@ pub enum KernelId {
     Filter1dStridedF32,
     /// filter3d direct path, 3x3x3 (z-marching, register ring).
     Filter3dK3F32,
-    /// filter3d direct path, 5x5x5.
-    Filter3dK5F32,
     /// filter3d direct path, 7x7x7.
     Filter3dK7F32,
     /// filter2d direct 3x3 from registers (no shared memory), 8 rows a thread.
     Filter2dK3r8F32,
     /// filter2d direct 3x3 from registers, 4 rows a thread.
     Filter2dK3r4F32,
-    /// filter3d direct 3x3x3, z-marching through a cp.async ring of planes, 4 rows a thread.
-    Filter3dZm3F32,
-    /// filter3d direct 3x3x3, z-marching (cp.async ring), 8 rows a thread.
-    Filter3dZm3r8F32,
     /// filter3d direct 5x5x5, z-marching (cp.async ring), 4 rows a thread.
     Filter3dZm5F32,
     /// Fused separable 2-D, radius 1: pass along H, then along W.
@@ -205,22 +270,6 @@ pub enum KernelId {
     GemmTiledTnSF32,
     /// GEMM tiled, scalar loads, `TT`.
     GemmTiledTtSF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `NN`.
-    GemmTiledk8NnF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `NT`.
-    GemmTiledk8NtF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `TN`.
-    GemmTiledk8TnF32,
-    /// GEMM variant: BK = 8 (else as the default tiled kernel), `TT`.
-    GemmTiledk8TtF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `NN`.
-    GemmTiledv1NnF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `NT`.
-    GemmTiledv1NtF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `TN`.
-    GemmTiledv1TnF32,
-    /// GEMM variant: session 2's kernel (BK = 8, every operand register-staged), `TT`.
-    GemmTiledv1TtF32,
     /// GEMM, the seed's naive kernel: one thread per element of C (the baseline).
     GemmNaiveF32,
     /// Conversion between any two storage types (codes as arguments).
@@ -232,31 +281,24 @@ pub enum KernelId {
 impl KernelId {
     /// Every kernel.
     pub const ALL: &'static [KernelId] = &[
-        KernelId::SigmoidF32,
         KernelId::MapF32,
         KernelId::MapF16,
         KernelId::MapBf16,
-        KernelId::MapU4F32,
         KernelId::AxpyF32,
         KernelId::AxpyF16,
         KernelId::AxpyBf16,
         KernelId::TransposeB32,
         KernelId::TransposeB16,
-        KernelId::TransposeT32B32,
         KernelId::TransposeHB16,
-        KernelId::Filter2dK3F32,
         KernelId::Filter2dK5F32,
         KernelId::Filter2dK7F32,
         KernelId::Filter2dKnF32,
         KernelId::Filter1dXF32,
         KernelId::Filter1dStridedF32,
         KernelId::Filter3dK3F32,
-        KernelId::Filter3dK5F32,
         KernelId::Filter3dK7F32,
         KernelId::Filter2dK3r8F32,
         KernelId::Filter2dK3r4F32,
-        KernelId::Filter3dZm3F32,
-        KernelId::Filter3dZm3r8F32,
         KernelId::Filter3dZm5F32,
         KernelId::Sep2dVhR1F32,
         KernelId::Sep2dVhR2F32,
@@ -302,14 +344,6 @@ impl KernelId {
         KernelId::GemmTiledNtSF32,
         KernelId::GemmTiledTnSF32,
         KernelId::GemmTiledTtSF32,
-        KernelId::GemmTiledk8NnF32,
-        KernelId::GemmTiledk8NtF32,
-        KernelId::GemmTiledk8TnF32,
-        KernelId::GemmTiledk8TtF32,
-        KernelId::GemmTiledv1NnF32,
-        KernelId::GemmTiledv1NtF32,
-        KernelId::GemmTiledv1TnF32,
-        KernelId::GemmTiledv1TtF32,
         KernelId::GemmNaiveF32,
         KernelId::CastAny,
         KernelId::FaultIllegalAddress,
@@ -318,32 +352,20 @@ impl KernelId {
     /// The module that defines it.
     pub fn module(self) -> Module {
         match self {
-            KernelId::SigmoidF32 => ELEMENTWISE,
             KernelId::MapF32
             | KernelId::MapF16
             | KernelId::MapBf16
-            | KernelId::MapU4F32
             | KernelId::AxpyF32
             | KernelId::AxpyF16
             | KernelId::AxpyBf16 => MAP,
-            KernelId::TransposeB32
-            | KernelId::TransposeB16
-            | KernelId::TransposeT32B32
-            | KernelId::TransposeHB16 => TRANSPOSE,
-            KernelId::Filter2dK3F32
-            | KernelId::Filter2dK5F32
+            KernelId::TransposeB32 | KernelId::TransposeB16 | KernelId::TransposeHB16 => TRANSPOSE,
+            KernelId::Filter2dK5F32
             | KernelId::Filter2dK7F32
             | KernelId::Filter2dKnF32
-            | KernelId::Filter1dXF32
-            | KernelId::Filter1dStridedF32
-            | KernelId::Filter3dK3F32
-            | KernelId::Filter3dK5F32
-            | KernelId::Filter3dK7F32
             | KernelId::Filter2dK3r8F32
-            | KernelId::Filter2dK3r4F32
-            | KernelId::Filter3dZm3F32
-            | KernelId::Filter3dZm3r8F32
-            | KernelId::Filter3dZm5F32
+            | KernelId::Filter2dK3r4F32 => FILTER2D,
+            KernelId::Filter1dXF32
+            | KernelId::Filter1dStridedF32
             | KernelId::Sep2dVhR1F32
             | KernelId::Sep2dVhR2F32
             | KernelId::Sep2dVhR3F32
@@ -359,7 +381,8 @@ impl KernelId {
             | KernelId::Sep2dHvR5F32
             | KernelId::Sep2dHvR6F32
             | KernelId::Sep2dHvR7F32
-            | KernelId::Sep2dHvR8F32 => IMAGING,
+            | KernelId::Sep2dHvR8F32 => SEPARABLE,
+            KernelId::Filter3dK3F32 | KernelId::Filter3dK7F32 | KernelId::Filter3dZm5F32 => FILTER3D,
             KernelId::McEuropeanF64
             | KernelId::McAsianArithmeticF64
             | KernelId::McAsianGeometricF64
@@ -388,14 +411,6 @@ impl KernelId {
             | KernelId::GemmTiledNtSF32
             | KernelId::GemmTiledTnSF32
             | KernelId::GemmTiledTtSF32
-            | KernelId::GemmTiledk8NnF32
-            | KernelId::GemmTiledk8NtF32
-            | KernelId::GemmTiledk8TnF32
-            | KernelId::GemmTiledk8TtF32
-            | KernelId::GemmTiledv1NnF32
-            | KernelId::GemmTiledv1NtF32
-            | KernelId::GemmTiledv1TnF32
-            | KernelId::GemmTiledv1TtF32
             | KernelId::GemmNaiveF32 => GEMM,
             KernelId::CastAny => CAST,
             KernelId::FaultIllegalAddress => FAULT,
@@ -405,31 +420,24 @@ impl KernelId {
     /// Its `extern "C"` symbol.
     pub fn symbol(self) -> &'static str {
         match self {
-            KernelId::SigmoidF32 => "sigmoid_f32",
             KernelId::MapF32 => "map_f32",
             KernelId::MapF16 => "map_f16",
             KernelId::MapBf16 => "map_bf16",
-            KernelId::MapU4F32 => "map_u4_f32",
             KernelId::AxpyF32 => "axpy_f32",
             KernelId::AxpyF16 => "axpy_f16",
             KernelId::AxpyBf16 => "axpy_bf16",
             KernelId::TransposeB32 => "transpose_b32",
             KernelId::TransposeB16 => "transpose_b16",
-            KernelId::TransposeT32B32 => "transpose_t32_b32",
             KernelId::TransposeHB16 => "transpose_h_b16",
-            KernelId::Filter2dK3F32 => "filter2d_k3_f32",
             KernelId::Filter2dK5F32 => "filter2d_k5_f32",
             KernelId::Filter2dK7F32 => "filter2d_k7_f32",
             KernelId::Filter2dKnF32 => "filter2d_kn_f32",
             KernelId::Filter1dXF32 => "filter1d_x_f32",
             KernelId::Filter1dStridedF32 => "filter1d_s_f32",
             KernelId::Filter3dK3F32 => "filter3d_k3_f32",
-            KernelId::Filter3dK5F32 => "filter3d_k5_f32",
             KernelId::Filter3dK7F32 => "filter3d_k7_f32",
             KernelId::Filter2dK3r8F32 => "filter2d_k3r8_f32",
             KernelId::Filter2dK3r4F32 => "filter2d_k3r4_f32",
-            KernelId::Filter3dZm3F32 => "filter3d_zm3_f32",
-            KernelId::Filter3dZm3r8F32 => "filter3d_zm3r8_f32",
             KernelId::Filter3dZm5F32 => "filter3d_zm5_f32",
             KernelId::Sep2dVhR1F32 => "sep2d_vh_r1_f32",
             KernelId::Sep2dVhR2F32 => "sep2d_vh_r2_f32",
@@ -475,17 +483,86 @@ impl KernelId {
             KernelId::GemmTiledNtSF32 => "gemm_tiled_nt_s_f32",
             KernelId::GemmTiledTnSF32 => "gemm_tiled_tn_s_f32",
             KernelId::GemmTiledTtSF32 => "gemm_tiled_tt_s_f32",
-            KernelId::GemmTiledk8NnF32 => "gemm_tiledk8_nn_f32",
-            KernelId::GemmTiledk8NtF32 => "gemm_tiledk8_nt_f32",
-            KernelId::GemmTiledk8TnF32 => "gemm_tiledk8_tn_f32",
-            KernelId::GemmTiledk8TtF32 => "gemm_tiledk8_tt_f32",
-            KernelId::GemmTiledv1NnF32 => "gemm_tiledv1_nn_f32",
-            KernelId::GemmTiledv1NtF32 => "gemm_tiledv1_nt_f32",
-            KernelId::GemmTiledv1TnF32 => "gemm_tiledv1_tn_f32",
-            KernelId::GemmTiledv1TtF32 => "gemm_tiledv1_tt_f32",
             KernelId::GemmNaiveF32 => "gemm_naive_f32",
             KernelId::CastAny => "cast_any",
             KernelId::FaultIllegalAddress => "fault_illegal_address",
+        }
+    }
+
+    /// An estimate of NVRTC's milliseconds to compile this kernel alone for sm_90: measured
+    /// 2026-12-03 with NVRTC 13.0 on one core of the 2-core build machine (best of three,
+    /// `-lineinfo`, other builds running). A cold start pays about this for each kernel it
+    /// launches; other CPUs and archs differ (the H200's host compiled the gemm, finance and
+    /// map modules whole 1.1-1.3x slower than this machine did), so it serves `kiln doctor`'s
+    /// estimate and the longest-first order of parallel compiles, never as a measurement.
+    pub fn compile_ms_estimate(self) -> u32 {
+        match self {
+            KernelId::MapF32 => 183,
+            KernelId::MapF16 => 236,
+            KernelId::MapBf16 => 313,
+            KernelId::AxpyF32 => 58,
+            KernelId::AxpyF16 => 66,
+            KernelId::AxpyBf16 => 85,
+            KernelId::TransposeB32 => 91,
+            KernelId::TransposeB16 => 76,
+            KernelId::TransposeHB16 => 91,
+            KernelId::Filter2dK5F32 => 566,
+            KernelId::Filter2dK7F32 => 726,
+            KernelId::Filter2dKnF32 => 301,
+            KernelId::Filter1dXF32 => 192,
+            KernelId::Filter1dStridedF32 => 171,
+            KernelId::Filter3dK3F32 => 255,
+            KernelId::Filter3dK7F32 => 734,
+            KernelId::Filter2dK3r8F32 => 819,
+            KernelId::Filter2dK3r4F32 => 519,
+            KernelId::Filter3dZm5F32 => 1590,
+            KernelId::Sep2dVhR1F32 => 215,
+            KernelId::Sep2dVhR2F32 => 224,
+            KernelId::Sep2dVhR3F32 => 221,
+            KernelId::Sep2dVhR4F32 => 232,
+            KernelId::Sep2dVhR5F32 => 234,
+            KernelId::Sep2dVhR6F32 => 231,
+            KernelId::Sep2dVhR7F32 => 251,
+            KernelId::Sep2dVhR8F32 => 258,
+            KernelId::Sep2dHvR1F32 => 253,
+            KernelId::Sep2dHvR2F32 => 276,
+            KernelId::Sep2dHvR3F32 => 275,
+            KernelId::Sep2dHvR4F32 => 332,
+            KernelId::Sep2dHvR5F32 => 380,
+            KernelId::Sep2dHvR6F32 => 352,
+            KernelId::Sep2dHvR7F32 => 397,
+            KernelId::Sep2dHvR8F32 => 365,
+            KernelId::McEuropeanF64 => 296,
+            KernelId::McAsianArithmeticF64 => 386,
+            KernelId::McAsianGeometricF64 => 330,
+            KernelId::McBarrierUpOutF64 => 262,
+            KernelId::McBarrierUpInF64 => 273,
+            KernelId::McBarrierDownOutF64 => 262,
+            KernelId::McBarrierDownInF64 => 261,
+            KernelId::McEuropeanFastF64 => 249,
+            KernelId::McAsianArithmeticFastF64 => 287,
+            KernelId::McAsianGeometricFastF64 => 282,
+            KernelId::McBarrierUpOutFastF64 => 215,
+            KernelId::McBarrierUpInFastF64 => 207,
+            KernelId::McBarrierDownOutFastF64 => 213,
+            KernelId::McBarrierDownInFastF64 => 198,
+            KernelId::McCombineF64 => 59,
+            KernelId::CastAny => 308,
+            KernelId::FaultIllegalAddress => 47,
+            KernelId::FinanceSelftestF32 => 89,
+            KernelId::FinanceSqrtCheckF32 => 49,
+            KernelId::McProbePhiloxF64 => 133,
+            KernelId::McProbeNormalsF64 => 137,
+            KernelId::McProbeNormalsFastF64 => 125,
+            KernelId::GemmTiledNnF32 => 751,
+            KernelId::GemmTiledNtF32 => 723,
+            KernelId::GemmTiledTnF32 => 487,
+            KernelId::GemmTiledTtF32 => 744,
+            KernelId::GemmTiledNnSF32 => 552,
+            KernelId::GemmTiledNtSF32 => 428,
+            KernelId::GemmTiledTnSF32 => 548,
+            KernelId::GemmTiledTtSF32 => 536,
+            KernelId::GemmNaiveF32 => 56,
         }
     }
 }
@@ -505,5 +582,51 @@ mod tests {
             );
             assert!(MODULES.contains(&k.module()));
         }
+    }
+
+    #[test]
+    fn every_kernel_has_one_selection_guard_and_every_guard_a_kernel() {
+        for k in KernelId::ALL {
+            let guard = format!("#if !defined(KILN_ONLY) || defined(KILN_K_{})\n", k.symbol());
+            assert_eq!(
+                k.module().source.matches(&guard).count(),
+                1,
+                "{}: its definition must sit in exactly one `{}`",
+                k.symbol(),
+                guard.trim_end()
+            );
+        }
+        for m in MODULES {
+            for (i, _) in m.source.match_indices("defined(KILN_K_") {
+                let rest = &m.source[i + "defined(KILN_K_".len()..];
+                let sym = &rest[..rest.find(')').unwrap_or(0)];
+                assert!(
+                    KernelId::ALL
+                        .iter()
+                        .any(|k| k.symbol() == sym && k.module() == *m),
+                    "{}.cu guards `{sym}`, which is not a kernel of the module",
+                    m.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_kernel_program_selects_it_and_a_module_program_compiles_all() {
+        let p = Program::from(KernelId::Sep2dVhR8F32);
+        assert_eq!(p.name(), "sep2d_vh_r8_f32");
+        assert_eq!(p.module(), SEPARABLE);
+        assert_eq!(p.defines(), ["-DKILN_ONLY", "-DKILN_K_sep2d_vh_r8_f32"]);
+        let m = Program::from(SEPARABLE);
+        assert_eq!(m.name(), "separable");
+        assert!(m.defines().is_empty());
+        // Program names are the cache files' prefixes: no two alike.
+        let mut names: Vec<&str> = KernelId::ALL.iter().map(|&k| Program::from(k).name()).collect();
+        names.extend(MODULES.iter().map(|&m| Program::from(m).name()));
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
+        assert!(KernelId::ALL.iter().all(|k| k.compile_ms_estimate() > 0));
     }
 }

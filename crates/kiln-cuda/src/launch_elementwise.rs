@@ -1,13 +1,16 @@
 //! Launchers for the element-wise family (`kernels/map.cu`): `MapOp` and axpy on f32, f16
 //! and bf16 storage with f32 arithmetic.
 //!
-//! Launch shape: 256-thread blocks, grid-stride over 16-byte vectors (4 f32 or 8 halves a
-//! thread a step, 2 steps' loads in flight, streaming cache hints), as many blocks per SM as
-//! the occupancy calculator says fit at once, at most 8 (one full wave, no straggling
-//! partial wave: 8 for map_f32 / map_f16 at 32 registers), at least one block. The `n % V`
-//! tail runs scalar. [`CudaBackend::map_variant_device`] runs the other launch shapes and
-//! the previous kernel for A/B timing. Buffers are whole pool allocations (512-byte
-//! aligned), so vector accesses are aligned; sizes are checked before every launch.
+//! Launch shape: 256-thread blocks over 16-byte vectors (4 f32 or 8 halves a thread a
+//! step, 2 steps' loads in flight, streaming cache hints). The maps launch one block per
+//! 256 x 2 vectors (every thread one step). On the H200 (sigmoid 2^28, 2026-12-02): f32
+//! 0.516 ms this way against 0.554 ms for one full wave of grid-striding blocks (98% vs 92%
+//! of the copy rate), f16 0.263 vs 0.296, bf16 0.309 vs 0.330: a wave of long-lived threads
+//! keeps fewer loads in flight per SM than a stream of short blocks does. axpy launches one
+//! full wave: as many blocks per SM as the occupancy calculator says fit at once, at most 8,
+//! at least one, grid-striding. The `n % V` tail runs scalar. Buffers are whole pool
+//! allocations (512-byte aligned), so vector accesses are aligned; sizes are checked before
+//! every launch.
 #![allow(unsafe_code)]
 
 use crate::kernels::KernelId;
@@ -21,23 +24,6 @@ use kiln_core::{DType, Error, Result};
 const THREADS: u32 = 256;
 /// Vectors each thread loads before its first store (`U` of map.cu's map_* and axpy_*).
 const UNROLL: u64 = 2;
-/// The same for `map_u4_f32`, the previous kernel.
-const UNROLL_U4: u64 = 4;
-
-/// How [`CudaBackend::map_variant_device`] launches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum MapVariant {
-    /// The map kernel, one full wave of resident blocks (grid-stride).
-    Wave,
-    /// The map kernel, one block per 256 x U vectors (every thread one step, no loop): what
-    /// `map_device` runs. H200, run D3-3 (`kiln--bench_variants`), sigmoid 2^28: f32 0.516 ms
-    /// flat vs 0.554 wave (98% vs 92% of the copy rate), f16 0.263 vs 0.296, bf16 0.309 vs
-    /// 0.330 - a wave of long-lived threads keeps fewer loads in flight per SM than a stream
-    /// of short blocks does.
-    Flat,
-    /// `map_u4_f32` (f32 only), one full wave: session 2's kernel and grid.
-    U4,
-}
 
 impl CudaBackend {
     /// Copy any element slice to a new device buffer.
@@ -53,21 +39,14 @@ impl CudaBackend {
     }
 
     fn grid_for(&self, k: KernelId, n: u64, bytes: usize) -> Result<LaunchConfig> {
-        self.grid_shaped(k, n, bytes, UNROLL, false)
+        self.grid_shaped(k, n, bytes, false)
     }
 
-    /// `flat`: enough blocks for every thread to take one step of `unroll` vectors; else
+    /// `flat`: enough blocks for every thread to take one step of [`UNROLL`] vectors; else
     /// at most one full wave.
-    fn grid_shaped(
-        &self,
-        k: KernelId,
-        n: u64,
-        bytes: usize,
-        unroll: u64,
-        flat: bool,
-    ) -> Result<LaunchConfig> {
+    fn grid_shaped(&self, k: KernelId, n: u64, bytes: usize, flat: bool) -> Result<LaunchConfig> {
         let vecs = n.div_ceil((16 / bytes) as u64);
-        let want = vecs.div_ceil(THREADS as u64 * unroll);
+        let want = vecs.div_ceil(THREADS as u64 * UNROLL);
         let blocks = if flat {
             want.clamp(1, i32::MAX as u64) as u32
         } else {
@@ -106,48 +85,6 @@ impl CudaBackend {
         out: &mut DeviceBuffer<T>,
         n: usize,
     ) -> Result<()> {
-        self.map_launch(stream, op, x, out, n, MapVariant::Flat)
-    }
-
-    /// [`Self::map_device`] with the launch chosen, for A/B timing: `auto` (its launch: the
-    /// map kernel, one block per 256 x 2 vectors, = `flat`), `wave` (the map kernel, one full
-    /// wave of resident blocks, grid-stride) or
-    /// `u4` (f32 only: `map_u4_f32`, session 2's kernel with 4 vectors in flight a thread
-    /// and default caching, one full wave). Every variant computes the same values.
-    pub fn map_variant_device<T: Element>(
-        &self,
-        op: MapOp,
-        x: &DeviceBuffer<T>,
-        out: &mut DeviceBuffer<T>,
-        variant: &str,
-    ) -> Result<()> {
-        check_same_len(op.name(), x.len(), out.len())?;
-        let v = match variant {
-            "auto" | "flat" => MapVariant::Flat,
-            "wave" => MapVariant::Wave,
-            "u4" if T::DTYPE == DType::F32 => MapVariant::U4,
-            _ => {
-                return Err(Error::invalid(
-                    op.name(),
-                    format!(
-                        "map variant `{variant}` on {}: expected auto, flat, wave, or u4 (f32 only)",
-                        T::DTYPE
-                    ),
-                ))
-            }
-        };
-        self.map_launch(self.stream(), op, x, out, x.len(), v)
-    }
-
-    fn map_launch<T: Element>(
-        &self,
-        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-        op: MapOp,
-        x: &DeviceBuffer<T>,
-        out: &mut DeviceBuffer<T>,
-        n: usize,
-        v: MapVariant,
-    ) -> Result<()> {
         op.validate()?;
         if n > x.len() || n > out.len() {
             return Err(Error::invalid(
@@ -162,21 +99,15 @@ impl CudaBackend {
         if n == 0 {
             return Ok(());
         }
-        let k = match (T::DTYPE, v) {
-            (DType::F32, MapVariant::U4) => KernelId::MapU4F32,
-            (DType::F32, _) => KernelId::MapF32,
-            (DType::F16, _) => KernelId::MapF16,
-            (DType::BF16, _) => KernelId::MapBf16,
-            (d, _) => return Err(Error::invalid(op.name(), format!("storage {d} is not supported"))),
+        let k = match T::DTYPE {
+            DType::F32 => KernelId::MapF32,
+            DType::F16 => KernelId::MapF16,
+            DType::BF16 => KernelId::MapBf16,
+            d => return Err(Error::invalid(op.name(), format!("storage {d} is not supported"))),
         };
         let f = self.function(k)?;
         let n = n as u64;
-        let (unroll, flat) = match v {
-            MapVariant::Wave => (UNROLL, false),
-            MapVariant::Flat => (UNROLL, true),
-            MapVariant::U4 => (UNROLL_U4, false),
-        };
-        let cfg = self.grid_shaped(k, n, std::mem::size_of::<T>(), unroll, flat)?;
+        let cfg = self.grid_shaped(k, n, std::mem::size_of::<T>(), true)?;
         let (code, (a, b)) = (op.code(), op.params());
         let (xp, yp) = (x.device_ptr(), out.device_ptr());
         let _range = self.range_on(k.symbol(), stream);

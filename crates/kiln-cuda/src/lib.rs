@@ -5,11 +5,13 @@
 //!   the device policy is applied before anything touches a GPU. Every library is checked for
 //!   presence first (cudarc panics on a missing one): a machine without NVIDIA drivers gets a
 //!   `NoDevice` error, never a panic.
-//! - [`nvrtc`] compiles one `kernels/*.cu` module to a cubin for the device's exact `sm_XX`;
+//! - [`nvrtc`] compiles one kernel (its `kernels/*.cu` file with the kernel selected by a
+//!   `-D` definition: [`kernels::Program`]) to a cubin for the device's exact `sm_XX`;
 //!   [`cache`] keeps cubins on disk (atomic writes, checksummed), so a warm start never calls
-//!   the compiler.
-//! - [`CudaBackend`] owns a context and stream, loads modules on first use and launches the
-//!   kernels of the [`kernels`] table.
+//!   the compiler, and a cold one compiles only the kernels it launches ([`coldstart`]: what
+//!   is missing, and compiling it all ahead on every CPU).
+//! - [`CudaBackend`] owns a context and stream, loads each kernel on first use and launches
+//!   the kernels of the [`kernels`] table.
 //!
 //! FFI is confined to `discovery`, `nvrtc` and `backend`; each `unsafe` block names its invariant.
 #![deny(missing_docs)]
@@ -17,6 +19,7 @@
 pub mod attributes;
 mod backend;
 pub mod cache;
+pub mod coldstart;
 mod copy;
 pub mod discovery;
 pub mod gemm;
@@ -34,12 +37,12 @@ mod streams;
 pub mod transfer;
 
 pub use backend::{cuda_err, CudaBackend, ModuleLoad};
-pub use cache::{CacheEvent, KernelCache, Outcome};
+pub use cache::{CacheEvent, KernelCache, Outcome, Unit};
 /// cudarc's event type, as [`CudaBackend::new_event`] returns it.
 pub use cudarc::driver::CudaEvent;
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use graph::Graph;
-pub use kernels::{KernelId, Module};
+pub use kernels::{KernelId, Module, Program};
 pub use launch_finance::{GpuMcOptions, McProbe};
 pub use profiler::{profiler, Profiler, Range};
 pub use storage::{CudaData, CudaElement, CudaStorage};

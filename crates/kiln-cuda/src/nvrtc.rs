@@ -1,4 +1,5 @@
-//! NVRTC: compile one kernel module to a cubin for an exact `sm_XX`.
+//! NVRTC: compile one [`Program`] (a kernel alone, or a whole module) to a cubin for an
+//! exact `sm_XX`.
 //!
 //! cudarc's safe NVRTC layer only returns PTX, and its `result` layer has no cubin getter, so
 //! this module (one of the three FFI modules: nvrtc, discovery, backend) calls
@@ -6,14 +7,24 @@
 //! which is what makes a warm start cost nothing.
 #![allow(unsafe_code)]
 
-use crate::kernels::Module;
+use crate::kernels::Program;
 use cudarc::nvrtc::{result, sys};
 use kiln_core::{Error, Result};
 use std::ffi::{c_char, CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Options every module is compiled with (part of the cache key).
+/// Options every program is compiled with (part of the cache key).
 pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo"];
+
+/// A program's NVRTC options but the arch: [`OPTIONS`] and the definitions that select its
+/// kernel (the cache key covers them).
+pub fn options(program: Program) -> Vec<String> {
+    OPTIONS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(program.defines())
+        .collect()
+}
 
 static COMPILES: AtomicU64 = AtomicU64::new(0);
 
@@ -41,48 +52,52 @@ pub fn version() -> Option<(i32, i32)> {
 }
 
 /// Owns an `nvrtcProgram` and destroys it on every path out.
-struct Program(sys::nvrtcProgram);
+struct NvrtcProgram(sys::nvrtcProgram);
 
-impl Drop for Program {
+impl Drop for NvrtcProgram {
     fn drop(&mut self) {
         // SAFETY: the handle came from nvrtcCreateProgram and is destroyed exactly once.
         let _ = unsafe { result::destroy_program(self.0) };
     }
 }
 
-fn nvrtc_err(module: &Module, arch: &str, what: &str, e: impl std::fmt::Debug) -> Error {
+fn nvrtc_err(program: Program, arch: &str, what: &str, e: impl std::fmt::Debug) -> Error {
     Error::Compile {
-        module: module.name.into(),
+        module: program.name().into(),
         arch: arch.into(),
         log: format!("{what}: {e:?}"),
     }
 }
 
-/// Compile `module` for `arch` (e.g. `sm_90`) and return the cubin. The compiler's log is
-/// kept in the error.
-pub fn compile_cubin(module: &Module, arch: &str) -> Result<Vec<u8>> {
-    compile(module, arch, &[]).map(|(cubin, _)| cubin)
+/// Compile `program` (a kernel alone, or a whole module) for `arch` (e.g. `sm_90`) and
+/// return the cubin. The compiler's log is kept in the error. Programs may be compiled on
+/// several threads at once (NVRTC is thread-safe across programs).
+pub fn compile_cubin(program: impl Into<Program>, arch: &str) -> Result<Vec<u8>> {
+    compile(program.into(), arch, &[]).map(|(cubin, _)| cubin)
 }
 
-/// Compile `module` for `arch` with ptxas's verbose report and return that report: per
+/// Compile `program` for `arch` with ptxas's verbose report and return that report: per
 /// kernel, the registers, spill stores and loads, stack frame and shared memory. Needs only
 /// libnvrtc, no GPU, so kernels can be checked for spills on a machine without one
 /// (`cargo run -p kiln-cuda --example ptxas_info`).
-pub fn ptxas_info(module: &Module, arch: &str) -> Result<String> {
-    compile(module, arch, &["--ptxas-options=-v".to_string()]).map(|(_, log)| log)
+pub fn ptxas_info(program: impl Into<Program>, arch: &str) -> Result<String> {
+    compile(program.into(), arch, &["--ptxas-options=-v".to_string()]).map(|(_, log)| log)
 }
 
-fn compile(module: &Module, arch: &str, extra: &[String]) -> Result<(Vec<u8>, String)> {
+fn compile(program: Program, arch: &str, extra: &[String]) -> Result<(Vec<u8>, String)> {
     if !available() {
         return Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound));
     }
-    let src = CString::new(module.source).map_err(|e| nvrtc_err(module, arch, "source has a NUL byte", e))?;
-    let name = CString::new(format!("{}.cu", module.name)).map_err(|e| nvrtc_err(module, arch, "name", e))?;
-    let prog = Program(
+    let module = program.module();
+    let src =
+        CString::new(module.source).map_err(|e| nvrtc_err(program, arch, "source has a NUL byte", e))?;
+    let name =
+        CString::new(format!("{}.cu", module.name)).map_err(|e| nvrtc_err(program, arch, "name", e))?;
+    let prog = NvrtcProgram(
         result::create_program(&src, Some(&name))
-            .map_err(|e| nvrtc_err(module, arch, "nvrtcCreateProgram", e))?,
+            .map_err(|e| nvrtc_err(program, arch, "nvrtcCreateProgram", e))?,
     );
-    let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    let mut opts = options(program);
     opts.push(format!("--gpu-architecture={arch}"));
     opts.extend(extra.iter().cloned());
     COMPILES.fetch_add(1, Ordering::Relaxed);
@@ -94,7 +109,7 @@ fn compile(module: &Module, arch: &str, extra: &[String]) -> Result<(Vec<u8>, St
             .map(|v| c_chars_to_string(&v))
             .unwrap_or_else(|_| "(no log)".into());
         return Err(Error::Compile {
-            module: module.name.into(),
+            module: program.name().into(),
             arch: arch.into(),
             log: format!("{e:?} with options {opts:?}\n{log}"),
         });
@@ -103,12 +118,12 @@ fn compile(module: &Module, arch: &str, extra: &[String]) -> Result<(Vec<u8>, St
     // SAFETY: `prog` compiled successfully; `size` is valid for writes.
     unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
         .result()
-        .map_err(|e| nvrtc_err(module, arch, "nvrtcGetCUBINSize (is the arch an sm_XX?)", e))?;
+        .map_err(|e| nvrtc_err(program, arch, "nvrtcGetCUBINSize (is the arch an sm_XX?)", e))?;
     let mut cubin = vec![0u8; size];
     // SAFETY: `cubin` holds exactly the `size` bytes NVRTC reported for this program.
     unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut c_char) }
         .result()
-        .map_err(|e| nvrtc_err(module, arch, "nvrtcGetCUBIN", e))?;
+        .map_err(|e| nvrtc_err(program, arch, "nvrtcGetCUBIN", e))?;
     // SAFETY: `prog` is live; the log is NUL-terminated by NVRTC.
     let log = unsafe { result::get_program_log(prog.0) }
         .map(|v| c_chars_to_string(&v))

@@ -1,26 +1,84 @@
-//! Every kernel module compiles with NVRTC for each supported architecture. Needs only
-//! libnvrtc (no GPU): CI fetches it (see .ci/run); without it the test prints SKIP.
+//! Every kernel module compiles with NVRTC for each supported architecture, and every
+//! kernel compiles alone (the program kiln loads) into a cubin that holds that kernel and no
+//! other. Needs only libnvrtc (no GPU): CI fetches it (see .ci/run); without it the tests
+//! print SKIP.
 
-use kiln_cuda::{kernels, nvrtc};
+use kiln_cuda::{coldstart, kernels, nvrtc, KernelCache, KernelId};
+
+fn nvrtc_or_skip(test: &str) -> bool {
+    if nvrtc::available() {
+        return true;
+    }
+    if std::env::var("KILN_REQUIRE_NVRTC").as_deref() == Ok("1") {
+        panic!("KILN_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (set LD_LIBRARY_PATH)");
+    }
+    eprintln!("SKIP {test}: libnvrtc not found (set LD_LIBRARY_PATH to a CUDA lib dir)");
+    false
+}
 
 #[test]
 fn every_module_compiles_for_every_supported_arch() {
-    if !nvrtc::available() {
-        if std::env::var("KILN_REQUIRE_NVRTC").as_deref() == Ok("1") {
-            panic!("KILN_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (set LD_LIBRARY_PATH)");
-        }
-        eprintln!("SKIP every_module_compiles: libnvrtc not found (set LD_LIBRARY_PATH to a CUDA lib dir)");
+    if !nvrtc_or_skip("every_module_compiles") {
         return;
     }
     let mut failures = Vec::new();
     // sm_70 (Volta) is not a target of NVRTC 13; sm_75 is its oldest.
     for arch in ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"] {
         for m in kernels::MODULES {
-            match nvrtc::compile_cubin(m, arch) {
+            match nvrtc::compile_cubin(*m, arch) {
                 Ok(cubin) => assert!(cubin.len() > 64, "{} {arch}: empty cubin", m.name),
                 Err(e) => failures.push(format!("{} {arch}: {e}", m.name)),
             }
         }
     }
     assert!(failures.is_empty(), "NVRTC failures:\n{}", failures.join("\n"));
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn every_kernel_compiles_alone_into_its_own_cubin() {
+    if !nvrtc_or_skip("every_kernel_compiles_alone") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = KernelCache::new(dir.path());
+    let version = nvrtc::version().unwrap();
+    // In parallel, through the cache, as `kiln cache warm --arch` does.
+    let events = coldstart::compile_all(&cache, "sm_90", version, KernelId::ALL).unwrap();
+    assert_eq!(events.len(), KernelId::ALL.len());
+    for k in KernelId::ALL {
+        let ev = events
+            .iter()
+            .find(|e| e.program == k.symbol())
+            .unwrap_or_else(|| panic!("{}: no cache event", k.symbol()));
+        let cubin = std::fs::read(&ev.path).unwrap();
+        assert!(
+            contains(&cubin, k.symbol().as_bytes()),
+            "{}: symbol missing",
+            k.symbol()
+        );
+        for o in KernelId::ALL {
+            if o != k && o.module() == k.module() && !k.symbol().contains(o.symbol()) {
+                assert!(
+                    !contains(&cubin, o.symbol().as_bytes()),
+                    "{}'s program also compiled {}",
+                    k.symbol(),
+                    o.symbol()
+                );
+            }
+        }
+    }
+    let census = coldstart::census(&cache, "sm_90", version);
+    assert_eq!(
+        census.cached,
+        KernelId::ALL.len(),
+        "missing: {:?}",
+        census.missing
+    );
+    // A second warm reads every cubin back without compiling.
+    let again = coldstart::compile_all(&cache, "sm_90", version, KernelId::ALL).unwrap();
+    assert!(again.iter().all(|e| e.outcome == kiln_cuda::Outcome::Hit));
 }

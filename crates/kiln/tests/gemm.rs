@@ -240,9 +240,9 @@ fn library_check_catches_a_wrong_element() {
     assert!(!r.passed);
 }
 
-/// The float4 layouts the tiled variants run (every leading dimension a multiple of 4):
-/// partial tiles in m and n (4, 132, 260, 388 = 3 tiles + 4), k below one 8- or 16-wide
-/// step, a partial last step (20, 36, 100) and many steps (1028).
+/// Layouts for the tiled kernel's float4 loads (every leading dimension a multiple of 4):
+/// partial tiles in m and n (4, 132, 260, 388 = 3 tiles + 4), k below one 16-wide step, a
+/// partial last step (20, 36, 100) and many steps (1028).
 const VEC_SHAPES: [(usize, usize, usize); 6] = [
     (4, 4, 4),
     (132, 260, 36),
@@ -252,10 +252,10 @@ const VEC_SHAPES: [(usize, usize, usize); 6] = [
     (256, 256, 48),
 ];
 
-// Every variant of kiln's tiled kernel (`gemm_tiled_variant_device`: auto, k8, v1) on
-// every transpose pair, float4 layouts (the variants differ only there), a packed and a
-// broadcast batch, against the f64 reference; outputs NaN-poisoned. CUDA only.
-kiln::test_device!(gemm_tiled_variants_every_transpose, |rt: &Runtime| {
+// kiln's tiled kernel through the device API (`gemm_device`, `GemmImpl::Tiled`) on every
+// transpose pair, float4 layouts, a packed and a broadcast batch, against the f64 reference;
+// outputs NaN-poisoned. CUDA only.
+kiln::test_device!(gemm_tiled_float4_every_transpose, |rt: &Runtime| {
     let Some(cu) = rt.cuda() else {
         return;
     };
@@ -273,43 +273,33 @@ kiln::test_device!(gemm_tiled_variants_every_transpose, |rt: &Runtime| {
                 .with_strides(0, 16 * 40 + 8),
         );
     }
-    for variant in ["auto", "k8", "v1"] {
-        for (s, g) in shapes.iter().enumerate() {
-            let a: Vec<f32> = data(g.len_a().unwrap(), seed + s as u64);
-            let b: Vec<f32> = data(g.len_b().unwrap(), (seed + s as u64) ^ 0xb);
-            let da = cu.upload_slice(&a).unwrap();
-            let db = cu.upload_slice(&b).unwrap();
-            let mut dc = cu.alloc_poisoned_as::<f32>(g.len_c().unwrap()).unwrap();
-            cu.gemm_tiled_variant_device(&da, &db, &mut dc, g, variant)
-                .unwrap_or_else(|e| panic!("{variant} {g}: {e}"));
-            let mut c = vec![0.0f32; g.len_c().unwrap()];
-            dc.copy_to_host(&mut c, cu.stream()).unwrap();
-            let beta = bound_factor(GemmPrecision::F32, g.k);
-            for z in 0..g.batch {
-                for i in 0..g.m {
-                    for j in 0..g.n {
-                        let (mut sum, mut mag) = (0.0f64, 0.0f64);
-                        for q in 0..g.k {
-                            let t = a[a_at(g, z, i, q)] as f64 * b[b_at(g, z, q, j)] as f64;
-                            sum += t;
-                            mag += t.abs();
-                        }
-                        let got = c[(z * g.m + i) * g.n + j] as f64;
-                        assert!(
-                            (got - sum).abs() <= beta * mag + 1e-38,
-                            "variant {variant} {g} (seed {seed}) at batch {z} ({i}, {j}): {got} vs {sum}"
-                        );
+    for (s, g) in shapes.iter().enumerate() {
+        let a: Vec<f32> = data(g.len_a().unwrap(), seed + s as u64);
+        let b: Vec<f32> = data(g.len_b().unwrap(), (seed + s as u64) ^ 0xb);
+        let da = cu.upload_slice(&a).unwrap();
+        let db = cu.upload_slice(&b).unwrap();
+        let mut dc = cu.alloc_poisoned_as::<f32>(g.len_c().unwrap()).unwrap();
+        cu.gemm_device(&da, &db, &mut dc, g, GemmPrecision::F32, GemmImpl::Tiled)
+            .unwrap_or_else(|e| panic!("{g}: {e}"));
+        let mut c = vec![0.0f32; g.len_c().unwrap()];
+        dc.copy_to_host(&mut c, cu.stream()).unwrap();
+        let beta = bound_factor(GemmPrecision::F32, g.k);
+        for z in 0..g.batch {
+            for i in 0..g.m {
+                for j in 0..g.n {
+                    let (mut sum, mut mag) = (0.0f64, 0.0f64);
+                    for q in 0..g.k {
+                        let t = a[a_at(g, z, i, q)] as f64 * b[b_at(g, z, q, j)] as f64;
+                        sum += t;
+                        mag += t.abs();
                     }
+                    let got = c[(z * g.m + i) * g.n + j] as f64;
+                    assert!(
+                        (got - sum).abs() <= beta * mag + 1e-38,
+                        "tiled {g} (seed {seed}) at batch {z} ({i}, {j}): {got} vs {sum}"
+                    );
                 }
             }
         }
     }
-    let (a, b) = (
-        cu.upload_slice(&[1.0f32; 16]).unwrap(),
-        cu.upload_slice(&[1.0f32; 16]).unwrap(),
-    );
-    let mut c = cu.alloc_poisoned_as::<f32>(16).unwrap();
-    assert!(cu
-        .gemm_tiled_variant_device(&a, &b, &mut c, &Gemm::new(4, 4, 4), "v9")
-        .is_err());
 });

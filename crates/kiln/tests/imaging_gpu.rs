@@ -6,6 +6,7 @@
 //! naive float64 correlate written here.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
+use kiln::cuda::KernelId;
 use kiln::imaging::{filter_tolerance, FilterPath};
 use kiln::{testing, Runtime};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
@@ -338,16 +339,14 @@ kiln::test_device!(filter_rejects_bad_input, |rt: &Runtime| {
     assert!(e.to_string().contains("not separable"), "{e}");
 });
 
-/// Runs one device-API variant of a 2-D path (`separable`: the separable launcher with
-/// `variant`, else the direct one) on a NaN-poisoned output and checks it against the CPU
-/// op on the same path.
-fn check_variant_2d(
+/// Runs a 2-D path through the device API (`separable`: the separable launcher, else the
+/// direct one) on a NaN-poisoned output and checks it against the CPU op on the same path.
+fn check_device_2d(
     rt: &Runtime,
     shape: [usize; 3],
     k: &Kernel2D,
     mode: BoundaryMode,
     separable: bool,
-    variants: &[&str],
     seed: u64,
 ) {
     let Some(b) = rt.cuda() else { return };
@@ -362,25 +361,21 @@ fn check_variant_2d(
     let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
     let tol = filter_tolerance(k.size() * k.size(), sw, max_abs(&x, mode));
     let dx = b.upload(&x).unwrap();
-    for &v in variants {
-        let mut dy = b.alloc_poisoned(n).unwrap();
-        if separable {
-            let sep = k.separable_for(mode).unwrap();
-            b.separable_variant_device(&dx, &mut dy, shape, &sep, 1, mode, v)
-                .unwrap();
-        } else {
-            b.filter2d_direct_variant_device(&dx, &mut dy, shape, k, mode, v)
-                .unwrap();
-        }
-        let mut got = vec![0.0f32; n];
-        b.download(&dy, &mut got).unwrap();
-        assert_close(
-            &format!("variant {v} filter2d {} {mode} {path:?} {shape:?}", k.name()),
-            &got,
-            &want,
-            tol,
-        );
+    let mut dy = b.alloc_poisoned(n).unwrap();
+    if separable {
+        let sep = k.separable_for(mode).unwrap();
+        b.separable_device(&dx, &mut dy, shape, &sep, 1, mode).unwrap();
+    } else {
+        b.filter2d_direct_device(&dx, &mut dy, shape, k, mode).unwrap();
     }
+    let mut got = vec![0.0f32; n];
+    b.download(&dy, &mut got).unwrap();
+    assert_close(
+        &format!("device filter2d {} {mode} {path:?} {shape:?}", k.name()),
+        &got,
+        &want,
+        tol,
+    );
 }
 
 /// Shapes for the tiled kernels: degenerate ones, kernels larger than the image, one and
@@ -402,34 +397,44 @@ const TILE_SHAPES: [[usize; 3]; 14] = [
     [3, 150, 301],
 ];
 
-kiln::test_device!(filter2d_k3_variants_every_mode, |rt: &Runtime| {
+kiln::test_device!(filter2d_k3_both_register_kernels_every_mode, |rt: &Runtime| {
+    let Some(b) = rt.cuda() else { return };
     let seed = testing::fresh_seed();
     let kernels = [
         Kernel2D::preset("cross4").unwrap(),
         Kernel2D::preset("laplacian").unwrap(),
         user_2d(3, seed + 300),
     ];
-    // `auto` takes k3r4 where the k3r8 grid is under two waves of resident blocks (on an
-    // H200, 1056 blocks: every shape here but the last, 13 x 32 x 3 = 1248 blocks).
-    // (under compute-sanitizer the three large shapes are left out: the variants below
-    // still force k3r8 on the tiled shapes)
-    let large: &[[usize; 3]] = if kiln::testing::under_sanitizer() {
+    // The direct 3x3 path takes filter2d_k3r4_f32 where the k3r8 grid is under two waves of
+    // resident blocks (on an H200, 1056 blocks: every shape here but the last, 13 x 32 x 3 =
+    // 1248 blocks) and filter2d_k3r8_f32 above. Each shape runs as given, then as a batch of
+    // that many planes that the choice sends to k3r8, so both kernels see every tile shape.
+    // (under compute-sanitizer the three large shapes are left out, and the k3r8 batches run
+    // for two modes and one kernel)
+    let sanitizer = kiln::testing::under_sanitizer();
+    let large: &[[usize; 3]] = if sanitizer {
         &[]
     } else {
         &[[1, 300, 1024], [1, 1080, 1920], [3, 1000, 1600]]
     };
     for (si, &shape) in TILE_SHAPES.iter().chain(large).enumerate() {
-        for mode in modes() {
+        let [_, h, w] = shape;
+        let takes_r8 = |n| b.filter2d_k3_choice(n, h, w).unwrap().0 == KernelId::Filter2dK3r8F32;
+        let mut n8 = shape[0];
+        while !takes_r8(n8) && n8 < 1 << 16 {
+            n8 *= 2;
+        }
+        assert!(
+            takes_r8(n8),
+            "no batch of {shape:?} planes takes filter2d_k3r8_f32"
+        );
+        for (mi, mode) in modes().into_iter().enumerate() {
             for (ki, k) in kernels.iter().enumerate() {
-                check_variant_2d(
-                    rt,
-                    shape,
-                    k,
-                    mode,
-                    false,
-                    &["auto", "smem", "k3r8", "k3r4"],
-                    seed + (si * 100 + ki) as u64,
-                );
+                let seed = seed + (si * 100 + ki) as u64;
+                check_device_2d(rt, shape, k, mode, false, seed);
+                if n8 != shape[0] && (!sanitizer || (ki == 0 && mi % 3 == 0)) {
+                    check_device_2d(rt, [n8, h, w], k, mode, false, seed + 50);
+                }
             }
         }
     }
@@ -455,7 +460,7 @@ fn zero_sum_rows_2d(k: usize, seed: u64) -> Kernel2D {
     Kernel2D::new([k, k], w).unwrap()
 }
 
-kiln::test_device!(separable_fused_every_radius_every_mode, |rt: &Runtime| {
+kiln::test_device!(separable_every_radius_every_mode, |rt: &Runtime| {
     let seed = testing::fresh_seed();
     let mut kernels = Vec::new();
     // Radius int(4 sigma + 0.5) = 1..=8 (pass along H first: the vh kernel).
@@ -472,6 +477,11 @@ kiln::test_device!(separable_fused_every_radius_every_mode, |rt: &Runtime| {
         kernels.push(zero_sum_rows_2d(k, seed + 400 + 2 * i as u64));
     }
     kernels.push(separable_user_2d(7, seed + 450));
+    // Radius 9 and up: two 1-D passes (filter1d_s_f32 along H, filter1d_x_f32 along W),
+    // in both orders.
+    kernels.push(Kernel2D::preset("gaussian:2.5").unwrap());
+    kernels.push(Kernel2D::preset("box:19").unwrap());
+    kernels.push(zero_sum_rows_2d(21, seed + 460));
     // The hv order really is taken by the zero-sum kernels and sobel-x.
     let hv = kernels[11].separable_for(BoundaryMode::Reflect).unwrap();
     assert_eq!(hv.pass_order, [1, 0], "sobel-x runs along W first");
@@ -483,15 +493,7 @@ kiln::test_device!(separable_fused_every_radius_every_mode, |rt: &Runtime| {
                 if kiln_cpu::imaging::path_2d(k, mode, FilterPath::Auto).unwrap() != FilterPath::Separable {
                     continue;
                 }
-                check_variant_2d(
-                    rt,
-                    shape,
-                    k,
-                    mode,
-                    true,
-                    &["auto", "passes"],
-                    seed + (si * 100 + ki) as u64,
-                );
+                check_device_2d(rt, shape, k, mode, true, seed + (si * 100 + ki) as u64);
             }
         }
     }
@@ -515,25 +517,18 @@ kiln::test_device!(separable_3d_fuses_the_last_two_passes, |rt: &Runtime| {
                 let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
                 let sep = k.separable_for(mode).unwrap();
                 let dx = b.upload(&x).unwrap();
-                for v in ["auto", "passes"] {
-                    let mut dy = b.alloc_poisoned(n).unwrap();
-                    b.separable_variant_device(&dx, &mut dy, shape, &sep, 0, mode, v)
-                        .unwrap();
-                    let mut got = vec![0.0f32; n];
-                    b.download(&dy, &mut got).unwrap();
-                    assert_close(
-                        &format!("variant {v} filter3d {p} {mode} {shape:?}"),
-                        &got,
-                        &want,
-                        tol,
-                    );
-                }
+                let mut dy = b.alloc_poisoned(n).unwrap();
+                b.separable_device(&dx, &mut dy, shape, &sep, 0, mode).unwrap();
+                let mut got = vec![0.0f32; n];
+                b.download(&dy, &mut got).unwrap();
+                assert_close(&format!("device filter3d {p} {mode} {shape:?}"), &got, &want, tol);
             }
         }
     }
 });
 
-kiln::test_device!(filter3d_zchunk_variants, |rt: &Runtime| {
+// The wave-balanced chunking and fixed chunks of 4 and 64 planes a block.
+kiln::test_device!(filter3d_chunkings, |rt: &Runtime| {
     let Some(b) = rt.cuda() else { return };
     let seed = testing::fresh_seed();
     let cpu = Runtime::cpu();
@@ -557,14 +552,14 @@ kiln::test_device!(filter3d_zchunk_variants, |rt: &Runtime| {
                 let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
                 let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
                 let dx = b.upload(&x).unwrap();
-                for v in ["auto", "zc64"] {
+                for zc in [None, Some(4), Some(64)] {
                     let mut dy = b.alloc_poisoned(n).unwrap();
-                    b.filter3d_direct_variant_device(&dx, &mut dy, shape, k, mode, v)
+                    b.filter3d_direct_chunked_device(&dx, &mut dy, shape, k, mode, zc)
                         .unwrap();
                     let mut got = vec![0.0f32; n];
                     b.download(&dy, &mut got).unwrap();
                     assert_close(
-                        &format!("variant {v} filter3d {} {mode} {shape:?}", k.name()),
+                        &format!("planes {zc:?} filter3d {} {mode} {shape:?}", k.name()),
                         &got,
                         &want,
                         tol,
@@ -591,47 +586,37 @@ const ZM_SHAPES: [[usize; 3]; 10] = [
     [3, 130, 32],
 ];
 
-kiln::test_device!(filter3d_zm_variants_every_mode, |rt: &Runtime| {
+kiln::test_device!(filter3d_direct_every_chunking_every_mode, |rt: &Runtime| {
     let Some(b) = rt.cuda() else { return };
     let seed = testing::fresh_seed();
     let cpu = Runtime::cpu();
-    // k = 3: the auto choice, both z-marching kernels, the old one, and forced chunks (one
-    // plane a block, chunk edges inside the volume, the whole depth in one march).
-    let v3: &[&str] = &[
-        "auto",
-        "zm",
-        "zm8",
-        "smem",
-        "zm/zc1",
-        "zm/zc2",
-        "zm/zc5",
-        "zm/zc1000",
-        "zm8/zc3",
-        "zm8/zc1000",
-    ];
-    let v5: &[&str] = &["auto", "zm", "zm/zc1", "zm/zc4", "zm/zc1000"];
+    // k = 3 (filter3d_k3_f32) and k = 5 (the z-march filter3d_zm5_f32): the wave-balanced
+    // chunking and forced ones (one plane a block, chunk edges inside the volume, the whole
+    // depth in one march).
+    let z3: &[Option<usize>] = &[None, Some(1), Some(2), Some(5), Some(1000)];
+    let z5: &[Option<usize>] = &[None, Some(1), Some(4), Some(1000)];
     let kernels = [
-        (user_3d(3, seed + 70), v3),
-        (Kernel3D::preset("laplacian").unwrap(), v3),
-        (user_3d(5, seed + 71), v5),
+        (user_3d(3, seed + 70), z3),
+        (Kernel3D::preset("laplacian").unwrap(), z3),
+        (user_3d(5, seed + 71), z5),
     ];
     for (si, &shape) in ZM_SHAPES.iter().enumerate() {
         for mode in modes() {
-            for (ki, (k, variants)) in kernels.iter().enumerate() {
+            for (ki, (k, chunkings)) in kernels.iter().enumerate() {
                 let n: usize = shape.iter().product();
                 let x = testing::random_f32(n, -2.0, 2.0, seed + (si * 10 + ki) as u64);
                 let want = cpu.filter3d(&x, shape, k, mode, FilterPath::Direct).unwrap();
                 let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
                 let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
                 let dx = b.upload(&x).unwrap();
-                for &v in *variants {
+                for &zc in *chunkings {
                     let mut dy = b.alloc_poisoned(n).unwrap();
-                    b.filter3d_direct_variant_device(&dx, &mut dy, shape, k, mode, v)
+                    b.filter3d_direct_chunked_device(&dx, &mut dy, shape, k, mode, zc)
                         .unwrap();
                     let mut got = vec![0.0f32; n];
                     b.download(&dy, &mut got).unwrap();
                     assert_close(
-                        &format!("variant {v} filter3d {} {mode} {shape:?}", k.name()),
+                        &format!("planes {zc:?} filter3d {} {mode} {shape:?}", k.name()),
                         &got,
                         &want,
                         tol,
@@ -640,25 +625,26 @@ kiln::test_device!(filter3d_zm_variants_every_mode, |rt: &Runtime| {
             }
         }
     }
-    // A volume the wave-balanced chunking splits into several multi-plane chunks, and
-    // bad variant names.
-    let k = user_3d(3, seed + 72);
-    for mode in [BoundaryMode::Constant(1.5), BoundaryMode::Reflect] {
-        let shape = [24, 300, 520];
-        let n: usize = shape.iter().product();
-        let x = testing::random_f32(n, -2.0, 2.0, seed + 73);
-        let want = cpu.filter3d(&x, shape, &k, mode, FilterPath::Direct).unwrap();
-        let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
-        let tol = filter_tolerance(27, sw, max_abs(&x, mode));
-        let dx = b.upload(&x).unwrap();
-        for v in ["auto", "zm8", "smem"] {
+    // A volume the wave-balanced chunking splits into several multi-plane chunks, and a
+    // zero chunk as an error.
+    for (k, seed) in [
+        (user_3d(3, seed + 72), seed + 73),
+        (user_3d(5, seed + 74), seed + 75),
+    ] {
+        for mode in [BoundaryMode::Constant(1.5), BoundaryMode::Reflect] {
+            let shape = [24, 300, 520];
+            let n: usize = shape.iter().product();
+            let x = testing::random_f32(n, -2.0, 2.0, seed);
+            let want = cpu.filter3d(&x, shape, &k, mode, FilterPath::Direct).unwrap();
+            let sw: f64 = k.weights().iter().map(|v| v.abs()).sum();
+            let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
+            let dx = b.upload(&x).unwrap();
             let mut dy = b.alloc_poisoned(n).unwrap();
-            b.filter3d_direct_variant_device(&dx, &mut dy, shape, &k, mode, v)
-                .unwrap();
+            b.filter3d_direct_device(&dx, &mut dy, shape, &k, mode).unwrap();
             let mut got = vec![0.0f32; n];
             b.download(&dy, &mut got).unwrap();
             assert_close(
-                &format!("variant {v} filter3d {mode} {shape:?}"),
+                &format!("filter3d {} {mode} {shape:?}", k.name()),
                 &got,
                 &want,
                 tol,
@@ -667,12 +653,8 @@ kiln::test_device!(filter3d_zm_variants_every_mode, |rt: &Runtime| {
     }
     let dx = b.upload(&[1.0f32; 27]).unwrap();
     let mut dy = b.alloc_poisoned(27).unwrap();
-    for v in ["zm8", "zm/zc0", "zm/zcx", "zc64/zc4", "nope"] {
-        let k = if v == "zm8" { user_3d(5, 1) } else { user_3d(3, 1) };
-        assert!(
-            b.filter3d_direct_variant_device(&dx, &mut dy, [3, 3, 3], &k, BoundaryMode::Reflect, v)
-                .is_err(),
-            "{v} accepted"
-        );
-    }
+    let k = user_3d(3, 1);
+    assert!(b
+        .filter3d_direct_chunked_device(&dx, &mut dy, [3, 3, 3], &k, BoundaryMode::Reflect, Some(0))
+        .is_err());
 });

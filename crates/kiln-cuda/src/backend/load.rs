@@ -1,0 +1,83 @@
+//! Loading kernels: each kernel is its own NVRTC program ([`Program`]), looked up in the
+//! cubin cache, compiled on a miss, and loaded into the context on first use. Programs load
+//! independently: a per-program slot makes two threads asking for one program compile it
+//! once while other programs compile meanwhile, and [`CudaBackend::prepare`] compiles a set
+//! of kernels on several threads at once.
+
+use super::{lock, CudaBackend, ModuleLoad};
+use crate::coldstart;
+use crate::kernels::{KernelId, Program};
+use crate::nvrtc;
+use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+use kiln_core::Result;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One program's module, filled by the first thread that loads it.
+pub(super) type Slot = Arc<Mutex<Option<Arc<CudaModule>>>>;
+
+impl CudaBackend {
+    /// Load a program (a kernel alone, or a whole module) from the cubin cache, compiling
+    /// it on a miss, and return its module.
+    pub fn module(&self, program: impl Into<Program>) -> Result<Arc<CudaModule>> {
+        let p = program.into();
+        let slot = lock(&self.modules).entry(p.name()).or_default().clone();
+        let mut slot = lock(&slot);
+        if let Some(md) = slot.as_ref() {
+            return Ok(md.clone());
+        }
+        let arch = self.info.arch();
+        let options = nvrtc::options(p);
+        let (cubin, event) =
+            self.cache
+                .get_or_compile(&coldstart::unit(p, &options), &arch, self.nvrtc, || {
+                    nvrtc::compile_cubin(p, &arch)
+                })?;
+        let t0 = Instant::now();
+        let md = self
+            .ctx
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(|e| self.err("cuModuleLoadData", e))?;
+        lock(&self.loads).push(ModuleLoad {
+            cache: event,
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+        });
+        *slot = Some(md.clone());
+        Ok(md)
+    }
+
+    /// The function for a kernel (its program loaded first).
+    pub fn function(&self, k: KernelId) -> Result<CudaFunction> {
+        if let Some(f) = lock(&self.functions).get(&k) {
+            return Ok(f.clone());
+        }
+        let f = self
+            .module(k)?
+            .load_function(k.symbol())
+            .map_err(|e| self.err(k.symbol(), e))?;
+        lock(&self.functions).insert(k, f.clone());
+        Ok(f)
+    }
+
+    /// Load every kernel of `kernels` not loaded yet, compiling cache misses on up to one
+    /// thread per CPU at once (longest estimated compile first), so a caller that needs
+    /// several kernels waits about as long as the slowest, not the sum. The first error is
+    /// returned after every thread has stopped.
+    pub fn prepare(&self, kernels: &[KernelId]) -> Result<()> {
+        let todo: Vec<KernelId> = {
+            let have = lock(&self.functions);
+            kernels
+                .iter()
+                .copied()
+                .filter(|k| !have.contains_key(k))
+                .collect()
+        };
+        coldstart::run_parallel(&todo, |&k| self.function(k).map(|_| ()))
+    }
+
+    /// Compile (or load) every kernel, in parallel, as `kiln cache warm` does.
+    pub fn warm(&self) -> Result<()> {
+        self.prepare(KernelId::ALL)
+    }
+}

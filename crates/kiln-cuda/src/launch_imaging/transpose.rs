@@ -1,0 +1,91 @@
+//! The 2-D transpose launcher (`kernels/transpose.cu`).
+#![allow(unsafe_code)]
+
+use super::{grid, BLOCK, MAX_AXIS};
+use crate::kernels::KernelId;
+use crate::pool::DeviceBuffer;
+use crate::CudaBackend;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kiln_core::backend::Element;
+use kiln_core::{Error, Result};
+
+impl CudaBackend {
+    /// Transpose a row-major `rows × cols` matrix of 32- or 16-bit elements into `out`.
+    ///
+    /// Launch (kernels/transpose.cu): `transpose_b32` (64×64 tiles, 16 elements a thread) /
+    /// `transpose_b16` (64×64 tiles moved as 32-bit words; rows and cols even, else
+    /// `transpose_h_b16`, 32×32 tiles), block 32×8, grid `(min(ceil(cols/T), 2^31-1),
+    /// min(ceil(rows/T), 65535))` for tile size T, with grid-stride loops over tiles.
+    pub fn transpose_device<T: Element>(
+        &self,
+        x: &DeviceBuffer<T>,
+        rows: usize,
+        cols: usize,
+        out: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        let n = rows
+            .checked_mul(cols)
+            .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
+        kiln_core::backend::check_same_len("transpose input", n, x.len())?;
+        kiln_core::backend::check_same_len("transpose output", n, out.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        if rows > MAX_AXIS || cols > MAX_AXIS {
+            return Err(Error::invalid("transpose", "rows and cols must be below 2^31"));
+        }
+        let pairs = rows % 2 == 0 && cols % 2 == 0 && x.device_ptr() % 4 == 0 && out.device_ptr() % 4 == 0;
+        let id = match std::mem::size_of::<T>() {
+            4 => KernelId::TransposeB32,
+            2 if pairs => KernelId::TransposeB16,
+            2 => KernelId::TransposeHB16,
+            b => {
+                return Err(Error::invalid(
+                    "transpose",
+                    format!("{b}-byte elements are not supported"),
+                ))
+            }
+        };
+        let f = self.function(id)?;
+        let tile = match id {
+            KernelId::TransposeB32 | KernelId::TransposeB16 => 64,
+            _ => 32,
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (
+                cols.div_ceil(tile).min(i32::MAX as usize) as u32,
+                grid(rows.div_ceil(tile)),
+                1,
+            ),
+            block_dim: BLOCK,
+            shared_mem_bytes: 0,
+        };
+        let (xp, yp, ri, ci) = (x.device_ptr(), out.device_ptr(), rows as i32, cols as i32);
+        let _range = self.range(id.symbol());
+        let mut l = self.stream().launch_builder(&f);
+        l.arg(&xp).arg(&yp).arg(&ri).arg(&ci);
+        // SAFETY: both buffers hold exactly rows*cols elements of the kernel's width
+        // (checked), are distinct, and live in stream order; the kernel guards every access
+        // with r < rows, c < cols (both fit i32, checked). transpose_b16 reads and writes
+        // 32-bit words: it runs only when rows and cols are even (every row starts on a
+        // word) and the buffers are pool blocks (512-byte aligned).
+        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
+        Ok(())
+    }
+
+    /// Host round trip of [`Self::transpose_device`] (output poisoned with NaN first).
+    pub fn transpose_host<T: Element>(&self, x: &[T], rows: usize, cols: usize, out: &mut [T]) -> Result<()> {
+        let n = rows
+            .checked_mul(cols)
+            .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
+        kiln_core::backend::check_same_len("transpose input", n, x.len())?;
+        kiln_core::backend::check_same_len("transpose output", n, out.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let dx = self.upload_slice(x)?;
+        let mut dy = self.alloc_poisoned_as::<T>(n)?;
+        self.transpose_device(&dx, rows, cols, &mut dy)?;
+        dy.copy_to_host(out, self.stream())
+    }
+}
