@@ -7,7 +7,14 @@
 //!   environment variables, and validated once;
 //! - the device request (`auto|cpu|cuda|cuda:N`) and the device policy
 //!   (allowed ordinals/UUIDs, minimum compute capability) in [`device`];
-//! - the [`Backend`] trait that the CPU and CUDA backends implement.
+//! - the [`Backend`] trait that the CPU and CUDA backends implement;
+//! - the reference numerics both backends share, so that neither depends on the other:
+//!   Philox and the path constants ([`philox`], [`finance::PathParams`]), the closed forms
+//!   and a Monte Carlo run's finishing math ([`finance::analytic`], [`finance::blocks`]),
+//!   the filter path choice ([`imaging::path_2d`]) and the GEMM bounds and storage check
+//!   ([`linalg`]).
+//!
+//! No cudarc, no rayon, no I/O: what needs a thread pool or a device stays in the backends.
 #![deny(missing_docs)]
 
 pub mod backend;

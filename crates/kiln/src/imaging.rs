@@ -1,18 +1,18 @@
 //! Imaging ops on the runtime: `filter2d` (single, batched `(N, H, W)`, channels
 //! `(H, W, C)`), `filter3d`, and the 2-D transpose, each on the CPU or CUDA.
 //!
-//! Both backends take the same path: it is resolved here with
-//! [`kiln_cpu::imaging::path_2d`] / [`path_3d`](kiln_cpu::imaging::path_3d) and the CUDA
-//! launchers are handed the same 1-D factors the CPU would use. The CPU accumulates in
+//! Both backends take the same path: it is resolved by kiln-core ([`resolve_2d`] /
+//! [`resolve_3d`], which the CPU backend calls too) and the CUDA launchers are handed the
+//! same 1-D factors the CPU uses. The CPU accumulates in
 //! f64 (scipy's arithmetic); the GPU in f32 with fma, so results agree within f32
 //! rounding (see [`filter_tolerance`]).
 
 use crate::{Engine, Runtime};
 use kiln_core::backend::Element;
-use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
+pub use kiln_core::imaging::FilterPath;
+use kiln_core::imaging::{resolve_2d, resolve_3d, BoundaryMode, Kernel2D, Kernel3D};
 use kiln_core::{Error, Result};
-pub use kiln_cpu::imaging::FilterPath;
-use kiln_cpu::imaging::{filter2d_into, filter3d_into, path_2d, path_3d};
+use kiln_cpu::imaging::{filter2d_into, filter3d_into};
 
 /// An absolute error bound between GPU (f32 fma) and CPU (f64, rounded once per pass)
 /// results of a filter with `taps` taps per output (k·k or k·k·k, or the sum over passes),
@@ -64,10 +64,7 @@ impl Runtime {
         match self.engine() {
             Engine::Cpu(_) => filter2d_into(images, shape, kernel, mode, path, &mut out)?,
             Engine::Cuda(c) => {
-                let sep = match path_2d(kernel, mode, path)? {
-                    FilterPath::Separable => kernel.separable_for(mode),
-                    _ => None,
-                };
+                let sep = resolve_2d(kernel, mode, path)?;
                 c.filter2d_host(images, shape, kernel, mode, sep.as_ref(), &mut out)?;
             }
         }
@@ -107,10 +104,7 @@ impl Runtime {
         match self.engine() {
             Engine::Cpu(_) => filter3d_into(volume, shape, kernel, mode, path, &mut out)?,
             Engine::Cuda(c) => {
-                let sep = match path_3d(kernel, mode, path)? {
-                    FilterPath::Separable => kernel.separable_for(mode),
-                    _ => None,
-                };
+                let sep = resolve_3d(kernel, mode, path)?;
                 c.filter3d_host(volume, shape, kernel, mode, sep.as_ref(), &mut out)?;
             }
         }

@@ -52,7 +52,7 @@ impl Runtime {
         precision: GemmPrecision,
         imp: GemmImpl,
     ) -> Result<Vec<T>> {
-        kiln_cpu::linalg::check_storage::<T>(precision)?;
+        kiln_core::linalg::check_storage::<T>(precision)?;
         let len_c = g.validate(a.len(), b.len())?;
         match self.engine() {
             Engine::Cpu(_) => {
