@@ -1,7 +1,14 @@
 //! `kiln demo`: every op on the selected device, verified against the CPU, timed.
+//!
+//! Every row is timed the same way ([`kiln::verify::Timing`]): the first call in the process
+//! alone (`first ms`: kernel compiles or cubin loads, module loads and first allocations
+//! included), one warm-up call, then the median of up to `--reps` runs (`median ms`), and the
+//! `timed` column says what the times cover: `device` (CUDA events around device-resident
+//! buffers), `host->host pageable` (a host-slice call on a GPU), `host->host pinned` (the
+//! pipelined copy through pinned buffers) or `host` (the CPU backend, host-side work).
 
 use crate::exit;
-use kiln::verify::{max_rel_f32, rel_l2};
+use kiln::verify::{max_rel_f32, rel_l2, time_host, wall_ms, Covers, Timing, WARMUP};
 use kiln::{testing, Backend, BackendKind, CpuBackend, Runtime, UnaryOp};
 use kiln::{Config, DeviceRequest};
 use serde::Serialize;
@@ -14,7 +21,8 @@ pub struct Args {
     /// Problem sizes: quick (seconds on any machine), default, or full (the benchmark sizes).
     #[arg(long, default_value = "default", value_parser = ["quick", "default", "full"])]
     size: String,
-    /// Timed repetitions per op (the median is reported).
+    /// Timed runs per row after the first call and a warm-up; the median is reported.
+    /// Wall-clock rows stop after 2 s of runs once 3 have run.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
     /// Print the rows as JSON instead of a table.
@@ -28,13 +36,42 @@ struct Row {
     device: String,
     size: String,
     elements: usize,
+    /// The first call alone, ms.
+    first_ms: f64,
+    /// The median of the timed runs, ms.
     median_ms: f64,
+    /// Timed runs behind the median.
+    reps: usize,
+    /// What the times cover (`device`, `host->host pageable`, `host->host pinned`, `host`).
+    covers: Covers,
     gbps: Option<f64>,
     tflops: Option<f64>,
     max_rel_err_vs_cpu: f64,
     rel_l2_vs_f64: f64,
     verified: bool,
     note: String,
+}
+
+impl Row {
+    /// A row timed by `t`; rates, errors and the note are filled in by the caller.
+    fn timed(op: String, device: String, size: String, elements: usize, t: Timing, verified: bool) -> Row {
+        Row {
+            op,
+            device,
+            size,
+            elements,
+            first_ms: t.first_ms,
+            median_ms: t.median_ms,
+            reps: t.reps,
+            covers: t.covers,
+            gbps: None,
+            tflops: None,
+            max_rel_err_vs_cpu: 0.0,
+            rel_l2_vs_f64: f64::NAN,
+            verified,
+            note: String::new(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -45,11 +82,6 @@ struct Output {
     memory: Option<kiln::cuda::pool::MemoryStats>,
     pinned: Option<kiln::cuda::pool::PinnedStats>,
     all_verified: bool,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Tolerance for an f32 element-wise op against the CPU: a few ulps of expf-class functions.
@@ -64,65 +96,52 @@ fn elementwise_rows(rt: &Runtime, n: usize, reps: usize) -> kiln::Result<Vec<Row
         let mut want = vec![0.0f32; n];
         cpu.unary_f32(op, &x, &mut want)?;
         let bytes = (2 * 4 * n) as f64;
-        let mk = |median_ms: f64, got: &[f32], note: &str, device: String| {
+        let mk = |t: Timing, got: &[f32], note: String, device: String| {
             let max_rel = max_rel_f32(got, &want);
             let l2 = rel_l2(got, &want64);
-            Row {
-                op: format!("{}_f32", op.name()),
+            let mut r = Row::timed(
+                format!("{}_f32", op.name()),
                 device,
-                size: format!("{n}"),
-                elements: n,
-                median_ms,
-                gbps: Some(bytes / median_ms / 1e6),
-                tflops: None,
-                max_rel_err_vs_cpu: max_rel,
-                rel_l2_vs_f64: l2,
-                verified: max_rel <= ELEMENTWISE_TOL && l2 <= 1e-6,
-                note: note.into(),
-            }
+                format!("{n}"),
+                n,
+                t,
+                max_rel <= ELEMENTWISE_TOL && l2 <= 1e-6,
+            );
+            r.gbps = Some(bytes / t.median_ms / 1e6);
+            r.max_rel_err_vs_cpu = max_rel;
+            r.rel_l2_vs_f64 = l2;
+            r.note = note;
+            r
         };
         match rt.cuda() {
             Some(b) => {
                 let dx = b.upload(&x)?;
                 let mut dy = b.alloc_poisoned(n)?;
-                // verify the first run before timing anything
-                b.unary_f32_device(op, &dx, &mut dy)?;
+                // the first run, timed alone, is the one verified
+                let ((), first_ms) = wall_ms(|| {
+                    b.unary_f32_device(op, &dx, &mut dy)?;
+                    b.synchronize()
+                })?;
                 let mut got = vec![0.0f32; n];
                 b.download(&dy, &mut got)?;
-                let times = b.time_ms(3, reps, || b.unary_f32_device(op, &dx, &mut dy))?;
-                rows.push(mk(median(times), &got, "device-resident, CUDA events", b.name()));
-                // host -> device -> host, as a user calling rt.sigmoid(&slice) sees it
-                let mut e2e = Vec::new();
-                let mut got2 = vec![0.0f32; n];
-                for _ in 0..3.min(reps) {
-                    got2.fill(f32::NAN);
-                    let t0 = Instant::now();
-                    rt.unary_into(op, &x, &mut got2)?;
-                    e2e.push(t0.elapsed().as_secs_f64() * 1e3);
-                }
-                let mut r = mk(
-                    median(e2e),
-                    &got2,
-                    "host slice in and out (pageable copies)",
-                    b.name(),
-                );
+                let times = b.time_ms(WARMUP, reps, || b.unary_f32_device(op, &dx, &mut dy))?;
+                let t = Timing::new(first_ms, times, Covers::Device);
+                rows.push(mk(t, &got, "device-resident".into(), b.name()));
+                // host -> device -> host, as a user calling rt.sigmoid(&slice) sees it; every
+                // run writes the same values over the poison, checked after the last
+                let mut got2 = vec![f32::NAN; n];
+                let ((), t) = time_host(reps, Covers::HostPageable, || rt.unary_into(op, &x, &mut got2))?;
+                let mut r = mk(t, &got2, "host slice in and out".into(), b.name());
                 r.op.push_str(" host->host");
                 rows.push(r);
             }
             None => {
                 let mut got = vec![f32::NAN; n];
-                rt.unary_into(op, &x, &mut got)?;
-                let verified_copy = got.clone();
-                let mut times = Vec::new();
-                for _ in 0..reps.min(10) {
-                    let t0 = Instant::now();
-                    rt.unary_into(op, &x, &mut got)?;
-                    times.push(t0.elapsed().as_secs_f64() * 1e3);
-                }
+                let ((), t) = time_host(reps, Covers::Host, || rt.unary_into(op, &x, &mut got))?;
                 rows.push(mk(
-                    median(times),
-                    &verified_copy,
-                    &format!("{} rayon threads", cpu.threads()),
+                    t,
+                    &got,
+                    format!("{} rayon threads", cpu.threads()),
                     "cpu".into(),
                 ));
             }
@@ -131,12 +150,15 @@ fn elementwise_rows(rt: &Runtime, n: usize, reps: usize) -> kiln::Result<Vec<Row
     Ok(rows)
 }
 
-/// Median nanoseconds of one cached alloc+free pair of 1 MiB on the device pool.
-fn pool_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
+/// Median nanoseconds of one cached alloc+free pair of 1 MiB on the device pool; the first
+/// pair (a device allocation) alone.
+fn pool_rows(rt: &Runtime, reps: usize) -> kiln::Result<Vec<Row>> {
     let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
+    let (x, first_ms) = wall_ms(|| b.alloc::<u8>(1 << 20))?;
+    drop(x); // the segment is now cached
+    drop(b.alloc::<u8>(1 << 20)?); // warm-up
     let mut per_pair = Vec::new();
-    drop(b.alloc::<u8>(1 << 20)?); // warm: the segment is now cached
-    for _ in 0..21 {
+    for _ in 0..reps.max(1) {
         let t0 = Instant::now();
         for _ in 0..10_000 {
             let x = b.alloc::<u8>(1 << 20)?;
@@ -144,25 +166,28 @@ fn pool_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
         }
         per_pair.push(t0.elapsed().as_secs_f64() * 1e3 / 10_000.0);
     }
-    let ms = median(per_pair);
-    Ok(vec![Row {
-        op: "pool alloc+free 1 MiB".into(),
-        device: b.name(),
-        size: "1048576".into(),
-        elements: 1 << 20,
-        median_ms: ms,
-        gbps: None,
-        tflops: None,
-        max_rel_err_vs_cpu: 0.0,
-        rel_l2_vs_f64: 0.0,
-        verified: true,
-        note: format!("{:.3} us per pair, cached, host-side", ms * 1e3),
-    }])
+    let t = Timing::new(first_ms, per_pair, Covers::Host);
+    let mut r = Row::timed(
+        "pool alloc+free 1 MiB".into(),
+        b.name(),
+        "1048576".into(),
+        1 << 20,
+        t,
+        true,
+    );
+    r.max_rel_err_vs_cpu = 0.0;
+    r.rel_l2_vs_f64 = 0.0;
+    r.note = format!(
+        "{:.3} us per pair, cached (median of {} x 10,000); first: an alloc from the device",
+        t.median_ms * 1e3,
+        t.reps
+    );
+    Ok(vec![r])
 }
 
 /// 1000 tiny dependent kernels launched eagerly and replayed as one CUDA graph; both must
 /// leave every element equal to the number of kernels run.
-fn launch_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
+fn launch_rows(rt: &Runtime, reps: usize) -> kiln::Result<Vec<Row>> {
     use kiln::core::backend::MapOp;
     use kiln::cuda::pool::DeviceBuffer;
     let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
@@ -176,39 +201,47 @@ fn launch_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
         }
         Ok(())
     };
-    let eager = median(b.time_ms(1, 5, || work(&mut x, &mut y))?);
-    let g = b.capture(|_| work(&mut x, &mut y))?;
-    let graph = median(b.time_ms(1, 5, || g.launch())?);
+    let ((), first) = wall_ms(|| {
+        work(&mut x, &mut y)?;
+        b.synchronize()
+    })?;
+    let eager = Timing::new(
+        first,
+        b.time_ms(WARMUP, reps, || work(&mut x, &mut y))?,
+        Covers::Device,
+    );
+    let (g, capture_ms) = wall_ms(|| b.capture(|_| work(&mut x, &mut y)))?;
+    let ((), first) = wall_ms(|| {
+        g.launch()?;
+        b.synchronize()
+    })?;
+    let graph = Timing::new(first, b.time_ms(WARMUP, reps, || g.launch())?, Covers::Device);
+    // runs: eager 1 + WARMUP + reps, graph 1 + WARMUP + reps, 1000 kernels each
+    let runs = 2 * (1 + WARMUP + reps);
     let mut got = vec![0f32; 32];
     b.download(&x, &mut got)?;
-    let ok = got.iter().all(|&v| v == 12_000.0);
-    let row = |op: &str, ms: f64, note: String| Row {
-        op: op.into(),
-        device: b.name(),
-        size: "1000 x 32".into(),
-        elements: 32,
-        median_ms: ms,
-        gbps: None,
-        tflops: None,
-        max_rel_err_vs_cpu: if ok { 0.0 } else { f64::INFINITY },
-        rel_l2_vs_f64: f64::NAN,
-        verified: ok,
-        note,
+    let ok = got.iter().all(|&v| v == 1000.0 * runs as f32);
+    let row = |op: &str, t: Timing, note: String| {
+        let mut r = Row::timed(op.into(), b.name(), "1000 x 32".into(), 32, t, ok);
+        r.max_rel_err_vs_cpu = if ok { 0.0 } else { f64::INFINITY };
+        r.note = note;
+        r
     };
     Ok(vec![
         row(
             "1000 tiny kernels, eager",
             eager,
-            format!("{:.2} us per kernel", eager),
+            format!("{:.2} us per kernel", eager.median_ms),
         ),
         row(
             "1000 tiny kernels, graph replay",
             graph,
             format!(
-                "{:.2} us per kernel, {:.1}x eager; {} nodes",
-                graph,
-                eager / graph,
-                g.nodes()
+                "{:.2} us per kernel, {:.1}x eager; {} nodes; capture {:.1} ms",
+                graph.median_ms,
+                eager.median_ms / graph.median_ms,
+                g.nodes(),
+                capture_ms
             ),
         ),
     ])
@@ -216,7 +249,7 @@ fn launch_rows(rt: &Runtime) -> kiln::Result<Vec<Row>> {
 
 /// The overlapped host -> GPU -> host pipeline on pinned buffers, checked bit for bit
 /// against the one-shot device op.
-fn pipeline_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
+fn pipeline_rows(rt: &Runtime, size: &str, reps: usize) -> kiln::Result<Vec<Row>> {
     use kiln::core::backend::MapOp;
     use kiln::cuda::pipeline::PipelineOptions;
     let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
@@ -231,14 +264,19 @@ fn pipeline_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
     let mut y = b.pinned_pool().alloc::<f32>(n)?;
     y.fill(f32::NAN);
     let opts = PipelineOptions::default();
-    b.map_pipelined_pinned(op, &x, &mut y, opts)?; // warm-up (streams, pool blocks)
-    let mut reps = Vec::new();
-    for _ in 0..3 {
-        y.fill(f32::NAN);
-        reps.push(b.map_pipelined_pinned(op, &x, &mut y, opts)?);
-    }
-    reps.sort_by(|a, c| a.seconds.total_cmp(&c.seconds));
-    let r = reps[reps.len() / 2];
+    // the pipeline's own wall time of each run (streams, pool blocks on the first)
+    let mut runs = Vec::new();
+    let (r0, t) = time_host(reps, Covers::HostPinned, || {
+        let r = b.map_pipelined_pinned(op, &x, &mut y, opts)?;
+        runs.push(r);
+        Ok(r)
+    })?;
+    let timed = &runs[1 + WARMUP..];
+    let t = Timing::new(
+        r0.seconds * 1e3,
+        timed.iter().map(|r| r.seconds * 1e3).collect(),
+        t.covers,
+    );
     // one-shot reference on the device, chunked only by the device's own memory
     let dx = b.upload(&x)?;
     let mut dy = b.alloc::<f32>(n)?;
@@ -246,97 +284,77 @@ fn pipeline_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
     let mut want = vec![0.0f32; n];
     b.download(&dy, &mut want)?;
     let same = y.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits());
-    Ok(vec![Row {
-        op: "sigmoid_f32 pipelined h->d->h".into(),
-        device: b.name(),
-        size: format!("{} MiB", (n * 4) >> 20),
-        elements: n,
-        median_ms: r.seconds * 1e3,
-        gbps: Some(r.gbps),
-        tflops: None,
-        max_rel_err_vs_cpu: if same { 0.0 } else { f64::INFINITY },
-        rel_l2_vs_f64: f64::NAN,
-        verified: same,
-        note: format!(
-            "pinned host buffers, {} streams x {} MiB chunks; GB/s = input bytes / wall; bitwise vs one-shot",
-            r.streams,
-            (r.chunk_elems * 4) >> 20
-        ),
-    }])
+    let mut r = Row::timed(
+        "sigmoid_f32 pipelined h->d->h".into(),
+        b.name(),
+        format!("{} MiB", (n * 4) >> 20),
+        n,
+        t,
+        same,
+    );
+    r.gbps = Some((n * 4) as f64 / t.median_ms / 1e6);
+    r.max_rel_err_vs_cpu = if same { 0.0 } else { f64::INFINITY };
+    r.note = format!(
+        "{} streams x {} MiB chunks; GB/s = input bytes / wall; bitwise vs one-shot",
+        r0.streams,
+        (r0.chunk_elems * 4) >> 20
+    );
+    Ok(vec![r])
 }
 
 /// Imaging rows (filters, transposes), verified against the CPU by the facade.
-fn imaging_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
-    Ok(kiln::imaging::demo_cases(rt, size)?
+fn imaging_rows(rt: &Runtime, size: &str, reps: usize) -> kiln::Result<Vec<Row>> {
+    Ok(kiln::imaging::demo_cases(rt, size, reps)?
         .into_iter()
-        .map(|c| Row {
-            op: c.op,
-            device: rt.device_name(),
-            gbps: Some((2 * 4 * c.elements) as f64 / c.wall_ms / 1e6),
-            size: c.size,
-            elements: c.elements,
-            median_ms: c.wall_ms,
-            tflops: None,
-            max_rel_err_vs_cpu: c.err_over_tol,
-            rel_l2_vs_f64: f64::NAN,
-            verified: c.verified,
-            note: "wall time incl. host copies; error is |dev-cpu| / tolerance".into(),
+        .map(|c| {
+            let mut r = Row::timed(c.op, rt.device_name(), c.size, c.elements, c.timing, c.verified);
+            r.gbps = Some((2 * 4 * c.elements) as f64 / c.timing.median_ms / 1e6);
+            r.max_rel_err_vs_cpu = c.err_over_tol;
+            r.note = "error is |dev-cpu| / tolerance".into();
+            r
         })
         .collect())
 }
 
 /// Pricing rows, checked against closed forms (and, on a GPU, bitwise against the CPU).
-fn finance_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
+fn finance_rows(rt: &Runtime, size: &str, reps: usize) -> kiln::Result<Vec<Row>> {
     let scale = match size {
         "quick" => 0.05,
         "full" => 1.0,
         _ => 0.25,
     };
-    Ok(kiln::finance::demo_cases(rt, scale)?
+    Ok(kiln::finance::demo_cases(rt, scale, reps)?
         .into_iter()
-        .map(|c| Row {
-            op: c.op,
-            device: rt.device_name(),
-            size: c.size,
-            elements: 0,
-            median_ms: c.ms,
-            gbps: None,
-            tflops: None,
-            max_rel_err_vs_cpu: if c.closed_form != 0.0 {
+        .map(|c| {
+            let mut r = Row::timed(c.op, rt.device_name(), c.size, 0, c.timing, c.verified);
+            r.max_rel_err_vs_cpu = if c.closed_form != 0.0 {
                 ((c.price - c.closed_form) / c.closed_form).abs()
             } else {
                 0.0
-            },
-            rel_l2_vs_f64: f64::NAN,
-            verified: c.verified,
-            note: format!(
+            };
+            r.note = format!(
                 "price {:.5} +- {:.5} vs closed form {:.5}; {:.1} G path-steps/s",
                 c.price,
                 c.std_error,
                 c.closed_form,
                 c.path_steps_per_s / 1e9
-            ),
+            );
+            r
         })
         .collect())
 }
 
 /// GEMM rows (every precision through cuBLAS or faer; on a GPU kiln's tiled kernel and the
-/// naive baseline), each checked against an f64 reference by the facade before it is timed.
-fn gemm_rows(rt: &Runtime, size: &str) -> kiln::Result<Vec<Row>> {
-    Ok(kiln::linalg::demo_cases(rt, size)?
+/// naive baseline), each checked against an f64 reference by the facade.
+fn gemm_rows(rt: &Runtime, size: &str, reps: usize) -> kiln::Result<Vec<Row>> {
+    Ok(kiln::linalg::demo_cases(rt, size, reps)?
         .into_iter()
-        .map(|c| Row {
-            op: c.op,
-            device: rt.device_name(),
-            size: c.size,
-            elements: 0,
-            median_ms: c.ms,
-            gbps: None,
-            tflops: Some(c.tflops),
-            max_rel_err_vs_cpu: c.err_over_bound,
-            rel_l2_vs_f64: f64::NAN,
-            verified: c.verified,
-            note: format!("{:.2} TFLOP/s; error is |c-exact| / bound; {}", c.tflops, c.note),
+        .map(|c| {
+            let mut r = Row::timed(c.op, rt.device_name(), c.size, 0, c.timing, c.verified);
+            r.tflops = Some(c.tflops);
+            r.max_rel_err_vs_cpu = c.err_over_bound;
+            r.note = format!("{:.2} TFLOP/s; error is |c-exact| / bound; {}", c.tflops, c.note);
+            r
         })
         .collect())
 }
@@ -352,13 +370,14 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         (_, true) => 1 << 26,
         (_, false) => 1 << 24,
     };
-    let mut rows = elementwise_rows(&rt, n, args.reps as usize)?;
-    rows.extend(imaging_rows(&rt, &args.size)?);
-    rows.extend(finance_rows(&rt, &args.size)?);
-    rows.extend(gemm_rows(&rt, &args.size)?);
-    rows.extend(pipeline_rows(&rt, &args.size)?);
-    rows.extend(pool_rows(&rt)?);
-    rows.extend(launch_rows(&rt)?);
+    let reps = args.reps as usize;
+    let mut rows = elementwise_rows(&rt, n, reps)?;
+    rows.extend(imaging_rows(&rt, &args.size, reps)?);
+    rows.extend(finance_rows(&rt, &args.size, reps)?);
+    rows.extend(gemm_rows(&rt, &args.size, reps)?);
+    rows.extend(pipeline_rows(&rt, &args.size, reps)?);
+    rows.extend(pool_rows(&rt, reps)?);
+    rows.extend(launch_rows(&rt, reps)?);
     let all_verified = rows.iter().all(|r| r.verified);
     let out = Output {
         device: rt.device_name(),
@@ -383,16 +402,28 @@ fn print_table(o: &Output) {
         println!("kiln demo on the CPU");
     }
     println!(
-        "{:<34} {:<7} {:>15} {:>11} {:>10} {:>14} {:>13}  check",
-        "op", "device", "size", "median ms", "GB/s", "max rel vs CPU", "rel L2 vs f64"
+        "{:<34} {:<7} {:>15} {:>10} {:>11} {:>4} {:<19} {:>10} {:>14} {:>13}  check",
+        "op",
+        "device",
+        "size",
+        "first ms",
+        "median ms",
+        "runs",
+        "timed",
+        "GB/s",
+        "max rel vs CPU",
+        "rel L2 vs f64"
     );
     for r in &o.rows {
         println!(
-            "{:<34} {:<7} {:>15} {:>11.4} {:>10} {:>14.2e} {:>13.2e}  {}  ({})",
+            "{:<34} {:<7} {:>15} {:>10.3} {:>11.4} {:>4} {:<19} {:>10} {:>14.2e} {:>13.2e}  {}  ({})",
             r.op,
             r.device,
             r.size,
+            r.first_ms,
             r.median_ms,
+            r.reps,
+            r.covers.name(),
             r.gbps.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into()),
             r.max_rel_err_vs_cpu,
             r.rel_l2_vs_f64,

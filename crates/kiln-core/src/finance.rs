@@ -7,6 +7,18 @@
 //! is in years, volatility is per `sqrt(year)`. Asian fixings are equally spaced with the
 //! last at maturity (`t_i = i T / n`, `i = 1..=n`); barriers are monitored discretely at the
 //! end of every time step (`t_i = i T / steps`, not at `t = 0`).
+//!
+//! The reference numerics both engines share live here too, so that neither backend crate
+//! depends on the other: the closed forms ([`analytic`]: Black-Scholes-Merton and the
+//! discrete geometric Asian) and a Monte Carlo run's canonical blocks and finishing math
+//! ([`blocks`]: [`BlockSums`], [`control_mean`], [`finish`]). The path simulation itself
+//! is each backend's (kiln-cpu with rayon, kiln-cuda in `finance.cu`).
+
+pub mod analytic;
+pub mod blocks;
+
+pub use analytic::{bsm, geometric_asian, norm_cdf, norm_pdf, price_analytic, Bsm};
+pub use blocks::{block_count, control_mean, finish, BlockSums, BLOCK_SAMPLES};
 
 use crate::error::{Error, Result};
 use crate::philox;

@@ -12,6 +12,13 @@
 //! - user kernels are defined as `correlate(x, K)`; one found rank-1 (numerically) is run
 //!   as 1-D passes only where that is the same function in exact arithmetic
 //!   ([`Kernel2D::separable_for`]).
+//!
+//! Which path a call takes (direct or 1-D passes, [`FilterPath`]) is resolved here too
+//! ([`path_2d`], [`resolve_2d`]), so neither backend consults the other.
+
+mod path;
+
+pub use path::{path_2d, path_3d, resolve_2d, resolve_3d, FilterPath};
 
 use std::fmt;
 use std::str::FromStr;

@@ -8,7 +8,14 @@
 //! - the device request (`auto|cpu|cuda|cuda:N`) and the device policy
 //!   (allowed ordinals/UUIDs, minimum compute capability) in [`device`];
 //! - the [`BackendStorage`] trait that the CPU and CUDA storages implement (the ops a
-//!   tensor runs), with [`Device`], and the older slice-level [`Backend`] trait.
+//!   tensor runs), with [`Device`], and the older slice-level [`Backend`] trait;
+//! - the reference numerics both backends share, so that neither depends on the other:
+//!   Philox and the path constants ([`philox`], [`finance::PathParams`]), the closed forms
+//!   and a Monte Carlo run's finishing math ([`finance::analytic`], [`finance::blocks`]),
+//!   the filter path choice ([`imaging::path_2d`]), the GEMM bounds and storage check
+//!   ([`linalg`]), and the element conversions ([`storage::cast_f64`]).
+//!
+//! No cudarc, no rayon, no I/O: what needs a thread pool or a device stays in the backends.
 #![deny(missing_docs)]
 
 pub mod backend;

@@ -8,7 +8,10 @@
 //! `trans_b`. Matrices are packed (the row stride is the stored row length); batch `z` of
 //! `A` starts at element `z * stride_a` (`stride_a = 0` broadcasts one `A` to every batch),
 //! likewise `B`; `C` is always packed, `batch * m * n` elements.
+//!
+//! [`check_storage`] is the one check both backends make before they touch the data.
 
+use crate::backend::Element;
 use crate::{DType, Error, Result};
 use std::fmt;
 use std::str::FromStr;
@@ -89,6 +92,23 @@ impl GemmPrecision {
         let ku = k as f64 * 2f64.powi(-23);
         (2.0 * u_in + u_in * u_in) + ku / (1.0 - ku).max(0.5) + self.output_roundoff()
     }
+}
+
+/// Checks that `T` is the storage type of `p` (an [`Error::InvalidArgument`] naming both
+/// otherwise). Both backends call it before a product.
+pub fn check_storage<T: Element>(p: GemmPrecision) -> Result<()> {
+    if T::DTYPE != p.storage() {
+        return Err(Error::invalid(
+            "gemm",
+            format!(
+                "precision {p} stores {} but the data is {}; pass {} data (or pick the matching precision)",
+                p.storage(),
+                T::DTYPE,
+                p.storage()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl fmt::Display for GemmPrecision {
@@ -347,5 +367,19 @@ mod tests {
         assert!(b(GemmPrecision::F32) < b(GemmPrecision::Tf32));
         assert!(b(GemmPrecision::F16) < b(GemmPrecision::Bf16));
         assert!((b(GemmPrecision::F32) - (1024.0 * 2f64.powi(-23) + 2f64.powi(-24))).abs() < 1e-7);
+    }
+
+    #[test]
+    fn storage_must_match_the_precision() {
+        use crate::backend::{bf16, f16};
+        assert!(check_storage::<f32>(GemmPrecision::F32).is_ok());
+        assert!(check_storage::<f32>(GemmPrecision::Tf32).is_ok());
+        assert!(check_storage::<bf16>(GemmPrecision::Bf16).is_ok());
+        assert!(check_storage::<f16>(GemmPrecision::F16).is_ok());
+        let err = check_storage::<f32>(GemmPrecision::Bf16).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("bf16") && msg.contains("f32"), "{msg}");
+        assert!(check_storage::<bf16>(GemmPrecision::F16).is_err());
     }
 }

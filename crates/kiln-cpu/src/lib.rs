@@ -2,6 +2,12 @@
 //! contiguous chunks large enough to amortise the work-stealing overhead. Results here are
 //! what the GPU backend is checked against (and these are checked against float64 naive code
 //! in the tests).
+//!
+//! What both backends must compute identically (the Monte Carlo blocks and finishing math,
+//! closed forms, filter path choice, GEMM storage check) lives in kiln-core and is
+//! re-exported here under its old paths (`finance::{bsm, finish, BlockSums, ..}`,
+//! `imaging::{path_2d, path_3d, FilterPath}`, `linalg::check_storage`); this crate adds the
+//! rayon-parallel engines.
 #![deny(missing_docs)]
 
 pub mod elementwise;

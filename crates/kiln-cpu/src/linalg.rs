@@ -1,4 +1,5 @@
-//! GEMM on the CPU through faer (layout: [`kiln_core::linalg`]).
+//! GEMM on the CPU through faer (layout: [`kiln_core::linalg`]; the storage check,
+//! [`check_storage`], is kiln-core's and re-exported here).
 //!
 //! faer multiplies f32 with its runtime-dispatched SIMD kernels (AVX-512/AVX2 FMA). f16 and
 //! bf16 inputs are widened to f32 (exact), multiplied in f32 and rounded once to the storage
@@ -13,8 +14,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use kiln_core::backend::{bf16, f16, Element};
+pub use kiln_core::linalg::check_storage;
 use kiln_core::linalg::{Gemm, GemmPrecision};
-use kiln_core::{Error, Result};
+use kiln_core::Result;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -22,22 +24,6 @@ use std::borrow::Cow;
 const SEQUENTIAL_FLOPS: f64 = 4.0e6;
 /// Smallest block height or width a split makes (faer's micro-kernels are 16-48 wide).
 const MIN_SPLIT: usize = 32;
-
-/// Check that `T` is the storage type of `p`.
-pub fn check_storage<T: Element>(p: GemmPrecision) -> Result<()> {
-    if T::DTYPE != p.storage() {
-        return Err(Error::invalid(
-            "gemm",
-            format!(
-                "precision {p} stores {} but the data is {}; pass {} data (or pick the matching precision)",
-                p.storage(),
-                T::DTYPE,
-                p.storage()
-            ),
-        ));
-    }
-    Ok(())
-}
 
 /// A storage type GEMM takes: [`Element`]s the CPU path can view as f32 (`f32` as is,
 /// `f16` and `bf16` widened exactly).

@@ -240,7 +240,7 @@ impl CudaBackend {
         p: GemmPrecision,
         imp: GemmImpl,
     ) -> Result<()> {
-        kiln_cpu::linalg::check_storage::<T>(p)?;
+        kiln_core::linalg::check_storage::<T>(p)?;
         let len_c = g.validate(a.len(), b.len())?;
         kiln_core::backend::check_same_len("gemm output", len_c, c.len())?;
         check_limits(g)?;
@@ -269,7 +269,7 @@ impl CudaBackend {
         p: GemmPrecision,
         imp: GemmImpl,
     ) -> Result<Vec<T>> {
-        kiln_cpu::linalg::check_storage::<T>(p)?;
+        kiln_core::linalg::check_storage::<T>(p)?;
         let len_c = g.validate(a.len(), b.len())?;
         check_limits(g)?;
         let da = self.upload_slice(a)?;

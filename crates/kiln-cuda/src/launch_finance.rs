@@ -1,14 +1,17 @@
 //! Monte Carlo option pricing on the GPU (`kernels/finance.cu`), bitwise equal to the CPU
-//! engine (`kiln_cpu::finance`).
+//! engine (kiln-cpu's `finance`).
 //!
 //! How the bits match: the kernel reproduces the CPU's Philox words, its f32 Box-Muller and
 //! log-price steps and its f64 payoffs operation by operation (round-to-nearest intrinsics,
 //! no FMA contraction), and sums each canonical block of
-//! [`BLOCK_SAMPLES`](kiln_cpu::finance::BLOCK_SAMPLES) samples in sample order, as
-//! `BlockSums::push` does. A second kernel adds each option's blocks in block order, from
-//! zero, as `finish` does; the host passes that one total to the CPU's
-//! [`finish`](kiln_cpu::finance::finish). So a GPU price, standard error and Greeks equal
-//! the CPU's to the last bit for the same seed, whatever the chunking.
+//! [`BLOCK_SAMPLES`](kiln_core::finance::BLOCK_SAMPLES) samples in sample order, as
+//! [`BlockSums::push`] does. A second kernel adds each option's blocks in block order, from
+//! zero, as `finish` does; the host passes that one total to kiln-core's
+//! [`finish`](kiln_core::finance::finish), the finishing math the CPU engine calls too, with
+//! the same [`control_mean`](kiln_core::finance::control_mean). So a GPU price, standard
+//! error and Greeks equal the CPU's to the last bit for the same seed, whatever the
+//! chunking. The CPU engine itself is no dependency of this crate: the tests that compare
+//! the two live in the facade (`crates/kiln/tests/finance_gpu.rs`).
 //!
 //! Launch shape: one kernel per style (options are grouped by style, each group one
 //! launch), one warp per (option, block), 8 warps per 256-thread CTA, a grid-stride loop
@@ -20,9 +23,10 @@
 use crate::kernels::KernelId;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use kiln_core::finance::{McParams, OptionSpec, PathParams, PriceResult, Style};
+use kiln_core::finance::{
+    control_mean, finish, BlockSums, McParams, OptionSpec, PathParams, PriceResult, Style, BLOCK_SAMPLES,
+};
 use kiln_core::{Error, Result};
-use kiln_cpu::finance::{control_mean, finish, BlockSums, BLOCK_SAMPLES};
 
 /// u32 and f64 words per option in the parameter arrays (see `finance.cu`).
 const OPT_U: usize = 8;
@@ -38,7 +42,7 @@ pub struct GpuMcOptions {
     /// bytes an item), `>= 1`.
     pub max_items: u64,
     /// The stream index of the first option: option `i` of the slice uses Philox option
-    /// word `first_option + i` (as `kiln_cpu::finance::price_mc(spec, mc, first_option + i)`).
+    /// word `first_option + i` (as the CPU engine's `price_mc(spec, mc, first_option + i)`).
     pub first_option: u32,
 }
 
@@ -114,7 +118,7 @@ fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u32; OPT_U],
         pp.drift_dt.to_bits(),
         pp.vol_sqrt_dt.to_bits(),
         pp.log_barrier.to_bits(),
-        // vega_drift_dt as kiln_cpu's Consts rounds it
+        // vega_drift_dt as the CPU engine's `Consts` rounds it (kiln-cpu's finance/mc.rs)
         (((spec.rate - spec.dividend + 0.5 * v * v) * pp.dt) as f32).to_bits(),
     ];
     let d = [
@@ -143,7 +147,7 @@ struct Group {
 impl CudaBackend {
     /// Prices `specs` by Monte Carlo on this GPU with the run `mc`; option `i` uses Philox
     /// option word `i`. One result per option (an invalid option is an error in its slot),
-    /// bitwise equal to `kiln_cpu::finance::price_portfolio(specs, mc)`. The outer error is
+    /// bitwise equal to the CPU engine's `price_portfolio(specs, mc)`. The outer error is
     /// an invalid `mc` or a device failure.
     pub fn price_mc_gpu(&self, specs: &[OptionSpec], mc: &McParams) -> Result<Vec<Result<PriceResult>>> {
         self.price_mc_gpu_with(specs, mc, &GpuMcOptions::default())
@@ -165,7 +169,7 @@ impl CudaBackend {
     }
 
     /// Every canonical block's sums of one option (stream index `option`), in block order:
-    /// the same values `kiln_cpu::finance::simulate_blocks(spec, mc, option, ..)` returns,
+    /// the same values the CPU engine's `simulate_blocks(spec, mc, option, ..)` returns,
     /// for tests and for callers that chain runs themselves.
     pub fn mc_block_sums_gpu(&self, spec: &OptionSpec, mc: &McParams, option: u32) -> Result<Vec<BlockSums>> {
         let pp = PathParams::new(spec, mc)?;

@@ -3,13 +3,13 @@
 //! bits for the same seed (see `kiln_cuda`'s `launch_finance`), so where a price was
 //! computed never shows in it.
 
-use std::time::Instant;
-
+use kiln_core::finance::{bsm, geometric_asian, price_analytic};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
 use kiln_core::Result;
 use kiln_cpu::finance as cpu;
 use kiln_cuda::GpuMcOptions;
 
+use crate::verify::{time_host, Covers, Timing};
 use crate::Runtime;
 
 pub use kiln_core::finance;
@@ -67,7 +67,7 @@ impl Runtime {
             Method::MonteCarlo => "price mc",
         });
         match method {
-            Method::Analytic => specs.iter().map(cpu::price_analytic).collect(),
+            Method::Analytic => specs.iter().map(price_analytic).collect(),
             Method::MonteCarlo => match self.cuda() {
                 Some(gpu) => {
                     let opts = GpuMcOptions {
@@ -113,9 +113,10 @@ pub struct DemoCase {
     pub op: String,
     /// Options x paths x steps.
     pub size: String,
-    /// Wall time of the pricing call in milliseconds (GPU: after one warm-up call).
-    pub ms: f64,
-    /// Simulated path-steps per second (0 for closed forms).
+    /// How the pricing call was timed (wall clock of `Runtime::price`: on a GPU the
+    /// parameters go up and the totals come down through pageable memory).
+    pub timing: Timing,
+    /// Simulated path-steps per second at the median time.
     pub path_steps_per_s: f64,
     /// The Monte Carlo price (first option).
     pub price: f64,
@@ -131,8 +132,11 @@ pub struct DemoCase {
 /// The pricing cases of `kiln demo`: European and geometric Asian against their closed
 /// forms, an arithmetic Asian with its control variate, and a portfolio. `scale` in
 /// `(0, 1]` shrinks the path counts (1.0: 2^20 paths x 256 steps on a GPU, 2^16 on the CPU).
-pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
+/// Each case's first call is timed alone (on a GPU it loads the finance module), then up to
+/// `reps` runs after a warm-up ([`time_host`]); the first call's price is the one checked.
+pub fn demo_cases(rt: &Runtime, scale: f64, reps: usize) -> Result<Vec<DemoCase>> {
     let gpu = rt.cuda().is_some();
+    let covers = Covers::host_call(rt);
     let scale = scale.clamp(1e-3, 1.0);
     let base_paths = if gpu { 1u64 << 20 } else { 1u64 << 16 };
     let paths = ((base_paths as f64 * scale) as u64).max(4096);
@@ -146,21 +150,21 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
             euro,
             256,
             false,
-            cpu::bsm(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0).price,
+            bsm(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0).price,
         ),
         (
             "mc asian geometric call",
             geo,
             64,
             false,
-            cpu::geometric_asian(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0, 64),
+            geometric_asian(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0, 64),
         ),
         (
             "mc asian arithmetic call (cv)",
             arith,
             64,
             true,
-            cpu::geometric_asian(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0, 64),
+            geometric_asian(OptionType::Call, 100.0, 100.0, 0.05, 0.02, 0.2, 1.0, 64),
         ),
     ];
     for (name, spec, steps, cv, closed) in cases {
@@ -172,13 +176,10 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
             control_variate: cv,
             fast_math: false,
         };
-        if gpu {
-            // Warm-up: module load and pool.
-            let _ = rt.price(&[spec], Method::MonteCarlo, &mc);
-        }
-        let t0 = Instant::now();
-        let r = rt.price(&[spec], Method::MonteCarlo, &mc).remove(0)?;
-        let secs = t0.elapsed().as_secs_f64();
+        let (r, timing) = time_host(reps, covers, || {
+            rt.price(&[spec], Method::MonteCarlo, &mc).remove(0)
+        })?;
+        let secs = timing.median_ms / 1e3;
         let path_steps = paths as f64 * f64::from(if spec.style.is_asian() { 64 } else { steps });
         // The arithmetic Asian is above its geometric bound; check the bound instead.
         let ok_stat = if cv {
@@ -197,7 +198,7 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
         rows.push(DemoCase {
             op: name.into(),
             size: format!("1 x {paths} x {steps}"),
-            ms: secs * 1e3,
+            timing,
             path_steps_per_s: path_steps / secs.max(1e-9),
             price: r.price,
             closed_form: closed,
@@ -228,19 +229,15 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
         control_variate: false,
         fast_math: false,
     };
-    if gpu {
-        let _ = rt.price(&specs[..1], Method::MonteCarlo, &mc);
-    }
-    let t0 = Instant::now();
-    let res = rt.price(&specs, Method::MonteCarlo, &mc);
-    let secs = t0.elapsed().as_secs_f64();
+    let (res, timing) = time_host(reps, covers, || Ok(rt.price(&specs, Method::MonteCarlo, &mc)))?;
+    let secs = timing.median_ms / 1e3;
     let mut worst = 0.0f64;
     let mut first = (0.0, 0.0, 0.0);
     for (i, (s, r)) in specs.iter().zip(&res).enumerate() {
         let r = r
             .as_ref()
             .map_err(|e| kiln_core::Error::invalid("demo", e.to_string()))?;
-        let b = cpu::price_analytic(s)?.price;
+        let b = price_analytic(s)?.price;
         worst = worst.max((r.price - b).abs() / r.std_error.max(1e-12));
         if i == 0 {
             first = (r.price, b, r.std_error);
@@ -249,7 +246,7 @@ pub fn demo_cases(rt: &Runtime, scale: f64) -> Result<Vec<DemoCase>> {
     rows.push(DemoCase {
         op: "mc portfolio european (antithetic)".into(),
         size: format!("{n_opt} x {} x 64", mc.paths_used()),
-        ms: secs * 1e3,
+        timing,
         path_steps_per_s: n_opt as f64 * mc.paths_used() as f64 * 64.0 / secs.max(1e-9),
         price: first.0,
         closed_form: first.1,

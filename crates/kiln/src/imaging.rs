@@ -1,16 +1,17 @@
 //! Imaging ops on the runtime: `filter2d` (single, batched `(N, H, W)`, channels
 //! `(H, W, C)`), `filter3d`, and the 2-D transpose, each on the CPU or CUDA.
 //!
-//! Both backends take the same path: it is resolved here with
-//! [`kiln_cpu::imaging::path_2d`] / [`path_3d`](kiln_cpu::imaging::path_3d) and the CUDA
-//! launchers are handed the same 1-D factors the CPU would use. The CPU accumulates in
+//! Both backends take the same path: it is resolved by kiln-core ([`resolve_2d`] /
+//! [`resolve_3d`], which the CPU backend calls too) and the CUDA launchers are handed the
+//! same 1-D factors the CPU uses. The CPU accumulates in
 //! f64 (scipy's arithmetic); the GPU in f32 with fma, so results agree within f32
 //! rounding (see [`filter_tolerance`]).
 
+use crate::verify::{time_host, Covers, Timing};
 use crate::{Engine, Runtime};
+pub use kiln_core::imaging::FilterPath;
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln_core::{Error, Result};
-pub use kiln_cpu::imaging::FilterPath;
 use kiln_cpu::imaging::{filter2d_into, filter3d_into};
 
 /// An absolute error bound between GPU (f32 fma) and CPU (f64, rounded once per pass)
@@ -150,28 +151,30 @@ pub struct DemoCase {
     pub size: String,
     /// Elements in the output.
     pub elements: usize,
-    /// Wall milliseconds of the call (host round trip included).
-    pub wall_ms: f64,
-    /// Largest |device - CPU| over the tolerance bound (<= 1 passes).
+    /// How the host-slice call was timed (host->host through pageable memory on a GPU).
+    pub timing: Timing,
+    /// Largest |device - CPU| over the tolerance bound (<= 1 passes), of the first call.
     pub err_over_tol: f64,
     /// Whether it passed.
     pub verified: bool,
 }
 
 /// The imaging rows `kiln demo` shows: `size` is `quick`, `default` or `full`. Each case
-/// runs on `rt` and on the CPU and compares within [`filter_tolerance`] (transposes must
-/// be exact).
-pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
+/// runs on `rt` as a host-slice call, timed as [`time_host`] says (the first call alone,
+/// then the median of up to `reps` runs), and its first result is compared with the CPU's
+/// within [`filter_tolerance`] (transposes must be exact).
+pub fn demo_cases(rt: &Runtime, size: &str, reps: usize) -> Result<Vec<DemoCase>> {
     let (h, w, v) = match size {
         "quick" => (270, 480, 32),
         "full" => (2160, 3840, 256),
         _ => (1080, 1920, 128),
     };
     let cpu = Runtime::cpu();
+    let covers = Covers::host_call(rt);
     let img = crate::testing::random_f32(h * w, -1.0, 1.0, 7);
     let vol = crate::testing::random_f32(v * v * v, -1.0, 1.0, 8);
     let mut rows = Vec::new();
-    let mut push = |op: String, size: String, got: Vec<f32>, want: Vec<f32>, tol: f64, ms: f64| {
+    let mut push = |op: String, size: String, got: Vec<f32>, want: Vec<f32>, tol: f64, timing: Timing| {
         let err = got
             .iter()
             .zip(&want)
@@ -196,7 +199,7 @@ pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
             op,
             size,
             elements: got.len(),
-            wall_ms: ms,
+            timing,
             err_over_tol: r,
             verified: r <= 1.0,
         });
@@ -204,9 +207,9 @@ pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
     let mode = BoundaryMode::Reflect;
     for name in ["cross4", "gaussian:2", "sobel-x", "box:5"] {
         let k = Kernel2D::preset(name)?;
-        let t0 = std::time::Instant::now();
-        let got = rt.filter2d(&img, [h, w], &k, mode, FilterPath::Auto)?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let (got, timing) = time_host(reps, covers, || {
+            rt.filter2d(&img, [h, w], &k, mode, FilterPath::Auto)
+        })?;
         let want = cpu.filter2d(&img, [h, w], &k, mode, FilterPath::Auto)?;
         let sw: f64 = k.weights().iter().map(|x| x.abs()).sum();
         let tol = filter_tolerance(k.size() * k.size(), sw, 1.0);
@@ -216,14 +219,14 @@ pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
             got,
             want,
             tol,
-            ms,
+            timing,
         );
     }
     for name in ["laplacian", "gaussian:0.5"] {
         let k = Kernel3D::preset(name)?;
-        let t0 = std::time::Instant::now();
-        let got = rt.filter3d(&vol, [v, v, v], &k, mode, FilterPath::Auto)?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let (got, timing) = time_host(reps, covers, || {
+            rt.filter3d(&vol, [v, v, v], &k, mode, FilterPath::Auto)
+        })?;
         let want = cpu.filter3d(&vol, [v, v, v], &k, mode, FilterPath::Auto)?;
         let sw: f64 = k.weights().iter().map(|x| x.abs()).sum();
         let tol = filter_tolerance(k.size().pow(3), sw, 1.0);
@@ -233,13 +236,11 @@ pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
             got,
             want,
             tol,
-            ms,
+            timing,
         );
     }
-    let t0 = std::time::Instant::now();
-    let got = rt.transpose(&img, h, w)?;
-    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    let (got, timing) = time_host(reps, covers, || rt.transpose(&img, h, w))?;
     let want = cpu.transpose(&img, h, w)?;
-    push("transpose f32".into(), format!("{h}x{w}"), got, want, 0.0, ms);
+    push("transpose f32".into(), format!("{h}x{w}"), got, want, 0.0, timing);
     Ok(rows)
 }

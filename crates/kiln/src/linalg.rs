@@ -29,7 +29,8 @@ use kiln_core::{Error, Result};
 /// A storage type of the matrix products (`f32`, `f16`, `bf16`), usable in tensors.
 pub trait GemmElement: kiln_cpu::linalg::GemmElement + crate::TensorElement {}
 impl<T: kiln_cpu::linalg::GemmElement + crate::TensorElement> GemmElement for T {}
-use std::time::Instant;
+
+use crate::verify::{time_host, wall_ms, Covers, Timing, WARMUP};
 
 impl Runtime {
     /// `op(A)·op(B)` for every batch through the library implementation (cuBLAS or faer);
@@ -54,7 +55,7 @@ impl Runtime {
         precision: GemmPrecision,
         imp: GemmImpl,
     ) -> Result<Vec<T>> {
-        kiln_cpu::linalg::check_storage::<T>(precision)?;
+        kiln_core::linalg::check_storage::<T>(precision)?;
         let len_c = g.validate(a.len(), b.len())?;
         match self.engine() {
             Engine::Cpu(_) => {
@@ -196,21 +197,17 @@ pub struct DemoCase {
     pub op: String,
     /// `MxNxK`.
     pub size: String,
-    /// Milliseconds: median device time (CUDA events) on a GPU, median wall time on the CPU.
-    pub ms: f64,
-    /// `2·m·n·k / time`.
+    /// How it was timed: on a GPU the device alone (CUDA events, device-resident operands),
+    /// on the CPU the host-slice call's wall time (allocation of `C` included).
+    pub timing: Timing,
+    /// `2·m·n·k / median time`.
     pub tflops: f64,
     /// [`GemmCheck::worst`]: the largest error over its bound (<= 1 passes).
     pub err_over_bound: f64,
     /// Whether the check passed.
     pub verified: bool,
-    /// How it was timed and checked.
+    /// How it was computed and checked.
     pub note: String,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn inputs<T: Element>(g: &Gemm, seed: u64) -> Result<(Vec<T>, Vec<T>)> {
@@ -221,7 +218,8 @@ fn inputs<T: Element>(g: &Gemm, seed: u64) -> Result<(Vec<T>, Vec<T>)> {
     ))
 }
 
-/// Runs `g` once (checked against the f64 reference on `samples` elements), then times it.
+/// Runs `g` once, timed alone and checked against the f64 reference on `samples`
+/// elements, then times it (a warm-up, then the median of up to `reps` runs).
 fn demo_case<T: GemmElement>(
     rt: &Runtime,
     g: &Gemm,
@@ -231,28 +229,29 @@ fn demo_case<T: GemmElement>(
 ) -> Result<DemoCase> {
     let (a, b) = inputs::<T>(g, 11)?;
     let samples = 4096;
-    let (chk, ms, note) = match rt.cuda() {
+    let (chk, timing, note) = match rt.cuda() {
         Some(cu) => {
             let da = cu.upload_slice(&a)?;
             let db = cu.upload_slice(&b)?;
             let mut dc = cu.alloc_poisoned_as::<T>(g.len_c()?)?;
-            cu.gemm_device(&da, &db, &mut dc, g, p, imp)?;
+            let ((), first_ms) = wall_ms(|| {
+                cu.gemm_device(&da, &db, &mut dc, g, p, imp)?;
+                cu.synchronize()
+            })?;
             let mut c = vec![T::from_f32(0.0); g.len_c()?];
             dc.copy_to_host(&mut c, cu.stream())?;
             let chk = check(&a, &b, &c, g, p, samples)?;
-            let times = cu.time_ms(2, reps, || cu.gemm_device(&da, &db, &mut dc, g, p, imp))?;
-            (chk, median(times), "device-resident, CUDA events")
+            let times = cu.time_ms(WARMUP, reps, || cu.gemm_device(&da, &db, &mut dc, g, p, imp))?;
+            (
+                chk,
+                Timing::new(first_ms, times, Covers::Device),
+                "device-resident",
+            )
         }
         None => {
-            let c = rt.matmul_with(&a, &b, g, p, imp)?;
+            let (c, timing) = time_host(reps, Covers::Host, || rt.matmul_with(&a, &b, g, p, imp))?;
             let chk = check(&a, &b, &c, g, p, samples)?;
-            let mut times = Vec::with_capacity(reps);
-            for _ in 0..reps {
-                let t0 = Instant::now();
-                std::hint::black_box(rt.matmul_with(&a, &b, g, p, imp)?);
-                times.push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-            (chk, median(times), "faer, wall time incl. allocation")
+            (chk, timing, "faer")
         }
     };
     let lib = if rt.cuda().is_some() { "cublas" } else { "faer" };
@@ -264,8 +263,8 @@ fn demo_case<T: GemmElement>(
     Ok(DemoCase {
         op: format!("gemm {p} {name}"),
         size: format!("{}x{}x{}", g.m, g.n, g.k),
-        ms,
-        tflops: g.flops() / ms / 1e9,
+        tflops: g.flops() / timing.median_ms / 1e9,
+        timing,
         err_over_bound: chk.worst,
         verified: chk.passed,
         note: format!(
@@ -278,8 +277,9 @@ fn demo_case<T: GemmElement>(
 
 /// The GEMM rows `kiln demo` shows (`size`: `quick`, `default` or `full`): every precision
 /// through the library, and on a GPU kiln's tiled f32 kernel and the naive baseline (at a
-/// quarter of the size: it is ~50x slower). Each is checked before it is timed.
-pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
+/// quarter of the size: it is ~50x slower). Each row's first call is timed alone and
+/// checked, then up to `reps` runs are timed (see [`DemoCase::timing`]).
+pub fn demo_cases(rt: &Runtime, size: &str, reps: usize) -> Result<Vec<DemoCase>> {
     let gpu = rt.cuda().is_some();
     let n = match (size, gpu) {
         ("quick", _) => 256,
@@ -288,7 +288,6 @@ pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
         (_, true) => 4096,
         (_, false) => 1024,
     };
-    let reps = if gpu { 10 } else { 3 };
     let g = Gemm::new(n, n, n);
     let mut rows = vec![
         demo_case::<f32>(rt, &g, GemmPrecision::F32, GemmImpl::Library, reps)?,
@@ -310,7 +309,7 @@ pub fn demo_cases(rt: &Runtime, size: &str) -> Result<Vec<DemoCase>> {
             &small,
             GemmPrecision::F32,
             GemmImpl::Naive,
-            3,
+            reps,
         )?);
     }
     Ok(rows)

@@ -6,11 +6,11 @@
 use crate::imaging::FilterPath;
 use crate::tensor::{Storage, Tensor};
 use kiln_core::backend::{MapOp, UnaryOp};
+use kiln_core::imaging::{path_2d, path_3d};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::storage::BackendStorage;
 use kiln_core::{DType, Error, Result};
-use kiln_cpu::imaging::{path_2d, path_3d};
 
 /// Run `$body` with `$s` bound to the backend storage (`CpuStorage` or `CudaStorage`) and
 /// wrap the result in the same variant.

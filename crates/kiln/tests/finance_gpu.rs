@@ -362,10 +362,10 @@ kiln::test_device!(mc_is_within_3_standard_errors_of_closed_forms, |rt: &Runtime
 });
 
 kiln::test_device!(demo_cases_verify, |rt: &Runtime| {
-    let rows = kiln::finance::demo_cases(rt, 0.05).unwrap();
+    let rows = kiln::finance::demo_cases(rt, 0.05, 3).unwrap();
     assert_eq!(rows.len(), 4);
     for r in &rows {
-        assert!(r.price.is_finite() && r.ms >= 0.0, "{r:?}");
+        assert!(r.price.is_finite() && r.timing.median_ms >= 0.0, "{r:?}");
         assert!(r.verified, "{r:?}");
     }
 });

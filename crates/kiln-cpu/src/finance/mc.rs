@@ -13,99 +13,21 @@
 //! (its closed form); geometric Asian: `df` times the arithmetic mean of the fixings (the
 //! mean of the forwards); barriers: the vanilla payoff (Black-Scholes-Merton).
 //! Pathwise delta and vega for European and Asian styles; none for barriers.
+//!
+//! The blocks' sums, the control means and [`finish`] are kiln-core's
+//! ([`kiln_core::finance::blocks`]), shared with the CUDA engine; this module simulates the
+//! paths.
 
 use std::ops::Range;
 
-use kiln_core::finance::{McParams, OptionSpec, PathParams, PriceResult, Style};
+use kiln_core::finance::{
+    block_count, control_mean, finish, BlockSums, McParams, OptionSpec, PathParams, PriceResult, Style,
+    BLOCK_SAMPLES,
+};
 use kiln_core::{Error, Result};
 use rayon::prelude::*;
 
-use super::analytic::{bsm, geometric_asian};
-use super::paths::{
-    run_group, AsianArithmetic, AsianGeometric, Barrier, Consts, European, PathKind, SampleOut, LANES,
-};
-
-/// Samples in one canonical block (the unit of summation order; a multiple of the lane
-/// count).
-pub const BLOCK_SAMPLES: u64 = 1024;
-
-/// Sums over the samples of one block (or, after [`BlockSums::add`], of several). The
-/// control `c` is centred on its known mean.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct BlockSums {
-    /// Samples.
-    pub n: u64,
-    /// Sum of discounted payoffs `y`.
-    pub y: f64,
-    /// Sum of `y^2`.
-    pub yy: f64,
-    /// Sum of centred controls `c`.
-    pub c: f64,
-    /// Sum of `c^2`.
-    pub cc: f64,
-    /// Sum of `y c`.
-    pub yc: f64,
-    /// Sum of pathwise deltas.
-    pub delta: f64,
-    /// Sum of pathwise vegas.
-    pub vega: f64,
-}
-
-impl BlockSums {
-    #[inline(always)]
-    fn push(&mut self, o: &SampleOut) {
-        self.n += 1;
-        self.y += o.y;
-        self.yy += o.y * o.y;
-        self.c += o.c;
-        self.cc += o.c * o.c;
-        self.yc += o.y * o.c;
-        self.delta += o.delta;
-        self.vega += o.vega;
-    }
-
-    /// Adds `other`'s sums to these (kiln adds blocks in block order).
-    pub fn add(&mut self, other: &BlockSums) {
-        self.n += other.n;
-        self.y += other.y;
-        self.yy += other.yy;
-        self.c += other.c;
-        self.cc += other.cc;
-        self.yc += other.yc;
-        self.delta += other.delta;
-        self.vega += other.vega;
-    }
-}
-
-/// Canonical blocks of a run: `ceil(samples / BLOCK_SAMPLES)`.
-pub fn block_count(mc: &McParams) -> u64 {
-    mc.samples().div_ceil(BLOCK_SAMPLES)
-}
-
-/// The control variate's known mean for `spec` (the discounted forward for European, the
-/// geometric Asian closed form for arithmetic Asian, the mean of the forwards for geometric
-/// Asian, the vanilla BSM price for barriers). Shared with the GPU launcher so both engines
-/// use the same bits.
-pub fn control_mean(spec: &OptionSpec, pp: &PathParams) -> f64 {
-    let (s, k, r, q, v, t) = (
-        spec.spot,
-        spec.strike,
-        spec.rate,
-        spec.dividend,
-        spec.volatility,
-        spec.maturity,
-    );
-    let n = pp.steps;
-    match spec.style {
-        Style::European => s * (-q * t).exp(),
-        Style::AsianArithmetic => geometric_asian(spec.option_type, s, k, r, q, v, t, n),
-        Style::AsianGeometric => {
-            let growth: f64 = (1..=n).map(|i| ((r - q) * pp.dt * f64::from(i)).exp()).sum();
-            pp.discount * s * growth / f64::from(n)
-        }
-        _ => bsm(spec.option_type, s, k, r, q, v, t).price,
-    }
-}
+use super::paths::{run_group, AsianArithmetic, AsianGeometric, Barrier, Consts, European, PathKind, LANES};
 
 fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
     let (r, q, v) = (spec.rate, spec.dividend, spec.volatility);
@@ -156,7 +78,7 @@ fn block_sums_body<K: PathKind, const ANTI: bool>(
         let out = run_group::<K, ANTI>(kind, pp, option, s as u32);
         let valid = ((end - s) as usize).min(LANES);
         for o in &out[..valid] {
-            sums.push(o);
+            sums.push(o.y, o.c, o.delta, o.vega);
         }
         s += LANES as u64;
     }
@@ -230,49 +152,6 @@ pub fn simulate_blocks(
     blocks: Range<u64>,
 ) -> Result<Vec<BlockSums>> {
     simulate_blocks_with(spec, mc, option, blocks, None)
-}
-
-/// Turns the sums of every block of a run (in block order) into a price, standard error and
-/// 95% interval, applying the control variate if `mc.control_variate`.
-pub fn finish(spec: &OptionSpec, mc: &McParams, blocks: &[BlockSums]) -> Result<PriceResult> {
-    let mut t = BlockSums::default();
-    for b in blocks {
-        t.add(b);
-    }
-    if t.n != mc.samples() {
-        return Err(Error::invalid(
-            "monte_carlo",
-            format!(
-                "the blocks hold {} samples, the run has {}: pass every block, in order",
-                t.n,
-                mc.samples()
-            ),
-        ));
-    }
-    let n = t.n as f64;
-    let (ybar, cbar) = (t.y / n, t.c / n);
-    let var_y = (t.yy - n * ybar * ybar) / (n - 1.0);
-    let var_c = (t.cc - n * cbar * cbar) / (n - 1.0);
-    let cov = (t.yc - n * ybar * cbar) / (n - 1.0);
-    let (price, var) = if mc.control_variate && var_c > 0.0 {
-        let beta = cov / var_c;
-        (ybar - beta * cbar, var_y - beta * cov)
-    } else {
-        (ybar, var_y)
-    };
-    let std_error = (var.max(0.0) / n).sqrt();
-    let greeks = !spec.style.is_barrier();
-    Ok(PriceResult {
-        price,
-        std_error,
-        ci95: (price - 1.96 * std_error, price + 1.96 * std_error),
-        paths_used: mc.paths_used(),
-        delta: greeks.then(|| t.delta / n),
-        gamma: None,
-        vega: greeks.then(|| t.vega / n),
-        theta: None,
-        rho: None,
-    })
 }
 
 pub(crate) fn price_mc_with(

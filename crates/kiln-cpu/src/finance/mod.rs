@@ -1,11 +1,16 @@
-//! Option pricing on the CPU: closed forms ([`analytic`]) and Monte Carlo ([`mc`]), the
-//! numeric reference for the GPU kernels (same Philox streams, same f32 path arithmetic).
+//! Option pricing on the CPU: Monte Carlo ([`mc`]), the numeric reference for the GPU
+//! kernels (same Philox streams, same f32 path arithmetic).
+//!
+//! The closed forms and the Monte Carlo finishing math both engines share live in
+//! [`kiln_core::finance`]; they are re-exported here so `kiln_cpu::finance::{bsm, finish,
+//! BlockSums, ..}` keep working.
 
-pub mod analytic;
 pub mod mc;
 mod paths;
 
-pub use analytic::{bsm, geometric_asian, norm_cdf, norm_pdf, price_analytic, Bsm};
-pub use mc::{
-    block_count, control_mean, finish, price_mc, price_portfolio, simulate_blocks, BlockSums, BLOCK_SAMPLES,
+pub use kiln_core::finance::analytic;
+pub use kiln_core::finance::{
+    block_count, bsm, control_mean, finish, geometric_asian, norm_cdf, norm_pdf, price_analytic, BlockSums,
+    Bsm, BLOCK_SAMPLES,
 };
+pub use mc::{price_mc, price_portfolio, simulate_blocks};

@@ -1,68 +1,15 @@
 //! The public entry points: `filter2d` (single, batched, multi-channel) and `filter3d`, on
-//! ndarray views or on row-major slices. They validate, pick the path and dispatch.
+//! ndarray views or on row-major slices. They validate, resolve the path (kiln-core's
+//! [`resolve_2d`] / [`resolve_3d`], as the CUDA backend does) and dispatch.
 
 use std::borrow::Cow;
 
-use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
+use kiln_core::imaging::{resolve_2d, resolve_3d, BoundaryMode, FilterPath, Kernel2D, Kernel3D};
 use kiln_core::{Error, Result};
 use ndarray::{Array, ArrayView, ArrayView2, ArrayView3, Dimension, Ix2, Ix3};
 
 use super::direct::{self, Dims};
 use super::separable;
-
-/// Which algorithm to run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FilterPath {
-    /// 1-D passes where the kernel allows it under the mode (see
-    /// [`Kernel2D::separable_for`]), the direct sum otherwise.
-    #[default]
-    Auto,
-    /// The direct `k×k` (`k×k×k`) sum: `scipy.ndimage.correlate` bit for bit, for any kernel.
-    Direct,
-    /// The 1-D passes; an error if the kernel is not separable under the mode.
-    Separable,
-}
-
-/// The path `path` resolves to for `kernel` under `mode`, with the 1-D factors when it is
-/// [`FilterPath::Separable`]. `op` names the caller in errors.
-fn resolve(
-    op: &str,
-    name: &str,
-    sep: Option<Separable>,
-    path: FilterPath,
-    mode: BoundaryMode,
-) -> Result<Option<Separable>> {
-    match (path, sep) {
-        (FilterPath::Direct, _) => Ok(None),
-        (_, Some(s)) => Ok(Some(s)),
-        (FilterPath::Auto, None) => Ok(None),
-        (FilterPath::Separable, None) => Err(Error::invalid(
-            op,
-            format!("kernel `{name}` is not separable under mode `{mode}`; use the direct path"),
-        )),
-    }
-}
-
-/// The path [`filter2d`] takes for `kernel` under `mode` when asked for `path`: `Direct` or
-/// `Separable` (an error if `Separable` is asked of a kernel that is not).
-pub fn path_2d(kernel: &Kernel2D, mode: BoundaryMode, path: FilterPath) -> Result<FilterPath> {
-    let sep = resolve("filter2d", kernel.name(), kernel.separable_for(mode), path, mode)?;
-    Ok(if sep.is_some() {
-        FilterPath::Separable
-    } else {
-        FilterPath::Direct
-    })
-}
-
-/// The path [`filter3d`] takes; see [`path_2d`].
-pub fn path_3d(kernel: &Kernel3D, mode: BoundaryMode, path: FilterPath) -> Result<FilterPath> {
-    let sep = resolve("filter3d", kernel.name(), kernel.separable_for(mode), path, mode)?;
-    Ok(if sep.is_some() {
-        FilterPath::Separable
-    } else {
-        FilterPath::Direct
-    })
-}
 
 fn check(op: &str, shape: &[usize], src: usize, out: usize) -> Result<Dims> {
     if shape.contains(&0) {
@@ -99,7 +46,7 @@ pub fn filter2d_into(
     out: &mut [f32],
 ) -> Result<()> {
     let dims = check("filter2d", &shape, src.len(), out.len())?;
-    match resolve("filter2d", kernel.name(), kernel.separable_for(mode), path, mode)? {
+    match resolve_2d(kernel, mode, path)? {
         Some(s) => {
             // The image axes are axes 1 and 2 of the batch.
             let passes: Vec<(usize, &[f64])> = s
@@ -124,7 +71,7 @@ pub fn filter3d_into(
     out: &mut [f32],
 ) -> Result<()> {
     let dims = check("filter3d", &shape, src.len(), out.len())?;
-    match resolve("filter3d", kernel.name(), kernel.separable_for(mode), path, mode)? {
+    match resolve_3d(kernel, mode, path)? {
         Some(s) => {
             let passes: Vec<(usize, &[f64])> = s
                 .pass_order

@@ -4,9 +4,13 @@
 //!
 //! The normal CDF is `erfc(-x / sqrt 2) / 2` with `libm`'s `erfc`, accurate to a few ulp
 //! over the whole line (no cancellation in the tails, unlike `1 - erf`).
+//!
+//! They live in kiln-core because both Monte Carlo engines need them bit for bit: the
+//! control variates' known means ([`control_mean`](super::control_mean)) are these closed
+//! forms.
 
-use kiln_core::finance::{OptionSpec, OptionType, PriceResult, Style};
-use kiln_core::{Error, Result};
+use super::{OptionSpec, OptionType, PriceResult, Style};
+use crate::error::{Error, Result};
 
 /// The standard normal density.
 #[inline]
