@@ -98,7 +98,7 @@ target_name() {
 run_one() {
   local tool="$1" t="$2" name cmd
   name=$(target_name "$t")
-  if [ "$t" = demo ]; then cmd=("$B/kiln" demo --device cuda --size quick)
+  if [ "$t" = demo ]; then cmd=("$B/kiln" demo --device cuda --size quick --reps 3)
   # shellcheck disable=SC2206 # the extra arguments are split on purpose
   elif [[ "$t" == *'|'* ]]; then cmd=("${t%%|*}" --exact "${t#*|}" --test-threads=1 $test_args)
   # shellcheck disable=SC2206

@@ -55,6 +55,7 @@ __device__ __forceinline__ void cast_from(const void* x, void* y, u64 n, int to)
 }
 
 // Codes: 0 f32, 1 f64, 2 f16, 3 bf16, 4 u8, 5 u16 (cast_code() on the host).
+#if !defined(KILN_ONLY) || defined(KILN_K_cast_any)
 extern "C" __global__ void cast_any(const void* x, void* y, u64 n, int from, int to) {
     switch (from) {
     case 0: cast_from<TF32>(x, y, n, to); break;
@@ -65,3 +66,4 @@ extern "C" __global__ void cast_any(const void* x, void* y, u64 n, int from, int
     default: cast_from<TU16>(x, y, n, to); break;
     }
 }
+#endif

@@ -145,7 +145,7 @@ impl CudaBackend {
         let f = self.function(k)?;
         let cfg = cudarc::driver::LaunchConfig {
             grid_dim: (1, 1, 1),
-            block_dim: (1, 1, 1),
+            block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         };
         let p = out.device_ptr();

@@ -83,6 +83,17 @@ pub fn host_vec<T: Copy + Default + Send + Sync>(n: usize) -> Vec<T> {
     v
 }
 
+/// Whether `s` lies in page-locked memory from `cuMemHostAlloc` (kiln's pinned pool, or
+/// another CUDA user's): then the DMA engines can read or write it directly.
+fn is_pinned<T>(s: &[T]) -> bool {
+    let mut flags: std::ffi::c_uint = 0;
+    // SAFETY: a query of the driver's table of page-locked ranges; the pointer is only looked
+    // up, never dereferenced, and an unknown (pageable) pointer is answered with an error.
+    let r =
+        unsafe { cudarc::driver::sys::cuMemHostGetFlags(&mut flags, s.as_ptr() as *mut std::ffi::c_void) };
+    r == cudarc::driver::sys::cudaError_enum::CUDA_SUCCESS
+}
+
 impl CudaBackend {
     /// Keep `data` alive until the work queued so far on `stream` has completed.
     pub fn hold_until_done(&self, data: Box<dyn Any + Send + Sync>, stream: &CudaStream) -> Result<()> {
@@ -122,6 +133,16 @@ impl CudaBackend {
                 .map_err(|e| self.err("cuMemcpyHtoDAsync", e))?;
             dst.pool().note_htod(bytes as u64);
             return Ok(());
+        }
+        if is_pinned(src) {
+            // page-locked already: one DMA at the link's speed, waited for, since `src` is
+            // only borrowed for this call
+            // SAFETY: dst holds src.len() elements (checked); `src` is pinned and outlives the
+            // copy (the stream is synchronised before returning).
+            unsafe { result::memcpy_htod_async(dst.device_ptr(), src, stream.cu_stream()) }
+                .map_err(|e| self.err("cuMemcpyHtoDAsync", e))?;
+            dst.pool().note_htod(bytes as u64);
+            return self.synchronize_stream(stream, "upload");
         }
         let chunk = (CHUNK_BYTES / std::mem::size_of::<T>()).max(1);
         let mut slots: Vec<(PinnedBuffer<T>, Option<CudaEvent>)> = Vec::with_capacity(SLOTS);
@@ -197,7 +218,8 @@ impl CudaBackend {
         }
         src.record_stream(stream);
         self.bind()?;
-        if bytes <= DIRECT_BYTES {
+        if bytes <= DIRECT_BYTES || is_pinned(dst) {
+            // (a pinned destination takes the DMA directly, at the link's speed)
             // SAFETY: src holds dst.len() elements (checked); the synchronize below ends the
             // borrow of `dst` only after the copy has landed.
             unsafe { result::memcpy_dtoh_async(dst, src.device_ptr(), stream.cu_stream()) }

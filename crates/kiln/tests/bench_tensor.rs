@@ -138,6 +138,26 @@ fn host_to_host_paths() {
         bytes,
         "pinned host buffers, chunked over 3 streams, both directions at once",
     );
+    // the same through the facade, and a pinned tensor (upload without staging, op, download)
+    let f_ms = median_ms(5, || rt.map_pinned(op, &px, &mut py).unwrap());
+    row(
+        "sigmoid_2^28_rt_map_pinned",
+        f_ms,
+        bytes,
+        "rt.map_pinned: the facade's pinned-to-pinned map",
+    );
+    let px = std::sync::Arc::new(px);
+    let pt_ms = median_ms(5, || {
+        let t = rt.tensor_from_pinned(px.clone(), &[n]).unwrap();
+        t.sigmoid().unwrap().to_host_into(&mut py).unwrap();
+    });
+    check(&py, "pinned tensor");
+    row(
+        "sigmoid_2^28_pinned_tensor_then_to_host_into",
+        pt_ms,
+        bytes,
+        "tensor_from_pinned (DMA, no staging) -> sigmoid -> to_host_into(pinned): upload then download",
+    );
     drop((px, py));
 
     // 4. a chain of three ops: on a device tensor vs three host-slice calls
@@ -172,5 +192,34 @@ fn host_to_host_paths() {
         chain_h,
         (h * w * 4) as f64,
         "three host-slice calls: each uploads and downloads",
+    );
+
+    // 5. in process, context up: an 8192^2 f32 .npy -> gaussian sigma 2 -> .npy through the
+    //    facade (peer: peer_bench.py's gaussian2_npy_file_to_file, cupyx)
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("big.npy"), dir.path().join("out.npy"));
+    let arr = ndarray::Array2::from_shape_vec((h, w), img.clone()).unwrap();
+    kiln_io::write_npy(&src, &arr).unwrap();
+    let file_ms = median_ms(3, || {
+        let a = kiln_io::read_npy(&src).unwrap();
+        let shape = a.data.shape().to_vec();
+        let y = rt
+            .tensor(a.data.as_slice().unwrap(), &shape)
+            .unwrap()
+            .filter2d(&k, mode, FilterPath::Auto)
+            .unwrap();
+        let mut out = kiln::cuda::transfer::host_vec::<f32>(y.len());
+        y.to_host_into(&mut out).unwrap();
+        let o = ndarray::ArrayD::from_shape_vec(shape, out).unwrap();
+        kiln_io::write_npy(&dst, &o).unwrap();
+    });
+    let back = kiln_io::read_npy(&dst).unwrap();
+    let want = rt.filter2d(&img, [h, w], &k, mode, FilterPath::Auto).unwrap();
+    assert_eq!(back.data.as_slice().unwrap(), &want[..]);
+    row(
+        "gaussian2_npy_file_to_file_in_process",
+        file_ms,
+        (h * w * 4) as f64,
+        "kiln_io::read_npy -> tensor -> filter2d -> to_host_into -> write_npy (atomic), context up",
     );
 }

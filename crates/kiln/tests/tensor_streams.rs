@@ -248,3 +248,27 @@ fn an_error_raised_by_queued_work_surfaces_at_the_host_read_named_and_sticky() {
         .unwrap_or_else(|| panic!("child said: {text}"));
     assert!(after.contains("sticky=true"), "{after}");
 }
+
+#[test]
+fn pinned_buffers_feed_tensors_and_the_pipelined_map() {
+    let Some(rt) = gpu("pinned_buffers_feed_tensors_and_the_pipelined_map") else {
+        return;
+    };
+    let n = (5 << 20) + 7;
+    let x = testing::random_f32(n, -4.0, 4.0, 6);
+    let mut px = rt.pinned::<f32>(n).unwrap();
+    px.copy_from_slice(&x);
+    let px = std::sync::Arc::new(px);
+    let t = rt.tensor_from_pinned(px.clone(), &[n]).unwrap();
+    let want = rt.sigmoid(&x).unwrap();
+    assert_eq!(t.sigmoid().unwrap().to_vec::<f32>().unwrap(), want);
+    let mut py = rt.pinned::<f32>(n).unwrap();
+    rt.map_pinned(
+        kiln_core::backend::MapOp::Unary(kiln::UnaryOp::Sigmoid),
+        &px,
+        &mut py,
+    )
+    .unwrap();
+    assert_eq!(&py[..], &want[..]);
+    assert!(Runtime::cpu().pinned::<f32>(4).is_err());
+}

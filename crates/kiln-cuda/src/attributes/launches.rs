@@ -415,6 +415,22 @@ pub const LAUNCHES: &[LaunchShape] = &[
         dynamic_shared_note: "",
     },
     LaunchShape {
+        symbol: "cast_any",
+        computes: "element type conversion between any two of f32, f64, f16, bf16, u8, u16 (codes as arguments; kiln_core::storage::cast_f64's rules)",
+        block: B256,
+        grid: "min(ceil(n / 256), one full wave of resident blocks), grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "fault_illegal_address",
+        computes: "fault injection: a store through an invalid address (sticky CUDA_ERROR_ILLEGAL_ADDRESS), launched only on request",
+        block: [32, 1, 1],
+        grid: "1 block (one warp)",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
         symbol: "mc_combine_f64",
         computes: "Monte Carlo: adds each option's block sums in block order onto running totals (exact chaining of chunks)",
         block: B256,
