@@ -7,9 +7,9 @@
 # wheels carry bin/compute-sanitizer and the injection libraries but not the
 # TreeLauncherSubreaper executable the tool execs to start its target, so every run there ends
 # "Target application terminated before first instrumented API call" (strace: execve of
-# .../TreeLauncherSubreaper fails with ENOENT) - the failure recorded in session 2. The archive
-# holds the wheel's compute-sanitizer/ directory as is (the tool, its libraries and x86/ in
-# one place, docs left out), ~43 MiB unpacked, ~5 MiB packed.
+# .../TreeLauncherSubreaper fails with ENOENT) - the failure recorded on 2026-12-02 (b98af3c).
+# The archive holds the wheel's compute-sanitizer/ directory as is (the tool, its libraries and
+# x86/ in one place, docs left out), ~43 MiB unpacked, ~5 MiB packed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=13.5.25
