@@ -22,18 +22,21 @@ use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::storage::{check_cast, unsupported_dtype, BackendStorage, Device};
 use kiln_core::{DType, Error, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
-/// Whether a use on another stream waits for the writer (always, but for the test that
-/// shows the race it prevents: [`set_cross_stream_wait`]).
-static CROSS_STREAM_WAIT: AtomicBool = AtomicBool::new(true);
+thread_local! {
+    /// Whether a use on another stream waits for the writer, for ops this thread calls
+    /// (always, but for the test that shows the race it prevents: [`set_cross_stream_wait`]).
+    static CROSS_STREAM_WAIT: Cell<bool> = const { Cell::new(true) };
+}
 
-/// Turn the cross-stream wait off (`false`) or back on: only for the test that proves the
-/// wait is needed (without it a reader on another stream sees unwritten data).
+/// Turn the cross-stream wait off (`false`) or back on for the ops the calling thread
+/// queues: only for the test that proves the wait is needed (without it a reader on another
+/// stream sees unwritten data). Other threads are never affected.
 #[doc(hidden)]
 pub fn set_cross_stream_wait(on: bool) {
-    CROSS_STREAM_WAIT.store(on, Ordering::SeqCst);
+    CROSS_STREAM_WAIT.with(|c| c.set(on));
 }
 
 /// A pool block of one element type.
@@ -230,7 +233,7 @@ impl CudaStorage {
         if own.cu_stream() == s.cu_stream() || self.dev.is_capturing_here() {
             return Ok(());
         }
-        if !CROSS_STREAM_WAIT.load(Ordering::Relaxed) {
+        if !CROSS_STREAM_WAIT.with(|c| c.get()) {
             with_data!(&self.data, |b| b.record_stream(s));
             return Ok(());
         }

@@ -83,15 +83,22 @@ pub fn host_vec<T: Copy + Default + Send + Sync>(n: usize) -> Vec<T> {
     v
 }
 
-/// Whether `s` lies in page-locked memory from `cuMemHostAlloc` (kiln's pinned pool, or
-/// another CUDA user's): then the DMA engines can read or write it directly.
+/// Whether `s` lies in page-locked memory known to the driver (kiln's pinned pool, or
+/// another CUDA user's, such as a torch pinned tensor): then the DMA engines can read or
+/// write it directly. `cuPointerGetAttributes` (plural) answers an unknown, pageable pointer
+/// with success and memory type 0 rather than an error, so the query leaves no API error for
+/// compute-sanitizer to report (the singular form, and `cuMemHostGetFlags`, fail there).
 fn is_pinned<T>(s: &[T]) -> bool {
-    let mut flags: std::ffi::c_uint = 0;
-    // SAFETY: a query of the driver's table of page-locked ranges; the pointer is only looked
-    // up, never dereferenced, and an unknown (pageable) pointer is answered with an error.
+    use cudarc::driver::sys;
+    let mut ty: std::ffi::c_uint = 0;
+    let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE];
+    let mut data = [&mut ty as *mut std::ffi::c_uint as *mut std::ffi::c_void];
+    // SAFETY: a query of the driver's address table: the pointer is only looked up, never
+    // dereferenced; `data` holds one slot the size of the one attribute asked for.
     let r =
-        unsafe { cudarc::driver::sys::cuMemHostGetFlags(&mut flags, s.as_ptr() as *mut std::ffi::c_void) };
-    r == cudarc::driver::sys::cudaError_enum::CUDA_SUCCESS
+        unsafe { sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), s.as_ptr() as u64) };
+    r == sys::cudaError_enum::CUDA_SUCCESS
+        && ty == sys::CUmemorytype_enum::CU_MEMORYTYPE_HOST as std::ffi::c_uint
 }
 
 impl CudaBackend {
