@@ -11,6 +11,8 @@ mod exit;
 mod filter_cmd;
 mod gemm_cmd;
 mod kernels_cmd;
+mod monitor_cmd;
+mod power_cmd;
 mod price;
 
 use clap::{Parser, Subcommand};
@@ -108,6 +110,12 @@ enum Command {
     /// List every kernel with registers, shared and local memory, thread limit and occupancy
     /// at its launch shape, read from the driver (needs a GPU: exit 3 without one).
     Kernels(kernels_cmd::Args),
+    /// Watch the GPUs: a table like `nvidia-smi dmon` (--interval, --count), one JSON sample
+    /// (--once --json), or /metrics and /health for Prometheus (--listen 127.0.0.1:9400),
+    /// with alert rules (--rules FILE; see docs/monitoring.md). Works without NVML (host only).
+    Monitor(monitor_cmd::Args),
+    /// Show GPU power figures, or set a power limit (validated, needs root and --yes).
+    Power(power_cmd::Args),
 }
 
 fn parse_device(s: &str) -> Result<DeviceRequest, String> {
@@ -140,6 +148,8 @@ fn main() -> ExitCode {
             Command::Bench(a) => bench_cmd::run(a, cli.device, &cfg),
             Command::Kernels(a) => kernels_cmd::run(a, cli.device, &cfg),
             Command::Gemm(a) => gemm_cmd::run(a, cli.device, &cfg),
+            Command::Monitor(a) => monitor_cmd::run(a, cli.device, &cfg),
+            Command::Power(a) => power_cmd::run(a, cli.device, &cfg),
         });
     let code = match result {
         Ok(code) => code,

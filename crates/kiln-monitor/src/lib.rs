@@ -1,11 +1,36 @@
-//! kiln-monitor: what NVML says about the GPUs.
+//! kiln-monitor: what NVML says about the GPUs, kiln's own figures, and alerts on both.
 //!
-//! NVML (`libnvidia-ml`) is loaded at run time by nvml-wrapper; where it is missing every
-//! function returns an error string instead of failing the caller. NVML answers without a
-//! CUDA context, so it can report devices the policy forbids kiln to touch.
+//! - [`Sampler`] reads the host (`/proc`) and every allowed GPU through NVML each tick into
+//!   a plain [`Sample`]. NVML (`libnvidia-ml`) is loaded at run time by nvml-wrapper and
+//!   initialised once per process; where it is missing the sampler reports the host only and
+//!   says why, never panics. Unsupported fields are skipped after one debug line.
+//! - [`Metrics`] turns samples and kiln's own figures ([`KilnMetrics`]: pool, launches,
+//!   compile cache, jobs) into the OpenMetrics text exposition (prometheus-client);
+//!   [`global`] is the process-wide registry other crates fill.
+//! - [`AlertEngine`] evaluates [`Rule`]s on samples: warn lines, `kiln_alert_active` gauges
+//!   and an optional webhook.
+//! - [`power`]: power read-out and the validated limit setter.
+//!
+//! kiln-monitor knows no CUDA backend and speaks no HTTP server: the CLI (or the service)
+//! serves the exposition and copies pool figures in.
 #![deny(missing_docs)]
 
-use nvml_wrapper::Nvml;
+pub mod alert;
+pub mod config;
+mod error;
+pub mod host;
+pub mod metrics;
+pub mod nvml;
+pub mod power;
+pub mod sample;
+pub mod webhook;
+
+pub use alert::{AlertConfig, AlertEngine, Condition, Rule, Transition};
+pub use config::MonitorConfig;
+pub use error::{Error, Result};
+pub use metrics::{global, KilnMetrics, Metrics, PoolFigures};
+pub use nvml::{DeviceFilter, Sampler, SamplerOptions};
+pub use sample::{GpuProcess, GpuSample, HostSample, NvmlStatus, Sample};
 
 /// One GPU as NVML reports it.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -45,9 +70,9 @@ pub struct NvmlSnapshot {
     pub devices: Vec<NvmlDevice>,
 }
 
-/// Read every GPU's state. `Err` says why NVML is unavailable.
-pub fn snapshot() -> Result<NvmlSnapshot, String> {
-    let nvml = Nvml::init().map_err(|e| format!("NVML unavailable: {e}"))?;
+/// Read every GPU's state (for `kiln doctor`). `Err` says why NVML is unavailable.
+pub fn snapshot() -> std::result::Result<NvmlSnapshot, String> {
+    let nvml = nvml::nvml().map_err(|e| e.to_string())?;
     let count = nvml.device_count().map_err(|e| e.to_string())?;
     let mut devices = Vec::new();
     for index in 0..count {

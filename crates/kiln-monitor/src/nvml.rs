@@ -1,0 +1,326 @@
+//! The NVML sampler: one [`Device`] handle per allowed GPU, read field by field each tick.
+//!
+//! NVML is initialised once per process (it is `Send + Sync`); where `libnvidia-ml` is
+//! missing the sampler has no devices and the sample says why. A field the device or driver
+//! does not support is logged once at debug level and not asked again; a field that fails
+//! for another reason is `None` for that tick only. Critical Xid events come from one NVML
+//! event set drained without waiting at each tick.
+
+use crate::error::{Error, Result};
+use crate::host::{process_name, HostSampler};
+use crate::sample::{GpuProcess, GpuSample, NvmlStatus, Sample};
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, EventSet, Nvml};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+static NVML: OnceLock<std::result::Result<Nvml, String>> = OnceLock::new();
+
+/// The process-wide NVML handle, initialised on first use. `Err` says why NVML is
+/// unavailable (no driver library, no driver, no permission).
+pub fn nvml() -> Result<&'static Nvml> {
+    NVML.get_or_init(|| {
+        Nvml::init()
+            .map_err(|e| format!("NVML unavailable ({e}): no NVIDIA driver library here, host metrics only"))
+    })
+    .as_ref()
+    .map_err(|e| Error::NvmlUnavailable(e.clone()))
+}
+
+/// Which GPUs to sample: an NVML index or a `GPU-...` UUID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceFilter {
+    /// NVML index (PCI bus order; CUDA's ordinal agrees with `CUDA_DEVICE_ORDER=PCI_BUS_ID`).
+    Index(u32),
+    /// UUID, compared case-insensitively.
+    Uuid(String),
+}
+
+/// Sampler options.
+#[derive(Clone, Debug, Default)]
+pub struct SamplerOptions {
+    /// `None`: every GPU NVML lists; `Some`: only those matching a filter.
+    pub devices: Option<Vec<DeviceFilter>>,
+    /// Also list the processes holding each GPU (one more NVML call per device and tick).
+    pub processes: bool,
+}
+
+/// The fields read each tick; a bit each in a device's `unsupported` mask.
+#[derive(Clone, Copy, Debug)]
+enum Field {
+    Utilization = 0,
+    Memory,
+    Temperature,
+    Power,
+    PowerLimit,
+    Energy,
+    SmClock,
+    MemClock,
+    Throttle,
+    EccCorrected,
+    EccUncorrected,
+    PcieTx,
+    PcieRx,
+    Processes,
+}
+
+struct DeviceState {
+    device: Device<'static>,
+    index: u32,
+    uuid: String,
+    model: String,
+    unsupported: u32,
+    xid_counts: BTreeMap<u64, u64>,
+}
+
+/// Reads the host and every allowed GPU each tick.
+pub struct Sampler {
+    status: NvmlStatus,
+    devices: Vec<DeviceState>,
+    events: Option<EventSet<'static>>,
+    host: HostSampler,
+    processes: bool,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler")
+            .field("status", &self.status)
+            .field("devices", &self.devices.len())
+            .finish()
+    }
+}
+
+impl Sampler {
+    /// A sampler over the allowed GPUs; where NVML is unavailable, over the host only (the
+    /// status says why and [`Sampler::nvml_status`] can be printed once).
+    pub fn new(opts: &SamplerOptions) -> Sampler {
+        let mut s = Sampler {
+            status: NvmlStatus::default(),
+            devices: Vec::new(),
+            events: None,
+            host: HostSampler::new(),
+            processes: opts.processes,
+        };
+        let nvml = match nvml() {
+            Ok(n) => n,
+            Err(e) => {
+                s.status.reason = Some(e.to_string());
+                return s;
+            }
+        };
+        s.status.available = true;
+        s.status.driver_version = nvml.sys_driver_version().ok();
+        let count = match nvml.device_count() {
+            Ok(c) => c,
+            Err(e) => {
+                s.status.reason = Some(format!("NVML device count failed: {e}"));
+                return s;
+            }
+        };
+        for index in 0..count {
+            let Ok(device) = nvml.device_by_index(index) else {
+                tracing::debug!("NVML cannot open GPU {index}; not sampled");
+                continue;
+            };
+            let uuid = device.uuid().unwrap_or_default();
+            let allowed = opts.devices.as_ref().is_none_or(|list| {
+                list.iter().any(|f| match f {
+                    DeviceFilter::Index(i) => *i == index,
+                    DeviceFilter::Uuid(u) => u.eq_ignore_ascii_case(&uuid),
+                })
+            });
+            if !allowed {
+                continue;
+            }
+            let model = device.name().unwrap_or_default();
+            s.devices.push(DeviceState {
+                device,
+                index,
+                uuid,
+                model,
+                unsupported: 0,
+                xid_counts: BTreeMap::new(),
+            });
+        }
+        s.events = register_xid_events(nvml, &s.devices);
+        s
+    }
+
+    /// Whether NVML answered, and why not.
+    pub fn nvml_status(&self) -> &NvmlStatus {
+        &self.status
+    }
+
+    /// How many GPUs are sampled.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Read everything once.
+    pub fn sample(&mut self) -> Sample {
+        let timestamp_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        self.drain_xid_events();
+        let own_pid = std::process::id();
+        let processes = self.processes;
+        let gpus = self
+            .devices
+            .iter_mut()
+            .map(|d| sample_device(d, processes, own_pid))
+            .collect();
+        Sample {
+            timestamp_ms,
+            nvml: self.status.clone(),
+            host: self.host.sample(),
+            gpus,
+        }
+    }
+
+    fn drain_xid_events(&mut self) {
+        let Some(set) = &self.events else { return };
+        // Bounded: a storm of events cannot stall a tick.
+        for _ in 0..1024 {
+            match set.wait(0) {
+                Ok(ev) => {
+                    if !ev.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
+                        continue;
+                    }
+                    let code = match ev.event_data {
+                        Some(XidError::Value(v)) => v,
+                        _ => 0,
+                    };
+                    let index = ev.device.index().ok();
+                    if let Some(d) = self.devices.iter_mut().find(|d| Some(d.index) == index) {
+                        tracing::warn!(gpu = d.index, xid = code, "Xid {code} on GPU {}", d.index);
+                        *d.xid_counts.entry(code).or_insert(0) += 1;
+                    }
+                }
+                Err(NvmlError::Timeout) => break,
+                Err(e) => {
+                    tracing::debug!("NVML event wait failed: {e}");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn register_xid_events(nvml: &'static Nvml, devices: &[DeviceState]) -> Option<EventSet<'static>> {
+    if devices.is_empty() {
+        return None;
+    }
+    let mut set = match nvml.create_event_set() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("NVML event set unavailable ({e}): Xid events not counted");
+            return None;
+        }
+    };
+    for d in devices {
+        #[cfg(target_os = "linux")]
+        match d.device.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+            Ok(s) => set = s,
+            Err(e) => {
+                tracing::debug!("GPU {}: Xid events unavailable ({e})", d.index);
+                // The failed call released the set; start a new one for the next device.
+                set = nvml.create_event_set().ok()?;
+            }
+        }
+    }
+    Some(set)
+}
+
+/// Read one field unless it is known to be unsupported; mark it so on a permanent error.
+fn read<T>(
+    d: &mut DeviceState,
+    field: Field,
+    f: impl FnOnce(&Device<'static>) -> std::result::Result<T, NvmlError>,
+) -> Option<T> {
+    let bit = 1u32 << field as u32;
+    if d.unsupported & bit != 0 {
+        return None;
+    }
+    match f(&d.device) {
+        Ok(v) => Some(v),
+        Err(
+            e @ (NvmlError::NotSupported
+            | NvmlError::FunctionNotFound
+            | NvmlError::FailedToLoadSymbol(_)
+            | NvmlError::NoPermission
+            | NvmlError::InvalidArg),
+        ) => {
+            d.unsupported |= bit;
+            tracing::debug!("GPU {}: {field:?} unsupported ({e}); not read again", d.index);
+            None
+        }
+        Err(e) => {
+            tracing::trace!("GPU {}: {field:?} read failed ({e})", d.index);
+            None
+        }
+    }
+}
+
+fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSample {
+    let util = read(d, Field::Utilization, |x| x.utilization_rates());
+    let mem = read(d, Field::Memory, |x| x.memory_info());
+    let throttle = read(d, Field::Throttle, |x| x.current_throttle_reasons());
+    let procs = if processes {
+        read(d, Field::Processes, |x| x.running_compute_processes()).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    GpuSample {
+        index: d.index,
+        uuid: d.uuid.clone(),
+        model: d.model.clone(),
+        gpu_util_percent: util.as_ref().map(|u| u.gpu),
+        mem_util_percent: util.as_ref().map(|u| u.memory),
+        memory_used_bytes: mem.as_ref().map(|m| m.used),
+        memory_free_bytes: mem.as_ref().map(|m| m.free),
+        memory_total_bytes: mem.as_ref().map(|m| m.total),
+        temperature_c: read(d, Field::Temperature, |x| x.temperature(TemperatureSensor::Gpu)),
+        power_w: read(d, Field::Power, |x| x.power_usage()).map(|mw| mw as f64 / 1e3),
+        power_limit_w: read(d, Field::PowerLimit, |x| x.enforced_power_limit()).map(|mw| mw as f64 / 1e3),
+        energy_j: read(d, Field::Energy, |x| x.total_energy_consumption()).map(|mj| mj as f64 / 1e3),
+        sm_clock_mhz: read(d, Field::SmClock, |x| x.clock_info(Clock::SM)),
+        mem_clock_mhz: read(d, Field::MemClock, |x| x.clock_info(Clock::Memory)),
+        throttle_mask: throttle.map(|t| t.bits()),
+        throttle_reasons: throttle
+            .map(|t| t.iter_names().map(|(n, _)| n.to_ascii_lowercase()).collect())
+            .unwrap_or_default(),
+        ecc_corrected: read(d, Field::EccCorrected, |x| {
+            x.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+        }),
+        ecc_uncorrected: read(d, Field::EccUncorrected, |x| {
+            x.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+        }),
+        pcie_tx_kbps: read(d, Field::PcieTx, |x| x.pcie_throughput(PcieUtilCounter::Send)),
+        pcie_rx_kbps: read(d, Field::PcieRx, |x| x.pcie_throughput(PcieUtilCounter::Receive)),
+        xid_counts: d.xid_counts.clone(),
+        processes: procs
+            .into_iter()
+            .map(|p| {
+                let name = process_name(p.pid);
+                GpuProcess {
+                    pid: p.pid,
+                    used_memory_bytes: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => Some(b),
+                        UsedGpuMemory::Unavailable => None,
+                    },
+                    kiln: p.pid == own_pid || name.as_deref().is_some_and(|n| n.starts_with("kiln")),
+                    name,
+                }
+            })
+            .collect(),
+    }
+}
