@@ -17,8 +17,9 @@
 //!   cannot be created fails the whole batch as the one-file command would (exit 3).
 //! - Outputs are written atomically (a temporary file in the output directory, renamed),
 //!   so a failure never leaves a partial file.
-//! - In a directory, names starting with `.` are skipped (kiln's own temporary files among
-//!   them), and so are files of other extensions (listed under `skipped` in the JSON).
+//! - Names starting with `.` are passed over (in a glob, unless the pattern spells the dot),
+//!   kiln's own temporary files among them; so are files of other extensions (listed under
+//!   `skipped` in the JSON).
 
 use crate::filter_cmd::{
     format_of, invalid, io_error, kernel_2d, kernel_3d, parse_mode, path_name, Args2d, Args3d, Common,
@@ -43,6 +44,9 @@ use std::process::ExitCode;
 /// The most bytes of decoded inputs and results the pipeline holds at once (one file of
 /// any size still goes through).
 const BUDGET_BYTES: u64 = 2 << 30;
+
+/// The utilisation from which the stderr report says a stage bounds the batch.
+const SATURATED: f64 = 0.8;
 
 /// Whether `--input` names a batch: a directory, or a pattern (`*`, `?`, `[`) that is not
 /// itself an existing file.
@@ -96,7 +100,12 @@ fn list_inputs(input: &Path, two_d: bool) -> anyhow::Result<Listing> {
         }
     } else {
         let pattern = input.to_string_lossy();
-        let paths = glob::glob(&pattern)
+        // As a shell: `*` does not match a leading `.` (kiln's own temporary files).
+        let opts = glob::MatchOptions {
+            require_literal_leading_dot: true,
+            ..glob::MatchOptions::new()
+        };
+        let paths = glob::glob_with(&pattern, opts)
             .map_err(|e| invalid("--input", format!("`{pattern}` is not a valid glob pattern: {e}")))?;
         for p in paths {
             match p {
@@ -264,7 +273,7 @@ impl Job for Job2<'_> {
         ))
     }
 
-    fn filter(&self, rt: &Runtime, r: Read2, alloc: &Alloc, stream: Stream) -> anyhow::Result<Done2> {
+    fn filter(&self, rt: &Runtime, r: Read2, alloc: &Alloc<'_>, stream: Stream) -> anyhow::Result<Done2> {
         let (shape, dims, items) = (r.img.shape.clone(), r.img.dims, r.img.items());
         let out = filter_image2(rt, r.img, &self.filter, r.out_type, &[stream], alloc, false)?;
         Ok(Done2 {
@@ -370,6 +379,9 @@ struct BatchSummary {
     /// Images (or volumes) written: a `--batch` `.npy` holds several, a 4-D volume several.
     items: usize,
     seconds: f64,
+    /// Seconds until the runtime was up (creating the CUDA context), within `seconds`: the
+    /// readers decode meanwhile, the device stage waits.
+    runtime_s: f64,
     files_per_s: f64,
     frames_per_s: f64,
     readers: usize,
@@ -377,7 +389,8 @@ struct BatchSummary {
     streams: usize,
     stages: Stages,
     /// The stage with the highest utilisation: `read` (decoding), `device` or `write`
-    /// (encoding).
+    /// (encoding). Below [`SATURATED`] no stage was saturated (a short batch is bound by
+    /// its start, the runtime's creation among it).
     bound_by: &'static str,
     errors: Vec<FileError>,
     skipped: Vec<Skipped>,
@@ -464,6 +477,7 @@ impl Batch<'_> {
             not_processed,
             items,
             seconds: r.seconds,
+            runtime_s: r.runtime_s,
             files_per_s: ok as f64 / r.seconds.max(1e-9),
             frames_per_s: items as f64 / r.seconds.max(1e-9),
             readers: set.readers,
@@ -485,7 +499,7 @@ impl Batch<'_> {
         eprintln!(
             "{} batch on {}: {} of {} files ok{}{} in {:.2} s ({:.1} files/s, {:.1} frames/s); \
              read/decode {} of {} threads, device {} of {} streams, encode/write {} of {} threads: \
-             bound by {}",
+             {}",
             s.command,
             s.device,
             ok,
@@ -509,10 +523,24 @@ impl Batch<'_> {
             set.streams,
             pct(r.write),
             set.writers,
-            match bound_by {
-                "read" => "read (decode)",
-                "write" => "write (encode)",
-                _ => "device",
+            {
+                let (name, u) = stages
+                    .iter()
+                    .find(|s| s.0 == bound_by)
+                    .map_or(("read", 0.0), |s| (s.0, s.1.utilisation));
+                let name = match name {
+                    "read" => "read (decode)",
+                    "write" => "write (encode)",
+                    _ => "device",
+                };
+                if u >= SATURATED {
+                    format!("bound by {name}")
+                } else {
+                    format!(
+                        "no stage saturated (busiest: {name}; the runtime was up after {:.2} s)",
+                        r.runtime_s
+                    )
+                }
             }
         );
         if c.json {

@@ -480,6 +480,20 @@ fn refuse_batch_flags(c: &Common) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs `write` while the runtime is torn down on another thread (device memory freed,
+/// the context released), and waits for both, so the teardown overlaps the write. The
+/// results are host buffers by then, none of them tied to the runtime.
+fn while_dropping<T>(rt: kiln::Runtime, write: impl FnOnce() -> T) -> T {
+    let teardown = std::thread::Builder::new()
+        .name("kiln-teardown".into())
+        .spawn(move || drop(rt));
+    let r = write();
+    if let Ok(h) = teardown {
+        let _ = h.join();
+    }
+    r
+}
+
 /// `kiln filter2d`; see the module docs.
 pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let c = &args.common;
@@ -515,7 +529,9 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     let out = filter_image2(&rt, img, &filter, out_type, &streams, &alloc, true)?;
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    write_image2(&c.output, fout, &shape, dims, &out)?;
+    let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
+    let written = while_dropping(rt, || write_image2(&c.output, fout, &shape, dims, &out));
+    written?;
     tm.write_s = t.elapsed().as_secs_f64();
     finish(
         Summary {
@@ -530,8 +546,8 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
             cval: mode.cval(),
             path: path_name(path),
             items: if layout == Layout2::Batch { dims[0] } else { 1 },
-            device: rt.device_name(),
-            fallback_reason: rt.fallback_reason().map(str::to_string),
+            device,
+            fallback_reason,
             output: c.output.display().to_string(),
             output_type: out_type.name(),
             seconds: tm.filter_s,
@@ -572,7 +588,11 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     let (written, items) = filter_volume3(&rt, vol, &kernel, mode, true)?;
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    kiln_io::write_volume(&c.output, &written).map_err(io_error("--output"))?;
+    let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
+    let w = while_dropping(rt, || {
+        kiln_io::write_volume(&c.output, &written).map_err(io_error("--output"))
+    });
+    w?;
     tm.write_s = t.elapsed().as_secs_f64();
     finish(
         Summary {
@@ -591,8 +611,8 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
             cval: mode.cval(),
             path: path_name(path),
             items,
-            device: rt.device_name(),
-            fallback_reason: rt.fallback_reason().map(str::to_string),
+            device,
+            fallback_reason,
             output: c.output.display().to_string(),
             output_type: "f32",
             seconds: tm.filter_s,

@@ -1,23 +1,20 @@
 //! Host buffers and device transfers for the filter commands, and the runtime started in
 //! the background.
 //!
-//! - [`HostData`]: samples of the stored type (u8, u16, f32) in a plain `Vec` or in pinned
-//!   memory from the CUDA backend's pinned pool ([`Alloc`] hands out pinned buffers once a
-//!   CUDA runtime is up; the pool caches freed blocks, so a batch reuses the same few).
-//!   A pinned source of at most 4 MiB is uploaded by a queued DMA (no staging copy), so it
-//!   must stay alive until its stream has passed the upload: the filter keeps it until the
-//!   download, which waits on that stream (or [`Runtime::synchronize`] on an error path).
-//! - [`upload`] / [`download`]: to and from tensors. On the CPU the `Vec` moves into the
-//!   tensor and the result is read in place ([`OutData::Cpu`]), so nothing is copied.
+//! - [`HostData`]: samples of the stored type (u8, u16, f32) in a `Vec` or in pinned memory
+//!   (`Runtime::pinned`: the device's pinned pool, which caches freed blocks, so a batch
+//!   reuses the same few). [`Alloc`] hands out pinned buffers once a CUDA runtime is up, and
+//!   `Vec`s of 32 MiB or more first touched by all cores (`host_vec`), so neither a read
+//!   into them nor a download pays page faults on one thread.
+//! - [`upload`] / [`download`]: to and from tensors. A pinned buffer moves into the tensor
+//!   (`Runtime::tensor_from_pinned`: one DMA, the buffer held until it has been read); a
+//!   `Vec` is copied (staged through pinned chunks when large) and given back, to receive
+//!   the result. On the CPU the `Vec` moves into the tensor and the result is read in place
+//!   ([`OutData::Cpu`]), so nothing is copied.
 //! - [`RuntimeStart`]: `Runtime::new` on its own thread, so creating the CUDA context
 //!   (about 370 ms on the H200 machine) overlaps reading and decoding the input.
-//!
-//! What the facade lacks (2026-12-03): a tensor cannot be made from a pinned buffer without
-//! the upload call (`Tensor::from_storage` is crate-private), so a pinned source still goes
-//! through `Runtime::tensor`, which queues a direct DMA for sources of at most 4 MiB and
-//! stages larger ones through the pool's pinned chunks (one extra host copy).
 
-use kiln::cuda::pool::{PinnedBuffer, PinnedPool};
+use kiln::cuda::pool::PinnedBuffer;
 use kiln::{Config, DType, DeviceRequest, Runtime, Tensor};
 use kiln_io::{SampleType, SamplesMut, SamplesRef};
 use std::ops::{Deref, DerefMut};
@@ -118,48 +115,64 @@ fn sample_type_of(d: DType) -> anyhow::Result<SampleType> {
     })
 }
 
-/// Hands out host buffers: pinned when a CUDA pool is set, else `Vec`s.
-#[derive(Clone, Default)]
-pub(crate) struct Alloc {
-    pinned: Option<Arc<PinnedPool>>,
+/// Bytes from which a `Vec` is first touched by all cores (`host_vec`) rather than left to
+/// fault page by page.
+const TOUCH_FROM: usize = 32 << 20;
+
+/// Hands out host buffers: pinned when it has a CUDA runtime, else `Vec`s.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Alloc<'a> {
+    rt: Option<&'a Runtime>,
 }
 
-impl Alloc {
+impl<'a> Alloc<'a> {
     /// `Vec`s only.
     pub(crate) fn pageable() -> Self {
-        Alloc { pinned: None }
+        Alloc { rt: None }
     }
 
-    /// Pinned buffers from `rt`'s pool when it is a CUDA runtime.
-    pub(crate) fn for_runtime(rt: &Runtime) -> Self {
+    /// Pinned buffers from `rt`'s pool when it is a CUDA runtime, else `Vec`s.
+    pub(crate) fn for_runtime(rt: &'a Runtime) -> Self {
         Alloc {
-            pinned: rt.cuda().map(|c| c.pinned_pool().clone()),
+            rt: rt.cuda().is_some().then_some(rt),
         }
     }
 
     /// `n` samples of `st` (contents unspecified: zeros or a reused block's old data).
     pub(crate) fn host(&self, st: SampleType, n: usize) -> anyhow::Result<HostData> {
-        fn one<T: Copy + Default>(pool: &Option<Arc<PinnedPool>>, n: usize) -> anyhow::Result<HostBuf<T>> {
-            Ok(match pool {
-                Some(p) => HostBuf::Pinned(p.alloc::<T>(n)?),
+        fn one<T: kiln::TensorElement + Copy + Default + Send + Sync>(
+            rt: Option<&Runtime>,
+            n: usize,
+        ) -> anyhow::Result<HostBuf<T>> {
+            Ok(match rt {
+                Some(rt) => HostBuf::Pinned(rt.pinned::<T>(n)?),
+                None if n * std::mem::size_of::<T>() >= TOUCH_FROM => {
+                    HostBuf::Vec(kiln::cuda::transfer::host_vec(n))
+                }
                 None => HostBuf::Vec(vec![T::default(); n]),
             })
         }
         Ok(match st {
-            SampleType::U8 => HostData::U8(one(&self.pinned, n)?),
-            SampleType::U16 => HostData::U16(one(&self.pinned, n)?),
-            SampleType::F32 => HostData::F32(one(&self.pinned, n)?),
+            SampleType::U8 => HostData::U8(one(self.rt, n)?),
+            SampleType::U16 => HostData::U16(one(self.rt, n)?),
+            SampleType::F32 => HostData::F32(one(self.rt, n)?),
         })
     }
 }
 
 /// A tensor of `shape` holding `data`, and the buffer back unless it moved into the tensor
-/// (a `Vec` on the CPU). A pinned buffer given back must outlive the upload (module docs).
+/// (a pinned buffer, or a `Vec` on the CPU).
 pub(crate) fn upload(
     rt: &Runtime,
     data: HostData,
     shape: &[usize],
 ) -> anyhow::Result<(Tensor, Option<HostData>)> {
+    match data {
+        HostData::U8(HostBuf::Pinned(p)) => return Ok((rt.tensor_from_pinned(Arc::new(p), shape)?, None)),
+        HostData::U16(HostBuf::Pinned(p)) => return Ok((rt.tensor_from_pinned(Arc::new(p), shape)?, None)),
+        HostData::F32(HostBuf::Pinned(p)) => return Ok((rt.tensor_from_pinned(Arc::new(p), shape)?, None)),
+        _ => {}
+    }
     if rt.cuda().is_none() {
         if let HostData::U8(HostBuf::Vec(v)) = data {
             return Ok((rt.tensor_from_vec(v, shape)?, None));
@@ -206,7 +219,7 @@ impl OutData {
 
 /// `t` in host memory: read in place on the CPU; on a device, downloaded into `reuse` when
 /// it has the same type and length, else into a buffer from `alloc`.
-pub(crate) fn download(t: &Tensor, reuse: Option<HostData>, alloc: &Alloc) -> anyhow::Result<OutData> {
+pub(crate) fn download(t: &Tensor, reuse: Option<HostData>, alloc: &Alloc<'_>) -> anyhow::Result<OutData> {
     if t.device() == kiln::Device::Cpu {
         return Ok(OutData::Cpu(t.clone()));
     }

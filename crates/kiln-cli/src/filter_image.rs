@@ -150,7 +150,7 @@ pub(crate) fn open_image2(path: &Path, format: Format, batch: bool) -> anyhow::R
 }
 
 /// Decodes the pixels into a buffer from `alloc`.
-pub(crate) fn read_image2(h: Header2, alloc: &Alloc) -> anyhow::Result<Image2> {
+pub(crate) fn read_image2(h: Header2, alloc: &Alloc<'_>) -> anyhow::Result<Image2> {
     let mut data = alloc.host(h.sample_type, h.len())?;
     match h.source {
         Source::Image(f) => f.decode_into(data.samples_mut()).map_err(io_error("--input"))?,
@@ -210,8 +210,8 @@ fn filter_tensor(t: &Tensor, f: &Filter2, channels: bool, out: SampleType) -> an
     Ok(y.cast(dtype_of(out))?)
 }
 
-/// `r`, after waiting for the device when it is an error: a pinned upload still queued
-/// reads a buffer the caller is about to drop (see `filter_host`).
+/// `r`, after waiting for the device when it is an error, so that no queued copy still
+/// reads a buffer the caller is about to drop.
 fn synced<T>(rt: &Runtime, r: anyhow::Result<T>) -> anyhow::Result<T> {
     if r.is_err() {
         let _ = rt.synchronize();
@@ -228,7 +228,7 @@ pub(crate) fn filter_image2(
     f: &Filter2,
     out_type: SampleType,
     streams: &[Stream],
-    alloc: &Alloc,
+    alloc: &Alloc<'_>,
     show_progress: bool,
 ) -> anyhow::Result<OutData> {
     let [a, b, c] = img.dims;
@@ -251,7 +251,7 @@ fn filter_with_alpha(
     img: Image2,
     f: &Filter2,
     out_type: SampleType,
-    alloc: &Alloc,
+    alloc: &Alloc<'_>,
 ) -> anyhow::Result<OutData> {
     let [h, w, c] = img.dims;
     let colour = c - 1;
@@ -304,7 +304,7 @@ fn filter_batch_chunks(
     f: &Filter2,
     out_type: SampleType,
     streams: &[Stream],
-    alloc: &Alloc,
+    alloc: &Alloc<'_>,
     show_progress: bool,
 ) -> anyhow::Result<OutData> {
     let [a, b, c] = img.dims;
@@ -320,6 +320,8 @@ fn filter_batch_chunks(
     let on_device = rt.cuda().is_some();
     // On a device the result lands in the input's buffer when the types match (each chunk
     // after its own upload); on the CPU each chunk's result is copied out of its tensor.
+    // A pinned input's chunks of at most 4 MiB are uploaded by queued DMAs that read it
+    // after the call: it is kept to the end (and the device synchronised on an error).
     let in_place = on_device && img.sample_type() == out_type;
     let input = img.data;
     let mut out = if in_place {

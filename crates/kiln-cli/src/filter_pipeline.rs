@@ -83,6 +83,9 @@ pub(crate) struct Report {
     pub device: StageTime,
     pub write: StageTime,
     pub seconds: f64,
+    /// Seconds from the start until the runtime was up (the device stage waits that long;
+    /// the readers do not).
+    pub runtime_s: f64,
     pub runtime: Runtime,
 }
 
@@ -228,8 +231,9 @@ pub(crate) fn run<J: Job>(
         bar,
     };
     let budget = Budget::new(settings.budget_bytes);
-    let pinned: OnceLock<Alloc> = OnceLock::new();
+    let pinned: OnceLock<Alloc<'_>> = OnceLock::new();
     let runtime: OnceLock<Runtime> = OnceLock::new();
+    let runtime_s: OnceLock<f64> = OnceLock::new();
     let streams = settings.streams.max(1);
     let (to_dev, from_read) = bounded::<(usize, J::In, Ticket)>(2 * streams);
     let (to_write, from_dev) = bounded::<(usize, J::Out, Ticket)>(settings.writers.max(1));
@@ -247,7 +251,10 @@ pub(crate) fn run<J: Job>(
         }
         drop(from_dev);
         let rt = match start.join() {
-            Ok((rt, _)) => runtime.get_or_init(|| rt),
+            Ok((rt, _)) => {
+                let _ = runtime_s.set(t0.elapsed().as_secs_f64());
+                runtime.get_or_init(|| rt)
+            }
             Err(e) => {
                 shared.stop.store(true, Ordering::Relaxed);
                 budget.stop.store(true, Ordering::Relaxed);
@@ -286,6 +293,7 @@ pub(crate) fn run<J: Job>(
         device: stage(DEVICE, streams),
         write: stage(WRITE, settings.writers.max(1)),
         seconds,
+        runtime_s: runtime_s.get().copied().unwrap_or(0.0),
         outcomes: shared.outcomes.into_inner().unwrap_or_else(|p| p.into_inner()),
         runtime: runtime
             .into_inner()
@@ -297,7 +305,7 @@ fn reader<'b, J: Job>(
     job: &J,
     shared: &Shared,
     budget: &'b Budget,
-    pinned: &OnceLock<Alloc>,
+    pinned: &OnceLock<Alloc<'_>>,
     tx: Sender<(usize, J::In, Ticket<'b>)>,
 ) {
     loop {
