@@ -44,16 +44,16 @@ use std::time::Instant;
 macro_rules! batch_help {
     ($ext:literal, $example:literal) => {
         concat!(
-            "Batch: --input a directory (every ",
+            "Batch: --input a directory (its ",
             $ext,
-            " file in it) or a quoted glob, --output a directory
-  (created if missing; each output keeps its input's name and format). Readers decode,
-  the device filters on --streams streams (default 2), writers encode; each output is
-  written to a temporary file and renamed. A failed file is listed at the end and the
-  rest go on (--fail-fast: stop at the first); the exit code is 0 only if every file
-  succeeded, else the first failed file's. --readers / --writers default to the cores.
-  A one-line stage report (busy seconds, utilisation, the bounding stage) goes to
-  stderr; --json prints the summary on stdout. Example:
+            " files) or a quoted glob;
+  --output a directory (created if missing; each output keeps its input's name and format).
+  Readers decode, the device filters on --streams streams (default 2), writers encode; each
+  output is written to a temporary file and renamed. A failed file is listed at the end and
+  the rest go on (--fail-fast: stop at the first); the exit code is 0 only if every file
+  succeeded, else the first failed file's. --readers / --writers default to the cores. A
+  one-line stage report (busy seconds, utilisation, the bounding stage) goes to stderr;
+  --json prints the summary on stdout. Example:
   ",
             $example
         )

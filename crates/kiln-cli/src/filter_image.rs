@@ -219,9 +219,10 @@ fn synced<T>(rt: &Runtime, r: anyhow::Result<T>) -> anyhow::Result<T> {
     r
 }
 
-/// The filtered image in `out_type`, with the input's buffer given back (it may be the
-/// output's). Batches of `(n, h, w)` run in chunks of about 16 M pixels, alternating over
-/// `streams`, each chunk's download overlapping the next chunk's upload and filter.
+/// The filtered image in `out_type`, on the current stream; on a device the result lands
+/// in the input's own buffer when it is a `Vec` of the output's type. Batches of
+/// `(n, h, w)` run in chunks of about 16 M pixels, alternating over `streams`, each chunk's
+/// download overlapping the next chunk's upload and filter.
 pub(crate) fn filter_image2(
     rt: &Runtime,
     img: Image2,

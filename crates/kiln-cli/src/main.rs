@@ -80,7 +80,8 @@ enum Command {
     /// reflect); presets are scipy's filters (gaussian:S is gaussian_filter, box:K
     /// uniform_filter, sobel-x sobel(axis=1)). 8/16-bit images are filtered in f32 and
     /// written back rounded and clamped; .npy output is float32. Bad input exits 4 and
-    /// writes nothing. Example:
+    /// writes nothing. --input a directory or a glob filters every file into --output, a
+    /// directory, in one process (batch mode; see below). Example:
     /// kiln filter2d --input part.png --kernel gaussian:1.5 --mode reflect --output smooth.png
     Filter2d(filter_cmd::Args2d),
     /// Filter a 3-D volume (NIfTI .nii/.nii.gz, NPY) with a 3/5/7-sided preset or .npy
@@ -88,7 +89,8 @@ enum Command {
     ///
     /// scipy.ndimage.correlate semantics and boundary modes (default reflect); the NIfTI
     /// header, affine and extensions are kept, the data written as float32. Bad input exits
-    /// 4 and writes nothing. Example:
+    /// 4 and writes nothing. --input a directory or a glob filters every volume into
+    /// --output, a directory (batch mode). Example:
     /// kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz --json
     Filter3d(filter_cmd::Args3d),
     /// Benchmark the workloads against the hardware's measured ceilings.
