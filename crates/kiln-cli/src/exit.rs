@@ -26,8 +26,12 @@ pub const REGRESSION: u8 = 9;
 /// Map an error chain to its exit code: by the first kiln error in it (kiln-bench's error
 /// counts when it wraps one), else [`INTERNAL`].
 pub fn code_for(e: &anyhow::Error) -> ExitCode {
-    let code = e
-        .chain()
+    ExitCode::from(code_of(e))
+}
+
+/// [`code_for`] as a number (a batch reports each file's).
+pub fn code_of(e: &anyhow::Error) -> u8 {
+    e.chain()
         .find_map(|c| {
             c.downcast_ref::<Error>().or_else(|| {
                 c.downcast_ref::<kiln_bench::Error>()
@@ -49,6 +53,5 @@ pub fn code_for(e: &anyhow::Error) -> ExitCode {
             Error::Io { .. } => INVALID,
             Error::Cache { .. } => INTERNAL,
         })
-        .unwrap_or(INTERNAL);
-    ExitCode::from(code)
+        .unwrap_or(INTERNAL)
 }

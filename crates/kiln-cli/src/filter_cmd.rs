@@ -19,22 +19,49 @@
 //!   `.npy` kernel's axes are the volume's axes; a 4-D volume `[i, j, k, t]` is filtered
 //!   volume by volume along `t`. NIfTI output is float32 with the input's header and
 //!   affine (and extensions) kept; an `.npy` volume written as NIfTI gets a default header.
+//!
+//! On tensors (2026-12-03): the runtime is created on its own thread while the input is
+//! read (`filter_host.rs`); 8/16-bit images cross to the device as integers and are
+//! converted there (`filter_image.rs`); volumes in `filter_volume.rs`. `--input` a
+//! directory or a glob runs a batch through one process (`filter_batch.rs`).
 
 use crate::exit;
+use crate::filter_host::{Alloc, RuntimeStart};
+use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2, Filter2};
+use crate::filter_volume::{filter_volume3, read_volume3, volume_input_type};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln::imaging::FilterPath;
-use kiln::Runtime;
 use kiln::{Config, DeviceRequest, Error};
-use kiln_io::{Format, HostImage, IoError, SampleType, Volume};
-use ndarray::{Array3, ArrayD, Axis, IxDyn};
+use kiln_io::{Format, IoError};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-const AFTER_HELP_2D: &str = "\
+/// Batch mode, in both commands' help.
+macro_rules! batch_help {
+    ($ext:literal, $example:literal) => {
+        concat!(
+            "Batch: --input a directory (its ",
+            $ext,
+            " files) or a quoted glob;
+  --output a directory (created if missing; each output keeps its input's name and format).
+  Readers decode, the device filters on --streams streams (default 2), writers encode; each
+  output is written to a temporary file and renamed. A failed file is listed at the end and
+  the rest go on (--fail-fast: stop at the first); the exit code is 0 only if every file
+  succeeded, else the first failed file's. --readers / --writers default to the cores. A
+  one-line stage report (busy seconds, utilisation, the bounding stage) goes to stderr;
+  --json prints the summary on stdout. Example:
+  ",
+            $example
+        )
+    };
+}
+
+const AFTER_HELP_2D: &str = concat!(
+    "\
 Files (by extension, case-insensitive):
   .png .tif .tiff  8/16-bit gray, gray+alpha, RGB, RGBA (TIFF also f32); each colour channel
                    is filtered on its own, alpha is copied unchanged. Written back in the
@@ -55,9 +82,16 @@ Examples:
   kiln filter2d --input part.png --kernel gaussian:1.5 --output smooth.png
   kiln filter2d --input frame.tif --kernel sobel-x --mode nearest --output edges.npy
   kiln filter2d --input stack.npy --batch --kernel k.npy --mode wrap --output out.npy --json
-  kiln filter2d --input scan.png --kernel cross4 --device cuda --output out.png";
+  kiln filter2d --input scan.png --kernel cross4 --device cuda --output out.png
+",
+    batch_help!(
+        ".png .tif .tiff .npy",
+        "kiln filter2d --input 'frames/*.png' --kernel gaussian:2 --output out/ --json"
+    )
+);
 
-const AFTER_HELP_3D: &str = "\
+const AFTER_HELP_3D: &str = concat!(
+    "\
 Files (by extension, case-insensitive):
   .nii .nii.gz  NIfTI-1, 3-D (x, y, z) or 4-D (x, y, z, t), any integer or float type (scaling
                 applied); a 4-D volume is filtered volume by volume along t. Written as
@@ -75,30 +109,50 @@ Bad input (unknown extension, truncated or corrupt file, a kernel size other tha
 Examples:
   kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz
   kiln filter3d --input fmri.nii --kernel box:3 --mode nearest --output fmri_box.nii --json
-  kiln filter3d --input ct.npy --kernel kernel5.npy --mode constant --cval -1000 --output ct_f.npy";
+  kiln filter3d --input ct.npy --kernel kernel5.npy --mode constant --cval -1000 --output ct_f.npy
+",
+    batch_help!(
+        ".nii .nii.gz .npy",
+        "kiln filter3d --input scans/ --kernel box:3 --output smooth/"
+    )
+);
 
 /// What both filter commands take.
 #[derive(clap::Args, Debug)]
 pub struct Common {
-    /// The file to filter (format by extension; see below).
-    #[arg(long, value_name = "FILE")]
-    input: PathBuf,
+    /// The file to filter (format by extension; see below), or for a batch a directory or a
+    /// quoted glob ('frames/*.png').
+    #[arg(long, value_name = "FILE|DIR|GLOB")]
+    pub(crate) input: PathBuf,
     /// A preset name (see below) or a `.npy` file of weights.
     #[arg(long, value_name = "NAME|FILE.npy")]
-    kernel: String,
+    pub(crate) kernel: String,
     /// Boundary mode: reflect, mirror, nearest, wrap, constant or constant:CVAL.
     #[arg(long, default_value = "reflect")]
-    mode: String,
+    pub(crate) mode: String,
     /// The value read outside the image under --mode constant (default 0), in the input's
     /// units (0..255 for an 8-bit image).
     #[arg(long, value_name = "V", allow_hyphen_values = true)]
-    cval: Option<f64>,
-    /// Where to write the result (format by extension; replaced atomically).
-    #[arg(long, value_name = "FILE")]
-    output: PathBuf,
+    pub(crate) cval: Option<f64>,
+    /// Where to write the result (format by extension; replaced atomically); for a batch, a
+    /// directory.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub(crate) output: PathBuf,
     /// Print a summary object (shapes, kernel, mode, device, timing) as JSON on stdout.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
+    /// Batch: threads reading and decoding (default: the machine's cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) readers: Option<u32>,
+    /// Batch: threads encoding and writing (default: the machine's cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) writers: Option<u32>,
+    /// Batch: device streams filtering files concurrently (default 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub(crate) streams: Option<u32>,
+    /// Batch: stop at the first file that fails (outputs already written stay).
+    #[arg(long)]
+    pub(crate) fail_fast: bool,
 }
 
 /// `kiln filter2d` options.
@@ -106,10 +160,10 @@ pub struct Common {
 #[command(after_help = AFTER_HELP_2D)]
 pub struct Args2d {
     #[command(flatten)]
-    common: Common,
+    pub(crate) common: Common,
     /// Take a 3-D .npy input as a batch (N, H, W) of gray images, not one (H, W, C) image.
     #[arg(long)]
-    batch: bool,
+    pub(crate) batch: bool,
 }
 
 /// `kiln filter3d` options.
@@ -117,7 +171,7 @@ pub struct Args2d {
 #[command(after_help = AFTER_HELP_3D)]
 pub struct Args3d {
     #[command(flatten)]
-    common: Common,
+    pub(crate) common: Common,
 }
 
 #[derive(Serialize)]
@@ -143,19 +197,20 @@ struct Summary {
     /// Samples (pixels x channels, or voxels) per second of filtering.
     samples_per_s: f64,
     total_seconds: f64,
+    timings: Timings,
 }
 
 /// A file error as an exit-code-4 error naming the flag (as `kiln price` does).
-fn io_error(flag: &'static str) -> impl Fn(IoError) -> Error {
+pub(crate) fn io_error(flag: &'static str) -> impl Fn(IoError) -> Error {
     move |e| Error::invalid(flag, e.to_string())
 }
 
-fn invalid(flag: &str, reason: impl Into<String>) -> anyhow::Error {
+pub(crate) fn invalid(flag: &str, reason: impl Into<String>) -> anyhow::Error {
     Error::invalid(flag, reason).into()
 }
 
 /// Whether writing `out` would replace `input` (compared after resolving links).
-fn is_same_file(input: &Path, out: &Path) -> bool {
+pub(crate) fn is_same_file(input: &Path, out: &Path) -> bool {
     let Ok(a) = std::fs::canonicalize(input) else {
         return false;
     };
@@ -170,7 +225,7 @@ fn is_same_file(input: &Path, out: &Path) -> bool {
 }
 
 /// The mode from `--mode` and `--cval`.
-fn parse_mode(mode: &str, cval: Option<f64>) -> anyhow::Result<BoundaryMode> {
+pub(crate) fn parse_mode(mode: &str, cval: Option<f64>) -> anyhow::Result<BoundaryMode> {
     let m: BoundaryMode = mode
         .parse()
         .map_err(|e: Error| anyhow::Error::from(e).context("--mode"))?;
@@ -238,7 +293,7 @@ fn preset_error(spec: &str, e: Error) -> anyhow::Error {
     anyhow::Error::from(e).context(format!("--kernel `{spec}` (a preset name or a .npy file)"))
 }
 
-fn kernel_2d(spec: &str) -> anyhow::Result<Kernel2D> {
+pub(crate) fn kernel_2d(spec: &str) -> anyhow::Result<Kernel2D> {
     if !is_npy(spec) {
         return Kernel2D::preset(spec).map_err(|e| preset_error(spec, e));
     }
@@ -247,7 +302,7 @@ fn kernel_2d(spec: &str) -> anyhow::Result<Kernel2D> {
         .map_err(|e| anyhow::Error::from(e).context(format!("--kernel {spec}")))
 }
 
-fn kernel_3d(spec: &str) -> anyhow::Result<Kernel3D> {
+pub(crate) fn kernel_3d(spec: &str) -> anyhow::Result<Kernel3D> {
     if !is_npy(spec) {
         return Kernel3D::preset(spec).map_err(|e| preset_error(spec, e));
     }
@@ -256,7 +311,7 @@ fn kernel_3d(spec: &str) -> anyhow::Result<Kernel3D> {
         .map_err(|e| anyhow::Error::from(e).context(format!("--kernel {spec}")))
 }
 
-fn path_name(p: FilterPath) -> &'static str {
+pub(crate) fn path_name(p: FilterPath) -> &'static str {
     match p {
         FilterPath::Separable => "separable",
         _ => "direct",
@@ -265,7 +320,7 @@ fn path_name(p: FilterPath) -> &'static str {
 
 /// The format of `path` if it is one of `allowed`, else an exit-4 error naming the
 /// accepted endings (and the other command where the file is of its kind).
-fn format_of(flag: &'static str, path: &Path, two_d: bool) -> anyhow::Result<Format> {
+pub(crate) fn format_of(flag: &'static str, path: &Path, two_d: bool) -> anyhow::Result<Format> {
     let f = Format::from_path(path);
     let ok = match f {
         Some(Format::Npy) => true,
@@ -333,7 +388,7 @@ fn preflight(c: &Common, two_d: bool) -> anyhow::Result<(Format, Format, Boundar
 }
 
 /// A progress bar on stderr for `n` items, where stderr is a terminal and there are several.
-fn progress(n: usize, what: &str) -> Option<ProgressBar> {
+pub(crate) fn progress(n: usize, what: &str) -> Option<ProgressBar> {
     (n > 1 && std::io::stderr().is_terminal()).then(|| {
         let pb = ProgressBar::with_draw_target(Some(n as u64), ProgressDrawTarget::stderr());
         let tpl = format!("filtering [{{bar:40}}] {{pos}}/{{len}} {what} (eta {{eta}})");
@@ -343,7 +398,11 @@ fn progress(n: usize, what: &str) -> Option<ProgressBar> {
 }
 
 /// Runs `f` on each of `n` items with a progress bar; the bar is abandoned on failure.
-fn for_each_item(n: usize, what: &str, mut f: impl FnMut(usize) -> anyhow::Result<()>) -> anyhow::Result<()> {
+pub(crate) fn for_each_item(
+    n: usize,
+    what: &str,
+    mut f: impl FnMut(usize) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let bar = progress(n, what);
     for i in 0..n {
         if let Err(e) = f(i) {
@@ -363,316 +422,178 @@ fn for_each_item(n: usize, what: &str, mut f: impl FnMut(usize) -> anyhow::Resul
 }
 
 // ---------------------------------------------------------------------------------------
-// filter2d
+// one file
 
+/// How a 2-D input is filtered.
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Layout2 {
+pub(crate) enum Layout2 {
     Gray,
     Channels { alpha: bool },
     Batch,
 }
 
-/// A 2-D input: `(h, w, c)` interleaved (gray: c = 1), or `(n, h, w)` planes for a batch.
-struct Image2 {
-    data: Vec<f32>,
-    /// The shape as read (the `.npy` shape, or `(H, W, C)` of a PNG/TIFF).
-    shape: Vec<usize>,
-    /// `[h, w, c]`, or `[n, h, w]` for a batch.
-    dims: [usize; 3],
-    layout: Layout2,
-    sample_type: SampleType,
+impl Layout2 {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Layout2::Gray => "gray",
+            Layout2::Channels { alpha: false } => "channels",
+            Layout2::Channels { alpha: true } => "channels+alpha",
+            Layout2::Batch => "batch",
+        }
+    }
 }
 
-fn read_image2(path: &Path, format: Format, batch: bool) -> anyhow::Result<Image2> {
-    if format != Format::Npy {
-        if batch {
-            return Err(invalid("--batch", "--batch applies to a 3-D .npy input only"));
-        }
-        let img = kiln_io::read_image(path).map_err(io_error("--input"))?;
-        let (h, w, c) = img.data.dim();
-        let layout = match c {
-            1 => Layout2::Gray,
-            2 | 4 => Layout2::Channels { alpha: true },
-            _ => Layout2::Channels { alpha: false },
-        };
-        let data = img.data.as_standard_layout().iter().copied().collect();
-        // As an .npy output: (H, W) for gray, as kiln-io writes images.
-        let shape = if c == 1 { vec![h, w] } else { vec![h, w, c] };
-        return Ok(Image2 {
-            data,
-            shape,
-            dims: [h, w, c],
-            layout,
-            sample_type: img.sample_type,
-        });
-    }
-    let arr = kiln_io::read_npy(path).map_err(io_error("--input"))?;
-    let shape = arr.data.shape().to_vec();
-    let (dims, layout) = match (shape.len(), batch) {
-        (2, _) => ([shape[0], shape[1], 1], Layout2::Gray),
-        (3, false) => ([shape[0], shape[1], shape[2]], Layout2::Channels { alpha: false }),
-        (3, true) => ([shape[0], shape[1], shape[2]], Layout2::Batch),
-        (n, _) => {
+/// Where the wall time of a one-file run went, in seconds.
+#[derive(Serialize, Default)]
+pub(crate) struct Timings {
+    /// Reading and decoding the input (overlapped with creating the runtime).
+    read_s: f64,
+    /// Creating the runtime (the CUDA context), on its own thread from the start.
+    runtime_s: f64,
+    /// Waiting for the runtime after the input was read.
+    runtime_wait_s: f64,
+    /// Upload, filter and download (`seconds`).
+    filter_s: f64,
+    /// Encoding and writing the output.
+    write_s: f64,
+}
+
+/// The batch flags, refused on a one-file run.
+fn refuse_batch_flags(c: &Common) -> anyhow::Result<()> {
+    for (set, flag) in [
+        (c.readers.is_some(), "--readers"),
+        (c.writers.is_some(), "--writers"),
+        (c.streams.is_some(), "--streams"),
+        (c.fail_fast, "--fail-fast"),
+    ] {
+        if set {
             return Err(invalid(
-                "--input",
+                flag,
                 format!(
-                    "{}: shape {shape:?} ({n}-D) is not an image; filter2d takes (H, W), (H, W, C) or, \
-                     with --batch, (N, H, W){}",
-                    path.display(),
-                    if n == 4 {
-                        "; for volumes use kiln filter3d"
-                    } else {
-                        ""
-                    }
+                    "{flag} applies to a batch (--input a directory or a glob such as 'frames/*.png'), \
+                     and {} is one file",
+                    c.input.display()
                 ),
-            ))
+            ));
         }
-    };
-    if shape.contains(&0) {
-        return Err(invalid(
-            "--input",
-            format!(
-                "{}: empty image (shape {shape:?}); an image must be at least 1x1",
-                path.display()
-            ),
-        ));
     }
-    if batch && layout != Layout2::Batch {
-        return Err(invalid(
-            "--batch",
-            format!(
-                "{}: --batch needs a 3-D (N, H, W) array, got shape {shape:?}",
-                path.display()
-            ),
-        ));
-    }
-    let sample_type = match arr.dtype {
-        kiln_io::NpyDtype::U8 => SampleType::U8,
-        kiln_io::NpyDtype::U16 => SampleType::U16,
-        _ => SampleType::F32,
-    };
-    Ok(Image2 {
-        data: arr.data.iter().copied().collect(),
-        shape,
-        dims,
-        layout,
-        sample_type,
-    })
-}
-
-/// The sample type the output is written in, or why the output format cannot hold it.
-fn output_type_2d(path: &Path, format: Format, img: &Image2) -> anyhow::Result<SampleType> {
-    let c = img.dims[2];
-    let fail = |why: String| Err(invalid("--output", format!("{}: {why}", path.display())));
-    match format {
-        Format::Npy => Ok(SampleType::F32),
-        _ if img.layout == Layout2::Batch => fail(format!(
-            "a batch of {} images is written as .npy only",
-            img.dims[0]
-        )),
-        Format::Png if img.sample_type == SampleType::F32 => {
-            fail("the input is floating point and PNG has no float samples; write .tif or .npy".into())
-        }
-        Format::Png if !(1..=4).contains(&c) => fail(format!("PNG holds 1 to 4 channels, the input has {c}")),
-        Format::Tiff if ![1, 3, 4].contains(&c) => fail(format!(
-            "TIFF is written with 1, 3 or 4 channels, the input has {c}{}",
-            if c == 2 { " (gray+alpha: write .png)" } else { "" }
-        )),
-        _ => Ok(img.sample_type),
-    }
-}
-
-/// Filters the image on `rt`: one call for gray or interleaved channels (alpha held back),
-/// one per chunk of images for a batch.
-fn filter_image2(
-    rt: &Runtime,
-    img: &Image2,
-    k: &Kernel2D,
-    mode: BoundaryMode,
-) -> anyhow::Result<(Vec<f32>, usize)> {
-    let p = FilterPath::Auto;
-    let [a, b, c] = img.dims;
-    Ok(match img.layout {
-        Layout2::Gray => (rt.filter2d(&img.data, [a, b], k, mode, p)?, 1),
-        Layout2::Channels { alpha: false } => (rt.filter2d_channels(&img.data, [a, b, c], k, mode, p)?, 1),
-        Layout2::Channels { alpha: true } => {
-            let colour = c - 1;
-            let planes: Vec<f32> = img
-                .data
-                .chunks_exact(c)
-                .flat_map(|px| px[..colour].iter().copied())
-                .collect();
-            let done = if colour == 1 {
-                rt.filter2d(&planes, [a, b], k, mode, p)?
-            } else {
-                rt.filter2d_channels(&planes, [a, b, colour], k, mode, p)?
-            };
-            let mut out = img.data.clone();
-            for (px, f) in out.chunks_exact_mut(c).zip(done.chunks_exact(colour)) {
-                px[..colour].copy_from_slice(f);
-            }
-            (out, 1)
-        }
-        Layout2::Batch => {
-            // About 16 M pixels a call, so the bar moves and a call's buffers stay small.
-            let plane = b * c;
-            let per = (16usize << 20).div_ceil(plane).clamp(1, a);
-            let calls = a.div_ceil(per);
-            let mut out = Vec::with_capacity(img.data.len());
-            for_each_item(calls, "batches", |i| {
-                let n = per.min(a - i * per);
-                let src = &img.data[i * per * plane..(i * per + n) * plane];
-                out.extend(rt.filter2d_batch(src, [n, b, c], k, mode, p)?);
-                Ok(())
-            })?;
-            (out, a)
-        }
-    })
-}
-
-fn write_image2(
-    path: &Path,
-    format: Format,
-    img: &Image2,
-    out: Vec<f32>,
-    st: SampleType,
-) -> anyhow::Result<()> {
-    let [h, w, c] = img.dims;
-    if format == Format::Npy {
-        let arr = ArrayD::from_shape_vec(IxDyn(&img.shape), out)?;
-        return Ok(kiln_io::write_npy(path, &arr).map_err(io_error("--output"))?);
-    }
-    let arr = Array3::from_shape_vec((h, w, c), out)?;
-    kiln_io::write_image(path, &HostImage::new(arr, st), st).map_err(io_error("--output"))?;
     Ok(())
+}
+
+/// Runs `write` while the runtime is torn down on another thread (device memory freed,
+/// the context released), and waits for both, so the teardown overlaps the write. The
+/// results are host buffers by then, none of them tied to the runtime.
+fn while_dropping<T>(rt: kiln::Runtime, write: impl FnOnce() -> T) -> T {
+    let teardown = std::thread::Builder::new()
+        .name("kiln-teardown".into())
+        .spawn(move || drop(rt));
+    let r = write();
+    if let Ok(h) = teardown {
+        let _ = h.join();
+    }
+    r
 }
 
 /// `kiln filter2d`; see the module docs.
 pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
-    let t_start = Instant::now();
     let c = &args.common;
+    if crate::filter_batch::is_batch_input(&c.input) {
+        return crate::filter_batch::run_2d(args, request, cfg);
+    }
+    refuse_batch_flags(c)?;
+    let t_start = Instant::now();
     let (fin, fout, mode) = preflight(c, true)?;
     let kernel = kernel_2d(&c.kernel)?;
-    let img = read_image2(&c.input, fin, args.batch)?;
-    let out_type = output_type_2d(&c.output, fout, &img)?;
-    let path = kiln::cpu::imaging::path_2d(&kernel, mode, FilterPath::Auto)?;
-    let rt = Runtime::new(request, cfg)?;
+    let start = RuntimeStart::spawn(request, cfg);
     let t = Instant::now();
-    let (out, items) = filter_image2(&rt, &img, &kernel, mode)?;
-    let seconds = t.elapsed().as_secs_f64();
-    write_image2(&c.output, fout, &img, out, out_type)?;
-    let layout = match img.layout {
-        Layout2::Gray => "gray",
-        Layout2::Channels { alpha: false } => "channels",
-        Layout2::Channels { alpha: true } => "channels+alpha",
-        Layout2::Batch => "batch",
+    let alloc = Alloc::pageable();
+    let img = read_image2(open_image2(&c.input, fin, args.batch)?, &alloc)?;
+    let (shape, dims, layout, in_type) = (img.shape.clone(), img.dims, img.layout, img.sample_type());
+    let samples = img.data.len();
+    let out_type = output_type_2d(&c.output, fout, dims, layout, in_type)?;
+    let path = kiln::cpu::imaging::path_2d(&kernel, mode, FilterPath::Auto)?;
+    let mut tm = Timings {
+        read_s: t.elapsed().as_secs_f64(),
+        ..Timings::default()
     };
+    let t = Instant::now();
+    let (rt, runtime_s) = start.join()?;
+    tm.runtime_s = runtime_s;
+    tm.runtime_wait_s = t.elapsed().as_secs_f64();
+    let streams = [rt.stream()?, rt.stream()?];
+    let t = Instant::now();
+    let filter = Filter2 {
+        kernel: &kernel,
+        mode,
+    };
+    let out = filter_image2(&rt, img, &filter, out_type, &streams, &alloc, true)?;
+    tm.filter_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
+    let written = while_dropping(rt, || write_image2(&c.output, fout, &shape, dims, &out));
+    written?;
+    tm.write_s = t.elapsed().as_secs_f64();
     finish(
         Summary {
             command: "filter2d",
             input: c.input.display().to_string(),
-            input_shape: img.shape.clone(),
-            layout,
-            input_type: img.sample_type.name().into(),
+            input_shape: shape,
+            layout: layout.name(),
+            input_type: in_type.name().into(),
             kernel: kernel.name().into(),
             kernel_size: kernel.size(),
             mode: mode.name(),
             cval: mode.cval(),
             path: path_name(path),
-            items,
-            device: rt.device_name(),
-            fallback_reason: rt.fallback_reason().map(str::to_string),
+            items: if layout == Layout2::Batch { dims[0] } else { 1 },
+            device,
+            fallback_reason,
             output: c.output.display().to_string(),
             output_type: out_type.name(),
-            seconds,
-            samples_per_s: img.data.len() as f64 / seconds.max(1e-9),
+            seconds: tm.filter_s,
+            samples_per_s: samples as f64 / tm.filter_s.max(1e-9),
             total_seconds: t_start.elapsed().as_secs_f64(),
+            timings: tm,
         },
         c.json,
     )
 }
 
-// ---------------------------------------------------------------------------------------
-// filter3d
-
-fn read_volume3(path: &Path) -> anyhow::Result<Volume> {
-    let vol = kiln_io::read_volume(path).map_err(|e| match e {
-        IoError::UnsupportedDimensionality { path, shape, .. } => invalid(
-            "--input",
-            format!(
-                "{}: shape {shape:?} ({}-D) is not a volume; filter3d takes 3-D (x, y, z) or 4-D \
-                 (x, y, z, t) data{}",
-                path.display(),
-                shape.len(),
-                if shape.len() == 2 {
-                    "; for 2-D images use kiln filter2d"
-                } else {
-                    ""
-                }
-            ),
-        ),
-        other => io_error("--input")(other).into(),
-    })?;
-    let shape = vol.data.shape();
-    if shape.contains(&0) {
-        return Err(invalid(
-            "--input",
-            format!(
-                "{}: empty volume (shape {shape:?}); a volume must be at least 1x1x1",
-                path.display()
-            ),
-        ));
-    }
-    Ok(vol)
-}
-
-/// Filters a 3-D volume in one call, a 4-D one volume by volume along its last axis.
-fn filter_volume3(
-    rt: &Runtime,
-    data: &ArrayD<f32>,
-    k: &Kernel3D,
-    mode: BoundaryMode,
-) -> anyhow::Result<(ArrayD<f32>, usize)> {
-    let p = FilterPath::Auto;
-    let s = data.shape().to_vec();
-    let dims = [s[0], s[1], s[2]];
-    if s.len() == 3 {
-        let src: Vec<f32> = data.iter().copied().collect();
-        let out = rt.filter3d(&src, dims, k, mode, p)?;
-        return Ok((ArrayD::from_shape_vec(IxDyn(&s), out)?, 1));
-    }
-    let t = s[3];
-    let mut out = ArrayD::<f32>::zeros(IxDyn(&s));
-    for_each_item(t, "volumes", |i| {
-        let src: Vec<f32> = data.index_axis(Axis(3), i).iter().copied().collect();
-        let got = rt.filter3d(&src, dims, k, mode, p)?;
-        let view = ndarray::ArrayView3::from_shape(dims, &got)?;
-        out.index_axis_mut(Axis(3), i).assign(&view);
-        Ok(())
-    })?;
-    Ok((out, t))
-}
-
 /// `kiln filter3d`; see the module docs.
 pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
-    let t_start = Instant::now();
     let c = &args.common;
+    if crate::filter_batch::is_batch_input(&c.input) {
+        return crate::filter_batch::run_3d(args, request, cfg);
+    }
+    refuse_batch_flags(c)?;
+    let t_start = Instant::now();
     let (fin, _fout, mode) = preflight(c, false)?;
     let kernel = kernel_3d(&c.kernel)?;
+    let start = RuntimeStart::spawn(request, cfg);
+    let t = Instant::now();
     let vol = read_volume3(&c.input)?;
     let path = kiln::cpu::imaging::path_3d(&kernel, mode, FilterPath::Auto)?;
-    let rt = Runtime::new(request, cfg)?;
-    let t = Instant::now();
-    let (out, items) = filter_volume3(&rt, &vol.data, &kernel, mode)?;
-    let seconds = t.elapsed().as_secs_f64();
-    let input_shape = vol.data.shape().to_vec();
-    let input_type = match (fin, vol.stored_dtype()) {
-        (Format::Npy, _) | (_, None) => "f32".to_string(),
-        (_, Some(t)) => format!("{t:?}").to_ascii_lowercase(),
+    let mut tm = Timings {
+        read_s: t.elapsed().as_secs_f64(),
+        ..Timings::default()
     };
+    let t = Instant::now();
+    let (rt, runtime_s) = start.join()?;
+    tm.runtime_s = runtime_s;
+    tm.runtime_wait_s = t.elapsed().as_secs_f64();
+    let input_shape = vol.data.shape().to_vec();
+    let input_type = volume_input_type(fin, &vol);
     let voxels = vol.data.len();
-    let written = Volume { data: out, ..vol };
-    kiln_io::write_volume(&c.output, &written).map_err(io_error("--output"))?;
+    let t = Instant::now();
+    let (written, items) = filter_volume3(&rt, vol, &kernel, mode, true)?;
+    tm.filter_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
+    let w = while_dropping(rt, || {
+        kiln_io::write_volume(&c.output, &written).map_err(io_error("--output"))
+    });
+    w?;
+    tm.write_s = t.elapsed().as_secs_f64();
     finish(
         Summary {
             command: "filter3d",
@@ -690,13 +611,14 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
             cval: mode.cval(),
             path: path_name(path),
             items,
-            device: rt.device_name(),
-            fallback_reason: rt.fallback_reason().map(str::to_string),
+            device,
+            fallback_reason,
             output: c.output.display().to_string(),
             output_type: "f32",
-            seconds,
-            samples_per_s: voxels as f64 / seconds.max(1e-9),
+            seconds: tm.filter_s,
+            samples_per_s: voxels as f64 / tm.filter_s.max(1e-9),
             total_seconds: t_start.elapsed().as_secs_f64(),
+            timings: tm,
         },
         c.json,
     )

@@ -8,7 +8,12 @@ mod cache_cmd;
 mod demo;
 mod doctor;
 mod exit;
+mod filter_batch;
 mod filter_cmd;
+mod filter_host;
+mod filter_image;
+mod filter_pipeline;
+mod filter_volume;
 mod gemm_cmd;
 mod kernels_cmd;
 mod monitor_cmd;
@@ -77,7 +82,8 @@ enum Command {
     /// reflect); presets are scipy's filters (gaussian:S is gaussian_filter, box:K
     /// uniform_filter, sobel-x sobel(axis=1)). 8/16-bit images are filtered in f32 and
     /// written back rounded and clamped; .npy output is float32. Bad input exits 4 and
-    /// writes nothing. Example:
+    /// writes nothing. --input a directory or a glob filters every file into --output, a
+    /// directory, in one process (batch mode; see below). Example:
     /// kiln filter2d --input part.png --kernel gaussian:1.5 --mode reflect --output smooth.png
     Filter2d(filter_cmd::Args2d),
     /// Filter a 3-D volume (NIfTI .nii/.nii.gz, NPY) with a 3/5/7-sided preset or .npy
@@ -85,7 +91,8 @@ enum Command {
     ///
     /// scipy.ndimage.correlate semantics and boundary modes (default reflect); the NIfTI
     /// header, affine and extensions are kept, the data written as float32. Bad input exits
-    /// 4 and writes nothing. Example:
+    /// 4 and writes nothing. --input a directory or a glob filters every volume into
+    /// --output, a directory (batch mode). Example:
     /// kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz --json
     Filter3d(filter_cmd::Args3d),
     /// Benchmark the workloads against the hardware's measured ceilings.

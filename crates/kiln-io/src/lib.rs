@@ -45,6 +45,7 @@ mod error;
 mod npy;
 pub mod options_csv;
 mod raster;
+mod samples;
 mod volume;
 
 use std::path::Path;
@@ -53,9 +54,12 @@ use ndarray::{ArrayBase, Axis, Data, Dimension, Ix3};
 
 pub use error::{IoError, Result};
 pub use nifti::{Extender, Extension, ExtensionSequence, NiftiHeader, NiftiType};
-pub use npy::{read_npy, read_npy_f64, write_npy, NpyArray, NpyDtype};
+pub use npy::{open_npy, read_npy, read_npy_f64, write_npy, NpyArray, NpyDtype, NpyFile};
 pub use raster::{
     read_png, read_tiff, to_u16, to_u8, write_png, write_tiff, HostImage, SampleType, MAX_DECODE_BYTES,
+};
+pub use samples::{
+    open_image_file, write_image_samples, ImageFile, ImageInfo, OwnedSamples, SamplesMut, SamplesRef,
 };
 pub use volume::{header_affine, read_nifti, write_nifti, Volume};
 
@@ -97,7 +101,7 @@ impl Format {
     }
 }
 
-fn image_format(path: &Path) -> Result<Format> {
+pub(crate) fn image_format(path: &Path) -> Result<Format> {
     match Format::from_path(path) {
         Some(f @ (Format::Png | Format::Tiff | Format::Npy)) => Ok(f),
         _ => Err(IoError::UnknownExtension {

@@ -1,13 +1,17 @@
 //! NPY arrays through `ndarray-npy`: f32, f64, u8 and u16 of any dimension (C or Fortran
 //! order, either byte order) read into f32; f32 (and, for images, u8/u16) written.
 
-use std::path::Path;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
-use ndarray::{ArrayBase, ArrayD, Data, Dimension};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 use ndarray_npy::{ReadNpyError, ReadNpyExt, WritableElement, WriteNpyError, WriteNpyExt};
 
 use crate::atomic::write_atomic;
 use crate::error::{IoError, Result};
+use crate::raster::SampleType;
+use crate::samples::{SamplesMut, SamplesRef};
 
 /// The element type an NPY file stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -112,20 +116,27 @@ fn standard<T: Clone>(data: ArrayD<T>) -> ArrayD<T> {
 fn open(path: &Path) -> Result<(Vec<u8>, NpyDtype)> {
     let bytes = std::fs::read(path).map_err(|e| IoError::os(path, e))?;
     let header = parse_header(&bytes).map_err(|r| IoError::corrupt(path, "NPY", r))?;
+    let dtype = check_header(path, &header, bytes.len() as u64)?;
+    Ok((bytes, dtype))
+}
+
+/// The dtype, after checking that the header names one kiln reads and that the file (of
+/// `file_len` bytes) holds all the data.
+fn check_header(path: &Path, header: &Header, file_len: u64) -> Result<NpyDtype> {
     let dtype = NpyDtype::from_descr(&header.descr).ok_or_else(|| IoError::UnsupportedDtype {
         path: path.to_owned(),
         format: "NPY",
         found: format!("'{}'", header.descr),
         supported: SUPPORTED,
     })?;
-    // Check the size before ndarray-npy allocates: a corrupt shape must not ask for terabytes.
-    let have = bytes.len() - header.data_offset;
+    // Check the size before allocating: a corrupt shape must not ask for terabytes.
+    let have = usize::try_from(file_len).unwrap_or(usize::MAX) - header.data_offset;
     let need = header
         .shape
         .iter()
         .try_fold(dtype.item_size(), |acc, &d| acc.checked_mul(d));
     match need {
-        Some(n) if n <= have => Ok((bytes, dtype)),
+        Some(n) if n <= have => Ok(dtype),
         Some(n) => Err(IoError::corrupt(
             path,
             "NPY",
@@ -175,6 +186,171 @@ where
     })
 }
 
+/// Writes samples of u8, u16 or f32 as an `.npy` of `shape` (C order, the samples' dtype),
+/// atomically.
+pub(crate) fn write_npy_samples(path: &Path, shape: &[usize], samples: SamplesRef<'_>) -> Result<()> {
+    let bad = |e: ndarray::ShapeError| IoError::Encode {
+        path: path.to_owned(),
+        format: "NPY",
+        reason: format!("{} samples do not fill shape {shape:?}: {e}", samples.len()),
+    };
+    let shape = IxDyn(shape);
+    match samples {
+        SamplesRef::U8(v) => write_npy_as(path, &ArrayViewD::from_shape(shape, v).map_err(bad)?),
+        SamplesRef::U16(v) => write_npy_as(path, &ArrayViewD::from_shape(shape, v).map_err(bad)?),
+        SamplesRef::F32(v) => write_npy_as(path, &ArrayViewD::from_shape(shape, v).map_err(bad)?),
+    }
+}
+
+/// The most header bytes [`open_npy`] reads (NumPy writes headers of a few hundred bytes).
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// An `.npy` file whose header has been read and checked: its data is read by
+/// [`NpyFile::read_into`], straight into the caller's buffer when the file is C-ordered
+/// little-endian data of the buffer's type.
+#[derive(Debug)]
+pub struct NpyFile {
+    path: PathBuf,
+    file: File,
+    header: Header,
+    dtype: NpyDtype,
+    file_len: u64,
+}
+
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Header")
+            .field("descr", &self.descr)
+            .field("shape", &self.shape)
+            .finish()
+    }
+}
+
+/// Opens an `.npy` file of f32, f64, u8 or u16 and reads its header, checking what
+/// [`read_npy`] checks (dtype, that the file holds all the data) without reading the data.
+pub fn open_npy(path: impl AsRef<Path>) -> Result<NpyFile> {
+    let path = path.as_ref();
+    let mut file = File::open(path).map_err(|e| IoError::os(path, e))?;
+    let file_len = file.metadata().map_err(|e| IoError::os(path, e))?.len();
+    let mut head = vec![0u8; file_len.min(MAX_HEADER_BYTES).min(4096) as usize];
+    file.read_exact(&mut head).map_err(|e| IoError::os(path, e))?;
+    // The header may be longer than the first read: read up to its stated end.
+    let header = match parse_header(&head) {
+        Err(r) if r.starts_with("truncated") && file_len > head.len() as u64 => {
+            let more = file_len.min(MAX_HEADER_BYTES) as usize - head.len();
+            let at = head.len();
+            head.resize(at + more, 0);
+            file.read_exact(&mut head[at..])
+                .map_err(|e| IoError::os(path, e))?;
+            parse_header(&head)
+        }
+        other => other,
+    }
+    .map_err(|r| IoError::corrupt(path, "NPY", r))?;
+    let dtype = check_header(path, &header, file_len)?;
+    Ok(NpyFile {
+        path: path.to_owned(),
+        file,
+        header,
+        dtype,
+        file_len,
+    })
+}
+
+impl NpyFile {
+    /// The shape as stored.
+    pub fn shape(&self) -> &[usize] {
+        &self.header.shape
+    }
+
+    /// The stored element type.
+    pub fn dtype(&self) -> NpyDtype {
+        self.dtype
+    }
+
+    /// The sample type the data is read as: u8, u16, or f32 (for float32 and float64).
+    pub fn sample_type(&self) -> SampleType {
+        match self.dtype {
+            NpyDtype::U8 => SampleType::U8,
+            NpyDtype::U16 => SampleType::U16,
+            NpyDtype::F32 | NpyDtype::F64 => SampleType::F32,
+        }
+    }
+
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.header.shape.iter().product()
+    }
+
+    /// Whether it holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads the data in C order into `dst`, which must be of [`NpyFile::sample_type`] and
+    /// hold [`NpyFile::len`] elements (float64 is rounded to f32 as [`read_npy`] does).
+    pub fn read_into(mut self, mut dst: SamplesMut<'_>) -> Result<()> {
+        let path = self.path.clone();
+        if dst.sample_type() != self.sample_type() || dst.len() != self.len() {
+            return Err(IoError::UnsupportedDtype {
+                path,
+                format: "NPY buffer",
+                found: format!("a buffer of {} {} elements", dst.len(), dst.sample_type().name()),
+                supported: "as many elements as the array, of its sample type",
+            });
+        }
+        let need = (self.len() * self.dtype.item_size()) as u64;
+        let native = cfg!(target_endian = "little") && !self.header.descr.starts_with('>');
+        let direct = native && !self.header.fortran_order && self.dtype != NpyDtype::F64;
+        if direct {
+            let extra = self.file_len - self.header.data_offset as u64 - need;
+            if extra > 0 {
+                // as ndarray-npy refuses it in read_npy
+                return Err(IoError::corrupt(
+                    &path,
+                    "NPY",
+                    format!("{extra} unexpected bytes after the data"),
+                ));
+            }
+            self.file
+                .seek(SeekFrom::Start(self.header.data_offset as u64))
+                .map_err(|e| IoError::os(&path, e))?;
+            return self.file.read_exact(dst.bytes_mut()).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    IoError::corrupt(&path, "NPY", "truncated: the file ends early")
+                } else {
+                    IoError::os(&path, e)
+                }
+            });
+        }
+        let mut bytes = Vec::with_capacity(self.file_len as usize);
+        self.file
+            .seek(SeekFrom::Start(0))
+            .and_then(|_| self.file.read_to_end(&mut bytes))
+            .map_err(|e| IoError::os(&path, e))?;
+        fn fill<T: Copy>(dst: &mut [T], a: ArrayD<T>) {
+            for (d, s) in dst.iter_mut().zip(a.iter()) {
+                *d = *s;
+            }
+        }
+        match (self.dtype, dst) {
+            (NpyDtype::U8, SamplesMut::U8(d)) => fill(d, read_as::<u8>(&path, &bytes)?),
+            (NpyDtype::U16, SamplesMut::U16(d)) => fill(d, read_as::<u16>(&path, &bytes)?),
+            (NpyDtype::F32, SamplesMut::F32(d)) => fill(d, read_as::<f32>(&path, &bytes)?),
+            (NpyDtype::F64, SamplesMut::F32(d)) => fill(d, read_as::<f64>(&path, &bytes)?.mapv(|v| v as f32)),
+            (_, d) => {
+                return Err(IoError::UnsupportedDtype {
+                    path,
+                    format: "NPY buffer",
+                    found: format!("a buffer of {}", d.sample_type().name()),
+                    supported: "a buffer of the array's sample type",
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
 fn read_as<T: ndarray_npy::ReadableElement>(path: &Path, bytes: &[u8]) -> Result<ArrayD<T>> {
     ArrayD::<T>::read_npy(bytes).map_err(|e| {
         let reason = match e {
@@ -192,6 +368,7 @@ fn read_as<T: ndarray_npy::ReadableElement>(path: &Path, bytes: &[u8]) -> Result
 /// What the header says.
 struct Header {
     descr: String,
+    fortran_order: bool,
     shape: Vec<usize>,
     data_offset: usize,
 }
@@ -245,8 +422,10 @@ fn parse_header(bytes: &[u8]) -> std::result::Result<Header, String> {
             .ok_or("header 'shape' is not a tuple of non-negative integers")?,
         _ => return Err("header has no 'shape' tuple".into()),
     };
+    let fortran_order = matches!(get("fortran_order"), Some(py_literal::Value::Boolean(true)));
     Ok(Header {
         descr,
+        fortran_order,
         shape,
         data_offset: end,
     })

@@ -5,16 +5,14 @@
 //! image 0..=65535, an f32 image whatever the file holds. Nothing is normalised, so reading
 //! and writing back in the same sample type is lossless.
 
-use std::io::{Cursor, Seek, Write};
+use std::io::{Seek, Write};
 use std::path::Path;
 
-use image::{
-    DynamicImage, ImageBuffer, ImageError, ImageFormat, ImageReader, Limits, Luma, LumaA, Pixel, Rgb, Rgba,
-};
+use image::ImageError;
 use ndarray::Array3;
 
-use crate::atomic::write_atomic;
 use crate::error::{IoError, Result};
+use crate::samples::{encode_png, encode_tiff, open_bytes, ImageFile, OwnedSamples, SamplesRef};
 
 /// The most bytes a decoder may allocate for one image (the `image` crate's default is
 /// 512 MiB, too small for large 16-bit microscopy or inspection frames).
@@ -110,7 +108,7 @@ pub fn to_u16(v: f32) -> u16 {
 pub fn read_png(path: impl AsRef<Path>) -> Result<HostImage> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| IoError::os(path, e))?;
-    decode_with_image(path, &bytes, ImageFormat::Png, "PNG")
+    to_host_image(open_bytes(path, "PNG", bytes)?)
 }
 
 /// Reads the first page of a TIFF: 8/16-bit gray, gray+alpha, RGB, RGBA (CMYK is converted
@@ -118,59 +116,51 @@ pub fn read_png(path: impl AsRef<Path>) -> Result<HostImage> {
 pub fn read_tiff(path: impl AsRef<Path>) -> Result<HostImage> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| IoError::os(path, e))?;
-    // `image` rejects gray f32, so look at the first IFD and take that one case ourselves.
-    let mut limits = tiff::decoder::Limits::default();
-    limits.decoding_buffer_size = usize::try_from(MAX_DECODE_BYTES).unwrap_or(usize::MAX);
-    let mut dec = tiff::decoder::Decoder::new(Cursor::new(&bytes[..]))
-        .map_err(|e| tiff_read_error(path, e))?
-        .with_limits(limits);
-    if dec.colortype().map_err(|e| tiff_read_error(path, e))? == tiff::ColorType::Gray(32) {
-        let (w, h) = dec.dimensions().map_err(|e| tiff_read_error(path, e))?;
-        let (h, w) = (h as usize, w as usize);
-        if h == 0 || w == 0 {
-            return Err(IoError::EmptyImage {
-                path: path.to_owned(),
-                height: h,
-                width: w,
-            });
-        }
-        return match dec.read_image().map_err(|e| tiff_read_error(path, e))? {
-            tiff::decoder::DecodingResult::F32(v) => {
-                Ok(HostImage::new(shaped(path, "TIFF", h, w, 1, v)?, SampleType::F32))
-            }
-            _ => Err(IoError::UnsupportedPixelType {
-                path: path.to_owned(),
-                format: "TIFF",
-                found: "32-bit integer gray".into(),
-                supported: TIFF_READ.into(),
-            }),
-        };
-    }
-    decode_with_image(path, &bytes, ImageFormat::Tiff, "TIFF")
+    to_host_image(open_bytes(path, "TIFF", bytes)?)
 }
 
-const TIFF_READ: &str = "8/16-bit gray, gray+alpha, RGB, RGBA; f32 gray, RGB, RGBA";
+/// The pixels of an opened file as f32 in their type's units.
+fn to_host_image(file: ImageFile) -> Result<HostImage> {
+    let info = file.info();
+    let path = file.path().to_owned();
+    let v = file.decode()?.to_f32();
+    let (h, w, c) = (info.height, info.width, info.channels);
+    let data = Array3::from_shape_vec((h, w, c), v).map_err(|e| {
+        IoError::corrupt(
+            &path,
+            "image",
+            format!("decoded pixel count does not match {h}x{w}x{c}: {e}"),
+        )
+    })?;
+    Ok(HostImage::new(data, info.sample_type))
+}
+
+pub(crate) const TIFF_READ: &str = "8/16-bit gray, gray+alpha, RGB, RGBA; f32 gray, RGB, RGBA";
+
+/// The samples of `img` quantised to `st` (see [`to_u8`], [`to_u16`]), in logical
+/// (row-major, channel-interleaved) order whatever the array's layout.
+fn quantised(img: &HostImage, st: SampleType) -> OwnedSamples {
+    match st {
+        SampleType::U8 => OwnedSamples::U8(img.data.iter().map(|&v| to_u8(v)).collect()),
+        SampleType::U16 => OwnedSamples::U16(img.data.iter().map(|&v| to_u16(v)).collect()),
+        SampleType::F32 => OwnedSamples::F32(img.data.iter().copied().collect()),
+    }
+}
+
+fn hwc(img: &HostImage) -> [usize; 3] {
+    let (h, w, c) = img.data.dim();
+    [h, w, c]
+}
 
 /// Writes a PNG in u8 or u16 with the image's channels (1 to 4). PNG has no float samples:
 /// `SampleType::F32` is refused (write TIFF or NPY instead).
 pub fn write_png(path: impl AsRef<Path>, img: &HostImage, sample_type: SampleType) -> Result<()> {
     let path = path.as_ref();
-    check_writable(path, img)?;
-    if sample_type == SampleType::F32 {
-        return Err(unsupported_write(
-            path,
-            "PNG",
-            img,
-            sample_type,
-            "u8 or u16 with 1-4 channels (PNG has no float samples; write .tif or .npy for f32)",
-        ));
+    if sample_type == SampleType::F32 || img.height() == 0 || img.width() == 0 {
+        // the refusal (or the empty-image error) without quantising anything
+        return encode_png(path, hwc(img), SamplesRef::F32(&[]));
     }
-    let dynimg = to_dynamic(path, "PNG", img, sample_type)?;
-    write_atomic(path, ".png", |w| {
-        dynimg
-            .write_with_encoder(image::codecs::png::PngEncoder::new(w))
-            .map_err(|e| image_write_error(path, "PNG", e))
-    })
+    encode_png(path, hwc(img), quantised(img, sample_type).as_ref())
 }
 
 /// Writes a TIFF (uncompressed) in u8, u16 or f32. Channels: u8/u16 take 1, 3 or 4; f32
@@ -178,174 +168,27 @@ pub fn write_png(path: impl AsRef<Path>, img: &HostImage, sample_type: SampleTyp
 /// writes it (write PNG instead).
 pub fn write_tiff(path: impl AsRef<Path>, img: &HostImage, sample_type: SampleType) -> Result<()> {
     let path = path.as_ref();
-    check_writable(path, img)?;
-    if img.channels() == 2 {
-        return Err(unsupported_write(
-            path,
-            "TIFF",
-            img,
-            sample_type,
-            "1, 3 or 4 channels (gray+alpha TIFF cannot be encoded; write .png instead)",
-        ));
+    if img.channels() == 2 || img.height() == 0 || img.width() == 0 {
+        let none = match sample_type {
+            SampleType::U8 => SamplesRef::U8(&[]),
+            SampleType::U16 => SamplesRef::U16(&[]),
+            SampleType::F32 => SamplesRef::F32(&[]),
+        };
+        return encode_tiff(path, hwc(img), none);
     }
-    if sample_type == SampleType::F32 && img.channels() == 1 {
-        let (h, w, _) = img.data.dim();
-        let (w32, h32) = dims_u32(path, img)?;
-        let v: Vec<f32> = img.data.iter().copied().collect();
-        debug_assert_eq!(v.len(), h * w);
-        return write_atomic(path, ".tif", |out| {
-            write_gray_f32_tiff(out, w32, h32, &v).map_err(|e| tiff_write_error(path, e))
-        });
-    }
-    let dynimg = to_dynamic(path, "TIFF", img, sample_type)?;
-    write_atomic(path, ".tif", |w| {
-        dynimg
-            .write_with_encoder(image::codecs::tiff::TiffEncoder::new(w))
-            .map_err(|e| image_write_error(path, "TIFF", e))
-    })
+    encode_tiff(path, hwc(img), quantised(img, sample_type).as_ref())
 }
 
-fn write_gray_f32_tiff<W: Write + Seek>(w: W, width: u32, height: u32, v: &[f32]) -> tiff::TiffResult<()> {
+pub(crate) fn write_gray_f32_tiff<W: Write + Seek>(
+    w: W,
+    width: u32,
+    height: u32,
+    v: &[f32],
+) -> tiff::TiffResult<()> {
     tiff::encoder::TiffEncoder::new(w)?.write_image::<tiff::encoder::colortype::Gray32Float>(width, height, v)
 }
 
-fn decode_with_image(
-    path: &Path,
-    bytes: &[u8],
-    format: ImageFormat,
-    name: &'static str,
-) -> Result<HostImage> {
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
-    let mut limits = Limits::default();
-    limits.max_alloc = Some(MAX_DECODE_BYTES);
-    reader.limits(limits);
-    let img = reader.decode().map_err(|e| image_read_error(path, name, e))?;
-    from_dynamic(path, name, img)
-}
-
-fn from_dynamic(path: &Path, name: &'static str, img: DynamicImage) -> Result<HostImage> {
-    let (w, h) = (img.width() as usize, img.height() as usize);
-    if w == 0 || h == 0 {
-        return Err(IoError::EmptyImage {
-            path: path.to_owned(),
-            height: h,
-            width: w,
-        });
-    }
-    fn f<T: Into<f32>>(v: Vec<T>) -> Vec<f32> {
-        v.into_iter().map(Into::into).collect()
-    }
-    use DynamicImage as D;
-    use SampleType as S;
-    let (c, st, v) = match img {
-        D::ImageLuma8(b) => (1, S::U8, f(b.into_raw())),
-        D::ImageLumaA8(b) => (2, S::U8, f(b.into_raw())),
-        D::ImageRgb8(b) => (3, S::U8, f(b.into_raw())),
-        D::ImageRgba8(b) => (4, S::U8, f(b.into_raw())),
-        D::ImageLuma16(b) => (1, S::U16, f(b.into_raw())),
-        D::ImageLumaA16(b) => (2, S::U16, f(b.into_raw())),
-        D::ImageRgb16(b) => (3, S::U16, f(b.into_raw())),
-        D::ImageRgba16(b) => (4, S::U16, f(b.into_raw())),
-        D::ImageRgb32F(b) => (3, S::F32, b.into_raw()),
-        D::ImageRgba32F(b) => (4, S::F32, b.into_raw()),
-        other => {
-            return Err(IoError::UnsupportedPixelType {
-                path: path.to_owned(),
-                format: name,
-                found: format!("{:?}", other.color()),
-                supported: "8/16-bit and f32 gray, gray+alpha, RGB, RGBA".into(),
-            })
-        }
-    };
-    Ok(HostImage::new(shaped(path, name, h, w, c, v)?, st))
-}
-
-fn shaped(path: &Path, name: &'static str, h: usize, w: usize, c: usize, v: Vec<f32>) -> Result<Array3<f32>> {
-    Array3::from_shape_vec((h, w, c), v).map_err(|e| {
-        IoError::corrupt(
-            path,
-            name,
-            format!("decoded pixel count does not match {h}x{w}x{c}: {e}"),
-        )
-    })
-}
-
-fn check_writable(path: &Path, img: &HostImage) -> Result<()> {
-    let (h, w, _) = img.data.dim();
-    if h == 0 || w == 0 {
-        return Err(IoError::EmptyImage {
-            path: path.to_owned(),
-            height: h,
-            width: w,
-        });
-    }
-    Ok(())
-}
-
-fn dims_u32(path: &Path, img: &HostImage) -> Result<(u32, u32)> {
-    match (u32::try_from(img.width()), u32::try_from(img.height())) {
-        (Ok(w), Ok(h)) => Ok((w, h)),
-        _ => Err(IoError::UnsupportedDimensionality {
-            path: path.to_owned(),
-            shape: img.data.shape().to_vec(),
-            expected: "width and height below 2^32",
-        }),
-    }
-}
-
-fn unsupported_write(
-    path: &Path,
-    format: &'static str,
-    img: &HostImage,
-    st: SampleType,
-    supported: &str,
-) -> IoError {
-    IoError::UnsupportedPixelType {
-        path: path.to_owned(),
-        format,
-        found: format!("{}-channel {}", img.channels(), st.name()),
-        supported: supported.into(),
-    }
-}
-
-/// Builds the `image` crate's buffer for the requested sample type, quantising as documented
-/// on [`to_u8`] / [`to_u16`].
-fn to_dynamic(path: &Path, format: &'static str, img: &HostImage, st: SampleType) -> Result<DynamicImage> {
-    let (w, h) = dims_u32(path, img)?;
-    fn buf<P: Pixel>(w: u32, h: u32, v: Vec<P::Subpixel>) -> Option<ImageBuffer<P, Vec<P::Subpixel>>> {
-        ImageBuffer::from_raw(w, h, v)
-    }
-    // `iter()` walks in logical (row-major, channel-interleaved) order whatever the layout.
-    let u8s = || img.data.iter().map(|&v| to_u8(v)).collect::<Vec<u8>>();
-    let u16s = || img.data.iter().map(|&v| to_u16(v)).collect::<Vec<u16>>();
-    let f32s = || img.data.iter().copied().collect::<Vec<f32>>();
-    use DynamicImage as D;
-    use SampleType as S;
-    let out = match (st, img.channels()) {
-        (S::U8, 1) => buf::<Luma<u8>>(w, h, u8s()).map(D::ImageLuma8),
-        (S::U8, 2) => buf::<LumaA<u8>>(w, h, u8s()).map(D::ImageLumaA8),
-        (S::U8, 3) => buf::<Rgb<u8>>(w, h, u8s()).map(D::ImageRgb8),
-        (S::U8, 4) => buf::<Rgba<u8>>(w, h, u8s()).map(D::ImageRgba8),
-        (S::U16, 1) => buf::<Luma<u16>>(w, h, u16s()).map(D::ImageLuma16),
-        (S::U16, 2) => buf::<LumaA<u16>>(w, h, u16s()).map(D::ImageLumaA16),
-        (S::U16, 3) => buf::<Rgb<u16>>(w, h, u16s()).map(D::ImageRgb16),
-        (S::U16, 4) => buf::<Rgba<u16>>(w, h, u16s()).map(D::ImageRgba16),
-        (S::F32, 3) => buf::<Rgb<f32>>(w, h, f32s()).map(D::ImageRgb32F),
-        (S::F32, 4) => buf::<Rgba<f32>>(w, h, f32s()).map(D::ImageRgba32F),
-        _ => None,
-    };
-    out.ok_or_else(|| {
-        unsupported_write(
-            path,
-            format,
-            img,
-            st,
-            "1 (gray), 2 (gray+alpha), 3 (RGB) or 4 (RGBA) channels",
-        )
-    })
-}
-
-fn image_read_error(path: &Path, name: &'static str, e: ImageError) -> IoError {
+pub(crate) fn image_read_error(path: &Path, name: &'static str, e: ImageError) -> IoError {
     match e {
         ImageError::Limits(_) => IoError::TooLarge {
             path: path.to_owned(),
@@ -375,7 +218,7 @@ fn eof_reason(io: &std::io::Error) -> String {
     }
 }
 
-fn image_write_error(path: &Path, name: &'static str, e: ImageError) -> IoError {
+pub(crate) fn image_write_error(path: &Path, name: &'static str, e: ImageError) -> IoError {
     match e {
         ImageError::IoError(source) => IoError::Io {
             path: path.to_owned(),
@@ -389,7 +232,7 @@ fn image_write_error(path: &Path, name: &'static str, e: ImageError) -> IoError 
     }
 }
 
-fn tiff_read_error(path: &Path, e: tiff::TiffError) -> IoError {
+pub(crate) fn tiff_read_error(path: &Path, e: tiff::TiffError) -> IoError {
     match e {
         tiff::TiffError::LimitsExceeded => IoError::TooLarge {
             path: path.to_owned(),
@@ -406,7 +249,7 @@ fn tiff_read_error(path: &Path, e: tiff::TiffError) -> IoError {
     }
 }
 
-fn tiff_write_error(path: &Path, e: tiff::TiffError) -> IoError {
+pub(crate) fn tiff_write_error(path: &Path, e: tiff::TiffError) -> IoError {
     match e {
         tiff::TiffError::IoError(source) => IoError::Io {
             path: path.to_owned(),

@@ -1,0 +1,405 @@
+//! `kiln filter2d` on one file: decode in the stored type, filter on the device, encode.
+//! The same steps run per file in batch mode (`filter_batch.rs`).
+//!
+//! An 8/16-bit image is uploaded as integers (a quarter or half of the f32 bytes), converted
+//! on the device (`cast`, exact), filtered in f32 and, for an 8/16-bit output, converted back
+//! there (`cast` rounds half away from zero and clamps, NaN to 0: kiln-io's `to_u8`/`to_u16`
+//! rule), so only the output's own type crosses the link back. The results are those of
+//! the host-slice path before tensors (2026-12-03), bit for bit.
+
+use crate::filter_cmd::{invalid, io_error, progress, Layout2};
+use crate::filter_host::{download, dtype_of, upload, with_host, Alloc, HostData, OutData};
+use kiln::core::imaging::{BoundaryMode, Kernel2D};
+use kiln::imaging::FilterPath;
+use kiln::{DType, Runtime, Stream, Tensor};
+use kiln_io::{Format, SampleType};
+use std::path::Path;
+
+/// A decoded 2-D input.
+pub(crate) struct Image2 {
+    /// The samples in their stored type (npy float64: f32), row-major; `(h, w, c)`
+    /// interleaved, or `(n, h, w)` planes for a batch.
+    pub data: HostData,
+    /// The shape as read (the `.npy` shape, or `(H, W)` / `(H, W, C)` of a PNG/TIFF).
+    pub shape: Vec<usize>,
+    /// `[h, w, c]`, or `[n, h, w]` for a batch.
+    pub dims: [usize; 3],
+    pub layout: Layout2,
+}
+
+impl Image2 {
+    pub(crate) fn sample_type(&self) -> SampleType {
+        self.data.sample_type()
+    }
+
+    /// Images filtered (one, or N for a batch).
+    pub(crate) fn items(&self) -> usize {
+        if self.layout == Layout2::Batch {
+            self.dims[0]
+        } else {
+            1
+        }
+    }
+}
+
+/// The layout, shape and sample count of `path` from its header, for `read_image2`.
+pub(crate) struct Header2 {
+    shape: Vec<usize>,
+    dims: [usize; 3],
+    layout: Layout2,
+    sample_type: SampleType,
+    source: Source,
+}
+
+enum Source {
+    Image(kiln_io::ImageFile),
+    Npy(kiln_io::NpyFile),
+}
+
+impl Header2 {
+    /// Samples to decode.
+    pub(crate) fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    pub(crate) fn sample_type(&self) -> SampleType {
+        self.sample_type
+    }
+
+    pub(crate) fn dims(&self) -> [usize; 3] {
+        self.dims
+    }
+
+    pub(crate) fn layout(&self) -> Layout2 {
+        self.layout
+    }
+}
+
+/// Reads `path`'s header and checks it is an image filter2d takes.
+pub(crate) fn open_image2(path: &Path, format: Format, batch: bool) -> anyhow::Result<Header2> {
+    if format != Format::Npy {
+        if batch {
+            return Err(invalid("--batch", "--batch applies to a 3-D .npy input only"));
+        }
+        let f = kiln_io::open_image_file(path).map_err(io_error("--input"))?;
+        let info = f.info();
+        let (h, w, c) = (info.height, info.width, info.channels);
+        let layout = match c {
+            1 => Layout2::Gray,
+            2 | 4 => Layout2::Channels { alpha: true },
+            _ => Layout2::Channels { alpha: false },
+        };
+        // As an .npy output: (H, W) for gray, as kiln-io writes images.
+        let shape = if c == 1 { vec![h, w] } else { vec![h, w, c] };
+        return Ok(Header2 {
+            shape,
+            dims: [h, w, c],
+            layout,
+            sample_type: info.sample_type,
+            source: Source::Image(f),
+        });
+    }
+    let f = kiln_io::open_npy(path).map_err(io_error("--input"))?;
+    let shape = f.shape().to_vec();
+    let (dims, layout) = match (shape.len(), batch) {
+        (2, _) => ([shape[0], shape[1], 1], Layout2::Gray),
+        (3, false) => ([shape[0], shape[1], shape[2]], Layout2::Channels { alpha: false }),
+        (3, true) => ([shape[0], shape[1], shape[2]], Layout2::Batch),
+        (n, _) => {
+            return Err(invalid(
+                "--input",
+                format!(
+                    "{}: shape {shape:?} ({n}-D) is not an image; filter2d takes (H, W), (H, W, C) or, \
+                     with --batch, (N, H, W){}",
+                    path.display(),
+                    if n == 4 {
+                        "; for volumes use kiln filter3d"
+                    } else {
+                        ""
+                    }
+                ),
+            ))
+        }
+    };
+    if shape.contains(&0) {
+        return Err(invalid(
+            "--input",
+            format!(
+                "{}: empty image (shape {shape:?}); an image must be at least 1x1",
+                path.display()
+            ),
+        ));
+    }
+    if batch && layout != Layout2::Batch {
+        return Err(invalid(
+            "--batch",
+            format!(
+                "{}: --batch needs a 3-D (N, H, W) array, got shape {shape:?}",
+                path.display()
+            ),
+        ));
+    }
+    let sample_type = f.sample_type();
+    Ok(Header2 {
+        shape,
+        dims,
+        layout,
+        sample_type,
+        source: Source::Npy(f),
+    })
+}
+
+/// Decodes the pixels into a buffer from `alloc`.
+pub(crate) fn read_image2(h: Header2, alloc: &Alloc<'_>) -> anyhow::Result<Image2> {
+    let mut data = alloc.host(h.sample_type, h.len())?;
+    match h.source {
+        Source::Image(f) => f.decode_into(data.samples_mut()).map_err(io_error("--input"))?,
+        Source::Npy(f) => f.read_into(data.samples_mut()).map_err(io_error("--input"))?,
+    }
+    Ok(Image2 {
+        data,
+        shape: h.shape,
+        dims: h.dims,
+        layout: h.layout,
+    })
+}
+
+/// The sample type the output is written in, or why the output format cannot hold it.
+pub(crate) fn output_type_2d(
+    path: &Path,
+    format: Format,
+    dims: [usize; 3],
+    layout: Layout2,
+    st: SampleType,
+) -> anyhow::Result<SampleType> {
+    let c = dims[2];
+    let fail = |why: String| Err(invalid("--output", format!("{}: {why}", path.display())));
+    match format {
+        Format::Npy => Ok(SampleType::F32),
+        _ if layout == Layout2::Batch => {
+            fail(format!("a batch of {} images is written as .npy only", dims[0]))
+        }
+        Format::Png if st == SampleType::F32 => {
+            fail("the input is floating point and PNG has no float samples; write .tif or .npy".into())
+        }
+        Format::Png if !(1..=4).contains(&c) => fail(format!("PNG holds 1 to 4 channels, the input has {c}")),
+        Format::Tiff if ![1, 3, 4].contains(&c) => fail(format!(
+            "TIFF is written with 1, 3 or 4 channels, the input has {c}{}",
+            if c == 2 { " (gray+alpha: write .png)" } else { "" }
+        )),
+        _ => Ok(st),
+    }
+}
+
+/// The filter to apply.
+pub(crate) struct Filter2<'a> {
+    pub kernel: &'a Kernel2D,
+    pub mode: BoundaryMode,
+}
+
+/// Cast to f32, filter (one gray image, interleaved channels, or an `(n, h, w)` batch),
+/// cast to `out` (only for an 8/16-bit output), all queued on the current stream.
+fn filter_tensor(t: &Tensor, f: &Filter2, channels: bool, out: SampleType) -> anyhow::Result<Tensor> {
+    let p = FilterPath::Auto;
+    let x = t.cast(DType::F32)?;
+    let y = if channels {
+        x.filter2d_channels(f.kernel, f.mode, p)?
+    } else {
+        x.filter2d(f.kernel, f.mode, p)?
+    };
+    Ok(y.cast(dtype_of(out))?)
+}
+
+/// `r`, after waiting for the device when it is an error, so that no queued copy still
+/// reads a buffer the caller is about to drop.
+fn synced<T>(rt: &Runtime, r: anyhow::Result<T>) -> anyhow::Result<T> {
+    if r.is_err() {
+        let _ = rt.synchronize();
+    }
+    r
+}
+
+/// The filtered image in `out_type`, on the current stream; on a device the result lands
+/// in the input's own buffer when it is a `Vec` of the output's type. Batches of
+/// `(n, h, w)` run in chunks of about 16 M pixels, alternating over `streams`, each chunk's
+/// download overlapping the next chunk's upload and filter.
+pub(crate) fn filter_image2(
+    rt: &Runtime,
+    img: Image2,
+    f: &Filter2,
+    out_type: SampleType,
+    streams: &[Stream],
+    alloc: &Alloc<'_>,
+    show_progress: bool,
+) -> anyhow::Result<OutData> {
+    let [a, b, c] = img.dims;
+    match img.layout {
+        Layout2::Gray | Layout2::Channels { alpha: false } => {
+            let channels = img.layout != Layout2::Gray;
+            let shape: &[usize] = if channels { &[a, b, c] } else { &[a, b] };
+            let (t, back) = upload(rt, img.data, shape)?;
+            let y = synced(rt, filter_tensor(&t, f, channels, out_type))?;
+            download(&y, back, alloc)
+        }
+        Layout2::Channels { alpha: true } => filter_with_alpha(rt, img, f, out_type, alloc),
+        Layout2::Batch => filter_batch_chunks(rt, img, f, out_type, streams, alloc, show_progress),
+    }
+}
+
+/// Colour channels filtered, the alpha channel (the last) copied unchanged.
+fn filter_with_alpha(
+    rt: &Runtime,
+    img: Image2,
+    f: &Filter2,
+    out_type: SampleType,
+    alloc: &Alloc<'_>,
+) -> anyhow::Result<OutData> {
+    let [h, w, c] = img.dims;
+    let colour = c - 1;
+    let mut planes = alloc.host(img.sample_type(), h * w * colour)?;
+    fn split<T: Copy>(src: &[T], dst: &mut [T], c: usize) {
+        for (px, d) in src.chunks_exact(c).zip(dst.chunks_exact_mut(c - 1)) {
+            d.copy_from_slice(&px[..c - 1]);
+        }
+    }
+    match (&img.data, &mut planes) {
+        (HostData::U8(s), HostData::U8(d)) => split(s, d, c),
+        (HostData::U16(s), HostData::U16(d)) => split(s, d, c),
+        (HostData::F32(s), HostData::F32(d)) => split(s, d, c),
+        _ => anyhow::bail!("internal: planes of another type"),
+    }
+    let shape: &[usize] = if colour == 1 { &[h, w] } else { &[h, w, colour] };
+    let (t, back) = upload(rt, planes, shape)?;
+    let y = synced(rt, filter_tensor(&t, f, colour > 1, out_type))?;
+    let done = download(&y, back, alloc)?;
+    // Interleave: the filtered colour, then the input's alpha in the output's type (the
+    // output is the input's type, or f32 for .npy: an exact conversion either way).
+    let mut out = alloc.host(out_type, h * w * c)?;
+    fn merge<T: Copy, A: Copy>(out: &mut [T], done: &[T], input: &[A], c: usize, conv: impl Fn(A) -> T) {
+        for ((o, d), i) in out
+            .chunks_exact_mut(c)
+            .zip(done.chunks_exact(c - 1))
+            .zip(input.chunks_exact(c))
+        {
+            o[..c - 1].copy_from_slice(d);
+            o[c - 1] = conv(i[c - 1]);
+        }
+    }
+    let done_s = done.samples()?;
+    use kiln_io::SamplesRef as S;
+    match (&mut out, done_s, &img.data) {
+        (HostData::U8(o), S::U8(d), HostData::U8(i)) => merge(o, d, i, c, |v| v),
+        (HostData::U16(o), S::U16(d), HostData::U16(i)) => merge(o, d, i, c, |v| v),
+        (HostData::F32(o), S::F32(d), HostData::F32(i)) => merge(o, d, i, c, |v| v),
+        (HostData::F32(o), S::F32(d), HostData::U8(i)) => merge(o, d, i, c, f32::from),
+        (HostData::F32(o), S::F32(d), HostData::U16(i)) => merge(o, d, i, c, f32::from),
+        _ => anyhow::bail!("internal: an output of another type"),
+    }
+    Ok(OutData::Host(out))
+}
+
+/// `(n, h, w)` in chunks (see [`filter_image2`]).
+fn filter_batch_chunks(
+    rt: &Runtime,
+    img: Image2,
+    f: &Filter2,
+    out_type: SampleType,
+    streams: &[Stream],
+    alloc: &Alloc<'_>,
+    show_progress: bool,
+) -> anyhow::Result<OutData> {
+    let [a, b, c] = img.dims;
+    // About 16 M pixels a call, so the bar moves and a call's buffers stay small.
+    let plane = b * c;
+    let per = (16usize << 20).div_ceil(plane).clamp(1, a);
+    let calls = a.div_ceil(per);
+    let bar = if show_progress {
+        progress(calls, "batches")
+    } else {
+        None
+    };
+    let on_device = rt.cuda().is_some();
+    // On a device the result lands in the input's buffer when the types match (each chunk
+    // after its own upload); on the CPU each chunk's result is copied out of its tensor.
+    // A pinned input's chunks of at most 4 MiB are uploaded by queued DMAs that read it
+    // after the call: it is kept to the end (and the device synchronised on an error).
+    let in_place = on_device && img.sample_type() == out_type;
+    let input = img.data;
+    let mut out = if in_place {
+        None
+    } else {
+        Some(alloc.host(out_type, a * plane)?)
+    };
+    let mut pending: Option<(usize, Tensor)> = None;
+    let mut input = Some(input);
+    let result = (|| -> anyhow::Result<()> {
+        for i in 0..=calls {
+            let next = if i < calls {
+                let n = per.min(a - i * per);
+                let s = streams[i % streams.len().max(1)];
+                let src = input
+                    .as_ref()
+                    .ok_or_else(|| anyhow::anyhow!("internal: input gone"))?;
+                let t = rt.with_stream(&s, || -> anyhow::Result<Tensor> {
+                    let r = i * per * plane..(i * per + n) * plane;
+                    let t = with_host!(src, |buf| rt.tensor(&buf[r], &[n, b, c])?);
+                    filter_tensor(&t, f, false, out_type)
+                })??;
+                Some((i, t))
+            } else {
+                None
+            };
+            if let Some((j, t)) = pending.take() {
+                let r = j * per * plane..j * per * plane + t.len();
+                let dst = match out.as_mut() {
+                    Some(o) => o,
+                    None => input
+                        .as_mut()
+                        .ok_or_else(|| anyhow::anyhow!("internal: input gone"))?,
+                };
+                with_host!(dst, |buf| t.to_host_into(&mut buf[r])?);
+                if let Some(pb) = &bar {
+                    pb.inc(1);
+                }
+            }
+            pending = next;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        // queued uploads may still read the input (module docs of filter_host)
+        let _ = rt.synchronize();
+        if let Some(pb) = &bar {
+            pb.abandon();
+        }
+    } else if let Some(pb) = bar {
+        pb.finish_and_clear();
+    }
+    result?;
+    match (out, input) {
+        (Some(o), _) => Ok(OutData::Host(o)),
+        (None, Some(i)) => Ok(OutData::Host(i)),
+        (None, None) => anyhow::bail!("internal: no output"),
+    }
+}
+
+/// Writes the result: `.npy` float32 in the input's shape, PNG/TIFF in the output type.
+pub(crate) fn write_image2(
+    path: &Path,
+    format: Format,
+    shape: &[usize],
+    dims: [usize; 3],
+    out: &OutData,
+) -> anyhow::Result<()> {
+    let samples = out.samples()?;
+    if format == Format::Npy {
+        let kiln_io::SamplesRef::F32(v) = samples else {
+            anyhow::bail!("internal: an .npy output of {}", out.sample_type()?.name());
+        };
+        let view = ndarray::ArrayViewD::from_shape(ndarray::IxDyn(shape), v)?;
+        return Ok(kiln_io::write_npy(path, &view).map_err(io_error("--output"))?);
+    }
+    let [h, w, c] = dims;
+    kiln_io::write_image_samples(path, h, w, c, samples).map_err(io_error("--output"))?;
+    Ok(())
+}
