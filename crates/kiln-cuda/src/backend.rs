@@ -208,6 +208,12 @@ impl CudaBackend {
             return Ok(n);
         }
         let f = self.function(k)?;
+        // The occupancy query needs this thread's current context, which a function already
+        // loaded by another thread does not set (seen on the H200: CUDA_ERROR_INVALID_CONTEXT
+        // when a test thread's first call was a kernel choice).
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| self.err("cuCtxSetCurrent", e))?;
         let n = f
             .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
             .map_err(|e| self.err("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?
