@@ -488,6 +488,23 @@ impl Metrics {
             gauge(&g.sm_clock, &l, f(d.sm_clock_mhz));
             gauge(&g.mem_clock, &l, f(d.mem_clock_mhz));
             gauge(&g.throttle_mask, &l, b(d.throttle_mask));
+            // Every reason NVML can name, 1 when active and 0 otherwise (where the device
+            // reports the mask), so the family exists in every scrape: the H200's idle scrape
+            // had none while it listed only active reasons.
+            if d.throttle_mask.is_some() {
+                let all = nvml_wrapper::bitmasks::device::ThrottleReasons::all();
+                for (name, _) in all.iter_names() {
+                    let reason = name.to_ascii_lowercase();
+                    let on = d.throttle_reasons.contains(&reason);
+                    let rl = ReasonLabels {
+                        gpu: l.gpu.clone(),
+                        uuid: l.uuid.clone(),
+                        model: l.model.clone(),
+                        reason,
+                    };
+                    g.throttle_active.get_or_create(&rl).set(i64::from(on));
+                }
+            }
             for r in &d.throttle_reasons {
                 let rl = ReasonLabels {
                     gpu: l.gpu.clone(),

@@ -110,10 +110,16 @@ fn every_gpu_metric_is_exposed_with_its_labels_and_type() {
     assert!(matches!(get("kiln_gpu_memory_used_bytes").value, Value::Gauge(v) if v == (100u64 << 30) as f64));
     assert!(matches!(get("kiln_gpu_pcie_rx_bytes_per_second").value, Value::Gauge(v) if v == 2e6));
     assert_eq!(get("kiln_gpu_xid_errors_total").labels.get("xid"), Some("79"));
-    assert_eq!(
-        get("kiln_gpu_clock_throttle_active").labels.get("reason"),
-        Some("sw_power_cap")
-    );
+    // every reason NVML names is exported, 1 when active, 0 otherwise
+    let reason = |r: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == "kiln_gpu_clock_throttle_active" && s.labels.get("reason") == Some(r))
+            .map(|s| s.value.clone())
+    };
+    assert!(matches!(reason("sw_power_cap"), Some(Value::Gauge(v)) if v == 1.0));
+    assert!(matches!(reason("gpu_idle"), Some(Value::Gauge(v)) if v == 0.0));
     let p = get("kiln_gpu_process_memory_bytes");
     assert_eq!(
         (p.labels.get("pid"), p.labels.get("kiln")),
