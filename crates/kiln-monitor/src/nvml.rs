@@ -69,6 +69,7 @@ enum Field {
     PcieTx,
     PcieRx,
     Processes,
+    PcieCounters,
 }
 
 struct DeviceState {
@@ -78,6 +79,8 @@ struct DeviceState {
     model: String,
     unsupported: u32,
     xid_counts: BTreeMap<u64, u64>,
+    /// The last PCIe byte counters read: (NVML timestamp in µs, tx bytes, rx bytes).
+    pcie_prev: Option<(i64, u64, u64)>,
 }
 
 /// Reads the host and every allowed GPU each tick.
@@ -148,6 +151,7 @@ impl Sampler {
                 model,
                 unsupported: 0,
                 xid_counts: BTreeMap::new(),
+                pcie_prev: None,
             });
         }
         s.events = register_xid_events(nvml, &s.devices);
@@ -270,7 +274,66 @@ fn read<T>(
     }
 }
 
+/// The rate in KB/s (1000 bytes, NVML's throughput unit) between two readings of a byte
+/// counter, `(timestamp µs, bytes)`; none for the first reading, a counter that went back
+/// (reset or wrap) or no time between them.
+fn rate_kbps(prev: Option<(i64, u64)>, now: (i64, u64)) -> Option<u32> {
+    let (t0, b0) = prev?;
+    let (t1, b1) = now;
+    if t1 <= t0 || b1 < b0 {
+        return None;
+    }
+    let per_s = (b1 - b0) as f64 / ((t1 - t0) as f64 / 1e6);
+    Some((per_s / 1e3).min(u32::MAX as f64) as u32)
+}
+
+/// PCIe throughput. `nvmlDeviceGetPcieThroughput` samples the link for 20 ms a call, so
+/// reading both directions cost ~40 ms of each ~48 ms sample on the H200 (2026-12-03);
+/// kiln reads the cumulative byte counters (`NVML_FI_DEV_PCIE_COUNT_{TX,RX}_BYTES`, one
+/// cheap `nvmlDeviceGetFieldValues` call) and takes the rate between ticks, falling back to
+/// the sampling calls only where the counters are unsupported. The first tick has no rate.
+fn pcie_rates(d: &mut DeviceState) -> (Option<u32>, Option<u32>) {
+    use nvml_wrapper::enums::device::SampleValue;
+    use nvml_wrapper::structs::device::FieldId;
+    use nvml_wrapper::sys_exports::field_id::{
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+    };
+    let ids = [
+        FieldId(NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
+        FieldId(NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+    ];
+    let counters = read(d, Field::PcieCounters, |x| {
+        let mut out = [(0i64, 0u64); 2];
+        for (o, s) in out.iter_mut().zip(x.field_values_for(&ids)?) {
+            let s = s?;
+            let v = match s.value? {
+                SampleValue::U64(v) => v,
+                SampleValue::U32(v) => u64::from(v),
+                SampleValue::I64(v) => v.max(0) as u64,
+                SampleValue::F64(v) => v.max(0.0) as u64,
+            };
+            *o = (s.timestamp, v);
+        }
+        Ok::<_, NvmlError>(out)
+    });
+    match counters {
+        Some([(t, tx), (_, rx)]) => {
+            let prev = d.pcie_prev.replace((t, tx, rx));
+            (
+                rate_kbps(prev.map(|p| (p.0, p.1)), (t, tx)),
+                rate_kbps(prev.map(|p| (p.0, p.2)), (t, rx)),
+            )
+        }
+        None if d.unsupported & (1 << Field::PcieCounters as u32) != 0 => (
+            read(d, Field::PcieTx, |x| x.pcie_throughput(PcieUtilCounter::Send)),
+            read(d, Field::PcieRx, |x| x.pcie_throughput(PcieUtilCounter::Receive)),
+        ),
+        None => (None, None),
+    }
+}
+
 fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSample {
+    let (pcie_tx, pcie_rx) = pcie_rates(d);
     let util = read(d, Field::Utilization, |x| x.utilization_rates());
     let mem = read(d, Field::Memory, |x| x.memory_info());
     let throttle = read(d, Field::Throttle, |x| x.current_throttle_reasons());
@@ -304,8 +367,8 @@ fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSampl
         ecc_uncorrected: read(d, Field::EccUncorrected, |x| {
             x.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
         }),
-        pcie_tx_kbps: read(d, Field::PcieTx, |x| x.pcie_throughput(PcieUtilCounter::Send)),
-        pcie_rx_kbps: read(d, Field::PcieRx, |x| x.pcie_throughput(PcieUtilCounter::Receive)),
+        pcie_tx_kbps: pcie_tx,
+        pcie_rx_kbps: pcie_rx,
         xid_counts: d.xid_counts.clone(),
         processes: procs
             .into_iter()
@@ -322,5 +385,22 @@ fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSampl
                 }
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod pcie_tests {
+    use super::rate_kbps;
+
+    #[test]
+    fn counter_rates_need_two_readings_that_move_forward() {
+        assert_eq!(rate_kbps(None, (1_000_000, 5)), None);
+        // 2 MB in half a second: 4,000 KB/s
+        assert_eq!(
+            rate_kbps(Some((1_000_000, 0)), (1_500_000, 2_000_000)),
+            Some(4_000)
+        );
+        assert_eq!(rate_kbps(Some((1_000_000, 10)), (1_000_000, 20)), None);
+        assert_eq!(rate_kbps(Some((1_000_000, 10)), (2_000_000, 5)), None);
     }
 }
