@@ -11,9 +11,17 @@
 //!   the compiler, and a cold one compiles only the kernels it launches ([`coldstart`]: what
 //!   is missing, and compiling it all ahead on every CPU).
 //! - [`CudaBackend`] owns a context and stream, loads each kernel on first use and launches
-//!   the kernels of the [`kernels`] table.
+//!   the kernels of the [`kernels`] table; it also keeps a pool of 32 user streams with a
+//!   thread-local current stream (`with_stream`).
+//! - [`storage::CudaStorage`] is a tensor's device storage: a [`pool`] block written once on
+//!   the current stream, ordered across streams by a lazily recorded event; [`transfer`]
+//!   moves host data at the link's speed (staged through pinned buffers, or DMA'd directly
+//!   from pinned memory).
 //!
-//! FFI is confined to `discovery`, `nvrtc` and `backend`; each `unsafe` block names its invariant.
+//! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
+//! `gemm`, `graph`, `pipeline`, `transfer`, `copy`, `storage` and the launchers, where the safe
+//! layer lacks what kiln needs (pool blocks as raw pointers, pinned memory, async copies into
+//! caller slices, pointer attributes); each `unsafe` block names its invariant.
 #![deny(missing_docs)]
 
 pub mod attributes;

@@ -55,7 +55,7 @@ const HUGE_FROM: usize = 32 << 20;
 const HUGE: usize = 2 << 20;
 
 /// A new host vector of `n` default values, for a large result: its pages are first touched
-/// by all cores at once (rayon), and from [`HUGE_FROM`] bytes the kernel is asked for
+/// by all cores at once (rayon), and from 32 MiB on the kernel is asked for
 /// transparent huge pages (`madvise(MADV_HUGEPAGE)`) before any touch. On the H200 machine
 /// a plain `vec![0.0; 1 << 28]` filled by a download cost ~100 ms of page faults, three
 /// quarters of the whole 1 GiB download. Written by hand: no crate allocates with this

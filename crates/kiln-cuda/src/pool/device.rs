@@ -71,8 +71,8 @@ struct Inner {
     orphans: FxHashMap<u64, Vec<CudaEvent>>,
 }
 
-/// The addresses one graph holds; returned by [`DevicePool::end_capture`] and given back to
-/// [`DevicePool::release_graph`] when the graph is destroyed.
+/// The addresses one graph holds; returned by `DevicePool::end_capture` and given back to
+/// `DevicePool::release_graph` when the graph is destroyed.
 #[derive(Debug, Default)]
 pub struct GraphRefs(Vec<u64>);
 
