@@ -194,32 +194,6 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Host round trip of [`Self::map_device`]: upload, map into a NaN-poisoned buffer,
-    /// download into `out`.
-    pub fn map_host<T: Element>(&self, op: MapOp, x: &[T], out: &mut [T]) -> Result<()> {
-        op.validate()?;
-        check_same_len(op.name(), x.len(), out.len())?;
-        if x.is_empty() {
-            return Ok(());
-        }
-        let dx = self.upload_slice(x)?;
-        let mut dy = self.alloc_poisoned_as::<T>(x.len())?;
-        self.map_device(op, &dx, &mut dy)?;
-        dy.copy_to_host(out, self.stream())
-    }
-
-    /// Host round trip of [`Self::axpy_device`].
-    pub fn axpy_host<T: Element>(&self, a: f32, x: &[T], y: &mut [T]) -> Result<()> {
-        check_same_len("axpy", x.len(), y.len())?;
-        if x.is_empty() {
-            return Ok(());
-        }
-        let dx = self.upload_slice(x)?;
-        let mut dy = self.upload_slice(y)?;
-        self.axpy_device(a, &dx, &mut dy)?;
-        dy.copy_to_host(y, self.stream())
-    }
-
     fn device_name(&self) -> String {
         format!("cuda:{}", self.info().desc.ordinal)
     }

@@ -23,7 +23,7 @@ mod transpose;
 use crate::kernels::KernelId;
 use crate::CudaBackend;
 use cudarc::driver::DeviceRepr;
-use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
+use kiln_core::imaging::BoundaryMode;
 use kiln_core::{Error, Result};
 
 /// 2-D weights by value (the kernel-parameter constant bank): up to 31×31.
@@ -112,46 +112,5 @@ fn grid(n: usize) -> u32 {
 impl CudaBackend {
     fn launch_err(&self, k: KernelId, e: cudarc::driver::result::DriverError) -> Error {
         crate::cuda_err(k.symbol(), &format!("cuda:{}", self.info().desc.ordinal), e)
-    }
-
-    /// `filter2d` of `shape = [n, h, w]` contiguous planes from host memory into `out`:
-    /// the separable passes when `sep` is given, the direct sum otherwise.
-    pub fn filter2d_host(
-        &self,
-        src: &[f32],
-        shape: [usize; 3],
-        kernel: &Kernel2D,
-        mode: BoundaryMode,
-        sep: Option<&Separable>,
-        out: &mut [f32],
-    ) -> Result<()> {
-        check_shape("filter2d", shape, src.len(), out.len())?;
-        let s = self.upload(src)?;
-        let mut d = self.alloc_poisoned(src.len())?;
-        match sep {
-            Some(sep) => self.separable_device(&s, &mut d, shape, sep, 1, mode)?,
-            None => self.filter2d_direct_device(&s, &mut d, shape, kernel, mode)?,
-        }
-        self.download(&d, out)
-    }
-
-    /// `filter3d` of a `(d, h, w)` volume from host memory into `out`; see [`Self::filter2d_host`].
-    pub fn filter3d_host(
-        &self,
-        src: &[f32],
-        shape: [usize; 3],
-        kernel: &Kernel3D,
-        mode: BoundaryMode,
-        sep: Option<&Separable>,
-        out: &mut [f32],
-    ) -> Result<()> {
-        check_shape("filter3d", shape, src.len(), out.len())?;
-        let s = self.upload(src)?;
-        let mut d = self.alloc_poisoned(src.len())?;
-        match sep {
-            Some(sep) => self.separable_device(&s, &mut d, shape, sep, 0, mode)?,
-            None => self.filter3d_direct_device(&s, &mut d, shape, kernel, mode)?,
-        }
-        self.download(&d, out)
     }
 }

@@ -72,20 +72,4 @@ impl CudaBackend {
         unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
         Ok(())
     }
-
-    /// Host round trip of [`Self::transpose_device`] (output poisoned with NaN first).
-    pub fn transpose_host<T: Element>(&self, x: &[T], rows: usize, cols: usize, out: &mut [T]) -> Result<()> {
-        let n = rows
-            .checked_mul(cols)
-            .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
-        kiln_core::backend::check_same_len("transpose input", n, x.len())?;
-        kiln_core::backend::check_same_len("transpose output", n, out.len())?;
-        if n == 0 {
-            return Ok(());
-        }
-        let dx = self.upload_slice(x)?;
-        let mut dy = self.alloc_poisoned_as::<T>(n)?;
-        self.transpose_device(&dx, rows, cols, &mut dy)?;
-        dy.copy_to_host(out, self.stream())
-    }
 }
