@@ -20,21 +20,8 @@ impl CudaBackend {
                 "both buffers must be allocated on kiln's stream",
             ));
         }
-        if src.is_empty() {
-            return Ok(());
-        }
-        let dev = format!("cuda:{}", self.info().desc.ordinal);
-        self.stream()
-            .context()
-            .bind_to_thread()
-            .map_err(|e| crate::cuda_err("bind", &dev, e))?;
-        let bytes = src.len() * std::mem::size_of::<T>();
-        // SAFETY: both blocks hold exactly `len` elements of T (checked equal above), so
-        // `bytes` is in range for each; they are distinct allocations (one `&`, one `&mut`);
-        // both were allocated on this stream (checked), so a freed block is reused only by
-        // work ordered after this copy.
-        unsafe { result::memcpy_dtod_async(dst.device_ptr(), src.device_ptr(), bytes, ours) }
-            .map_err(|e| crate::cuda_err("cuMemcpyDtoDAsync", &dev, e))
+        // the copy itself is copy_device_any's (on the current stream, which is kiln's here)
+        self.copy_device_any(src, dst)
     }
 }
 
