@@ -52,6 +52,11 @@ struct Cli {
     /// on stderr at exit instead (KILN_PROFILE=json: JSON on stderr).
     #[arg(long, global = true, value_name = "FILE")]
     profile_json: Option<PathBuf>,
+    /// Sync every output file to disk (fsync) before renaming it into place, so it survives
+    /// a power loss. Off by default (outputs are still written atomically: a crash leaves the
+    /// old file or the complete new one). Also KILN_SYNC=1.
+    #[arg(long, global = true, env = "KILN_SYNC")]
+    sync: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -140,6 +145,7 @@ fn main() -> ExitCode {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    kiln_io::set_durable_writes(cli.sync);
     if cli.profile_json.is_some() {
         kiln::profiler().set_enabled(true);
     }

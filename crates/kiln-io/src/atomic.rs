@@ -1,12 +1,32 @@
-//! Atomic file replacement: write a temporary file next to the target, sync it, rename it
-//! into place. A failure at any point drops the temporary file (tempfile deletes it), so the
+//! Atomic file replacement: write a temporary file next to the target, rename it into
+//! place. A failure at any point drops the temporary file (tempfile deletes it), so the
 //! target is either the complete new file or untouched.
+//!
+//! Durability against power loss is a separate, process-wide choice
+//! ([`set_durable_writes`]): when on, the file is synced (`fsync`) before the rename, so a
+//! crash of the machine cannot leave the new name on unwritten blocks. It is off by default,
+//! as for `numpy.save`, PIL and `cp`: on the H200 machine the sync of a 256 MiB `.npy` cost
+//! 0.18 s of a 0.71 s `kiln filter2d`. The job service turns it on; the CLI's `--sync` too.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use crate::error::{IoError, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static DURABLE: AtomicBool = AtomicBool::new(false);
+
+/// Whether every file kiln-io writes from now on is synced to disk before it is renamed
+/// into place (off by default; see the module docs).
+pub fn set_durable_writes(on: bool) {
+    DURABLE.store(on, Ordering::Relaxed);
+}
+
+/// Whether writes are synced before the rename ([`set_durable_writes`]).
+pub fn durable_writes() -> bool {
+    DURABLE.load(Ordering::Relaxed)
+}
 
 /// Writes `path` atomically through a buffered writer on the temporary file.
 ///
@@ -50,8 +70,10 @@ where
         ),
     })?;
     write(&tmp)?;
-    // Sync before the rename so a crash cannot leave the new name on unwritten blocks.
-    tmp.as_file().sync_all().map_err(|e| IoError::os(path, e))?;
+    if durable_writes() {
+        // Sync before the rename so a crash cannot leave the new name on unwritten blocks.
+        tmp.as_file().sync_all().map_err(|e| IoError::os(path, e))?;
+    }
     tmp.persist(path).map_err(|e| IoError::os(path, e.error))?;
     Ok(())
 }

@@ -52,6 +52,7 @@ use std::path::Path;
 
 use ndarray::{ArrayBase, Axis, Data, Dimension, Ix3};
 
+pub use atomic::{durable_writes, set_durable_writes};
 pub use error::{IoError, Result};
 pub use nifti::{Extender, Extension, ExtensionSequence, NiftiHeader, NiftiType};
 pub use npy::{open_npy, read_npy, read_npy_f64, write_npy, NpyArray, NpyDtype, NpyFile};

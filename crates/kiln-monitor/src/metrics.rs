@@ -42,14 +42,6 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct XidLabels {
-    gpu: String,
-    uuid: String,
-    model: String,
-    xid: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProcessLabels {
     gpu: String,
     uuid: String,
@@ -234,7 +226,8 @@ struct GpuFamilies {
     ecc_uncorrected: C,
     pcie_tx: G,
     pcie_rx: G,
-    xid: Family<XidLabels, Counter>,
+    xid: C,
+    last_xid: G,
     process_mem: Family<ProcessLabels, Gauge<f64, AtomicU64>>,
 }
 
@@ -278,6 +271,7 @@ pub const GPU_METRICS: &[(&str, &str)] = &[
     ("kiln_gpu_pcie_tx_bytes_per_second", "gauge"),
     ("kiln_gpu_pcie_rx_bytes_per_second", "gauge"),
     ("kiln_gpu_xid_errors_total", "counter"),
+    ("kiln_gpu_last_xid", "gauge"),
     ("kiln_gpu_process_memory_bytes", "gauge"),
 ];
 
@@ -309,7 +303,8 @@ impl Metrics {
             ecc_uncorrected: C::default(),
             pcie_tx: G::default(),
             pcie_rx: G::default(),
-            xid: Family::default(),
+            xid: C::default(),
+            last_xid: G::default(),
             process_mem: Family::default(),
         };
         r.register(
@@ -387,8 +382,13 @@ impl Metrics {
         );
         r.register(
             "kiln_gpu_xid_errors",
-            "Critical Xid events seen by this exporter, by code",
+            "Critical Xid events seen by this exporter (present where NVML's event set watches the GPU)",
             gpu.xid.clone(),
+        );
+        r.register(
+            "kiln_gpu_last_xid",
+            "Code of the last critical Xid seen, 0 for none (DCGM_FI_DEV_XID_ERRORS)",
+            gpu.last_xid.clone(),
         );
         r.register(
             "kiln_gpu_process_memory_bytes",
@@ -518,15 +518,9 @@ impl Metrics {
             counter(&g.ecc_uncorrected, &l, b(d.ecc_uncorrected));
             gauge(&g.pcie_tx, &l, f(d.pcie_tx_kbps).map(|k| k * 1e3));
             gauge(&g.pcie_rx, &l, f(d.pcie_rx_kbps).map(|k| k * 1e3));
-            for (code, n) in &d.xid_counts {
-                let xl = XidLabels {
-                    gpu: l.gpu.clone(),
-                    uuid: l.uuid.clone(),
-                    model: l.model.clone(),
-                    xid: code.to_string(),
-                };
-                g.xid.get_or_create(&xl).inner().store(*n, Ordering::Relaxed);
-            }
+            let watched = d.xid_watched || !d.xid_counts.is_empty();
+            counter(&g.xid, &l, watched.then(|| d.xid_total() as f64));
+            gauge(&g.last_xid, &l, watched.then(|| d.last_xid.unwrap_or(0) as f64));
             for p in &d.processes {
                 let pl = ProcessLabels {
                     gpu: l.gpu.clone(),

@@ -69,7 +69,7 @@ enum Field {
     PcieTx,
     PcieRx,
     Processes,
-    PcieCounters,
+    Batched,
 }
 
 struct DeviceState {
@@ -79,6 +79,8 @@ struct DeviceState {
     model: String,
     unsupported: u32,
     xid_counts: BTreeMap<u64, u64>,
+    xid_watched: bool,
+    last_xid: Option<u64>,
     /// The last PCIe byte counters read: (NVML timestamp in µs, tx bytes, rx bytes).
     pcie_prev: Option<(i64, u64, u64)>,
 }
@@ -151,10 +153,12 @@ impl Sampler {
                 model,
                 unsupported: 0,
                 xid_counts: BTreeMap::new(),
+                xid_watched: false,
+                last_xid: None,
                 pcie_prev: None,
             });
         }
-        s.events = register_xid_events(nvml, &s.devices);
+        s.events = register_xid_events(nvml, &mut s.devices);
         s
     }
 
@@ -207,6 +211,7 @@ impl Sampler {
                     if let Some(d) = self.devices.iter_mut().find(|d| Some(d.index) == index) {
                         tracing::warn!(gpu = d.index, xid = code, "Xid {code} on GPU {}", d.index);
                         *d.xid_counts.entry(code).or_insert(0) += 1;
+                        d.last_xid = Some(code);
                     }
                 }
                 Err(NvmlError::Timeout) => break,
@@ -219,7 +224,7 @@ impl Sampler {
     }
 }
 
-fn register_xid_events(nvml: &'static Nvml, devices: &[DeviceState]) -> Option<EventSet<'static>> {
+fn register_xid_events(nvml: &'static Nvml, devices: &mut [DeviceState]) -> Option<EventSet<'static>> {
     if devices.is_empty() {
         return None;
     }
@@ -233,7 +238,10 @@ fn register_xid_events(nvml: &'static Nvml, devices: &[DeviceState]) -> Option<E
     for d in devices {
         #[cfg(target_os = "linux")]
         match d.device.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
-            Ok(s) => set = s,
+            Ok(s) => {
+                set = s;
+                d.xid_watched = true;
+            }
             Err(e) => {
                 tracing::debug!("GPU {}: Xid events unavailable ({e})", d.index);
                 // The failed call released the set; start a new one for the next device.
@@ -287,53 +295,88 @@ fn rate_kbps(prev: Option<(i64, u64)>, now: (i64, u64)) -> Option<u32> {
     Some((per_s / 1e3).min(u32::MAX as f64) as u32)
 }
 
-/// PCIe throughput. `nvmlDeviceGetPcieThroughput` samples the link for 20 ms a call, so
-/// reading both directions cost ~40 ms of each ~48 ms sample on the H200 (2026-12-03);
-/// kiln reads the cumulative byte counters (`NVML_FI_DEV_PCIE_COUNT_{TX,RX}_BYTES`, one
-/// cheap `nvmlDeviceGetFieldValues` call) and takes the rate between ticks, falling back to
-/// the sampling calls only where the counters are unsupported. The first tick has no rate.
-fn pcie_rates(d: &mut DeviceState) -> (Option<u32>, Option<u32>) {
+/// What one `nvmlDeviceGetFieldValues` call reads each tick.
+#[derive(Default)]
+struct Batch {
+    /// PCIe byte counters (NVML timestamp µs, bytes): transmit, receive.
+    tx: Option<(i64, u64)>,
+    rx: Option<(i64, u64)>,
+    /// Energy since the driver loaded, mJ.
+    energy_mj: Option<u64>,
+    /// Volatile ECC totals: corrected (single-bit), uncorrected (double-bit).
+    ecc_corrected: Option<u64>,
+    ecc_uncorrected: Option<u64>,
+}
+
+/// PCIe byte counters, energy and ECC totals in one `nvmlDeviceGetFieldValues` call.
+/// Measured 2026-12-03 on the H200: `nvmlDeviceGetPcieThroughput` samples the link for
+/// 20 ms a call (two a tick were ~40 of a 48 ms sample), `nvmlDeviceGetTotalEnergyConsumption`
+/// costs 3.1 ms and each ECC total 0.17 ms, while a field-values call cost 0.16 ms. A field
+/// the call cannot give is read by its own call instead (and PCIe by the sampling calls
+/// only where the counters are unsupported).
+fn read_batch(d: &mut DeviceState) -> Batch {
     use nvml_wrapper::enums::device::SampleValue;
     use nvml_wrapper::structs::device::FieldId;
     use nvml_wrapper::sys_exports::field_id::{
-        NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+        NVML_FI_DEV_ECC_DBE_VOL_TOTAL, NVML_FI_DEV_ECC_SBE_VOL_TOTAL, NVML_FI_DEV_PCIE_COUNT_RX_BYTES,
+        NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
     };
     let ids = [
         FieldId(NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
         FieldId(NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+        FieldId(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION),
+        FieldId(NVML_FI_DEV_ECC_SBE_VOL_TOTAL),
+        FieldId(NVML_FI_DEV_ECC_DBE_VOL_TOTAL),
     ];
-    let counters = read(d, Field::PcieCounters, |x| {
-        let mut out = [(0i64, 0u64); 2];
-        for (o, s) in out.iter_mut().zip(x.field_values_for(&ids)?) {
-            let s = s?;
-            let v = match s.value? {
-                SampleValue::U64(v) => v,
-                SampleValue::U32(v) => u64::from(v),
-                SampleValue::I64(v) => v.max(0) as u64,
-                SampleValue::F64(v) => v.max(0.0) as u64,
-            };
-            *o = (s.timestamp, v);
-        }
-        Ok::<_, NvmlError>(out)
-    });
-    match counters {
-        Some([(t, tx), (_, rx)]) => {
+    let values = read(d, Field::Batched, |x| {
+        Ok::<_, NvmlError>(
+            x.field_values_for(&ids)?
+                .into_iter()
+                .map(|s| {
+                    let s = s.ok()?;
+                    let v = match s.value.ok()? {
+                        SampleValue::U64(v) => v,
+                        SampleValue::U32(v) => u64::from(v),
+                        SampleValue::I64(v) => v.max(0) as u64,
+                        SampleValue::F64(v) => v.max(0.0) as u64,
+                    };
+                    Some((s.timestamp, v))
+                })
+                .collect::<Vec<_>>(),
+        )
+    })
+    .unwrap_or_default();
+    let at = |i: usize| values.get(i).copied().flatten();
+    Batch {
+        tx: at(0),
+        rx: at(1),
+        energy_mj: at(2).map(|v| v.1),
+        ecc_corrected: at(3).map(|v| v.1),
+        ecc_uncorrected: at(4).map(|v| v.1),
+    }
+}
+
+/// PCIe throughput from the batch's byte counters: the rate between ticks (none on the
+/// first). Where the counters are missing, NVML's 20 ms sampling calls.
+fn pcie_rates(d: &mut DeviceState, b: &Batch) -> (Option<u32>, Option<u32>) {
+    match (b.tx, b.rx) {
+        (Some((t, tx)), Some((_, rx))) => {
             let prev = d.pcie_prev.replace((t, tx, rx));
             (
                 rate_kbps(prev.map(|p| (p.0, p.1)), (t, tx)),
                 rate_kbps(prev.map(|p| (p.0, p.2)), (t, rx)),
             )
         }
-        None if d.unsupported & (1 << Field::PcieCounters as u32) != 0 => (
+        _ => (
             read(d, Field::PcieTx, |x| x.pcie_throughput(PcieUtilCounter::Send)),
             read(d, Field::PcieRx, |x| x.pcie_throughput(PcieUtilCounter::Receive)),
         ),
-        None => (None, None),
     }
 }
 
 fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSample {
-    let (pcie_tx, pcie_rx) = pcie_rates(d);
+    let batch = read_batch(d);
+    let (pcie_tx, pcie_rx) = pcie_rates(d, &batch);
     let util = read(d, Field::Utilization, |x| x.utilization_rates());
     let mem = read(d, Field::Memory, |x| x.memory_info());
     let throttle = read(d, Field::Throttle, |x| x.current_throttle_reasons());
@@ -354,22 +397,31 @@ fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSampl
         temperature_c: read(d, Field::Temperature, |x| x.temperature(TemperatureSensor::Gpu)),
         power_w: read(d, Field::Power, |x| x.power_usage()).map(|mw| mw as f64 / 1e3),
         power_limit_w: read(d, Field::PowerLimit, |x| x.enforced_power_limit()).map(|mw| mw as f64 / 1e3),
-        energy_j: read(d, Field::Energy, |x| x.total_energy_consumption()).map(|mj| mj as f64 / 1e3),
+        energy_j: batch
+            .energy_mj
+            .or_else(|| read(d, Field::Energy, |x| x.total_energy_consumption()))
+            .map(|mj| mj as f64 / 1e3),
         sm_clock_mhz: read(d, Field::SmClock, |x| x.clock_info(Clock::SM)),
         mem_clock_mhz: read(d, Field::MemClock, |x| x.clock_info(Clock::Memory)),
         throttle_mask: throttle.map(|t| t.bits()),
         throttle_reasons: throttle
             .map(|t| t.iter_names().map(|(n, _)| n.to_ascii_lowercase()).collect())
             .unwrap_or_default(),
-        ecc_corrected: read(d, Field::EccCorrected, |x| {
-            x.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+        ecc_corrected: batch.ecc_corrected.or_else(|| {
+            read(d, Field::EccCorrected, |x| {
+                x.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+            })
         }),
-        ecc_uncorrected: read(d, Field::EccUncorrected, |x| {
-            x.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+        ecc_uncorrected: batch.ecc_uncorrected.or_else(|| {
+            read(d, Field::EccUncorrected, |x| {
+                x.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            })
         }),
         pcie_tx_kbps: pcie_tx,
         pcie_rx_kbps: pcie_rx,
         xid_counts: d.xid_counts.clone(),
+        xid_watched: d.xid_watched,
+        last_xid: d.last_xid,
         processes: procs
             .into_iter()
             .map(|p| {

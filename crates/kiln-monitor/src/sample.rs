@@ -89,6 +89,13 @@ pub struct GpuSample {
     pub pcie_rx_kbps: Option<u32>,
     /// Critical Xid events seen since the sampler started, by Xid code.
     pub xid_counts: BTreeMap<u64, u64>,
+    /// Whether Xid events are watched on this GPU (NVML event set registered): where not,
+    /// `xid_counts` stays empty for want of a source, not for want of errors.
+    #[serde(default)]
+    pub xid_watched: bool,
+    /// The code of the last critical Xid seen (DCGM's `DCGM_FI_DEV_XID_ERRORS`), if any.
+    #[serde(default)]
+    pub last_xid: Option<u64>,
     /// Processes holding a compute context on this GPU (filled where attribution is on).
     pub processes: Vec<GpuProcess>,
 }

@@ -27,7 +27,9 @@ fn scripted_gpu() -> GpuSample {
         ecc_uncorrected: Some(0),
         pcie_tx_kbps: Some(1000),
         pcie_rx_kbps: Some(2000),
-        xid_counts: [(79u64, 2u64)].into_iter().collect(),
+        xid_counts: [(79u64, 2u64), (13, 1)].into_iter().collect(),
+        xid_watched: true,
+        last_xid: Some(79),
         processes: vec![GpuProcess {
             pid: 42,
             used_memory_bytes: Some(1 << 30),
@@ -109,7 +111,10 @@ fn every_gpu_metric_is_exposed_with_its_labels_and_type() {
     assert!(matches!(get("kiln_gpu_power_usage_watts").value, Value::Gauge(v) if v == 612.5));
     assert!(matches!(get("kiln_gpu_memory_used_bytes").value, Value::Gauge(v) if v == (100u64 << 30) as f64));
     assert!(matches!(get("kiln_gpu_pcie_rx_bytes_per_second").value, Value::Gauge(v) if v == 2e6));
-    assert_eq!(get("kiln_gpu_xid_errors_total").labels.get("xid"), Some("79"));
+    assert!(
+        matches!(get("kiln_gpu_xid_errors_total").value, Value::Untyped(v) | Value::Counter(v) if v == 3.0)
+    );
+    assert!(matches!(get("kiln_gpu_last_xid").value, Value::Gauge(v) if v == 79.0));
     // every reason NVML names is exported, 1 when active, 0 otherwise
     let reason = |r: &str| {
         scrape

@@ -85,3 +85,124 @@ fn sampling_cost() {
     let pct = 100.0 * cpu / t0.elapsed().as_secs_f64();
     println!("sampler CPU at a 1 s period: {pct:.3}% of a core (goal <= 1%; /proc tick is 10 ms, so < 0.1% reads as 0)");
 }
+
+/// The cost of each NVML call the sampler makes, one GPU, median of 50 calls each: where a
+/// sample's time goes. Run with the sampling cost above.
+#[test]
+#[ignore = "GPU bench: prints each NVML call's cost"]
+fn per_field_cost() {
+    use nvml_wrapper::enum_wrappers::device::ClockId;
+    use nvml_wrapper::enum_wrappers::device::{
+        Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
+    };
+    use nvml_wrapper::structs::device::FieldId;
+    use nvml_wrapper::sys_exports::field_id::{
+        NVML_FI_DEV_ECC_DBE_VOL_TOTAL, NVML_FI_DEV_ECC_SBE_VOL_TOTAL, NVML_FI_DEV_PCIE_COUNT_RX_BYTES,
+        NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+    };
+    if sampler_or_skip().is_none() {
+        return;
+    }
+    let nvml = nvml_wrapper::Nvml::init().unwrap();
+    let d = nvml.device_by_index(0).unwrap();
+    let ids = [
+        FieldId(NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
+        FieldId(NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+    ];
+    let batch = [
+        FieldId(NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
+        FieldId(NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+        FieldId(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION),
+        FieldId(NVML_FI_DEV_ECC_SBE_VOL_TOTAL),
+        FieldId(NVML_FI_DEV_ECC_DBE_VOL_TOTAL),
+    ];
+    let energy = [FieldId(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION)];
+    let power = [FieldId(NVML_FI_DEV_POWER_INSTANT)];
+    let all_ok = |ids: &[FieldId]| {
+        d.field_values_for(ids)
+            .map(|v| v.iter().all(|s| s.is_ok()))
+            .unwrap_or(false)
+    };
+    type Call<'a> = Box<dyn Fn() -> bool + 'a>;
+    let calls: Vec<(&str, Call)> = vec![
+        ("utilization_rates", Box::new(|| d.utilization_rates().is_ok())),
+        ("memory_info", Box::new(|| d.memory_info().is_ok())),
+        (
+            "temperature",
+            Box::new(|| d.temperature(TemperatureSensor::Gpu).is_ok()),
+        ),
+        ("power_usage", Box::new(|| d.power_usage().is_ok())),
+        (
+            "enforced_power_limit",
+            Box::new(|| d.enforced_power_limit().is_ok()),
+        ),
+        (
+            "total_energy_consumption",
+            Box::new(|| d.total_energy_consumption().is_ok()),
+        ),
+        ("clock_info SM", Box::new(|| d.clock_info(Clock::SM).is_ok())),
+        (
+            "clock_info Memory",
+            Box::new(|| d.clock_info(Clock::Memory).is_ok()),
+        ),
+        (
+            "current_throttle_reasons",
+            Box::new(|| d.current_throttle_reasons().is_ok()),
+        ),
+        (
+            "total_ecc_errors corrected",
+            Box::new(|| {
+                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+                    .is_ok()
+            }),
+        ),
+        (
+            "total_ecc_errors uncorrected",
+            Box::new(|| {
+                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+                    .is_ok()
+            }),
+        ),
+        (
+            "field_values PCIe counters",
+            Box::new(|| d.field_values_for(&ids).is_ok()),
+        ),
+        (
+            "pcie_throughput (20 ms window)",
+            Box::new(|| d.pcie_throughput(PcieUtilCounter::Send).is_ok()),
+        ),
+        ("field_values batch (sampler's 5)", Box::new(|| all_ok(&batch))),
+        ("field_values energy alone", Box::new(|| all_ok(&energy))),
+        ("field_values power instant", Box::new(|| all_ok(&power))),
+        (
+            "clock SM current",
+            Box::new(|| d.clock(Clock::SM, ClockId::Current).is_ok()),
+        ),
+        (
+            "max_clock_info SM",
+            Box::new(|| d.max_clock_info(Clock::SM).is_ok()),
+        ),
+        (
+            "running_compute_processes",
+            Box::new(|| d.running_compute_processes().is_ok()),
+        ),
+        ("uuid", Box::new(|| d.uuid().is_ok())),
+    ];
+    for (name, f) in &calls {
+        let ok = f();
+        let reps = if name.contains("20 ms") { 5 } else { 50 };
+        let mut t: Vec<f64> = (0..reps)
+            .map(|_| {
+                let s = Instant::now();
+                std::hint::black_box(f());
+                s.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        println!(
+            "FIELD {name:<34} {:>8.3} ms median{}",
+            t[reps / 2],
+            if ok { "" } else { " (unsupported)" }
+        );
+    }
+}

@@ -223,3 +223,136 @@ fn host_to_host_paths() {
         "kiln_io::read_npy -> tensor -> filter2d -> to_host_into -> write_npy (atomic), context up",
     );
 }
+
+/// Where the host-to-host map's time goes, and the variants that might cut it: host memcpy
+/// and first-touch costs alone, the staged pipeline at several chunk sizes and stream
+/// counts, and registering the caller's pages in place (`cuMemHostRegister`) instead of
+/// staging. Each variant is checked against the CPU before it is timed.
+#[test]
+#[ignore = "benchmark: run on the GPU machine"]
+fn host_path_variants() {
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_tensor::host_path_variants") else {
+        return;
+    };
+    let dev = rt.cuda().unwrap();
+    let n = 1usize << 28;
+    let bytes = (n * 4) as f64;
+    let x = testing::random_f32(n, -8.0, 8.0, 3);
+    let want = Runtime::cpu().sigmoid(&x).unwrap();
+    let op = MapOp::Unary(UnaryOp::Sigmoid);
+    let check = |got: &[f32], what: &str| {
+        let bad = got
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| (*a - *b).abs() > 1e-6)
+            .count();
+        assert_eq!(bad, 0, "{what}: {bad} elements differ from the CPU");
+    };
+    let ms = median_ms(3, || {
+        std::hint::black_box(kiln::cuda::transfer::host_vec::<f32>(n));
+    });
+    row(
+        "host_vec_1GiB_alloc_prefault",
+        ms,
+        bytes,
+        "host_vec: THP advice + parallel first touch",
+    );
+    let ms = median_ms(3, || {
+        std::hint::black_box(vec![0.0f32; n]);
+    });
+    row(
+        "vec_zeroed_1GiB",
+        ms,
+        bytes,
+        "vec![0.0; n] (calloc: lazily zeroed pages, untouched)",
+    );
+    let mut out = kiln::cuda::transfer::host_vec::<f32>(n);
+    let ms = median_ms(3, || kiln::cuda::transfer::par_copy(&mut out, &x));
+    row(
+        "par_copy_1GiB",
+        ms,
+        bytes,
+        "par_copy between two touched pageable buffers",
+    );
+    for (chunk_mib, streams) in [(4usize, 3usize), (8, 3), (16, 3), (32, 3), (8, 4), (16, 4)] {
+        let opts = PipelineOptions {
+            chunk_elems: (chunk_mib << 20) / 4,
+            streams,
+        };
+        out.fill(f32::NAN);
+        dev.map_pipelined(op, &x, &mut out, opts).unwrap();
+        check(&out, "staged pipeline");
+        let ms = median_ms(3, || {
+            dev.map_pipelined(op, &x, &mut out, opts).unwrap();
+        });
+        row(
+            &format!("staged_{chunk_mib}MiB_{streams}streams_into_existing"),
+            ms,
+            bytes,
+            "map_pipelined into a touched Vec",
+        );
+    }
+    let ctx = dev.stream().context().clone();
+    let ms = median_ms(3, || {
+        let r = kiln::cuda::transfer::Registered::new(&ctx, &x).unwrap();
+        drop(r);
+    });
+    row(
+        "register_unregister_1GiB_plain_vec",
+        ms,
+        bytes,
+        "cuMemHostRegister + Unregister, 4 KiB pages",
+    );
+    let ms = median_ms(3, || {
+        let r = kiln::cuda::transfer::Registered::new(&ctx, &out).unwrap();
+        drop(r);
+    });
+    row(
+        "register_unregister_1GiB_host_vec",
+        ms,
+        bytes,
+        "cuMemHostRegister + Unregister, THP-advised host_vec",
+    );
+    for chunk_mib in [16usize, 64] {
+        let opts = PipelineOptions {
+            chunk_elems: (chunk_mib << 20) / 4,
+            streams: 3,
+        };
+        out.fill(f32::NAN);
+        dev.map_pipelined_registered(op, &x, &mut out, opts).unwrap();
+        check(&out, "registered pipeline");
+        let ms = median_ms(3, || {
+            dev.map_pipelined_registered(op, &x, &mut out, opts).unwrap();
+        });
+        row(
+            &format!("registered_{chunk_mib}MiB_into_existing"),
+            ms,
+            bytes,
+            "register x and out in place, DMA directly, unregister",
+        );
+    }
+    let ms = median_ms(3, || {
+        let mut o = kiln::cuda::transfer::host_vec::<f32>(n);
+        dev.map_pipelined_registered(op, &x, &mut o, PipelineOptions::default())
+            .unwrap();
+        std::hint::black_box(o);
+    });
+    row(
+        "registered_new_host_vec",
+        ms,
+        bytes,
+        "host_vec output + registered pipeline (what rt.sigmoid would do)",
+    );
+    let ms = median_ms(3, || {
+        let mut o: Vec<f32> = vec![0.0f32; n];
+        dev.map_pipelined_registered(op, &x, &mut o, PipelineOptions::default())
+            .unwrap();
+        std::hint::black_box(o);
+    });
+    row(
+        "registered_new_calloc_vec",
+        ms,
+        bytes,
+        "vec![0.0; n] output (untouched pages) + registered pipeline",
+    );
+}

@@ -87,6 +87,16 @@ fn a_reader_on_another_stream_waits_for_the_writer_and_races_without_the_wait() 
         .unwrap()
         .unwrap();
     v.synchronize().unwrap();
+    // Load both kernels first, on a small volume (other pool blocks): loading a module at
+    // its first launch can wait for the device, which would hide the race below.
+    let small = rt
+        .tensor(&testing::random_f32(512, 0.0, 1.0, 9), &[8, 8, 8])
+        .unwrap();
+    slow_volume(&small)
+        .scale_shift(2.0, 1.0)
+        .unwrap()
+        .synchronize()
+        .unwrap();
     // Without the wait first, on blocks no earlier result of this computation ever held
     // (so stale data cannot pass for the answer); the reference last, on one stream.
     let mut results = Vec::new();
