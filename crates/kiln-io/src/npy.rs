@@ -161,7 +161,89 @@ where
     D: Dimension,
 {
     let path = path.as_ref();
-    write_npy_as(path, array)
+    match array.as_slice() {
+        Some(s) => write_npy_raw(path, "<f4", array.shape(), bytes_of(s)),
+        None => write_npy_as(path, array),
+    }
+}
+
+/// The bytes of a slice of plain numbers, in the host's order (little-endian: the only
+/// targets kiln builds for; NPY's `<` descriptors say so).
+fn bytes_of<T: bytemuck::Pod>(s: &[T]) -> &[u8] {
+    const {
+        assert!(
+            cfg!(target_endian = "little"),
+            "NPY writing assumes a little-endian host"
+        )
+    };
+    bytemuck::cast_slice(s)
+}
+
+/// The NPY v1.0 header for C-ordered `descr` data of `shape`, padded with spaces to a
+/// multiple of 64 bytes and ending in a newline, as NumPy writes it.
+fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
+    let dims = match shape {
+        [] => "()".to_string(),
+        [n] => format!("({n},)"),
+        s => format!(
+            "({})",
+            s.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    let unpadded = 10 + dict.len() + 1;
+    let len = unpadded.next_multiple_of(64);
+    let mut h = Vec::with_capacity(len);
+    h.extend_from_slice(b"\x93NUMPY\x01\x00");
+    h.extend_from_slice(&((len - 10) as u16).to_le_bytes());
+    h.extend_from_slice(dict.as_bytes());
+    h.resize(len - 1, b' ');
+    h.push(b'\n');
+    h
+}
+
+/// Writes an `.npy` of C-ordered little-endian `data` atomically, the data by several
+/// threads at once (positioned writes into the preallocated temporary file). Written by hand
+/// rather than through ndarray-npy, whose writer streams through one `Write`: on the H200
+/// machine writing a 256 MiB result that way took 0.26 s of a 0.64 s `kiln filter2d`.
+fn write_npy_raw(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let header = npy_header(descr, shape);
+    if header.len() >= 1 << 16 {
+        return Err(IoError::Encode {
+            path: path.to_owned(),
+            format: "NPY",
+            reason: format!("shape {shape:?} needs a header over 64 KiB"),
+        });
+    }
+    crate::atomic::write_atomic_path(path, ".npy", |tmp| {
+        let f = tmp.as_file();
+        let os = |e| IoError::os(path, e);
+        f.set_len((header.len() + data.len()) as u64).map_err(os)?;
+        f.write_all_at(&header, 0).map_err(os)?;
+        const PIECE: usize = 8 << 20;
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(data.len().div_ceil(PIECE))
+            .clamp(1, 8);
+        let per = data.len().div_ceil(threads).next_multiple_of(4096).max(1);
+        let base = header.len() as u64;
+        std::thread::scope(|s| {
+            let jobs: Vec<_> = data
+                .chunks(per)
+                .enumerate()
+                .map(|(i, c)| s.spawn(move || f.write_all_at(c, base + (i * per) as u64)))
+                .collect();
+            jobs.into_iter()
+                .map(|j| {
+                    j.join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("a writer thread panicked")))
+                })
+                .collect::<std::io::Result<()>>()
+        })
+        .map_err(os)
+    })
 }
 
 /// Writes any element type `ndarray-npy` can write (used for u8/u16 images).
@@ -194,11 +276,42 @@ pub(crate) fn write_npy_samples(path: &Path, shape: &[usize], samples: SamplesRe
         format: "NPY",
         reason: format!("{} samples do not fill shape {shape:?}: {e}", samples.len()),
     };
+    let dims = shape;
     let shape = IxDyn(shape);
     match samples {
-        SamplesRef::U8(v) => write_npy_as(path, &ArrayViewD::from_shape(shape, v).map_err(bad)?),
-        SamplesRef::U16(v) => write_npy_as(path, &ArrayViewD::from_shape(shape, v).map_err(bad)?),
-        SamplesRef::F32(v) => write_npy_as(path, &ArrayViewD::from_shape(shape, v).map_err(bad)?),
+        SamplesRef::U8(v) => write_npy_raw(
+            path,
+            "|u1",
+            dims,
+            bytes_of(
+                ArrayViewD::from_shape(shape, v)
+                    .map_err(bad)?
+                    .as_slice()
+                    .unwrap_or(v),
+            ),
+        ),
+        SamplesRef::U16(v) => write_npy_raw(
+            path,
+            "<u2",
+            dims,
+            bytes_of(
+                ArrayViewD::from_shape(shape, v)
+                    .map_err(bad)?
+                    .as_slice()
+                    .unwrap_or(v),
+            ),
+        ),
+        SamplesRef::F32(v) => write_npy_raw(
+            path,
+            "<f4",
+            dims,
+            bytes_of(
+                ArrayViewD::from_shape(shape, v)
+                    .map_err(bad)?
+                    .as_slice()
+                    .unwrap_or(v),
+            ),
+        ),
     }
 }
 
@@ -429,4 +542,33 @@ fn parse_header(bytes: &[u8]) -> std::result::Result<Header, String> {
         shape,
         data_offset: end,
     })
+}
+
+#[cfg(test)]
+mod parallel_write_tests {
+    use super::*;
+    use ndarray_npy::ReadNpyExt;
+
+    /// The hand-written header and the threaded data writes give files NumPy's readers take:
+    /// ndarray-npy reads them back equal, at sizes with 1, 2 and 3 dimensions, odd lengths,
+    /// and a payload over one writer thread's piece.
+    #[test]
+    fn parallel_npy_files_read_back_with_ndarray_npy() {
+        let dir = tempfile::tempdir().unwrap();
+        for shape in [vec![7usize], vec![3, 5], vec![2, 3, 5], vec![1531, 2053]] {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|i| (i as f32).sin()).collect();
+            let a = ndarray::ArrayD::from_shape_vec(IxDyn(&shape), v).unwrap();
+            let p = dir.path().join("a.npy");
+            write_npy(&p, &a).unwrap();
+            let bytes = std::fs::read(&p).unwrap();
+            assert_eq!((bytes[8] as usize + 10) % 64, 0, "header padded to 64 bytes");
+            let back = ndarray::ArrayD::<f32>::read_npy(std::fs::File::open(&p).unwrap()).unwrap();
+            assert_eq!(back, a, "shape {shape:?}");
+            let u: Vec<u16> = (0..n).map(|i| (i * 7 % 65536) as u16).collect();
+            write_npy_samples(&p, &shape, SamplesRef::U16(&u)).unwrap();
+            let back = ndarray::ArrayD::<u16>::read_npy(std::fs::File::open(&p).unwrap()).unwrap();
+            assert_eq!(back.as_slice().unwrap(), &u[..]);
+        }
+    }
 }
