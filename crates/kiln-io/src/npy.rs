@@ -180,7 +180,7 @@ fn bytes_of<T: bytemuck::Pod>(s: &[T]) -> &[u8] {
 }
 
 /// The NPY v1.0 header for C-ordered `descr` data of `shape`, padded with spaces to a
-/// multiple of 64 bytes and ending in a newline, as NumPy writes it.
+/// multiple of 64 bytes and ending in a newline: byte for byte what ndarray-npy writes.
 fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let dims = match shape {
         [] => "()".to_string(),
@@ -190,7 +190,7 @@ fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
             s.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
         ),
     };
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}}}");
     let unpadded = 10 + dict.len() + 1;
     let len = unpadded.next_multiple_of(64);
     let mut h = Vec::with_capacity(len);
@@ -235,12 +235,15 @@ fn write_npy_raw(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> Resu
                 .enumerate()
                 .map(|(i, c)| s.spawn(move || f.write_all_at(c, base + (i * per) as u64)))
                 .collect();
-            jobs.into_iter()
+            // every writer is joined (no early exit), then the first error is reported
+            let results: Vec<std::io::Result<()>> = jobs
+                .into_iter()
                 .map(|j| {
                     j.join()
                         .unwrap_or_else(|_| Err(std::io::Error::other("a writer thread panicked")))
                 })
-                .collect::<std::io::Result<()>>()
+                .collect();
+            results.into_iter().try_for_each(|r| r)
         })
         .map_err(os)
     })
