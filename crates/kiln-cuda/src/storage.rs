@@ -184,7 +184,7 @@ impl CudaStorage {
         owner: Box<dyn Send + Sync>,
     ) -> Self {
         let (pool, s) = (dev.pool(), dev.stream());
-        // SAFETY (all six arms): the caller guarantees `ptr` holds `len` elements of `dtype`
+        // SAFETY: (all six arms) the caller guarantees `ptr` holds `len` elements of `dtype`
         // on this device, valid while `owner` (moved into the buffer) lives.
         let data = unsafe {
             match dtype {

@@ -13,12 +13,16 @@
 //! (`CudaStorage::from_external`, holding the producer's deleter); host memory is copied
 //! into a CPU tensor, because kiln's CPU storage owns plain `Vec`s.
 
-use crate::errors::invalid;
 use crate::tensor::PyTensor;
 use crate::{runtime_on, IntoPy};
-use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned};
+use dlpark::ffi::{
+    DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned,
+};
 use dlpark::metadata::Dynamic;
-use dlpark::python::{consumer::stream, CudaStreamRequest, DlpackExporter, DlpackStream, ExportRequest, ImportRequest, StreamArg};
+use dlpark::python::{
+    consumer::stream, CudaStreamRequest, DlpackExporter, DlpackStream, ExportRequest, ImportRequest,
+    StreamArg,
+};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use kiln::{DType, Device, Runtime, Storage, Tensor};
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
@@ -118,7 +122,11 @@ fn cuda_py(e: cudarc::driver::DriverError) -> PyErr {
 /// Import any DLPack producer (or capsule) as a kiln tensor on the device it lives on
 /// (`want`: a device the caller requires, else a ValueError). CUDA memory is wrapped without
 /// a copy; host memory is copied.
-pub(crate) fn import(py: Python<'_>, obj: &Bound<'_, PyAny>, want: Option<Device>) -> PyResult<(Tensor, Arc<Runtime>)> {
+pub(crate) fn import(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    want: Option<Device>,
+) -> PyResult<(Tensor, Arc<Runtime>)> {
     let req = ImportRequest::new(obj.as_borrowed()).map_err(|e| {
         if obj.hasattr("__dlpack__").unwrap_or(false) {
             e
@@ -156,7 +164,9 @@ pub(crate) fn import(py: Python<'_>, obj: &Bound<'_, PyAny>, want: Option<Device
         }
         _ => req.import(None, None)?,
     };
-    let view = imported.validate().map_err(|e| PyValueError::new_err(format!("invalid DLPack tensor: {e}")))?;
+    let view = imported
+        .validate()
+        .map_err(|e| PyValueError::new_err(format!("invalid DLPack tensor: {e}")))?;
     let dev = kiln_device(view.device())?;
     if let Some(w) = want {
         if dev != w {
@@ -193,7 +203,9 @@ pub(crate) fn import(py: Python<'_>, obj: &Bound<'_, PyAny>, want: Option<Device
             // aligned (checked above); the producer keeps it valid until `owner` (its deleter)
             // is dropped, and it made the data ready on kiln's current stream (the stream we
             // passed to `__dlpack__`, or the wait in `wait_for_producer`).
-            let s = on_stream_storage(&rt, || unsafe { kiln::cuda::CudaStorage::from_external(c, dtype, base, n, owner) })?;
+            let s = on_stream_storage(&rt, || unsafe {
+                kiln::cuda::CudaStorage::from_external(c, dtype, base, n, owner)
+            })?;
             Tensor::from_parts(Storage::Cuda(s), &shape).py()?
         }
         (Device::Cpu, _) if n > 0 => {
@@ -218,12 +230,17 @@ fn on_stream_storage<R>(rt: &Arc<Runtime>, f: impl FnOnce() -> R) -> PyResult<R>
 ///
 /// `p` must address `n` initialised elements of `dtype`, aligned for it, valid for the call.
 unsafe fn copy_host(rt: &Runtime, dtype: DType, p: *const u8, n: usize, shape: &[usize]) -> PyResult<Tensor> {
-    unsafe fn copy<T: kiln::TensorElement>(rt: &Runtime, p: *const u8, n: usize, shape: &[usize]) -> PyResult<Tensor> {
+    unsafe fn copy<T: kiln::TensorElement>(
+        rt: &Runtime,
+        p: *const u8,
+        n: usize,
+        shape: &[usize],
+    ) -> PyResult<Tensor> {
         // SAFETY: the caller's contract: `n` aligned, initialised elements of T at `p`.
         let s = unsafe { std::slice::from_raw_parts(p as *const T, n) };
         rt.tensor_from_vec(s.to_vec(), shape).py()
     }
-    // SAFETY (every arm): forwarded from this function's contract, with T matching `dtype`.
+    // SAFETY: (every arm) forwarded from this function's contract, with T matching `dtype`.
     unsafe {
         match dtype {
             DType::F32 => copy::<f32>(rt, p, n, shape),
@@ -255,7 +272,9 @@ impl Drop for ExportOwner {
         // Order the block's reuse (on the writer stream) after the consumer's work so far.
         let ordered = (|| -> Result<(), cudarc::driver::DriverError> {
             writer.context().bind_to_thread()?;
-            let ev = writer.context().new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?;
+            let ev = writer
+                .context()
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?;
             // SAFETY: `consumer` is the stream the consumer passed to `__dlpack__` on this
             // device; if it has been destroyed since, the driver reports an error (handled).
             unsafe { cudarc::driver::result::event::record(ev.cu_event(), consumer as _) }?;
@@ -331,8 +350,14 @@ impl DlpackExporter for Exporter<'_> {
         // SAFETY: `consumer` is the stream the consumer passed for this device (or a default
         // stream sentinel, a valid handle for the driver API); the event is live and of the
         // same context. The wait is queued on the device: the host does not block.
-        unsafe { cudarc::driver::result::stream::wait_event(consumer as _, ev.cu_event(), cudarc::driver::sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-            .map_err(cuda_py)?;
+        unsafe {
+            cudarc::driver::result::stream::wait_event(
+                consumer as _,
+                ev.cu_event(),
+                cudarc::driver::sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(cuda_py)?;
         Ok(())
     }
 

@@ -60,7 +60,11 @@ fn price(
             p.vega.unwrap_or(nan),
             p.theta.unwrap_or(nan),
             p.rho.unwrap_or(nan),
-            if p.paths_used > 0 { p.price - 1.96 * p.std_error } else { p.price },
+            if p.paths_used > 0 {
+                p.price - 1.96 * p.std_error
+            } else {
+                p.price
+            },
         ];
         for (c, v) in cols.iter_mut().zip(row) {
             c.push(v);
@@ -68,9 +72,18 @@ fn price(
         used.push(p.paths_used);
     }
     let d = PyDict::new(py);
-    for (name, c) in ["price", "std_error", "delta", "gamma", "vega", "theta", "rho", "ci95_low"]
-        .iter()
-        .zip(cols)
+    for (name, c) in [
+        "price",
+        "std_error",
+        "delta",
+        "gamma",
+        "vega",
+        "theta",
+        "rho",
+        "ci95_low",
+    ]
+    .iter()
+    .zip(cols)
     {
         d.set_item(*name, c)?;
     }

@@ -14,7 +14,11 @@ use std::sync::Arc;
 
 /// `x` as a tensor (an imported array is wrapped, not copied, on a CUDA device), the runtime
 /// of its device, and the imported tensors to keep alive with the result.
-pub(crate) fn coerce(py: Python<'_>, x: &Bound<'_, PyAny>, want: Option<Device>) -> PyResult<(Tensor, Arc<Runtime>, Vec<Tensor>)> {
+pub(crate) fn coerce(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    want: Option<Device>,
+) -> PyResult<(Tensor, Arc<Runtime>, Vec<Tensor>)> {
     if let Ok(t) = x.cast::<PyTensor>() {
         let t = t.get();
         if let Some(w) = want {
@@ -28,12 +32,20 @@ pub(crate) fn coerce(py: Python<'_>, x: &Bound<'_, PyAny>, want: Option<Device>)
         return Ok((t.t.clone(), t.rt.clone(), Vec::new()));
     }
     let (t, rt) = import(py, x, want)?;
-    let keep = if t.device() == Device::Cpu { Vec::new() } else { vec![t.clone()] };
+    let keep = if t.device() == Device::Cpu {
+        Vec::new()
+    } else {
+        vec![t.clone()]
+    };
     Ok((t, rt, keep))
 }
 
 /// A second operand on `device`.
-pub(crate) fn operand(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<Device>) -> PyResult<(Tensor, Vec<Tensor>)> {
+pub(crate) fn operand(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    device: Option<Device>,
+) -> PyResult<(Tensor, Vec<Tensor>)> {
     let (t, _, keep) = coerce(py, x, device)?;
     Ok((t, keep))
 }
@@ -50,7 +62,11 @@ fn map(py: Python<'_>, x: &Bound<'_, PyAny>, op: &str, a: f32, b: f32) -> PyResu
         "exp" => MapOp::Unary(UnaryOp::Exp),
         "scale_shift" => MapOp::ScaleShift { a, b },
         "clamp" => MapOp::Clamp { lo: a, hi: b },
-        _ => return Err(invalid(format!("unknown op `{op}`; sigmoid, tanh, relu, exp, scale_shift, clamp"))),
+        _ => {
+            return Err(invalid(format!(
+                "unknown op `{op}`; sigmoid, tanh, relu, exp, scale_shift, clamp"
+            )))
+        }
     };
     let (t, rt, keep) = coerce(py, x, None)?;
     let out = run(py, &rt, || t.map(op))?;
@@ -195,7 +211,12 @@ fn filter3d(
 /// casts on the device.
 #[pyfunction]
 #[pyo3(signature = (x, device = None, dtype = None))]
-fn asarray(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<&str>, dtype: Option<&str>) -> PyResult<PyTensor> {
+fn asarray(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    device: Option<&str>,
+    dtype: Option<&str>,
+) -> PyResult<PyTensor> {
     let (t, rt, keep) = coerce(py, x, None)?;
     let target = match device {
         Some(d) => crate::runtime_for(py, d)?,

@@ -152,8 +152,10 @@ impl PyStream {
     #[getter]
     fn handle(&self) -> PyResult<usize> {
         let rt = self.rt.clone();
-        let h = crate::on_stream_of(&rt, &self.s, || rt.cuda().map(|c| c.stream().cu_stream() as usize))
-            .py()?;
+        let h = crate::on_stream_of(&rt, &self.s, || {
+            rt.cuda().map(|c| c.stream().cu_stream() as usize)
+        })
+        .py()?;
         Ok(h.unwrap_or(0))
     }
 
@@ -269,7 +271,10 @@ fn profiler_enable(on: bool) {
 /// `profiler_report()`: the aggregated ranges so far, as a dict.
 #[pyfunction]
 fn profiler_report(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    json_to_py(py, &serde_json::to_value(kiln::profiler().report()).map_err(json_err)?)
+    json_to_py(
+        py,
+        &serde_json::to_value(kiln::profiler().report()).map_err(json_err)?,
+    )
 }
 
 /// `profiler_reset()`: forget the ranges recorded so far.

@@ -24,7 +24,11 @@ pub struct PyTensor {
 
 impl PyTensor {
     pub(crate) fn new(t: Tensor, rt: Arc<Runtime>) -> Self {
-        PyTensor { t, rt, keep: Vec::new() }
+        PyTensor {
+            t,
+            rt,
+            keep: Vec::new(),
+        }
     }
 
     pub(crate) fn with_inputs(t: Tensor, rt: Arc<Runtime>, keep: Vec<Tensor>) -> Self {
