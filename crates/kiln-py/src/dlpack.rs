@@ -127,16 +127,13 @@ pub(crate) fn import(
     obj: &Bound<'_, PyAny>,
     want: Option<Device>,
 ) -> PyResult<(Tensor, Arc<Runtime>)> {
-    let req = ImportRequest::new(obj.as_borrowed()).map_err(|e| {
-        if obj.hasattr("__dlpack__").unwrap_or(false) {
-            e
-        } else {
-            PyTypeError::new_err(format!(
-                "expected a kiln.Tensor or an array with __dlpack__ (torch, cupy, numpy, jax), got {}",
-                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-            ))
-        }
-    })?;
+    let type_name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    if type_name != "PyCapsule" && !obj.hasattr("__dlpack__")? {
+        return Err(PyTypeError::new_err(format!(
+            "expected a kiln.Tensor or an array with __dlpack__ (torch, cupy, numpy, jax), got {type_name}"
+        )));
+    }
+    let req = ImportRequest::new(obj.as_borrowed())?;
     let device = match req.device() {
         Ok(d) => Some(kiln_device(d)?),
         Err(_) => None, // a capsule or a legacy producer: the device is known after import

@@ -56,11 +56,18 @@ pub(crate) fn runtime_for(py: Python<'_>, device: &str) -> PyResult<Arc<Runtime>
         })
         .py()?;
     let mut map = runtimes();
-    // the device's runtime if one exists already (one pool per device), else this one
-    let rt = map
-        .entry(rt.device().to_string())
-        .or_insert_with(|| Arc::new(rt))
-        .clone();
+    let rt = Arc::new(rt);
+    let dev_key = rt.device().to_string();
+    let rt = match (map.get(&dev_key), rt.device()) {
+        // a CUDA device's runtime exists already: one engine and pool per device
+        (Some(existing), kiln::Device::Cuda(_)) => existing.clone(),
+        // a CPU runtime holds no pool: `auto` keeps its own (with its fallback reason)
+        (Some(_), kiln::Device::Cpu) => rt,
+        (None, _) => {
+            map.insert(dev_key, rt.clone());
+            rt
+        }
+    };
     map.insert(key, rt.clone());
     Ok(rt)
 }
