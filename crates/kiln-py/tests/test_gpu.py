@@ -93,7 +93,7 @@ def test_numpy_consumes_device_tensor_through_host(gpu):
     k = kiln.asarray(x, device=gpu.device)
     assert k.is_cuda
     np.testing.assert_array_equal(k.numpy(), x)
-    with pytest.raises(BufferError):
+    with pytest.raises((BufferError, RuntimeError, TypeError, ValueError)):
         np.from_dlpack(k)  # numpy cannot take device memory: k.numpy() copies
 
 
