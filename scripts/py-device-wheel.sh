@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 mkdir -p .device/wheels
 rm -f .device/wheels/kiln-*.whl
 maturin=${MATURIN:-$(command -v maturin || echo "${CARGO_TARGET_DIR:-target}/py-venv/bin/maturin")}
-"$maturin" build --release -m crates/kiln-py/Cargo.toml -o .device/wheels --compatibility linux
+"$maturin" build --release -m crates/kiln-py/Cargo.toml -o .device/wheels --compatibility linux --strip
 ls -la .device/wheels
