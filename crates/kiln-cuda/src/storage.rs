@@ -166,6 +166,39 @@ impl CudaStorage {
         Ok(Self::new(dev, T::wrap(b), "upload"))
     }
 
+    /// A storage over device memory another library owns (a DLPack import, no copy): `len`
+    /// elements of `dtype` at `ptr`, ready on the current stream ([`CudaBackend::stream`]),
+    /// kept alive by `owner` (see [`crate::pool::DevicePool::wrap_external`]: dropping the
+    /// storage waits for the kiln streams that used it, then drops `owner`).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must address `len` elements of `dtype`, aligned for it, on `dev`'s device, valid
+    /// while `owner` lives, and its data must be ready on `dev.stream()`.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_external(
+        dev: &Arc<CudaBackend>,
+        dtype: DType,
+        ptr: u64,
+        len: usize,
+        owner: Box<dyn Send + Sync>,
+    ) -> Self {
+        let (pool, s) = (dev.pool(), dev.stream());
+        // SAFETY: (all six arms) the caller guarantees `ptr` holds `len` elements of `dtype`
+        // on this device, valid while `owner` (moved into the buffer) lives.
+        let data = unsafe {
+            match dtype {
+                DType::F32 => CudaData::F32(pool.wrap_external(s, ptr, len, owner)),
+                DType::F64 => CudaData::F64(pool.wrap_external(s, ptr, len, owner)),
+                DType::F16 => CudaData::F16(pool.wrap_external(s, ptr, len, owner)),
+                DType::BF16 => CudaData::BF16(pool.wrap_external(s, ptr, len, owner)),
+                DType::U8 => CudaData::U8(pool.wrap_external(s, ptr, len, owner)),
+                DType::U16 => CudaData::U16(pool.wrap_external(s, ptr, len, owner)),
+            }
+        };
+        Self::new(dev, data, "dlpack import")
+    }
+
     /// Copy the elements into `out` (same length, same type) and wait for them. An error
     /// raised by queued work surfaces here, naming the op that wrote this storage.
     pub fn to_host<T: CudaElement>(&self, out: &mut [T]) -> Result<()> {

@@ -97,6 +97,18 @@ impl Tensor {
         Self::from_storage(storage, shape)
     }
 
+    /// A tensor of `shape` over `storage`, which must hold exactly the shape's elements: for
+    /// front ends that wrap memory they imported (kiln-py's DLPack import).
+    pub fn from_parts(storage: Storage, shape: &[usize]) -> Result<Tensor> {
+        let n = numel("tensor", shape)?;
+        let len = match &storage {
+            Storage::Cpu(s) => s.len(),
+            Storage::Cuda(s) => s.len(),
+        };
+        kiln_core::backend::check_same_len("tensor", n, len)?;
+        Ok(Self::from_storage(storage, shape.to_vec()))
+    }
+
     /// The storage.
     pub fn storage(&self) -> &Storage {
         &self.storage

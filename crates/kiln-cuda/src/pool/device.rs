@@ -222,6 +222,7 @@ impl DevicePool {
                 pool: self.clone(),
                 stream: stream.clone(),
                 uses: Mutex::new(Vec::new()),
+                external: None,
                 _t: PhantomData,
             })
             }
@@ -245,6 +246,36 @@ impl DevicePool {
                 op: format!("a new device allocation of {requested} B"),
                 reason: "a graph replays fixed addresses and a capture cannot take memory from the driver; allocate every buffer (or run the ops once, which warms the pool) before capturing".into(),
             }),
+        }
+    }
+
+    /// A buffer over device memory kiln does not own (a tensor another library exported
+    /// through DLPack): `len` elements of `T` at `ptr`, whose data is ready on `stream` (the
+    /// DLPack stream handshake made it so). `owner` keeps the memory alive; the block never
+    /// enters the pool's accounting. When the buffer is dropped, the streams that used it are
+    /// waited for on the host (work still queued may read it) before `owner` is dropped, since
+    /// its producer may reuse the memory at once on a stream kiln cannot order against.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must address `len` elements of `T` on this pool's device, readable (and, if kiln
+    /// writes through it, writable), valid for as long as `owner` lives, and not freed by
+    /// anyone else while it does.
+    pub unsafe fn wrap_external<T: Copy>(
+        self: &Arc<Self>,
+        stream: &Arc<CudaStream>,
+        ptr: u64,
+        len: usize,
+        owner: Box<dyn Send + Sync>,
+    ) -> DeviceBuffer<T> {
+        DeviceBuffer {
+            ptr,
+            len,
+            pool: self.clone(),
+            stream: stream.clone(),
+            uses: Mutex::new(Vec::new()),
+            external: Some(owner),
+            _t: PhantomData,
         }
     }
 
@@ -433,6 +464,11 @@ pub struct DeviceBuffer<T> {
     /// Other streams whose work uses the block (PyTorch's `record_stream`): behind a lock so
     /// that a buffer shared by tensors (`Arc`) can be recorded through `&self`.
     uses: Mutex<Vec<Arc<CudaStream>>>,
+    /// Memory kiln does not own (a DLPack import, [`DevicePool::wrap_external`]): what keeps
+    /// it alive. Such a block never returns to the pool; dropping the buffer waits for the
+    /// kiln streams that used it, then drops the owner (which hands the memory back to its
+    /// producer).
+    external: Option<Box<dyn Send + Sync>>,
     _t: PhantomData<T>,
 }
 
@@ -541,6 +577,17 @@ impl<T: Copy> DeviceBuffer<T> {
 impl<T> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         let uses = std::mem::take(self.uses.get_mut().unwrap_or_else(|p| p.into_inner()));
+        if let Some(owner) = self.external.take() {
+            // Not the pool's: wait for the kiln work that may still read it (a no-op when the
+            // streams are idle), then let the producer have its memory back.
+            for s in std::iter::once(&self.stream).chain(&uses) {
+                if let Err(e) = s.synchronize() {
+                    tracing::error!("releasing an imported buffer: {e:?}");
+                }
+            }
+            drop(owner);
+            return;
+        }
         self.pool.release(self.ptr, uses);
     }
 }

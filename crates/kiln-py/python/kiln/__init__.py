@@ -1,0 +1,310 @@
+"""kiln: GPU compute with a CPU fallback, zero-copy with PyTorch, CuPy, NumPy and JAX.
+
+Every op takes a ``kiln.Tensor`` or any array that speaks DLPack (``torch.Tensor``,
+``cupy.ndarray``, ``numpy.ndarray``, ``jax.Array``), runs on the device the data lives on
+and returns a ``kiln.Tensor`` there, or the caller's type with ``out_type="like"``. Arrays on
+a CUDA device are used in place (no copy); host arrays are copied once into kiln's CPU
+storage.
+
+>>> import numpy as np, kiln
+>>> img = np.random.default_rng(0).random((64, 64), dtype=np.float32)
+>>> out = kiln.filter2d(img, "cross4", mode="reflect", out_type="like")
+>>> type(out).__name__, out.shape
+('ndarray', (64, 64))
+
+On a GPU with torch::
+
+    x = torch.rand(4096, 4096, device="cuda")
+    y = kiln.filter2d(x, "gaussian:2", out_type="like")   # a torch tensor, no copies
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json as _json
+
+from . import _native
+from ._errors import (
+    DeviceFaultError,
+    InvalidInputError,
+    KilnError,
+    NoDeviceError,
+    OutOfMemoryError,
+)
+from ._native import (
+    Runtime,
+    Stream,
+    Tensor,
+    __version__,
+    doctor,
+    empty_cache,
+    from_dlpack,
+    memory_stats,
+    synchronize,
+)
+
+__all__ = [
+    "Runtime", "Stream", "Tensor", "KilnError", "OutOfMemoryError", "DeviceFaultError",
+    "InvalidInputError", "NoDeviceError", "from_dlpack", "asarray", "zeros", "sigmoid", "tanh",
+    "relu", "exp", "scale_shift", "clamp", "axpy", "transpose", "cast", "matmul", "filter2d",
+    "filter3d", "correlate", "price", "memory_stats", "empty_cache", "synchronize", "doctor",
+    "profile", "profiler_report", "__version__",
+]
+
+
+def _as_input(x):
+    """A kiln tensor or a DLPack array as is; anything else through numpy (a copy)."""
+    if isinstance(x, Tensor) or hasattr(x, "__dlpack__"):
+        return x
+    import numpy as np
+
+    return np.ascontiguousarray(np.asarray(x))
+
+
+def _like(result: Tensor, like, out_type):
+    """``result`` as ``out_type``: None/"kiln" keeps the kiln tensor, "like" converts to the
+    type of ``like`` (torch, cupy, numpy, jax) through DLPack, without a copy."""
+    if out_type is None or out_type == "kiln":
+        return result
+    if out_type != "like":
+        raise InvalidInputError(f"out_type must be None, 'kiln' or 'like', not {out_type!r}")
+    if isinstance(like, Tensor):
+        return result
+    mod = type(like).__module__.split(".")[0]
+    if mod == "torch":
+        import torch
+
+        return torch.from_dlpack(result)
+    if mod == "cupy":
+        import cupy
+
+        return cupy.from_dlpack(result)
+    if mod in ("jax", "jaxlib"):
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(result)
+    import numpy as np
+
+    return np.from_dlpack(result.cpu() if result.is_cuda else result)
+
+
+def asarray(x, device: str | None = None, dtype: str | None = None) -> Tensor:
+    """``x`` (kiln tensor, DLPack array, or anything numpy takes) as a kiln tensor on
+    ``device`` (default: where it is), copied only when it must move; ``dtype`` casts.
+
+    >>> kiln.asarray([[1.0, 2.0]], dtype="float32").shape
+    (1, 2)
+    """
+    return _native.asarray(_as_input(x), device, dtype)
+
+
+def zeros(shape, dtype: str = "float32", device: str = "auto") -> Tensor:
+    """A zero-filled tensor of ``shape`` on ``device``."""
+    return Runtime(device).zeros(list(shape), dtype)
+
+
+def _map(op, x, a=0.0, b=0.0, out_type=None):
+    return _like(_native.map(_as_input(x), op, a, b), x, out_type)
+
+
+def sigmoid(x, *, out_type=None):
+    """``1 / (1 + exp(-x))`` element-wise (float32, float16, bfloat16; f32 arithmetic)."""
+    return _map("sigmoid", x, out_type=out_type)
+
+
+def tanh(x, *, out_type=None):
+    """``tanh(x)`` element-wise."""
+    return _map("tanh", x, out_type=out_type)
+
+
+def relu(x, *, out_type=None):
+    """``max(x, 0)`` element-wise (NaN stays NaN)."""
+    return _map("relu", x, out_type=out_type)
+
+
+def exp(x, *, out_type=None):
+    """``exp(x)`` element-wise."""
+    return _map("exp", x, out_type=out_type)
+
+
+def scale_shift(x, a: float, b: float, *, out_type=None):
+    """``a * x + b`` element-wise (one f32 fma)."""
+    return _map("scale_shift", x, a, b, out_type=out_type)
+
+
+def clamp(x, lo: float, hi: float, *, out_type=None):
+    """``min(max(x, lo), hi)`` element-wise (NaN stays NaN; ``lo <= hi``)."""
+    return _map("clamp", x, lo, hi, out_type=out_type)
+
+
+def axpy(a: float, x, y, *, out_type=None):
+    """``a * x + y`` (same shape, dtype, device; one fma rounded once)."""
+    return _like(_native.axpy(a, _as_input(x), _as_input(y)), x, out_type)
+
+
+def transpose(x, *, out_type=None):
+    """The transpose of a 2-D array (a new contiguous array)."""
+    return _like(_native.transpose(_as_input(x)), x, out_type)
+
+
+def cast(x, dtype: str, *, out_type=None):
+    """Every element converted to ``dtype`` (see ``Tensor.cast``)."""
+    return _like(_native.cast(_as_input(x), dtype), x, out_type)
+
+
+def matmul(a, b, precision: str = "f32", *, out_type=None):
+    """``a @ b`` for ``(m, k)·(k, n)`` or batched ``(z, m, k)·(z, k, n)`` (a 2-D operand is
+    broadcast over the batch). ``precision``: ``f32``, ``tf32`` (float32 storage), ``bf16``,
+    ``f16`` (bfloat16 / float16 storage); f32 accumulation.
+
+    >>> a = np.ones((2, 3), np.float32); kiln.matmul(a, a.T.copy(), out_type="like")
+    array([[3., 3.],
+           [3., 3.]], dtype=float32)
+    """
+    return _like(_native.matmul(_as_input(a), _as_input(b), precision), a, out_type)
+
+
+def _weights(weights, ndim):
+    """A preset name, or (flat float list, k) from an array of weights."""
+    if isinstance(weights, str):
+        return weights, None
+    import numpy as np
+
+    if hasattr(weights, "__dlpack__") and not isinstance(weights, np.ndarray):
+        weights = np.from_dlpack(weights.cpu() if hasattr(weights, "cpu") else weights)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != ndim or len(set(w.shape)) != 1:
+        raise InvalidInputError(
+            f"weights must be a {ndim}-D array with equal sides (k x ... x k, k odd), got shape {w.shape}"
+        )
+    return np.ascontiguousarray(w).ravel().tolist(), w.shape[0]
+
+
+def _check_scipy_args(origin, output, axes):
+    if axes is not None:
+        raise InvalidInputError("axes= is not supported: kiln filters every axis of each plane/volume")
+    if any(o != 0 for o in (origin if isinstance(origin, (tuple, list)) else (origin,))):
+        raise InvalidInputError("origin must be 0: kiln centres the kernel (shift the result instead)")
+    if output is not None and str(output) not in ("float32", "<class 'numpy.float32'>", "f32"):
+        raise InvalidInputError("output= must be None or float32: kiln filters float32 data into a new array")
+
+
+def filter2d(input, weights, output=None, mode: str = "reflect", cval: float = 0.0, origin=0, *,
+             path: str = "auto", channel_axis=None, axes=None, out_type=None):
+    """Correlate ``input`` with a ``k×k`` kernel as ``scipy.ndimage.correlate`` does.
+
+    ``input``: float32 ``(h, w)``, a batch ``(n, h, w)`` (each plane on its own), or
+    ``(h, w, c)`` with ``channel_axis=-1``. ``weights``: a ``k×k`` array (k odd, <= 31) or a
+    preset name (``cross4``, ``box:K``, ``gaussian:SIGMA``, ``sobel-x``, ``sobel-y``,
+    ``laplacian``, ``sharpen``). ``mode``: ``reflect`` (default), ``constant`` (with
+    ``cval``), ``nearest``, ``mirror``, ``wrap`` (and scipy's ``grid-*`` synonyms).
+    ``origin`` must be 0; other scipy options raise ``InvalidInputError``. ``path``:
+    ``auto`` (1-D passes where the kernel is separable), ``direct`` (scipy bit for bit on the
+    CPU) or ``separable``.
+
+    >>> img = np.arange(16, dtype=np.float32).reshape(4, 4)
+    >>> kiln.filter2d(img, np.full((3, 3), 1 / 9), out_type="like").shape
+    (4, 4)
+    """
+    _check_scipy_args(origin, output, axes)
+    if channel_axis not in (None, -1, 2):
+        raise InvalidInputError("channel_axis must be None or -1 (channels last, (h, w, c))")
+    w, k = _weights(weights, 2)
+    out = _native.filter2d(_as_input(input), w, k, mode, float(cval), path, channel_axis is not None)
+    return _like(out, input, out_type)
+
+
+def filter3d(input, weights, output=None, mode: str = "reflect", cval: float = 0.0, origin=0, *,
+             path: str = "auto", axes=None, out_type=None):
+    """Correlate a float32 ``(d, h, w)`` volume with a ``k×k×k`` kernel (k in 3, 5, 7) as
+    ``scipy.ndimage.correlate`` does; ``weights`` is an array or a preset (``box:K``,
+    ``gaussian:SIGMA``, ``laplacian``). Modes as in ``filter2d``."""
+    _check_scipy_args(origin, output, axes)
+    w, k = _weights(weights, 3)
+    out = _native.filter3d(_as_input(input), w, k, mode, float(cval), path)
+    return _like(out, input, out_type)
+
+
+def correlate(input, weights, output=None, mode: str = "reflect", cval: float = 0.0, origin=0, *,
+              out_type=None):
+    """``scipy.ndimage.correlate``'s signature: ``filter2d`` for 2-D weights (on 2-D input
+    or a batch of planes), ``filter3d`` for 3-D weights."""
+    import numpy as np
+
+    nd = 2 if isinstance(weights, str) else np.ndim(weights)
+    fn = filter2d if nd == 2 else filter3d
+    return fn(input, weights, output, mode, cval, origin, out_type=out_type)
+
+
+_OPTION_FIELDS = ("option_type", "style", "spot", "strike", "rate", "dividend", "volatility",
+                  "maturity", "fixings", "barrier")
+
+
+def _records(options):
+    """Option records from a list of dicts or a dict of columns (arrays or scalars)."""
+    if isinstance(options, dict):
+        import numpy as np
+
+        cols = {k: np.atleast_1d(np.asarray(v)) for k, v in options.items()}
+        n = max(len(c) for c in cols.values())
+        recs = []
+        for i in range(n):
+            recs.append({k: (c[i] if len(c) > 1 else c[0]).item() for k, c in cols.items()})
+        options = recs
+    out = []
+    for i, o in enumerate(options):
+        o = dict(o)
+        unknown = set(o) - set(_OPTION_FIELDS)
+        if unknown:
+            raise InvalidInputError(f"option {i}: unknown fields {sorted(unknown)}; fields: {_OPTION_FIELDS}")
+        o.setdefault("option_type", "call")
+        o.setdefault("style", "european")
+        o.setdefault("dividend", 0.0)
+        o.setdefault("fixings", None)
+        o.setdefault("barrier", None)
+        out.append(o)
+    return out
+
+
+def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int = 64,
+          seed: int = 0x6B696C6E, antithetic: bool = False, control_variate: bool = False,
+          fast_math: bool = False, device: str | None = None):
+    """Price options by closed form (``method="analytic"``: European and geometric Asian) or
+    Monte Carlo (``"mc"``, on the GPU where there is one; the CPU gives the same bits).
+
+    ``options``: a list of dicts, or a dict of columns (arrays broadcast against scalars),
+    with fields ``spot, strike, rate, volatility, maturity`` and optionally ``option_type``
+    (``call``/``put``), ``style`` (``european``, ``asian_arithmetic``, ``asian_geometric``,
+    ``barrier_up_out``, ...), ``dividend``, ``fixings``, ``barrier``. Returns a dict of
+    numpy arrays: ``price``, ``std_error``, ``delta``, ``gamma``, ``vega``, ``theta``, ``rho``
+    (NaN where the method gives none), ``paths_used``.
+
+    >>> r = kiln.price({"spot": 100.0, "strike": [90.0, 110.0], "rate": 0.03,
+    ...                 "volatility": 0.2, "maturity": 1.0})
+    >>> r["price"].shape, bool(r["price"][0] > r["price"][1])
+    ((2,), True)
+    """
+    import numpy as np
+
+    recs = _records(options)
+    r = _native.price(_json.dumps(recs), method, paths, steps, seed, antithetic, control_variate,
+                      fast_math, device)
+    out = {k: np.asarray(v) for k, v in r.items() if k != "device"}
+    out["device"] = r["device"]
+    return out
+
+
+@contextlib.contextmanager
+def profile():
+    """Record kiln's profiler ranges inside the block; ``profiler_report()`` reads them."""
+    _native.profiler_reset()
+    _native.profiler_enable(True)
+    try:
+        yield
+    finally:
+        _native.profiler_enable(False)
+
+
+def profiler_report() -> dict:
+    """The aggregated profiler ranges recorded so far."""
+    return _native.profiler_report()

@@ -1,0 +1,31 @@
+"""kiln's exception hierarchy (raised by the native module; see ``kiln.KilnError``)."""
+
+
+class KilnError(Exception):
+    """Base class of every error kiln raises."""
+
+
+class OutOfMemoryError(KilnError, MemoryError):
+    """Device (or budgeted host) memory ran out even after kiln emptied its cache.
+
+    Not sticky: free tensors, call ``kiln.empty_cache()``, reduce the batch and retry.
+    """
+
+
+class DeviceFaultError(KilnError):
+    """A sticky CUDA error (illegal address, launch failure, device assert, ...).
+
+    The CUDA context is poisoned for the life of the process: every later GPU call fails.
+    Restart the process (run GPU work in a supervised worker process to survive this).
+    """
+
+
+class InvalidInputError(KilnError, ValueError):
+    """An argument kiln rejects: shape, dtype, kernel, mode, option parameters, ..."""
+
+
+class NoDeviceError(KilnError):
+    """No usable CUDA device (no driver, no device, policy, NVRTC missing, ...).
+
+    ``kiln.Runtime("auto")`` falls back to the CPU instead of raising this.
+    """

@@ -1,0 +1,325 @@
+"""kiln on the CPU against NumPy and scipy.ndimage (runs in CI)."""
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+import kiln
+
+RNG = np.random.default_rng(1234)
+
+
+def rand(*shape, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def test_runtime_cpu_and_auto():
+    rt = kiln.Runtime("cpu")
+    assert rt.device == "cpu" and rt.kind == "cpu"
+    assert kiln.Runtime("cpu") is not rt  # a new handle...
+    assert kiln.Runtime("cpu").device == rt.device  # ...on the same engine
+    auto = kiln.Runtime("auto")
+    assert auto.kind in ("cpu", "cuda")
+    if auto.kind == "cpu":
+        assert auto.fallback_reason
+    assert rt.memory_stats() is None and rt.empty_cache() == 0
+    rt.synchronize()
+
+
+def test_tensor_round_trip_and_properties():
+    x = rand(3, 5)
+    t = kiln.asarray(x)
+    assert isinstance(t, kiln.Tensor)
+    assert t.shape == (3, 5) and t.dtype == "float32" and t.device == "cpu"
+    assert t.ndim == 2 and t.size == 15 and t.nbytes == 60 and len(t) == 3
+    np.testing.assert_array_equal(t.numpy(), x)
+    np.testing.assert_array_equal(np.asarray(t), x)
+    assert "float32" in repr(t)
+    assert t.reshape(5, 3).shape == (5, 3) and t.reshape((15,)).shape == (15,)
+
+
+def test_cpu_export_is_zero_copy():
+    t = kiln.asarray(rand(4, 4))
+    a = np.from_dlpack(t)
+    assert a.ctypes.data == t.data_ptr
+    assert t.__dlpack_device__() == (1, 0)
+    del t  # the capsule keeps the storage alive
+    assert a.shape == (4, 4) and np.isfinite(a).all()
+
+
+def test_versioned_and_legacy_capsules():
+    t = kiln.asarray(rand(2, 3))
+    legacy = t.__dlpack__()
+    versioned = t.__dlpack__(max_version=(1, 0))
+    assert "dltensor" in repr(legacy) and "dltensor_versioned" in repr(versioned)
+    for cap in (legacy, versioned):
+        back = kiln.from_dlpack(cap)
+        np.testing.assert_array_equal(back.numpy(), t.numpy())
+    with pytest.raises(BufferError):
+        t.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        t.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.uint8, np.uint16])
+def test_from_dlpack_dtypes(dtype):
+    x = (RNG.uniform(0, 200, size=(7, 3))).astype(dtype)
+    t = kiln.from_dlpack(x)
+    assert t.dtype == np.dtype(dtype).name
+    np.testing.assert_array_equal(t.numpy(), x)
+
+
+def test_import_errors_are_clear():
+    x = rand(6, 6)
+    with pytest.raises(ValueError, match="contiguous"):
+        kiln.from_dlpack(x[:, ::2])
+    with pytest.raises(TypeError, match="dtype"):
+        kiln.from_dlpack(np.zeros(4, dtype=np.int32))
+    with pytest.raises(TypeError, match="__dlpack__"):
+        kiln.from_dlpack(object())
+    if kiln.Runtime("auto").kind == "cpu":
+        with pytest.raises(kiln.NoDeviceError):
+            kiln.from_dlpack(x, device="cuda:0")
+    else:
+        with pytest.raises(ValueError, match="cuda"):
+            kiln.from_dlpack(x, device="cuda:0")  # host data, a device runtime: asarray copies
+
+
+@pytest.mark.parametrize("op,ref", [
+    ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+    ("tanh", np.tanh),
+    ("relu", lambda x: np.maximum(x, 0)),
+    ("exp", np.exp),
+])
+@pytest.mark.parametrize("n", [1, 7, 1000, 4099])
+def test_elementwise(op, ref, n):
+    x = rand(n, lo=-4, hi=4)
+    got = getattr(kiln, op)(x, out_type="like")
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref(x.astype(np.float64)), rtol=2e-6, atol=1e-7)
+    # the method form gives the same bits
+    np.testing.assert_array_equal(getattr(kiln.asarray(x), op)().numpy(), got)
+
+
+def test_scale_shift_clamp_axpy():
+    x, y = rand(33, 17), rand(33, 17)
+    # one fma, rounded once: the f64 value of 2.5*x - 1 (exact product) within half an ulp
+    want = 2.5 * x.astype(np.float64) - 1.0
+    got = kiln.scale_shift(x, 2.5, -1.0, out_type="like")
+    assert got.dtype == np.float32
+    assert np.all(np.abs(got - want) <= np.spacing(np.abs(want).astype(np.float32)) / 2 * 1.0001)
+    np.testing.assert_array_equal(kiln.clamp(x, -0.3, 0.4, out_type="like"), np.clip(x, -0.3, 0.4))
+    got = kiln.axpy(0.5, x, y, out_type="like")
+    np.testing.assert_allclose(got, 0.5 * x.astype(np.float64) + y, rtol=1e-6, atol=1e-7)
+    with pytest.raises(kiln.InvalidInputError):
+        kiln.clamp(x, 1.0, -1.0)
+
+
+def test_transpose_cast():
+    x = rand(13, 29)
+    np.testing.assert_array_equal(kiln.transpose(x, out_type="like"), x.T)
+    np.testing.assert_array_equal(kiln.asarray(x).T.numpy(), x.T)
+    u = kiln.cast(np.array([0.4, 1.5, 2.5, 300.0, -3.0, np.nan], np.float32), "uint8", out_type="like")
+    np.testing.assert_array_equal(u, np.array([0, 2, 3, 255, 0, 0], np.uint8))
+    h = kiln.cast(x, "float16", out_type="like")
+    np.testing.assert_array_equal(h, x.astype(np.float16))
+    b = kiln.cast(x, "bfloat16")
+    assert b.dtype == "bfloat16"
+    with pytest.raises(TypeError, match="bfloat16"):
+        b.numpy()
+    np.testing.assert_allclose(b.cast("float32").numpy(), x, rtol=2 ** -8)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (5, 7, 3), (64, 33, 17)])
+def test_matmul(m, k, n):
+    a, b = rand(m, k), rand(k, n)
+    got = kiln.matmul(a, b, out_type="like")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    np.testing.assert_array_equal((kiln.asarray(a) @ b).numpy(), got)
+    z = rand(3, m, k)
+    np.testing.assert_allclose(kiln.matmul(z, b, out_type="like"), z.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    with pytest.raises(kiln.InvalidInputError, match="multiply"):
+        kiln.matmul(a, a if k != m else rand(k + 1, 2))
+
+
+def test_matmul_precisions():
+    a, b = rand(16, 24), rand(24, 8)
+    want = a.astype(np.float64) @ b
+    got = kiln.matmul(kiln.cast(a, "bfloat16"), kiln.cast(b, "bfloat16"), "bf16").cast("float32").numpy()
+    np.testing.assert_allclose(got, want, atol=0.1)
+    with pytest.raises(kiln.InvalidInputError):
+        kiln.matmul(a, b, "bf16")  # float32 storage for a bf16 product: cast first
+
+
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (37, 64), (128, 97)])
+@pytest.mark.parametrize("k", [3, 5])
+def test_filter2d_matches_scipy(mode, shape, k):
+    x = rand(*shape)
+    w = RNG.uniform(-1, 1, size=(k, k))
+    want = ndi.correlate(x, w.astype(np.float32), mode=mode, cval=0.25)
+    got = kiln.filter2d(x, w, mode=mode, cval=0.25, out_type="like")
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # the direct path is scipy's arithmetic (f64 accumulation): within one f32 rounding
+    direct = kiln.filter2d(x, w, mode=mode, cval=0.25, path="direct", out_type="like")
+    np.testing.assert_allclose(direct, ndi.correlate(x.astype(np.float64), w, mode=mode, cval=0.25),
+                               rtol=2 ** -23, atol=1e-7)
+
+
+@pytest.mark.parametrize("preset,ref", [
+    ("cross4", lambda x, m: ndi.correlate(x.astype(np.float64), np.array([[0, .25, 0], [.25, 0, .25], [0, .25, 0]]), mode=m)),
+    ("gaussian:2", lambda x, m: ndi.gaussian_filter(x.astype(np.float64), 2.0, mode=m)),
+    ("box:5", lambda x, m: ndi.uniform_filter(x.astype(np.float64), 5, mode=m)),
+    ("sobel-x", lambda x, m: ndi.sobel(x.astype(np.float64), axis=1, mode=m)),
+])
+@pytest.mark.parametrize("mode", ["reflect", "nearest", "wrap"])
+def test_filter2d_presets(preset, ref, mode):
+    x = rand(61, 83)
+    got = kiln.filter2d(x, preset, mode=mode, out_type="like")
+    np.testing.assert_allclose(got, ref(x, mode), rtol=1e-5, atol=2e-6)
+
+
+def test_filter2d_batch_and_channels():
+    xs = rand(3, 20, 30)
+    w = RNG.uniform(-1, 1, size=(3, 3))
+    got = kiln.filter2d(xs, w, out_type="like")
+    for i in range(3):
+        np.testing.assert_allclose(got[i], ndi.correlate(xs[i].astype(np.float64), w), rtol=1e-5, atol=1e-6)
+    img = rand(20, 30, 3)
+    got = kiln.filter2d(img, w, channel_axis=-1, out_type="like")
+    for c in range(3):
+        np.testing.assert_allclose(got[..., c], ndi.correlate(img[..., c].astype(np.float64), w), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(3, 4, 5), (17, 9, 12)])
+def test_filter3d_matches_scipy(mode, shape):
+    x = rand(*shape)
+    w = RNG.uniform(-1, 1, size=(3, 3, 3))
+    got = kiln.filter3d(x, w, mode=mode, cval=-0.5, out_type="like")
+    want = ndi.correlate(x.astype(np.float64), w, mode=mode, cval=-0.5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(kiln.correlate(x, w, mode=mode, cval=-0.5, out_type="like"), got, rtol=0, atol=0)
+    lap = kiln.filter3d(x, "laplacian", mode=mode, out_type="like")
+    k = np.zeros((3, 3, 3)); k[1, 1, 1] = -6
+    for idx in [(0, 1, 1), (2, 1, 1), (1, 0, 1), (1, 2, 1), (1, 1, 0), (1, 1, 2)]:
+        k[idx] = 1
+    np.testing.assert_allclose(lap, ndi.correlate(x.astype(np.float64), k, mode=mode), rtol=1e-5, atol=1e-5)
+
+
+def test_filter_argument_errors():
+    x = rand(8, 8)
+    with pytest.raises(kiln.InvalidInputError, match="origin"):
+        kiln.filter2d(x, "cross4", origin=1)
+    with pytest.raises(ValueError, match="mode"):
+        kiln.filter2d(x, "cross4", mode="bogus")
+    with pytest.raises(kiln.InvalidInputError):
+        kiln.filter2d(x, np.ones((2, 2)))  # even kernel
+    with pytest.raises(kiln.InvalidInputError):
+        kiln.filter2d(x, np.ones((3, 5)))  # not square
+    with pytest.raises(kiln.InvalidInputError, match="f32|float32|cast"):
+        kiln.filter2d(x.astype(np.float64), "cross4")
+    with pytest.raises(kiln.InvalidInputError):
+        kiln.filter2d(x, "no-such-preset")
+
+
+def test_price_analytic_matches_black_scholes():
+    from math import erf, exp, log, sqrt
+
+    def bs(s, k, r, q, v, t, call=True):
+        n = lambda z: 0.5 * (1 + erf(z / sqrt(2)))
+        d1 = (log(s / k) + (r - q + v * v / 2) * t) / (v * sqrt(t))
+        d2 = d1 - v * sqrt(t)
+        if call:
+            return s * exp(-q * t) * n(d1) - k * exp(-r * t) * n(d2)
+        return k * exp(-r * t) * n(-d2) - s * exp(-q * t) * n(-d1)
+
+    strikes = np.array([80.0, 95.0, 100.0, 117.5])
+    r = kiln.price({"spot": 100.0, "strike": strikes, "rate": 0.03, "dividend": 0.01,
+                    "volatility": 0.25, "maturity": 0.75, "option_type": "put"})
+    want = [bs(100, k, 0.03, 0.01, 0.25, 0.75, call=False) for k in strikes]
+    np.testing.assert_allclose(r["price"], want, rtol=1e-10)
+    assert r["price"].shape == (4,) and np.all(r["std_error"] == 0)
+    assert np.all(np.isfinite(r["delta"])) and np.all(r["delta"] < 0)
+
+
+def test_price_mc_records_against_closed_form():
+    opts = [dict(spot=100.0, strike=105.0, rate=0.02, volatility=0.3, maturity=1.0),
+            dict(spot=50.0, strike=45.0, rate=0.01, volatility=0.2, maturity=0.5, option_type="put")]
+    mc = kiln.price(opts, "mc", paths=1 << 14, steps=16, seed=7, antithetic=True)
+    cf = kiln.price(opts, "analytic")
+    assert np.all(np.abs(mc["price"] - cf["price"]) <= 4.5 * mc["std_error"])
+    assert np.all(mc["std_error"] > 0) and np.all(mc["paths_used"] == 1 << 14)
+    again = kiln.price(opts, "mc", paths=1 << 14, steps=16, seed=7, antithetic=True)
+    np.testing.assert_array_equal(again["price"], mc["price"])  # same seed, same bits
+    asian = kiln.price([dict(spot=100.0, strike=100.0, rate=0.03, volatility=0.2, maturity=1.0,
+                             style="asian_geometric", fixings=12)], "mc", paths=1 << 14, seed=3)
+    geo = kiln.price([dict(spot=100.0, strike=100.0, rate=0.03, volatility=0.2, maturity=1.0,
+                           style="asian_geometric", fixings=12)], "analytic")
+    assert abs(asian["price"][0] - geo["price"][0]) <= 4.5 * asian["std_error"][0]
+
+
+def test_price_errors():
+    with pytest.raises(kiln.InvalidInputError, match="option 1"):
+        kiln.price([dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0),
+                    dict(spot=-1.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0)])
+    with pytest.raises(kiln.InvalidInputError, match="unknown fields"):
+        kiln.price([dict(spot=1.0, strike=1.0, rate=0.0, volatility=0.2, maturity=1.0, sigma=3)])
+    with pytest.raises(kiln.InvalidInputError):
+        kiln.price([dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0,
+                         style="barrier_up_out", barrier=120.0)], "analytic")
+
+
+def test_exception_hierarchy():
+    assert issubclass(kiln.OutOfMemoryError, MemoryError) and issubclass(kiln.OutOfMemoryError, kiln.KilnError)
+    assert issubclass(kiln.InvalidInputError, ValueError)
+    assert issubclass(kiln.DeviceFaultError, kiln.KilnError) and issubclass(kiln.NoDeviceError, kiln.KilnError)
+    with pytest.raises(kiln.InvalidInputError):
+        kiln.Runtime("tpu")
+    if kiln.Runtime("auto").kind == "cpu":
+        with pytest.raises(kiln.NoDeviceError):
+            kiln.Runtime("cuda")
+
+
+def test_doctor_stream_profiler():
+    d = kiln.doctor()
+    assert d["version"] == kiln.__version__ and "auto_device" in d and "nvrtc" in d
+    s = kiln.Stream("cpu")
+    with s:
+        y = kiln.sigmoid(rand(10))
+    s.synchronize()
+    assert s.handle == 0 and y.shape == (10,)
+    with kiln.profile():
+        kiln.filter2d(rand(32, 32), "cross4")
+    assert isinstance(kiln.profiler_report(), dict)
+
+
+def test_gil_released_during_long_cpu_work():
+    import threading
+    import time
+
+    x = rand(1024, 1024)
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    th = threading.Thread(target=ticker)
+    th.start()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        kiln.filter2d(x, np.ones((9, 9)) / 81, path="direct")
+    t1 = time.perf_counter()
+    stop.set()
+    th.join()
+    during = [t for t in ticks if t0 < t < t1]
+    # with the GIL held the ticker could not run at all while the filters ran
+    assert len(during) >= 3, (len(during), t1 - t0)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# CI's Python step: a virtualenv with maturin, pytest, numpy and scipy from PyPI; the kiln
+# wheel built with maturin (profile `dev`: the workspace's dependencies are built optimised
+# there and shared with `cargo test`, so only pyo3, dlpark and kiln-py compile here); pip
+# install; pytest. Exit 5 from pytest (no tests collected) fails the step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${KILN_PY_VENV:-${CARGO_TARGET_DIR:-target}/py-venv}
+py=${PYTHON:-python3}
+start=$(date +%s)
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q "maturin>=1.7,<2" pytest numpy scipy
+wheels=$(mktemp -d)
+trap 'rm -rf "$wheels"' EXIT
+"$venv/bin/maturin" build --profile dev -m crates/kiln-py/Cargo.toml -i "$venv/bin/python" -o "$wheels" -q
+"$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheels"/kiln-*.whl
+set +e
+(cd crates/kiln-py && "$venv/bin/python" -m pytest -q -ra tests)
+rc=$?
+set -e
+echo "== python step took $(( $(date +%s) - start )) s (pytest exit $rc)"
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run kiln's Python GPU tests and benches on the GPU machine (python3 with torch, CuPy, JAX,
+# numpy, scipy and pytest there; no network, no Rust). Build the wheel here first:
+#   scripts/py-device-wheel.sh            (a release wheel into .device/wheels/)
+# then, on the GPU machine (device run, carry [".device"]):
+#   bash scripts/py-gpu-check.sh
+# Installs the carried wheel with --no-deps into a target dir (the machine's numpy, torch,
+# ... stay in use), runs tests/test_gpu.py with KILN_REQUIRE_GPU=1 (a skip is a failure),
+# the CPU suite, then scripts/py-bench.py; logs under $OUT when set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/kiln-py-out}
+mkdir -p "$out"
+site=/tmp/kiln-py-site
+rm -rf "$site"
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .device/wheels/kiln-*.whl || exit 1
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+python3 -c "import kiln, json; print(json.dumps(kiln.doctor(), indent=1))" | tee "$out/py-doctor.txt"
+(cd crates/kiln-py && KILN_REQUIRE_GPU=1 python3 -m pytest -q -ra -p no:cacheprovider tests/test_gpu.py) 2>&1 | tee "$out/py-gpu-tests.txt"
+gpu_rc=${PIPESTATUS[0]}
+(cd crates/kiln-py && python3 -m pytest -q -p no:cacheprovider tests/test_cpu.py) 2>&1 | tail -3 | tee "$out/py-cpu-tests.txt"
+cpu_rc=${PIPESTATUS[0]}
+python3 scripts/py-bench.py "$out/py-bench.json" 2>&1 | tee "$out/py-bench.txt"
+bench_rc=${PIPESTATUS[0]}
+if [ -x .device/bin/kiln ]; then
+  # the Rust calls the bench rows compare with (imaging cross4 16384^2, finance European)
+  .device/bin/kiln bench --suite imaging --sizes full 2>&1 | grep -i "cross4\|stencil5" | tee "$out/rust-bench.txt"
+  .device/bin/kiln bench --suite finance --sizes full 2>&1 | grep -i "european" | tee -a "$out/rust-bench.txt"
+fi
+echo "py-gpu-check: gpu tests rc=$gpu_rc cpu tests rc=$cpu_rc bench rc=$bench_rc"
+[ "$gpu_rc" = 0 ] && [ "$cpu_rc" = 0 ] && [ "$bench_rc" = 0 ]
