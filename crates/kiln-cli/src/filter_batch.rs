@@ -21,12 +21,12 @@
 //!   kiln's own temporary files among them; so are files of other extensions (listed under
 //!   `skipped` in the JSON).
 
-use crate::filter_cmd::{
-    format_of, invalid, io_error, kernel_2d_any, kernel_3d_any, parse_mode, path_name, Args2d, Args3d, Common,
-};
+use crate::filter_cmd::{format_of, invalid, io_error, parse_mode, path_name, Args2d, Args3d, Common};
 use crate::filter_host::{Alloc, RuntimeStart};
 use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2, Image2};
-use crate::filter_kernel::{linear_op, plan_size, AnyKernel, Described, Filter2, Filter3};
+use crate::filter_kernel::{
+    kernel_2d_any, kernel_3d_any, linear_op, plan_size, AnyKernel, Described, Filter2, Filter3,
+};
 use crate::filter_pipeline::{self, Budget, Job, Outcome, Report, Settings, StageTime, Ticket};
 use crate::filter_volume::{filter_volume3, read_volume3};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};

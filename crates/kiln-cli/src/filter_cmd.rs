@@ -28,7 +28,9 @@
 use crate::exit;
 use crate::filter_host::{Alloc, RuntimeStart};
 use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2};
-use crate::filter_kernel::{linear_op, linear_preset, plan_size, AnyKernel, Described, Filter2, Filter3};
+use crate::filter_kernel::{
+    kernel_2d_any, kernel_3d_any, linear_op, plan_size, AnyKernel, Described, Filter2, Filter3,
+};
 use crate::filter_volume::{filter_volume3, read_volume3, volume_input_type};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
@@ -251,12 +253,12 @@ pub(crate) fn parse_mode(mode: &str, cval: Option<f64>) -> anyhow::Result<Bounda
 }
 
 /// Whether `--kernel` names a file rather than a preset.
-fn is_npy(spec: &str) -> bool {
+pub(crate) fn is_npy(spec: &str) -> bool {
     spec.to_ascii_lowercase().ends_with(".npy")
 }
 
 /// The weights and shape of a `.npy` kernel of rank `rank`, in f64 as stored.
-fn read_kernel_file(spec: &str, rank: usize) -> anyhow::Result<(Vec<usize>, Vec<f64>)> {
+pub(crate) fn read_kernel_file(spec: &str, rank: usize) -> anyhow::Result<(Vec<usize>, Vec<f64>)> {
     let (a, _) = kiln_io::read_npy_f64(spec).map_err(io_error("--kernel"))?;
     if a.ndim() != rank {
         let want = if rank == 2 { "k x k" } else { "k x k x k" };
@@ -292,41 +294,6 @@ fn preset_error(spec: &str, e: Error) -> anyhow::Error {
         );
     }
     anyhow::Error::from(e).context(format!("--kernel `{spec}` (a preset name or a .npy file)"))
-}
-
-/// `--kernel` for `ndim`-D data: a classic kernel, or (where the classic types refuse a
-/// shape or a preset scipy takes) the scipy function as a linear plan under `mode`.
-fn kernel_any<K>(
-    spec: &str,
-    ndim: usize,
-    mode: BoundaryMode,
-    classic: impl Fn(&str) -> anyhow::Result<K>,
-) -> anyhow::Result<AnyKernel<K>> {
-    let err = match classic(spec) {
-        Ok(k) => return Ok(AnyKernel::Classic(k)),
-        Err(e) => e,
-    };
-    if !is_npy(spec) {
-        return match linear_preset(spec, ndim, mode) {
-            Some(f) => Ok(AnyKernel::Linear(f?)),
-            None => Err(err),
-        };
-    }
-    let (shape, w) = read_kernel_file(spec, ndim)?;
-    if w.is_empty() || w.iter().any(|x| !x.is_finite()) {
-        return Err(err);
-    }
-    let f = kiln::ndimage::correlate(ndim, &w, &shape, &[0], None, mode)
-        .map_err(|e| anyhow::Error::from(e).context(format!("--kernel {spec}")))?;
-    Ok(AnyKernel::Linear(f))
-}
-
-pub(crate) fn kernel_2d_any(spec: &str, mode: BoundaryMode) -> anyhow::Result<AnyKernel<Kernel2D>> {
-    kernel_any(spec, 2, mode, kernel_2d)
-}
-
-pub(crate) fn kernel_3d_any(spec: &str, mode: BoundaryMode) -> anyhow::Result<AnyKernel<Kernel3D>> {
-    kernel_any(spec, 3, mode, kernel_3d)
 }
 
 pub(crate) fn kernel_2d(spec: &str) -> anyhow::Result<Kernel2D> {

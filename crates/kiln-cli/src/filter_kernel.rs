@@ -9,6 +9,7 @@
 //! 3-D gaussian of any sigma, box:K of any K) run as scipy's `correlate`, `gaussian_filter`
 //! or `uniform_filter` through `kiln::ndimage`.
 
+use crate::filter_cmd::{is_npy, kernel_2d, kernel_3d, read_kernel_file};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln::ndimage::{self as nd, LinearFilter};
 use kiln::Tensor;
@@ -96,4 +97,39 @@ pub(crate) fn linear_preset(
         return Some(f);
     }
     None
+}
+
+/// `--kernel` for `ndim`-D data: a classic kernel, or (where the classic types refuse a
+/// shape or a preset scipy takes) the scipy function as a linear plan under `mode`.
+fn kernel_any<K>(
+    spec: &str,
+    ndim: usize,
+    mode: BoundaryMode,
+    classic: impl Fn(&str) -> anyhow::Result<K>,
+) -> anyhow::Result<AnyKernel<K>> {
+    let err = match classic(spec) {
+        Ok(k) => return Ok(AnyKernel::Classic(k)),
+        Err(e) => e,
+    };
+    if !is_npy(spec) {
+        return match linear_preset(spec, ndim, mode) {
+            Some(f) => Ok(AnyKernel::Linear(f?)),
+            None => Err(err),
+        };
+    }
+    let (shape, w) = read_kernel_file(spec, ndim)?;
+    if w.is_empty() || w.iter().any(|x| !x.is_finite()) {
+        return Err(err);
+    }
+    let f = kiln::ndimage::correlate(ndim, &w, &shape, &[0], None, mode)
+        .map_err(|e| anyhow::Error::from(e).context(format!("--kernel {spec}")))?;
+    Ok(AnyKernel::Linear(f))
+}
+
+pub(crate) fn kernel_2d_any(spec: &str, mode: BoundaryMode) -> anyhow::Result<AnyKernel<Kernel2D>> {
+    kernel_any(spec, 2, mode, kernel_2d)
+}
+
+pub(crate) fn kernel_3d_any(spec: &str, mode: BoundaryMode) -> anyhow::Result<AnyKernel<Kernel3D>> {
+    kernel_any(spec, 3, mode, kernel_3d)
 }
