@@ -21,17 +21,16 @@
 //!   kiln's own temporary files among them; so are files of other extensions (listed under
 //!   `skipped` in the JSON).
 
-use crate::filter_cmd::{
-    format_of, invalid, io_error, kernel_2d, kernel_3d, parse_mode, path_name, Args2d, Args3d, Common,
-};
+use crate::filter_cmd::{format_of, invalid, io_error, parse_mode, path_name, Args2d, Args3d, Common};
 use crate::filter_host::{Alloc, RuntimeStart};
-use crate::filter_image::{
-    filter_image2, open_image2, output_type_2d, read_image2, write_image2, Filter2, Image2,
+use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2, Image2};
+use crate::filter_kernel::{
+    kernel_2d_any, kernel_3d_any, linear_op, plan_size, AnyKernel, Described, Filter2, Filter3,
 };
 use crate::filter_pipeline::{self, Budget, Job, Outcome, Report, Settings, StageTime, Ticket};
 use crate::filter_volume::{filter_volume3, read_volume3};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
+use kiln::core::imaging::BoundaryMode;
 use kiln::imaging::FilterPath;
 use kiln::{Config, DeviceRequest, Runtime, Stream};
 use kiln_io::{Format, SampleType, Volume};
@@ -302,8 +301,7 @@ fn bytes_of(st: SampleType) -> u64 {
 // ---- the 3-D job ------------------------------------------------------------------------
 
 struct Job3<'a> {
-    kernel: &'a Kernel3D,
-    mode: BoundaryMode,
+    filter: Filter3<'a>,
 }
 
 impl Job for Job3<'_> {
@@ -330,7 +328,7 @@ impl Job for Job3<'_> {
         _alloc: &Alloc,
         _stream: Stream,
     ) -> anyhow::Result<(Volume, usize)> {
-        filter_volume3(rt, vol, self.kernel, self.mode, false)
+        filter_volume3(rt, vol, &self.filter, false)
     }
 
     fn write(&self, (vol, items): (Volume, usize), path: &Path) -> anyhow::Result<usize> {
@@ -398,12 +396,8 @@ struct BatchSummary {
 
 /// What both commands share: the listing, the checks, the run and the report.
 struct Batch<'a> {
-    command: &'static str,
     common: &'a Common,
-    kernel_name: String,
-    kernel_size: usize,
-    mode: BoundaryMode,
-    path: FilterPath,
+    desc: &'a Described,
 }
 
 impl Batch<'_> {
@@ -460,15 +454,15 @@ impl Batch<'_> {
             .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))
             .map_or("read", |s| s.0);
         let s = BatchSummary {
-            command: self.command,
+            command: self.desc.command,
             batch: true,
             input: c.input.display().to_string(),
             output: c.output.display().to_string(),
-            kernel: self.kernel_name.clone(),
-            kernel_size: self.kernel_size,
-            mode: self.mode.name(),
-            cval: self.mode.cval(),
-            path: path_name(self.path),
+            kernel: self.desc.name.clone(),
+            kernel_size: self.desc.size,
+            mode: self.desc.mode.name(),
+            cval: self.desc.mode.cval(),
+            path: self.desc.path,
             device: r.runtime.device_name(),
             fallback_reason: r.runtime.fallback_reason().map(str::to_string),
             files,
@@ -576,50 +570,101 @@ fn prepare(c: &Common, two_d: bool) -> anyhow::Result<(Listing, Vec<PathBuf>, Bo
 /// `kiln filter2d` over a directory or a glob.
 pub(crate) fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let c = &args.common;
-    let kernel: Kernel2D = kernel_2d(&c.kernel)?;
     let mode = parse_mode(&c.mode, c.cval)?;
-    let path = kiln::cpu::imaging::path_2d(&kernel, mode, FilterPath::Auto)?;
-    let (listing, outputs, mode) = prepare(c, true)?;
-    let start = RuntimeStart::spawn(request, cfg);
-    let job = Job2 {
-        filter: Filter2 {
-            kernel: &kernel,
-            mode,
-        },
-        batch: args.batch,
-    };
-    let b = Batch {
+    let d = |name: String, size: usize, path: &'static str| Described {
         command: "filter2d",
-        common: c,
-        kernel_name: kernel.name().into(),
-        kernel_size: kernel.size(),
+        name,
+        size,
         mode,
         path,
     };
-    b.run(&job, listing, outputs, start)
+    match kernel_2d_any(&c.kernel, mode)? {
+        AnyKernel::Classic(k) => {
+            let path = path_name(kiln::cpu::imaging::path_2d(&k, mode, FilterPath::Auto)?);
+            run_images(
+                c,
+                args.batch,
+                Filter2::Kernel(&k, mode),
+                &d(k.name().into(), k.size(), path),
+                request,
+                cfg,
+            )
+        }
+        AnyKernel::Linear(f) => {
+            let op = linear_op(&f);
+            run_images(
+                c,
+                args.batch,
+                Filter2::Op(&op),
+                &d(f.name.clone(), plan_size(&f), "ndimage"),
+                request,
+                cfg,
+            )
+        }
+    }
+}
+
+/// A batch of images through `filter`.
+pub(crate) fn run_images(
+    c: &Common,
+    batch: bool,
+    filter: Filter2,
+    desc: &Described,
+    request: DeviceRequest,
+    cfg: &Config,
+) -> anyhow::Result<ExitCode> {
+    let (listing, outputs, _) = prepare(c, true)?;
+    let start = RuntimeStart::spawn(request, cfg);
+    let job = Job2 { filter, batch };
+    Batch { common: c, desc }.run(&job, listing, outputs, start)
 }
 
 /// `kiln filter3d` over a directory or a glob.
 pub(crate) fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let c = &args.common;
-    let kernel = kernel_3d(&c.kernel)?;
     let mode = parse_mode(&c.mode, c.cval)?;
-    let path = kiln::cpu::imaging::path_3d(&kernel, mode, FilterPath::Auto)?;
-    let (listing, outputs, mode) = prepare(c, false)?;
-    let start = RuntimeStart::spawn(request, cfg);
-    let job = Job3 {
-        kernel: &kernel,
-        mode,
-    };
-    let b = Batch {
+    let d = |name: String, size: usize, path: &'static str| Described {
         command: "filter3d",
-        common: c,
-        kernel_name: kernel.name().into(),
-        kernel_size: kernel.size(),
+        name,
+        size,
         mode,
         path,
     };
-    b.run(&job, listing, outputs, start)
+    match kernel_3d_any(&c.kernel, mode)? {
+        AnyKernel::Classic(k) => {
+            let path = path_name(kiln::cpu::imaging::path_3d(&k, mode, FilterPath::Auto)?);
+            run_volumes(
+                c,
+                Filter3::Kernel(&k, mode),
+                &d(k.name().into(), k.size(), path),
+                request,
+                cfg,
+            )
+        }
+        AnyKernel::Linear(f) => {
+            let op = linear_op(&f);
+            run_volumes(
+                c,
+                Filter3::Op(&op),
+                &d(f.name.clone(), plan_size(&f), "ndimage"),
+                request,
+                cfg,
+            )
+        }
+    }
+}
+
+/// A batch of volumes through `filter`.
+pub(crate) fn run_volumes(
+    c: &Common,
+    filter: Filter3,
+    desc: &Described,
+    request: DeviceRequest,
+    cfg: &Config,
+) -> anyhow::Result<ExitCode> {
+    let (listing, outputs, _) = prepare(c, false)?;
+    let start = RuntimeStart::spawn(request, cfg);
+    Batch { common: c, desc }.run(&Job3 { filter }, listing, outputs, start)
 }
 
 #[cfg(test)]

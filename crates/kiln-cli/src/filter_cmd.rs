@@ -27,7 +27,10 @@
 
 use crate::exit;
 use crate::filter_host::{Alloc, RuntimeStart};
-use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2, Filter2};
+use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2};
+use crate::filter_kernel::{
+    kernel_2d_any, kernel_3d_any, linear_op, plan_size, AnyKernel, Described, Filter2, Filter3,
+};
 use crate::filter_volume::{filter_volume3, read_volume3, volume_input_type};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
@@ -69,13 +72,13 @@ Files (by extension, case-insensitive):
   .npy             float32/float64/uint8/uint16, (H, W) or (H, W, C) (every channel filtered);
                    with --batch a 3-D array is (N, H, W), N gray images. .npy output is
                    always float32, in the input's shape.
-Kernels: cross4 (the 4-neighbour mean), box:K (K odd), gaussian:SIGMA (scipy gaussian_filter,
-  truncate 4: radius int(4*SIGMA+0.5), SIGMA < 3.875), sobel-x (d/dcolumn), sobel-y (d/drow),
-  laplacian, sharpen; or a k x k .npy of weights (k odd, at most 31; finite), applied as
-  scipy.ndimage.correlate (no flip: weight [0, 0] meets the top-left neighbour).
+Kernels: cross4 (the 4-neighbour mean), box:K (uniform_filter(size=K)), gaussian:SIGMA (scipy
+  gaussian_filter, truncate 4: radius int(4*SIGMA+0.5)), sobel-x (d/dcolumn), sobel-y (d/drow),
+  laplacian, sharpen; or a .npy of weights of any shape (odd or even sides; finite), applied as
+  scipy.ndimage.correlate (no flip: weight [0, 0] meets the top-left neighbour; kiln ndimage).
 Modes (scipy.ndimage's): reflect (default; d c b a | a b c d | d c b a), mirror (d c b | a b c d
   | c b a), nearest, wrap, constant (cval 0; --cval V or --mode constant:V, in pixel units).
-Bad input (unknown extension, truncated or corrupt file, even or oversized kernel, NaN/inf
+Bad input (unknown extension, truncated or corrupt file, NaN/inf
   weights, a kernel of the wrong rank, an empty image, an unknown mode, output = input):
   exit 4 with the reason; nothing is written. An existing output is replaced atomically.
 Examples:
@@ -98,12 +101,12 @@ Files (by extension, case-insensitive):
                 float32 with the input's header, affine and extensions.
   .npy          float32/float64/uint8/uint16, 3-D [i, j, k] or 4-D [i, j, k, t] as stored;
                 written as float32 (as NIfTI: with a default header).
-Kernels: box:K (K = 3, 5, 7), gaussian:SIGMA (scipy gaussian_filter, truncate 4; 0.125 <= SIGMA
-  < 0.875), laplacian (7-point); or a k x k x k .npy of weights, k = 3, 5 or 7 (finite), applied
-  as scipy.ndimage.correlate along the array's axes as stored (NIfTI: i, j, k, as nibabel).
+Kernels: box:K (uniform_filter(size=K)), gaussian:SIGMA (scipy gaussian_filter, truncate 4, any
+  SIGMA > 0), laplacian (7-point); or a 3-D .npy of weights of any shape (finite), applied as
+  scipy.ndimage.correlate along the array's axes as stored (NIfTI: i, j, k, as nibabel).
 Modes (scipy.ndimage's): reflect (default), mirror, nearest, wrap, constant (cval 0; --cval V
   or --mode constant:V).
-Bad input (unknown extension, truncated or corrupt file, a kernel size other than 3/5/7,
+Bad input (unknown extension, truncated or corrupt file,
   NaN/inf weights, a kernel of the wrong rank, an empty volume, an unknown mode, output =
   input): exit 4 with the reason; nothing is written. An existing output is replaced atomically.
 Examples:
@@ -250,12 +253,12 @@ pub(crate) fn parse_mode(mode: &str, cval: Option<f64>) -> anyhow::Result<Bounda
 }
 
 /// Whether `--kernel` names a file rather than a preset.
-fn is_npy(spec: &str) -> bool {
+pub(crate) fn is_npy(spec: &str) -> bool {
     spec.to_ascii_lowercase().ends_with(".npy")
 }
 
 /// The weights and shape of a `.npy` kernel of rank `rank`, in f64 as stored.
-fn read_kernel_file(spec: &str, rank: usize) -> anyhow::Result<(Vec<usize>, Vec<f64>)> {
+pub(crate) fn read_kernel_file(spec: &str, rank: usize) -> anyhow::Result<(Vec<usize>, Vec<f64>)> {
     let (a, _) = kiln_io::read_npy_f64(spec).map_err(io_error("--kernel"))?;
     if a.ndim() != rank {
         let want = if rank == 2 { "k x k" } else { "k x k x k" };
@@ -357,7 +360,7 @@ pub(crate) fn format_of(flag: &'static str, path: &Path, two_d: bool) -> anyhow:
 }
 
 /// The checks every run makes before reading the input: formats, paths, mode.
-fn preflight(c: &Common, two_d: bool) -> anyhow::Result<(Format, Format, BoundaryMode)> {
+pub(crate) fn preflight(c: &Common, two_d: bool) -> anyhow::Result<(Format, Format, BoundaryMode)> {
     let fin = format_of("--input", &c.input, two_d)?;
     let fout = format_of("--output", &c.output, two_d)?;
     if is_same_file(&c.input, &c.output) {
@@ -459,7 +462,7 @@ pub(crate) struct Timings {
 }
 
 /// The batch flags, refused on a one-file run.
-fn refuse_batch_flags(c: &Common) -> anyhow::Result<()> {
+pub(crate) fn refuse_batch_flags(c: &Common) -> anyhow::Result<()> {
     for (set, flag) in [
         (c.readers.is_some(), "--readers"),
         (c.writers.is_some(), "--writers"),
@@ -503,15 +506,64 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     refuse_batch_flags(c)?;
     let t_start = Instant::now();
     let (fin, fout, mode) = preflight(c, true)?;
-    let kernel = kernel_2d(&c.kernel)?;
+    let d = |name: String, size: usize, path: &'static str| Described {
+        command: "filter2d",
+        name,
+        size,
+        mode,
+        path,
+    };
+    match kernel_2d_any(&c.kernel, mode)? {
+        AnyKernel::Classic(k) => {
+            let path = path_name(kiln::cpu::imaging::path_2d(&k, mode, FilterPath::Auto)?);
+            let desc = d(k.name().into(), k.size(), path);
+            run_image(
+                c,
+                args.batch,
+                (fin, fout),
+                Filter2::Kernel(&k, mode),
+                &desc,
+                t_start,
+                request,
+                cfg,
+            )
+        }
+        AnyKernel::Linear(f) => {
+            let op = linear_op(&f);
+            let desc = d(f.name.clone(), plan_size(&f), "ndimage");
+            run_image(
+                c,
+                args.batch,
+                (fin, fout),
+                Filter2::Op(&op),
+                &desc,
+                t_start,
+                request,
+                cfg,
+            )
+        }
+    }
+}
+
+/// One image file through `filter` (formats checked by `preflight`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_image(
+    c: &Common,
+    batch: bool,
+    (fin, fout): (Format, Format),
+    filter: Filter2,
+    desc: &Described,
+    t_start: Instant,
+    request: DeviceRequest,
+    cfg: &Config,
+) -> anyhow::Result<ExitCode> {
     let start = RuntimeStart::spawn(request, cfg);
     let t = Instant::now();
     let alloc = Alloc::pageable();
-    let img = read_image2(open_image2(&c.input, fin, args.batch)?, &alloc)?;
+    let img = read_image2(open_image2(&c.input, fin, batch)?, &alloc)?;
     let (shape, dims, layout, in_type) = (img.shape.clone(), img.dims, img.layout, img.sample_type());
     let samples = img.data.len();
     let out_type = output_type_2d(&c.output, fout, dims, layout, in_type)?;
-    let path = kiln::cpu::imaging::path_2d(&kernel, mode, FilterPath::Auto)?;
     let mut tm = Timings {
         read_s: t.elapsed().as_secs_f64(),
         ..Timings::default()
@@ -522,10 +574,6 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     tm.runtime_wait_s = t.elapsed().as_secs_f64();
     let streams = [rt.stream()?, rt.stream()?];
     let t = Instant::now();
-    let filter = Filter2 {
-        kernel: &kernel,
-        mode,
-    };
     let out = filter_image2(&rt, img, &filter, out_type, &streams, &alloc, true)?;
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -535,16 +583,16 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     tm.write_s = t.elapsed().as_secs_f64();
     finish(
         Summary {
-            command: "filter2d",
+            command: desc.command,
             input: c.input.display().to_string(),
             input_shape: shape,
             layout: layout.name(),
             input_type: in_type.name().into(),
-            kernel: kernel.name().into(),
-            kernel_size: kernel.size(),
-            mode: mode.name(),
-            cval: mode.cval(),
-            path: path_name(path),
+            kernel: desc.name.clone(),
+            kernel_size: desc.size,
+            mode: desc.mode.name(),
+            cval: desc.mode.cval(),
+            path: desc.path,
             items: if layout == Layout2::Batch { dims[0] } else { 1 },
             device,
             fallback_reason,
@@ -568,11 +616,40 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     refuse_batch_flags(c)?;
     let t_start = Instant::now();
     let (fin, _fout, mode) = preflight(c, false)?;
-    let kernel = kernel_3d(&c.kernel)?;
+    let d = |name: String, size: usize, path: &'static str| Described {
+        command: "filter3d",
+        name,
+        size,
+        mode,
+        path,
+    };
+    match kernel_3d_any(&c.kernel, mode)? {
+        AnyKernel::Classic(k) => {
+            let path = path_name(kiln::cpu::imaging::path_3d(&k, mode, FilterPath::Auto)?);
+            let desc = d(k.name().into(), k.size(), path);
+            run_volume(c, fin, Filter3::Kernel(&k, mode), &desc, t_start, request, cfg)
+        }
+        AnyKernel::Linear(f) => {
+            let op = linear_op(&f);
+            let desc = d(f.name.clone(), plan_size(&f), "ndimage");
+            run_volume(c, fin, Filter3::Op(&op), &desc, t_start, request, cfg)
+        }
+    }
+}
+
+/// One volume file through `filter` (formats checked by `preflight`).
+pub(crate) fn run_volume(
+    c: &Common,
+    fin: Format,
+    filter: Filter3,
+    desc: &Described,
+    t_start: Instant,
+    request: DeviceRequest,
+    cfg: &Config,
+) -> anyhow::Result<ExitCode> {
     let start = RuntimeStart::spawn(request, cfg);
     let t = Instant::now();
     let vol = read_volume3(&c.input)?;
-    let path = kiln::cpu::imaging::path_3d(&kernel, mode, FilterPath::Auto)?;
     let mut tm = Timings {
         read_s: t.elapsed().as_secs_f64(),
         ..Timings::default()
@@ -585,7 +662,7 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     let input_type = volume_input_type(fin, &vol);
     let voxels = vol.data.len();
     let t = Instant::now();
-    let (written, items) = filter_volume3(&rt, vol, &kernel, mode, true)?;
+    let (written, items) = filter_volume3(&rt, vol, &filter, true)?;
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
@@ -596,7 +673,7 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     tm.write_s = t.elapsed().as_secs_f64();
     finish(
         Summary {
-            command: "filter3d",
+            command: desc.command,
             input: c.input.display().to_string(),
             input_shape,
             layout: if written.data.ndim() == 4 {
@@ -605,11 +682,11 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
                 "volume"
             },
             input_type,
-            kernel: kernel.name().into(),
-            kernel_size: kernel.size(),
-            mode: mode.name(),
-            cval: mode.cval(),
-            path: path_name(path),
+            kernel: desc.name.clone(),
+            kernel_size: desc.size,
+            mode: desc.mode.name(),
+            cval: desc.mode.cval(),
+            path: desc.path,
             items,
             device,
             fallback_reason,

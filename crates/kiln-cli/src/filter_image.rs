@@ -9,7 +9,7 @@
 
 use crate::filter_cmd::{invalid, io_error, progress, Layout2};
 use crate::filter_host::{download, dtype_of, upload, with_host, Alloc, HostData, OutData};
-use kiln::core::imaging::{BoundaryMode, Kernel2D};
+use crate::filter_kernel::Filter2;
 use kiln::imaging::FilterPath;
 use kiln::{DType, Runtime, Stream, Tensor};
 use kiln_io::{Format, SampleType};
@@ -191,21 +191,33 @@ pub(crate) fn output_type_2d(
     }
 }
 
-/// The filter to apply.
-pub(crate) struct Filter2<'a> {
-    pub kernel: &'a Kernel2D,
-    pub mode: BoundaryMode,
-}
-
 /// Cast to f32, filter (one gray image, interleaved channels, or an `(n, h, w)` batch),
-/// cast to `out` (only for an 8/16-bit output), all queued on the current stream.
+/// cast to `out` (only for an 8/16-bit output), all queued on the current stream. An op
+/// filters the channels as a batch of planes (split and interleaved on the device), and a
+/// gray image or batch in its own type when the output has that type (8/16-bit stays so).
 fn filter_tensor(t: &Tensor, f: &Filter2, channels: bool, out: SampleType) -> anyhow::Result<Tensor> {
     let p = FilterPath::Auto;
+    if let (Filter2::Op(op), false) = (*f, channels) {
+        if t.dtype() == dtype_of(out) {
+            // 8/16-bit in and out: the op reads and writes the integers on the device
+            return Ok(op(t)?);
+        }
+    }
     let x = t.cast(DType::F32)?;
-    let y = if channels {
-        x.filter2d_channels(f.kernel, f.mode, p)?
-    } else {
-        x.filter2d(f.kernel, f.mode, p)?
+    let y = match (*f, channels) {
+        (Filter2::Kernel(k, mode), true) => x.filter2d_channels(k, mode, p)?,
+        (Filter2::Kernel(k, mode), false) => x.filter2d(k, mode, p)?,
+        (Filter2::Op(op), false) => op(&x)?,
+        (Filter2::Op(op), true) => {
+            let [h, w, c] = *x.shape() else {
+                anyhow::bail!("internal: channels of shape {:?}", x.shape());
+            };
+            let planes = x.reshape(&[h * w, c])?.transpose()?.reshape(&[c, h, w])?;
+            op(&planes)?
+                .reshape(&[c, h * w])?
+                .transpose()?
+                .reshape(&[h, w, c])?
+        }
     };
     Ok(y.cast(dtype_of(out))?)
 }

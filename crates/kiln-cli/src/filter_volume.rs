@@ -3,7 +3,7 @@
 //! input's own array (no new buffer); a 4-D one is filtered volume by volume along `t`.
 
 use crate::filter_cmd::{for_each_item, invalid, io_error};
-use kiln::core::imaging::{BoundaryMode, Kernel3D};
+use crate::filter_kernel::Filter3;
 use kiln::imaging::FilterPath;
 use kiln::Runtime;
 use kiln_io::{Format, IoError, Volume};
@@ -54,11 +54,16 @@ pub(crate) fn volume_input_type(format: Format, vol: &Volume) -> String {
 pub(crate) fn filter_volume3(
     rt: &Runtime,
     mut vol: Volume,
-    k: &Kernel3D,
-    mode: BoundaryMode,
+    f: &Filter3,
     show_progress: bool,
 ) -> anyhow::Result<(Volume, usize)> {
     let p = FilterPath::Auto;
+    let apply = |t: kiln::Tensor| -> kiln::Result<kiln::Tensor> {
+        match *f {
+            Filter3::Kernel(k, mode) => t.filter3d(k, mode, p),
+            Filter3::Op(op) => op(&t),
+        }
+    };
     let s = vol.data.shape().to_vec();
     let dims = [s[0], s[1], s[2]];
     if s.len() == 3 {
@@ -67,7 +72,7 @@ pub(crate) fn filter_volume3(
             .as_slice_mut()
             .ok_or_else(|| anyhow::anyhow!("internal: a volume not in standard layout"))?;
         let t = rt.tensor(data, &dims)?;
-        t.filter3d(k, mode, p)?.to_host_into(data)?;
+        apply(t)?.to_host_into(data)?;
         return Ok((vol, 1));
     }
     let t = s[3];
@@ -78,9 +83,7 @@ pub(crate) fn filter_volume3(
         for (d, v) in src.iter_mut().zip(vol.data.index_axis(Axis(3), i).iter()) {
             *d = *v;
         }
-        rt.tensor(&src, &dims)?
-            .filter3d(k, mode, p)?
-            .to_host_into(&mut got)?;
+        apply(rt.tensor(&src, &dims)?)?.to_host_into(&mut got)?;
         let view = ndarray::ArrayView3::from_shape(dims, &got)?;
         vol.data.index_axis_mut(Axis(3), i).assign(&view);
         Ok(())

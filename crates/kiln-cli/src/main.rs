@@ -12,11 +12,13 @@ mod filter_batch;
 mod filter_cmd;
 mod filter_host;
 mod filter_image;
+mod filter_kernel;
 mod filter_pipeline;
 mod filter_volume;
 mod gemm_cmd;
 mod kernels_cmd;
 mod monitor_cmd;
+mod ndimage_cmd;
 mod power_cmd;
 mod price;
 
@@ -100,6 +102,13 @@ enum Command {
     /// --output, a directory (batch mode). Example:
     /// kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz --json
     Filter3d(filter_cmd::Args3d),
+    /// scipy.ndimage's functions by name with scipy's parameters (correlate, convolve,
+    /// gaussian_filter, sobel, uniform_filter, ...) on images, volumes and batches.
+    ///
+    /// Every boundary mode (reflect, constant, nearest, mirror, wrap, grid-wrap,
+    /// grid-constant), kernels of any shape and origin, 8/16-bit images kept in their type.
+    /// Example: kiln ndimage gaussian_filter --input t1.nii.gz --sigma 1,1,2 --output o.nii.gz
+    Ndimage(ndimage_cmd::Args),
     /// Benchmark the workloads against the hardware's measured ceilings.
     ///
     /// Ceilings first (device copy and pinned host-to-device on a GPU, a host copy on the
@@ -158,6 +167,7 @@ fn main() -> ExitCode {
             Command::Price(a) => price::run(a, cli.device, &cfg),
             Command::Filter2d(a) => filter_cmd::run_2d(a, cli.device, &cfg),
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
+            Command::Ndimage(a) => ndimage_cmd::run(a, cli.device, &cfg),
             Command::Bench(a) => bench_cmd::run(a, cli.device, &cfg),
             Command::Kernels(a) => kernels_cmd::run(a, cli.device, &cfg),
             Command::Gemm(a) => gemm_cmd::run(a, cli.device, &cfg),

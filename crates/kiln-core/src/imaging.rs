@@ -16,6 +16,8 @@
 //! Which path a call takes (direct or 1-D passes, [`FilterPath`]) is resolved here too
 //! ([`path_2d`], [`resolve_2d`]), so neither backend consults the other.
 
+pub mod linear;
+pub mod linear_spec;
 mod path;
 
 pub use path::{path_2d, path_3d, resolve_2d, resolve_3d, FilterPath};
@@ -72,7 +74,8 @@ pub enum BoundaryMode {
 impl BoundaryMode {
     /// The accepted spellings, as [`FromStr`] reports them.
     pub const VALID: &'static str =
-        "reflect (the default), constant (cval 0), constant:CVAL, nearest, mirror, wrap";
+        "reflect (the default), constant (cval 0), constant:CVAL, nearest, mirror, wrap, \
+         grid-wrap (= wrap), grid-constant (= constant), grid-mirror (= reflect)";
 
     /// scipy's name of the mode.
     pub fn name(&self) -> &'static str {
@@ -150,9 +153,15 @@ impl FromStr for BoundaryMode {
             "reflect" => BoundaryMode::Reflect,
             "mirror" => BoundaryMode::Mirror,
             "nearest" => BoundaryMode::Nearest,
-            "wrap" => BoundaryMode::Wrap,
-            "constant" => BoundaryMode::Constant(0.0),
-            _ => match t.strip_prefix("constant:") {
+            // scipy: for filters, grid-wrap, grid-constant and grid-mirror are synonyms
+            // of wrap, constant and reflect.
+            "wrap" | "grid-wrap" => BoundaryMode::Wrap,
+            "grid-mirror" => BoundaryMode::Reflect,
+            "constant" | "grid-constant" => BoundaryMode::Constant(0.0),
+            _ => match t
+                .strip_prefix("constant:")
+                .or_else(|| t.strip_prefix("grid-constant:"))
+            {
                 Some(v) => match v.trim().parse::<f64>() {
                     Ok(c) if c.is_finite() => BoundaryMode::Constant(c),
                     _ => return Err(bad(format!("`{s}`: cval must be a finite number"))),
@@ -392,10 +401,16 @@ pub fn gaussian_kernel1d(sigma: f64, radius: usize) -> Vec<f64> {
     phi.iter().map(|p| p / sum).collect()
 }
 
-/// numpy's pairwise sum for up to 128 elements (8 partial sums, then the tail).
+/// numpy's pairwise sum (`pairwise_sum`: 8 partial sums up to 128 elements, halves split
+/// at a multiple of 8 above).
 fn numpy_sum(a: &[f64]) -> f64 {
     if a.len() < 8 {
         return a.iter().fold(0.0, |s, &x| s + x);
+    }
+    if a.len() > 128 {
+        let mut n2 = a.len() / 2;
+        n2 -= n2 % 8;
+        return numpy_sum(&a[..n2]) + numpy_sum(&a[n2..]);
     }
     let mut r = [0.0; 8];
     r.copy_from_slice(&a[..8]);

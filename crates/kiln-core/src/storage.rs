@@ -73,6 +73,9 @@ pub trait BackendStorage: Sized {
         mode: BoundaryMode,
         sep: Option<&Separable>,
     ) -> Result<Self>;
+    /// A contiguous `(d, h, w)` f32 array through a linear ndimage filter (scipy's
+    /// correlate, gaussian_filter, sobel, ...; planned in [`crate::imaging::linear`]).
+    fn ndimage_linear(&self, shape: [usize; 3], f: &crate::imaging::linear::LinearFilter) -> Result<Self>;
     /// `op(A)·op(B)` per batch (`self` is A; layout in [`crate::linalg`]) in `p`'s storage.
     fn matmul(&self, b: &Self, g: &Gemm, p: GemmPrecision, imp: GemmImpl) -> Result<Self>;
 }

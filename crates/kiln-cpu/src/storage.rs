@@ -253,6 +253,27 @@ impl BackendStorage for CpuStorage {
         Ok(CpuStorage::F32(out))
     }
 
+    fn ndimage_linear(
+        &self,
+        shape: [usize; 3],
+        f: &kiln_core::imaging::linear::LinearFilter,
+    ) -> Result<Self> {
+        // 8/16-bit data: filtered in f32, written back rounded and clamped (cast_f64's rule)
+        let x: std::borrow::Cow<[f32]> = match self {
+            CpuStorage::F32(v) => std::borrow::Cow::Borrowed(v),
+            CpuStorage::U8(v) => v.iter().map(|&x| f32::from(x)).collect(),
+            CpuStorage::U16(v) => v.iter().map(|&x| f32::from(x)).collect(),
+            other => return Err(unsupported_dtype(&f.name, other.dtype(), "f32, u8, u16")),
+        };
+        let mut out = vec![0.0f32; x.len()];
+        imaging::linear_into(&x, shape, f, &mut out)?;
+        let out = CpuStorage::F32(out);
+        match self.dtype() {
+            DType::F32 => Ok(out),
+            to => out.cast(to),
+        }
+    }
+
     fn matmul(&self, b: &Self, g: &Gemm, p: GemmPrecision, imp: GemmImpl) -> Result<Self> {
         if imp != GemmImpl::Library {
             return Err(Error::Unsupported {

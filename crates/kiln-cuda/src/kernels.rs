@@ -69,6 +69,17 @@ pub const FILTER3D: Module = Module {
     ),
 };
 
+/// scipy.ndimage's linear filters in general form: 1-D passes and direct correlation of any
+/// size and anchor (weights in a device buffer), and the element-wise combination of terms
+/// (`kernels/imaging.cuh`, then `kernels/ndimage.cu`).
+pub const NDIMAGE: Module = Module {
+    name: "ndimage",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/ndimage.cu")
+    ),
+};
+
 /// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load kernels per transpose
 /// pair) and the seed's naive one-thread-per-element baseline.
 pub const GEMM: Module = Module {
@@ -90,7 +101,7 @@ pub const FAULT: Module = Module {
 
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
 pub const MODULES: &[Module] = &[
-    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, FINANCE, GEMM, CAST, FAULT,
+    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, NDIMAGE, FINANCE, GEMM, CAST, FAULT,
 ];
 
 /// What NVRTC compiles as one program and the cache stores as one cubin.
@@ -214,6 +225,14 @@ pub enum KernelId {
     Sep2dHvR7F32,
     /// Fused separable 2-D, radius 8: pass along W, then along H.
     Sep2dHvR8F32,
+    /// ndimage: a 1-D pass of any length and anchor along the contiguous axis.
+    NdPassXAny,
+    /// ndimage: a 1-D pass of any length and anchor along a strided axis.
+    NdPassSAny,
+    /// ndimage: direct correlation with any (kd, kh, kw) kernel and anchors.
+    NdDirectAny,
+    /// ndimage: the element-wise combination of filter terms (sum, squares, sqrt).
+    NdCombineF32,
     /// Monte Carlo, European options: per-(option, 1024-sample block) f64 sums, a warp each.
     McEuropeanF64,
     /// Monte Carlo, arithmetic-average Asian options (block sums as above).
@@ -316,6 +335,10 @@ impl KernelId {
         KernelId::Sep2dHvR6F32,
         KernelId::Sep2dHvR7F32,
         KernelId::Sep2dHvR8F32,
+        KernelId::NdPassXAny,
+        KernelId::NdPassSAny,
+        KernelId::NdDirectAny,
+        KernelId::NdCombineF32,
         KernelId::McEuropeanF64,
         KernelId::McAsianArithmeticF64,
         KernelId::McAsianGeometricF64,
@@ -382,6 +405,9 @@ impl KernelId {
             | KernelId::Sep2dHvR6F32
             | KernelId::Sep2dHvR7F32
             | KernelId::Sep2dHvR8F32 => SEPARABLE,
+            KernelId::NdPassXAny | KernelId::NdPassSAny | KernelId::NdDirectAny | KernelId::NdCombineF32 => {
+                NDIMAGE
+            }
             KernelId::Filter3dK3F32 | KernelId::Filter3dK7F32 | KernelId::Filter3dZm5F32 => FILTER3D,
             KernelId::McEuropeanF64
             | KernelId::McAsianArithmeticF64
@@ -455,6 +481,10 @@ impl KernelId {
             KernelId::Sep2dHvR6F32 => "sep2d_hv_r6_f32",
             KernelId::Sep2dHvR7F32 => "sep2d_hv_r7_f32",
             KernelId::Sep2dHvR8F32 => "sep2d_hv_r8_f32",
+            KernelId::NdPassXAny => "nd_pass_x_any",
+            KernelId::NdPassSAny => "nd_pass_s_any",
+            KernelId::NdDirectAny => "nd_direct_any",
+            KernelId::NdCombineF32 => "nd_combine_f32",
             KernelId::McEuropeanF64 => "mc_european_f64",
             KernelId::McAsianArithmeticF64 => "mc_asian_arithmetic_f64",
             KernelId::McAsianGeometricF64 => "mc_asian_geometric_f64",
@@ -532,6 +562,12 @@ impl KernelId {
             KernelId::Sep2dHvR6F32 => 352,
             KernelId::Sep2dHvR7F32 => 397,
             KernelId::Sep2dHvR8F32 => 365,
+            // measured 2026-12-03 with the whole ndimage module (NVRTC 13.0, --ptxas-options=-v,
+            // the build machine busy): 7 type instantiations each
+            KernelId::NdPassXAny => 1247,
+            KernelId::NdPassSAny => 1701,
+            KernelId::NdDirectAny => 4952,
+            KernelId::NdCombineF32 => 85,
             KernelId::McEuropeanF64 => 296,
             KernelId::McAsianArithmeticF64 => 386,
             KernelId::McAsianGeometricF64 => 330,

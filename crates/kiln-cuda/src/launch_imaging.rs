@@ -17,6 +17,7 @@
 
 mod filter2d;
 mod filter3d;
+mod ndimage;
 mod separable;
 mod transpose;
 

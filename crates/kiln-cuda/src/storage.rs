@@ -492,6 +492,22 @@ impl BackendStorage for CudaStorage {
         Ok(Self::new(&self.dev, CudaData::F32(out), "filter3d"))
     }
 
+    fn ndimage_linear(
+        &self,
+        shape: [usize; 3],
+        f: &kiln_core::imaging::linear::LinearFilter,
+    ) -> Result<Self> {
+        if !matches!(self.dtype(), DType::F32 | DType::U8 | DType::U16) {
+            return Err(unsupported_dtype(&f.name, self.dtype(), "f32, u8, u16"));
+        }
+        check_same_len(&f.name, shape.iter().product(), self.len())?;
+        self.stream_for(&[self])?;
+        let mut out = Self::alloc(&self.dev, self.dtype(), self.len(), &f.name)?;
+        self.dev
+            .ndimage_linear_data(&self.data, &mut out.data, shape, f)?;
+        Ok(out)
+    }
+
     fn matmul(&self, b: &Self, g: &Gemm, p: GemmPrecision, imp: GemmImpl) -> Result<Self> {
         self.same_device(b, "gemm")?;
         if self.dtype() != b.dtype() {

@@ -40,6 +40,7 @@ pub mod elementwise;
 pub mod finance;
 pub mod imaging;
 pub mod linalg;
+pub mod ndimage;
 mod runtime;
 pub mod stream;
 pub mod tensor;

@@ -84,24 +84,27 @@ pub(super) fn shifted(mode: BoundaryMode, i: usize, off: usize, r: usize, len: u
     mode.map_index(i as isize + off as isize - r as isize, len)
 }
 
-/// Correlates `src` (shape `dims`) with a `kd × k × k` kernel (`weights` row-major; `kd = 1`
-/// filters each `(H, W)` plane on its own) into `out`.
+/// Correlates `src` (shape `dims`) with a `kd × kh × kw` kernel (`kshape`, `weights`
+/// row-major; `kd = 1` filters each `(H, W)` plane on its own) into `out`. Tap `(a, b, c)`
+/// of output `(z, y, x)` reads input `(z + a - anchors[0], y + b - anchors[1], x + c -
+/// anchors[2])` (scipy's placement: anchor `n/2 + origin`).
 pub(super) fn correlate(
     src: &[f32],
     dims: Dims,
-    kd: usize,
-    k: usize,
+    kshape: [usize; 3],
+    anchors: [usize; 3],
     weights: &[f64],
     mode: BoundaryMode,
     out: &mut [f32],
 ) {
+    let [kd, kh, kw] = kshape;
     let taps: Vec<Tap> = weights
         .iter()
         .enumerate()
         .filter(|(_, w)| w.abs() > f64::EPSILON)
         .map(|(i, &w)| Tap {
-            row: i / k,
-            col: i % k,
+            row: i / kw,
+            col: i % kw,
             w,
         })
         .collect();
@@ -110,35 +113,37 @@ pub(super) fn correlate(
     out.par_chunks_mut(dims.w * rpt)
         .enumerate()
         .for_each(|(t, chunk)| {
-            let mut rows: Vec<Option<&[f32]>> = vec![None; kd * k];
+            let mut rows: Vec<Option<&[f32]>> = vec![None; kd * kh];
             for (i, orow) in chunk.chunks_mut(dims.w).enumerate() {
                 let g = t * rpt + i;
                 let (z, y) = (g / dims.h, g % dims.h);
                 for a in 0..kd {
-                    let zz = shifted(mode, z, a, kd / 2, dims.d);
-                    for b in 0..k {
-                        let yy = shifted(mode, y, b, k / 2, dims.h);
-                        rows[a * k + b] = zz.zip(yy).map(|(zz, yy)| dims.row(src, zz, yy));
+                    let zz = shifted(mode, z, a, anchors[0], dims.d);
+                    for b in 0..kh {
+                        let yy = shifted(mode, y, b, anchors[1], dims.h);
+                        rows[a * kh + b] = zz.zip(yy).map(|(zz, yy)| dims.row(src, zz, yy));
                     }
                 }
-                correlate_row(&rows, &taps, k / 2, mode, cval, orow);
+                correlate_row(&rows, &taps, (anchors[2], kw - 1 - anchors[2]), mode, cval, orow);
             }
         });
 }
 
-/// One output row from its source rows (`None`: the row lies outside under `constant`).
+/// One output row from its source rows (`None`: the row lies outside under `constant`);
+/// the kernel reaches `reach.0` columns left and `reach.1` right.
 fn correlate_row(
     rows: &[Option<&[f32]>],
     taps: &[Tap],
-    r: usize,
+    reach: (usize, usize),
     mode: BoundaryMode,
     cval: f64,
     out: &mut [f32],
 ) {
     let w = out.len();
-    // Columns r..w-r see only in-range columns: no boundary test there. The last block
+    let (r, rr) = reach;
+    // Columns r..w-rr see only in-range columns: no boundary test there. The last block
     // overlaps the one before it rather than leaving a remainder.
-    let (lo, hi) = if w > 2 * r { (r, w - r) } else { (0, 0) };
+    let (lo, hi) = if w > r + rr { (r, w - rr) } else { (0, 0) };
     let (mut j, mut end) = (lo, lo);
     while j < hi && hi - lo >= LANES {
         let j0 = j.min(hi - LANES);

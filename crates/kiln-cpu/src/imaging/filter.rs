@@ -49,14 +49,17 @@ pub fn filter2d_into(
     match resolve_2d(kernel, mode, path)? {
         Some(s) => {
             // The image axes are axes 1 and 2 of the batch.
-            let passes: Vec<(usize, &[f64])> = s
+            let passes: Vec<(usize, &[f64], usize)> = s
                 .pass_order
                 .iter()
-                .map(|&a| (a + 1, s.factors[a].as_slice()))
+                .map(|&a| (a + 1, s.factors[a].as_slice(), s.factors[a].len() / 2))
                 .collect();
             separable::correlate(src, dims, &passes, mode, out);
         }
-        None => direct::correlate(src, dims, 1, kernel.size(), kernel.weights(), mode, out),
+        None => {
+            let (k, r) = (kernel.size(), kernel.radius());
+            direct::correlate(src, dims, [1, k, k], [0, r, r], kernel.weights(), mode, out)
+        }
     }
     Ok(())
 }
@@ -73,16 +76,16 @@ pub fn filter3d_into(
     let dims = check("filter3d", &shape, src.len(), out.len())?;
     match resolve_3d(kernel, mode, path)? {
         Some(s) => {
-            let passes: Vec<(usize, &[f64])> = s
+            let passes: Vec<(usize, &[f64], usize)> = s
                 .pass_order
                 .iter()
-                .map(|&a| (a, s.factors[a].as_slice()))
+                .map(|&a| (a, s.factors[a].as_slice(), s.factors[a].len() / 2))
                 .collect();
             separable::correlate(src, dims, &passes, mode, out);
         }
         None => {
-            let k = kernel.size();
-            direct::correlate(src, dims, k, k, kernel.weights(), mode, out);
+            let (k, r) = (kernel.size(), kernel.radius());
+            direct::correlate(src, dims, [k, k, k], [r, r, r], kernel.weights(), mode, out);
         }
     }
     Ok(())

@@ -22,6 +22,10 @@ enum Sym {
 }
 
 fn classify(w: &[f64]) -> Sym {
+    // scipy tests odd kernels only; an even one runs the general formula.
+    if w.len() % 2 == 0 {
+        return Sym::General;
+    }
     let r = w.len() / 2;
     if (1..=r).all(|i| (w[r + i] - w[r - i]).abs() <= f64::EPSILON) {
         Sym::Symmetric
@@ -150,21 +154,22 @@ fn put_f32(out: &mut [f32]) -> impl FnMut(usize, &[f64]) + '_ {
     }
 }
 
-/// What one sweep over the volume does.
+/// What one sweep over the volume does (weights with their anchors, `len/2 + origin`).
 enum Stage<'a> {
     /// One `correlate1d` pass along an axis.
-    Single(usize, &'a [f64]),
+    Single(usize, &'a [f64], usize),
     /// A pass along H then one along W, fused row by row: the H pass of an output row is
     /// rounded to `f32` straight into the W pass's extended line, so the intermediate
     /// never goes to memory (same arithmetic as two sweeps).
-    RowsThenCols(&'a [f64], &'a [f64]),
+    RowsThenCols((&'a [f64], usize), (&'a [f64], usize)),
 }
 
-/// Runs the 1-D passes `(axis, weights)` in order from `src` into `out` (same shape).
+/// Runs the 1-D passes `(axis, weights, anchor)` in order from `src` into `out` (same
+/// shape); tap `m` of output `i` reads input `i + m - anchor` along the axis.
 pub(super) fn correlate(
     src: &[f32],
     dims: Dims,
-    passes: &[(usize, &[f64])],
+    passes: &[(usize, &[f64], usize)],
     mode: BoundaryMode,
     out: &mut [f32],
 ) {
@@ -172,12 +177,12 @@ pub(super) fn correlate(
     let mut i = 0;
     while i < passes.len() {
         match (passes[i], passes.get(i + 1)) {
-            ((1, w1), Some(&(2, w2))) => {
-                stages.push(Stage::RowsThenCols(w1, w2));
+            ((1, w1, a1), Some(&(2, w2, a2))) => {
+                stages.push(Stage::RowsThenCols((w1, a1), (w2, a2)));
                 i += 2;
             }
-            ((axis, w), _) => {
-                stages.push(Stage::Single(axis, w));
+            ((axis, w, a), _) => {
+                stages.push(Stage::Single(axis, w, a));
                 i += 1;
             }
         }
@@ -206,20 +211,24 @@ pub(super) fn correlate(
 
 /// One sweep: every output row from the rows of `src` it needs.
 fn sweep(src: &[f32], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [f32]) {
-    let (axis, w, w2) = match *stage {
-        Stage::Single(axis, w) => (axis, w, None),
+    let (axis, (w, r), w2) = match *stage {
+        Stage::Single(axis, w, a) => (axis, (w, a), None),
         Stage::RowsThenCols(w1, w2) => (1, w1, Some(w2)),
     };
-    let (sym, r) = (classify(w), w.len() / 2);
-    // The kernel run on the contiguous axis, if any.
-    let wc = if axis == 2 { Some(w) } else { w2 };
-    let (symc, rc) = wc.map_or((Sym::General, 0), |wc| (classify(wc), wc.len() / 2));
+    let sym = classify(w);
+    // The kernel run on the contiguous axis, if any, and its reach left (rc) and right.
+    let wc = if axis == 2 { Some((w, r)) } else { w2 };
+    let (symc, rc, rr) = wc.map_or((Sym::General, 0, 0), |(wc, a)| {
+        (classify(wc), a, wc.len() - 1 - a)
+    });
+    let wc = wc.map(|(wc, _)| wc);
+    let w2 = w2.map(|(w2, _)| w2);
     let cval = mode.cval().unwrap_or(0.0);
     let rpt = dims.rows_per_task(w.len() + w2.map_or(0, <[f64]>::len));
     out.par_chunks_mut(dims.w * rpt)
         .enumerate()
         .for_each(|(t, chunk)| {
-            let mut ext = vec![0.0f64; if wc.is_some() { dims.w + 2 * rc } else { 0 }];
+            let mut ext = vec![0.0f64; if wc.is_some() { dims.w + rc + rr } else { 0 }];
             let mut rows: Vec<Option<&[f32]>> = vec![None; w.len()];
             for (i, orow) in chunk.chunks_mut(dims.w).enumerate() {
                 let g = t * rpt + i;
@@ -252,7 +261,7 @@ fn sweep(src: &[f32], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [
                     });
                 }
                 if let Some(wc) = wc {
-                    extend_borders(&mut ext, rc, mode, cval);
+                    extend_borders(&mut ext, (rc, rr), mode, cval);
                     let line = |j| Line { ext: &ext, j };
                     blocks(dims.w, wc, symc, line, line, put_f32(orow));
                 }
@@ -260,11 +269,11 @@ fn sweep(src: &[f32], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [
         });
 }
 
-/// scipy's `NI_ExtendLine`: with the line at `ext[r..len-r]`, sets `ext[i]` for the `r`
-/// places each side to the sample at `i - r` under the boundary mode.
-fn extend_borders(ext: &mut [f64], r: usize, mode: BoundaryMode, cval: f64) {
-    let n = ext.len() - 2 * r;
-    for i in (0..r).chain(r + n..n + 2 * r) {
+/// scipy's `NI_ExtendLine`: with the line at `ext[r..len-rr]`, sets `ext[i]` for the `r`
+/// places before and `rr` after it to the sample at `i - r` under the boundary mode.
+fn extend_borders(ext: &mut [f64], (r, rr): (usize, usize), mode: BoundaryMode, cval: f64) {
+    let n = ext.len() - r - rr;
+    for i in (0..r).chain(r + n..n + r + rr) {
         ext[i] = shifted(mode, i, 0, r, n).map_or(cval, |j| ext[r + j]);
     }
 }

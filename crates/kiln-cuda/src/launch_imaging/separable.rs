@@ -18,7 +18,7 @@ enum Stage<'a> {
 }
 
 /// The fused 2-D kernel of radius `r` (1..=8), `vh`: along H first.
-fn sep2d_kernel(vh: bool, r: usize) -> Option<KernelId> {
+pub(super) fn sep2d_kernel(vh: bool, r: usize) -> Option<KernelId> {
     use KernelId as K;
     const VH: [KernelId; 8] = [
         K::Sep2dVhR1F32,
@@ -67,7 +67,7 @@ impl CudaBackend {
 
     /// [`Self::filter1d_device`] on pointers whose buffers the caller has checked to hold
     /// `shape`'s elements and to be distinct.
-    fn filter1d_raw(
+    pub(super) fn filter1d_raw(
         &self,
         sp: u64,
         dp: u64,
@@ -244,7 +244,7 @@ impl CudaBackend {
     /// `(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535))` with grid-stride loops in y
     /// and z; static shared memory only (at most 41 KiB, R = 8).
     #[allow(clippy::too_many_arguments)]
-    fn sep2d_raw(
+    pub(super) fn sep2d_raw(
         &self,
         sp: u64,
         dp: u64,

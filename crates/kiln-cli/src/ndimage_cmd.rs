@@ -1,0 +1,309 @@
+//! `kiln ndimage FUNCTION --input ... --output ... [scipy's parameters]`: scipy.ndimage's
+//! functions by their own names and parameter names, on images (PNG, TIFF, 2-D `.npy`),
+//! volumes (NIfTI, 3-D/4-D `.npy`) and batches (a directory or a glob, as filter2d/3d).
+//!
+//! One command with the function as its first argument, not one subcommand per family:
+//! scipy users call `ndimage.<function>`, the parameters are shared across families (mode,
+//! cval, origin, axes, size), and adding a function is one row in [`plan`] and one in the
+//! help table, with no new clap type. Files, layouts, 8/16-bit handling, atomic writes and
+//! batch mode are filter2d's and filter3d's (`filter_cmd.rs`, `filter_batch.rs`), reached
+//! through [`Filter2::Op`] / [`Filter3::Op`].
+//!
+//! The data's rank decides 2-D or 3-D: PNG/TIFF are images (colour channels each filtered),
+//! NIfTI volumes (4-D: volume by volume), `.npy` by its rank (3-D is a volume; with
+//! `--batch` a stack of images `(N, H, W)`, i.e. scipy's `axes=(1, 2)`; 4-D a series of
+//! volumes). For a batch, the first input file decides.
+//!
+//! Adding rank filters and morphology (the lead): add a variant to [`Planned`], build it in
+//! [`plan`] from the function name and [`NdParams`] (add `--footprint`, `--rank`,
+//! `--percentile`, `--structure`, `--iterations` flags to [`Args`] and forward them), run it
+//! in [`Planned::apply`] (a `Tensor -> Tensor` op), and add its row to `RANK_HELP`.
+
+use crate::filter_cmd::{invalid, io_error, preflight, refuse_batch_flags, run_image, run_volume, Common};
+use crate::filter_kernel::{plan_size, Described, Filter2, Filter3};
+use kiln::core::imaging::linear_spec::{self, NdParams};
+use kiln::ndimage::LinearFilter;
+use kiln::{Config, DeviceRequest, Tensor};
+use kiln_io::Format;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+const AFTER_HELP: &str = "\
+Functions (scipy.ndimage's names; the parameters each reads):
+  correlate, convolve              --weights K.npy (any shape, odd or even sides), --origin, --axes
+  correlate1d, convolve1d          --weights a,b,c (or .npy), --axis, --origin
+  gaussian_filter                  --sigma (per axis), --order (0-2 per axis), --truncate, --radius, --axes
+  gaussian_filter1d                --sigma, --axis, --order, --truncate, --radius
+  gaussian_laplace                 --sigma, --truncate, --radius, --axes
+  gaussian_gradient_magnitude      --sigma, --truncate, --radius, --axes
+  uniform_filter                   --size (per axis), --origin, --axes
+  uniform_filter1d                 --size, --axis, --origin
+  sobel, prewitt                   --axis
+  laplace                          --axes
+  every function: --mode reflect|constant|nearest|mirror|wrap|grid-wrap|grid-constant|grid-mirror,
+  --cval V. Lists are comma-separated (--sigma 1,2.5); one value is every axis. Axes are the
+  data's (0 = rows of an image, the first stored axis of a volume); negative count from the end.
+Files: as kiln filter2d (.png .tif .tiff .npy) and kiln filter3d (.nii .nii.gz .npy); 8/16-bit
+  images are filtered in f32 on the device and written back rounded and clamped; .npy and NIfTI
+  output is float32. A 3-D .npy is a volume (--batch: N gray images, axes (1, 2)).
+Batch: --input a directory or a quoted glob, --output a directory (see kiln filter2d --help).
+Examples:
+  kiln ndimage gaussian_filter --input t1.nii.gz --sigma 1.0 --output smooth.nii.gz
+  kiln ndimage correlate --input part.png --weights k3x5.npy --origin 0,1 --mode mirror --output o.png
+  kiln ndimage sobel --input frame.tif --axis 0 --mode nearest --output edges.npy
+  kiln ndimage gaussian_gradient_magnitude --input 'frames/*.png' --sigma 2 --output out/ --json
+";
+
+/// `kiln ndimage` options.
+#[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The scipy.ndimage function, e.g. gaussian_filter (see below).
+    #[arg(value_name = "FUNCTION")]
+    function: String,
+    /// The file to filter, or for a batch a directory or a quoted glob.
+    #[arg(long, value_name = "FILE|DIR|GLOB")]
+    input: PathBuf,
+    /// Where to write the result (a directory for a batch).
+    #[arg(long, value_name = "FILE|DIR")]
+    output: PathBuf,
+    /// Gaussian standard deviation(s), one per axis or one for all.
+    #[arg(long, value_name = "S[,S..]")]
+    sigma: Option<String>,
+    /// Gaussian derivative order(s) per axis (0, 1, 2).
+    #[arg(long, value_name = "N[,N..]")]
+    order: Option<String>,
+    /// Gaussian radius = int(truncate * sigma + 0.5) (default 4.0).
+    #[arg(long, value_name = "T")]
+    truncate: Option<String>,
+    /// Gaussian radius per axis (overrides --truncate).
+    #[arg(long, value_name = "R[,R..]")]
+    radius: Option<String>,
+    /// uniform_filter size per axis (default 3).
+    #[arg(long, value_name = "N[,N..]")]
+    size: Option<String>,
+    /// Kernel placement per axis: -(n/2) <= origin <= (n-1)/2 (default 0).
+    #[arg(long, value_name = "O[,O..]", allow_hyphen_values = true)]
+    origin: Option<String>,
+    /// The axis of 1-D functions, sobel and prewitt (default -1).
+    #[arg(long, value_name = "A", allow_hyphen_values = true)]
+    axis: Option<String>,
+    /// The axes filtered (default: all).
+    #[arg(long, value_name = "A[,A..]", allow_hyphen_values = true)]
+    axes: Option<String>,
+    /// Kernel weights: a .npy file (any shape) or a comma-separated list (1-D, or a
+    /// square/cube).
+    #[arg(long, value_name = "FILE.npy|W,W..", allow_hyphen_values = true)]
+    weights: Option<String>,
+    /// Boundary mode (scipy's names).
+    #[arg(long, default_value = "reflect")]
+    mode: String,
+    /// The value outside under constant modes, in the input's units.
+    #[arg(long, value_name = "V", allow_hyphen_values = true)]
+    cval: Option<f64>,
+    /// Take a 3-D .npy as a batch (N, H, W) of images, not a volume.
+    #[arg(long)]
+    batch: bool,
+    /// Print a summary object as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Batch: reader threads.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    readers: Option<u32>,
+    /// Batch: writer threads.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    writers: Option<u32>,
+    /// Batch: device streams (default 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
+    streams: Option<u32>,
+    /// Batch: stop at the first file that fails.
+    #[arg(long)]
+    fail_fast: bool,
+}
+
+/// What a function becomes.
+enum Planned {
+    /// A linear filter (kiln::ndimage).
+    Linear(LinearFilter),
+}
+
+impl Planned {
+    /// The op on an f32 tensor (`(h, w)`, `(n, h, w)` planes, or `(d, h, w)`).
+    fn apply(&self, t: &Tensor) -> kiln::Result<Tensor> {
+        match self {
+            Planned::Linear(f) => t.ndimage(f),
+        }
+    }
+
+    fn describe(&self, mode: kiln::core::imaging::BoundaryMode) -> Described {
+        match self {
+            Planned::Linear(f) => Described {
+                command: "ndimage",
+                name: f.name.clone(),
+                size: plan_size(f),
+                mode,
+                path: "ndimage",
+            },
+        }
+    }
+}
+
+/// The function `name` for `ndim`-D data.
+fn plan(name: &str, ndim: usize, p: &NdParams) -> anyhow::Result<Planned> {
+    if linear_spec::FUNCTIONS.iter().any(|f| f.0 == name) {
+        return Ok(Planned::Linear(linear_spec::build(name, ndim, p)?));
+    }
+    let names: Vec<&str> = linear_spec::FUNCTIONS.iter().map(|f| f.0).collect();
+    Err(invalid(
+        "FUNCTION",
+        format!(
+            "unknown function `{name}`; kiln ndimage has: {}",
+            names.join(", ")
+        ),
+    ))
+}
+
+fn params(a: &Args) -> anyhow::Result<NdParams> {
+    let mut p = NdParams::default();
+    for (key, v) in [
+        ("sigma", &a.sigma),
+        ("order", &a.order),
+        ("truncate", &a.truncate),
+        ("radius", &a.radius),
+        ("size", &a.size),
+        ("origin", &a.origin),
+        ("axis", &a.axis),
+        ("axes", &a.axes),
+    ] {
+        if let Some(v) = v {
+            p.set(key, v)?;
+        }
+    }
+    p.set("mode", &a.mode)?;
+    if let Some(c) = a.cval {
+        if !a.mode.to_ascii_lowercase().contains("constant") {
+            return Err(invalid(
+                "--cval",
+                format!("--cval applies to the constant modes, not --mode {}", a.mode),
+            ));
+        }
+        p.cval = c;
+    }
+    if let Some(w) = &a.weights {
+        if w.to_ascii_lowercase().ends_with(".npy") {
+            let (arr, _) = kiln_io::read_npy_f64(w).map_err(io_error("--weights"))?;
+            p.weights = Some(arr.iter().copied().collect());
+            p.wshape = Some(arr.shape().to_vec());
+        } else {
+            p.set("weights", w)?;
+        }
+    }
+    Ok(p)
+}
+
+/// The first file of a batch input (a directory or a glob), in sorted order.
+fn first_file(input: &Path) -> Option<PathBuf> {
+    let mut files: Vec<PathBuf> = if input.is_dir() {
+        std::fs::read_dir(input)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && Format::from_path(p).is_some())
+            .collect()
+    } else {
+        glob::glob(&input.to_string_lossy())
+            .ok()?
+            .filter_map(Result::ok)
+            .collect()
+    };
+    files.sort();
+    files.into_iter().find(|p| Format::from_path(p).is_some())
+}
+
+/// 2 or 3: how the data in `path` is filtered (module docs).
+fn data_rank(path: &Path, batch: bool) -> anyhow::Result<usize> {
+    match Format::from_path(path) {
+        Some(Format::Png | Format::Tiff) => Ok(2),
+        Some(Format::Nifti | Format::NiftiGz) => Ok(3),
+        Some(Format::Npy) => {
+            let f = kiln_io::open_npy(path).map_err(io_error("--input"))?;
+            match f.shape().len() {
+                2 => Ok(2),
+                3 if batch => Ok(2),
+                3 | 4 => Ok(3),
+                n => Err(invalid(
+                    "--input",
+                    format!("{}: a {n}-D array; ndimage takes 2-D to 4-D data", path.display()),
+                )),
+            }
+        }
+        None => Err(invalid(
+            "--input",
+            format!(
+                "{}: unknown file extension (.png .tif .tiff .npy .nii .nii.gz)",
+                path.display()
+            ),
+        )),
+    }
+}
+
+/// `kiln ndimage`; see the module docs.
+pub fn run(a: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
+    let t_start = Instant::now();
+    let p = params(a)?;
+    let is_batch = crate::filter_batch::is_batch_input(&a.input);
+    let probe = if is_batch {
+        first_file(&a.input)
+            .ok_or_else(|| invalid("--input", format!("{}: no input files", a.input.display())))?
+    } else {
+        a.input.clone()
+    };
+    let ndim = data_rank(&probe, a.batch)?;
+    let planned = plan(&a.function, ndim, &p)?;
+    let mode = p.boundary()?;
+    let c = Common {
+        input: a.input.clone(),
+        kernel: a.function.clone(),
+        mode: a.mode.clone(),
+        cval: a.cval,
+        output: a.output.clone(),
+        json: a.json,
+        readers: a.readers,
+        writers: a.writers,
+        streams: a.streams,
+        fail_fast: a.fail_fast,
+    };
+    let desc = planned.describe(mode);
+    let op = |t: &Tensor| planned.apply(t);
+    if is_batch {
+        return if ndim == 2 {
+            crate::filter_batch::run_images(&c, a.batch, Filter2::Op(&op), &desc, request, cfg)
+        } else {
+            crate::filter_batch::run_volumes(&c, Filter3::Op(&op), &desc, request, cfg)
+        };
+    }
+    refuse_batch_flags(&c)?;
+    let (fin, fout, _) = preflight_any(&c, ndim)?;
+    if ndim == 2 {
+        run_image(
+            &c,
+            a.batch,
+            (fin, fout),
+            Filter2::Op(&op),
+            &desc,
+            t_start,
+            request,
+            cfg,
+        )
+    } else {
+        run_volume(&c, fin, Filter3::Op(&op), &desc, t_start, request, cfg)
+    }
+}
+
+/// filter2d's / filter3d's checks; a 3-D `.npy` read as a volume is fine for 3-D.
+fn preflight_any(
+    c: &Common,
+    ndim: usize,
+) -> anyhow::Result<(Format, Format, kiln::core::imaging::BoundaryMode)> {
+    preflight(c, ndim == 2)
+}
