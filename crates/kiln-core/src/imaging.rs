@@ -16,7 +16,9 @@
 //! Which path a call takes (direct or 1-D passes, [`FilterPath`]) is resolved here too
 //! ([`path_2d`], [`resolve_2d`]), so neither backend consults the other.
 
+pub mod morphology;
 mod path;
+pub mod rank;
 
 pub use path::{path_2d, path_3d, resolve_2d, resolve_3d, FilterPath};
 

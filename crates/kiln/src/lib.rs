@@ -40,6 +40,8 @@ pub mod elementwise;
 pub mod finance;
 pub mod imaging;
 pub mod linalg;
+pub mod morphology;
+pub mod rank;
 mod runtime;
 pub mod stream;
 pub mod tensor;
