@@ -18,7 +18,9 @@
 
 pub mod linear;
 pub mod linear_spec;
+pub mod morphology;
 mod path;
+pub mod rank;
 
 pub use path::{path_2d, path_3d, resolve_2d, resolve_3d, FilterPath};
 

@@ -99,9 +99,24 @@ pub const FAULT: Module = Module {
     source: include_str!("../kernels/fault.cu"),
 };
 
+/// Rank filters and grey morphology (`kernels/imaging.cuh`, then `kernels/rank.cu`).
+pub const RANK: Module = Module {
+    name: "rank",
+    source: concat!(
+        include_str!("../kernels/imaging.cuh"),
+        include_str!("../kernels/rank.cu")
+    ),
+};
+
+/// Binary morphology (`kernels/morph.cu`).
+pub const MORPH: Module = Module {
+    name: "morph",
+    source: include_str!("../kernels/morph.cu"),
+};
+
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
 pub const MODULES: &[Module] = &[
-    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, NDIMAGE, FINANCE, GEMM, CAST, FAULT,
+    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, NDIMAGE, FINANCE, GEMM, CAST, FAULT, RANK, MORPH,
 ];
 
 /// What NVRTC compiles as one program and the cache stores as one cubin.
@@ -295,6 +310,28 @@ pub enum KernelId {
     CastAny,
     /// Fault injection: a store through an invalid address (sticky error 700).
     FaultIllegalAddress,
+    /// Rank filter: any footprint of up to 9 elements, any rank, keys sorted in registers (Batcher network).
+    RankNet9,
+    /// Rank filter: up to 25 elements, registers, Batcher network.
+    RankNet25,
+    /// Rank filter: up to 49 elements, registers, Batcher network.
+    RankNet49,
+    /// Median of exactly 9 elements (3x3): the pruned network for the middle rank.
+    RankMed9,
+    /// Median of exactly 25 elements (5x5): the pruned network for the middle rank.
+    RankMed25,
+    /// Rank filter fallback: any footprint and rank, bisection on the total-order key.
+    RankBisect,
+    /// Min/max over any footprint; with a structure, min(x - s) / max(x + s) in double.
+    MinmaxFp,
+    /// u8 rank over a 2-D box: Huang's sliding histogram down columns, a histogram a thread.
+    RankHistU8,
+    /// Min/max over a full 2-D box, fused tile: van Herk / Gil-Werman along rows then columns.
+    MinmaxBox2d,
+    /// One binary erosion or dilation step (scipy semantics), sets a changed flag.
+    BinaryStep,
+    /// x = 1 - x on a u8 0/1 mask (binary_fill_holes' complement).
+    BinaryNotU8,
 }
 
 impl KernelId {
@@ -370,6 +407,17 @@ impl KernelId {
         KernelId::GemmNaiveF32,
         KernelId::CastAny,
         KernelId::FaultIllegalAddress,
+        KernelId::RankNet9,
+        KernelId::RankNet25,
+        KernelId::RankNet49,
+        KernelId::RankMed9,
+        KernelId::RankMed25,
+        KernelId::RankBisect,
+        KernelId::MinmaxFp,
+        KernelId::RankHistU8,
+        KernelId::MinmaxBox2d,
+        KernelId::BinaryStep,
+        KernelId::BinaryNotU8,
     ];
 
     /// The module that defines it.
@@ -440,6 +488,16 @@ impl KernelId {
             | KernelId::GemmNaiveF32 => GEMM,
             KernelId::CastAny => CAST,
             KernelId::FaultIllegalAddress => FAULT,
+            KernelId::RankNet9
+            | KernelId::RankNet25
+            | KernelId::RankNet49
+            | KernelId::RankMed9
+            | KernelId::RankMed25
+            | KernelId::RankBisect
+            | KernelId::MinmaxFp
+            | KernelId::RankHistU8
+            | KernelId::MinmaxBox2d => RANK,
+            KernelId::BinaryStep | KernelId::BinaryNotU8 => MORPH,
         }
     }
 
@@ -516,6 +574,17 @@ impl KernelId {
             KernelId::GemmNaiveF32 => "gemm_naive_f32",
             KernelId::CastAny => "cast_any",
             KernelId::FaultIllegalAddress => "fault_illegal_address",
+            KernelId::RankNet9 => "rank_net9",
+            KernelId::RankNet25 => "rank_net25",
+            KernelId::RankNet49 => "rank_net49",
+            KernelId::RankMed9 => "rank_med9",
+            KernelId::RankMed25 => "rank_med25",
+            KernelId::RankBisect => "rank_bisect",
+            KernelId::MinmaxFp => "minmax_fp",
+            KernelId::RankHistU8 => "rank_hist_u8",
+            KernelId::MinmaxBox2d => "minmax_box2d",
+            KernelId::BinaryStep => "binary_step",
+            KernelId::BinaryNotU8 => "binary_not_u8",
         }
     }
 
@@ -599,6 +668,18 @@ impl KernelId {
             KernelId::GemmTiledTnSF32 => 548,
             KernelId::GemmTiledTtSF32 => 536,
             KernelId::GemmNaiveF32 => 56,
+            // rank.cu / morph.cu: guesses until measured (the networks are the slow ones)
+            KernelId::RankNet9 => 900,
+            KernelId::RankNet25 => 1500,
+            KernelId::RankNet49 => 3000,
+            KernelId::RankMed9 => 700,
+            KernelId::RankMed25 => 1200,
+            KernelId::RankBisect => 300,
+            KernelId::MinmaxFp => 300,
+            KernelId::RankHistU8 => 300,
+            KernelId::MinmaxBox2d => 400,
+            KernelId::BinaryStep => 200,
+            KernelId::BinaryNotU8 => 60,
         }
     }
 }

@@ -18,8 +18,12 @@
 mod filter2d;
 mod filter3d;
 mod ndimage;
+mod morph;
+mod rank;
 mod separable;
 mod transpose;
+
+pub use rank::rank_algorithm;
 
 use crate::kernels::KernelId;
 use crate::CudaBackend;

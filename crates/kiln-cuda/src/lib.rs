@@ -52,6 +52,7 @@ pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use graph::Graph;
 pub use kernels::{KernelId, Module, Program};
 pub use launch_finance::{GpuMcOptions, McProbe};
+pub use launch_imaging::rank_algorithm;
 pub use profiler::{profiler, Profiler, Range};
 pub use storage::{CudaData, CudaElement, CudaStorage};
 pub use streams::USER_STREAMS;

@@ -10,11 +10,10 @@
 
 use crate::backend::{cuda_err, CudaBackend};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
-use crate::transfer::{as_uninit, par_copy, par_copy_uninit, uninit_vec};
+use crate::transfer::par_copy;
 use cudarc::driver::{result, CudaEvent, CudaStream};
 use kiln_core::backend::{check_same_len, Element, MapOp};
 use kiln_core::{Error, Result};
-use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -76,24 +75,7 @@ impl CudaBackend {
         opts: PipelineOptions,
     ) -> Result<PipelineReport> {
         check_same_len(op.name(), x.len(), out.len())?;
-        self.pipeline(op, x, as_uninit(out), opts, false)
-    }
-
-    /// `op(x)` for an ordinary host slice into a new vector, pipelined through pinned
-    /// staging buffers; the vector's pages are first touched by the copies out (see
-    /// [`crate::transfer::host_vec`] for why that matters).
-    pub fn map_pipelined_to_vec<T: Element + Default>(
-        &self,
-        op: MapOp,
-        x: &[T],
-        opts: PipelineOptions,
-    ) -> Result<(Vec<T>, PipelineReport)> {
-        let n = x.len();
-        let mut v = uninit_vec::<T>(n);
-        let report = self.pipeline(op, x, &mut v.spare_capacity_mut()[..n], opts, true)?;
-        // SAFETY: pipeline returned Ok, so every element of the spare capacity was written.
-        unsafe { v.set_len(n) };
-        Ok((v, report))
+        self.pipeline(op, x, out, opts, false)
     }
 
     /// `out = op(x)` for ordinary host slices, pipelined through pinned staging buffers.
@@ -105,34 +87,14 @@ impl CudaBackend {
         opts: PipelineOptions,
     ) -> Result<PipelineReport> {
         check_same_len(op.name(), x.len(), out.len())?;
-        self.pipeline(op, x, as_uninit(out), opts, true)
+        self.pipeline(op, x, out, opts, true)
     }
 
-    /// `out = op(x)` for ordinary host slices, pipelined with both slices page-locked in
-    /// place (`cuMemHostRegister`) for the run instead of staged: the DMA engines read and
-    /// write the caller's memory, so no host memcpy runs, at the cost of registering and
-    /// unregistering the pages. Bit-identical to [`Self::map_pipelined`].
-    pub fn map_pipelined_registered<T: Element + Default>(
-        &self,
-        op: MapOp,
-        x: &[T],
-        out: &mut [T],
-        opts: PipelineOptions,
-    ) -> Result<PipelineReport> {
-        check_same_len(op.name(), x.len(), out.len())?;
-        let ctx = self.stream().context().clone();
-        let _rx = crate::transfer::Registered::new(&ctx, x)?;
-        let _ro = crate::transfer::Registered::new(&ctx, out)?;
-        self.pipeline(op, x, as_uninit(out), opts, false)
-    }
-
-    /// On `Ok`, every element of `out` has been written. Unstaged, `x` and `out` must be
-    /// page-locked (the callers: pinned buffers, or registered slices).
     fn pipeline<T: Element + Default>(
         &self,
         op: MapOp,
         x: &[T],
-        out: &mut [MaybeUninit<T>],
+        out: &mut [T],
         opts: PipelineOptions,
         staged: bool,
     ) -> Result<PipelineReport> {
@@ -175,13 +137,12 @@ impl CudaBackend {
                 pending: None,
             });
         }
-        check_same_len(op.name(), x.len(), out.len())?;
-        let drain = |slot: &mut Slot<T>, out: &mut [MaybeUninit<T>]| -> Result<()> {
+        let drain = |slot: &mut Slot<T>, out: &mut [T]| -> Result<()> {
             if let Some((r, ev)) = slot.pending.take() {
                 ev.synchronize()
                     .map_err(|e| cuda_err("cuEventSynchronize", &dev, e))?;
                 if let Some(so) = &slot.stage_out {
-                    par_copy_uninit(&mut out[r.clone()], &so[..r.len()]);
+                    par_copy(&mut out[r.clone()], &so[..r.len()]);
                 }
             }
             Ok(())
@@ -211,24 +172,15 @@ impl CudaBackend {
                     .map_err(|e| cuda_err("cuMemcpyHtoDAsync", &dev, e))?;
                 self.pool().note_htod(std::mem::size_of_val(src) as u64);
                 self.map_device_on(&slot.stream, op, &slot.dx, &mut slot.dy, len)?;
-                let dst: *mut T = match &mut slot.stage_out {
-                    Some(so) => so[..len].as_mut_ptr(),
-                    None => out[r.clone()].as_mut_ptr() as *mut T,
+                let dst: &mut [T] = match &mut slot.stage_out {
+                    Some(so) => &mut so[..len],
+                    None => &mut out[r.clone()],
                 };
-                // SAFETY: `dst` is pinned host memory of `len` elements (this slot's staging
-                // buffer, or the caller's page-locked output) that nothing else touches until
-                // this slot's event has been synchronised (drain, or the final loop below);
-                // dy holds chunk >= len elements.
-                unsafe {
-                    cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
-                        dst as *mut std::ffi::c_void,
-                        slot.dy.device_ptr(),
-                        len * std::mem::size_of::<T>(),
-                        slot.stream.cu_stream(),
-                    )
-                }
-                .result()
-                .map_err(|e| cuda_err("cuMemcpyDtoHAsync", &dev, e))?;
+                // SAFETY: `dst` is pinned host memory of `len` elements that nothing else
+                // touches until this slot's event has been synchronised (drain, or the final
+                // loop below); dy holds chunk >= len elements.
+                unsafe { result::memcpy_dtoh_async(dst, slot.dy.device_ptr(), slot.stream.cu_stream()) }
+                    .map_err(|e| cuda_err("cuMemcpyDtoHAsync", &dev, e))?;
                 self.pool().note_dtoh((len * std::mem::size_of::<T>()) as u64);
                 let ev = ctx
                     .new_event(None)

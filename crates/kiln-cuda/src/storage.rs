@@ -209,15 +209,6 @@ impl CudaStorage {
             .map_err(|e| self.name_queued(e))
     }
 
-    /// The elements in a new host vector (waits for queued work; see [`Self::to_host`]).
-    pub fn to_vec<T: CudaElement>(&self) -> Result<Vec<T>> {
-        let b = self.typed::<T>("to_vec")?;
-        let op = format!("{} (queued on cuda, surfaced when its result was read)", self.op);
-        self.dev
-            .download_to_vec(b, b.stream(), &op)
-            .map_err(|e| self.name_queued(e))
-    }
-
     /// A CUDA error met while reading this storage is most likely raised by the queued work
     /// that wrote it (errors of asynchronous work surface at the next call): say so, with
     /// the writer's name, whichever driver call reported it.

@@ -61,22 +61,6 @@ const HUGE: usize = 2 << 20;
 /// quarters of the whole 1 GiB download. Written by hand: no crate allocates with this
 /// advice; the advice is best effort (ignored where the kernel has no THP).
 pub fn host_vec<T: Copy + Default + Send + Sync>(n: usize) -> Vec<T> {
-    let mut v = uninit_vec::<T>(n);
-    let per = (PIECE_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    v.spare_capacity_mut()[..n]
-        .par_chunks_mut(per)
-        .for_each(|c| c.fill(std::mem::MaybeUninit::new(T::default())));
-    // SAFETY: the first n elements were all written just above.
-    unsafe { v.set_len(n) };
-    v
-}
-
-/// An empty vector with room for `n` elements whose pages are not touched yet, advised
-/// for transparent huge pages from 32 MiB on (see [`host_vec`]): for a result that a copy
-/// writes whole, so that each page is written once (by the copy: the kernel zeroes it at
-/// the fault) instead of twice. On the H200 machine a prefaulted 1 GiB `host_vec` cost
-/// 30.6 ms, most of a `to_vec`'s extra time over a download into an existing vector.
-pub(crate) fn uninit_vec<T>(n: usize) -> Vec<T> {
     let mut v: Vec<T> = Vec::with_capacity(n);
     let bytes = n * std::mem::size_of::<T>();
     if bytes >= HUGE_FROM {
@@ -90,27 +74,13 @@ pub(crate) fn uninit_vec<T>(n: usize) -> Vec<T> {
             unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
         }
     }
-    v
-}
-
-/// `dst[i] = src[i]` into memory that may be uninitialised, by all cores, in 1 MiB pieces.
-pub(crate) fn par_copy_uninit<T: Copy + Send + Sync>(dst: &mut [std::mem::MaybeUninit<T>], src: &[T]) {
-    assert_eq!(dst.len(), src.len(), "par_copy_uninit: lengths differ");
     let per = (PIECE_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    dst.par_chunks_mut(per)
-        .zip(src.par_chunks(per))
-        .for_each(|(d, s)| {
-            // SAFETY: d and s have the same length (zipped chunks of equal-length slices) and
-            // cannot overlap (one is borrowed mutably); MaybeUninit<T> has T's layout.
-            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), d.as_mut_ptr() as *mut T, s.len()) }
-        });
-}
-
-/// `&mut [T]` seen as possibly-uninitialised memory, for code that only writes valid `T`s.
-pub(crate) fn as_uninit<T>(s: &mut [T]) -> &mut [std::mem::MaybeUninit<T>] {
-    // SAFETY: MaybeUninit<T> has T's layout; the callers only ever write initialised `T`
-    // values through it, so `s` stays initialised.
-    unsafe { &mut *(s as *mut [T] as *mut [std::mem::MaybeUninit<T>]) }
+    v.spare_capacity_mut()[..n]
+        .par_chunks_mut(per)
+        .for_each(|c| c.fill(std::mem::MaybeUninit::new(T::default())));
+    // SAFETY: the first n elements were all written just above.
+    unsafe { v.set_len(n) };
+    v
 }
 
 /// Whether `s` lies in page-locked memory known to the driver (kiln's pinned pool, or
@@ -242,32 +212,6 @@ impl CudaBackend {
         stream: &std::sync::Arc<CudaStream>,
         op: &str,
     ) -> Result<()> {
-        self.download_uninit(src, as_uninit(dst), stream, op)
-    }
-
-    /// [`Self::download_into`] into a new vector whose pages only the copy touches.
-    pub fn download_to_vec<T: Copy + Default + Send + Sync + 'static>(
-        &self,
-        src: &DeviceBuffer<T>,
-        stream: &std::sync::Arc<CudaStream>,
-        op: &str,
-    ) -> Result<Vec<T>> {
-        let n = src.len();
-        let mut v = uninit_vec::<T>(n);
-        self.download_uninit(src, &mut v.spare_capacity_mut()[..n], stream, op)?;
-        // SAFETY: download_uninit returned Ok, so all n elements were written.
-        unsafe { v.set_len(n) };
-        Ok(v)
-    }
-
-    /// The download itself: on `Ok`, every element of `dst` has been written.
-    fn download_uninit<T: Copy + Default + Send + Sync + 'static>(
-        &self,
-        src: &DeviceBuffer<T>,
-        dst: &mut [std::mem::MaybeUninit<T>],
-        stream: &std::sync::Arc<CudaStream>,
-        op: &str,
-    ) -> Result<()> {
         check_same_len("download", src.len(), dst.len())?;
         let bytes = std::mem::size_of_val(dst);
         if bytes == 0 {
@@ -283,18 +227,10 @@ impl CudaBackend {
         self.bind()?;
         if bytes <= DIRECT_BYTES || is_pinned(dst) {
             // (a pinned destination takes the DMA directly, at the link's speed)
-            // SAFETY: src holds dst.len() elements (checked), dst is `bytes` long; the
-            // synchronize below ends the borrow of `dst` only after the copy has landed.
-            unsafe {
-                cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
-                    dst.as_mut_ptr() as *mut std::ffi::c_void,
-                    src.device_ptr(),
-                    bytes,
-                    stream.cu_stream(),
-                )
-            }
-            .result()
-            .map_err(|e| self.err("cuMemcpyDtoHAsync", e))?;
+            // SAFETY: src holds dst.len() elements (checked); the synchronize below ends the
+            // borrow of `dst` only after the copy has landed.
+            unsafe { result::memcpy_dtoh_async(dst, src.device_ptr(), stream.cu_stream()) }
+                .map_err(|e| self.err("cuMemcpyDtoHAsync", e))?;
             src.pool().note_dtoh(bytes as u64);
             return self.synchronize_stream(stream, op);
         }
@@ -343,7 +279,7 @@ impl CudaBackend {
                     }
                 }
                 let r = i * chunk..((i + 1) * chunk).min(n);
-                par_copy_uninit(&mut dst[r.clone()], &stages[slot][..r.len()]);
+                par_copy(&mut dst[r.clone()], &stages[slot][..r.len()]);
                 if i + depth < chunks {
                     if let Err(e) = queue(i + depth, &mut stages, &mut events) {
                         result = Err(e);
@@ -367,51 +303,5 @@ impl CudaBackend {
             .context()
             .bind_to_thread()
             .map_err(|e| self.err("cuCtxSetCurrent", e))
-    }
-}
-
-/// Host memory page-locked in place for as long as the guard lives (`cuMemHostRegister`),
-/// so copies to and from it run at the link's speed without staging. Unregistered on drop;
-/// the caller must have synchronised every copy that touches it before then.
-pub struct Registered {
-    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
-    ptr: *mut std::ffi::c_void,
-}
-
-impl Registered {
-    /// Registers the pages of `data` (a no-op guard for an empty slice).
-    pub fn new<T>(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, data: &[T]) -> Result<Self> {
-        use cudarc::driver::sys;
-        let bytes = std::mem::size_of_val(data);
-        let ptr = data.as_ptr() as *mut std::ffi::c_void;
-        if bytes == 0 {
-            return Ok(Registered {
-                ctx: ctx.clone(),
-                ptr: std::ptr::null_mut(),
-            });
-        }
-        ctx.bind_to_thread()
-            .map_err(|e| crate::backend::cuda_err("cuCtxSetCurrent", "host", e))?;
-        // SAFETY: [ptr, ptr + bytes) is one live allocation borrowed for the guard's life by
-        // the caller; registration only page-locks it and changes no byte.
-        let r = unsafe { sys::cuMemHostRegister_v2(ptr, bytes, sys::CU_MEMHOSTREGISTER_PORTABLE) };
-        r.result()
-            .map_err(|e| crate::backend::cuda_err("cuMemHostRegister", "host", e))?;
-        Ok(Registered {
-            ctx: ctx.clone(),
-            ptr,
-        })
-    }
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        if self.ptr.is_null() {
-            return;
-        }
-        let _ = self.ctx.bind_to_thread();
-        // SAFETY: `ptr` was registered by `new` and every copy that used it has been
-        // synchronised by the owner of the guard.
-        let _ = unsafe { cudarc::driver::sys::cuMemHostUnregister(self.ptr) };
     }
 }

@@ -295,38 +295,26 @@ fn rate_kbps(prev: Option<(i64, u64)>, now: (i64, u64)) -> Option<u32> {
     Some((per_s / 1e3).min(u32::MAX as f64) as u32)
 }
 
-/// What one `nvmlDeviceGetFieldValues` call reads each tick.
+/// What one `nvmlDeviceGetFieldValues` call reads each tick: the PCIe byte counters
+/// (NVML timestamp µs, bytes), transmit and receive.
 #[derive(Default)]
 struct Batch {
-    /// PCIe byte counters (NVML timestamp µs, bytes): transmit, receive.
     tx: Option<(i64, u64)>,
     rx: Option<(i64, u64)>,
-    /// Energy since the driver loaded, mJ.
-    energy_mj: Option<u64>,
-    /// Volatile ECC totals: corrected (single-bit), uncorrected (double-bit).
-    ecc_corrected: Option<u64>,
-    ecc_uncorrected: Option<u64>,
 }
 
-/// PCIe byte counters, energy and ECC totals in one `nvmlDeviceGetFieldValues` call.
-/// Measured 2026-12-03 on the H200: `nvmlDeviceGetPcieThroughput` samples the link for
-/// 20 ms a call (two a tick were ~40 of a 48 ms sample), `nvmlDeviceGetTotalEnergyConsumption`
-/// costs 3.1 ms and each ECC total 0.17 ms, while a field-values call cost 0.16 ms. A field
-/// the call cannot give is read by its own call instead (and PCIe by the sampling calls
-/// only where the counters are unsupported).
+/// The PCIe byte counters in one `nvmlDeviceGetFieldValues` call. Measured 2026-12-03 on the
+/// H200: `nvmlDeviceGetPcieThroughput` samples the link for 20 ms a call (two a tick were
+/// ~40 of a 48 ms sample); the counters' field-values call cost 0.16 ms. Energy and the ECC
+/// totals stay on their own calls: through field values, energy cost the same 3.9 ms and the
+/// five-field batch 5.5 ms, against 0.002 ms for each ECC call.
 fn read_batch(d: &mut DeviceState) -> Batch {
     use nvml_wrapper::enums::device::SampleValue;
     use nvml_wrapper::structs::device::FieldId;
-    use nvml_wrapper::sys_exports::field_id::{
-        NVML_FI_DEV_ECC_DBE_VOL_TOTAL, NVML_FI_DEV_ECC_SBE_VOL_TOTAL, NVML_FI_DEV_PCIE_COUNT_RX_BYTES,
-        NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
-    };
+    use nvml_wrapper::sys_exports::field_id::{NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES};
     let ids = [
         FieldId(NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
         FieldId(NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
-        FieldId(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION),
-        FieldId(NVML_FI_DEV_ECC_SBE_VOL_TOTAL),
-        FieldId(NVML_FI_DEV_ECC_DBE_VOL_TOTAL),
     ];
     let values = read(d, Field::Batched, |x| {
         Ok::<_, NvmlError>(
@@ -347,13 +335,7 @@ fn read_batch(d: &mut DeviceState) -> Batch {
     })
     .unwrap_or_default();
     let at = |i: usize| values.get(i).copied().flatten();
-    Batch {
-        tx: at(0),
-        rx: at(1),
-        energy_mj: at(2).map(|v| v.1),
-        ecc_corrected: at(3).map(|v| v.1),
-        ecc_uncorrected: at(4).map(|v| v.1),
-    }
+    Batch { tx: at(0), rx: at(1) }
 }
 
 /// PCIe throughput from the batch's byte counters: the rate between ticks (none on the
@@ -397,25 +379,18 @@ fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSampl
         temperature_c: read(d, Field::Temperature, |x| x.temperature(TemperatureSensor::Gpu)),
         power_w: read(d, Field::Power, |x| x.power_usage()).map(|mw| mw as f64 / 1e3),
         power_limit_w: read(d, Field::PowerLimit, |x| x.enforced_power_limit()).map(|mw| mw as f64 / 1e3),
-        energy_j: batch
-            .energy_mj
-            .or_else(|| read(d, Field::Energy, |x| x.total_energy_consumption()))
-            .map(|mj| mj as f64 / 1e3),
+        energy_j: read(d, Field::Energy, |x| x.total_energy_consumption()).map(|mj| mj as f64 / 1e3),
         sm_clock_mhz: read(d, Field::SmClock, |x| x.clock_info(Clock::SM)),
         mem_clock_mhz: read(d, Field::MemClock, |x| x.clock_info(Clock::Memory)),
         throttle_mask: throttle.map(|t| t.bits()),
         throttle_reasons: throttle
             .map(|t| t.iter_names().map(|(n, _)| n.to_ascii_lowercase()).collect())
             .unwrap_or_default(),
-        ecc_corrected: batch.ecc_corrected.or_else(|| {
-            read(d, Field::EccCorrected, |x| {
-                x.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
-            })
+        ecc_corrected: read(d, Field::EccCorrected, |x| {
+            x.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
         }),
-        ecc_uncorrected: batch.ecc_uncorrected.or_else(|| {
-            read(d, Field::EccUncorrected, |x| {
-                x.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
-            })
+        ecc_uncorrected: read(d, Field::EccUncorrected, |x| {
+            x.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
         }),
         pcie_tx_kbps: pcie_tx,
         pcie_rx_kbps: pcie_rx,

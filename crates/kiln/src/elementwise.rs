@@ -44,13 +44,6 @@ impl Runtime {
 
     /// `op` applied element-wise to `x`.
     pub fn map<T: crate::FloatElement>(&self, op: MapOp, x: &[T]) -> Result<Vec<T>> {
-        if let Engine::Cuda(c) = self.engine() {
-            if std::mem::size_of_val(x) > kiln_cuda::transfer::DIRECT_BYTES {
-                op.validate()?;
-                let _range = crate::profiler().host_range(op.name());
-                return c.map_pipelined_to_vec(op, x, Default::default()).map(|(v, _)| v);
-            }
-        }
         let mut out = kiln_cuda::transfer::host_vec::<T>(x.len());
         self.map_into(op, x, &mut out)?;
         Ok(out)

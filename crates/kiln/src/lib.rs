@@ -41,6 +41,8 @@ pub mod finance;
 pub mod imaging;
 pub mod linalg;
 pub mod ndimage;
+pub mod morphology;
+pub mod rank;
 mod runtime;
 pub mod stream;
 pub mod tensor;

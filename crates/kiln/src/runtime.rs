@@ -179,10 +179,6 @@ impl Runtime {
     /// `op` applied element-wise to `x`.
     pub fn unary(&self, op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         let _r = self.reserve_host(op.name(), (x.len() * 4) as u64)?;
-        if matches!(self.engine(), Engine::Cuda(_)) {
-            // large inputs: the staged pipeline into a new vector only the copies touch
-            return self.map(kiln_core::backend::MapOp::Unary(op), x);
-        }
         // the pages first touched by all cores, on huge pages where the kernel has them
         let mut out = kiln_cuda::transfer::host_vec::<f32>(x.len());
         self.unary_into(op, x, &mut out)?;

@@ -225,7 +225,11 @@ impl Tensor {
         self.check_dtype::<T>("to_vec")?;
         match &*self.storage {
             Storage::Cpu(c) => Ok(c.as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default()),
-            Storage::Cuda(g) => g.to_vec(),
+            Storage::Cuda(g) => {
+                let mut out = kiln_cuda::transfer::host_vec::<T>(g.len());
+                g.to_host(&mut out)?;
+                Ok(out)
+            }
         }
     }
 

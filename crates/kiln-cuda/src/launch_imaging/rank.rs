@@ -1,0 +1,362 @@
+//! Launchers for `kernels/rank.cu`: rank filters and grey morphology on a `(D, H, W)`
+//! storage of u8, u16 or f32, bit for bit the CPU's (`kiln_cpu::imaging::rank`).
+//!
+//! The algorithm is chosen by window and type ([`rank_algorithm`]):
+//! - a structure (non-flat grey morphology): `minmax_fp`;
+//! - min/max over a full box: `minmax_box2d` (fused van Herk / Gil-Werman tile) for the
+//!   (y, x) box while its tile fits 48 KiB of shared memory (boxes up to about 33×33),
+//!   then a z pass (`minmax_fp` over `[kz, 1, 1]`) for a 3-D box; other footprints
+//!   `minmax_fp`;
+//! - a rank of 9 or 25 elements at the median: the pruned networks `rank_med9/25`; up to
+//!   49 elements: `rank_net9/25/49`; u8 over a larger 2-D box: `rank_hist_u8`; the rest:
+//!   `rank_bisect`.
+#![allow(unsafe_code)]
+
+use super::{grid, MAX_AXIS};
+use crate::kernels::KernelId;
+use crate::pool::DeviceBuffer;
+use crate::storage::{CudaData, CudaStorage};
+use crate::CudaBackend;
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use kiln_core::imaging::rank::{RankElement, RankOp, RankSpec};
+use kiln_core::imaging::BoundaryMode;
+use kiln_core::storage::{unsupported_dtype, BackendStorage};
+use kiln_core::{DType, Error, Result};
+
+/// The window and the launch's scalars (`struct RankWin` in rank.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RankWin {
+    lo: [i32; 3],
+    hi: [i32; 3],
+    cnt: i32,
+    rank: i32,
+    mode: i32,
+    ckey: u32,
+    dt: i32,
+    d: i32,
+    h: i32,
+    w: i32,
+}
+
+/// Up to 49 offsets by value (`struct NetOffs` in rank.cu).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct NetOffs {
+    dz: [i16; 49],
+    dy: [i16; 49],
+    dx: [i16; 49],
+}
+
+// SAFETY: `#[repr(C)]` structs of i32/u32 (RankWin) and i16 arrays (NetOffs) with the
+// field order, types and sizes of rank.cu's `RankWin` and `NetOffs`.
+unsafe impl DeviceRepr for RankWin {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for NetOffs {}
+
+/// Bytes of shared memory `minmax_box2d` needs for a `ky × kx` box.
+fn box2d_smem(ky: usize, kx: usize) -> usize {
+    let (ly, lx) = (32 + ky - 1, 64 + kx - 1);
+    (ly * lx + ly * 64) * 4
+}
+
+const SMEM_LIMIT: usize = 48 * 1024;
+
+/// The kernel the GPU runs for `spec` on elements of `dtype` (the z pass of a 3-D box
+/// min/max is a second launch of `minmax_fp`).
+pub fn rank_algorithm(spec: &RankSpec, dtype: DType) -> KernelId {
+    let n = spec.count();
+    let [fd, fh, fw] = spec.fshape;
+    if spec.structure.is_some() {
+        return KernelId::MinmaxFp;
+    }
+    match spec.op {
+        RankOp::Min | RankOp::Max => {
+            if spec.is_box() && box2d_smem(fh, fw) <= SMEM_LIMIT {
+                KernelId::MinmaxBox2d
+            } else {
+                KernelId::MinmaxFp
+            }
+        }
+        RankOp::Rank(r) => match n {
+            9 if r == 4 => KernelId::RankMed9,
+            25 if r == 12 => KernelId::RankMed25,
+            0..=9 => KernelId::RankNet9,
+            10..=25 => KernelId::RankNet25,
+            26..=49 => KernelId::RankNet49,
+            _ if dtype == DType::U8 && spec.is_box() && fd == 1 && n <= 65535 => KernelId::RankHistU8,
+            _ => KernelId::RankBisect,
+        },
+    }
+}
+
+fn dtype_code(op: &str, d: DType) -> Result<i32> {
+    match d {
+        DType::U8 => Ok(0),
+        DType::U16 => Ok(1),
+        DType::F32 => Ok(2),
+        _ => Err(unsupported_dtype(op, d, "u8, u16, f32")),
+    }
+}
+
+/// The mode's kiln_map code and the cval's key in the element type.
+fn mode_key(mode: BoundaryMode, d: DType) -> (i32, u32) {
+    let c = mode.cval().unwrap_or(0.0);
+    let key = match d {
+        DType::U8 => u8::from_cval(c).key(),
+        DType::U16 => u16::from_cval(c).key(),
+        _ => f32::from_cval(c).key(),
+    };
+    (super::mode_args(mode).0, key)
+}
+
+/// Checks a `(d, h, w)` shape for the kernels' 32-bit indices.
+pub(crate) fn check_dims(op: &str, shape: [usize; 3], len: usize) -> Result<()> {
+    if shape.contains(&0) {
+        return Err(Error::invalid(
+            op,
+            format!("the input is empty (shape {shape:?})"),
+        ));
+    }
+    kiln_core::backend::check_same_len(op, shape.iter().product(), len)?;
+    if shape.iter().any(|&a| a > MAX_AXIS) {
+        return Err(Error::invalid(
+            op,
+            format!("shape {shape:?}: every axis must be below 2^31"),
+        ));
+    }
+    Ok(())
+}
+
+/// The offsets as a flat `[dz, dy, dx, ...]` i32 list, checked to fit.
+pub(crate) fn flat_offsets(op: &str, offs: &[[isize; 3]]) -> Result<Vec<i32>> {
+    offs.iter()
+        .flatten()
+        .map(|&o| i32::try_from(o).map_err(|_| Error::invalid(op, format!("window offset {o} is too large"))))
+        .collect()
+}
+
+/// The 32×8 block grid of the one-output-a-thread kernels.
+pub(crate) fn point_cfg(shape: [usize; 3]) -> LaunchConfig {
+    let [d, h, w] = shape;
+    LaunchConfig {
+        grid_dim: (w.div_ceil(32) as u32, grid(h.div_ceil(8)), grid(d)),
+        block_dim: (32, 8, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl CudaStorage {
+    /// `spec` (a rank filter or grey morphology op) on this `(d, h, w)` storage of u8, u16
+    /// or f32, queued on the current stream: a new storage of the same dtype.
+    pub fn rank_filter(&self, shape: [usize; 3], spec: &RankSpec, op: &str) -> Result<CudaStorage> {
+        let dt = self.dtype();
+        dtype_code(op, dt)?;
+        check_dims(op, shape, self.len())?;
+        let dev = self.backend().clone();
+        self.use_on(dev.stream())?;
+        let out = CudaStorage::alloc(&dev, dt, self.len(), op)?;
+        let algo = rank_algorithm(spec, dt);
+        if algo == KernelId::MinmaxBox2d && spec.fshape[0] > 1 {
+            // (y, x) box per plane, then the z pass over [kz, 1, 1]
+            let tmp = CudaStorage::alloc(&dev, dt, self.len(), op)?;
+            let mut plane = spec.clone();
+            plane.fshape[0] = 1;
+            plane.origin[0] = 0;
+            plane.mask = vec![true; spec.fshape[1] * spec.fshape[2]];
+            dev.rank_launch(self.data(), tmp.data(), shape, &plane, algo)?;
+            let mut zs = spec.clone();
+            zs.fshape = [spec.fshape[0], 1, 1];
+            zs.origin = [spec.origin[0], 0, 0];
+            zs.mask = vec![true; spec.fshape[0]];
+            dev.rank_launch(tmp.data(), out.data(), shape, &zs, KernelId::MinmaxFp)?;
+        } else {
+            dev.rank_launch(self.data(), out.data(), shape, spec, algo)?;
+        }
+        Ok(out)
+    }
+}
+
+fn ptr(d: &CudaData) -> u64 {
+    match d {
+        CudaData::F32(b) => b.device_ptr(),
+        CudaData::F64(b) => b.device_ptr(),
+        CudaData::F16(b) => b.device_ptr(),
+        CudaData::BF16(b) => b.device_ptr(),
+        CudaData::U8(b) => b.device_ptr(),
+        CudaData::U16(b) => b.device_ptr(),
+    }
+}
+
+fn data_dtype(d: &CudaData) -> DType {
+    match d {
+        CudaData::F32(_) => DType::F32,
+        CudaData::F64(_) => DType::F64,
+        CudaData::F16(_) => DType::F16,
+        CudaData::BF16(_) => DType::BF16,
+        CudaData::U8(_) => DType::U8,
+        CudaData::U16(_) => DType::U16,
+    }
+}
+
+impl CudaBackend {
+    /// Uploads a small host table (window offsets, structure values) on the current stream.
+    pub(crate) fn small_table<T: Copy + Default + Send + Sync + 'static>(
+        &self,
+        v: &[T],
+    ) -> Result<DeviceBuffer<T>> {
+        let b: DeviceBuffer<T> = self.alloc(v.len().max(1))?;
+        if !v.is_empty() {
+            let mut padded = v.to_vec();
+            padded.resize(b.len(), T::default());
+            self.upload_into(&padded, &b, self.stream())?;
+        }
+        Ok(b)
+    }
+
+    /// One launch of `k` for `spec` from `src` into `dst` (same dtype and length, checked by
+    /// the caller: `shape`'s product).
+    fn rank_launch(
+        &self,
+        src: &CudaData,
+        dst: &CudaData,
+        shape: [usize; 3],
+        spec: &RankSpec,
+        k: KernelId,
+    ) -> Result<()> {
+        let dt = data_dtype(src);
+        let op = k.symbol();
+        let code = dtype_code(op, dt)?;
+        let [d, h, w] = shape;
+        let offs = spec.offsets();
+        let bound =
+            |a: usize, f: fn(isize, isize) -> isize| offs.iter().map(|o| o[a]).reduce(f).unwrap_or(0) as i32;
+        let (mc, ckey) = mode_key(spec.mode, dt);
+        let win = RankWin {
+            lo: [bound(0, isize::min), bound(1, isize::min), bound(2, isize::min)],
+            hi: [bound(0, isize::max), bound(1, isize::max), bound(2, isize::max)],
+            cnt: offs.len() as i32,
+            rank: spec.rank() as i32,
+            mode: mc,
+            ckey,
+            dt: code,
+            d: d as i32,
+            h: h as i32,
+            w: w as i32,
+        };
+        let (sp, dp) = (ptr(src), ptr(dst));
+        let f = self.function(k)?;
+        let _range = self.range(op);
+        let stream = self.stream();
+        let mx = i32::from(spec.op == RankOp::Max);
+        match k {
+            KernelId::RankNet9
+            | KernelId::RankNet25
+            | KernelId::RankNet49
+            | KernelId::RankMed9
+            | KernelId::RankMed25 => {
+                let mut no = NetOffs {
+                    dz: [0; 49],
+                    dy: [0; 49],
+                    dx: [0; 49],
+                };
+                for (i, o) in offs.iter().enumerate().take(49) {
+                    let c = |v: isize| {
+                        i16::try_from(v)
+                            .map_err(|_| Error::invalid(op, format!("window offset {v} is too large")))
+                    };
+                    (no.dz[i], no.dy[i], no.dx[i]) = (c(o[0])?, c(o[1])?, c(o[2])?);
+                }
+                let mut l = stream.launch_builder(&f);
+                l.arg(&sp).arg(&dp).arg(&win).arg(&no);
+                // SAFETY: src and dst hold d*h*w elements of the type `dt` names (the caller
+                // checked the length against shape; dst is a new allocation); the kernel
+                // writes only x < w, y < h, z < d and reads in-range (mapped) indices; the
+                // window count is <= the network size (rank_algorithm); stream order keeps
+                // the buffers alive.
+                unsafe { l.launch(point_cfg(shape)) }.map_err(|e| self.launch_err(k, e))?;
+            }
+            KernelId::RankBisect | KernelId::MinmaxFp => {
+                let table = self.small_table(&flat_offsets(op, &offs)?)?;
+                let sv = match spec.structure_values() {
+                    Some(v) => Some(self.small_table(&v)?),
+                    None => None,
+                };
+                let (tp, svp) = (table.device_ptr(), sv.as_ref().map_or(0u64, |b| b.device_ptr()));
+                let mut l = stream.launch_builder(&f);
+                l.arg(&sp).arg(&dp).arg(&win).arg(&tp);
+                if k == KernelId::MinmaxFp {
+                    l.arg(&svp).arg(&mx);
+                }
+                // SAFETY: as above; the offset table holds 3*cnt i32 and the structure table
+                // cnt f64 (or is null, and then unread); both were allocated on this stream
+                // and are freed in its order after the kernel.
+                unsafe { l.launch(point_cfg(shape)) }.map_err(|e| self.launch_err(k, e))?;
+            }
+            KernelId::RankHistU8 => {
+                let [_, fh, fw] = spec.fshape;
+                let strip = (4 * fh).max(64).min(h);
+                if d > 65535 || h.div_ceil(strip) > 65535 {
+                    return Err(Error::invalid(
+                        op,
+                        format!("{d} planes exceed the 65535 the histogram kernel takes"),
+                    ));
+                }
+                let (fhi, fwi) = (fh as i32, fw as i32);
+                let cy = (fh / 2) as i32 + spec.origin[1] as i32;
+                let cx = (fw / 2) as i32 + spec.origin[2] as i32;
+                let si = strip as i32;
+                let cfg = LaunchConfig {
+                    grid_dim: (w.div_ceil(64) as u32, h.div_ceil(strip) as u32, d as u32),
+                    block_dim: (64, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut l = stream.launch_builder(&f);
+                l.arg(&sp)
+                    .arg(&dp)
+                    .arg(&win)
+                    .arg(&fhi)
+                    .arg(&fwi)
+                    .arg(&cy)
+                    .arg(&cx)
+                    .arg(&si);
+                // SAFETY: u8 buffers of d*h*w (the algorithm is only chosen for u8); each
+                // thread writes its column of its strip (x < w, y < h); reads are mapped into
+                // range; the window count fits the u16 bins (<= 65535, rank_algorithm).
+                unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+            }
+            KernelId::MinmaxBox2d => {
+                let [_, fh, fw] = spec.fshape;
+                let smem = box2d_smem(fh, fw);
+                let cy = (fh / 2) as i32 + spec.origin[1] as i32;
+                let cx = (fw / 2) as i32 + spec.origin[2] as i32;
+                let (kyi, kxi) = (fh as i32, fw as i32);
+                let cfg = LaunchConfig {
+                    grid_dim: (w.div_ceil(64) as u32, grid(h.div_ceil(32)), grid(d)),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: smem as u32,
+                };
+                let mut l = stream.launch_builder(&f);
+                l.arg(&sp)
+                    .arg(&dp)
+                    .arg(&win)
+                    .arg(&kyi)
+                    .arg(&kxi)
+                    .arg(&cy)
+                    .arg(&cx)
+                    .arg(&mx);
+                // SAFETY: buffers of d*h*w elements of `dt`; outputs guarded by y < h, x < w;
+                // the shared size is the kernel's (32+ky-1)(64+kx-1) + (32+ky-1)64 keys and
+                // at most 48 KiB (rank_algorithm); inputs are mapped into range.
+                unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+            }
+            other => {
+                return Err(Error::invalid(
+                    op,
+                    format!("{} is not a rank kernel", other.symbol()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
