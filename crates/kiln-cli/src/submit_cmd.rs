@@ -10,13 +10,18 @@ use std::time::Duration;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
     /// The server's base URL.
-    #[arg(long, env = "KILN_SERVER", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        global = true,
+        env = "KILN_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub server: String,
     /// Bearer token (prefer the KILN_TOKEN variable: flags show in `ps`).
-    #[arg(long, env = "KILN_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "KILN_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Print the server's JSON as is.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
 }
 

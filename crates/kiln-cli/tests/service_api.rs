@@ -425,3 +425,68 @@ fn a_public_bind_without_tokens_is_refused() {
         "{out:?}"
     );
 }
+
+#[test]
+fn the_client_commands_submit_list_wait_and_cancel() {
+    let (s, _d) = server(&[]);
+    let kiln = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(args)
+            .env("KILN_SERVER", format!("http://{}", s.addr))
+            .env("KILN_TOKEN", TOKEN)
+            .output()
+            .unwrap()
+    };
+    let inputs = json!({"options": [option(105.0)]}).to_string();
+    let out = kiln(&[
+        "submit",
+        "--kind",
+        "price",
+        "--params",
+        "{\"method\":\"analytic\"}",
+        "--inputs",
+        &inputs,
+        "--wait",
+        "20",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(job["state"], "succeeded");
+    assert!((job["result"]["prices"][0]["price"].as_f64().unwrap() - bs_call(105.0)).abs() < 1e-5);
+    let id = job["id"].as_str().unwrap();
+    let out = kiln(&["jobs", "list", "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["jobs"][0]["id"], id);
+    let out = kiln(&["jobs", "wait", id, "--timeout", "5"]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("succeeded"),
+        "{out:?}"
+    );
+    let out = kiln(&["jobs", "cancel", id, "--json"]);
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["state"], "succeeded", "a finished job stays finished");
+    // Errors: a bad kind exits 4 with the server's message; a missing job exits 1.
+    let out = kiln(&["submit", "--kind", "nope"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown_kind"),
+        "{out:?}"
+    );
+    let out = kiln(&["jobs", "get", "j_missing"]);
+    assert_eq!(out.status.code(), Some(1));
+    // A wrong token is refused.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args([
+            "jobs",
+            "list",
+            "--server",
+            &format!("http://{}", s.addr),
+            "--token",
+            "wrong",
+        ])
+        .env_remove("KILN_TOKEN")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"), "{out:?}");
+}
