@@ -16,11 +16,15 @@ mod filter_kernel;
 mod filter_pipeline;
 mod filter_volume;
 mod gemm_cmd;
+mod jobs_cmd;
 mod kernels_cmd;
 mod monitor_cmd;
 mod ndimage_cmd;
 mod power_cmd;
 mod price;
+mod serve_cmd;
+mod submit_cmd;
+mod worker_cmd;
 
 use clap::{Parser, Subcommand};
 use kiln::{Config, DeviceRequest};
@@ -137,6 +141,20 @@ enum Command {
     Monitor(monitor_cmd::Args),
     /// Show GPU power figures, or set a power limit (validated, needs root and --yes).
     Power(power_cmd::Args),
+    /// Run the job service: an HTTP API with durable jobs, bearer tokens, limits, dynamic
+    /// batching and supervised GPU/CPU worker processes (see docs/operations.md).
+    ///
+    /// Example: kiln serve --listen 127.0.0.1:8080 --data-dir /var/lib/kiln --tokens-file tokens
+    Serve(serve_cmd::Args),
+    /// Submit a job to a `kiln serve` (KILN_SERVER, KILN_TOKEN); --wait S prints its result.
+    ///
+    /// Example: kiln submit --kind price --params '{"method":"analytic"}' --inputs @book.json --wait 10
+    Submit(submit_cmd::Args),
+    /// List, get, wait for or cancel jobs on a `kiln serve`.
+    Jobs(jobs_cmd::Args),
+    /// A worker process of `kiln serve` (started by it; not for people).
+    #[command(hide = true)]
+    Worker(worker_cmd::Args),
 }
 
 fn parse_device(s: &str) -> Result<DeviceRequest, String> {
@@ -173,6 +191,10 @@ fn main() -> ExitCode {
             Command::Gemm(a) => gemm_cmd::run(a, cli.device, &cfg),
             Command::Monitor(a) => monitor_cmd::run(a, cli.device, &cfg),
             Command::Power(a) => power_cmd::run(a, cli.device, &cfg),
+            Command::Serve(a) => serve_cmd::run(a, cli.device, &cfg, cli.config.as_deref()),
+            Command::Submit(a) => submit_cmd::run(a),
+            Command::Jobs(a) => jobs_cmd::run(a),
+            Command::Worker(a) => worker_cmd::run(a, cli.device, &cfg),
         });
     let code = match result {
         Ok(code) => code,

@@ -1,0 +1,207 @@
+//! `kiln submit`: send a job to a `kiln serve` and print its id (or, with --wait, its
+//! result); the HTTP client `kiln jobs` shares.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Where the server is and how to authenticate (shared by `kiln submit` and `kiln jobs`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// The server's base URL.
+    #[arg(
+        long,
+        global = true,
+        env = "KILN_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub server: String,
+    /// Bearer token (prefer the KILN_TOKEN variable: flags show in `ps`).
+    #[arg(long, global = true, env = "KILN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the server's JSON as is.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `kiln submit` flags.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Job kind: price, filter2d, filter3d, gemm, elementwise.
+    #[arg(long, required_unless_present = "request")]
+    kind: Option<String>,
+    /// Parameters: JSON text, or @FILE.
+    #[arg(long, default_value = "{}")]
+    params: String,
+    /// Inputs: JSON text, or @FILE.
+    #[arg(long, default_value = "{}")]
+    inputs: String,
+    /// The whole request body (JSON with kind, params, inputs) from FILE instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "kind")]
+    request: Option<PathBuf>,
+    /// Wait up to this many seconds for the result.
+    #[arg(long, value_name = "SECONDS")]
+    wait: Option<f64>,
+    /// Make a retried submit return the first job.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+}
+
+/// A response: status and JSON body.
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// The body (JSON; `null` if it was not JSON).
+    pub body: Value,
+}
+
+/// A blocking client of the job API.
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    /// A client for `args`.
+    pub fn new(args: &ServerArgs, timeout: Duration) -> Client {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .build()
+            .into();
+        Client {
+            agent,
+            base: args.server.trim_end_matches('/').to_string(),
+            token: args.token.clone(),
+        }
+    }
+
+    fn finish(&self, r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> anyhow::Result<Reply> {
+        let mut r = r.map_err(|e| anyhow::anyhow!("cannot reach {}: {e}", self.base))?;
+        let status = r.status().as_u16();
+        let text = r
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_string()
+            .unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Ok(Reply { status, body })
+    }
+
+    fn auth(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("Bearer {t}"))
+    }
+
+    /// GET `path` (with its query).
+    pub fn get(&self, path: &str) -> anyhow::Result<Reply> {
+        let mut req = self.agent.get(format!("{}{path}", self.base));
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        self.finish(req.call())
+    }
+
+    /// DELETE `path`.
+    pub fn delete(&self, path: &str) -> anyhow::Result<Reply> {
+        let mut req = self.agent.delete(format!("{}{path}", self.base));
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        self.finish(req.call())
+    }
+
+    /// POST JSON to `path`.
+    pub fn post(&self, path: &str, body: &Value, idem: Option<&str>) -> anyhow::Result<Reply> {
+        let mut req = self.agent.post(format!("{}{path}", self.base));
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        if let Some(k) = idem {
+            req = req.header("Idempotency-Key", k);
+        }
+        self.finish(req.send_json(body))
+    }
+}
+
+/// The server's error as an anyhow error (invalid requests exit 4).
+pub fn api_error(r: &Reply) -> anyhow::Error {
+    let code = r.body["error"]["code"].as_str().unwrap_or("error").to_string();
+    let msg = r.body["error"]["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| r.body.to_string());
+    let text = format!("the server answered {} {code}: {msg}", r.status);
+    if r.status == 400 || r.status == 413 || r.status == 422 {
+        anyhow::anyhow!(kiln::Error::invalid("request", text))
+    } else {
+        anyhow::anyhow!(text)
+    }
+}
+
+fn json_arg(what: &str, s: &str) -> anyhow::Result<Value> {
+    let text = match s.strip_prefix('@') {
+        Some(f) => std::fs::read_to_string(f).map_err(|e| anyhow::anyhow!("--{what} {f}: {e}"))?,
+        None => s.to_string(),
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!(kiln::Error::invalid(what, format!("not JSON: {e}"))))
+}
+
+/// Print a job: JSON, or a line (and the result) for a person. Exit 1 for a failed job.
+pub fn print_job(job: &Value, json: bool) -> ExitCode {
+    if json {
+        println!("{}", serde_json::to_string_pretty(job).unwrap_or_default());
+    } else {
+        let state = job["state"].as_str().unwrap_or("?");
+        println!(
+            "{} {} {} (attempts {})",
+            job["id"].as_str().unwrap_or("?"),
+            job["kind"].as_str().unwrap_or("?"),
+            state,
+            job["attempts"]
+        );
+        if !job["result"].is_null() {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&job["result"]).unwrap_or_default()
+            );
+        }
+        if !job["error"].is_null() {
+            println!("error {}: {}", job["error"]["code"], job["error"]["message"]);
+        }
+    }
+    if job["state"] == "failed" {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Run `kiln submit`.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let body = match &args.request {
+        Some(f) => json_arg("request", &format!("@{}", f.display()))?,
+        None => serde_json::json!({
+            "kind": args.kind,
+            "params": json_arg("params", &args.params)?,
+            "inputs": json_arg("inputs", &args.inputs)?,
+        }),
+    };
+    let wait = args.wait.unwrap_or(0.0).max(0.0);
+    let client = Client::new(&args.server, Duration::from_secs_f64(60.0 + wait));
+    let path = if wait > 0.0 {
+        format!("/v1/jobs?wait={wait}")
+    } else {
+        "/v1/jobs".into()
+    };
+    let r = client.post(&path, &body, args.idempotency_key.as_deref())?;
+    if !(200..300).contains(&r.status) {
+        return Err(api_error(&r));
+    }
+    Ok(print_job(&r.body, args.server.json))
+}

@@ -1,0 +1,146 @@
+//! The request and response bodies of the API (their schemas go into the OpenAPI document).
+
+use crate::error::ErrorBody;
+use crate::store::{BlobRecord, JobRecord, JobState};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /v1/jobs`.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    /// `price`, `filter2d`, `filter3d`, `gemm`, `elementwise` (and `fault` where enabled).
+    pub kind: String,
+    /// Kind-specific parameters (see docs/operations.md).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub params: Value,
+    /// Inputs: inline arrays / option rows, or blob ids.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub inputs: Value,
+    /// The job must finish within this many seconds of its submission (at most the
+    /// server's `limits.job_deadline_s`), else it fails with `deadline_exceeded`.
+    pub deadline_s: Option<u64>,
+}
+
+/// A job as the API shows it.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct JobView {
+    /// The id.
+    pub id: String,
+    /// The kind.
+    pub kind: String,
+    /// The state.
+    pub state: JobState,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Submission time, ms since the epoch.
+    pub created_ms: i64,
+    /// Start of the latest attempt.
+    pub started_ms: Option<i64>,
+    /// End.
+    pub finished_ms: Option<i64>,
+    /// Deadline.
+    pub deadline_ms: Option<i64>,
+    /// The result (succeeded jobs).
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// The error of a failed job, or of the latest failed attempt of a retried one.
+    pub error: Option<ErrorBody>,
+}
+
+impl From<JobRecord> for JobView {
+    fn from(j: JobRecord) -> Self {
+        JobView {
+            id: j.id,
+            kind: j.kind,
+            state: j.state,
+            attempts: j.attempts,
+            max_attempts: j.max_attempts,
+            created_ms: j.created_ms,
+            started_ms: j.started_ms,
+            finished_ms: j.finished_ms,
+            deadline_ms: j.deadline_ms,
+            result: j.result.and_then(|r| serde_json::from_str(&r).ok()),
+            error: j.error.map(|(code, message)| ErrorBody { code, message }),
+        }
+    }
+}
+
+/// `GET /v1/jobs`.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct JobList {
+    /// Jobs, newest first (without results).
+    pub jobs: Vec<JobView>,
+    /// Pass as `cursor` for the next page.
+    pub next_cursor: Option<String>,
+}
+
+/// A blob.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct BlobView {
+    /// The id (use in job inputs as `{"blob": id}`).
+    pub id: String,
+    /// Bytes.
+    pub size: u64,
+    /// SHA-256, hex.
+    pub sha256: String,
+    /// Format.
+    pub format: String,
+    /// The job whose result it is, if any.
+    pub job_id: Option<String>,
+}
+
+impl From<BlobRecord> for BlobView {
+    fn from(b: BlobRecord) -> Self {
+        BlobView {
+            id: b.id,
+            size: b.size,
+            sha256: b.sha256,
+            format: b.format,
+            job_id: b.job_id,
+        }
+    }
+}
+
+/// `?wait=SECONDS`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// Answer with the finished job if it finishes within this many seconds.
+    pub wait: Option<f64>,
+}
+
+/// `GET /v1/jobs` filters.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Only this state.
+    pub state: Option<String>,
+    /// Page size (1..=1000, default 100).
+    pub limit: Option<u32>,
+    /// A previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+/// `POST /v1/blobs?format=`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BlobParams {
+    /// `npy`, `png`, `tiff`, `nii`, `nii.gz` or `csv`.
+    pub format: Option<String>,
+}
+
+/// `/healthz`, `/readyz`.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` or `not_ready`.
+    pub status: String,
+    /// Workers ready.
+    pub workers_up: usize,
+    /// Why not ready, if not.
+    pub reasons: Vec<String>,
+}

@@ -1,0 +1,360 @@
+//! The service's configuration: compiled-in defaults, then a TOML file (`kiln serve
+//! --service-config FILE`), then `KILN_SERVE_*` / `KILN_TOKENS_FILE` variables, then flags;
+//! validated into one [`ServiceConfig`]. docs/operations.md lists every key.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One token as configured: a name, the token's SHA-256 (or the token itself, hashed when
+/// loaded and then dropped) and optional limits.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The principal's name (jobs are owned by it; shown in logs, never the token).
+    pub name: String,
+    /// Hex SHA-256 of the token.
+    pub sha256: Option<String>,
+    /// The token in clear (discouraged: prefer `sha256`).
+    pub token: Option<String>,
+    /// Job kinds it may submit (`None`: all).
+    pub kinds: Option<Vec<String>>,
+    /// Jobs in flight (queued or running) at most; overrides `limits.max_in_flight_per_token`.
+    pub max_in_flight: Option<u64>,
+}
+
+/// Request and job limits.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Bytes of a job submission's body.
+    pub max_body_bytes: u64,
+    /// Bytes of an uploaded blob.
+    pub max_blob_bytes: u64,
+    /// Input elements of one job (options, pixels, voxels, matrix elements).
+    pub max_elements: u64,
+    /// Jobs in flight per token.
+    pub max_in_flight_per_token: u64,
+    /// Jobs queued or running in all: beyond it a submission gets 429.
+    pub max_queue: u64,
+    /// Seconds a request may take (a `?wait=` adds its wait).
+    pub request_timeout_s: u64,
+    /// Longest `?wait=` honoured, seconds.
+    pub max_wait_s: u64,
+    /// Seconds a job may run on a worker before the worker is killed and the job failed;
+    /// a submission may ask for less with `"deadline_s"`.
+    pub job_deadline_s: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 16 << 20,
+            max_blob_bytes: 256 << 20,
+            max_elements: 16 << 20,
+            max_in_flight_per_token: 10_000,
+            max_queue: 10_000,
+            request_timeout_s: 30,
+            max_wait_s: 60,
+            job_deadline_s: 300,
+        }
+    }
+}
+
+/// Worker processes.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Workers {
+    /// GPUs to run a worker on: `"auto"` (every allowed GPU, none without a driver), `"none"`,
+    /// or a list of CUDA ordinals such as `[0, 1]`.
+    pub gpus: GpuSelection,
+    /// CPU workers (besides the GPU ones).
+    pub cpu_workers: usize,
+    /// Attempts of a job before it fails (a worker crash or sticky error counts as one).
+    pub max_attempts: u32,
+    /// Milliseconds between heartbeats to an idle worker.
+    pub heartbeat_ms: u64,
+    /// Milliseconds a worker may take to answer a heartbeat before it is killed.
+    pub heartbeat_timeout_ms: u64,
+    /// Seconds a worker may take to start (create its runtime) before it is killed.
+    pub start_timeout_s: u64,
+    /// The worker program (default: this executable, `kiln worker`).
+    pub program: Option<PathBuf>,
+}
+
+impl Default for Workers {
+    fn default() -> Self {
+        Workers {
+            gpus: GpuSelection::Auto,
+            cpu_workers: 1,
+            max_attempts: 3,
+            heartbeat_ms: 1000,
+            heartbeat_timeout_ms: 5000,
+            start_timeout_s: 60,
+            program: None,
+        }
+    }
+}
+
+/// Which GPUs get a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuSelection {
+    /// Every GPU the device policy allows.
+    Auto,
+    /// None.
+    None,
+    /// These CUDA ordinals.
+    List(Vec<usize>),
+}
+
+impl GpuSelection {
+    /// Parse `auto`, `none` or `0,1`.
+    pub fn parse(s: &str) -> Result<GpuSelection, String> {
+        match s.trim() {
+            "auto" => Ok(GpuSelection::Auto),
+            "none" | "" => Ok(GpuSelection::None),
+            list => list
+                .split(',')
+                .map(|x| {
+                    x.trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("`{x}` is not a GPU ordinal"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(GpuSelection::List),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuSelection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            S(String),
+            L(Vec<usize>),
+        }
+        match Raw::deserialize(d)? {
+            Raw::S(s) => GpuSelection::parse(&s).map_err(serde::de::Error::custom),
+            Raw::L(l) => Ok(GpuSelection::List(l)),
+        }
+    }
+}
+
+/// Dynamic batching (Triton's: a maximum batch and a maximum queue delay).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Batching {
+    /// Merge same-kind small jobs on a worker.
+    pub enabled: bool,
+    /// Jobs per batch at most.
+    pub max_batch: usize,
+    /// Milliseconds the oldest job may wait for a batch to fill.
+    pub max_queue_delay_ms: u64,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Batching {
+            enabled: true,
+            max_batch: 64,
+            max_queue_delay_ms: 2,
+        }
+    }
+}
+
+/// Result retention.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Results {
+    /// Seconds a finished job (and its result) is kept.
+    pub ttl_s: u64,
+    /// Bytes of results and result blobs kept at most (oldest go first).
+    pub max_bytes: u64,
+    /// Arrays with more elements than this are returned as NPY blobs, not inline JSON.
+    pub inline_max_elements: usize,
+}
+
+impl Default for Results {
+    fn default() -> Self {
+        Results {
+            ttl_s: 7 * 24 * 3600,
+            max_bytes: 10 << 30,
+            inline_max_elements: 65_536,
+        }
+    }
+}
+
+/// TLS (rustls), off by default.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert: PathBuf,
+    /// PEM private key.
+    pub key: PathBuf,
+}
+
+/// The job store.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `sqlite` (the only store so far; the file is `DATA_DIR/jobs.sqlite3`).
+    pub url: String,
+    /// fsync every commit (`true`) or only at checkpoints (`false`: a power loss may drop the
+    /// last commits; a process crash does not).
+    pub synchronous_full: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: "sqlite".into(),
+            synchronous_full: true,
+        }
+    }
+}
+
+/// The service's configuration.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Address to listen on (`127.0.0.1:8080`; port 0 picks a free port).
+    pub listen: String,
+    /// Where the store, blobs and results live.
+    pub data_dir: PathBuf,
+    /// Tokens.
+    pub tokens: Vec<TokenConfig>,
+    /// A file of tokens, one per line: `NAME sha256:HEX|TOKEN [kinds=a,b] [max_in_flight=N]`.
+    pub tokens_file: Option<PathBuf>,
+    /// TLS.
+    pub tls: Option<TlsConfig>,
+    /// Limits.
+    pub limits: Limits,
+    /// Workers.
+    pub workers: Workers,
+    /// Batching.
+    pub batching: Batching,
+    /// Results.
+    pub results: Results,
+    /// The store.
+    pub store: StoreConfig,
+    /// Accept the `fault` job kind (tests and drills only).
+    pub allow_fault_injection: bool,
+    /// Seconds a shutdown waits for running jobs before re-queueing them.
+    pub drain_timeout_s: u64,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            listen: "127.0.0.1:8080".into(),
+            data_dir: default_data_dir(),
+            tokens: Vec::new(),
+            tokens_file: None,
+            tls: None,
+            limits: Limits::default(),
+            workers: Workers::default(),
+            batching: Batching::default(),
+            results: Results::default(),
+            store: StoreConfig::default(),
+            allow_fault_injection: false,
+            drain_timeout_s: 30,
+        }
+    }
+}
+
+/// `$XDG_DATA_HOME/kiln/service`, else a directory under the temp dir.
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .map(|d| d.join("kiln").join("service"))
+        .unwrap_or_else(|| std::env::temp_dir().join("kiln-service"))
+}
+
+impl ServiceConfig {
+    /// Parse a TOML file's text.
+    pub fn from_toml(text: &str) -> Result<ServiceConfig, String> {
+        toml::from_str(text).map_err(|e| format!("not valid service TOML: {}", e.message()))
+    }
+
+    /// Defaults, then `file`, then the environment (`KILN_SERVE_LISTEN`,
+    /// `KILN_SERVE_DATA_DIR`, `KILN_TOKENS_FILE`, `KILN_ALLOW_FAULT_INJECTION`).
+    pub fn load(
+        file: Option<&std::path::Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ServiceConfig, String> {
+        let mut c = match file {
+            Some(p) => {
+                let t = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                Self::from_toml(&t).map_err(|e| format!("{}: {e}", p.display()))?
+            }
+            None => ServiceConfig::default(),
+        };
+        if let Some(v) = env("KILN_SERVE_LISTEN") {
+            c.listen = v;
+        }
+        if let Some(v) = env("KILN_SERVE_DATA_DIR") {
+            c.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = env("KILN_TOKENS_FILE") {
+            c.tokens_file = Some(PathBuf::from(v));
+        }
+        if let Some(v) = env("KILN_ALLOW_FAULT_INJECTION") {
+            c.allow_fault_injection = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        Ok(c)
+    }
+
+    /// The listen address, parsed.
+    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
+        self.listen
+            .parse()
+            .map_err(|_| format!("listen = `{}` is not an address like 127.0.0.1:8080", self.listen))
+    }
+
+    /// Check what can be checked without the tokens loaded.
+    pub fn validate(&self) -> Result<(), String> {
+        self.listen_addr()?;
+        let l = &self.limits;
+        for (k, v) in [
+            ("limits.max_body_bytes", l.max_body_bytes),
+            ("limits.max_blob_bytes", l.max_blob_bytes),
+            ("limits.max_elements", l.max_elements),
+            ("limits.max_in_flight_per_token", l.max_in_flight_per_token),
+            ("limits.max_queue", l.max_queue),
+            ("limits.request_timeout_s", l.request_timeout_s),
+            ("limits.job_deadline_s", l.job_deadline_s),
+            ("workers.max_attempts", u64::from(self.workers.max_attempts)),
+            ("workers.heartbeat_ms", self.workers.heartbeat_ms),
+            ("workers.heartbeat_timeout_ms", self.workers.heartbeat_timeout_ms),
+            ("batching.max_batch", self.batching.max_batch as u64),
+        ] {
+            if v == 0 {
+                return Err(format!("{k} = 0; it must be at least 1"));
+            }
+        }
+        if self.workers.cpu_workers == 0 && self.workers.gpus == GpuSelection::None {
+            return Err("no workers: set workers.cpu_workers >= 1 or workers.gpus".into());
+        }
+        if self.store.url != "sqlite" {
+            return Err(format!(
+                "store.url = `{}`: this build has the SQLite store only (`sqlite`)",
+                self.store.url
+            ));
+        }
+        if self.tls.is_some() {
+            return Err(
+                "tls: this build serves plain HTTP; terminate TLS in a proxy (see docs/operations.md)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.limits.request_timeout_s)
+    }
+}

@@ -1,0 +1,370 @@
+//! Running tasks on a worker's runtime, through the facade only.
+//!
+//! A batch's jobs share a batch key. Pricing jobs of one key are merged into one facade
+//! call (`Runtime::price_batch`: one device launch for all their options) and the results
+//! split back; job `j` of the batch uses Monte Carlo streams from its offset in the merged
+//! portfolio, reported as `stream_offset` in its result. Other kinds run one by one.
+
+use crate::protocol::{JobResult, WorkItem, WorkOutcome};
+use crate::store::{now_ms, BlobRecord};
+use crate::task::{self, ArrayInput, Task};
+use kiln::finance::Method;
+use kiln::{Error, Runtime};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+
+/// Where and how a worker writes results.
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// The blob directory (results larger than `inline_max_elements` go there as NPY).
+    pub blob_dir: PathBuf,
+    /// Arrays with more elements are written as blobs.
+    pub inline_max_elements: usize,
+}
+
+fn fail(code: &str, message: impl Into<String>, retry: bool) -> WorkOutcome {
+    WorkOutcome::Err {
+        code: code.into(),
+        message: message.into(),
+        retry,
+        sticky: false,
+    }
+}
+
+/// A kiln error as a job outcome: sticky errors are retried on a fresh worker, invalid
+/// inputs are not retried.
+pub fn kiln_error(e: &Error) -> WorkOutcome {
+    let message = e.to_string();
+    let (code, retry) = match e {
+        Error::Cuda { .. } if e.is_sticky() => {
+            return WorkOutcome::Err {
+                code: "cuda_sticky".into(),
+                message,
+                retry: true,
+                sticky: true,
+            }
+        }
+        Error::InvalidArgument { .. }
+        | Error::ShapeMismatch { .. }
+        | Error::Unsupported { .. }
+        | Error::Config { .. }
+        | Error::Io { .. }
+        | Error::Capture { .. } => ("invalid_input", false),
+        Error::OutOfMemory { .. } => ("out_of_memory", true),
+        Error::NoDevice(_) => ("no_device", true),
+        Error::Verification { .. } => ("verification_failed", false),
+        Error::Cuda { .. } | Error::Compile { .. } | Error::Cache { .. } => ("device_error", true),
+    };
+    fail(code, message, retry)
+}
+
+fn load(x: &ArrayInput, image: bool) -> Result<(Vec<f32>, Vec<usize>), WorkOutcome> {
+    if let Some(d) = &x.data {
+        return Ok((d.clone(), x.shape.clone()));
+    }
+    let Some(path) = &x.blob else {
+        return Err(fail(
+            "invalid_input",
+            "the array has neither data nor blob",
+            false,
+        ));
+    };
+    let bad = |e: kiln_io::IoError| fail("invalid_input", e.to_string(), false);
+    let arr = if image {
+        let img = kiln_io::read_image(path).map_err(bad)?;
+        let a = img.data;
+        if a.shape()[2] == 1 {
+            let (h, w) = (a.shape()[0], a.shape()[1]);
+            return Ok((a.iter().copied().collect(), vec![h, w]));
+        }
+        a.into_dyn()
+    } else if path.extension().is_some_and(|e| e == "npy") {
+        kiln_io::read_npy(path).map_err(bad)?.data
+    } else {
+        kiln_io::read_volume(path).map_err(bad)?.data
+    };
+    let shape = arr.shape().to_vec();
+    Ok((arr.iter().copied().collect(), shape))
+}
+
+/// The result of an array: inline, or an NPY blob when large.
+fn array_result(opts: &ExecOptions, job: &str, data: Vec<f32>, shape: Vec<usize>) -> WorkOutcome {
+    if data.len() <= opts.inline_max_elements {
+        return WorkOutcome::Ok {
+            result: json!({ "shape": shape, "data": data }),
+            blobs: Vec::new(),
+        };
+    }
+    let id = crate::ids::new_id("b");
+    let path = opts.blob_dir.join(format!("{id}.npy"));
+    let write = || -> Result<BlobRecord, String> {
+        let arr = ndarray::ArrayD::from_shape_vec(shape.clone(), data).map_err(|e| e.to_string())?;
+        kiln_io::write_npy(&path, &arr).map_err(|e| e.to_string())?;
+        let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+        Ok(BlobRecord {
+            id: id.clone(),
+            path: path.clone(),
+            size: bytes.len() as u64,
+            sha256: hex::encode(Sha256::digest(&bytes)),
+            format: "npy".into(),
+            principal: String::new(),
+            job_id: Some(job.to_string()),
+            created_ms: now_ms(),
+        })
+    };
+    match write() {
+        Ok(b) => WorkOutcome::Ok {
+            result: json!({ "shape": shape, "blob": b.id, "sha256": b.sha256, "bytes": b.size }),
+            blobs: vec![b],
+        },
+        Err(e) => fail("result_write_failed", format!("{}: {e}", path.display()), true),
+    }
+}
+
+fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> WorkOutcome {
+    let wrap = |r: kiln::Result<WorkOutcome>| r.unwrap_or_else(|e| kiln_error(&e));
+    match task {
+        Task::Price { .. } => price(rt, &[(item, task)])
+            .pop()
+            .map_or_else(|| fail("internal", "no result", false), |r| r.outcome),
+        Task::Filter2d {
+            kernel,
+            mode,
+            path,
+            input,
+        } => {
+            let (k, m, p) = match (
+                task::kernel2d(&kernel),
+                task::boundary_mode(&mode),
+                task::filter_path(&path),
+            ) {
+                (Ok(k), Ok(m), Ok(p)) => (k, m, p),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail("invalid_input", e, false),
+            };
+            let (data, shape) = match load(&input, true) {
+                Ok(v) => v,
+                Err(o) => return o,
+            };
+            wrap(
+                match shape.as_slice() {
+                    [h, w] => rt.filter2d(&data, [*h, *w], &k, m, p),
+                    [h, w, c] => rt.filter2d_channels(&data, [*h, *w, *c], &k, m, p),
+                    _ => {
+                        return fail(
+                            "invalid_input",
+                            format!("an image is (h, w) or (h, w, c), not {shape:?}"),
+                            false,
+                        )
+                    }
+                }
+                .map(|out| array_result(opts, &item.id, out, shape)),
+            )
+        }
+        Task::Filter3d {
+            kernel,
+            mode,
+            path,
+            input,
+        } => {
+            let (k, m, p) = match (
+                task::kernel3d(&kernel),
+                task::boundary_mode(&mode),
+                task::filter_path(&path),
+            ) {
+                (Ok(k), Ok(m), Ok(p)) => (k, m, p),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail("invalid_input", e, false),
+            };
+            let (data, shape) = match load(&input, false) {
+                Ok(v) => v,
+                Err(o) => return o,
+            };
+            let [d, h, w] = shape.as_slice() else {
+                return fail(
+                    "invalid_input",
+                    format!("a volume is (d, h, w), not {shape:?}"),
+                    false,
+                );
+            };
+            let dims = [*d, *h, *w];
+            wrap(
+                rt.filter3d(&data, dims, &k, m, p)
+                    .map(|out| array_result(opts, &item.id, out, shape)),
+            )
+        }
+        Task::Gemm {
+            m,
+            n,
+            k,
+            trans_a,
+            trans_b,
+            a,
+            b,
+        } => {
+            let (da, db) = match (load(&a, false), load(&b, false)) {
+                (Ok(x), Ok(y)) => (x.0, y.0),
+                (Err(o), _) | (_, Err(o)) => return o,
+            };
+            let g = kiln::linalg::Gemm::new(m, n, k).transposed(trans_a, trans_b);
+            wrap(
+                rt.matmul(&da, &db, &g, kiln::linalg::GemmPrecision::F32)
+                    .map(|c| array_result(opts, &item.id, c, vec![m, n])),
+            )
+        }
+        Task::Elementwise { op, a, b, x } => {
+            let op = match task::map_op(&op, a, b) {
+                Ok(o) => o,
+                Err(e) => return fail("invalid_input", e, false),
+            };
+            let (data, shape) = match load(&x, false) {
+                Ok(v) => v,
+                Err(o) => return o,
+            };
+            wrap(rt.map(op, &data).map(|y| array_result(opts, &item.id, y, shape)))
+        }
+        Task::Fault {
+            mode,
+            on_attempts,
+            sleep_ms,
+        } => {
+            let active = on_attempts.is_none_or(|n| item.attempt <= n);
+            if active {
+                match mode.as_str() {
+                    "abort" => {
+                        tracing::warn!("fault injection: aborting the worker (job {})", item.id);
+                        std::process::abort();
+                    }
+                    "illegal_address" => {
+                        let r = rt.inject_illegal_address().and_then(|t| t.to_vec::<f32>());
+                        return match r {
+                            Err(e) => kiln_error(&e),
+                            Ok(_) => fail(
+                                "fault_not_triggered",
+                                "the illegal-address kernel did not fail",
+                                false,
+                            ),
+                        };
+                    }
+                    _ => std::thread::sleep(std::time::Duration::from_millis(sleep_ms)),
+                }
+            }
+            WorkOutcome::Ok {
+                result: json!({ "mode": mode, "attempt": item.attempt, "faulted": active && mode == "sleep" }),
+                blobs: Vec::new(),
+            }
+        }
+    }
+}
+
+/// Price a batch of pricing jobs (one key) in one facade call.
+fn price(rt: &Runtime, jobs: &[(&WorkItem, Task)]) -> Vec<JobResult> {
+    let mut all = Vec::new();
+    let mut spans = Vec::new();
+    let mut head = None;
+    for (item, t) in jobs {
+        if let Task::Price { method, mc, options } = t {
+            spans.push((item.id.clone(), all.len(), options.len()));
+            all.extend_from_slice(options);
+            head.get_or_insert((method.clone(), *mc));
+        }
+    }
+    let Some((method, mc)) = head else {
+        return Vec::new();
+    };
+    let m = if method == "mc" {
+        Method::MonteCarlo
+    } else {
+        Method::Analytic
+    };
+    let prices = rt.price_batch(&all, m, &mc, 0);
+    let sticky = prices
+        .iter()
+        .find_map(|r| r.as_ref().err().filter(|e| e.is_sticky()).map(kiln_error));
+    spans
+        .into_iter()
+        .map(|(id, start, len)| {
+            let outcome = match &sticky {
+                Some(o) => o.clone(),
+                None => {
+                    let rows: Vec<Value> = prices[start..start + len]
+                        .iter()
+                        .map(|r| match r {
+                            Ok(p) => serde_json::to_value(p).unwrap_or(Value::Null),
+                            Err(e) => json!({ "error": e.to_string() }),
+                        })
+                        .collect();
+                    WorkOutcome::Ok {
+                        result: json!({
+                            "method": method,
+                            "prices": rows,
+                            "stream_offset": start,
+                            "batch_options": all.len(),
+                            "device": rt.device_name(),
+                        }),
+                        blobs: Vec::new(),
+                    }
+                }
+            };
+            JobResult { id, outcome }
+        })
+        .collect()
+}
+
+/// Run one batch; returns the results (in order) and whether the runtime is poisoned.
+pub fn run_batch(rt: &Runtime, opts: &ExecOptions, jobs: &[WorkItem]) -> (Vec<JobResult>, bool) {
+    let mut parsed = Vec::with_capacity(jobs.len());
+    let mut results: Vec<Option<JobResult>> = vec![None; jobs.len()];
+    for (i, item) in jobs.iter().enumerate() {
+        match serde_json::from_str::<Task>(&item.task) {
+            Ok(t) => parsed.push((i, item, t)),
+            Err(e) => {
+                results[i] = Some(JobResult {
+                    id: item.id.clone(),
+                    outcome: fail("invalid_input", format!("task: {e}"), false),
+                })
+            }
+        }
+    }
+    let (prices, others): (Vec<_>, Vec<_>) = parsed
+        .into_iter()
+        .partition(|(_, _, t)| matches!(t, Task::Price { .. }));
+    if !prices.is_empty() {
+        let idx: Vec<usize> = prices.iter().map(|(i, _, _)| *i).collect();
+        let batch: Vec<(&WorkItem, Task)> = prices.into_iter().map(|(_, item, t)| (item, t)).collect();
+        for (i, r) in idx.into_iter().zip(price(rt, &batch)) {
+            results[i] = Some(r);
+        }
+    }
+    for (i, item, t) in others {
+        let outcome = run_one(rt, opts, item, t);
+        let stop = matches!(outcome, WorkOutcome::Err { sticky: true, .. });
+        results[i] = Some(JobResult {
+            id: item.id.clone(),
+            outcome,
+        });
+        if stop {
+            break;
+        }
+    }
+    let poisoned = results
+        .iter()
+        .flatten()
+        .any(|r| matches!(r.outcome, WorkOutcome::Err { sticky: true, .. }));
+    let out = jobs
+        .iter()
+        .zip(results)
+        .map(|(item, r)| {
+            r.unwrap_or_else(|| JobResult {
+                id: item.id.clone(),
+                outcome: WorkOutcome::Err {
+                    code: "cuda_sticky".into(),
+                    message: "not run: the worker's CUDA context was poisoned by an earlier job of its batch"
+                        .into(),
+                    retry: true,
+                    sticky: true,
+                },
+            })
+        })
+        .collect();
+    (out, poisoned)
+}

@@ -1,0 +1,140 @@
+//! What the API and the supervisor share in memory: admission counts (jobs in flight per
+//! principal and in all, for the 429s), job watchers (for `?wait=`), and the wake-up of
+//! idle workers when work arrives. The store stays the truth; these are rebuilt from it at
+//! start.
+
+use crate::error::ApiError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// The shared state (see the [module docs](self)).
+#[derive(Default)]
+pub struct Hub {
+    in_flight: Mutex<(HashMap<String, u64>, u64)>,
+    watchers: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+    /// Notified when jobs are queued (idle workers claim).
+    pub wake: Notify,
+    completed: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Hub {
+    /// Start from the store's in-flight counts.
+    pub fn seed(&self, by_principal: &[(String, u64)]) {
+        let mut g = lock(&self.in_flight);
+        g.0 = by_principal.iter().cloned().collect();
+        g.1 = by_principal.iter().map(|(_, n)| n).sum();
+    }
+
+    /// Admit one job for `principal` or say why not (`Retry-After` from the backlog).
+    pub fn admit(&self, principal: &str, per_token: u64, total: u64) -> Result<(), ApiError> {
+        let mut g = lock(&self.in_flight);
+        let mine = g.0.get(principal).copied().unwrap_or(0);
+        let retry_after_s = 1;
+        if g.1 >= total {
+            return Err(ApiError::QueueFull {
+                depth: g.1,
+                retry_after_s,
+            });
+        }
+        if mine >= per_token {
+            return Err(ApiError::TooManyInFlight {
+                in_flight: mine,
+                retry_after_s,
+            });
+        }
+        *g.0.entry(principal.to_string()).or_insert(0) += 1;
+        g.1 += 1;
+        Ok(())
+    }
+
+    /// Undo an admission (the insert failed or named an earlier job), or count a job done.
+    pub fn release(&self, principal: &str) {
+        let mut g = lock(&self.in_flight);
+        if let Some(n) = g.0.get_mut(principal) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                g.0.remove(principal);
+            }
+            g.1 = g.1.saturating_sub(1);
+        }
+    }
+
+    /// Jobs in flight in all.
+    pub fn in_flight(&self) -> u64 {
+        lock(&self.in_flight).1
+    }
+
+    /// A job reached a terminal state: release its admission and wake its watchers.
+    pub fn finished(&self, id: &str, principal: &str) {
+        self.release(principal);
+        self.completed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some((n, _)) = lock(&self.watchers).get(id) {
+            n.notify_waiters();
+        }
+    }
+
+    /// Jobs finished since start.
+    pub fn completed(&self) -> u64 {
+        self.completed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Watch a job: the returned guard's `notify` fires when it finishes.
+    pub fn watch(self: &Arc<Self>, id: &str) -> Watch {
+        let mut g = lock(&self.watchers);
+        let e = g
+            .entry(id.to_string())
+            .or_insert_with(|| (Arc::new(Notify::new()), 0));
+        e.1 += 1;
+        Watch {
+            hub: self.clone(),
+            id: id.to_string(),
+            notify: e.0.clone(),
+        }
+    }
+}
+
+/// A registered watcher; unregisters when dropped.
+pub struct Watch {
+    hub: Arc<Hub>,
+    id: String,
+    /// Fires when the job finishes (create `notified()` before checking the store).
+    pub notify: Arc<Notify>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut g = lock(&self.hub.watchers);
+        if let Some(e) = g.get_mut(&self.id) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                g.remove(&self.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_counts_per_token_and_in_all() {
+        let h = Hub::default();
+        h.admit("a", 2, 3).unwrap();
+        h.admit("a", 2, 3).unwrap();
+        assert!(matches!(
+            h.admit("a", 2, 3),
+            Err(ApiError::TooManyInFlight { .. })
+        ));
+        h.admit("b", 2, 3).unwrap();
+        assert!(matches!(h.admit("c", 2, 3), Err(ApiError::QueueFull { .. })));
+        h.finished("x", "a");
+        h.admit("c", 2, 3).unwrap();
+        assert_eq!(h.in_flight(), 3);
+    }
+}

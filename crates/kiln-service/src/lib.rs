@@ -1,0 +1,39 @@
+//! kiln-service: the job service behind `kiln serve`.
+//!
+//! Design, in the order a job meets it:
+//! - [`api`]: the axum router ([`api::app`], drivable without a socket): bearer auth
+//!   ([`auth`], SHA-256 hashes compared in constant time), limits (body size, elements,
+//!   in-flight per token, a bounded queue answering 429 with `Retry-After`, request
+//!   timeouts), errors mapped to HTTP in one exhaustive match ([`error`]), an OpenAPI
+//!   document generated from the handlers.
+//! - [`task`]: validation of each kind's params and inputs into the [`task::Task`] a worker
+//!   runs.
+//! - [`store`]: the [`store::JobStore`] trait (claims under leases, results stored once)
+//!   and its SQLite implementation (WAL, group commit): a job is on disk before its 202.
+//! - [`supervisor`]: one task per worker slot (a GPU, or a CPU worker) that starts a
+//!   `kiln worker` process, claims batches (dynamic batching), talks length-prefixed
+//!   frames ([`protocol`]) and replaces the process when it dies, hangs or hits a sticky
+//!   CUDA error; jobs are retried up to `max_attempts`.
+//! - [`worker`] / [`exec`]: the worker's loop, running tasks through the `kiln` facade.
+//! - [`server`]: startup (recovery of jobs left running), the HTTP server and graceful
+//!   shutdown.
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod exec;
+pub mod hub;
+pub mod ids;
+pub mod metrics;
+pub mod protocol;
+pub mod server;
+pub mod store;
+pub mod supervisor;
+pub mod task;
+pub mod worker;
+
+pub use config::ServiceConfig;
+pub use error::{ApiError, ServeError};
+pub use server::{serve, ServeOptions};

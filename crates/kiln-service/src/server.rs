@@ -1,0 +1,209 @@
+//! `kiln serve`: open the store, recover, start the workers, serve HTTP until SIGTERM or
+//! SIGINT, then drain.
+
+use crate::api::{app, AppState};
+use crate::auth::TokenSet;
+use crate::config::{GpuSelection, ServiceConfig};
+use crate::error::ServeError;
+use crate::hub::Hub;
+use crate::metrics::ServiceMetrics;
+use crate::store::{JobStore, SqliteStore};
+use crate::supervisor::Shared;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What `kiln serve` passes in.
+pub struct ServeOptions {
+    /// The service configuration.
+    pub cfg: ServiceConfig,
+    /// kiln's core configuration (device policy for `workers.gpus = "auto"`).
+    pub core: kiln::Config,
+    /// The core config file, handed to workers.
+    pub core_config_path: Option<PathBuf>,
+}
+
+/// The GPU ordinals `sel` names under the device policy (`auto`: every usable GPU the
+/// driver reports; none without a driver).
+pub fn gpu_ordinals(sel: &GpuSelection, core: &kiln::Config) -> Vec<usize> {
+    match sel {
+        GpuSelection::None => Vec::new(),
+        GpuSelection::List(l) => l.clone(),
+        GpuSelection::Auto => match kiln::cuda::discovery::probe() {
+            Ok(p) => p
+                .devices
+                .iter()
+                .filter(|d| core.devices.admit(&d.desc) == kiln::core::device::Admission::Usable)
+                .map(|d| d.desc.ordinal)
+                .collect(),
+            Err(e) => {
+                tracing::info!("no GPU workers: {e}");
+                Vec::new()
+            }
+        },
+    }
+}
+
+async fn shutdown_signal(state: Arc<AppState>) {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::warn!("shutting down: no new jobs; draining");
+    state.accepting.store(false, Ordering::SeqCst);
+}
+
+/// Run the service until a signal; `on_listening` gets the bound address (port 0 resolved).
+pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+    let cfg = opts.cfg;
+    cfg.validate().map_err(ServeError::Config)?;
+    let addr = cfg.listen_addr().map_err(ServeError::Config)?;
+    let tokens = TokenSet::load(&cfg).map_err(ServeError::Config)?;
+    if !addr.ip().is_loopback() && tokens.is_empty() {
+        return Err(ServeError::Config(format!(
+            "refusing to listen on {addr} without tokens: configure [[tokens]] or KILN_TOKENS_FILE, \
+             or listen on 127.0.0.1"
+        )));
+    }
+    let blob_dir = cfg.data_dir.join("blobs");
+    std::fs::create_dir_all(&blob_dir).map_err(|e| ServeError::Io(format!("{}: {e}", blob_dir.display())))?;
+    if let Ok(rd) = std::fs::read_dir(&blob_dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().ends_with(".part") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(&cfg.data_dir, cfg.store.synchronous_full)?);
+    let node = crate::ids::new_id("n");
+    let requeued = store.requeue_orphans(&node).await?;
+    if requeued > 0 {
+        tracing::warn!("re-queued {requeued} jobs left running by an earlier process");
+    }
+    let hub = Arc::new(Hub::default());
+    let metrics = Arc::new(ServiceMetrics::default());
+    let counts = store.counts().await?;
+    hub.seed(&counts.in_flight_by_principal);
+    metrics.set_counts(&counts);
+
+    let mut devices: Vec<String> = gpu_ordinals(&cfg.workers.gpus, &opts.core)
+        .into_iter()
+        .map(|o| format!("cuda:{o}"))
+        .collect();
+    devices.extend((0..cfg.workers.cpu_workers).map(|_| "cpu".to_string()));
+    if devices.is_empty() {
+        return Err(ServeError::Config(
+            "no workers: no usable GPU and workers.cpu_workers = 0".into(),
+        ));
+    }
+    tracing::info!("workers: {}", devices.join(", "));
+    let shared = Arc::new(Shared::new(
+        store.clone(),
+        cfg.clone(),
+        hub.clone(),
+        metrics.clone(),
+        node,
+        opts.core_config_path.clone(),
+        &devices,
+    ));
+    let slots = shared.start();
+
+    let state = Arc::new(AppState {
+        store: store.clone(),
+        cfg: cfg.clone(),
+        tokens,
+        hub: hub.clone(),
+        metrics: metrics.clone(),
+        supervisor: Some(shared.clone()),
+        accepting: AtomicBool::new(true),
+        blob_dir: blob_dir.clone(),
+    });
+
+    let keeper = {
+        let (store, metrics) = (store.clone(), metrics.clone());
+        let (ttl, cap) = (Duration::from_secs(cfg.results.ttl_s), cfg.results.max_bytes);
+        tokio::spawn(async move {
+            let mut tick = 0u64;
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if let Ok(c) = store.counts().await {
+                    metrics.set_counts(&c);
+                }
+                tick += 1;
+                if tick % 60 == 1 {
+                    match store.expire(ttl, cap).await {
+                        Ok(paths) => {
+                            for p in paths {
+                                let _ = std::fs::remove_file(p);
+                            }
+                        }
+                        Err(e) => tracing::warn!("expiry: {e}"),
+                    }
+                }
+            }
+        })
+    };
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| ServeError::Io(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
+    on_listening(local);
+    let router = app(state.clone());
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown_signal(state.clone()))
+        .await
+        .map_err(|e| ServeError::Io(format!("server: {e}")))?;
+
+    // Drain: no more claims; running batches finish until the drain timeout.
+    shared.stopping.store(true, Ordering::SeqCst);
+    hub.wake.notify_waiters();
+    let drain = Duration::from_secs(cfg.drain_timeout_s);
+    let all = futures_join(slots);
+    if tokio::time::timeout(drain, all).await.is_err() {
+        tracing::warn!("drain timeout: killing workers; their jobs go back to the queue");
+    }
+    keeper.abort();
+    // Anything still running (killed workers) goes back to the queue for the next start.
+    match store.requeue_orphans("\u{1}none").await {
+        Ok(n) if n > 0 => tracing::warn!("re-queued {n} running jobs"),
+        Ok(_) => {}
+        Err(e) => tracing::error!("re-queueing at shutdown: {e}"),
+    }
+    store.close().await?;
+    tracing::warn!("stopped");
+    Ok(())
+}
+
+/// Wait for every slot task (dropping one kills its worker process).
+async fn futures_join(slots: Vec<tokio::task::JoinHandle<()>>) {
+    let aborts: Vec<_> = slots.iter().map(|h| h.abort_handle()).collect();
+    struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            for a in &self.0 {
+                a.abort();
+            }
+        }
+    }
+    let _guard = AbortOnDrop(aborts);
+    for h in slots {
+        let _ = h.await;
+    }
+}

@@ -1,0 +1,336 @@
+//! The job store: where jobs, results and blob metadata live, and the queue itself.
+//!
+//! [`JobStore`] is the seam between the service and its database. The SQLite store
+//! ([`SqliteStore`]) serves one node; the trait is shaped so that a PostgreSQL store can
+//! serve many nodes sharing one queue:
+//! - [`JobStore::claim`] takes queued jobs atomically and hands them out under a lease
+//!   (`owner`, `lease_until`): in PostgreSQL `UPDATE ... WHERE id IN (SELECT ... FOR UPDATE
+//!   SKIP LOCKED)`; in SQLite one writer serializes claims.
+//! - [`JobStore::renew`] extends the leases with the supervisor's heartbeat;
+//!   [`JobStore::requeue_orphans`] returns jobs whose lease expired or whose owner is a
+//!   node that is gone (SQLite at start: every `running` job of an earlier process).
+//! - [`JobStore::finish`] stores a result once, keyed by job id, and only for the lease
+//!   holder: a stale worker's late result is dropped, so at-least-once execution never
+//!   yields two stored results.
+//!
+//! Methods return boxed futures so the trait is object safe (`Arc<dyn JobStore>`).
+
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A boxed, sendable future: what every [`JobStore`] method returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A store failure (the database or the disk under it).
+#[derive(Debug, thiserror::Error)]
+#[error("job store: {0}")]
+pub struct StoreError(pub String);
+
+/// The result of store calls.
+pub type StoreResult<T> = std::result::Result<T, StoreError>;
+
+/// A job's life: `queued -> running -> succeeded | failed`, `cancelled` from either of the
+/// first two; `running -> queued` again on a retry or after a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for a worker.
+    Queued,
+    /// On a worker (leased).
+    Running,
+    /// Finished with a result.
+    Succeeded,
+    /// Finished with an error.
+    Failed,
+    /// Cancelled by its owner.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in life order.
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// The name stored and shown.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse a stored or requested name.
+    pub fn parse(s: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|st| st.name() == s)
+    }
+
+    /// Whether the job is done (no further change).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
+    }
+}
+
+/// A job to insert (validated by the API before it gets here).
+#[derive(Clone, Debug)]
+pub struct NewJob {
+    /// The id, made by the caller.
+    pub id: String,
+    /// The job kind (`price`, `filter2d`, ...).
+    pub kind: String,
+    /// Jobs with equal keys may be merged into one batch on a worker.
+    pub batch_key: String,
+    /// Whether only a GPU worker may run it.
+    pub needs_gpu: bool,
+    /// The token name that submitted it (`anonymous` without tokens).
+    pub principal: String,
+    /// The `Idempotency-Key` header, if any (unique per principal).
+    pub idempotency_key: Option<String>,
+    /// A hash of the request body, to tell a retry from a different request under one key.
+    pub request_hash: String,
+    /// The task as the worker runs it (JSON).
+    pub task: String,
+    /// Elements of input data (for batching limits).
+    pub elements: u64,
+    /// Attempts allowed before the job fails.
+    pub max_attempts: u32,
+    /// Absolute deadline, ms since the epoch.
+    pub deadline_ms: Option<i64>,
+    /// Submission time, ms since the epoch.
+    pub created_ms: i64,
+}
+
+/// What [`JobStore::insert`] did.
+#[derive(Clone, Debug)]
+pub enum Inserted {
+    /// A new job was stored.
+    Created(JobRecord),
+    /// The principal's idempotency key named an earlier job: that one is returned.
+    Existing {
+        /// The earlier job.
+        job: JobRecord,
+        /// Whether the earlier request's body was the same.
+        same_request: bool,
+    },
+}
+
+/// A job as stored, with its result when it has one.
+#[derive(Clone, Debug)]
+pub struct JobRecord {
+    /// Insertion order (the list cursor).
+    pub seq: i64,
+    /// The id.
+    pub id: String,
+    /// The kind.
+    pub kind: String,
+    /// The state.
+    pub state: JobState,
+    /// Who submitted it.
+    pub principal: String,
+    /// Runs started so far.
+    pub attempts: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Submission, first start, end (ms since the epoch).
+    pub created_ms: i64,
+    /// When the latest attempt started.
+    pub started_ms: Option<i64>,
+    /// When it reached a terminal state.
+    pub finished_ms: Option<i64>,
+    /// The deadline, if any.
+    pub deadline_ms: Option<i64>,
+    /// The result (JSON text), succeeded jobs only.
+    pub result: Option<String>,
+    /// The error code and message, failed (or retried) jobs.
+    pub error: Option<(String, String)>,
+}
+
+/// A job handed to a worker by [`JobStore::claim`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClaimedJob {
+    /// The id.
+    pub id: String,
+    /// The kind.
+    pub kind: String,
+    /// Who submitted it (for in-flight accounting).
+    pub principal: String,
+    /// The task JSON.
+    pub task: String,
+    /// This attempt's number, 1-based.
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Submission time (latency accounting).
+    pub created_ms: i64,
+    /// The deadline, if any.
+    pub deadline_ms: Option<i64>,
+}
+
+/// The oldest queued job a worker may take: what the batcher looks at before claiming.
+#[derive(Clone, Debug)]
+pub struct QueueHead {
+    /// Its batch key.
+    pub batch_key: String,
+    /// Its submission time.
+    pub created_ms: i64,
+    /// Queued jobs with that key.
+    pub same_key: u64,
+}
+
+/// How a job ended on a worker.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// A result (JSON text) and the result blobs it names.
+    Succeeded {
+        /// The result.
+        result: String,
+        /// Blobs the worker wrote for it.
+        blobs: Vec<BlobRecord>,
+    },
+    /// A final error.
+    Failed {
+        /// Stable code (`invalid_input`, `cuda_sticky`, ...).
+        code: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// A listing request.
+#[derive(Clone, Debug, Default)]
+pub struct ListQuery {
+    /// Only this principal's jobs (`None`: all).
+    pub principal: Option<String>,
+    /// Only this state.
+    pub state: Option<JobState>,
+    /// At most this many (newest first).
+    pub limit: u32,
+    /// Only jobs older than this cursor (a previous page's `next_cursor`).
+    pub cursor: Option<i64>,
+}
+
+/// A page of jobs, newest first.
+#[derive(Clone, Debug)]
+pub struct JobPage {
+    /// The jobs (without results).
+    pub jobs: Vec<JobRecord>,
+    /// The cursor of the next page, if there may be one.
+    pub next_cursor: Option<i64>,
+}
+
+/// A blob's metadata (the bytes are a file under the data dir).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BlobRecord {
+    /// The id.
+    pub id: String,
+    /// The file.
+    pub path: PathBuf,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of the bytes, hex.
+    pub sha256: String,
+    /// Format: `npy`, `png`, `tiff`, `nii`, `nii.gz`, `csv`.
+    pub format: String,
+    /// Who uploaded it (or whose job made it).
+    pub principal: String,
+    /// The job whose result it is, if any.
+    pub job_id: Option<String>,
+    /// Creation time.
+    pub created_ms: i64,
+}
+
+/// Counts of jobs by state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StateCounts {
+    /// `(state, count)` for every state.
+    pub by_state: Vec<(JobState, u64)>,
+    /// `(principal, queued + running)` for principals with jobs in flight.
+    pub in_flight_by_principal: Vec<(String, u64)>,
+}
+
+impl StateCounts {
+    /// The count of one state.
+    pub fn get(&self, s: JobState) -> u64 {
+        self.by_state
+            .iter()
+            .find(|(st, _)| *st == s)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+/// The job store (see the [module docs](self)).
+pub trait JobStore: Send + Sync + 'static {
+    /// Store a new job durably (committed when the future resolves), or return the earlier
+    /// job of the same principal and idempotency key.
+    fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>>;
+    /// One job with its result.
+    fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>>;
+    /// A page of jobs, newest first.
+    fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>>;
+    /// Cancel a queued or running job; terminal jobs are left as they are. Returns the job
+    /// after the change, `None` if there is no such job.
+    fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>>;
+    /// The oldest queued job a worker may run (`gpu`: the worker has a GPU).
+    fn head(&self, gpu: bool) -> BoxFuture<'_, StoreResult<Option<QueueHead>>>;
+    /// Claim up to `max` queued jobs (oldest first, with `batch_key` if given) for `owner`,
+    /// leased until now + `lease`: they become `running`, their attempt count grows by one.
+    fn claim(
+        &self,
+        owner: &str,
+        gpu: bool,
+        batch_key: Option<&str>,
+        max: usize,
+        lease: Duration,
+    ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>>;
+    /// Extend `owner`'s leases on `ids`.
+    fn renew(&self, owner: &str, ids: &[String], lease: Duration) -> BoxFuture<'_, StoreResult<()>>;
+    /// Store a job's end, once: only while it is `running` under `owner`. Returns whether
+    /// it was stored (false: cancelled meanwhile, or the lease was lost).
+    fn finish(&self, id: &str, owner: &str, outcome: Outcome) -> BoxFuture<'_, StoreResult<bool>>;
+    /// Put a running job of `owner` back in the queue for another attempt, noting why; when
+    /// its attempts are used up it fails with that error instead. Returns the new state.
+    fn retry(
+        &self,
+        id: &str,
+        owner: &str,
+        code: &str,
+        message: &str,
+    ) -> BoxFuture<'_, StoreResult<Option<JobState>>>;
+    /// Return to the queue every running job whose lease expired or whose owner does not
+    /// start with `live_prefix` (a node that is gone). Returns how many.
+    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>>;
+    /// Counts by state and in-flight jobs by principal.
+    fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>>;
+    /// Delete finished jobs older than `ttl`, then the oldest finished jobs until results
+    /// take at most `max_result_bytes`. Returns the blob files to delete.
+    fn expire(&self, ttl: Duration, max_result_bytes: u64) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>>;
+    /// Record a blob.
+    fn put_blob(&self, blob: BlobRecord) -> BoxFuture<'_, StoreResult<()>>;
+    /// A blob's metadata.
+    fn get_blob(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>>;
+    /// Whether the store answers (readiness).
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>>;
+    /// Flush and close; later calls fail.
+    fn close(&self) -> BoxFuture<'_, StoreResult<()>>;
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

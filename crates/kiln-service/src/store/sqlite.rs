@@ -1,0 +1,668 @@
+//! The SQLite job store: one database file in WAL mode under the data dir.
+//!
+//! One writer thread owns the write connection and commits in groups: it takes every write
+//! waiting in its channel (up to [`GROUP`]), runs each in a savepoint of one transaction,
+//! commits once, and only then answers the callers. Under load many submissions share one
+//! commit (one fsync with `synchronous = FULL`), and nothing is acknowledged before it is
+//! on disk. Reads use a second connection (WAL readers do not block the writer).
+
+use super::*;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// Writes committed together at most.
+pub const GROUP: usize = 256;
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  batch_key TEXT NOT NULL,
+  needs_gpu INTEGER NOT NULL,
+  principal TEXT NOT NULL,
+  idem_key TEXT,
+  request_hash TEXT NOT NULL,
+  task TEXT NOT NULL,
+  elements INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  deadline_ms INTEGER,
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER,
+  finished_ms INTEGER,
+  lease_owner TEXT,
+  lease_until_ms INTEGER,
+  error_code TEXT,
+  error_message TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs(principal, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
+CREATE INDEX IF NOT EXISTS jobs_key ON jobs(state, batch_key, seq);
+CREATE TABLE IF NOT EXISTS results(
+  job_id TEXT PRIMARY KEY,
+  body TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  stored_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blobs(
+  id TEXT PRIMARY KEY,
+  path TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  format TEXT NOT NULL,
+  principal TEXT NOT NULL,
+  job_id TEXT,
+  created_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blobs_job ON blobs(job_id);
+";
+
+type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
+type WriteOp = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+
+/// The SQLite store (see the [module docs](self)).
+pub struct SqliteStore {
+    writer: Mutex<Option<mpsc::Sender<WriteOp>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    reader: Arc<Mutex<Connection>>,
+}
+
+fn err(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
+}
+
+fn open(path: &Path, synchronous_full: bool) -> StoreResult<Connection> {
+    let c = Connection::open(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+    c.busy_timeout(Duration::from_secs(10)).map_err(err)?;
+    c.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+    c.pragma_update(
+        None,
+        "synchronous",
+        if synchronous_full { "FULL" } else { "NORMAL" },
+    )
+    .map_err(err)?;
+    c.pragma_update(None, "foreign_keys", "ON").map_err(err)?;
+    Ok(c)
+}
+
+impl SqliteStore {
+    /// Open (or create) `dir/jobs.sqlite3`. `synchronous_full`: fsync every commit (else
+    /// only WAL checkpoints: a power loss may drop the last commits, a crash does not).
+    pub fn open(dir: &Path, synchronous_full: bool) -> StoreResult<SqliteStore> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("{}: {e}", dir.display())))?;
+        let path = dir.join("jobs.sqlite3");
+        let w = open(&path, synchronous_full)?;
+        w.execute_batch(SCHEMA).map_err(err)?;
+        let v: Option<String> = w
+            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(err)?;
+        match v.as_deref().map(str::parse::<i64>) {
+            None => {
+                w.execute(
+                    "INSERT INTO meta(key, value) VALUES('schema_version', ?1)",
+                    [SCHEMA_VERSION.to_string()],
+                )
+                .map_err(err)?;
+            }
+            Some(Ok(SCHEMA_VERSION)) => {}
+            Some(other) => {
+                return Err(StoreError(format!(
+                    "{} has schema version {other:?}; this kiln knows {SCHEMA_VERSION}",
+                    path.display()
+                )))
+            }
+        }
+        let r = open(&path, synchronous_full)?;
+        let (tx, rx) = mpsc::channel::<WriteOp>();
+        let thread = std::thread::Builder::new()
+            .name("kiln-store-writer".into())
+            .spawn(move || writer_loop(w, rx))
+            .map_err(err)?;
+        Ok(SqliteStore {
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            reader: Arc::new(Mutex::new(r)),
+        })
+    }
+
+    /// Run `f` on the writer thread inside the group transaction; resolves after commit.
+    fn write<T, F>(&self, f: F) -> BoxFuture<'_, StoreResult<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
+        let op: WriteOp = Box::new(move |c| {
+            let r = f(c);
+            let ok = r.is_ok();
+            let reply: Reply = Box::new(move |commit_err: Option<&str>| {
+                let out = match (r, commit_err) {
+                    (Ok(v), None) => Ok(v),
+                    (Ok(_), Some(e)) => Err(StoreError(format!("commit failed: {e}"))),
+                    (Err(e), _) => Err(err(e)),
+                };
+                let _ = tx.send(out);
+            });
+            (ok, reply)
+        });
+        let sent = self
+            .writer
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|s| s.send(op).is_ok()))
+            .unwrap_or(false);
+        Box::pin(async move {
+            if !sent {
+                return Err(StoreError("the store is closed".into()));
+            }
+            rx.await
+                .unwrap_or_else(|_| Err(StoreError("the store's writer stopped".into())))
+        })
+    }
+
+    /// Run `f` on the read connection (a blocking thread).
+    fn read<T, F>(&self, f: F) -> BoxFuture<'_, StoreResult<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let reader = self.reader.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let c = reader.lock().map_err(|_| StoreError("reader poisoned".into()))?;
+                f(&c).map_err(err)
+            })
+            .await
+            .map_err(err)?
+        })
+    }
+}
+
+fn writer_loop(mut c: Connection, rx: mpsc::Receiver<WriteOp>) {
+    while let Ok(first) = rx.recv() {
+        let mut ops = vec![first];
+        while ops.len() < GROUP {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        let tx = match c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = e.to_string();
+                for op in ops {
+                    // The op never ran; answer with the error through a throwaway run on
+                    // no transaction is not possible, so report the begin failure.
+                    let reply = op_failed(op, &msg);
+                    reply(Some(&msg));
+                }
+                continue;
+            }
+        };
+        let mut replies: Vec<Reply> = Vec::with_capacity(ops.len());
+        for (i, op) in ops.into_iter().enumerate() {
+            let name = format!("op{i}");
+            let _ = tx.execute_batch(&format!("SAVEPOINT {name}"));
+            // A failed op rolls back its own savepoint only (its reply carries the error).
+            let (ok, reply) = op(&tx);
+            if !ok {
+                let _ = tx.execute_batch(&format!("ROLLBACK TO {name}"));
+            }
+            let _ = tx.execute_batch(&format!("RELEASE {name}"));
+            replies.push(reply);
+        }
+        let commit = tx.commit().err().map(|e| e.to_string());
+        for r in replies {
+            r(commit.as_deref());
+        }
+    }
+    let _ = c.pragma_update(None, "wal_checkpoint", "TRUNCATE");
+    drop(c.close());
+}
+
+fn op_failed(op: WriteOp, _msg: &str) -> Reply {
+    // Run the op against an in-memory database without the schema: nothing reaches the
+    // store, and the reply (given the begin error as its commit error) reports a failure.
+    match Connection::open_in_memory() {
+        Ok(mem) => op(&mem).1,
+        Err(_) => Box::new(|_| {}),
+    }
+}
+
+const JOB_COLS: &str = "seq, id, kind, state, principal, attempts, max_attempts, created_ms, \
+     started_ms, finished_ms, deadline_ms, error_code, error_message";
+
+fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
+    let state: String = r.get(3)?;
+    let code: Option<String> = r.get(11)?;
+    let msg: Option<String> = r.get(12)?;
+    Ok(JobRecord {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        kind: r.get(2)?,
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        principal: r.get(4)?,
+        attempts: r.get(5)?,
+        max_attempts: r.get(6)?,
+        created_ms: r.get(7)?,
+        started_ms: r.get(8)?,
+        finished_ms: r.get(9)?,
+        deadline_ms: r.get(10)?,
+        result: None,
+        error: code.map(|c| (c, msg.unwrap_or_default())),
+    })
+}
+
+fn get_job(c: &Connection, id: &str, with_result: bool) -> rusqlite::Result<Option<JobRecord>> {
+    let mut job = c
+        .query_row(
+            &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
+            [id],
+            job_row,
+        )
+        .optional()?;
+    if let (Some(j), true) = (job.as_mut(), with_result) {
+        j.result = c
+            .query_row("SELECT body FROM results WHERE job_id = ?1", [id], |r| r.get(0))
+            .optional()?;
+    }
+    Ok(job)
+}
+
+fn blob_row(r: &Row<'_>) -> rusqlite::Result<BlobRecord> {
+    let path: String = r.get(1)?;
+    Ok(BlobRecord {
+        id: r.get(0)?,
+        path: PathBuf::from(path),
+        size: r.get::<_, i64>(2)? as u64,
+        sha256: r.get(3)?,
+        format: r.get(4)?,
+        principal: r.get(5)?,
+        job_id: r.get(6)?,
+        created_ms: r.get(7)?,
+    })
+}
+
+fn insert_blob(c: &Connection, b: &BlobRecord) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT OR REPLACE INTO blobs(id, path, size, sha256, format, principal, job_id, created_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            b.id,
+            b.path.to_string_lossy(),
+            b.size as i64,
+            b.sha256,
+            b.format,
+            b.principal,
+            b.job_id,
+            b.created_ms
+        ],
+    )?;
+    Ok(())
+}
+
+/// Delete jobs (rows, results, result blobs' rows); returns the blob paths.
+fn delete_jobs(c: &Connection, ids: &[String]) -> rusqlite::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for id in ids {
+        let mut st = c.prepare_cached("SELECT path FROM blobs WHERE job_id = ?1")?;
+        let ps: Vec<String> = st
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        paths.extend(ps.into_iter().map(PathBuf::from));
+        c.execute("DELETE FROM blobs WHERE job_id = ?1", [id])?;
+        c.execute("DELETE FROM results WHERE job_id = ?1", [id])?;
+        c.execute("DELETE FROM jobs WHERE id = ?1", [id])?;
+    }
+    Ok(paths)
+}
+
+impl JobStore for SqliteStore {
+    fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>> {
+        self.write(move |c| {
+            if let Some(key) = &job.idempotency_key {
+                let earlier: Option<(String, String)> = c
+                    .query_row(
+                        "SELECT id, request_hash FROM jobs WHERE principal = ?1 AND idem_key = ?2",
+                        params![job.principal, key],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?;
+                if let Some((id, hash)) = earlier {
+                    if let Some(j) = get_job(c, &id, true)? {
+                        return Ok(Inserted::Existing {
+                            job: j,
+                            same_request: hash == job.request_hash,
+                        });
+                    }
+                }
+            }
+            c.execute(
+                "INSERT INTO jobs(id, kind, batch_key, needs_gpu, principal, idem_key, request_hash, \
+                 task, elements, state, max_attempts, deadline_ms, created_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', ?10, ?11, ?12)",
+                params![
+                    job.id,
+                    job.kind,
+                    job.batch_key,
+                    job.needs_gpu,
+                    job.principal,
+                    job.idempotency_key,
+                    job.request_hash,
+                    job.task,
+                    job.elements as i64,
+                    job.max_attempts,
+                    job.deadline_ms,
+                    job.created_ms
+                ],
+            )?;
+            let j = get_job(c, &job.id, false)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+            Ok(Inserted::Created(j))
+        })
+    }
+
+    fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
+        let id = id.to_string();
+        self.read(move |c| get_job(c, &id, true))
+    }
+
+    fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>> {
+        self.read(move |c| {
+            let limit = q.limit.clamp(1, 1000);
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {JOB_COLS} FROM jobs WHERE (?1 IS NULL OR principal = ?1) \
+                 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR seq < ?3) \
+                 ORDER BY seq DESC LIMIT ?4"
+            ))?;
+            let jobs: Vec<JobRecord> = st
+                .query_map(
+                    params![q.principal, q.state.map(JobState::name), q.cursor, limit + 1],
+                    job_row,
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            let more = jobs.len() > limit as usize;
+            let jobs: Vec<JobRecord> = jobs.into_iter().take(limit as usize).collect();
+            let next_cursor = if more { jobs.last().map(|j| j.seq) } else { None };
+            Ok(JobPage { jobs, next_cursor })
+        })
+    }
+
+    fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
+        let id = id.to_string();
+        self.write(move |c| {
+            c.execute(
+                "UPDATE jobs SET state = 'cancelled', finished_ms = ?2, lease_owner = NULL \
+                 WHERE id = ?1 AND state IN ('queued', 'running')",
+                params![id, now_ms()],
+            )?;
+            get_job(c, &id, true)
+        })
+    }
+
+    fn head(&self, gpu: bool) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
+        self.read(move |c| {
+            let h: Option<(String, i64)> = c
+                .query_row(
+                    "SELECT batch_key, created_ms FROM jobs WHERE state = 'queued' \
+                     AND (needs_gpu = 0 OR ?1) ORDER BY seq LIMIT 1",
+                    [gpu],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((batch_key, created_ms)) = h else {
+                return Ok(None);
+            };
+            let same_key: i64 = c.query_row(
+                "SELECT count(*) FROM jobs WHERE state = 'queued' AND batch_key = ?1",
+                [&batch_key],
+                |r| r.get(0),
+            )?;
+            Ok(Some(QueueHead {
+                batch_key,
+                created_ms,
+                same_key: same_key as u64,
+            }))
+        })
+    }
+
+    fn claim(
+        &self,
+        owner: &str,
+        gpu: bool,
+        batch_key: Option<&str>,
+        max: usize,
+        lease: Duration,
+    ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>> {
+        let owner = owner.to_string();
+        let key = batch_key.map(str::to_string);
+        self.write(move |c| {
+            let now = now_ms();
+            let until = now + lease.as_millis() as i64;
+            let mut st = c.prepare_cached(
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
+                 lease_owner = ?2, lease_until_ms = ?3 \
+                 WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
+                   AND (?5 IS NULL OR batch_key = ?5) ORDER BY seq LIMIT ?6) \
+                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, seq",
+            )?;
+            let mut jobs: Vec<(i64, ClaimedJob)> = st
+                .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
+                    Ok((
+                        r.get(8)?,
+                        ClaimedJob {
+                            id: r.get(0)?,
+                            kind: r.get(1)?,
+                            principal: r.get(2)?,
+                            task: r.get(3)?,
+                            attempt: r.get(4)?,
+                            max_attempts: r.get(5)?,
+                            created_ms: r.get(6)?,
+                            deadline_ms: r.get(7)?,
+                        },
+                    ))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            jobs.sort_by_key(|(s, _)| *s);
+            Ok(jobs.into_iter().map(|(_, j)| j).collect())
+        })
+    }
+
+    fn renew(&self, owner: &str, ids: &[String], lease: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let owner = owner.to_string();
+        let ids = ids.to_vec();
+        self.write(move |c| {
+            let until = now_ms() + lease.as_millis() as i64;
+            for id in &ids {
+                c.execute(
+                    "UPDATE jobs SET lease_until_ms = ?3 WHERE id = ?1 AND lease_owner = ?2 AND state = 'running'",
+                    params![id, owner, until],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    fn finish(&self, id: &str, owner: &str, outcome: Outcome) -> BoxFuture<'_, StoreResult<bool>> {
+        let id = id.to_string();
+        let owner = owner.to_string();
+        self.write(move |c| {
+            let now = now_ms();
+            let (state, code, msg) = match &outcome {
+                Outcome::Succeeded { .. } => ("succeeded", None, None),
+                Outcome::Failed { code, message } => ("failed", Some(code.clone()), Some(message.clone())),
+            };
+            let n = c.execute(
+                "UPDATE jobs SET state = ?3, finished_ms = ?4, lease_owner = NULL, \
+                 error_code = coalesce(?5, error_code), error_message = coalesce(?6, error_message) \
+                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2",
+                params![id, owner, state, now, code, msg],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            if let Outcome::Succeeded { result, blobs } = outcome {
+                // The primary key keeps one result per job: a second insert fails the op.
+                c.execute(
+                    "INSERT INTO results(job_id, body, bytes, stored_ms) VALUES (?1, ?2, ?3, ?4)",
+                    params![id, result, result.len() as i64, now],
+                )?;
+                for b in &blobs {
+                    insert_blob(c, b)?;
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    fn retry(
+        &self,
+        id: &str,
+        owner: &str,
+        code: &str,
+        message: &str,
+    ) -> BoxFuture<'_, StoreResult<Option<JobState>>> {
+        let (id, owner, code, message) = (
+            id.to_string(),
+            owner.to_string(),
+            code.to_string(),
+            message.to_string(),
+        );
+        self.write(move |c| {
+            let now = now_ms();
+            let n = c.execute(
+                "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
+                 finished_ms = CASE WHEN attempts >= max_attempts THEN ?5 ELSE NULL END, \
+                 lease_owner = NULL, lease_until_ms = NULL, error_code = ?3, error_message = ?4 \
+                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2",
+                params![id, owner, code, message, now],
+            )?;
+            if n == 0 {
+                return Ok(None);
+            }
+            Ok(get_job(c, &id, false)?.map(|j| j.state))
+        })
+    }
+
+    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>> {
+        let prefix = format!("{live_prefix}%");
+        self.write(move |c| {
+            let n = c.execute(
+                "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
+                 WHERE state = 'running' AND (lease_owner IS NULL OR lease_owner NOT LIKE ?1 \
+                 OR lease_until_ms < ?2)",
+                params![prefix, now_ms()],
+            )?;
+            Ok(n as u64)
+        })
+    }
+
+    fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached("SELECT state, count(*) FROM jobs GROUP BY state")?;
+            let rows: Vec<(String, i64)> = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let by_state = JobState::ALL
+                .into_iter()
+                .map(|s| {
+                    let n = rows.iter().find(|(n, _)| n == s.name()).map_or(0, |(_, n)| *n);
+                    (s, n as u64)
+                })
+                .collect();
+            let mut st = c.prepare_cached(
+                "SELECT principal, count(*) FROM jobs WHERE state IN ('queued', 'running') GROUP BY principal",
+            )?;
+            let in_flight_by_principal = st
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(StateCounts {
+                by_state,
+                in_flight_by_principal,
+            })
+        })
+    }
+
+    fn expire(&self, ttl: Duration, max_result_bytes: u64) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
+        self.write(move |c| {
+            let cutoff = now_ms() - ttl.as_millis() as i64;
+            let mut st = c.prepare_cached(
+                "SELECT id FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
+                 AND finished_ms < ?1 LIMIT 10000",
+            )?;
+            let old: Vec<String> = st.query_map([cutoff], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            let mut paths = delete_jobs(c, &old)?;
+            let total: i64 = c.query_row(
+                "SELECT coalesce(sum(bytes), 0) + (SELECT coalesce(sum(size), 0) FROM blobs WHERE job_id IS NOT NULL) FROM results",
+                [],
+                |r| r.get(0),
+            )?;
+            let mut excess = total - max_result_bytes.min(i64::MAX as u64) as i64;
+            if excess > 0 {
+                let mut st = c.prepare_cached(
+                    "SELECT j.id, coalesce(r.bytes, 0) + coalesce((SELECT sum(size) FROM blobs b WHERE b.job_id = j.id), 0) \
+                     FROM jobs j LEFT JOIN results r ON r.job_id = j.id \
+                     WHERE j.state IN ('succeeded', 'failed', 'cancelled') ORDER BY j.finished_ms LIMIT 10000",
+                )?;
+                let rows: Vec<(String, i64)> = st
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut ids = Vec::new();
+                for (id, bytes) in rows {
+                    if excess <= 0 {
+                        break;
+                    }
+                    excess -= bytes;
+                    ids.push(id);
+                }
+                paths.extend(delete_jobs(c, &ids)?);
+            }
+            Ok(paths)
+        })
+    }
+
+    fn put_blob(&self, blob: BlobRecord) -> BoxFuture<'_, StoreResult<()>> {
+        self.write(move |c| insert_blob(c, &blob))
+    }
+
+    fn get_blob(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>> {
+        let id = id.to_string();
+        self.read(move |c| {
+            c.query_row(
+                "SELECT id, path, size, sha256, format, principal, job_id, created_ms FROM blobs WHERE id = ?1",
+                [id],
+                blob_row,
+            )
+            .optional()
+        })
+    }
+
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+        self.read(|c| c.query_row("SELECT 1", [], |_| Ok(())))
+    }
+
+    fn close(&self) -> BoxFuture<'_, StoreResult<()>> {
+        let tx = self.writer.lock().ok().and_then(|mut g| g.take());
+        drop(tx);
+        let th = self.thread.lock().ok().and_then(|mut g| g.take());
+        Box::pin(async move {
+            if let Some(th) = th {
+                tokio::task::spawn_blocking(move || th.join())
+                    .await
+                    .map_err(err)?
+                    .map_err(|_| StoreError("the writer thread panicked".into()))?;
+            }
+            Ok(())
+        })
+    }
+}

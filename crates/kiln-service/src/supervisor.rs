@@ -1,0 +1,620 @@
+//! The supervisor: one task per worker slot (one per allowed GPU, plus CPU workers), each
+//! owning a worker process (`kiln worker`, stdin/stdout frames) that it starts, feeds and
+//! replaces.
+//!
+//! A slot claims work from the store (dynamic batching: the oldest queued job's batch key,
+//! up to `max_batch` jobs, waiting at most `max_queue_delay_ms` for a batch to fill), sends
+//! it, and stores each outcome once. A worker that dies mid-batch (abort, sticky CUDA error,
+//! killed) has its jobs retried up to `max_attempts`; a batch past its deadline gets its
+//! worker killed and its jobs failed; an idle worker that misses a heartbeat is killed. The
+//! slot then starts a fresh process. Shutdown stops claiming, lets batches finish until the
+//! drain timeout, then kills workers and re-queues what was still running.
+
+use crate::config::ServiceConfig;
+use crate::hub::Hub;
+use crate::metrics::ServiceMetrics;
+use crate::protocol::{read_frame_async, write_frame_async, FromWorker, ToWorker, WorkItem, WorkOutcome};
+use crate::store::{now_ms, ClaimedJob, JobState, JobStore, Outcome};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// Lease on claimed jobs, renewed while a batch runs.
+const LEASE: Duration = Duration::from_secs(30);
+
+/// One worker slot as `/v1/workers` shows it.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct WorkerStatus {
+    /// The slot's name (`cpu-0`, `cuda-0`).
+    pub name: String,
+    /// The device it asks for (`cpu`, `cuda:0`).
+    pub device: String,
+    /// `starting`, `idle`, `busy`, `down`.
+    pub state: String,
+    /// The process id, when running.
+    pub pid: Option<u32>,
+    /// Processes replaced so far.
+    pub restarts: u64,
+    /// Why the last process ended.
+    pub last_exit: Option<String>,
+    /// When the current process became ready (ms since the epoch).
+    pub ready_ms: Option<i64>,
+    /// When the last process ended.
+    pub exited_ms: Option<i64>,
+    /// Batches run by this slot.
+    pub batches: u64,
+}
+
+/// What the supervisor needs.
+pub struct Shared {
+    /// The store.
+    pub store: Arc<dyn JobStore>,
+    /// The configuration.
+    pub cfg: ServiceConfig,
+    /// Admission and wake-ups.
+    pub hub: Arc<Hub>,
+    /// Metrics.
+    pub metrics: Arc<ServiceMetrics>,
+    /// This process's lease-owner prefix.
+    pub node: String,
+    /// kiln's core config file, passed to workers (`--config`).
+    pub core_config: Option<PathBuf>,
+    /// Set when shutting down: no more claims.
+    pub stopping: AtomicBool,
+    /// Slot states.
+    pub workers: Mutex<Vec<WorkerStatus>>,
+    batches: AtomicU64,
+}
+
+struct Slot {
+    index: usize,
+    device: String,
+    gpu: bool,
+}
+
+enum End {
+    Shutdown,
+    Died(String),
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    /// Shared state for the given devices (`cpu` or `cuda:N` each).
+    pub fn new(
+        store: Arc<dyn JobStore>,
+        cfg: ServiceConfig,
+        hub: Arc<Hub>,
+        metrics: Arc<ServiceMetrics>,
+        node: String,
+        core_config: Option<PathBuf>,
+        devices: &[String],
+    ) -> Shared {
+        for d in devices {
+            metrics.init_worker(d);
+        }
+        let workers = devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| WorkerStatus {
+                name: format!("{}-{i}", d.replace(':', "")),
+                device: d.clone(),
+                state: "starting".into(),
+                pid: None,
+                restarts: 0,
+                last_exit: None,
+                ready_ms: None,
+                exited_ms: None,
+                batches: 0,
+            })
+            .collect();
+        Shared {
+            store,
+            cfg,
+            hub,
+            metrics,
+            node,
+            core_config,
+            stopping: AtomicBool::new(false),
+            workers: Mutex::new(workers),
+            batches: AtomicU64::new(0),
+        }
+    }
+
+    fn update(&self, i: usize, f: impl FnOnce(&mut WorkerStatus)) {
+        let mut g = lock(&self.workers);
+        if let Some(w) = g.get_mut(i) {
+            f(w);
+        }
+        let up = g
+            .iter()
+            .filter(|w| w.state == "idle" || w.state == "busy")
+            .count();
+        self.metrics.set_workers_up(up);
+    }
+
+    /// Workers ready (idle or busy).
+    pub fn workers_up(&self) -> usize {
+        lock(&self.workers)
+            .iter()
+            .filter(|w| w.state == "idle" || w.state == "busy")
+            .count()
+    }
+
+    /// Start one task per slot; they end after [`Shared::stopping`] is set and their
+    /// workers are stopped.
+    pub fn start(self: &Arc<Self>) -> Vec<tokio::task::JoinHandle<()>> {
+        let devices: Vec<String> = lock(&self.workers).iter().map(|w| w.device.clone()).collect();
+        devices
+            .into_iter()
+            .enumerate()
+            .map(|(index, device)| {
+                let sh = self.clone();
+                let gpu = device.starts_with("cuda");
+                tokio::spawn(async move { sh.slot_loop(Slot { index, device, gpu }).await })
+            })
+            .collect()
+    }
+
+    fn owner(&self, slot: &Slot) -> String {
+        format!("{}/{}", self.node, slot.index)
+    }
+
+    async fn slot_loop(self: Arc<Self>, slot: Slot) {
+        let mut failures_in_a_row = 0u32;
+        while !self.stopping.load(Ordering::SeqCst) {
+            self.update(slot.index, |w| w.state = "starting".into());
+            let mut proc = match self.spawn(&slot).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!("worker {}: {e}", slot.device);
+                    self.update(slot.index, |w| {
+                        w.state = "down".into();
+                        w.last_exit = Some(e.clone());
+                        w.exited_ms = Some(now_ms());
+                    });
+                    failures_in_a_row += 1;
+                    let backoff = Duration::from_millis((100u64 << failures_in_a_row.min(6)).min(5000));
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+            };
+            failures_in_a_row = 0;
+            let end = self.serve(&slot, &mut proc).await;
+            let status = proc.stop().await;
+            match end {
+                End::Shutdown => {
+                    self.update(slot.index, |w| {
+                        w.state = "down".into();
+                        w.pid = None;
+                        w.last_exit = Some(format!("shutdown ({status})"));
+                    });
+                    break;
+                }
+                End::Died(reason) => {
+                    tracing::warn!(
+                        "worker {} ended: {reason} ({status}); starting a new one",
+                        slot.device
+                    );
+                    self.metrics
+                        .worker_restart(&slot.device, reason.split(':').next().unwrap_or("died"));
+                    self.update(slot.index, |w| {
+                        w.state = "down".into();
+                        w.pid = None;
+                        w.restarts += 1;
+                        w.last_exit = Some(format!("{reason} ({status})"));
+                        w.exited_ms = Some(now_ms());
+                    });
+                }
+            }
+        }
+    }
+
+    async fn spawn(&self, slot: &Slot) -> Result<Proc, String> {
+        let program = match &self.cfg.workers.program {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?,
+        };
+        let mut cmd = Command::new(&program);
+        if let Some(c) = &self.core_config {
+            cmd.arg("--config").arg(c);
+        }
+        cmd.arg("--device")
+            .arg(&slot.device)
+            .arg("worker")
+            .arg("--blob-dir")
+            .arg(self.cfg.data_dir.join("blobs"))
+            .arg("--inline-max-elements")
+            .arg(self.cfg.results.inline_max_elements.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        let pid = child.id();
+        let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
+            (Some(i), Some(o)) => (i, o),
+            _ => return Err("the worker has no pipes".into()),
+        };
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut stdout = tokio::io::BufReader::new(stdout);
+            loop {
+                match read_frame_async::<_, FromWorker>(&mut stdout).await {
+                    Ok(Some(m)) => {
+                        if tx.send(Ok(m)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string())).await;
+                        break;
+                    }
+                }
+            }
+        });
+        let mut proc = Proc { child, stdin, rx };
+        let started = Instant::now();
+        let timeout = Duration::from_secs(self.cfg.workers.start_timeout_s);
+        match tokio::time::timeout(timeout, proc.rx.recv()).await {
+            Ok(Some(Ok(FromWorker::Ready { device, backend }))) => {
+                tracing::info!(
+                    "worker {} ready: {device} ({backend}), pid {pid:?}, in {} ms",
+                    slot.device,
+                    started.elapsed().as_millis()
+                );
+                self.update(slot.index, |w| {
+                    w.state = "idle".into();
+                    w.pid = pid;
+                    w.ready_ms = Some(now_ms());
+                });
+                Ok(proc)
+            }
+            Ok(Some(Ok(FromWorker::Fatal { message }))) => {
+                proc.stop().await;
+                Err(format!("cannot create its runtime: {message}"))
+            }
+            Ok(Some(Ok(other))) => {
+                proc.stop().await;
+                Err(format!("unexpected first message {other:?}"))
+            }
+            Ok(Some(Err(e))) => {
+                proc.stop().await;
+                Err(format!("bad first frame: {e}"))
+            }
+            Ok(None) => {
+                let st = proc.stop().await;
+                Err(format!("exited while starting ({st})"))
+            }
+            Err(_) => {
+                proc.stop().await;
+                Err(format!("not ready after {} s; killed", timeout.as_secs()))
+            }
+        }
+    }
+
+    /// Feed one worker process until it dies or the service stops.
+    async fn serve(&self, slot: &Slot, proc: &mut Proc) -> End {
+        let heartbeat = Duration::from_millis(self.cfg.workers.heartbeat_ms);
+        let mut last_beat = Instant::now();
+        let mut seq = 0u64;
+        loop {
+            if self.stopping.load(Ordering::SeqCst) {
+                return End::Shutdown;
+            }
+            let woken = self.hub.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            match self.next_batch(slot).await {
+                Ok(Some(jobs)) => {
+                    if let Some(end) = self.run_batch(slot, proc, jobs).await {
+                        return end;
+                    }
+                    last_beat = Instant::now();
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!("worker {}: store: {e}", slot.device);
+                }
+            }
+            let wait = heartbeat
+                .saturating_sub(last_beat.elapsed())
+                .max(Duration::from_millis(1));
+            tokio::select! {
+                _ = &mut woken => {}
+                _ = tokio::time::sleep(wait) => {}
+                m = proc.rx.recv() => {
+                    return End::Died(match m {
+                        None => "exited: while idle".into(),
+                        Some(Ok(m)) => format!("protocol: unexpected {m:?} while idle"),
+                        Some(Err(e)) => format!("protocol: {e}"),
+                    });
+                }
+            }
+            if last_beat.elapsed() >= heartbeat {
+                seq += 1;
+                if let Err(reason) = self.ping(proc, seq).await {
+                    return End::Died(reason);
+                }
+                last_beat = Instant::now();
+            }
+        }
+    }
+
+    async fn ping(&self, proc: &mut Proc, seq: u64) -> Result<(), String> {
+        if write_frame_async(&mut proc.stdin, &ToWorker::Ping { seq })
+            .await
+            .is_err()
+        {
+            return Err("exited: heartbeat write failed".into());
+        }
+        let timeout = Duration::from_millis(self.cfg.workers.heartbeat_timeout_ms);
+        match tokio::time::timeout(timeout, proc.rx.recv()).await {
+            Ok(Some(Ok(FromWorker::Pong { seq: s }))) if s == seq => Ok(()),
+            Ok(Some(Ok(m))) => Err(format!("protocol: expected pong, got {m:?}")),
+            Ok(Some(Err(e))) => Err(format!("protocol: {e}")),
+            Ok(None) => Err("exited: during a heartbeat".into()),
+            Err(_) => Err(format!(
+                "hung: no heartbeat answer in {} ms; killed",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// Claim the next batch for this slot (dynamic batching), or `None` if there is no work.
+    async fn next_batch(&self, slot: &Slot) -> Result<Option<Vec<ClaimedJob>>, crate::store::StoreError> {
+        let Some(head) = self.store.head(slot.gpu).await? else {
+            return Ok(None);
+        };
+        let b = &self.cfg.batching;
+        let max = if b.enabled { b.max_batch.max(1) } else { 1 };
+        if max > 1 && head.same_key < max as u64 {
+            let age = now_ms() - head.created_ms;
+            let delay = b.max_queue_delay_ms as i64;
+            if age < delay {
+                tokio::time::sleep(Duration::from_millis((delay - age) as u64)).await;
+            }
+        }
+        let jobs = self
+            .store
+            .claim(&self.owner(slot), slot.gpu, Some(&head.batch_key), max, LEASE)
+            .await?;
+        Ok((!jobs.is_empty()).then_some(jobs))
+    }
+
+    /// Run one batch; `Some(end)` if the worker is gone afterwards.
+    async fn run_batch(&self, slot: &Slot, proc: &mut Proc, jobs: Vec<ClaimedJob>) -> Option<End> {
+        let owner = self.owner(slot);
+        let batch = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
+        self.update(slot.index, |w| {
+            w.state = "busy".into();
+            w.batches += 1;
+        });
+        let started = Instant::now();
+        let now = now_ms();
+        let default_deadline = now + (self.cfg.limits.job_deadline_s * 1000) as i64;
+        let deadline_ms = jobs
+            .iter()
+            .map(|j| j.deadline_ms.unwrap_or(default_deadline).min(default_deadline))
+            .min()
+            .unwrap_or(default_deadline);
+        let items: Vec<WorkItem> = jobs
+            .iter()
+            .map(|j| WorkItem {
+                id: j.id.clone(),
+                attempt: j.attempt,
+                task: j.task.clone(),
+            })
+            .collect();
+        let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        let sent = write_frame_async(&mut proc.stdin, &ToWorker::Run { batch, jobs: items }).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis((deadline_ms - now).max(0) as u64);
+        let mut renew = tokio::time::interval(LEASE / 3);
+        renew.tick().await;
+        let answer: Result<Vec<crate::protocol::JobResult>, String> = if sent.is_err() {
+            Err("exited: the batch could not be sent".into())
+        } else {
+            loop {
+                tokio::select! {
+                    m = proc.rx.recv() => match m {
+                        Some(Ok(FromWorker::Done { batch: b, results })) if b == batch => break Ok(results),
+                        Some(Ok(FromWorker::Pong { .. })) => continue,
+                        Some(Ok(other)) => break Err(format!("protocol: unexpected {other:?}")),
+                        Some(Err(e)) => break Err(format!("protocol: {e}")),
+                        None => break Err("exited: mid-batch".into()),
+                    },
+                    _ = tokio::time::sleep_until(deadline) => break Err("deadline".into()),
+                    _ = renew.tick() => {
+                        if let Err(e) = self.store.renew(&owner, &ids, LEASE).await {
+                            tracing::warn!("lease renewal: {e}");
+                        }
+                    }
+                }
+            }
+        };
+        let run_s = started.elapsed().as_secs_f64();
+        let kind = jobs.first().map(|j| j.kind.clone()).unwrap_or_default();
+        let queued: Vec<f64> = jobs
+            .iter()
+            .map(|j| (now - j.created_ms).max(0) as f64 / 1e3)
+            .collect();
+        self.metrics.batch(&kind, jobs.len(), run_s, &queued);
+        match answer {
+            Ok(results) => {
+                let mut poisoned = false;
+                for (job, r) in jobs.iter().zip(results) {
+                    if r.id != job.id {
+                        tracing::error!("worker answered job {} for {}", r.id, job.id);
+                    }
+                    if matches!(r.outcome, WorkOutcome::Err { sticky: true, .. }) {
+                        poisoned = true;
+                    }
+                    self.settle(job, &owner, r.outcome).await;
+                }
+                self.update(slot.index, |w| w.state = "idle".into());
+                if poisoned {
+                    return Some(End::Died("sticky: the CUDA context was poisoned".into()));
+                }
+                None
+            }
+            Err(reason) if reason == "deadline" => {
+                let _ = proc.child.start_kill();
+                let msg = format!(
+                    "the job ran past its deadline ({} s); its worker was killed",
+                    ((deadline_ms - now) as f64 / 1e3).round()
+                );
+                for job in &jobs {
+                    let out = Outcome::Failed {
+                        code: "deadline_exceeded".into(),
+                        message: msg.clone(),
+                    };
+                    self.finish(job, &owner, out).await;
+                }
+                Some(End::Died("deadline: batch past its deadline".into()))
+            }
+            Err(reason) => {
+                let status = proc.stop().await;
+                let msg = format!(
+                    "the worker on {} failed mid-job: {reason} ({status})",
+                    slot.device
+                );
+                for job in &jobs {
+                    self.retry(job, &owner, "worker_crashed", &msg).await;
+                }
+                Some(End::Died(reason))
+            }
+        }
+    }
+
+    async fn settle(&self, job: &ClaimedJob, owner: &str, outcome: WorkOutcome) {
+        match outcome {
+            WorkOutcome::Ok { result, mut blobs } => {
+                for b in &mut blobs {
+                    b.principal = job.principal.clone();
+                }
+                let paths: Vec<PathBuf> = blobs.iter().map(|b| b.path.clone()).collect();
+                let stored = self
+                    .finish(
+                        job,
+                        owner,
+                        Outcome::Succeeded {
+                            result: result.to_string(),
+                            blobs,
+                        },
+                    )
+                    .await;
+                if !stored {
+                    for p in paths {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+            }
+            WorkOutcome::Err {
+                code, message, retry, ..
+            } => {
+                if retry {
+                    self.retry(job, owner, &code, &message).await;
+                } else {
+                    self.finish(job, owner, Outcome::Failed { code, message }).await;
+                }
+            }
+        }
+    }
+
+    async fn finish(&self, job: &ClaimedJob, owner: &str, outcome: Outcome) -> bool {
+        let state = match &outcome {
+            Outcome::Succeeded { .. } => "succeeded",
+            Outcome::Failed { .. } => "failed",
+        };
+        match self.store.finish(&job.id, owner, outcome).await {
+            Ok(true) => {
+                self.done(job, state);
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                tracing::error!("storing job {}: {e}", job.id);
+                false
+            }
+        }
+    }
+
+    async fn retry(&self, job: &ClaimedJob, owner: &str, code: &str, message: &str) {
+        match self.store.retry(&job.id, owner, code, message).await {
+            Ok(Some(JobState::Queued)) => {
+                tracing::info!(
+                    "job {} re-queued after attempt {}: {message}",
+                    job.id,
+                    job.attempt
+                );
+                self.hub.wake.notify_waiters();
+            }
+            Ok(Some(s)) => self.done(job, s.name()),
+            Ok(None) => {}
+            Err(e) => tracing::error!("re-queueing job {}: {e}", job.id),
+        }
+    }
+
+    fn done(&self, job: &ClaimedJob, state: &str) {
+        let latency = (now_ms() - job.created_ms).max(0) as f64 / 1e3;
+        self.metrics.finished(&job.kind, state, latency);
+        self.hub.finished(&job.id, &job.principal);
+    }
+}
+
+struct Proc {
+    child: Child,
+    stdin: ChildStdin,
+    rx: mpsc::Receiver<Result<FromWorker, String>>,
+}
+
+impl Proc {
+    /// Ask the worker to exit, kill it if it does not within a second; describe its end.
+    async fn stop(&mut self) -> String {
+        let _ = write_frame_async(&mut self.stdin, &ToWorker::Shutdown).await;
+        let status = match tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = self.child.start_kill();
+                self.child.wait().await
+            }
+        };
+        match status {
+            Ok(s) => describe(s),
+            Err(e) => format!("wait failed: {e}"),
+        }
+    }
+}
+
+fn describe(s: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = s.signal() {
+            let name = match sig {
+                6 => "SIGABRT",
+                9 => "SIGKILL",
+                11 => "SIGSEGV",
+                15 => "SIGTERM",
+                _ => "signal",
+            };
+            return format!("killed by signal {sig} ({name})");
+        }
+    }
+    match s.code() {
+        Some(8) => "exit code 8: sticky CUDA error".into(),
+        Some(c) => format!("exit code {c}"),
+        None => "exited".into(),
+    }
+}

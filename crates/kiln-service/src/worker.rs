@@ -1,0 +1,77 @@
+//! The worker process (`kiln worker`, started by the supervisor): one runtime on one device,
+//! batches in over stdin, results out over stdout (see [`crate::protocol`]). A sticky CUDA
+//! error ends the process after its batch is answered: the context is poisoned and only a
+//! new process recovers.
+
+use crate::exec::{run_batch, ExecOptions};
+use crate::protocol::{read_frame, write_frame, FromWorker, ToWorker};
+use kiln::{Config, DeviceRequest, Runtime};
+
+/// Exit codes of a worker.
+pub mod exit {
+    /// Told to stop, or the supervisor went away.
+    pub const OK: i32 = 0;
+    /// The protocol broke.
+    pub const PROTOCOL: i32 = 1;
+    /// The runtime could not be created.
+    pub const NO_RUNTIME: i32 = 3;
+    /// A sticky CUDA error poisoned the context.
+    pub const STICKY: i32 = 8;
+}
+
+/// Run the worker loop on stdin/stdout until told to stop; returns the exit code.
+pub fn run(device: DeviceRequest, cfg: &Config, opts: &ExecOptions) -> i32 {
+    let mut input = std::io::stdin().lock();
+    let mut out = std::io::stdout().lock();
+    let rt = match Runtime::new(device, cfg) {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = write_frame(
+                &mut out,
+                &FromWorker::Fatal {
+                    message: e.to_string(),
+                },
+            );
+            return exit::NO_RUNTIME;
+        }
+    };
+    let backend = match rt.kind() {
+        kiln::BackendKind::Cpu => "cpu",
+        kiln::BackendKind::Cuda => "cuda",
+    };
+    let ready = FromWorker::Ready {
+        device: rt.device_name(),
+        backend: backend.into(),
+    };
+    if write_frame(&mut out, &ready).is_err() {
+        return exit::PROTOCOL;
+    }
+    loop {
+        let msg: Option<ToWorker> = match read_frame(&mut input) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!("worker: bad frame from the supervisor: {e}");
+                return exit::PROTOCOL;
+            }
+        };
+        let reply = match msg {
+            None | Some(ToWorker::Shutdown) => return exit::OK,
+            Some(ToWorker::Ping { seq }) => FromWorker::Pong { seq },
+            Some(ToWorker::Run { batch, jobs }) => {
+                let (results, poisoned) = run_batch(&rt, opts, &jobs);
+                let done = FromWorker::Done { batch, results };
+                if write_frame(&mut out, &done).is_err() {
+                    return exit::PROTOCOL;
+                }
+                if poisoned {
+                    tracing::error!("worker: the CUDA context is poisoned; exiting for a fresh one");
+                    return exit::STICKY;
+                }
+                continue;
+            }
+        };
+        if write_frame(&mut out, &reply).is_err() {
+            return exit::PROTOCOL;
+        }
+    }
+}

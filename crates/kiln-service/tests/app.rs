@@ -1,0 +1,128 @@
+//! The router driven without a socket (`app(state)` and tower's `oneshot`): auth, the error
+//! format, admission and the OpenAPI document. No workers run here: jobs stay queued.
+#![allow(clippy::unwrap_used)]
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use kiln_service::api::{app, AppState};
+use kiln_service::auth::{hash_token, TokenSet};
+use kiln_service::config::{ServiceConfig, TokenConfig};
+use kiln_service::store::{JobStore, SqliteStore};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+fn state(dir: &std::path::Path) -> Arc<AppState> {
+    let mut cfg = ServiceConfig::default();
+    cfg.limits.max_queue = 2;
+    cfg.limits.max_body_bytes = 4096;
+    let tokens = TokenSet::from_configs(&[TokenConfig {
+        name: "t".into(),
+        sha256: Some(hash_token("secret")),
+        ..Default::default()
+    }])
+    .unwrap();
+    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(dir, false).unwrap());
+    Arc::new(AppState {
+        store,
+        cfg,
+        tokens,
+        hub: Default::default(),
+        metrics: Default::default(),
+        supervisor: None,
+        accepting: true.into(),
+        blob_dir: dir.to_path_buf(),
+    })
+}
+
+async fn call(
+    st: &Arc<AppState>,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let r = app(st.clone())
+        .oneshot(req.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = r.status();
+    let bytes = r.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn errors_have_one_shape_and_admission_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path());
+    let job = json!({"kind": "price", "inputs": {"options": [{"option_type": "put", "style": "european", "spot": 10.0, "strike": 11.0, "rate": 0.0, "dividend": 0.0, "volatility": 0.3, "maturity": 0.5}]}}).to_string();
+    let (s, b) = call(&st, "POST", "/v1/jobs", None, &job).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let (s, b) = call(&st, "POST", "/v1/jobs", Some("secret"), "[1,").await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("malformed_request"))
+    );
+    let (s, b) = call(&st, "POST", "/v1/jobs", Some("secret"), &"x".repeat(5000)).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large"))
+    );
+    let (s, b) = call(&st, "POST", "/v1/jobs", Some("secret"), "{\"kind\":\"fault\"}").await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unknown_kind")),
+        "fault is off by default"
+    );
+    let (s, b) = call(&st, "POST", "/v1/jobs?wait=abc", Some("secret"), &job).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    // Two jobs fill the queue; the third gets 429.
+    let (s, b) = call(&st, "POST", "/v1/jobs", Some("secret"), &job).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    let id = b["id"].as_str().unwrap().to_string();
+    assert_eq!(b["state"], "queued");
+    assert_eq!(
+        call(&st, "POST", "/v1/jobs", Some("secret"), &job).await.0,
+        StatusCode::ACCEPTED
+    );
+    let (s, b) = call(&st, "POST", "/v1/jobs", Some("secret"), &job).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("queue_full"))
+    );
+    // The stored job, its cancellation, and room again.
+    let (s, b) = call(&st, "GET", &format!("/v1/jobs/{id}"), Some("secret"), "").await;
+    assert_eq!((s, b["state"].as_str()), (StatusCode::OK, Some("queued")));
+    let (s, b) = call(&st, "DELETE", &format!("/v1/jobs/{id}"), Some("secret"), "").await;
+    assert_eq!((s, b["state"].as_str()), (StatusCode::OK, Some("cancelled")));
+    assert_eq!(
+        call(&st, "POST", "/v1/jobs", Some("secret"), &job).await.0,
+        StatusCode::ACCEPTED
+    );
+    let (s, _) = call(&st, "GET", "/no/such/route", None, "").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // Health is open; readiness without a supervisor only needs the store.
+    assert_eq!(call(&st, "GET", "/healthz", None, "").await.0, StatusCode::OK);
+    assert_eq!(call(&st, "GET", "/readyz", None, "").await.0, StatusCode::OK);
+    let (s, doc) = call(&st, "GET", "/v1/openapi.json", Some("secret"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    for p in [
+        "/v1/jobs",
+        "/v1/jobs/{id}",
+        "/v1/blobs",
+        "/v1/blobs/{id}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
+        assert!(doc["paths"][p].is_object(), "{p} missing");
+    }
+}
