@@ -367,7 +367,8 @@ impl McParams {
         if self.antithetic {
             2 * self.samples()
         } else {
-            self.paths
+            // Philox: the paths asked for; Sobol: rounded up to whole replicates
+            self.samples()
         }
     }
 
