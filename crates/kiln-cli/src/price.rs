@@ -352,7 +352,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 let run = rt.price_to_target(&specs, &mc, target, args.max_paths, first);
                 rounds = rounds.max(run.rounds);
                 extra_work = extra_work.saturating_add(run.path_steps);
-                short += run.met.iter().filter(|m| !**m).count();
+                short += run
+                    .met
+                    .iter()
+                    .zip(&run.results)
+                    .filter(|(m, r)| !**m && r.is_ok())
+                    .count();
                 run.results
             }
             None => rt.price_batch(&specs, method, &mc, first),

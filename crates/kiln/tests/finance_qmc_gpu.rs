@@ -182,8 +182,8 @@ kiln::test_device!(
                 .unwrap();
             assert_eq!(again.price.to_bits(), first.price.to_bits(), "{rng:?}");
             if rng == Rng::Philox {
-            assert!(run.rounds >= 2, "{rng:?}: {} rounds", run.rounds);
-        }
+                assert!(run.rounds >= 2, "{rng:?}: {} rounds", run.rounds);
+            }
             // A cap below the need stops short and says so.
             let capped = rt.price_to_target(&[spec], &mc, TargetSe::Absolute(1e-7), 8192, 0);
             assert_eq!(capped.met, vec![false]);

@@ -98,7 +98,9 @@ mod tests {
     /// QuantLib 1.44's AnalyticBarrierEngine (T = 180/360 exactly) gives the same to 4
     /// decimals; the down-and-in put at H = 100, K = 110, vol 0.30 (the vanilla, as
     /// the spot sits on the barrier) is QuantLib's 12.9712.
-    const HAUG: [(OptionType, Style, f64, [(f64, f64, f64); 3]); 12] = [
+    /// A row: type, style, barrier, then (strike, price at vol 0.25, at vol 0.30).
+    type Row = (OptionType, Style, f64, [(f64, f64, f64); 3]);
+    const HAUG: [Row; 12] = [
         (
             Call,
             DO,
