@@ -230,6 +230,7 @@ fn run_probe(ctx: &Ctx, probe: McProbe, paths: u64, steps: u32) -> Result<Measur
         antithetic: false,
         control_variate: false,
         fast_math: probe == McProbe::NormalsFast,
+        rng: kiln::core::finance::Rng::Philox,
     };
     let small = McParams { paths: 4096, ..mc };
     let g = b.mc_probe_gpu(&specs, &small, probe)?[0];
@@ -279,6 +280,7 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, mode: Mode
         antithetic: mode.anti,
         control_variate: false,
         fast_math: fast,
+        rng: kiln::core::finance::Rng::Philox,
     };
     // the first call is the check (and a warm-up: modules, pool blocks)
     let first = price(ctx, &specs, &mc)?;

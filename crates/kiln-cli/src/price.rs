@@ -14,7 +14,7 @@
 
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kiln::core::finance::{McParams, OptionSpec};
+use kiln::core::finance::{McParams, OptionSpec, Rng};
 use kiln::finance::{supports, Method};
 use kiln::{BackendKind, Runtime};
 use kiln::{Config, DeviceRequest, Error};
@@ -30,15 +30,18 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
   required: type (call|put), style, spot, strike, rate, volatility, maturity
   optional: id (default: the data row number), dividend (default 0),
             fixings (asian_* styles: number of equally spaced fixings, the last at maturity),
-            barrier (barrier_* styles: the level, monitored at the end of every step)
+            barrier (barrier_* styles: the level, monitored at the end of every step),
+            rebate (barrier_* styles: cash rebate, analytic only; default 0)
   styles: european asian_arithmetic asian_geometric barrier_up_out barrier_up_in
           barrier_down_out barrier_down_in
   rate and dividend continuously compounded per year, volatility per sqrt(year) (0.2 = 20%),
   maturity in years. Rows are numbered from 1 after the header (blank lines not counted).
 Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Greek is not
   computed; std_error 0 for analytic; vega and rho per 1.0, theta per year). Never NaN/inf.
-Methods: analytic prices european (all Greeks) and asian_geometric (no theta) only; mc
-  prices every style (delta and vega for european and asian styles).
+Methods: analytic prices european (all Greeks), asian_geometric (no theta) and the barrier
+  styles (Reiner-Rubinstein with rebate, continuous monitoring; Greeks by differences, no
+  theta); mc prices every style (delta and vega for european and asian styles; barriers
+  monitored at the end of every step, no rebate).
 Bad rows: every one is reported (row, file line, id, reasons); exit 4 and nothing written,
   unless --skip-invalid: then the good rows are written and the bad ones to
   <output stem>.errors.csv (row,id,reason) beside the output.
@@ -46,7 +49,18 @@ Reproducible: row r uses Monte Carlo stream r-1, so its price depends only on it
   seed and --paths/--steps/--antithetic/--control-variate, not on the device or other rows:
   CPU and GPU give the same bits. --fast-math trades that for speed on a GPU (about twice
   as fast; prices agree with the exact ones far inside the standard error, not bitwise).
-Example: kiln price --input book.csv --output prices.csv --method mc --paths 200000 --json";
+Generators (--rng): philox (pseudo-random, the default) or sobol (randomised quasi-Monte
+  Carlo: Joe-Kuo Sobol points, --replicates independent random digital shifts, inverse normal
+  CDF, Brownian bridge; the standard error is the spread of the replicates). Sobol reaches a
+  given error with far fewer paths on smooth payoffs (european, asian); paths are rounded up
+  to replicates x a multiple of 1024, at most 1024 steps (fixings). Same seed, same bits on
+  CPU and GPU. Options of a file share each replicate's points (common random numbers).
+Time to accuracy (--target-se): starts at --paths and doubles each option's paths until its
+  standard error meets the target: 1e-4 (absolute), 1e-4rel or 0.01% (relative to the
+  price); stops at --max-paths. The summary reports the rounds, time and path-steps.
+Example: kiln price --input book.csv --output prices.csv --method mc --paths 200000 --json
+         kiln price --input book.csv --output p.csv --method mc --rng sobol --paths 16384 \
+           --target-se 1e-4rel";
 
 /// `kiln price` options.
 #[derive(clap::Args, Debug)]
@@ -58,7 +72,7 @@ pub struct Args {
     /// Where to write the prices (CSV, replaced atomically).
     #[arg(long, value_name = "FILE")]
     output: PathBuf,
-    /// analytic: closed forms (european, asian_geometric); mc: Monte Carlo (every style).
+    /// analytic: closed forms (european, asian_geometric, barriers); mc: Monte Carlo (every style).
     #[arg(long, default_value = "analytic", value_parser = ["analytic", "mc"])]
     method: String,
     /// Monte Carlo paths per option (with --antithetic, an odd count is rounded up). The
@@ -84,6 +98,20 @@ pub struct Args {
     /// as fast, not bitwise equal to the CPU. Ignored on the CPU, which is always exact.
     #[arg(long)]
     fast_math: bool,
+    /// Monte Carlo generator: philox (pseudo-random) or sobol (randomised quasi-Monte Carlo
+    /// with a Brownian bridge; see below).
+    #[arg(long, default_value = "philox", value_parser = ["philox", "sobol"])]
+    rng: String,
+    /// Sobol only: independent random digital shifts (the standard error is their spread).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    replicates: u32,
+    /// Time to accuracy: double the paths (from --paths) until the standard error meets this
+    /// target: absolute (1e-4) or relative to the price (1e-4rel, 0.01%).
+    #[arg(long, value_name = "SE", value_parser = parse_target)]
+    target_se: Option<kiln::finance::TargetSe>,
+    /// With --target-se: the most paths an option may take.
+    #[arg(long, default_value_t = 1 << 32, value_parser = clap::value_parser!(u64).range(2..))]
+    max_paths: u64,
     /// Price the good rows anyway and list the bad ones in <output stem>.errors.csv.
     #[arg(long)]
     skip_invalid: bool,
@@ -110,6 +138,15 @@ struct Summary {
     control_variate: bool,
     /// Whether the GPU's fast_math normals were used (false on the CPU, which ignores it).
     fast_math: bool,
+    /// The generator (philox or sobol); None for analytic.
+    rng: Option<&'static str>,
+    /// The time-to-accuracy target, if one was given.
+    target_se: Option<kiln::finance::TargetSe>,
+    /// Rounds of doubling (time to accuracy), the most paths an option took, and how many
+    /// options stopped at --max-paths short of the target.
+    rounds: Option<u32>,
+    max_paths_used: Option<u64>,
+    short_of_target: usize,
     path_steps: u64,
     seconds: f64,
     path_steps_per_s: f64,
@@ -120,6 +157,11 @@ struct Summary {
 /// so that the progress bar moves and a batch never holds much memory.
 const CPU_BATCH_WORK: u64 = 1 << 26;
 const GPU_BATCH_WORK: u64 = 1 << 36;
+
+/// `--target-se`'s parser (kiln's error as clap's message).
+fn parse_target(s: &str) -> Result<kiln::finance::TargetSe, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
 
 /// `<stem>.errors.csv` beside `output`.
 fn errors_path(output: &Path) -> PathBuf {
@@ -209,7 +251,16 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         antithetic: args.antithetic,
         control_variate: args.control_variate,
         fast_math: args.fast_math,
+        rng: match args.rng.as_str() {
+            "sobol" => Rng::Sobol {
+                replicates: args.replicates,
+            },
+            _ => Rng::Philox,
+        },
     };
+    if args.target_se.is_some() && !is_mc {
+        return Err(Error::invalid("kiln price", "--target-se needs --method mc").into());
+    }
     if is_mc {
         mc.validate()?;
     }
@@ -287,6 +338,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     });
 
     let t_price = Instant::now();
+    let (mut rounds, mut extra_work, mut short) = (0u32, 0u64, 0usize);
+    let mut max_used = 0u64;
     let mut records = Vec::with_capacity(good.len());
     let mut done = 0usize;
     for range in plan {
@@ -294,7 +347,21 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         let specs: Vec<OptionSpec> = rows.iter().map(|o| o.spec).collect();
         // Checked above: every row - 1 fits in u32.
         let first = u32::try_from(rows[0].row - 1).unwrap_or(u32::MAX);
-        let results = rt.price_batch(&specs, method, &mc, first);
+        let results = match args.target_se {
+            Some(target) => {
+                let run = rt.price_to_target(&specs, &mc, target, args.max_paths, first);
+                rounds = rounds.max(run.rounds);
+                extra_work = extra_work.saturating_add(run.path_steps);
+                short += run
+                    .met
+                    .iter()
+                    .zip(&run.results)
+                    .filter(|(m, r)| !**m && r.is_ok())
+                    .count();
+                run.results
+            }
+            None => rt.price_batch(&specs, method, &mc, first),
+        };
         for (o, r) in rows.iter().zip(results) {
             let bad = |reason: String| RowError {
                 row: o.row,
@@ -304,6 +371,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             };
             match r {
                 Ok(res) => {
+                    max_used = max_used.max(res.paths_used);
                     let rec = PriceRecord::new(o.id.clone(), &res);
                     match rec.non_finite() {
                         None => records.push(rec),
@@ -342,7 +410,11 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     if args.skip_invalid {
         options_csv::write_errors(&errors_out, &errors).map_err(io_error("--output"))?;
     }
-    let path_steps = if is_mc { total_work } else { 0 };
+    let path_steps = match (is_mc, args.target_se) {
+        (true, Some(_)) => extra_work,
+        (true, None) => total_work,
+        _ => 0,
+    };
     let summary = Summary {
         input: args.input.display().to_string(),
         output: args.output.display().to_string(),
@@ -358,7 +430,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         seed: is_mc.then_some(mc.seed),
         antithetic: is_mc && mc.antithetic,
         control_variate: is_mc && mc.control_variate,
-        fast_math: is_mc && mc.fast_math && rt.cuda().is_some(),
+        fast_math: is_mc && mc.fast_math && rt.cuda().is_some() && mc.rng == Rng::Philox,
+        rng: is_mc.then_some(mc.rng.name()),
+        target_se: args.target_se,
+        rounds: args.target_se.map(|_| rounds),
+        max_paths_used: is_mc.then_some(max_used),
+        short_of_target: short,
         path_steps,
         seconds,
         path_steps_per_s: path_steps as f64 / seconds.max(1e-9),
@@ -367,9 +444,18 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        let how = if is_mc {
+        let how = if let (true, Some(t)) = (is_mc, args.target_se) {
             format!(
-                "mc on {}, {} paths x {} steps, {:.3} G path-steps/s",
+                "mc {} on {}, target se {t:?}: {rounds} rounds, up to {max_used} paths x {} steps, {:.3} G path-steps/s",
+                mc.rng.name(),
+                summary.device,
+                mc.steps,
+                summary.path_steps_per_s / 1e9
+            )
+        } else if is_mc {
+            format!(
+                "mc {} on {}, {} paths x {} steps, {:.3} G path-steps/s",
+                mc.rng.name(),
                 summary.device,
                 mc.paths_used(),
                 mc.steps,
@@ -381,6 +467,13 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         println!(
             "priced {} of {} options ({how}) in {:.3} s -> {}",
             summary.priced, summary.options, seconds, summary.output
+        );
+    }
+    if short > 0 {
+        eprintln!(
+            "warning: {short} option{} stopped at --max-paths {} short of the target standard error",
+            if short == 1 { "" } else { "s" },
+            args.max_paths
         );
     }
     if args.skip_invalid && !errors.is_empty() {

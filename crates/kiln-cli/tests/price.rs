@@ -100,7 +100,7 @@ ok,call,european,100,100,0.05,0,0.2,1,,
 neg_vol,call,european,100,100,0.05,0,-0.1,1,,
 ok2,put,european,100,100,0.05,0,0.2,1,,
 word,call,european,hundred,100,0.05,0,0.2,1,,
-barrier,call,barrier_up_out,100,100,0.05,0,0.2,1,,130
+arith,call,asian_arithmetic,100,100,0.05,0,0.2,1,12,
 no_barrier,call,barrier_down_in,100,100,0.05,0,0.2,1,,
 zero_t,put,european,100,100,0.05,0,0.2,0,,
 odd,chooser,european,100,100,0.05,0,0.2,1,,
@@ -119,7 +119,7 @@ fn bad_rows_exit_4_and_write_nothing() {
     for (row, id, why) in [
         (2, "neg_vol", "volatility = -0.1"),
         (4, "word", "spot: `hundred` is not a number"),
-        (5, "barrier", "has no closed form"),
+        (5, "arith", "has no closed form"),
         (6, "no_barrier", "barrier is empty"),
         (7, "zero_t", "maturity = 0"),
         (8, "odd", "unknown type `chooser`"),
@@ -159,7 +159,7 @@ fn skip_invalid_writes_good_rows_and_the_errors_file() {
     let want = [
         ("2", "neg_vol"),
         ("4", "word"),
-        ("5", "barrier"),
+        ("5", "arith"),
         ("6", "no_barrier"),
         ("7", "zero_t"),
         ("8", "odd"),

@@ -15,10 +15,15 @@
 //! is each backend's (kiln-cpu with rayon, kiln-cuda in `finance.cu`).
 
 pub mod analytic;
+pub mod barrier;
 pub mod blocks;
+pub mod invnorm;
+pub mod qmc;
+pub mod sobol;
 
 pub use analytic::{bsm, geometric_asian, norm_cdf, norm_pdf, price_analytic, Bsm};
-pub use blocks::{block_count, control_mean, finish, BlockSums, BLOCK_SAMPLES};
+pub use blocks::{block_count, control_mean, finish, finish_replicates, BlockSums, BLOCK_SAMPLES};
+pub use qmc::{BrownianBridge, QmcPlan, QMC_MAX_STEPS};
 
 use crate::error::{Error, Result};
 use crate::philox;
@@ -142,6 +147,11 @@ pub struct OptionSpec {
     pub fixings: Option<u32>,
     /// Barrier level, `> 0`; barrier styles only.
     pub barrier: Option<f64>,
+    /// Cash rebate of a barrier option, `>= 0` (0 for other styles): an out-option pays it
+    /// when the barrier is touched, an in-option at expiry if it never was. Priced by the
+    /// closed forms ([`barrier`]); Monte Carlo takes barrier options without a rebate.
+    #[serde(default)]
+    pub rebate: f64,
 }
 
 impl OptionSpec {
@@ -166,6 +176,7 @@ impl OptionSpec {
             maturity,
             fixings: None,
             barrier: None,
+            rebate: 0.0,
         }
     }
 
@@ -219,6 +230,18 @@ impl OptionSpec {
             }
             _ => {}
         }
+        if !self.rebate.is_finite() || self.rebate < 0.0 {
+            return bad(format!(
+                "rebate = {}; it must be a finite number >= 0",
+                self.rebate
+            ));
+        }
+        if self.rebate != 0.0 && !self.style.is_barrier() {
+            return bad(format!(
+                "rebate = {} given for style {style}, which has no barrier",
+                self.rebate
+            ));
+        }
         match (self.style.is_barrier(), self.barrier) {
             (true, None) => return bad(format!("style {style} needs a barrier level")),
             (true, Some(b)) if !b.is_finite() || b <= 0.0 => {
@@ -232,6 +255,33 @@ impl OptionSpec {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// Where a Monte Carlo run's normals come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rng {
+    /// Philox4x32-10 pseudo-random normals (Box-Muller), one stream per option and sample
+    /// ([`crate::philox`]).
+    Philox,
+    /// Randomised quasi-Monte Carlo: Sobol points (Joe-Kuo), random digital shifts, the
+    /// inverse normal CDF and a Brownian bridge ([`qmc`]). `replicates` independent shifts
+    /// (`>= 2`) give the standard error; the samples are split evenly between them, each
+    /// replicate a multiple of [`BLOCK_SAMPLES`] points.
+    Sobol {
+        /// Independent randomisations (16 is a good default).
+        replicates: u32,
+    },
+}
+
+impl Rng {
+    /// `philox` or `sobol`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rng::Philox => "philox",
+            Rng::Sobol { .. } => "sobol",
+        }
     }
 }
 
@@ -257,6 +307,9 @@ pub struct McParams {
     /// agree with the CPU's to far below the standard error, but not bitwise; about twice
     /// as fast. The CPU always computes exactly and ignores this.
     pub fast_math: bool,
+    /// The generator: Philox pseudo-random or randomised Sobol. Sobol runs are always exact
+    /// (`fast_math` does not apply to them).
+    pub rng: Rng,
 }
 
 impl Default for McParams {
@@ -268,17 +321,44 @@ impl Default for McParams {
             antithetic: false,
             control_variate: false,
             fast_math: false,
+            rng: Rng::Philox,
         }
     }
 }
 
 impl McParams {
-    /// Independent samples: paths, or path pairs with antithetic variates.
+    /// Independent samples: paths, or path pairs with antithetic variates. With
+    /// [`Rng::Sobol`] they are rounded up to `replicates` times
+    /// [`points_per_replicate`](Self::points_per_replicate).
     pub fn samples(&self) -> u64 {
-        if self.antithetic {
+        let base = if self.antithetic {
             self.paths.div_ceil(2)
         } else {
             self.paths
+        };
+        match self.rng {
+            Rng::Philox => base,
+            Rng::Sobol { replicates } => {
+                u64::from(replicates.max(1)).saturating_mul(self.points_per_replicate())
+            }
+        }
+    }
+
+    /// Sobol points per replicate: the samples split evenly between the replicates, rounded
+    /// up to a multiple of [`BLOCK_SAMPLES`] (so a replicate is whole canonical blocks). 0
+    /// for Philox runs.
+    pub fn points_per_replicate(&self) -> u64 {
+        let base = if self.antithetic {
+            self.paths.div_ceil(2)
+        } else {
+            self.paths
+        };
+        match self.rng {
+            Rng::Philox => 0,
+            Rng::Sobol { replicates } => base
+                .div_ceil(u64::from(replicates.max(1)))
+                .div_ceil(BLOCK_SAMPLES)
+                .saturating_mul(BLOCK_SAMPLES),
         }
     }
 
@@ -287,7 +367,8 @@ impl McParams {
         if self.antithetic {
             2 * self.samples()
         } else {
-            self.paths
+            // Philox: the paths asked for; Sobol: rounded up to whole replicates
+            self.samples()
         }
     }
 
@@ -314,6 +395,14 @@ impl McParams {
         }
         if self.steps == 0 {
             return Err(Error::invalid(OP, "steps = 0; it must be >= 1"));
+        }
+        if let Rng::Sobol { replicates } = self.rng {
+            if replicates < 2 {
+                return Err(Error::invalid(
+                    OP,
+                    format!("sobol replicates = {replicates}; at least 2 are needed for a standard error"),
+                ));
+            }
         }
         Ok(())
     }
@@ -399,6 +488,15 @@ impl PathParams {
     pub fn new(spec: &OptionSpec, mc: &McParams) -> Result<Self> {
         spec.validate()?;
         mc.validate()?;
+        if spec.rebate != 0.0 {
+            return Err(Error::invalid(
+                "monte_carlo",
+                format!(
+                    "rebate = {}: Monte Carlo prices barriers without a rebate; use the analytic method",
+                    spec.rebate
+                ),
+            ));
+        }
         let steps = match spec.fixings {
             Some(n) if spec.style.is_asian() => n,
             _ => mc.steps,

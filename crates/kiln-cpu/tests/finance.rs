@@ -16,6 +16,7 @@ fn mc(paths: u64, steps: u32, seed: u64) -> McParams {
         antithetic: false,
         control_variate: false,
         fast_math: false,
+        rng: kiln_core::finance::Rng::Philox,
     }
 }
 
@@ -256,6 +257,7 @@ fn chunks_threads_and_batches_give_the_same_bits() {
         antithetic: false,
         control_variate: true,
         fast_math: false,
+        rng: kiln_core::finance::Rng::Philox,
     };
     let nb = block_count(&run);
     assert_eq!(nb, 6);

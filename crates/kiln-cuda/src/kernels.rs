@@ -21,10 +21,24 @@ pub struct Module {
     pub source: &'static str,
 }
 
-/// Monte Carlo option pricing: Philox, GBM paths and payoffs fused, many options a launch.
+/// Monte Carlo option pricing: Philox, GBM paths and payoffs fused, many options a launch
+/// (`kernels/finance.cuh`, then `kernels/finance.cu`).
 pub const FINANCE: Module = Module {
     name: "finance",
-    source: include_str!("../kernels/finance.cu"),
+    source: concat!(
+        include_str!("../kernels/finance.cuh"),
+        include_str!("../kernels/finance.cu")
+    ),
+};
+
+/// Quasi-Monte Carlo option pricing: Sobol points, inverse normal, Brownian bridge, then
+/// the same paths and payoffs (`kernels/finance.cuh`, then `kernels/finance_qmc.cu`).
+pub const FINANCE_QMC: Module = Module {
+    name: "finance_qmc",
+    source: concat!(
+        include_str!("../kernels/finance.cuh"),
+        include_str!("../kernels/finance_qmc.cu")
+    ),
 };
 
 /// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
@@ -116,7 +130,20 @@ pub const MORPH: Module = Module {
 
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
 pub const MODULES: &[Module] = &[
-    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, NDIMAGE, FINANCE, GEMM, CAST, FAULT, RANK, MORPH,
+/// Quasi-Monte Carlo: Sobol points with random digital shifts, the inverse normal and a
+/// Brownian bridge (`kernels/finance.cuh`, then `kernels/finance_qmc.cu`).
+pub const FINANCE_QMC: Module = Module {
+    name: "finance_qmc",
+    source: concat!(
+        include_str!("../kernels/finance.cuh"),
+        include_str!("../kernels/finance_qmc.cu")
+    ),
+};
+
+/// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
+pub const MODULES: &[Module] = &[
+    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, NDIMAGE, FINANCE, FINANCE_QMC, GEMM, CAST, FAULT, RANK, MORPH,
+];
 ];
 
 /// What NVRTC compiles as one program and the cache stores as one cubin.
@@ -288,6 +315,22 @@ pub enum KernelId {
     McProbeNormalsF64,
     /// Monte Carlo benchmark probe: the European launch with Philox and the fast_math normals.
     McProbeNormalsFastF64,
+    /// Quasi-Monte Carlo European block sums.
+    QmcEuropeanF64,
+    /// Quasi-Monte Carlo arithmetic Asian block sums.
+    QmcAsianArithmeticF64,
+    /// Quasi-Monte Carlo geometric Asian block sums.
+    QmcAsianGeometricF64,
+    /// Quasi-Monte Carlo up-and-out barrier block sums.
+    QmcBarrierUpOutF64,
+    /// Quasi-Monte Carlo up-and-in barrier block sums.
+    QmcBarrierUpInF64,
+    /// Quasi-Monte Carlo down-and-out barrier block sums.
+    QmcBarrierDownOutF64,
+    /// Quasi-Monte Carlo down-and-in barrier block sums.
+    QmcBarrierDownInF64,
+    /// Self-test of the inverse normal and Sobol points against kiln-core.
+    QmcSelftestF32,
     /// GEMM, 128x128x16 tiles, cp.async / float4 loads, A and B as stored (`NN`).
     GemmTiledNnF32,
     /// GEMM tiled, B transposed (`NT`).
@@ -396,6 +439,14 @@ impl KernelId {
         KernelId::McProbePhiloxF64,
         KernelId::McProbeNormalsF64,
         KernelId::McProbeNormalsFastF64,
+        KernelId::QmcEuropeanF64,
+        KernelId::QmcAsianArithmeticF64,
+        KernelId::QmcAsianGeometricF64,
+        KernelId::QmcBarrierUpOutF64,
+        KernelId::QmcBarrierUpInF64,
+        KernelId::QmcBarrierDownOutF64,
+        KernelId::QmcBarrierDownInF64,
+        KernelId::QmcSelftestF32,
         KernelId::GemmTiledNnF32,
         KernelId::GemmTiledNtF32,
         KernelId::GemmTiledTnF32,
@@ -477,6 +528,14 @@ impl KernelId {
             | KernelId::McProbePhiloxF64
             | KernelId::McProbeNormalsF64
             | KernelId::McProbeNormalsFastF64 => FINANCE,
+            KernelId::QmcEuropeanF64
+            | KernelId::QmcAsianArithmeticF64
+            | KernelId::QmcAsianGeometricF64
+            | KernelId::QmcBarrierUpOutF64
+            | KernelId::QmcBarrierUpInF64
+            | KernelId::QmcBarrierDownOutF64
+            | KernelId::QmcBarrierDownInF64
+            | KernelId::QmcSelftestF32 => FINANCE_QMC,
             KernelId::GemmTiledNnF32
             | KernelId::GemmTiledNtF32
             | KernelId::GemmTiledTnF32
@@ -563,6 +622,14 @@ impl KernelId {
             KernelId::McProbePhiloxF64 => "mc_probe_philox_f64",
             KernelId::McProbeNormalsF64 => "mc_probe_normals_f64",
             KernelId::McProbeNormalsFastF64 => "mc_probe_normals_fast_f64",
+            KernelId::QmcEuropeanF64 => "qmc_european_f64",
+            KernelId::QmcAsianArithmeticF64 => "qmc_asian_arithmetic_f64",
+            KernelId::QmcAsianGeometricF64 => "qmc_asian_geometric_f64",
+            KernelId::QmcBarrierUpOutF64 => "qmc_barrier_up_out_f64",
+            KernelId::QmcBarrierUpInF64 => "qmc_barrier_up_in_f64",
+            KernelId::QmcBarrierDownOutF64 => "qmc_barrier_down_out_f64",
+            KernelId::QmcBarrierDownInF64 => "qmc_barrier_down_in_f64",
+            KernelId::QmcSelftestF32 => "qmc_selftest_f32",
             KernelId::GemmTiledNnF32 => "gemm_tiled_nn_f32",
             KernelId::GemmTiledNtF32 => "gemm_tiled_nt_f32",
             KernelId::GemmTiledTnF32 => "gemm_tiled_tn_f32",
@@ -659,6 +726,15 @@ impl KernelId {
             KernelId::McProbePhiloxF64 => 133,
             KernelId::McProbeNormalsF64 => 137,
             KernelId::McProbeNormalsFastF64 => 125,
+            // not measured yet: the Philox kernels' cost plus the inverse normal and bridge
+            KernelId::QmcEuropeanF64 => 400,
+            KernelId::QmcAsianArithmeticF64 => 400,
+            KernelId::QmcAsianGeometricF64 => 400,
+            KernelId::QmcBarrierUpOutF64 => 400,
+            KernelId::QmcBarrierUpInF64 => 400,
+            KernelId::QmcBarrierDownOutF64 => 400,
+            KernelId::QmcBarrierDownInF64 => 400,
+            KernelId::QmcSelftestF32 => 150,
             KernelId::GemmTiledNnF32 => 751,
             KernelId::GemmTiledNtF32 => 723,
             KernelId::GemmTiledTnF32 => 487,

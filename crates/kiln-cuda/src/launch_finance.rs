@@ -24,16 +24,16 @@ use crate::kernels::KernelId;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use kiln_core::finance::{
-    control_mean, finish, BlockSums, McParams, OptionSpec, PathParams, PriceResult, Style, BLOCK_SAMPLES,
+    control_mean, finish, BlockSums, McParams, OptionSpec, PathParams, PriceResult, Rng, Style, BLOCK_SAMPLES,
 };
 use kiln_core::{Error, Result};
 
 /// u32 and f64 words per option in the parameter arrays (see `finance.cu`).
-const OPT_U: usize = 8;
-const OPT_D: usize = 10;
+pub(crate) const OPT_U: usize = 8;
+pub(crate) const OPT_D: usize = 10;
 /// f64 sums per (option, block): y, yy, c, cc, yc, delta, vega.
-const SUMS: usize = 7;
-const WARPS_PER_CTA: u64 = 8;
+pub(crate) const SUMS: usize = 7;
+pub(crate) const WARPS_PER_CTA: u64 = 8;
 
 /// How a GPU Monte Carlo run is cut into launches. Neither field changes a result bit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +108,7 @@ struct KeySchedule([[u32; 10]; 2]);
 unsafe impl cudarc::driver::DeviceRepr for KeySchedule {}
 
 /// The parameter rows of one option (layout of `finance.cu`'s `KILN_OPT_U` / `KILN_OPT_D`).
-fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
+pub(crate) fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
     let v = spec.volatility;
     let u = [
         0,
@@ -160,6 +160,9 @@ impl CudaBackend {
         mc: &McParams,
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
+        if let Rng::Sobol { .. } = mc.rng {
+            return self.price_qmc_gpu(specs, mc, opts);
+        }
         let totals = self.mc_totals(specs, mc, opts, None)?;
         Ok(specs
             .iter()
@@ -172,6 +175,9 @@ impl CudaBackend {
     /// the same values the CPU engine's `simulate_blocks(spec, mc, option, ..)` returns,
     /// for tests and for callers that chain runs themselves.
     pub fn mc_block_sums_gpu(&self, spec: &OptionSpec, mc: &McParams, option: u32) -> Result<Vec<BlockSums>> {
+        if let Rng::Sobol { .. } = mc.rng {
+            return self.qmc_block_sums_gpu(spec, mc);
+        }
         let pp = PathParams::new(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let (u, d) = param_rows(spec, &pp, option);
@@ -199,6 +205,12 @@ impl CudaBackend {
     /// option's total of the probe's per-sample values (a checksum, not a price). For
     /// timing the parts of a path-step; see `docs/performance.md`.
     pub fn mc_probe_gpu(&self, specs: &[OptionSpec], mc: &McParams, probe: McProbe) -> Result<Vec<f64>> {
+        if mc.rng != Rng::Philox {
+            return Err(Error::invalid(
+                "mc_probe_gpu",
+                "the probes time the Philox kernels",
+            ));
+        }
         if let Some(s) = specs.iter().find(|s| s.style != Style::European) {
             return Err(Error::invalid(
                 "mc_probe_gpu",
@@ -481,18 +493,18 @@ impl CudaBackend {
     }
 
     /// A new device buffer holding `x` (callers never pass an empty slice).
-    fn upload_any<T: Copy>(&self, x: &[T]) -> Result<crate::pool::DeviceBuffer<T>> {
+    pub(crate) fn upload_any<T: Copy>(&self, x: &[T]) -> Result<crate::pool::DeviceBuffer<T>> {
         let mut b = self.alloc::<T>(x.len())?;
         b.copy_from_host(x, self.stream())?;
         Ok(b)
     }
 
-    fn name_str(&self) -> String {
+    pub(crate) fn name_str(&self) -> String {
         kiln_core::Backend::name(self)
     }
 }
 
-fn sums_from(n: u64, s: &[f64]) -> BlockSums {
+pub(crate) fn sums_from(n: u64, s: &[f64]) -> BlockSums {
     BlockSums {
         n,
         y: s[0],
@@ -505,6 +517,6 @@ fn sums_from(n: u64, s: &[f64]) -> BlockSums {
     }
 }
 
-fn too_many(n: u64) -> Error {
+pub(crate) fn too_many(n: u64) -> Error {
     Error::invalid("price_mc_gpu", format!("{n} items do not fit this launch"))
 }

@@ -35,6 +35,7 @@ pub mod graph;
 pub mod kernels;
 mod launch_elementwise;
 mod launch_finance;
+mod launch_finance_qmc;
 mod launch_imaging;
 pub mod nvrtc;
 pub mod pipeline;

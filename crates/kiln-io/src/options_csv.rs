@@ -5,7 +5,8 @@
 //! - A header row names the columns, in any order, case-insensitively, surrounding spaces
 //!   ignored. Required: `type,style,spot,strike,rate,volatility,maturity`. Optional: `id`
 //!   (absent or empty: the data row number), `dividend` (absent or empty: 0), `fixings` and
-//!   `barrier` (needed only by the styles that use them; empty cells otherwise). Any other
+//!   `barrier` (needed only by the styles that use them; empty cells otherwise), `rebate`
+//!   (barrier styles' cash rebate; absent or empty: 0). Any other
 //!   column, or a column named twice, is an error for the whole file that names it.
 //! - `type` is `call` or `put`, `style` one of [`Style::name`]'s names (`european`,
 //!   `asian_arithmetic`, `asian_geometric`, `barrier_up_out`, `barrier_up_in`,
@@ -42,7 +43,7 @@ const FORMAT: &str = "option CSV";
 const PRICE_FORMAT: &str = "price CSV";
 
 /// Every input column, in the documented order.
-pub const INPUT_COLUMNS: [&str; 11] = [
+pub const INPUT_COLUMNS: [&str; 12] = [
     "id",
     "type",
     "style",
@@ -54,6 +55,7 @@ pub const INPUT_COLUMNS: [&str; 11] = [
     "maturity",
     "fixings",
     "barrier",
+    "rebate",
 ];
 
 /// The input columns every file must have.
@@ -94,6 +96,7 @@ const VOLATILITY: usize = 7;
 const MATURITY: usize = 8;
 const FIXINGS: usize = 9;
 const BARRIER: usize = 10;
+const REBATE: usize = 11;
 
 /// One good row of an option CSV.
 #[derive(Clone, Debug, PartialEq)]
@@ -246,8 +249,8 @@ pub fn parse_options<R: Read>(path: &Path, mut reader: R) -> Result<OptionsFile>
 }
 
 /// Maps the header to a cell index per input column, or says everything wrong with it.
-fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 11]> {
-    let mut idx = [None; 11];
+fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 12]> {
+    let mut idx = [None; 12];
     let (mut unknown, mut twice) = (Vec::new(), Vec::new());
     for (i, h) in headers.iter().enumerate() {
         let name = String::from_utf8_lossy(h).trim().to_ascii_lowercase();
@@ -295,7 +298,7 @@ fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 11]> {
         path,
         FORMAT,
         format!(
-            "bad header: {}. The header must name {} and may add id, dividend, fixings, barrier, in any order",
+            "bad header: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, in any order",
             problems.join("; "),
             REQUIRED_COLUMNS.join(", ")
         ),
@@ -309,7 +312,7 @@ fn text(rec: &ByteRecord, col: Option<usize>) -> String {
         .unwrap_or_default()
 }
 
-fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 11]) -> std::result::Result<OptionSpec, Vec<String>> {
+fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 12]) -> std::result::Result<OptionSpec, Vec<String>> {
     let mut reasons = Vec::new();
     let cell = |c: usize| text(rec, cols[c]);
     let option_type = match cell(TYPE).to_ascii_lowercase().as_str() {
@@ -355,8 +358,9 @@ fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 11]) -> std::result::Resu
             }
         }
     };
-    let [spot, strike, rate, dividend, volatility, maturity] =
-        [SPOT, STRIKE, RATE, DIVIDEND, VOLATILITY, MATURITY].map(|c| num(c, (c == DIVIDEND).then_some(0.0)));
+    let [spot, strike, rate, dividend, volatility, maturity, rebate] =
+        [SPOT, STRIKE, RATE, DIVIDEND, VOLATILITY, MATURITY, REBATE]
+            .map(|c| num(c, (c == DIVIDEND || c == REBATE).then_some(0.0)));
     let barrier_text = cell(BARRIER);
     let barrier = if barrier_text.is_empty() {
         None
@@ -408,8 +412,9 @@ fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 11]) -> std::result::Resu
     if !reasons.is_empty() {
         return Err(reasons);
     }
-    let spec = OptionSpec::european(option_type, spot, strike, rate, dividend, v, t)
+    let mut spec = OptionSpec::european(option_type, spot, strike, rate, dividend, v, t)
         .with_style(style, fixings, barrier);
+    spec.rebate = rebate.unwrap_or(0.0);
     match spec.validate() {
         Ok(()) => Ok(spec),
         Err(kiln_core::Error::InvalidArgument { reason, .. }) => Err(vec![reason]),

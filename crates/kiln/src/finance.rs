@@ -14,11 +14,14 @@ use crate::Runtime;
 
 pub use kiln_core::finance;
 
+mod target;
+pub use target::{TargetRun, TargetSe};
+
 /// How to price.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
-    /// Closed form (European and geometric Asian only).
+    /// Closed form (European, geometric Asian, barriers with continuous monitoring).
     Analytic,
     /// Monte Carlo with the run's parameters.
     MonteCarlo,
@@ -38,10 +41,11 @@ impl std::str::FromStr for Method {
     }
 }
 
-/// Whether `method` can price `style` (analytic: European and geometric Asian).
+/// Whether `method` can price `style` (analytic: all but the arithmetic Asian; barriers
+/// continuously monitored).
 pub fn supports(method: Method, style: Style) -> bool {
     match method {
-        Method::Analytic => matches!(style, Style::European | Style::AsianGeometric),
+        Method::Analytic => !matches!(style, Style::AsianArithmetic),
         Method::MonteCarlo => true,
     }
 }
@@ -175,6 +179,7 @@ pub fn demo_cases(rt: &Runtime, scale: f64, reps: usize) -> Result<Vec<DemoCase>
             antithetic: false,
             control_variate: cv,
             fast_math: false,
+            rng: kiln_core::finance::Rng::Philox,
         };
         let (r, timing) = time_host(reps, covers, || {
             rt.price(&[spec], Method::MonteCarlo, &mc).remove(0)
@@ -228,6 +233,7 @@ pub fn demo_cases(rt: &Runtime, scale: f64, reps: usize) -> Result<Vec<DemoCase>
         antithetic: true,
         control_variate: false,
         fast_math: false,
+        rng: kiln_core::finance::Rng::Philox,
     };
     let (res, timing) = time_host(reps, covers, || Ok(rt.price(&specs, Method::MonteCarlo, &mc)))?;
     let secs = timing.median_ms / 1e3;

@@ -163,6 +163,7 @@ fn bench_monte_carlo() {
             antithetic: false,
             control_variate: false,
             fast_math: false,
+            rng: kiln_core::finance::Rng::Philox,
         };
         let mut last = None;
         let ms = time(b, 5, || {
@@ -207,6 +208,7 @@ fn bench_monte_carlo() {
         antithetic: false,
         control_variate: false,
         fast_math: false,
+        rng: kiln_core::finance::Rng::Philox,
     };
     let mut n_ok = 0;
     let ms = time(b, 3, || {

@@ -58,6 +58,7 @@ fn runs() -> Vec<McParams> {
             antithetic: anti,
             control_variate: cv,
             fast_math: false,
+            rng: kiln_core::finance::Rng::Philox,
         });
     }
     v
@@ -344,6 +345,7 @@ kiln::test_device!(mc_is_within_3_standard_errors_of_closed_forms, |rt: &Runtime
             antithetic: anti,
             control_variate: false,
             fast_math: false,
+            rng: kiln_core::finance::Rng::Philox,
         };
         let got = rt.price(&specs, Method::MonteCarlo, &mc);
         let closed = rt.price(&specs, Method::Analytic, &mc);

@@ -132,10 +132,12 @@ fn geometric_asian_delta_gamma(
     (delta, dr * fwd * norm_pdf(d1) / (s * s * sg))
 }
 
-/// The closed-form price of `spec`: European (all Greeks) and geometric Asian (delta and
+/// The closed-form price of `spec`: European (all Greeks), geometric Asian (delta and
 /// gamma closed form, vega and rho by central differences of the closed form, no theta:
-/// the fixing schedule does not move with calendar time in this model). Other styles are
-/// an [`Error::InvalidArgument`] saying to use Monte Carlo.
+/// the fixing schedule does not move with calendar time in this model) and the four
+/// single-barrier styles with their rebate, continuously monitored (Reiner-Rubinstein,
+/// [`super::barrier`]; Greeks by central differences, no theta). The arithmetic Asian is an
+/// [`Error::InvalidArgument`] saying to use Monte Carlo.
 pub fn price_analytic(spec: &OptionSpec) -> Result<PriceResult> {
     spec.validate()?;
     let OptionSpec {
@@ -175,6 +177,30 @@ pub fn price_analytic(spec: &OptionSpec) -> Result<PriceResult> {
             Ok(PriceResult {
                 delta: Some(delta),
                 gamma: Some(gamma),
+                vega: Some(vega),
+                rho: Some(rho),
+                ..PriceResult::exact(price)
+            })
+        }
+        Style::BarrierUpOut | Style::BarrierUpIn | Style::BarrierDownOut | Style::BarrierDownIn => {
+            let h = spec.barrier.unwrap_or(f64::NAN);
+            let p = |s: f64, v: f64, r: f64| {
+                super::barrier::barrier_price(kind, spec.style, s, k, h, spec.rebate, r, q, v, t)
+            };
+            let price = p(s, v, r);
+            // Greeks by central differences of the closed form (none where the spot sits
+            // within the difference of the barrier: the price has a kink there).
+            let hs = 1e-4 * s;
+            let near = (s - h).abs() <= 2.0 * hs;
+            let delta = (p(s + hs, v, r) - p(s - hs, v, r)) / (2.0 * hs);
+            let gamma = (p(s + hs, v, r) - 2.0 * price + p(s - hs, v, r)) / (hs * hs);
+            let hv = 1e-5;
+            let vega = (p(s, v + hv, r) - p(s, v - hv, r)) / (2.0 * hv);
+            let hr = 1e-5;
+            let rho = (p(s, v, r + hr) - p(s, v, r - hr)) / (2.0 * hr);
+            Ok(PriceResult {
+                delta: (!near).then_some(delta),
+                gamma: (!near).then_some(gamma),
                 vega: Some(vega),
                 rho: Some(rho),
                 ..PriceResult::exact(price)
@@ -374,12 +400,17 @@ mod tests {
         let r = price_analytic(&spec).unwrap();
         assert_eq!((r.std_error, r.paths_used), (0.0, 0));
         assert!(r.theta.unwrap() < 0.0);
-        let barrier = spec.with_style(Style::BarrierUpOut, None, Some(50.0));
-        let err = price_analytic(&barrier).unwrap_err().to_string();
+        let arith = spec.with_style(Style::AsianArithmetic, Some(12), None);
+        let err = price_analytic(&arith).unwrap_err().to_string();
         assert!(
-            err.contains("barrier_up_out") && err.contains("Monte Carlo"),
+            err.contains("asian_arithmetic") && err.contains("Monte Carlo"),
             "{err}"
         );
+        // barriers have closed forms; far away, the up-and-out is the vanilla
+        let far = spec.with_style(Style::BarrierUpOut, None, Some(1e6));
+        let p = price_analytic(&far).unwrap();
+        assert!((p.price - r.price).abs() < 1e-9, "{} vs {}", p.price, r.price);
+        assert!((p.delta.unwrap() - r.delta.unwrap()).abs() < 1e-5);
         let mut bad = spec;
         bad.volatility = -0.1;
         assert!(price_analytic(&bad).is_err());

@@ -9,7 +9,7 @@
 //! the same bits whichever engine simulated its paths.
 
 use super::analytic::{bsm, geometric_asian};
-use super::{McParams, OptionSpec, PathParams, PriceResult, Style};
+use super::{McParams, OptionSpec, PathParams, PriceResult, Rng, Style};
 use crate::error::{Error, Result};
 
 /// Samples in one canonical block (the unit of summation order; a multiple of the CPU
@@ -97,8 +97,34 @@ pub fn control_mean(spec: &OptionSpec, pp: &PathParams) -> f64 {
 }
 
 /// Turns the sums of every block of a run (in block order) into a price, standard error and
-/// 95% interval, applying the control variate if `mc.control_variate`.
+/// 95% interval, applying the control variate if `mc.control_variate`. A Philox run may pass
+/// any partition of its blocks into consecutive sums (the GPU passes one total); a Sobol run
+/// passes every block, which are added replicate by replicate (in block order) and finished
+/// by [`finish_replicates`].
 pub fn finish(spec: &OptionSpec, mc: &McParams, blocks: &[BlockSums]) -> Result<PriceResult> {
+    if let Rng::Sobol { replicates } = mc.rng {
+        let per = (mc.points_per_replicate() / BLOCK_SAMPLES) as usize;
+        if blocks.len() != per * replicates as usize {
+            return Err(Error::invalid(
+                "monte_carlo",
+                format!(
+                    "a sobol run of {replicates} replicates x {per} blocks got {} blocks: pass every block, in order",
+                    blocks.len()
+                ),
+            ));
+        }
+        let reps: Vec<BlockSums> = blocks
+            .chunks(per.max(1))
+            .map(|c| {
+                let mut t = BlockSums::default();
+                for b in c {
+                    t.add(b);
+                }
+                t
+            })
+            .collect();
+        return finish_replicates(spec, mc, &reps);
+    }
     let mut t = BlockSums::default();
     for b in blocks {
         t.add(b);
@@ -139,6 +165,66 @@ pub fn finish(spec: &OptionSpec, mc: &McParams, blocks: &[BlockSums]) -> Result<
     })
 }
 
+/// Finishes a Sobol run from each replicate's sums (replicate order, each the sum of its
+/// blocks in block order). The control variate's coefficient is estimated from all the
+/// samples together; each replicate's (controlled) mean is then one independent estimate,
+/// the price is their mean and the standard error their standard deviation over `sqrt(R)`.
+pub fn finish_replicates(spec: &OptionSpec, mc: &McParams, reps: &[BlockSums]) -> Result<PriceResult> {
+    let Rng::Sobol { replicates } = mc.rng else {
+        return Err(Error::invalid(
+            "monte_carlo",
+            "finish_replicates needs a sobol run",
+        ));
+    };
+    let mut t = BlockSums::default();
+    for r in reps {
+        t.add(r);
+    }
+    if reps.len() != replicates as usize || t.n != mc.samples() || replicates < 2 {
+        return Err(Error::invalid(
+            "monte_carlo",
+            format!(
+                "{} replicate sums of {} samples; the run has {replicates} replicates of {} samples",
+                reps.len(),
+                t.n,
+                mc.samples()
+            ),
+        ));
+    }
+    let n = t.n as f64;
+    let (ybar, cbar) = (t.y / n, t.c / n);
+    let var_c = (t.cc - n * cbar * cbar) / (n - 1.0);
+    let cov = (t.yc - n * ybar * cbar) / (n - 1.0);
+    let beta = if mc.control_variate && var_c > 0.0 {
+        cov / var_c
+    } else {
+        0.0
+    };
+    let est: Vec<f64> = reps
+        .iter()
+        .map(|r| {
+            let m = r.n as f64;
+            r.y / m - beta * (r.c / m)
+        })
+        .collect();
+    let rn = f64::from(replicates);
+    let price = est.iter().sum::<f64>() / rn;
+    let ss: f64 = est.iter().map(|e| (e - price) * (e - price)).sum();
+    let std_error = (ss / (rn * (rn - 1.0))).sqrt();
+    let greeks = !spec.style.is_barrier();
+    Ok(PriceResult {
+        price,
+        std_error,
+        ci95: (price - 1.96 * std_error, price + 1.96 * std_error),
+        paths_used: mc.paths_used(),
+        delta: greeks.then(|| t.delta / n),
+        gamma: None,
+        vega: greeks.then(|| t.vega / n),
+        theta: None,
+        rho: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +238,7 @@ mod tests {
             antithetic: false,
             control_variate: cv,
             fast_math: false,
+            rng: Rng::Philox,
         }
     }
 
@@ -211,5 +298,49 @@ mod tests {
         assert_eq!(control_mean(&barrier, &pp).to_bits(), vanilla.to_bits());
         assert_eq!(block_count(&run(BLOCK_SAMPLES + 1, false)), 2);
         assert_eq!(block_count(&run(BLOCK_SAMPLES, false)), 1);
+    }
+
+    #[test]
+    fn sobol_runs_finish_from_the_spread_of_their_replicates() {
+        let spec = OptionSpec::european(OptionType::Call, 100.0, 100.0, 0.05, 0.0, 0.2, 1.0);
+        let mc = McParams {
+            rng: Rng::Sobol { replicates: 3 },
+            ..run(5000, false)
+        };
+        // 5000 samples over 3 replicates: 1667 each, rounded up to 2 blocks of 1024
+        assert_eq!((mc.points_per_replicate(), mc.samples()), (2048, 6144));
+        assert_eq!(block_count(&mc), 6);
+        let blk = |y: f64| {
+            let mut b = BlockSums::default();
+            for _ in 0..BLOCK_SAMPLES {
+                b.push(y, 0.0, 0.0, 0.0);
+            }
+            b
+        };
+        // replicate means 1, 2, 6: price 3, se = sqrt(((4 + 1 + 9) / 2) / 3)
+        let blocks = [blk(1.0), blk(1.0), blk(1.0), blk(3.0), blk(6.0), blk(6.0)];
+        let r = finish(&spec, &mc, &blocks).unwrap();
+        assert!((r.price - 3.0).abs() < 1e-12, "{}", r.price);
+        assert!(
+            (r.std_error - (7.0f64 / 3.0).sqrt()).abs() < 1e-12,
+            "{}",
+            r.std_error
+        );
+        assert!(finish(&spec, &mc, &blocks[..5]).is_err());
+        let reps: Vec<BlockSums> = blocks
+            .chunks(2)
+            .map(|c| {
+                let mut t = c[0];
+                t.add(&c[1]);
+                t
+            })
+            .collect();
+        assert_eq!(finish_replicates(&spec, &mc, &reps).unwrap(), r);
+        assert!(McParams {
+            rng: Rng::Sobol { replicates: 1 },
+            ..mc
+        }
+        .validate()
+        .is_err());
     }
 }

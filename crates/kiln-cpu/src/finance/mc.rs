@@ -21,13 +21,14 @@
 use std::ops::Range;
 
 use kiln_core::finance::{
-    block_count, control_mean, finish, BlockSums, McParams, OptionSpec, PathParams, PriceResult, Style,
-    BLOCK_SAMPLES,
+    block_count, control_mean, finish, BlockSums, McParams, OptionSpec, PathParams, PriceResult, QmcPlan,
+    Rng, Style, BLOCK_SAMPLES,
 };
 use kiln_core::{Error, Result};
 use rayon::prelude::*;
 
 use super::paths::{run_group, AsianArithmetic, AsianGeometric, Barrier, Consts, European, PathKind, LANES};
+use super::qmc::{run_group_qmc, Scratch};
 
 fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
     let (r, q, v) = (spec.rate, spec.dividend, spec.volatility);
@@ -58,8 +59,9 @@ fn block_sums<K: PathKind, const ANTI: bool>(
     pp: &PathParams,
     option: u32,
     block: u64,
+    plan: Option<&QmcPlan>,
 ) -> BlockSums {
-    block_sums_body::<K, ANTI>(kind, pp, option, block)
+    block_sums_body::<K, ANTI>(kind, pp, option, block, plan)
 }
 
 #[inline(always)]
@@ -68,14 +70,19 @@ fn block_sums_body<K: PathKind, const ANTI: bool>(
     pp: &PathParams,
     option: u32,
     block: u64,
+    plan: Option<&QmcPlan>,
 ) -> BlockSums {
     let start = block * BLOCK_SAMPLES;
     let end = (start + BLOCK_SAMPLES).min(pp.samples);
     let mut sums = BlockSums::default();
     let mut s = start;
+    let mut scratch = plan.map(|p| Scratch::new(p.dims));
     while s < end {
         // Sample indices are < 2^32 (McParams::validate), so this is exact.
-        let out = run_group::<K, ANTI>(kind, pp, option, s as u32);
+        let out = match (plan, scratch.as_mut()) {
+            (Some(p), Some(sc)) => run_group_qmc::<K, ANTI>(kind, pp, p, s, end, sc),
+            _ => run_group::<K, ANTI>(kind, pp, option, s as u32),
+        };
         let valid = ((end - s) as usize).min(LANES);
         for o in &out[..valid] {
             sums.push(o.y, o.c, o.delta, o.vega);
@@ -92,16 +99,17 @@ fn blocks_of<K: PathKind>(
     blocks: Range<u64>,
     anti: bool,
     min_len: usize,
+    plan: Option<&QmcPlan>,
 ) -> Vec<BlockSums> {
     // usize ranges are indexed (order-preserving collect); block counts fit (samples < 2^33).
     let iter = (blocks.start as usize..blocks.end as usize)
         .into_par_iter()
         .with_min_len(min_len);
     if anti {
-        iter.map(|b| block_sums::<K, true>(kind, pp, option, b as u64))
+        iter.map(|b| block_sums::<K, true>(kind, pp, option, b as u64, plan))
             .collect()
     } else {
-        iter.map(|b| block_sums::<K, false>(kind, pp, option, b as u64))
+        iter.map(|b| block_sums::<K, false>(kind, pp, option, b as u64, plan))
             .collect()
     }
 }
@@ -130,14 +138,19 @@ pub(crate) fn simulate_blocks_with(
     let k = consts(spec, &pp);
     let m = min_len.unwrap_or_else(|| default_min_len(&pp));
     let a = mc.antithetic;
+    let plan = match mc.rng {
+        Rng::Philox => None,
+        Rng::Sobol { .. } => Some(QmcPlan::new(&pp, mc)?),
+    };
+    let p = plan.as_ref();
     Ok(match spec.style {
-        Style::European => blocks_of(&European(k), &pp, option, blocks, a, m),
-        Style::AsianArithmetic => blocks_of(&AsianArithmetic(k), &pp, option, blocks, a, m),
-        Style::AsianGeometric => blocks_of(&AsianGeometric(k), &pp, option, blocks, a, m),
-        Style::BarrierUpOut => blocks_of(&Barrier::<true, false>(k), &pp, option, blocks, a, m),
-        Style::BarrierUpIn => blocks_of(&Barrier::<true, true>(k), &pp, option, blocks, a, m),
-        Style::BarrierDownOut => blocks_of(&Barrier::<false, false>(k), &pp, option, blocks, a, m),
-        Style::BarrierDownIn => blocks_of(&Barrier::<false, true>(k), &pp, option, blocks, a, m),
+        Style::European => blocks_of(&European(k), &pp, option, blocks, a, m, p),
+        Style::AsianArithmetic => blocks_of(&AsianArithmetic(k), &pp, option, blocks, a, m, p),
+        Style::AsianGeometric => blocks_of(&AsianGeometric(k), &pp, option, blocks, a, m, p),
+        Style::BarrierUpOut => blocks_of(&Barrier::<true, false>(k), &pp, option, blocks, a, m, p),
+        Style::BarrierUpIn => blocks_of(&Barrier::<true, true>(k), &pp, option, blocks, a, m, p),
+        Style::BarrierDownOut => blocks_of(&Barrier::<false, false>(k), &pp, option, blocks, a, m, p),
+        Style::BarrierDownIn => blocks_of(&Barrier::<false, true>(k), &pp, option, blocks, a, m, p),
     })
 }
 
@@ -212,6 +225,7 @@ mod tests {
             antithetic: true,
             control_variate: true,
             fast_math: false,
+            rng: kiln_core::finance::Rng::Philox,
         };
         let reference = pool(1).install(|| price_mc_with(&spec, &mc, 2, Some(1))).unwrap();
         for (threads, min_len) in [(1, 3), (2, 1), (2, 2), (2, 7)] {

@@ -7,6 +7,7 @@
 
 pub mod mc;
 mod paths;
+mod qmc;
 
 pub use kiln_core::finance::analytic;
 pub use kiln_core::finance::{

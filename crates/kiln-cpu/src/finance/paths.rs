@@ -370,6 +370,7 @@ mod tests {
             antithetic: false,
             control_variate: false,
             fast_math: false,
+            rng: kiln_core::finance::Rng::Philox,
         };
         let pp = PathParams::new(&spec, &mc).unwrap();
         let k = Consts {

@@ -1,0 +1,378 @@
+//! Quasi-Monte Carlo option pricing on the GPU (`kernels/finance_qmc.cu`), bitwise equal to
+//! the CPU engine's Sobol runs (kiln-cpu's `finance::qmc`).
+//!
+//! The host builds kiln-core's [`QmcPlan`] (direction numbers, digital shifts, Brownian
+//! bridge) once per group of options that share a style and a step count, uploads it, and
+//! launches the group's block kernel as `launch_finance` does. The combine kernel then adds
+//! the blocks of each (option, replicate) in block order (a replicate is whole canonical
+//! blocks), and kiln-core's [`finish_replicates`] turns the replicate sums into a price and
+//! a standard error: the CPU engine adds the same blocks in the same order, so the two agree
+//! to the last bit, whatever the chunking.
+#![allow(unsafe_code)]
+
+use crate::kernels::KernelId;
+use crate::launch_finance::{
+    param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS, WARPS_PER_CTA,
+};
+use crate::pool::DeviceBuffer;
+use crate::CudaBackend;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kiln_core::finance::qmc::check_steps;
+use kiln_core::finance::{
+    finish_replicates, BlockSums, McParams, OptionSpec, PathParams, PriceResult, QmcPlan, Rng, Style,
+    BLOCK_SAMPLES,
+};
+use kiln_core::{Error, Result};
+
+fn qmc_kernel(style: Style) -> KernelId {
+    match style {
+        Style::European => KernelId::QmcEuropeanF64,
+        Style::AsianArithmetic => KernelId::QmcAsianArithmeticF64,
+        Style::AsianGeometric => KernelId::QmcAsianGeometricF64,
+        Style::BarrierUpOut => KernelId::QmcBarrierUpOutF64,
+        Style::BarrierUpIn => KernelId::QmcBarrierUpInF64,
+        Style::BarrierDownOut => KernelId::QmcBarrierDownOutF64,
+        Style::BarrierDownIn => KernelId::QmcBarrierDownInF64,
+    }
+}
+
+/// A plan on the device: direction numbers, shifts, bridge nodes and weights.
+struct DevicePlan {
+    dirs: DeviceBuffer<u32>,
+    shifts: DeviceBuffer<u32>,
+    nodes: DeviceBuffer<u32>,
+    weights: DeviceBuffer<f32>,
+    dims: u32,
+    points: u64,
+}
+
+/// Options of one (style, steps) group.
+struct Group {
+    style: Style,
+    steps: u32,
+    pp: PathParams,
+    slots: Vec<usize>,
+    u: Vec<u32>,
+    d: Vec<f64>,
+}
+
+impl CudaBackend {
+    #[allow(clippy::needless_range_loop)] // the bridge's six arrays, node by node
+    fn upload_plan(&self, plan: &QmcPlan) -> Result<DevicePlan> {
+        let b = &plan.bridge;
+        let mut nodes = Vec::with_capacity(3 * b.len());
+        let mut weights = Vec::with_capacity(3 * b.len());
+        for j in 0..b.len() {
+            nodes.extend_from_slice(&[b.target[j], b.left[j], b.right[j]]);
+            weights.extend_from_slice(&[b.a[j], b.b[j], b.c[j]]);
+        }
+        Ok(DevicePlan {
+            dirs: self.upload_any(plan.directions)?,
+            shifts: self.upload_any(&plan.shifts)?,
+            nodes: self.upload_any(&nodes)?,
+            weights: self.upload_any(&weights)?,
+            dims: plan.dims as u32,
+            points: plan.points,
+        })
+    }
+
+    /// Prices `specs` with a Sobol run (`mc.rng` is [`Rng::Sobol`]); see the module docs.
+    pub(crate) fn price_qmc_gpu(
+        &self,
+        specs: &[OptionSpec],
+        mc: &McParams,
+        opts: &GpuMcOptions,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        mc.validate()?;
+        let Rng::Sobol { replicates } = mc.rng else {
+            return Err(Error::invalid(
+                "price_qmc_gpu",
+                "the run does not use the sobol generator",
+            ));
+        };
+        if opts.max_items == 0 {
+            return Err(Error::invalid("price_mc_gpu", "max_items = 0; it must be >= 1"));
+        }
+        let mut results: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let pp = match PathParams::new(spec, mc).and_then(|pp| check_steps(pp.steps).map(|()| pp)) {
+                Ok(pp) => pp,
+                Err(e) => {
+                    results[i] = Some(Err(e));
+                    continue;
+                }
+            };
+            // The stream index is unused by Sobol paths (the shifts are the run's), but the
+            // row keeps it for the layout shared with the Philox kernels.
+            let (u, d) = param_rows(spec, &pp, opts.first_option.wrapping_add(i as u32));
+            let pos = groups
+                .iter()
+                .position(|g| g.style == spec.style && g.steps == pp.steps);
+            let g = match pos {
+                Some(p) => &mut groups[p],
+                None => {
+                    groups.push(Group {
+                        style: spec.style,
+                        steps: pp.steps,
+                        pp,
+                        slots: Vec::new(),
+                        u: Vec::new(),
+                        d: Vec::new(),
+                    });
+                    let last = groups.len() - 1;
+                    &mut groups[last]
+                }
+            };
+            g.slots.push(i);
+            g.u.extend_from_slice(&u);
+            g.d.extend_from_slice(&d);
+        }
+        let r = replicates as usize;
+        for g in &groups {
+            let plan = QmcPlan::new(&g.pp, mc)?;
+            let totals = self.qmc_group_totals(g, &plan, mc, opts.max_items)?;
+            for (k, &slot) in g.slots.iter().enumerate() {
+                let reps: Vec<BlockSums> = (0..r)
+                    .map(|j| sums_from(plan.points, &totals[(k * r + j) * SUMS..(k * r + j + 1) * SUMS]))
+                    .collect();
+                results[slot] = Some(finish_replicates(&specs[slot], mc, &reps));
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::invalid("price_mc_gpu", "option not priced"))))
+            .collect())
+    }
+
+    /// Every canonical block's sums of one option of a Sobol run, in block order (what the
+    /// CPU engine's `simulate_blocks` returns), for tests.
+    pub(crate) fn qmc_block_sums_gpu(&self, spec: &OptionSpec, mc: &McParams) -> Result<Vec<BlockSums>> {
+        let pp = PathParams::new(spec, mc)?;
+        let plan = QmcPlan::new(&pp, mc)?;
+        let dp = self.upload_plan(&plan)?;
+        let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
+        let (u, d) = param_rows(spec, &pp, 0);
+        let du = self.upload_any(&u)?;
+        let dd = self.upload_any(&d)?;
+        let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
+        let mut out = self.alloc::<f64>(items * SUMS)?;
+        self.launch_qmc_at(qmc_kernel(spec.style), &du, &dd, &dp, 0, 1, 0, nb, mc, &mut out)?;
+        let mut host = vec![0.0f64; items * SUMS];
+        out.copy_to_host(&mut host, self.stream())?;
+        Ok(host
+            .chunks_exact(SUMS)
+            .enumerate()
+            .map(|(b, s)| sums_from((pp.samples - b as u64 * BLOCK_SAMPLES).min(BLOCK_SAMPLES), s))
+            .collect())
+    }
+
+    /// The (option, replicate) totals of a group, `totals[(k * R + r) * 7 + j]`, chunk by
+    /// chunk: whole options per launch when they fit in `max_items`, else one replicate's
+    /// blocks at a time, in pieces of at most `max_items`.
+    fn qmc_group_totals(&self, g: &Group, plan: &QmcPlan, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
+        let n = g.slots.len() as u64;
+        let r = u64::from(plan.replicates);
+        let per = plan.points / BLOCK_SAMPLES;
+        let nb = per * r;
+        let dp = self.upload_plan(plan)?;
+        let du = self.upload_any(&g.u)?;
+        let dd = self.upload_any(&g.d)?;
+        let tlen = usize::try_from(n * r).map_err(|_| too_many(n * r))? * SUMS;
+        let totals = self.upload_any(&vec![0.0f64; tlen])?;
+        let k = qmc_kernel(g.style);
+        let cap = if nb <= max_items {
+            (max_items / nb).min(n).max(1) * nb
+        } else {
+            per.min(max_items)
+        };
+        let mut blocks = self.alloc::<f64>(usize::try_from(cap).map_err(|_| too_many(cap))? * SUMS)?;
+        if nb <= max_items {
+            let opt_chunk = (max_items / nb).min(n).max(1);
+            let mut o0 = 0u64;
+            while o0 < n {
+                let on = opt_chunk.min(n - o0);
+                self.launch_qmc_at(k, &du, &dd, &dp, o0, on, 0, nb, mc, &mut blocks)?;
+                // (option, replicate) pairs are consecutive runs of `per` blocks.
+                self.combine(&blocks, on * r, per, &totals, o0 * r)?;
+                o0 += on;
+            }
+        } else {
+            for o in 0..n {
+                for rep in 0..r {
+                    let mut b0 = 0u64;
+                    while b0 < per {
+                        let bn = max_items.min(per - b0);
+                        self.launch_qmc_at(k, &du, &dd, &dp, o, 1, rep * per + b0, bn, mc, &mut blocks)?;
+                        self.combine(&blocks, 1, bn, &totals, o * r + rep)?;
+                        b0 += bn;
+                    }
+                }
+            }
+        }
+        let mut host = vec![0.0f64; tlen];
+        totals.copy_to_host(&mut host, self.stream())?;
+        Ok(host)
+    }
+
+    /// `totals[row0 + i] += blocks[i * nb .. (i + 1) * nb]` in block order, `i < rows` (7 sums
+    /// a row), through `mc_combine_f64`.
+    fn combine(
+        &self,
+        blocks: &DeviceBuffer<f64>,
+        rows: u64,
+        nb: u64,
+        totals: &DeviceBuffer<f64>,
+        row0: u64,
+    ) -> Result<()> {
+        let need_b = rows * nb * SUMS as u64;
+        let need_t = (row0 + rows) * SUMS as u64;
+        if need_b > blocks.len() as u64 || need_t > totals.len() as u64 {
+            return Err(Error::invalid(
+                "mc_combine_f64",
+                format!("{rows} rows of {nb} blocks from row {row0} exceed the buffers"),
+            ));
+        }
+        let n_rows = u32::try_from(rows).map_err(|_| too_many(rows))?;
+        let f = self.function(KernelId::McCombineF64)?;
+        let (bp, tp) = (blocks.device_ptr(), totals.device_ptr() + row0 * SUMS as u64 * 8);
+        let threads = 256u32;
+        let cfg = LaunchConfig {
+            grid_dim: ((rows * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let _range = self.range("mc_combine");
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&bp).arg(&n_rows).arg(&nb).arg(&tp);
+        // SAFETY: `blocks` holds at least rows * nb * 7 f64 and `totals` rows row0 .. row0 +
+        // rows (both checked above); pool buffers alive past this launch, kiln's one stream
+        // orders it after the block kernel that wrote `blocks` and before the next chunk.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
+        Ok(())
+    }
+
+    /// Launches the QMC block kernel `k` on parameter rows `row0 .. row0 + rows` and blocks
+    /// `first_block .. first_block + blocks` into `out` (item order).
+    #[allow(clippy::too_many_arguments)] // the kernel's arguments
+    fn launch_qmc_at(
+        &self,
+        k: KernelId,
+        du: &DeviceBuffer<u32>,
+        dd: &DeviceBuffer<f64>,
+        plan: &DevicePlan,
+        row0: u64,
+        rows: u64,
+        first_block: u64,
+        blocks: u64,
+        mc: &McParams,
+        out: &mut DeviceBuffer<f64>,
+    ) -> Result<()> {
+        let op = k.symbol();
+        if rows == 0 || blocks == 0 {
+            return Ok(());
+        }
+        let items = rows.checked_mul(blocks).ok_or_else(|| too_many(u64::MAX))?;
+        let rows_end = row0 + rows;
+        let samples = mc.samples();
+        let replicates = samples / plan.points.max(1);
+        if rows_end * OPT_U as u64 > du.len() as u64
+            || rows_end * OPT_D as u64 > dd.len() as u64
+            || items * SUMS as u64 > out.len() as u64
+            || (first_block + blocks) * BLOCK_SAMPLES > samples
+            || plan.dirs.len() as u64 != u64::from(plan.dims) * 32
+            || plan.shifts.len() as u64 != replicates * u64::from(plan.dims)
+            || plan.nodes.len() as u64 != 3 * u64::from(plan.dims)
+            || plan.weights.len() as u64 != 3 * u64::from(plan.dims)
+            || plan.dims > kiln_core::finance::QMC_MAX_STEPS
+        {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "rows {row0}..{rows_end}, blocks {first_block}+{blocks}: outside the launch's buffers"
+                ),
+            ));
+        }
+        let n_opt = u32::try_from(rows).map_err(|_| too_many(rows))?;
+        let f = self.function(k)?;
+        let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
+        let dpp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
+        let (dirs, shifts, nodes, weights) = (
+            plan.dirs.device_ptr(),
+            plan.shifts.device_ptr(),
+            plan.nodes.device_ptr(),
+            plan.weights.device_ptr(),
+        );
+        let op_ptr = out.device_ptr();
+        let anti = u32::from(mc.antithetic);
+        let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (ctas, 1, 1),
+            block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let _range = self.range(op);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&up)
+            .arg(&dpp)
+            .arg(&n_opt)
+            .arg(&first_block)
+            .arg(&blocks)
+            .arg(&samples)
+            .arg(&dirs)
+            .arg(&shifts)
+            .arg(&nodes)
+            .arg(&weights)
+            .arg(&plan.dims)
+            .arg(&plan.points)
+            .arg(&anti)
+            .arg(&op_ptr);
+        // SAFETY: the kernel reads rows row0 .. row0 + rows of the parameter arrays, the plan's
+        // dims x 32 direction numbers, R x dims shifts and 3 x dims nodes and weights (all
+        // sizes checked above; node indices are <= dims by construction, inside the kernel's
+        // KILN_QMC_MAX + 1 array since dims <= QMC_MAX_STEPS), samples below `samples`, and
+        // writes items * 7 f64 of `out` (checked). Pool buffers used only on kiln's stream.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(op, &self.name_str(), e))?;
+        Ok(())
+    }
+
+    /// Runs the QMC self-test kernel: for each word `w[i]`, the f32 bits of the kernel's
+    /// inverse normal of `(2 w + 1) 2^-33`, and coordinate `i % dims` of Sobol point `w[i]`.
+    pub fn qmc_selftest_gpu(&self, w: &[u32], dims: usize) -> Result<(Vec<u32>, Vec<u32>)> {
+        let n = u32::try_from(w.len()).map_err(|_| too_many(w.len() as u64))?;
+        if n == 0 || dims == 0 || dims > kiln_core::finance::sobol::SOBOL_MAX_DIMS {
+            return Err(Error::invalid(
+                "qmc_selftest",
+                "need words and 1..=8192 dimensions",
+            ));
+        }
+        let dw = self.upload_any(w)?;
+        let dirs = self.upload_any(kiln_core::finance::sobol::direction_numbers_for(dims))?;
+        let inv = self.alloc::<u32>(w.len())?;
+        let sob = self.alloc::<u32>(w.len())?;
+        let f = self.function(KernelId::QmcSelftestF32)?;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(256), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let d32 = dims as u32;
+        let (wp, dp, ip, sp) = (
+            dw.device_ptr(),
+            dirs.device_ptr(),
+            inv.device_ptr(),
+            sob.device_ptr(),
+        );
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&wp).arg(&n).arg(&dp).arg(&d32).arg(&ip).arg(&sp);
+        // SAFETY: w, inv and sob hold n elements, dirs dims * 32 (uploaded just above); the
+        // kernel guards i < n and reads dimension i % dims. Pool buffers, kiln's stream only.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("qmc_selftest_f32", &self.name_str(), e))?;
+        let mut hi = vec![0u32; w.len()];
+        let mut hs = vec![0u32; w.len()];
+        inv.copy_to_host(&mut hi, self.stream())?;
+        sob.copy_to_host(&mut hs, self.stream())?;
+        drop((inv, sob));
+        Ok((hi, hs))
+    }
+}
