@@ -130,20 +130,19 @@ pub const MORPH: Module = Module {
 
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
 pub const MODULES: &[Module] = &[
-/// Quasi-Monte Carlo: Sobol points with random digital shifts, the inverse normal and a
-/// Brownian bridge (`kernels/finance.cuh`, then `kernels/finance_qmc.cu`).
-pub const FINANCE_QMC: Module = Module {
-    name: "finance_qmc",
-    source: concat!(
-        include_str!("../kernels/finance.cuh"),
-        include_str!("../kernels/finance_qmc.cu")
-    ),
-};
-
-/// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
-pub const MODULES: &[Module] = &[
-    MAP, TRANSPOSE, FILTER2D, SEPARABLE, FILTER3D, NDIMAGE, FINANCE, FINANCE_QMC, GEMM, CAST, FAULT, RANK, MORPH,
-];
+    MAP,
+    TRANSPOSE,
+    FILTER2D,
+    SEPARABLE,
+    FILTER3D,
+    NDIMAGE,
+    FINANCE,
+    FINANCE_QMC,
+    GEMM,
+    CAST,
+    FAULT,
+    RANK,
+    MORPH,
 ];
 
 /// What NVRTC compiles as one program and the cache stores as one cubin.

@@ -17,8 +17,8 @@
 
 mod filter2d;
 mod filter3d;
-mod ndimage;
 mod morph;
+mod ndimage;
 mod rank;
 mod separable;
 mod transpose;

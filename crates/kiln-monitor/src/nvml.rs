@@ -311,7 +311,9 @@ struct Batch {
 fn read_batch(d: &mut DeviceState) -> Batch {
     use nvml_wrapper::enums::device::SampleValue;
     use nvml_wrapper::structs::device::FieldId;
-    use nvml_wrapper::sys_exports::field_id::{NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES};
+    use nvml_wrapper::sys_exports::field_id::{
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+    };
     let ids = [
         FieldId(NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
         FieldId(NVML_FI_DEV_PCIE_COUNT_RX_BYTES),

@@ -39,6 +39,8 @@ fn price(
         antithetic,
         control_variate,
         fast_math,
+        // Philox; the Python binding of Sobol QMC (`--rng sobol` in the CLI) is still to come.
+        rng: kiln::core::finance::Rng::Philox,
     };
     let rt = runtime_for(py, device.unwrap_or("auto"))?;
     let r = rt.clone();

@@ -306,6 +306,9 @@ fn price(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task
         antithetic: p.antithetic.unwrap_or(d.antithetic),
         control_variate: p.control_variate.unwrap_or(d.control_variate),
         fast_math: p.fast_math.unwrap_or(d.fast_math),
+        // Philox: batched jobs take their streams by position (see docs/operations.md);
+        // Sobol pricing through the service is not offered yet.
+        rng: d.rng,
     };
     if p.method == "mc" {
         mc.validate().map_err(|e| bad(format!("params: {e}")))?;
