@@ -1,0 +1,135 @@
+//! The CUDA sources: one [`Module`] per `kernels/*.cu` file (the imaging and finance
+//! families with their shared header prepended), and [`MODULES`], every one of them.
+
+/// One CUDA source file: a family of kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Module {
+    /// The file's stem, e.g. `imaging`.
+    pub name: &'static str,
+    /// The CUDA C++ source.
+    pub source: &'static str,
+}
+
+/// Monte Carlo option pricing: Philox, GBM paths and payoffs fused, many options a launch
+/// (`kernels/finance.cuh`, then `kernels/finance.cu`).
+pub const FINANCE: Module = Module {
+    name: "finance",
+    source: concat!(
+        include_str!("../../kernels/finance.cuh"),
+        include_str!("../../kernels/finance.cu")
+    ),
+};
+
+/// Quasi-Monte Carlo option pricing: Sobol points, inverse normal, Brownian bridge, then
+/// the same paths and payoffs (`kernels/finance.cuh`, then `kernels/finance_qmc.cu`).
+pub const FINANCE_QMC: Module = Module {
+    name: "finance_qmc",
+    source: concat!(
+        include_str!("../../kernels/finance.cuh"),
+        include_str!("../../kernels/finance_qmc.cu")
+    ),
+};
+
+/// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
+pub const MAP: Module = Module {
+    name: "map",
+    source: include_str!("../../kernels/map.cu"),
+};
+
+/// Shared-memory tiled 2-D transposes by bit width (32-bit, 16-bit).
+pub const TRANSPOSE: Module = Module {
+    name: "transpose",
+    source: include_str!("../../kernels/transpose.cu"),
+};
+
+/// Direct 2-D correlation: the shared-memory tile kernels and the 3×3 register kernels
+/// (`kernels/imaging.cuh`, then `kernels/filter2d.cu`).
+pub const FILTER2D: Module = Module {
+    name: "filter2d",
+    source: concat!(
+        include_str!("../../kernels/imaging.cuh"),
+        include_str!("../../kernels/filter2d.cu")
+    ),
+};
+
+/// The separable path: 1-D passes along any axis and the fused 2-D pair
+/// (`kernels/imaging.cuh`, then `kernels/separable.cu`).
+pub const SEPARABLE: Module = Module {
+    name: "separable",
+    source: concat!(
+        include_str!("../../kernels/imaging.cuh"),
+        include_str!("../../kernels/separable.cu")
+    ),
+};
+
+/// Direct 3-D correlation: the register-prefetch kernels and the cp.async z-march
+/// (`kernels/imaging.cuh`, then `kernels/filter3d.cu`).
+pub const FILTER3D: Module = Module {
+    name: "filter3d",
+    source: concat!(
+        include_str!("../../kernels/imaging.cuh"),
+        include_str!("../../kernels/filter3d.cu")
+    ),
+};
+
+/// scipy.ndimage's linear filters in general form: 1-D passes and direct correlation of any
+/// size and anchor (weights in a device buffer), and the element-wise combination of terms
+/// (`kernels/imaging.cuh`, then `kernels/ndimage.cu`).
+pub const NDIMAGE: Module = Module {
+    name: "ndimage",
+    source: concat!(
+        include_str!("../../kernels/imaging.cuh"),
+        include_str!("../../kernels/ndimage.cu")
+    ),
+};
+
+/// GEMM on f32: kiln's tiled SIMT kernel (float4 and scalar-load kernels per transpose
+/// pair) and the seed's naive one-thread-per-element baseline.
+pub const GEMM: Module = Module {
+    name: "gemm",
+    source: include_str!("../../kernels/gemm.cu"),
+};
+
+/// Element type conversion (`kernels/cast.cu`).
+pub const CAST: Module = Module {
+    name: "cast",
+    source: include_str!("../../kernels/cast.cu"),
+};
+
+/// Fault injection (`kernels/fault.cu`): launched only on request.
+pub const FAULT: Module = Module {
+    name: "fault",
+    source: include_str!("../../kernels/fault.cu"),
+};
+
+/// Rank filters and grey morphology (`kernels/imaging.cuh`, then `kernels/rank.cu`).
+pub const RANK: Module = Module {
+    name: "rank",
+    source: concat!(
+        include_str!("../../kernels/imaging.cuh"),
+        include_str!("../../kernels/rank.cu")
+    ),
+};
+
+/// Binary morphology (`kernels/morph.cu`).
+pub const MORPH: Module = Module {
+    name: "morph",
+    source: include_str!("../../kernels/morph.cu"),
+};
+
+/// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
+pub const MODULES: &[Module] = &[
+    MAP,
+    TRANSPOSE,
+    FILTER2D,
+    SEPARABLE,
+    FILTER3D,
+    NDIMAGE,
+    FINANCE,
+    FINANCE_QMC,
+    GEMM,
+    CAST,
+    FAULT,
+    RANK,
+    MORPH,
+];
