@@ -91,3 +91,44 @@ pub fn fresh_seed() -> u64 {
     eprintln!("seed {s} (replay with KILN_TEST_SEED={s})");
     s
 }
+
+/// One option of every style, calls and puts (S=100, K=105, r=3%, q=1%, σ=25%, T=0.75): the
+/// book the finance GPU tests price on both backends.
+pub fn every_style() -> Vec<kiln_core::finance::OptionSpec> {
+    use kiln_core::finance::{OptionSpec, OptionType, Style};
+    let mut v = Vec::new();
+    for kind in [OptionType::Call, OptionType::Put] {
+        let b = OptionSpec::european(kind, 100.0, 105.0, 0.03, 0.01, 0.25, 0.75);
+        v.push(b);
+        v.push(b.with_style(Style::AsianArithmetic, Some(12), None));
+        v.push(b.with_style(Style::AsianGeometric, Some(7), None));
+        v.push(b.with_style(Style::BarrierUpOut, None, Some(130.0)));
+        v.push(b.with_style(Style::BarrierUpIn, None, Some(130.0)));
+        v.push(b.with_style(Style::BarrierDownOut, None, Some(85.0)));
+        v.push(b.with_style(Style::BarrierDownIn, None, Some(85.0)));
+    }
+    v
+}
+
+/// Asserts two prices are the same to the bit: price, standard error, delta, vega and paths.
+pub fn assert_same_price_bits(
+    a: &kiln_core::finance::PriceResult,
+    b: &kiln_core::finance::PriceResult,
+    what: &str,
+) {
+    assert_eq!(
+        a.price.to_bits(),
+        b.price.to_bits(),
+        "{what}: price {} vs {}",
+        a.price,
+        b.price
+    );
+    assert_eq!(a.std_error.to_bits(), b.std_error.to_bits(), "{what}: std_error");
+    assert_eq!(
+        a.delta.map(f64::to_bits),
+        b.delta.map(f64::to_bits),
+        "{what}: delta"
+    );
+    assert_eq!(a.vega.map(f64::to_bits), b.vega.map(f64::to_bits), "{what}: vega");
+    assert_eq!(a.paths_used, b.paths_used, "{what}: paths");
+}

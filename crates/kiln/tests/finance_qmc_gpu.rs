@@ -9,43 +9,12 @@ use kiln::finance::{Method, TargetSe};
 use kiln::Runtime;
 use kiln_core::finance::invnorm::inv_norm_f32;
 use kiln_core::finance::sobol::{direction_numbers, sobol_u32};
-use kiln_core::finance::{bsm, McParams, OptionSpec, OptionType, PriceResult, Rng, Style};
+use kiln_core::finance::{bsm, McParams, OptionSpec, OptionType, Rng};
 use kiln_core::philox::uniform_f64;
 use kiln_cpu::finance as cpu;
 use kiln_cuda::GpuMcOptions;
 
-fn every_style() -> Vec<OptionSpec> {
-    let mut v = Vec::new();
-    for kind in [OptionType::Call, OptionType::Put] {
-        let b = OptionSpec::european(kind, 100.0, 105.0, 0.03, 0.01, 0.25, 0.75);
-        v.push(b);
-        v.push(b.with_style(Style::AsianArithmetic, Some(12), None));
-        v.push(b.with_style(Style::AsianGeometric, Some(7), None));
-        v.push(b.with_style(Style::BarrierUpOut, None, Some(130.0)));
-        v.push(b.with_style(Style::BarrierUpIn, None, Some(130.0)));
-        v.push(b.with_style(Style::BarrierDownOut, None, Some(85.0)));
-        v.push(b.with_style(Style::BarrierDownIn, None, Some(85.0)));
-    }
-    v
-}
-
-fn same_bits(a: &PriceResult, b: &PriceResult, what: &str) {
-    assert_eq!(
-        a.price.to_bits(),
-        b.price.to_bits(),
-        "{what}: price {} vs {}",
-        a.price,
-        b.price
-    );
-    assert_eq!(a.std_error.to_bits(), b.std_error.to_bits(), "{what}: std_error");
-    assert_eq!(
-        a.delta.map(f64::to_bits),
-        b.delta.map(f64::to_bits),
-        "{what}: delta"
-    );
-    assert_eq!(a.vega.map(f64::to_bits), b.vega.map(f64::to_bits), "{what}: vega");
-    assert_eq!(a.paths_used, b.paths_used, "{what}: paths");
-}
+use kiln::testing::{assert_same_price_bits as same_bits, every_style};
 
 #[test]
 fn gpu_inverse_normal_and_sobol_points_are_kiln_cores() {
