@@ -61,7 +61,11 @@ def f32(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--real", action="store_true")
+    ap.add_argument("--real-rank", action="store_true", help="only the rank/morphology real-data files")
     args = ap.parse_args()
+    if args.real_rank:
+        real_rank()
+        return 0
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
         if f.endswith(".npy") or f == "cases.txt":
@@ -184,6 +188,7 @@ def main():
     print(f"{len(w.lines)} cases, {total} bytes in {OUT}")
     if args.real:
         real()
+        real_rank()
 
 
 def real():
@@ -206,6 +211,33 @@ def real():
     for k, v in outs.items():
         np.save(os.path.join(data, k), np.asarray(v, dtype=np.float32))
     print("real-data expectations in", data)
+
+
+def real_rank():
+    """Rank filters and morphology on the vendored data: exact results (selection), saved in
+    the input's type (uint8 for the camera, float32 for the volume)."""
+    data = os.path.join(ROOT, "crates", "kiln-cli", "tests", "data")
+    from PIL import Image
+    import nibabel as nib
+    cam = np.asarray(Image.open(os.path.join(data, "camera.png")), dtype=np.uint8)
+    vol = np.asarray(nib.load(os.path.join(data, "mri.nii")).get_fdata(), dtype=np.float32)
+    yy, xx = np.mgrid[-3:4, -3:4]
+    disk7 = (yy * yy + xx * xx) <= 9
+    np.save(os.path.join(data, "disk7.npy"), disk7)  # bool, as NumPy saves masks
+    outs = {
+        "camera_median5.npy": ndi.median_filter(cam, size=5),
+        "camera_pct25.npy": ndi.percentile_filter(cam, 25, size=(3, 7), mode="constant", cval=10),
+        "camera_gopen.npy": ndi.grey_opening(cam, footprint=disk7, mode="nearest"),
+        "camera_fill.npy": ndi.binary_fill_holes(cam > 128).astype(np.uint8),
+        "camera_bclose.npy": ndi.binary_closing(
+            cam > 100, structure=ndi.generate_binary_structure(2, 2), iterations=2
+        ).astype(np.uint8),
+        "mri_median3.npy": ndi.median_filter(vol, size=3),
+        "mri_dilate.npy": ndi.grey_dilation(vol, size=(3, 1, 5), mode="mirror"),
+    }
+    for k, v in outs.items():
+        np.save(os.path.join(data, k), v)
+    print("rank and morphology expectations in", data)
 
 
 if __name__ == "__main__":

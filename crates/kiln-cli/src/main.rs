@@ -20,6 +20,7 @@ mod jobs_cmd;
 mod kernels_cmd;
 mod monitor_cmd;
 mod ndimage_cmd;
+mod ndimage_rank;
 mod power_cmd;
 mod price;
 mod serve_cmd;

@@ -14,13 +14,13 @@
 //! `--batch` a stack of images `(N, H, W)`, i.e. scipy's `axes=(1, 2)`; 4-D a series of
 //! volumes). For a batch, the first input file decides.
 //!
-//! Adding rank filters and morphology (the lead): add a variant to [`Planned`], build it in
-//! [`plan`] from the function name and [`NdParams`] (add `--footprint`, `--rank`,
-//! `--percentile`, `--structure`, `--iterations` flags to [`Args`] and forward them), run it
-//! in [`Planned::apply`] (a `Tensor -> Tensor` op), and add its row to `RANK_HELP`.
+//! Rank filters and morphology are planned in `ndimage_rank.rs` (their flags: `--footprint`,
+//! `--structure`, `--connectivity`, `--rank`, `--percentile`, `--iterations`,
+//! `--border-value`); the rest is shared.
 
 use crate::filter_cmd::{invalid, io_error, preflight, refuse_batch_flags, run_image, run_volume, Common};
 use crate::filter_kernel::{plan_size, Described, Filter2, Filter3};
+use crate::ndimage_rank::{self as rank, MorphPlan, RankFlags};
 use kiln::core::imaging::linear_spec::{self, NdParams};
 use kiln::ndimage::LinearFilter;
 use kiln::{Config, DeviceRequest, Tensor};
@@ -41,7 +41,19 @@ Functions (scipy.ndimage's names; the parameters each reads):
   uniform_filter1d                 --size, --axis, --origin
   sobel, prewitt                   --axis
   laplace                          --axes
-  every function: --mode reflect|constant|nearest|mirror|wrap|grid-wrap|grid-constant|grid-mirror,
+  median_filter, minimum_filter,   --size N[,N..] or --footprint F.npy (bool or 0/1), --origin
+    maximum_filter
+  rank_filter                      --rank R (negative: from the top), --size | --footprint, --origin
+  percentile_filter                --percentile Q (-100..100), --size | --footprint, --origin
+  grey_erosion, grey_dilation,     --size | --footprint | --structure S.npy (non-flat values),
+    grey_opening, grey_closing       --origin
+  binary_erosion, binary_dilation, --structure S.npy or --connectivity C (scipy's
+    binary_opening, binary_closing   generate_binary_structure(ndim, C); default 1),
+                                     --iterations N (< 1: until nothing changes), --border-value 0|1
+  binary_fill_holes                --structure | --connectivity, --origin
+  Rank filters and morphology keep 8/16-bit data in its type on the device and give the CPU's
+  bits exactly. Binary results are 0/1 in the input's type (an 8-bit PNG mask holds 0 and 1).
+  every function but binary_*: --mode reflect|constant|nearest|mirror|wrap|grid-wrap|grid-constant|grid-mirror,
   --cval V. Lists are comma-separated (--sigma 1,2.5); one value is every axis. Axes are the
   data's (0 = rows of an image, the first stored axis of a volume); negative count from the end.
 Files: as kiln filter2d (.png .tif .tiff .npy) and kiln filter3d (.nii .nii.gz .npy); 8/16-bit
@@ -53,6 +65,9 @@ Examples:
   kiln ndimage correlate --input part.png --weights k3x5.npy --origin 0,1 --mode mirror --output o.png
   kiln ndimage sobel --input frame.tif --axis 0 --mode nearest --output edges.npy
   kiln ndimage gaussian_gradient_magnitude --input 'frames/*.png' --sigma 2 --output out/ --json
+  kiln ndimage median_filter --input noisy.png --size 5 --output clean.png
+  kiln ndimage grey_opening --input part.tif --footprint disk7.npy --mode nearest --output o.tif
+  kiln ndimage binary_fill_holes --input mask.png --connectivity 1 --output filled.png
 ";
 
 /// `kiln ndimage` options.
@@ -96,15 +111,38 @@ pub struct Args {
     /// square/cube).
     #[arg(long, value_name = "FILE.npy|W,W..", allow_hyphen_values = true)]
     weights: Option<String>,
-    /// Boundary mode (scipy's names).
-    #[arg(long, default_value = "reflect")]
-    mode: String,
+    /// Boundary mode (scipy's names; default reflect).
+    #[arg(long)]
+    mode: Option<String>,
     /// The value outside under constant modes, in the input's units.
     #[arg(long, value_name = "V", allow_hyphen_values = true)]
     cval: Option<f64>,
     /// Take a 3-D .npy as a batch (N, H, W) of images, not a volume.
     #[arg(long)]
     batch: bool,
+    /// Rank filters and grey morphology: a window mask (.npy, bool or 0/1), instead of
+    /// --size.
+    #[arg(long, value_name = "FILE.npy")]
+    footprint: Option<String>,
+    /// Grey morphology: a non-flat structuring element (.npy values); binary morphology:
+    /// the structuring element (.npy, bool or 0/1).
+    #[arg(long, value_name = "FILE.npy")]
+    structure: Option<String>,
+    /// Binary morphology: the structure generate_binary_structure(ndim, C) (default 1).
+    #[arg(long, value_name = "C")]
+    connectivity: Option<usize>,
+    /// rank_filter: the rank (0 is the minimum; negative counts from the top).
+    #[arg(long, value_name = "R", allow_hyphen_values = true)]
+    rank: Option<isize>,
+    /// percentile_filter: the percentile, -100 to 100.
+    #[arg(long, value_name = "Q", allow_hyphen_values = true)]
+    percentile: Option<f64>,
+    /// Binary morphology: repetitions (< 1 repeats until the result stops changing).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    iterations: Option<i64>,
+    /// Binary morphology: the value read outside the image (0 or 1).
+    #[arg(long, value_name = "0|1")]
+    border_value: Option<u8>,
     /// Print a summary object as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -126,6 +164,8 @@ pub struct Args {
 enum Planned {
     /// A linear filter (kiln::ndimage).
     Linear(LinearFilter),
+    /// A rank filter or morphology op, and the data's rank it was planned for.
+    Morph(MorphPlan, usize, String),
 }
 
 impl Planned {
@@ -133,6 +173,7 @@ impl Planned {
     fn apply(&self, t: &Tensor) -> kiln::Result<Tensor> {
         match self {
             Planned::Linear(f) => t.ndimage(f),
+            Planned::Morph(m, ndim, _) => m.apply(*ndim, t),
         }
     }
 
@@ -145,16 +186,69 @@ impl Planned {
                 mode,
                 path: "ndimage",
             },
+            Planned::Morph(m, _, name) => m.describe(name, mode),
         }
     }
 }
 
 /// The function `name` for `ndim`-D data.
-fn plan(name: &str, ndim: usize, p: &NdParams) -> anyhow::Result<Planned> {
+fn plan(name: &str, ndim: usize, p: &NdParams, a: &Args) -> anyhow::Result<Planned> {
+    let flags = RankFlags {
+        size: a.size.as_deref(),
+        footprint: a.footprint.as_deref(),
+        structure: a.structure.as_deref(),
+        connectivity: a.connectivity,
+        rank: a.rank,
+        percentile: a.percentile,
+        iterations: a.iterations,
+        border_value: a.border_value,
+        origin: a.origin.as_deref(),
+        mode: p.boundary()?,
+        mode_given: a.mode.is_some(),
+    };
+    if let Some(m) = rank::plan(name, ndim, &flags) {
+        for (flag, set) in [
+            ("--sigma", a.sigma.is_some()),
+            ("--order", a.order.is_some()),
+            ("--truncate", a.truncate.is_some()),
+            ("--radius", a.radius.is_some()),
+            ("--axis", a.axis.is_some()),
+            ("--axes", a.axes.is_some()),
+            ("--weights", a.weights.is_some()),
+        ] {
+            if set {
+                return Err(invalid(
+                    flag,
+                    format!("{name} does not take {flag} (a linear filter flag)"),
+                ));
+            }
+        }
+        return Ok(Planned::Morph(m?, ndim, name.to_string()));
+    }
     if linear_spec::FUNCTIONS.iter().any(|f| f.0 == name) {
+        for (flag, set) in [
+            ("--footprint", a.footprint.is_some()),
+            ("--structure", a.structure.is_some()),
+            ("--connectivity", a.connectivity.is_some()),
+            ("--rank", a.rank.is_some()),
+            ("--percentile", a.percentile.is_some()),
+            ("--iterations", a.iterations.is_some()),
+            ("--border-value", a.border_value.is_some()),
+        ] {
+            if set {
+                return Err(invalid(
+                    flag,
+                    format!("{name} does not take {flag} (a rank filter or morphology flag)"),
+                ));
+            }
+        }
         return Ok(Planned::Linear(linear_spec::build(name, ndim, p)?));
     }
-    let names: Vec<&str> = linear_spec::FUNCTIONS.iter().map(|f| f.0).collect();
+    let names: Vec<&str> = linear_spec::FUNCTIONS
+        .iter()
+        .map(|f| f.0)
+        .chain(rank::RANK_FUNCTIONS.iter().map(|f| f.0))
+        .collect();
     Err(invalid(
         "FUNCTION",
         format!(
@@ -180,12 +274,13 @@ fn params(a: &Args) -> anyhow::Result<NdParams> {
             p.set(key, v)?;
         }
     }
-    p.set("mode", &a.mode)?;
+    let mode = a.mode.as_deref().unwrap_or("reflect");
+    p.set("mode", mode)?;
     if let Some(c) = a.cval {
-        if !a.mode.to_ascii_lowercase().contains("constant") {
+        if !mode.to_ascii_lowercase().contains("constant") {
             return Err(invalid(
                 "--cval",
-                format!("--cval applies to the constant modes, not --mode {}", a.mode),
+                format!("--cval applies to the constant modes, not --mode {mode}"),
             ));
         }
         p.cval = c;
@@ -259,12 +354,12 @@ pub fn run(a: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<Exi
         a.input.clone()
     };
     let ndim = data_rank(&probe, a.batch)?;
-    let planned = plan(&a.function, ndim, &p)?;
+    let planned = plan(&a.function, ndim, &p, a)?;
     let mode = p.boundary()?;
     let c = Common {
         input: a.input.clone(),
         kernel: a.function.clone(),
-        mode: a.mode.clone(),
+        mode: a.mode.clone().unwrap_or_else(|| "reflect".into()),
         cval: a.cval,
         output: a.output.clone(),
         json: a.json,

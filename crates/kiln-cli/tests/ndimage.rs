@@ -164,3 +164,100 @@ fn batch_mode_and_bad_input() {
         assert!(text.contains(p), "help lacks {p}");
     }
 }
+
+fn expected_f32(name: &str) -> Vec<f32> {
+    expected(name).iter().map(|&v| v as f32).collect()
+}
+
+/// The camera thresholded (`camera > t` as 0/1), as the fixtures script makes its masks.
+fn camera_mask(d: &Dir, t: f32, name: &str) {
+    let img = kiln_io::read_image(d.p("camera.png")).unwrap();
+    let m: Vec<f32> = img.data.iter().map(|&v| f32::from(v > t)).collect();
+    write_npy(&d.p(name), &[256, 256], m);
+}
+
+/// Rank filters and morphology through the CLI on the real image and volume: exactly
+/// scipy's values (selection is exact, on the GPU as on the CPU).
+#[test]
+fn rank_and_morphology_match_scipy() {
+    let d = scratch();
+    std::fs::copy(data("disk7.npy"), d.p("disk7.npy")).unwrap();
+    let j = d.ok("ndimage median_filter --input camera.png --size 5 --output m.png --json");
+    assert_eq!(j["path"], "rank", "{j}");
+    assert_eq!(
+        pixels(&read_img(&d.p("m.png"))),
+        expected_f32("camera_median5.npy")
+    );
+    d.ok("ndimage percentile_filter --input camera.png --percentile 25 --size 3,7 --mode constant --cval 10 --output p.png");
+    assert_eq!(pixels(&read_img(&d.p("p.png"))), expected_f32("camera_pct25.npy"));
+    d.ok("ndimage grey_opening --input camera.png --footprint disk7.npy --mode nearest --output g.png");
+    assert_eq!(pixels(&read_img(&d.p("g.png"))), expected_f32("camera_gopen.npy"));
+    camera_mask(&d, 128.0, "m128.npy");
+    let j = d.ok("ndimage binary_fill_holes --input m128.npy --output f.npy --json");
+    assert_eq!(j["path"], "morphology", "{j}");
+    assert_eq!(read_npy(&d, "f.npy"), expected_f32("camera_fill.npy"));
+    camera_mask(&d, 100.0, "m100.npy");
+    d.ok("ndimage binary_closing --input m100.npy --connectivity 2 --iterations 2 --output c.npy");
+    assert_eq!(read_npy(&d, "c.npy"), expected_f32("camera_bclose.npy"));
+    d.ok("ndimage median_filter --input mri.nii --size 3 --output md.nii");
+    assert_eq!(read_nii(&d, "md.nii"), expected_f32("mri_median3.npy"));
+    d.ok("ndimage grey_dilation --input mri.nii --size 3,1,5 --mode mirror --output gd.nii");
+    assert_eq!(read_nii(&d, "gd.nii"), expected_f32("mri_dilate.npy"));
+}
+
+/// A stack of images (`--batch`): each plane filtered on its own, as the 2-D function on
+/// that image; and the flags a function does not read are refused.
+#[test]
+fn rank_planes_and_refusals() {
+    let d = scratch();
+    let cam: Vec<f32> = pixels(&read_img(&d.p("camera.png")));
+    let flipped: Vec<f32> = cam.chunks(256).rev().flatten().copied().collect();
+    let mut stack = cam.clone();
+    stack.extend(&flipped);
+    write_npy(&d.p("s.npy"), &[2, 256, 256], stack);
+    d.ok("ndimage median_filter --input s.npy --batch --size 5 --output sm.npy");
+    let got = read_npy(&d, "sm.npy");
+    let want = expected_f32("camera_median5.npy");
+    assert_eq!(got[..256 * 256], want[..]);
+    write_npy(&d.p("f.npy"), &[256, 256], flipped);
+    d.ok("ndimage median_filter --input f.npy --size 5 --output fm.npy");
+    assert_eq!(got[256 * 256..], read_npy(&d, "fm.npy")[..]);
+    camera_mask(&d, 128.0, "m.npy");
+    let mut mask = read_npy(&d, "m.npy");
+    mask.extend(mask.clone());
+    write_npy(&d.p("ms.npy"), &[2, 256, 256], mask);
+    d.ok("ndimage binary_fill_holes --input ms.npy --batch --output mf.npy");
+    let filled = read_npy(&d, "mf.npy");
+    let want = expected_f32("camera_fill.npy");
+    assert_eq!(filled[..256 * 256], want[..]);
+    assert_eq!(filled[256 * 256..], want[..]);
+    for case in [
+        "ndimage median_filter --input camera.png --output o.png => needs a window",
+        "ndimage median_filter --input camera.png --size 3 --sigma 1 --output o.png => does not take --sigma",
+        "ndimage gaussian_filter --input camera.png --sigma 1 --footprint disk7.npy --output o.png => does not take --footprint",
+        "ndimage binary_erosion --input camera.png --mode nearest --output o.png => does not take --mode",
+        "ndimage median_filter --input camera.png --size 3 --rank 2 --output o.png => does not take --rank",
+        "ndimage rank_filter --input camera.png --size 3 --output o.png => needs --rank",
+        "ndimage rank_filter --input camera.png --size 3 --rank 9 --output o.png => out of range",
+        "ndimage percentile_filter --input camera.png --size 3 --percentile 150 --output o.png => must lie in",
+        "ndimage binary_dilation --input camera.png --connectivity 3 --output o.png => connectivity is 1 to 2",
+        "ndimage binary_dilation --input camera.png --border-value 2 --output o.png => 0 or 1",
+        "ndimage grey_erosion --input camera.png --footprint nothere.npy --output o.png => nothere.npy",
+    ] {
+        let (args, needle) = case.split_once(" => ").unwrap();
+        d.fails(args, needle);
+    }
+    let help = String::from_utf8_lossy(&d.kiln("ndimage --help").stdout).into_owned();
+    for p in [
+        "median_filter",
+        "percentile_filter",
+        "binary_fill_holes",
+        "--footprint",
+        "--structure",
+        "--connectivity",
+        "--iterations",
+        "--border-value",
+    ] {
+        assert!(help.contains(p), "help lacks {p}");
+    }
+}

@@ -55,7 +55,7 @@ use ndarray::{ArrayBase, Axis, Data, Dimension, Ix3};
 pub use atomic::{durable_writes, set_durable_writes};
 pub use error::{IoError, Result};
 pub use nifti::{Extender, Extension, ExtensionSequence, NiftiHeader, NiftiType};
-pub use npy::{open_npy, read_npy, read_npy_f64, write_npy, NpyArray, NpyDtype, NpyFile};
+pub use npy::{open_npy, read_npy, read_npy_f64, read_npy_mask, write_npy, NpyArray, NpyDtype, NpyFile};
 pub use raster::{
     read_png, read_tiff, to_u16, to_u8, write_png, write_tiff, HostImage, SampleType, MAX_DECODE_BYTES,
 };

@@ -103,6 +103,21 @@ pub fn read_npy_f64(path: impl AsRef<Path>) -> Result<(ArrayD<f64>, NpyDtype)> {
     Ok((standard(data), dtype))
 }
 
+/// Reads an `.npy` file as a mask (a footprint or structuring element): `bool` (`|b1`, as
+/// NumPy saves masks) or any type [`read_npy_f64`] reads, non-zero meaning true. Returns
+/// the shape and the values in C order.
+pub fn read_npy_mask(path: impl AsRef<Path>) -> Result<(Vec<usize>, Vec<bool>)> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| IoError::os(path, e))?;
+    let header = parse_header(&bytes).map_err(|r| IoError::corrupt(path, "NPY", r))?;
+    if header.descr == "|b1" {
+        let a = standard(read_as::<bool>(path, &bytes)?);
+        return Ok((a.shape().to_vec(), a.iter().copied().collect()));
+    }
+    let (a, _) = read_npy_f64(path)?;
+    Ok((a.shape().to_vec(), a.iter().map(|&v| v != 0.0).collect()))
+}
+
 /// Fortran-order files come back with Fortran strides; callers expect C layout.
 fn standard<T: Clone>(data: ArrayD<T>) -> ArrayD<T> {
     if data.is_standard_layout() {
