@@ -270,9 +270,15 @@ def test_price_errors():
                     dict(spot=-1.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0)])
     with pytest.raises(kiln.InvalidInputError, match="unknown fields"):
         kiln.price([dict(spot=1.0, strike=1.0, rate=0.0, volatility=0.2, maturity=1.0, sigma=3)])
-    with pytest.raises(kiln.InvalidInputError):
+    # the arithmetic Asian has no closed form (barriers have one: Reiner-Rubinstein)
+    with pytest.raises(kiln.InvalidInputError, match="no closed form"):
         kiln.price([dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0,
-                         style="barrier_up_out", barrier=120.0)], "analytic")
+                         style="asian_arithmetic", fixings=12)], "analytic")
+    up_out = kiln.price([dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0,
+                              style="barrier_up_out", barrier=120.0)], "analytic")
+    vanilla = kiln.price([dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0)],
+                         "analytic")
+    assert 0.0 < up_out["price"][0] < vanilla["price"][0]
 
 
 def test_exception_hierarchy():

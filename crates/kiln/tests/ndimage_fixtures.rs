@@ -166,19 +166,28 @@ fn cuda_matches_cpu_on_random_inputs() {
     };
     let cpu = Runtime::cpu();
     let seed = testing::fresh_seed();
+    // "2-D parameters | 3-D parameters" where a per-axis list differs by rank
     let specs: &[(&str, &str)] = &[
         ("gaussian_filter", "sigma=4"),
-        ("gaussian_filter", "sigma=1.5,0.7 order=1,2 mode=wrap"),
+        (
+            "gaussian_filter",
+            "sigma=1.5,0.7 order=1,2 mode=wrap | sigma=1.5,0.7,1.1 order=1,2,0 mode=wrap",
+        ),
         ("gaussian_laplace", "sigma=2 mode=nearest"),
         ("gaussian_gradient_magnitude", "sigma=1.2 mode=mirror"),
-        ("uniform_filter", "size=4,7 origin=1,-2 mode=constant cval=0.5"),
+        (
+            "uniform_filter",
+            "size=4,7 origin=1,-2 mode=constant cval=0.5 | size=4,7,2 origin=1,-2,0 mode=constant cval=0.5",
+        ),
         (
             "correlate",
-            "weights=1,2,3,4,5,6,7,8,9,10,11,12 wshape=3,4 origin=-1,1",
+            "weights=1,2,3,4,5,6,7,8,9,10,11,12 wshape=3,4 origin=-1,1 \
+             | weights=1,2,3,4,5,6,7,8,9,10,11,12 wshape=2,3,2 origin=-1,1,0",
         ),
         (
             "convolve",
-            "weights=1,2,3,4,5,6,7,8,9,10,11,12 wshape=2,6 mode=grid-wrap",
+            "weights=1,2,3,4,5,6,7,8,9,10,11,12 wshape=2,6 mode=grid-wrap \
+             | weights=1,2,3,4,5,6,7,8,9,10,11,12 wshape=2,3,2 mode=grid-wrap",
         ),
         ("correlate1d", "weights=1,-1,2,0.5 axis=0 origin=-2"),
         ("sobel", "axis=0"),
@@ -191,6 +200,16 @@ fn cuda_matches_cpu_on_random_inputs() {
             .enumerate()
         {
             let mut p = NdParams::default();
+            let kv = match kv.split_once('|') {
+                Some((two, three)) => {
+                    if shape.len() == 3 {
+                        three
+                    } else {
+                        two
+                    }
+                }
+                None => kv,
+            };
             for t in kv.split_whitespace() {
                 let (k, v) = t.split_once('=').unwrap();
                 p.set(k, v).unwrap();
