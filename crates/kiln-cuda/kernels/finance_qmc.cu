@@ -5,9 +5,8 @@
 // the CPU's (kiln-cpu's finance/qmc.rs) in the CPU's order, through round-to-nearest
 // intrinsics that are never contracted, so block sums are bitwise the CPU's.
 //
-// Launch shape: as finance.cu's (one warp per (option, canonical block), 8 warps a CTA,
-// lane l simulates samples start + 32 i + l, the 7 sums staged through shared memory and
-// added in sample order). Options of one launch share the step count (the bridge and the
+// Launch shape: one CTA of 256 threads per (option, canonical block) (kiln_qmc_blocks),
+// the 7 sums staged through shared memory and added in sample order. Options of one launch share the step count (the bridge and the
 // dimensions). Each thread keeps the bridge's W[0..=steps] in a local array of
 // KILN_QMC_MAX + 1 floats (kiln_core::finance::QMC_MAX_STEPS).
 
@@ -103,6 +102,19 @@ __device__ __forceinline__ u32 kiln_sobol(const u32* __restrict__ dirs, u32 i, u
     return x;
 }
 
+// The same XOR over bits 0..nbits-1 (i < 2^nbits) as a fixed, unrolled loop of predicated
+// loads: all of them in flight at once, where the loop above waits for each load before the
+// next (a dependent chain of ~nbits/2 cache latencies a coordinate, 256 coordinates a
+// sample). XOR is associative and commutative: the same bits.
+__device__ __forceinline__ u32 kiln_sobol_bits(const u32* __restrict__ dirs, u32 i, u32 d, u32 nbits) {
+    const u32 g = i ^ (i >> 1);
+    const u32* v = dirs + (u64)d * 32u;
+    u32 x = 0u;
+#pragma unroll 8
+    for (u32 b = 0; b < nbits; ++b) x ^= ((g >> b) & 1u) ? __ldg(v + b) : 0u;
+    return x;
+}
+
 // What a launch's samples share: the direction numbers of dims dimensions, R x dims shifts,
 // the bridge's nodes (target, left, right) and weights (a, b, c), 3 per node.
 struct KilnQmc {
@@ -121,9 +133,10 @@ __device__ __forceinline__ KilnOut kiln_qmc_sample(const KilnPath& o, const u32*
     const u32 r = (u32)(s / q.points);
     const u32 i = (u32)(s % q.points);  // points per replicate <= 2^32 (McParams::validate)
     const u32* sh = q.shifts + (u64)r * q.dims;
+    const u32 nbits = q.points > 1 ? 64u - (u32)__clzll((long long)(q.points - 1)) : 0u;
     w[0] = 0.0f;
     for (u32 j = 0; j < q.dims; ++j) {
-        const float z = kiln_inv_norm(kiln_sobol(q.dirs, i, j) ^ __ldg(sh + j));
+        const float z = kiln_inv_norm(kiln_sobol_bits(q.dirs, i, j, nbits) ^ __ldg(sh + j));
         const u32 t = __ldg(q.nodes + 3u * j), l = __ldg(q.nodes + 3u * j + 1u), rr = __ldg(q.nodes + 3u * j + 2u);
         const float mid = __fmaf_rn(__ldg(q.weights + 3u * j), w[l], __fmul_rn(__ldg(q.weights + 3u * j + 1u), w[rr]));
         w[t] = __fmaf_rn(__ldg(q.weights + 3u * j + 2u), z, mid);
@@ -157,21 +170,25 @@ __device__ __forceinline__ KilnOut kiln_qmc_sample(const KilnPath& o, const u32*
 }
 
 #define KILN_QMC_BLOCK 1024u
-#define KILN_QMC_WARPS 8
+#define KILN_QMC_THREADS 256
 #define KILN_QMC_SUMS 7
 
-// Per-(option, block) sums, as finance.cu's kiln_mc_blocks (same staging and order).
+// Per-(option, block) sums: one CTA a canonical block (not one warp, as finance.cu's
+// kiln_mc_blocks): a QMC sample costs ~30 times a Philox one (a Sobol point and an f64
+// quantile per dimension), so a warp a block left a 2^18-sample round with 256 warps on
+// 132 SMs, 12 ms for what the device does in ~2. Thread t simulates samples start + t,
+// start + t + 256, ...; the four outputs of every sample are staged in shared memory and
+// the 7 sums added by lanes 0..6 in sample order, exactly as the warp form and the CPU do.
 template <int STYLE>
 __device__ __forceinline__ void kiln_qmc_blocks(const u32* __restrict__ uparams, const double* __restrict__ dparams,
                                                 u32 n_options, u64 first_block, u64 launch_blocks, u64 samples,
                                                 const KilnQmc& q, u32 antithetic, double* __restrict__ out) {
-    __shared__ double stage[KILN_QMC_WARPS][5][33];
-    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    stage[warp][4][lane] = 1.0;
-    const u32 pr = (0x3201100u >> (4u * min(lane, 6u))) & 0xfu;
-    const u32 qr = (0x4411404u >> (4u * min(lane, 6u))) & 0xfu;
+    __shared__ double stage[4][KILN_QMC_BLOCK];
+    const u32 t = threadIdx.x;
+    const u32 pr = (0x3201100u >> (4u * min(t, 6u))) & 0xfu;
+    const u32 qr = (0x4411404u >> (4u * min(t, 6u))) & 0xfu;
     const u64 items = (u64)n_options * launch_blocks;
-    for (u64 item = (u64)blockIdx.x * KILN_QMC_WARPS + warp; item < items; item += (u64)gridDim.x * KILN_QMC_WARPS) {
+    for (u64 item = blockIdx.x; item < items; item += gridDim.x) {
         const u64 row = item / launch_blocks;
         const u64 block = first_block + item % launch_blocks;
         const u32* up = uparams + row * KILN_OPT_U;
@@ -184,35 +201,33 @@ __device__ __forceinline__ void kiln_qmc_blocks(const u32* __restrict__ uparams,
         o.logb = __uint_as_float(up[6]);
         o.vddt = __uint_as_float(up[7]);
         const u64 start = block * KILN_QMC_BLOCK;
-        const u64 end = min(start + KILN_QMC_BLOCK, samples);
-        double acc = 0.0;
-        for (u64 base = start; base < end; base += 32u) {
-            const u64 s = base + lane;
-            KilnOut v = {0.0, 0.0, 0.0, 0.0};
-            if (s < end) {
-                v = antithetic ? kiln_qmc_sample<STYLE, true>(o, up, dp, s, q)
-                               : kiln_qmc_sample<STYLE, false>(o, up, dp, s, q);
-            }
-            stage[warp][0][lane] = v.y;
-            stage[warp][1][lane] = v.c;
-            stage[warp][2][lane] = v.delta;
-            stage[warp][3][lane] = v.vega;
-            __syncwarp();
-            if (lane < KILN_QMC_SUMS) {
-                const u32 valid = (u32)min((u64)32u, end - base);
-                const double* p = &stage[warp][pr][0];
-                const double* qq = &stage[warp][qr][0];
-#pragma unroll 4
-                for (u32 l = 0; l < valid; ++l) acc = __dadd_rn(acc, __dmul_rn(p[l], qq[l]));
-            }
-            __syncwarp();
+        const u32 valid = (u32)min((u64)KILN_QMC_BLOCK, samples - start);
+        for (u32 k = t; k < valid; k += KILN_QMC_THREADS) {
+            const KilnOut v = antithetic ? kiln_qmc_sample<STYLE, true>(o, up, dp, start + k, q)
+                                         : kiln_qmc_sample<STYLE, false>(o, up, dp, start + k, q);
+            stage[0][k] = v.y;
+            stage[1][k] = v.c;
+            stage[2][k] = v.delta;
+            stage[3][k] = v.vega;
         }
-        if (lane < KILN_QMC_SUMS) out[item * KILN_QMC_SUMS + lane] = acc;
+        __syncthreads();
+        if (t < KILN_QMC_SUMS) {
+            // qr 4 is the warp form's row of ones (the plain sums; x * 1.0 is x exactly),
+            // selected per element so the 7 lanes run one loop, not two
+            const bool ones = qr == 4u;
+            const double* a = stage[pr];
+            const double* b = stage[qr & 3u];
+            double acc = 0.0;
+#pragma unroll 4
+            for (u32 l = 0; l < valid; ++l) acc = __dadd_rn(acc, __dmul_rn(a[l], ones ? 1.0 : b[l]));
+            out[item * KILN_QMC_SUMS + t] = acc;
+        }
+        __syncthreads();
     }
 }
 
 #define KILN_QMC_KERNEL(NAME, STYLE)                                                                      \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                                               \
+    extern "C" __global__ void __launch_bounds__(KILN_QMC_THREADS) NAME(                                               \
         const u32* __restrict__ uparams, const double* __restrict__ dparams, u32 n_options, u64 first_block, \
         u64 launch_blocks, u64 samples, const u32* __restrict__ dirs, const u32* __restrict__ shifts,       \
         const u32* __restrict__ nodes, const float* __restrict__ weights, u32 dims, u64 points,             \

@@ -12,9 +12,8 @@
 // Kernels (launch shapes in launch_imaging/rank.rs and attributes/launches.rs):
 // - rank_net{9,25,49}: the window's keys in registers, sorted by Batcher's odd-even merge
 //   network (unrolled; slots past the window count hold 0xffffffff, which sorts last), the
-//   rank picked with predicated selects. rank_med{9,25}: the same with the median rank a
-//   compile-time constant, so the compiler drops every compare-exchange the median does
-//   not depend on (a pruned selection network).
+//   rank picked with predicated selects. rank_med{9,25} (rank_med.cu): generated pruned
+//   median networks, one code path per element type.
 // - rank_hist_u8: u8 rank of a 2-D box (Huang's sliding histogram, run down columns): one
 //   thread a column of a strip of rows, a 256-bin u16 histogram a thread in shared memory
 //   (bin-major, so a thread's bins sit in its own bank), the rank tracked incrementally.
@@ -86,17 +85,26 @@ struct RankWin {
 };
 
 // Up to 49 offsets by value (the parameter bank).
-struct NetOffs { short dz[49]; short dy[49]; short dx[49]; };
+// lin: each offset's linear distance in elements, (dz * H + dy) * W + dx (rank_med.cu; the
+// host picks another kernel when one does not fit 32 bits).
+struct NetOffs { short dz[49]; short dy[49]; short dx[49]; int lin[49]; };
 
 // The key at (z+dz, y+dy, x+dx) through the mode (outside the interior). Not inlined: the
 // border path is rare, and inlining its branches into the unrolled gathers makes NVRTC's
-// optimiser blow up (minutes for a 3x3 network).
-__device__ __noinline__ u32 win_key_mapped(const void* src, const RankWin& w, int zz, int yy, int xx) {
-    zz = kiln_map(zz, w.D, w.mode);
-    yy = kiln_map(yy, w.H, w.mode);
-    xx = kiln_map(xx, w.W, w.mode);
-    if (zz < 0 || yy < 0 || xx < 0) return w.ckey;
-    return ld_key(src, ((long long)zz * w.H + yy) * w.W + xx, w.dt);
+// optimiser blow up (minutes for a 3x3 network). The window's fields go by value: a
+// reference to the kernel's RankWin parameter would make every thread copy it to local
+// memory to have an address to pass.
+__device__ __noinline__ u32 win_key_mapped_v(const void* src, int D, int H, int W, int mode, u32 ckey, int dt,
+                                             int zz, int yy, int xx) {
+    zz = kiln_map(zz, D, mode);
+    yy = kiln_map(yy, H, mode);
+    xx = kiln_map(xx, W, mode);
+    if (zz < 0 || yy < 0 || xx < 0) return ckey;
+    return ld_key(src, ((long long)zz * H + yy) * W + xx, dt);
+}
+
+__device__ __forceinline__ u32 win_key_mapped(const void* src, const RankWin& w, int zz, int yy, int xx) {
+    return win_key_mapped_v(src, w.D, w.H, w.W, w.mode, w.ckey, w.dt, zz, yy, xx);
 }
 
 // The key at (z+dz, y+dy, x+dx): direct inside, through the mode outside.
@@ -195,18 +203,6 @@ extern "C" __global__ void __launch_bounds__(256) rank_net25(const void* src, vo
 #if !defined(KILN_ONLY) || defined(KILN_K_rank_net49)
 extern "C" __global__ void __launch_bounds__(256) rank_net49(const void* src, void* dst, RankWin w, NetOffs o) {
     net_body<49, -1>(src, dst, w, o);
-}
-#endif
-
-#if !defined(KILN_ONLY) || defined(KILN_K_rank_med9)
-extern "C" __global__ void __launch_bounds__(256) rank_med9(const void* src, void* dst, RankWin w, NetOffs o) {
-    net_body<9, 4>(src, dst, w, o);
-}
-#endif
-
-#if !defined(KILN_ONLY) || defined(KILN_K_rank_med25)
-extern "C" __global__ void __launch_bounds__(256) rank_med25(const void* src, void* dst, RankWin w, NetOffs o) {
-    net_body<25, 12>(src, dst, w, o);
 }
 #endif
 

@@ -1,5 +1,7 @@
 //! Quasi-Monte Carlo option pricing on the GPU (`kernels/finance_qmc.cu`), bitwise equal to
-//! the CPU engine's Sobol runs (kiln-cpu's `finance::qmc`).
+//! the CPU engine's Sobol runs (kiln-cpu's `finance::qmc`). One CTA simulates one canonical
+//! block of 1,024 samples (the Philox kernels give a block a warp; a QMC sample costs far
+//! more, and a warp a block starved small runs).
 //!
 //! The host builds kiln-core's [`QmcPlan`] (direction numbers, digital shifts, Brownian
 //! bridge) once per group of options that share a style and a step count, uploads it, and
@@ -11,9 +13,7 @@
 #![allow(unsafe_code)]
 
 use crate::kernels::KernelId;
-use crate::launch_finance::{
-    param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS, WARPS_PER_CTA,
-};
+use crate::launch_finance::{param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS};
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -23,6 +23,9 @@ use kiln_core::finance::{
     BLOCK_SAMPLES,
 };
 use kiln_core::{Error, Result};
+
+/// Threads of a QMC CTA (`KILN_QMC_THREADS` in finance_qmc.cu).
+const QMC_THREADS: u32 = 256;
 
 fn qmc_kernel(style: Style) -> KernelId {
     match style {
@@ -305,10 +308,11 @@ impl CudaBackend {
         );
         let op_ptr = out.device_ptr();
         let anti = u32::from(mc.antithetic);
-        let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
+        // one CTA an (option, block) item (finance_qmc.cu's kiln_qmc_blocks)
+        let ctas = items.min(i32::MAX as u64) as u32;
         let cfg = LaunchConfig {
             grid_dim: (ctas, 1, 1),
-            block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
+            block_dim: (QMC_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let _range = self.range(op);

@@ -12,6 +12,8 @@ const EW_GRID: &str =
 const GEMM_GRID: &str =
     "(ceil(N/128), min(ceil(M/128), 65535), min(batch, 65535)), grid-stride over row tiles and batches";
 const MC_GRID: &str = "ceil(items / 8) blocks, a warp per (option, 1024-sample block); chunked launches";
+const QMC_GRID: &str =
+    "items blocks, a block of 256 threads per (option, 1024-sample block); chunked launches";
 
 /// Dynamic shared memory of filter2d's direct path: `(32+2r)·(64+2r)` floats.
 const fn f2d_smem(k: u32) -> u32 {
@@ -482,7 +484,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
         symbol: "qmc_european_f64",
         computes: "Quasi-Monte Carlo European options: randomised Sobol point (Gray code, digital shift), Acklam inverse normal in f64, Brownian bridge in a per-thread array, then the GBM path and payoff; per-(option, 1024-sample block) f64 sums",
         block: B256,
-        grid: MC_GRID,
+        grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
@@ -490,7 +492,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
         symbol: "qmc_asian_arithmetic_f64",
         computes: "Quasi-Monte Carlo arithmetic-average Asian options (Sobol + bridge; block sums, optional geometric control variate)",
         block: B256,
-        grid: MC_GRID,
+        grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
@@ -498,7 +500,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
         symbol: "qmc_asian_geometric_f64",
         computes: "Quasi-Monte Carlo geometric-average Asian options (Sobol + bridge; block sums)",
         block: B256,
-        grid: MC_GRID,
+        grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
@@ -506,7 +508,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
         symbol: "qmc_barrier_up_out_f64",
         computes: "Quasi-Monte Carlo up-and-out barrier options, monitored every step (Sobol + bridge; block sums)",
         block: B256,
-        grid: MC_GRID,
+        grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
@@ -514,7 +516,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
         symbol: "qmc_barrier_up_in_f64",
         computes: "Quasi-Monte Carlo up-and-in barrier options, monitored every step (Sobol + bridge; block sums)",
         block: B256,
-        grid: MC_GRID,
+        grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
@@ -522,7 +524,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
         symbol: "qmc_barrier_down_out_f64",
         computes: "Quasi-Monte Carlo down-and-out barrier options, monitored every step (Sobol + bridge; block sums)",
         block: B256,
-        grid: MC_GRID,
+        grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
@@ -530,7 +532,7 @@ pub const LAUNCHES: &[LaunchShape] = &[
         symbol: "qmc_barrier_down_in_f64",
         computes: "Quasi-Monte Carlo down-and-in barrier options, monitored every step (Sobol + bridge; block sums)",
         block: B256,
-        grid: MC_GRID,
+        grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },

@@ -107,7 +107,9 @@ pub const RANK: Module = Module {
     name: "rank",
     source: concat!(
         include_str!("../../kernels/imaging.cuh"),
-        include_str!("../../kernels/rank.cu")
+        include_str!("../../kernels/rank.cu"),
+        include_str!("../../kernels/rank_med_net.cuh"),
+        include_str!("../../kernels/rank_med.cu")
     ),
 };
 

@@ -39,16 +39,18 @@ pub(crate) struct RankWin {
     w: i32,
 }
 
-/// Up to 49 offsets by value (`struct NetOffs` in rank.cu).
+/// Up to 49 offsets by value (`struct NetOffs` in rank.cu), and each one's linear distance
+/// in elements (`(dz * h + dy) * w + dx`, read by rank_med.cu's interior loads).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct NetOffs {
     dz: [i16; 49],
     dy: [i16; 49],
     dx: [i16; 49],
+    lin: [i32; 49],
 }
 
-// SAFETY: `#[repr(C)]` structs of i32/u32 (RankWin) and i16 arrays (NetOffs) with the
+// SAFETY: `#[repr(C)]` structs of i32/u32 (RankWin) and i16/i32 arrays (NetOffs) with the
 // field order, types and sizes of rank.cu's `RankWin` and `NetOffs`.
 unsafe impl DeviceRepr for RankWin {}
 // SAFETY: as above.
@@ -136,6 +138,15 @@ pub(crate) fn flat_offsets(op: &str, offs: &[[isize; 3]]) -> Result<Vec<i32>> {
         .collect()
 }
 
+/// Whether every window offset's linear distance `(dz * h + dy) * w + dx` fits an i32.
+fn lin_fits(spec: &RankSpec, shape: [usize; 3]) -> bool {
+    let [_, h, w] = shape;
+    spec.offsets().iter().all(|o| {
+        let lin = (o[0] as i128 * h as i128 + o[1] as i128) * w as i128 + o[2] as i128;
+        i32::try_from(lin).is_ok()
+    })
+}
+
 /// The 32×8 block grid of the one-output-a-thread kernels.
 pub(crate) fn point_cfg(shape: [usize; 3]) -> LaunchConfig {
     let [d, h, w] = shape;
@@ -156,7 +167,13 @@ impl CudaStorage {
         let dev = self.backend().clone();
         self.use_on(dev.stream())?;
         let out = CudaStorage::alloc(&dev, dt, self.len(), op)?;
-        let algo = rank_algorithm(spec, dt);
+        let algo = match rank_algorithm(spec, dt) {
+            // the median kernels take 32-bit linear offsets; a window spanning more (a tall
+            // 3-D window on huge planes) runs the general network, same result
+            KernelId::RankMed9 if !lin_fits(spec, shape) => KernelId::RankNet9,
+            KernelId::RankMed25 if !lin_fits(spec, shape) => KernelId::RankNet25,
+            a => a,
+        };
         if algo == KernelId::MinmaxBox2d && spec.fshape[0] > 1 {
             // (y, x) box per plane, then the z pass over [kz, 1, 1]
             let tmp = CudaStorage::alloc(&dev, dt, self.len(), op)?;
@@ -259,6 +276,7 @@ impl CudaBackend {
                     dz: [0; 49],
                     dy: [0; 49],
                     dx: [0; 49],
+                    lin: [0; 49],
                 };
                 for (i, o) in offs.iter().enumerate().take(49) {
                     let c = |v: isize| {
@@ -266,6 +284,10 @@ impl CudaBackend {
                             .map_err(|_| Error::invalid(op, format!("window offset {v} is too large")))
                     };
                     (no.dz[i], no.dy[i], no.dx[i]) = (c(o[0])?, c(o[1])?, c(o[2])?);
+                    // |offset| < 2^15 and every axis < 2^31 (check_dims): no i64 overflow;
+                    // rank_algorithm sends windows whose offsets pass i32 elsewhere
+                    let lin = (o[0] as i64 * h as i64 + o[1] as i64) * w as i64 + o[2] as i64;
+                    no.lin[i] = i32::try_from(lin).unwrap_or(0);
                 }
                 let mut l = stream.launch_builder(&f);
                 l.arg(&sp).arg(&dp).arg(&win).arg(&no);
