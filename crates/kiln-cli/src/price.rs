@@ -55,9 +55,9 @@ Generators (--rng): philox (pseudo-random, the default) or sobol (randomised qua
   given error with far fewer paths on smooth payoffs (european, asian); paths are rounded up
   to replicates x a multiple of 1024, at most 1024 steps (fixings). Same seed, same bits on
   CPU and GPU. Options of a file share each replicate's points (common random numbers).
-Time to accuracy (--target-se): starts at --paths and doubles each option's paths until its
-  standard error meets the target: 1e-4 (absolute), 1e-4rel or 0.01% (relative to the
-  price); stops at --max-paths. The summary reports the rounds, time and path-steps.
+Time to accuracy (--target-se): starts at --paths and grows each option's paths (2x to 16x a
+  round, as its error predicts) until its standard error meets the target: 1e-4 (absolute),
+  1e-4rel or 0.01% (relative to the price); stops at --max-paths. The summary reports the rounds, time and path-steps.
 Example: kiln price --input book.csv --output prices.csv --method mc --paths 200000 --json
          kiln price --input book.csv --output p.csv --method mc --rng sobol --paths 16384 \
            --target-se 1e-4rel";
@@ -105,7 +105,7 @@ pub struct Args {
     /// Sobol only: independent random digital shifts (the standard error is their spread).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=4096))]
     replicates: u32,
-    /// Time to accuracy: double the paths (from --paths) until the standard error meets this
+    /// Time to accuracy: grow the paths (from --paths) until the standard error meets this
     /// target: absolute (1e-4) or relative to the price (1e-4rel, 0.01%).
     #[arg(long, value_name = "SE", value_parser = parse_target)]
     target_se: Option<kiln::finance::TargetSe>,
@@ -142,7 +142,7 @@ struct Summary {
     rng: Option<&'static str>,
     /// The time-to-accuracy target, if one was given.
     target_se: Option<kiln::finance::TargetSe>,
-    /// Rounds of doubling (time to accuracy), the most paths an option took, and how many
+    /// Rounds of growth (time to accuracy), the most paths an option took, and how many
     /// options stopped at --max-paths short of the target.
     rounds: Option<u32>,
     max_paths_used: Option<u64>,

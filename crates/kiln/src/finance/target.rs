@@ -3,10 +3,19 @@
 //! soonest; with randomised Sobol points the error falls much faster than `1/sqrt(paths)` on
 //! smooth payoffs, so the same target takes far fewer paths than with Philox.
 //!
-//! Each round prices the options still short of the target at twice the previous round's
-//! paths (a fresh run: the result is exactly `Runtime::price` at that path count, so it is
+//! Each round prices the options still short of the target at more paths than the previous
+//! round (a fresh run: the result is exactly `Runtime::price` at that path count, so it is
 //! reproducible from the reported paths alone). An option keeps its stream index, so the
 //! bits do not depend on which other options were still running.
+//!
+//! How many more: the error's observed size predicts the paths still needed, assuming it
+//! falls as `paths^-1/2` for Philox (the central limit theorem; the standard error itself is
+//! estimated to ~20% with 16 replicates) and as `paths^-1` for Sobol (randomised QMC on a
+//! smooth payoff; slower on a kinked one, which then takes more rounds, never more paths
+//! than needed). The factor is rounded up to a power of two and kept within 2..=16, so a
+//! round never shrinks and one noisy estimate cannot send the run far past the target.
+//! Doubling every round (the first version) spent four of five rounds of a typical Sobol
+//! run on path counts too small to meet the target (issue 20's time to accuracy).
 
 use std::time::Instant;
 
@@ -78,7 +87,7 @@ pub struct TargetRun {
     pub results: Vec<Result<PriceResult>>,
     /// Whether each option met the target.
     pub met: Vec<bool>,
-    /// Rounds run (each doubling the paths of the options still short).
+    /// Rounds run (each growing the paths of the options still short; module docs).
     pub rounds: u32,
     /// Wall time of every round together, seconds.
     pub seconds: f64,
@@ -88,9 +97,9 @@ pub struct TargetRun {
 
 impl Runtime {
     /// Prices `specs` by Monte Carlo (stream indices from `first_option`, as
-    /// [`price_batch`](Self::price_batch)) starting from `mc.paths`, doubling the paths of
-    /// each option whose standard error misses `target`, until every option meets it or the
-    /// next round would pass `max_paths`.
+    /// [`price_batch`](Self::price_batch)) starting from `mc.paths`, growing the paths of
+    /// the options whose standard error misses `target` (by the predicted factor, 2 to 16,
+    /// module docs), until every option meets it or the next round would pass `max_paths`.
     pub fn price_to_target(
         &self,
         specs: &[OptionSpec],
@@ -142,18 +151,30 @@ impl Runtime {
                 }
                 i = j;
             }
-            let doubled = run.paths.saturating_mul(2);
-            if doubled > max_paths
-                || (McParams {
-                    paths: doubled,
-                    ..run
-                })
-                .validate()
-                .is_err()
-            {
+            if next.is_empty() {
                 break;
             }
-            run.paths = doubled;
+            let factor = next
+                .iter()
+                .filter_map(|&k| results[k].as_ref().and_then(|r| r.as_ref().ok()))
+                .map(|p| growth(p, target, mc))
+                .fold(2u64, u64::max);
+            // the largest power-of-two multiple up to `factor` that fits max_paths and validates
+            let mut mult = factor;
+            let grown = loop {
+                let paths = run.paths.saturating_mul(mult);
+                if mult < 2 {
+                    break None;
+                }
+                if paths <= max_paths && (McParams { paths, ..run }).validate().is_ok() {
+                    break Some(paths);
+                }
+                mult /= 2;
+            };
+            let Some(paths) = grown else {
+                break;
+            };
+            run.paths = paths;
             pending = next;
         }
         TargetRun {
@@ -169,6 +190,28 @@ impl Runtime {
     }
 }
 
+/// The power-of-two factor (2 to 16) by which the paths of a run whose result is `p` should
+/// grow to meet `target` (module docs).
+fn growth(p: &PriceResult, target: TargetSe, mc: &McParams) -> u64 {
+    let goal = match target {
+        TargetSe::Absolute(t) => t,
+        TargetSe::Relative(t) => t * p.price.abs(),
+    };
+    let ratio = p.std_error / goal;
+    if !(ratio.is_finite() && ratio > 1.0) {
+        return 2;
+    }
+    let need = match mc.rng {
+        kiln_core::finance::Rng::Philox => ratio * ratio,
+        kiln_core::finance::Rng::Sobol { .. } => ratio,
+    };
+    let mut f = 2u64;
+    while (f as f64) < need && f < 16 {
+        f *= 2;
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +224,31 @@ mod tests {
         assert!("abc".parse::<TargetSe>().is_err());
         assert!("-1".parse::<TargetSe>().is_err());
         assert!("0%".parse::<TargetSe>().is_err());
+    }
+
+    fn result(price: f64, se: f64) -> PriceResult {
+        PriceResult {
+            std_error: se,
+            ..PriceResult::exact(price)
+        }
+    }
+
+    #[test]
+    fn growth_follows_each_generators_rate() {
+        let philox = McParams::default();
+        let sobol = McParams {
+            rng: kiln_core::finance::Rng::Sobol { replicates: 16 },
+            ..McParams::default()
+        };
+        let t = TargetSe::Absolute(1e-3);
+        // 3x the target: Philox needs 9x the paths (16 after rounding), Sobol 3x (4)
+        assert_eq!(growth(&result(10.0, 3e-3), t, &philox), 16);
+        assert_eq!(growth(&result(10.0, 3e-3), t, &sobol), 4);
+        // barely short: at least a doubling; far short: at most 16x
+        assert_eq!(growth(&result(10.0, 1.01e-3), t, &philox), 2);
+        assert_eq!(growth(&result(10.0, 1.0), t, &sobol), 16);
+        // relative targets scale with the price; a non-finite error still grows
+        assert_eq!(growth(&result(2.0, 8e-3), TargetSe::Relative(1e-3), &sobol), 4);
+        assert_eq!(growth(&result(2.0, f64::NAN), t, &sobol), 2);
     }
 }
