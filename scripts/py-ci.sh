@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${KILN_PY_VENV:-${CARGO_TARGET_DIR:-target}/py-venv}
+# absolute: pytest runs from crates/kiln-py
+case "$venv" in /*) ;; *) venv="$PWD/$venv" ;; esac
 py=${PYTHON:-python3}
 start=$(date +%s)
 if [ ! -x "$venv/bin/python" ]; then
