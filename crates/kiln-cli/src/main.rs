@@ -22,6 +22,7 @@ mod monitor_cmd;
 mod ndimage_cmd;
 mod power_cmd;
 mod price;
+mod price_devices;
 mod serve_cmd;
 mod submit_cmd;
 mod worker_cmd;
