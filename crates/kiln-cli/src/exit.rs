@@ -39,7 +39,7 @@ pub fn code_of(e: &anyhow::Error) -> u8 {
             })
         })
         .map(|k| match k {
-            Error::NoDevice(_) => NO_DEVICE,
+            Error::NoDevice(_) | Error::LibraryNotFound { .. } => NO_DEVICE,
             Error::InvalidArgument { .. }
             | Error::ShapeMismatch { .. }
             | Error::Config { .. }
@@ -49,7 +49,7 @@ pub fn code_of(e: &anyhow::Error) -> u8 {
             Error::OutOfMemory { .. } => OOM,
             Error::Cuda { .. } if k.is_sticky() => STICKY,
             Error::Cuda { code: 2, .. } => OOM,
-            Error::Cuda { .. } | Error::Compile { .. } => CUDA,
+            Error::Cuda { .. } | Error::Compile { .. } | Error::Collective { .. } => CUDA,
             Error::Io { .. } => INVALID,
             Error::Cache { .. } => INTERNAL,
         })

@@ -23,6 +23,7 @@ mod ndimage_cmd;
 mod ndimage_rank;
 mod power_cmd;
 mod price;
+mod price_devices;
 mod serve_cmd;
 mod submit_cmd;
 mod worker_cmd;

@@ -118,6 +118,10 @@ pub struct Args {
     /// Print a summary object (counts, method, device, timing) as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Split the book across devices (kiln's executor, shares from measured throughput):
+    /// all, 0,1,..., cpu, cpu+all or cpu+0,1; the prices are the same bits as on one device.
+    #[arg(long, value_name = "DEVICES")]
+    devices: Option<kiln::executor::DeviceSet>,
 }
 
 #[derive(Serialize)]
@@ -305,6 +309,13 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         return Err(fail_invalid(args, &errors, total));
     }
 
+    if args.devices.is_some() && args.target_se.is_some() {
+        return Err(Error::invalid("kiln price", "--devices does not combine with --target-se").into());
+    }
+    let pool = match &args.devices {
+        Some(d) => Some(crate::price_devices::Pool::open(d, cfg)?),
+        None => None,
+    };
     let rt = if is_mc {
         Runtime::new(request, cfg)?
     } else {
@@ -360,7 +371,10 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                     .count();
                 run.results
             }
-            None => rt.price_batch(&specs, method, &mc, first),
+            None => match &pool {
+                Some(p) => p.price(&specs, method, &mc, first)?,
+                None => rt.price_batch(&specs, method, &mc, first),
+            },
         };
         for (o, r) in rows.iter().zip(results) {
             let bad = |reason: String| RowError {
@@ -423,7 +437,9 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         priced: records.len(),
         invalid: errors.len(),
         method: if is_mc { "mc" } else { "analytic" },
-        device: rt.device_name(),
+        device: pool
+            .as_ref()
+            .map_or_else(|| rt.device_name(), |p| p.label().to_string()),
         fallback_reason: rt.fallback_reason().map(str::to_string),
         paths: is_mc.then(|| mc.paths_used()),
         steps: is_mc.then_some(mc.steps),

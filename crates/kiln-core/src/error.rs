@@ -196,6 +196,27 @@ pub enum Error {
         /// The error measured and the tolerance.
         detail: String,
     },
+    /// A library a requested feature needs could not be loaded (e.g. `libnccl` for a
+    /// collective). Nothing else is affected: the rest of kiln runs without it.
+    #[error("{op}: {library} could not be loaded; {hint}")]
+    LibraryNotFound {
+        /// The operation that needed it.
+        op: String,
+        /// The library, e.g. `libnccl.so.2`.
+        library: String,
+        /// What to install or set so it is found.
+        hint: String,
+    },
+    /// A collective (NCCL) call failed.
+    #[error("{op} on {devices}: NCCL failed: {detail}")]
+    Collective {
+        /// The collective or NCCL call.
+        op: String,
+        /// The devices of the group, e.g. `cuda:0,cuda:1`.
+        devices: String,
+        /// NCCL's result code.
+        detail: String,
+    },
     /// An I/O error with the path it concerns.
     #[error("{}: {source}", path.display())]
     Io {

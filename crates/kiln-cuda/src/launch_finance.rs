@@ -178,22 +178,56 @@ impl CudaBackend {
         if let Rng::Sobol { .. } = mc.rng {
             return self.qmc_block_sums_gpu(spec, mc);
         }
+        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
+        self.mc_block_range_sums_gpu(spec, mc, option, 0..nb)
+    }
+
+    /// The sums of the canonical blocks `blocks` of one option (stream index `option`), in
+    /// block order: bitwise the CPU engine's `simulate_blocks(spec, mc, option, blocks)`,
+    /// so a run split into block ranges across devices and finished over the concatenation
+    /// gives the bits of the whole run (kiln's executor does this). Philox runs only: a Sobol
+    /// run's points are scrambled per replicate over every block (an `Unsupported` error).
+    pub fn mc_block_range_sums_gpu(
+        &self,
+        spec: &OptionSpec,
+        mc: &McParams,
+        option: u32,
+        blocks: std::ops::Range<u64>,
+    ) -> Result<Vec<BlockSums>> {
+        if let Rng::Sobol { .. } = mc.rng {
+            return Err(Error::Unsupported {
+                op: "monte carlo block ranges of a sobol run".into(),
+                backend: self.name_str(),
+            });
+        }
+        mc.validate()?;
         let pp = PathParams::new(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
+        if blocks.start > blocks.end || blocks.end > nb {
+            return Err(Error::invalid(
+                "mc_block_range_sums_gpu",
+                format!("block range {blocks:?} is outside the run's {nb} blocks"),
+            ));
+        }
+        let count = blocks.end - blocks.start;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let (u, d) = param_rows(spec, &pp, option);
         let du = self.upload_any(&u)?;
         let dd = self.upload_any(&d)?;
-        let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
+        let items = usize::try_from(count).map_err(|_| too_many(count))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
         let k = kernel_for(spec.style, mc.fast_math);
-        self.launch_blocks_at(k, &du, &dd, 0, 1, 0, nb, mc, &mut out)?;
+        self.launch_blocks_at(k, &du, &dd, 0, 1, blocks.start, count, mc, &mut out)?;
         let mut host = vec![0.0f64; items * SUMS];
         out.copy_to_host(&mut host, self.stream())?;
         Ok(host
             .chunks_exact(SUMS)
             .enumerate()
-            .map(|(b, s)| {
-                let n = (pp.samples - b as u64 * BLOCK_SAMPLES).min(BLOCK_SAMPLES);
+            .map(|(i, s)| {
+                let b = blocks.start + i as u64;
+                let n = (pp.samples - b * BLOCK_SAMPLES).min(BLOCK_SAMPLES);
                 sums_from(n, s)
             })
             .collect())

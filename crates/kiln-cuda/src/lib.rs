@@ -19,7 +19,8 @@
 //!   from pinned memory).
 //!
 //! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
-//! `gemm`, `graph`, `pipeline`, `transfer`, `copy`, `storage` and the launchers, where the safe
+//! `gemm`, `graph`, `pipeline`, `transfer`, `copy`, `storage`, `nccl` (collectives on pool
+//! blocks; libnccl loaded at run time, absent without harm) and the launchers, where the safe
 //! layer lacks what kiln needs (pool blocks as raw pointers, pinned memory, async copies into
 //! caller slices, pointer attributes); each `unsafe` block names its invariant.
 #![deny(missing_docs)]
@@ -37,6 +38,7 @@ mod launch_elementwise;
 mod launch_finance;
 mod launch_finance_qmc;
 mod launch_imaging;
+pub mod nccl;
 pub mod nvrtc;
 pub mod pipeline;
 pub mod pool;

@@ -52,9 +52,11 @@ pub fn kiln_error(e: &Error) -> WorkOutcome {
         | Error::Io { .. }
         | Error::Capture { .. } => ("invalid_input", false),
         Error::OutOfMemory { .. } => ("out_of_memory", true),
-        Error::NoDevice(_) => ("no_device", true),
+        Error::NoDevice(_) | Error::LibraryNotFound { .. } => ("no_device", true),
         Error::Verification { .. } => ("verification_failed", false),
-        Error::Cuda { .. } | Error::Compile { .. } | Error::Cache { .. } => ("device_error", true),
+        Error::Cuda { .. } | Error::Compile { .. } | Error::Cache { .. } | Error::Collective { .. } => {
+            ("device_error", true)
+        }
     };
     fail(code, message, retry)
 }

@@ -37,6 +37,7 @@
 
 pub mod adaptive;
 pub mod elementwise;
+pub mod executor;
 pub mod finance;
 pub mod imaging;
 pub mod linalg;
