@@ -186,14 +186,25 @@ pub fn price_mc(spec: &OptionSpec, mc: &McParams, option: u32) -> Result<PriceRe
 /// Prices many options with the same run parameters; option `i` uses stream index `i`.
 /// One result per option: an invalid option is an error in its slot, not for the batch.
 pub fn price_portfolio(specs: &[OptionSpec], mc: &McParams) -> Vec<Result<PriceResult>> {
+    price_portfolio_from(specs, mc, 0)
+}
+
+/// [`price_portfolio`] for a slice of a larger book: option `i` uses stream index
+/// `first_option + i`, so a book priced in pieces (the executor's chunks, the CLI's groups)
+/// gets the bits of the whole. Options run in parallel, as in one piece.
+pub fn price_portfolio_from(
+    specs: &[OptionSpec],
+    mc: &McParams,
+    first_option: u32,
+) -> Vec<Result<PriceResult>> {
     specs
         .par_iter()
         .enumerate()
-        .map(|(i, s)| match u32::try_from(i) {
-            Ok(i) => price_mc(s, mc, i),
+        .map(|(i, s)| match u32::try_from(i as u64 + u64::from(first_option)) {
+            Ok(o) => price_mc(s, mc, o),
             Err(_) => Err(Error::invalid(
                 "price_portfolio",
-                format!("option {i}: at most 2^32 options per portfolio"),
+                format!("option {i}: stream index past 2^32"),
             )),
         })
         .collect()

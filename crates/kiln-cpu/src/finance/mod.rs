@@ -14,4 +14,4 @@ pub use kiln_core::finance::{
     block_count, bsm, control_mean, finish, geometric_asian, norm_cdf, norm_pdf, price_analytic, BlockSums,
     Bsm, BLOCK_SAMPLES,
 };
-pub use mc::{price_mc, price_portfolio, simulate_blocks};
+pub use mc::{price_mc, price_portfolio, price_portfolio_from, simulate_blocks};
