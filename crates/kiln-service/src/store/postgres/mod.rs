@@ -1,6 +1,7 @@
 //! The PostgreSQL job store: many `kiln serve` nodes share one queue (see [`PgStore`]).
 
 mod listen;
+mod rows;
 mod schema;
 mod store;
 
