@@ -20,6 +20,10 @@ pub struct Args {
     /// Directory of the job store, blobs and results.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// The job store: `sqlite` (default, one node) or `postgres://user@host:port/db` (many
+    /// nodes sharing one queue). Also KILN_STORE_URL or `store.url` in the service config.
+    #[arg(long, value_name = "URL")]
+    store_url: Option<String>,
     /// Tokens file: `NAME sha256:HEX|TOKEN [kinds=a,b] [max_in_flight=N]` per line.
     #[arg(long, value_name = "FILE")]
     tokens_file: Option<PathBuf>,
@@ -75,6 +79,9 @@ fn effective(args: &Args, device: DeviceRequest) -> anyhow::Result<ServiceConfig
     if let Some(v) = &args.tokens_file {
         c.tokens_file = Some(v.clone());
     }
+    if let Some(v) = &args.store_url {
+        c.store.url = v.clone();
+    }
     if let Some(v) = args.cpu_workers {
         c.workers.cpu_workers = v;
     }
@@ -122,6 +129,7 @@ pub fn run(
     let c = effective(args, device)?;
     if args.print_config {
         let mut shown = c.clone();
+        shown.store.url = kiln_service::config::redact_url(&shown.store.url);
         for t in &mut shown.tokens {
             if t.token.is_some() {
                 t.token = Some("(redacted)".into());

@@ -200,6 +200,12 @@ impl KilnMetrics {
             .set(n);
     }
 
+    /// Stop exporting `kiln_jobs` (a service node that is not the elected exporter of
+    /// queue-wide figures).
+    pub fn clear_jobs(&self) {
+        self.jobs.clear();
+    }
+
     /// Record one job's latency, seconds, under its operation name.
     pub fn observe_job_latency(&self, op: &str, seconds: f64) {
         self.job_latency

@@ -200,11 +200,18 @@ pub struct TlsConfig {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `sqlite` (the only store so far; the file is `DATA_DIR/jobs.sqlite3`).
+    /// `sqlite` (the default: one node, the file is `DATA_DIR/jobs.sqlite3`) or a
+    /// `postgres://user@host:port/db` URL (many nodes sharing one queue; blobs then live
+    /// under a data dir that every node shares, see docs/deployment.md).
     pub url: String,
     /// fsync every commit (`true`) or only at checkpoints (`false`: a power loss may drop the
-    /// last commits; a process crash does not).
+    /// last commits; a process crash does not). SQLite only.
     pub synchronous_full: bool,
+    /// Connections in the PostgreSQL pool.
+    pub pool_size: usize,
+    /// Milliseconds a claimed job's lease lasts without a renewal: a node that dies holding
+    /// jobs loses them to other nodes after this long. Heartbeats renew it every second.
+    pub lease_ms: u64,
 }
 
 impl Default for StoreConfig {
@@ -212,7 +219,21 @@ impl Default for StoreConfig {
         StoreConfig {
             url: "sqlite".into(),
             synchronous_full: true,
+            pool_size: 16,
+            lease_ms: 30_000,
         }
+    }
+}
+
+impl StoreConfig {
+    /// Whether the URL names PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        self.url.starts_with("postgres://") || self.url.starts_with("postgresql://")
+    }
+
+    /// The lease.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
     }
 }
 
@@ -281,7 +302,8 @@ impl ServiceConfig {
     }
 
     /// Defaults, then `file`, then the environment (`KILN_SERVE_LISTEN`,
-    /// `KILN_SERVE_DATA_DIR`, `KILN_TOKENS_FILE`, `KILN_ALLOW_FAULT_INJECTION`).
+    /// `KILN_SERVE_DATA_DIR`, `KILN_STORE_URL`, `KILN_TOKENS_FILE`,
+    /// `KILN_ALLOW_FAULT_INJECTION`).
     pub fn load(
         file: Option<&std::path::Path>,
         env: &dyn Fn(&str) -> Option<String>,
@@ -298,6 +320,9 @@ impl ServiceConfig {
         }
         if let Some(v) = env("KILN_SERVE_DATA_DIR") {
             c.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = env("KILN_STORE_URL") {
+            c.store.url = v;
         }
         if let Some(v) = env("KILN_TOKENS_FILE") {
             c.tokens_file = Some(PathBuf::from(v));
@@ -339,10 +364,21 @@ impl ServiceConfig {
         if self.workers.cpu_workers == 0 && self.workers.gpus == GpuSelection::None {
             return Err("no workers: set workers.cpu_workers >= 1 or workers.gpus".into());
         }
-        if self.store.url != "sqlite" {
+        if self.store.is_postgres() {
+            crate::store::parse_pg_url(&self.store.url).map_err(|e| e.0)?;
+            if self.store.pool_size == 0 {
+                return Err("store.pool_size = 0; it must be at least 1".into());
+            }
+        } else if self.store.url != "sqlite" {
             return Err(format!(
-                "store.url = `{}`: this build has the SQLite store only (`sqlite`)",
-                self.store.url
+                "store.url = `{}`: use `sqlite` or a postgres://user@host:port/db URL",
+                redact_url(&self.store.url)
+            ));
+        }
+        if self.store.lease_ms < 2000 {
+            return Err(format!(
+                "store.lease_ms = {}; it must be at least 2000 (heartbeats renew it every second)",
+                self.store.lease_ms
             ));
         }
         if self.tls.is_some() {
@@ -356,5 +392,20 @@ impl ServiceConfig {
     /// The request timeout.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.limits.request_timeout_s)
+    }
+}
+
+/// A URL with its password replaced by `***` (for logs and errors).
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, host) = match rest.rfind('@') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{host}"),
+        None => url.to_string(),
     }
 }

@@ -98,6 +98,18 @@ impl Hub {
     }
 }
 
+impl crate::store::StoreEvents for Hub {
+    fn new_work(&self) {
+        self.wake.notify_waiters();
+    }
+
+    fn job_finished(&self, id: &str) {
+        if let Some((n, _)) = lock(&self.watchers).get(id) {
+            n.notify_waiters();
+        }
+    }
+}
+
 /// A registered watcher; unregisters when dropped.
 pub struct Watch {
     hub: Arc<Hub>,

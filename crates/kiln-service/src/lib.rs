@@ -9,7 +9,10 @@
 //! - [`task`]: validation of each kind's params and inputs into the [`task::Task`] a worker
 //!   runs.
 //! - [`store`]: the [`store::JobStore`] trait (claims under leases, results stored once)
-//!   and its SQLite implementation (WAL, group commit): a job is on disk before its 202.
+//!   and its implementations: SQLite (WAL, group commit; one node) and PostgreSQL (many
+//!   nodes sharing one queue: `FOR UPDATE SKIP LOCKED` claims, leases renewed by each
+//!   node's heartbeat, LISTEN/NOTIFY wake-ups, a node registry). A job is stored before
+//!   its 202.
 //! - [`supervisor`]: one task per worker slot (a GPU, or a CPU worker) that starts a
 //!   `kiln worker` process, claims batches (dynamic batching), talks length-prefixed
 //!   frames ([`protocol`]) and replaces the process when it dies, hangs or hits a sticky

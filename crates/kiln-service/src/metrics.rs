@@ -1,6 +1,11 @@
 //! The service's metrics. `/metrics` serves kiln-monitor's process-wide registry (pool,
 //! launches, compile cache, `kiln_jobs` by state, `kiln_job_latency_seconds` by kind, which
 //! the service fills) followed by this registry's families.
+//!
+//! Queue-wide figures (`kiln_jobs`, `kiln_service_queue_depth`, `kiln_service_jobs_running`,
+//! `kiln_service_nodes`) describe the whole queue; with a store shared by many nodes only
+//! the elected node exports them ([`ServiceMetrics::set_queue_exporter`]), so that sums
+//! over nodes stay right. Everything else is per node.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -39,6 +44,10 @@ struct StatusLabels {
 /// The service's own metric families.
 pub struct ServiceMetrics {
     registry: Registry,
+    queue_registry: Registry,
+    exporter: std::sync::atomic::AtomicBool,
+    exporter_gauge: Gauge,
+    nodes: Gauge,
     submitted: Family<KindLabels, Counter>,
     finished: Family<KindStateLabels, Counter>,
     queue_depth: Gauge,
@@ -60,8 +69,13 @@ fn seconds() -> Histogram {
 impl Default for ServiceMetrics {
     fn default() -> Self {
         let mut r = Registry::default();
+        let mut q = Registry::default();
         let m = ServiceMetrics {
             registry: Registry::default(),
+            queue_registry: Registry::default(),
+            exporter: std::sync::atomic::AtomicBool::new(true),
+            exporter_gauge: Gauge::default(),
+            nodes: Gauge::default(),
             submitted: Family::default(),
             finished: Family::default(),
             queue_depth: Gauge::default(),
@@ -84,11 +98,25 @@ impl Default for ServiceMetrics {
             "Jobs that reached a terminal state, by kind and state",
             m.finished.clone(),
         );
-        r.register("kiln_service_queue_depth", "Jobs queued", m.queue_depth.clone());
-        r.register(
+        q.register(
+            "kiln_service_queue_depth",
+            "Jobs queued (queue-wide; exported by one node)",
+            m.queue_depth.clone(),
+        );
+        q.register(
             "kiln_service_jobs_running",
-            "Jobs running on workers",
+            "Jobs running on workers (queue-wide; exported by one node)",
             m.running.clone(),
+        );
+        q.register(
+            "kiln_service_nodes",
+            "Nodes with a recent heartbeat (queue-wide; exported by one node)",
+            m.nodes.clone(),
+        );
+        r.register(
+            "kiln_service_queue_exporter",
+            "1 on the node that exports the queue-wide figures",
+            m.exporter_gauge.clone(),
         );
         r.register(
             "kiln_service_workers_up",
@@ -125,7 +153,12 @@ impl Default for ServiceMetrics {
             "Jobs per worker batch",
             m.batch_size.clone(),
         );
-        ServiceMetrics { registry: r, ..m }
+        m.exporter_gauge.set(1);
+        ServiceMetrics {
+            registry: r,
+            queue_registry: q,
+            ..m
+        }
     }
 }
 
@@ -168,6 +201,21 @@ impl ServiceMetrics {
             .set(counts.get(crate::store::JobState::Queued) as i64);
         self.running
             .set(counts.get(crate::store::JobState::Running) as i64);
+    }
+
+    /// Whether this node exports the queue-wide figures (a node that stops being the
+    /// exporter stops exporting them at once).
+    pub fn set_queue_exporter(&self, on: bool) {
+        let was = self.exporter.swap(on, std::sync::atomic::Ordering::SeqCst);
+        self.exporter_gauge.set(i64::from(on));
+        if was && !on {
+            kiln_monitor::global().kiln().clear_jobs();
+        }
+    }
+
+    /// Nodes with a recent heartbeat.
+    pub fn set_nodes(&self, n: usize) {
+        self.nodes.set(n as i64);
     }
 
     /// Worker processes ready.
@@ -221,6 +269,12 @@ impl ServiceMetrics {
         let mut out = kiln_monitor::global().encode();
         if let Some(keep) = out.strip_suffix("# EOF\n").map(str::len) {
             out.truncate(keep);
+        }
+        if self.exporter.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Err(e) = prometheus_client::encoding::text::encode_registry(&mut out, &self.queue_registry)
+            {
+                tracing::warn!("metrics encoding failed: {e}");
+            }
         }
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::warn!("metrics encoding failed: {e}");

@@ -7,7 +7,7 @@ use crate::config::{GpuSelection, ServiceConfig};
 use crate::error::ServeError;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
-use crate::store::{JobStore, SqliteStore};
+use crate::store::{JobStore, NodeInfo, PgOptions, PgStore, SqliteStore, StoreEvents};
 use crate::supervisor::Shared;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -90,13 +90,14 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
             }
         }
     }
-    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(&cfg.data_dir, cfg.store.synchronous_full)?);
+    let store = open_store(&cfg).await?;
     let node = crate::ids::new_id("n");
     let requeued = store.requeue_orphans(&node).await?;
     if requeued > 0 {
         tracing::warn!("re-queued {requeued} jobs left running by an earlier process");
     }
     let hub = Arc::new(Hub::default());
+    store.set_events(hub.clone() as Arc<dyn StoreEvents>);
     let metrics = Arc::new(ServiceMetrics::default());
     let counts = store.counts().await?;
     hub.seed(&counts.in_flight_by_principal);
@@ -113,6 +114,15 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
         ));
     }
     tracing::info!("workers: {}", devices.join(", "));
+    let info = NodeInfo {
+        id: node.clone(),
+        hostname: crate::store::hostname(),
+        devices: devices.clone(),
+        started_ms: crate::store::now_ms(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    store.node_heartbeat(&info, cfg.store.lease()).await?;
+    tracing::info!("node {} on {}", info.id, info.hostname);
     let shared = Arc::new(Shared::new(
         store.clone(),
         cfg.clone(),
@@ -135,30 +145,13 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
         blob_dir: blob_dir.clone(),
     });
 
-    let keeper = {
-        let (store, metrics) = (store.clone(), metrics.clone());
-        let (ttl, cap) = (Duration::from_secs(cfg.results.ttl_s), cfg.results.max_bytes);
-        tokio::spawn(async move {
-            let mut tick = 0u64;
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                if let Ok(c) = store.counts().await {
-                    metrics.set_counts(&c);
-                }
-                tick += 1;
-                if tick % 60 == 1 {
-                    match store.expire(ttl, cap).await {
-                        Ok(paths) => {
-                            for p in paths {
-                                let _ = std::fs::remove_file(p);
-                            }
-                        }
-                        Err(e) => tracing::warn!("expiry: {e}"),
-                    }
-                }
-            }
-        })
-    };
+    let keeper = tokio::spawn(keeper(
+        store.clone(),
+        hub.clone(),
+        metrics.clone(),
+        info,
+        cfg.clone(),
+    ));
 
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -180,15 +173,117 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
         tracing::warn!("drain timeout: killing workers; their jobs go back to the queue");
     }
     keeper.abort();
-    // Anything still running (killed workers) goes back to the queue for the next start.
-    match store.requeue_orphans("\u{1}none").await {
+    // Anything of this node still running (killed workers) goes back to the queue, for
+    // other nodes or the next start.
+    match store.release_node(&shared.node).await {
         Ok(n) if n > 0 => tracing::warn!("re-queued {n} running jobs"),
         Ok(_) => {}
         Err(e) => tracing::error!("re-queueing at shutdown: {e}"),
     }
+    if let Err(e) = store.node_gone(&shared.node).await {
+        tracing::warn!("leaving the node registry: {e}");
+    }
     store.close().await?;
     tracing::warn!("stopped");
     Ok(())
+}
+
+/// Open the store `cfg.store.url` names.
+pub async fn open_store(cfg: &ServiceConfig) -> Result<Arc<dyn JobStore>, ServeError> {
+    if cfg.store.is_postgres() {
+        let opts = PgOptions {
+            pool_size: cfg.store.pool_size,
+            lease: cfg.store.lease(),
+            ..PgOptions::default()
+        };
+        let s = PgStore::connect(&cfg.store.url, opts).await.map_err(|e| {
+            ServeError::Store(crate::store::StoreError(format!(
+                "{} ({})",
+                e.0,
+                crate::config::redact_url(&cfg.store.url)
+            )))
+        })?;
+        tracing::info!(
+            "job store: PostgreSQL at {} (schema {})",
+            crate::config::redact_url(&cfg.store.url),
+            crate::store::PG_SCHEMA_VERSION
+        );
+        Ok(Arc::new(s))
+    } else {
+        Ok(Arc::new(SqliteStore::open(
+            &cfg.data_dir,
+            cfg.store.synchronous_full,
+        )?))
+    }
+}
+
+/// Once a second: the node's heartbeat (renewing its leases), the sweep of expired leases
+/// (shared stores), the queue gauges (on the elected node) and the admission counts
+/// (refreshed from a shared store, where other nodes admit and finish jobs too); once a
+/// minute, expiry of old results (on the elected node only).
+async fn keeper(
+    store: Arc<dyn JobStore>,
+    hub: Arc<Hub>,
+    metrics: Arc<ServiceMetrics>,
+    info: NodeInfo,
+    cfg: ServiceConfig,
+) {
+    let (ttl, cap) = (Duration::from_secs(cfg.results.ttl_s), cfg.results.max_bytes);
+    let lease = cfg.store.lease();
+    let shared = store.is_shared();
+    let mut tick = 0u64;
+    let mut failing = false;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        tick += 1;
+        match store.node_heartbeat(&info, lease).await {
+            Ok(()) if failing => {
+                tracing::warn!("node heartbeat: the store answers again");
+                failing = false;
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                tracing::error!("node heartbeat: {e} (leases expire in {} ms)", lease.as_millis());
+                failing = true;
+            }
+            Err(_) => {}
+        }
+        if shared {
+            match store.requeue_orphans(&info.id).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!("re-queued {n} jobs whose lease expired (a node died?)");
+                    hub.wake.notify_waiters();
+                }
+                Err(e) => tracing::debug!("lease sweep: {e}"),
+            }
+        }
+        let exporter = store.queue_exporter();
+        metrics.set_queue_exporter(exporter);
+        if let Ok(c) = store.counts().await {
+            if shared {
+                hub.seed(&c.in_flight_by_principal);
+            }
+            if exporter {
+                metrics.set_counts(&c);
+            }
+        }
+        if exporter {
+            if let Ok(nodes) = store.nodes().await {
+                metrics.set_nodes(nodes.iter().filter(|n| n.alive).count());
+            }
+        }
+        if tick % 60 == 1 && exporter {
+            match store.expire(ttl, cap).await {
+                Ok(paths) => {
+                    for p in paths {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+                Err(e) => tracing::warn!("expiry: {e}"),
+            }
+        }
+    }
 }
 
 /// Wait for every slot task (dropping one kills its worker process).

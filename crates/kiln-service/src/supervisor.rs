@@ -24,9 +24,6 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
-/// Lease on claimed jobs, renewed while a batch runs.
-const LEASE: Duration = Duration::from_secs(30);
-
 /// One worker slot as `/v1/workers` shows it.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct WorkerStatus {
@@ -388,7 +385,13 @@ impl Shared {
         }
         let jobs = self
             .store
-            .claim(&self.owner(slot), slot.gpu, Some(&head.batch_key), max, LEASE)
+            .claim(
+                &self.owner(slot),
+                slot.gpu,
+                Some(&head.batch_key),
+                max,
+                self.cfg.store.lease(),
+            )
             .await?;
         Ok((!jobs.is_empty()).then_some(jobs))
     }
@@ -420,7 +423,8 @@ impl Shared {
         let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let sent = write_frame_async(&mut proc.stdin, &ToWorker::Run { batch, jobs: items }).await;
         let deadline = tokio::time::Instant::now() + Duration::from_millis((deadline_ms - now).max(0) as u64);
-        let mut renew = tokio::time::interval(LEASE / 3);
+        let lease = self.cfg.store.lease();
+        let mut renew = tokio::time::interval(lease / 3);
         renew.tick().await;
         let answer: Result<Vec<crate::protocol::JobResult>, String> = if sent.is_err() {
             Err("exited: the batch could not be sent".into())
@@ -436,7 +440,7 @@ impl Shared {
                     },
                     _ = tokio::time::sleep_until(deadline) => break Err("deadline".into()),
                     _ = renew.tick() => {
-                        if let Err(e) = self.store.renew(&owner, &ids, LEASE).await {
+                        if let Err(e) = self.store.renew(&owner, &ids, lease).await {
                             tracing::warn!("lease renewal: {e}");
                         }
                     }

@@ -59,6 +59,7 @@ type St = State<Arc<AppState>>;
         blobs::put_blob,
         blobs::get_blob,
         ops::workers,
+        ops::nodes,
         ops::healthz,
         ops::readyz,
         ops::metrics
@@ -72,7 +73,8 @@ type St = State<Arc<AppState>>;
         crate::store::JobState,
         crate::error::ErrorResponse,
         crate::error::ErrorBody,
-        crate::supervisor::WorkerStatus
+        crate::supervisor::WorkerStatus,
+        crate::store::NodeRecord
     )),
     modifiers(&Bearer)
 )]
@@ -104,6 +106,7 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/v1/blobs", axum::routing::post(blobs::put_blob))
         .route("/v1/blobs/{id}", get(blobs::get_blob))
         .route("/v1/workers", get(ops::workers))
+        .route("/v1/nodes", get(ops::nodes))
         .route("/v1/openapi.json", get(ops::openapi_json))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()

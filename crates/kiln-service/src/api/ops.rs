@@ -2,6 +2,7 @@
 
 use super::types::Health;
 use super::St;
+use crate::store::NodeRecord;
 use crate::supervisor::WorkerStatus;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -64,6 +65,13 @@ pub async fn workers(st: St) -> Json<Vec<WorkerStatus>> {
             .map(|s| s.workers.lock().map(|g| g.clone()).unwrap_or_default())
             .unwrap_or_default(),
     )
+}
+
+/// The nodes sharing this node's job store (one, with SQLite), most recently started
+/// first; `alive` is false for a node whose heartbeat is older than the lease.
+#[utoipa::path(get, path = "/v1/nodes", tag = "operations", responses((status = 200, body = [NodeRecord]), (status = 500, body = crate::error::ErrorResponse)), security(("bearer" = [])))]
+pub async fn nodes(st: St) -> Result<Json<Vec<NodeRecord>>, crate::error::ApiError> {
+    Ok(Json(st.0.store.nodes().await?))
 }
 
 /// The OpenAPI document.

@@ -13,10 +13,20 @@
 //!   holder: a stale worker's late result is dropped, so at-least-once execution never
 //!   yields two stored results.
 //!
+//! - Nodes register themselves ([`JobStore::node_heartbeat`], which also renews the leases
+//!   of every job the node holds) and [`JobStore::nodes`] lists them. A shared store
+//!   ([`JobStore::is_shared`]) sweeps expired leases periodically, wakes idle nodes through
+//!   [`StoreEvents`] (PostgreSQL's LISTEN/NOTIFY) and elects one node to export the
+//!   queue-wide gauges ([`JobStore::queue_exporter`]).
+//!
 //! Methods return boxed futures so the trait is object safe (`Arc<dyn JobStore>`).
 
+mod node;
+mod postgres;
 mod sqlite;
 
+pub use node::{hostname, NodeInfo, NodeRecord, StoreEvents};
+pub use postgres::{parse_url as parse_pg_url, PgOptions, PgStore, SCHEMA_VERSION as PG_SCHEMA_VERSION};
 pub use sqlite::SqliteStore;
 
 use serde::{Deserialize, Serialize};
@@ -326,6 +336,30 @@ pub trait JobStore: Send + Sync + 'static {
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>>;
     /// Flush and close; later calls fail.
     fn close(&self) -> BoxFuture<'_, StoreResult<()>>;
+    /// Return every running job of `node` (lease owners `node/...`) to the queue: its
+    /// workers are gone (shutdown). Returns how many.
+    fn release_node(&self, node: &str) -> BoxFuture<'_, StoreResult<u64>>;
+    /// Register or refresh `node` (its heartbeat) and renew the leases of the jobs it holds
+    /// to now + `lease`.
+    fn node_heartbeat(&self, node: &NodeInfo, lease: Duration) -> BoxFuture<'_, StoreResult<()>>;
+    /// The registered nodes, most recently started first.
+    fn nodes(&self) -> BoxFuture<'_, StoreResult<Vec<NodeRecord>>>;
+    /// Remove `node` from the registry (a clean shutdown).
+    fn node_gone(&self, node: &str) -> BoxFuture<'_, StoreResult<()>>;
+    /// Whether other nodes share this store (then leases are swept periodically and
+    /// admission counts are refreshed from the store).
+    fn is_shared(&self) -> bool {
+        false
+    }
+    /// Whether this node is the one that exports queue-wide gauges (always, unshared).
+    fn queue_exporter(&self) -> bool {
+        true
+    }
+    /// Deliver store events (new work, finished jobs) from other nodes to `events`; an
+    /// unshared store has no other nodes and ignores it.
+    fn set_events(&self, events: std::sync::Arc<dyn StoreEvents>) {
+        let _ = events;
+    }
 }
 
 /// Milliseconds since the Unix epoch.

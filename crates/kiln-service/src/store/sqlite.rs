@@ -72,6 +72,8 @@ pub struct SqliteStore {
     writer: Mutex<Option<mpsc::Sender<WriteOp>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     reader: Arc<Mutex<Connection>>,
+    /// The one node of an unshared store (the registry lives in memory).
+    node: Mutex<Option<NodeRecord>>,
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
@@ -132,6 +134,7 @@ impl SqliteStore {
             writer: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             reader: Arc::new(Mutex::new(r)),
+            node: Mutex::new(None),
         })
     }
 
@@ -649,6 +652,56 @@ impl JobStore for SqliteStore {
 
     fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
         self.read(|c| c.query_row("SELECT 1", [], |_| Ok(())))
+    }
+
+    fn release_node(&self, node: &str) -> BoxFuture<'_, StoreResult<u64>> {
+        let node = format!("{node}/");
+        self.write(move |c| {
+            let n = c.execute(
+                "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
+                 WHERE state = 'running' AND substr(lease_owner, 1, length(?1)) = ?1",
+                params![node],
+            )?;
+            Ok(n as u64)
+        })
+    }
+
+    fn node_heartbeat(&self, node: &NodeInfo, lease: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let now = now_ms();
+        if let Ok(mut g) = self.node.lock() {
+            *g = Some(NodeRecord {
+                id: node.id.clone(),
+                hostname: node.hostname.clone(),
+                devices: node.devices.clone(),
+                started_ms: node.started_ms,
+                last_heartbeat_ms: now,
+                alive: true,
+                version: node.version.clone(),
+            });
+        }
+        let owner = format!("{}/", node.id);
+        self.write(move |c| {
+            c.execute(
+                "UPDATE jobs SET lease_until_ms = ?2 WHERE state = 'running' \
+                 AND substr(lease_owner, 1, length(?1)) = ?1",
+                params![owner, now + lease.as_millis() as i64],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn nodes(&self) -> BoxFuture<'_, StoreResult<Vec<NodeRecord>>> {
+        let n = self.node.lock().ok().and_then(|g| g.clone());
+        Box::pin(async move { Ok(n.into_iter().collect()) })
+    }
+
+    fn node_gone(&self, node: &str) -> BoxFuture<'_, StoreResult<()>> {
+        if let Ok(mut g) = self.node.lock() {
+            if g.as_ref().is_some_and(|n| n.id == node) {
+                *g = None;
+            }
+        }
+        Box::pin(async { Ok(()) })
     }
 
     fn close(&self) -> BoxFuture<'_, StoreResult<()>> {

@@ -1,0 +1,9 @@
+//! The PostgreSQL job store: many `kiln serve` nodes share one queue (see [`PgStore`]).
+
+mod listen;
+mod rows;
+mod schema;
+mod store;
+
+pub use schema::SCHEMA_VERSION;
+pub use store::{parse_url, PgOptions, PgStore};

@@ -1,0 +1,130 @@
+//! Row mapping and the statements several store calls share.
+
+use super::store::pg_err;
+use crate::store::*;
+use tokio_postgres::Row;
+
+pub const JOB_COLS: &str = "j.seq, j.id, j.kind, j.state, j.principal, j.attempts, j.max_attempts, \
+     j.created_ms, j.started_ms, j.finished_ms, j.deadline_ms, j.error_code, j.error_message";
+
+pub fn job_row(r: &Row) -> StoreResult<JobRecord> {
+    let state: String = r.try_get(3).map_err(pg_err)?;
+    let code: Option<String> = r.try_get(11).map_err(pg_err)?;
+    let msg: Option<String> = r.try_get(12).map_err(pg_err)?;
+    let attempts: i32 = r.try_get(5).map_err(pg_err)?;
+    let max_attempts: i32 = r.try_get(6).map_err(pg_err)?;
+    Ok(JobRecord {
+        seq: r.try_get(0).map_err(pg_err)?,
+        id: r.try_get(1).map_err(pg_err)?,
+        kind: r.try_get(2).map_err(pg_err)?,
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        principal: r.try_get(4).map_err(pg_err)?,
+        attempts: attempts.max(0) as u32,
+        max_attempts: max_attempts.max(0) as u32,
+        created_ms: r.try_get(7).map_err(pg_err)?,
+        started_ms: r.try_get(8).map_err(pg_err)?,
+        finished_ms: r.try_get(9).map_err(pg_err)?,
+        deadline_ms: r.try_get(10).map_err(pg_err)?,
+        result: None,
+        error: code.map(|c| (c, msg.unwrap_or_default())),
+    })
+}
+
+pub fn blob_row(r: &Row) -> StoreResult<BlobRecord> {
+    let path: String = r.try_get(1).map_err(pg_err)?;
+    let size: i64 = r.try_get(2).map_err(pg_err)?;
+    Ok(BlobRecord {
+        id: r.try_get(0).map_err(pg_err)?,
+        path: PathBuf::from(path),
+        size: size.max(0) as u64,
+        sha256: r.try_get(3).map_err(pg_err)?,
+        format: r.try_get(4).map_err(pg_err)?,
+        principal: r.try_get(5).map_err(pg_err)?,
+        job_id: r.try_get(6).map_err(pg_err)?,
+        created_ms: r.try_get(7).map_err(pg_err)?,
+    })
+}
+
+pub type Conn = deadpool_postgres::Object;
+
+pub async fn get_job(
+    c: &deadpool_postgres::ClientWrapper,
+    id: &str,
+    with_result: bool,
+) -> StoreResult<Option<JobRecord>> {
+    let sql = if with_result {
+        format!(
+            "SELECT {JOB_COLS}, r.body FROM kiln_jobs j LEFT JOIN kiln_results r ON r.job_id = j.id \
+             WHERE j.id = $1"
+        )
+    } else {
+        format!("SELECT {JOB_COLS}, NULL::text FROM kiln_jobs j WHERE j.id = $1")
+    };
+    let st = c.prepare_cached(&sql).await.map_err(pg_err)?;
+    let Some(row) = c.query_opt(&st, &[&id]).await.map_err(pg_err)? else {
+        return Ok(None);
+    };
+    let mut j = job_row(&row)?;
+    j.result = row.try_get(13).map_err(pg_err)?;
+    Ok(Some(j))
+}
+
+pub async fn insert_blob<C: tokio_postgres::GenericClient>(c: &C, b: &BlobRecord) -> StoreResult<()> {
+    let st = c
+        .prepare(
+            "INSERT INTO kiln_blobs(id, path, size, sha256, format, principal, job_id, created_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET \
+             path = EXCLUDED.path, size = EXCLUDED.size, sha256 = EXCLUDED.sha256, \
+             format = EXCLUDED.format, principal = EXCLUDED.principal, job_id = EXCLUDED.job_id, \
+             created_ms = EXCLUDED.created_ms",
+        )
+        .await
+        .map_err(pg_err)?;
+    let path = b.path.to_string_lossy().into_owned();
+    c.execute(
+        &st,
+        &[
+            &b.id,
+            &path,
+            &(b.size.min(i64::MAX as u64) as i64),
+            &b.sha256,
+            &b.format,
+            &b.principal,
+            &b.job_id,
+            &b.created_ms,
+        ],
+    )
+    .await
+    .map_err(pg_err)?;
+    Ok(())
+}
+
+/// Delete jobs, their results and result blobs' rows; returns the blob paths.
+pub async fn delete_jobs(
+    tx: &deadpool_postgres::Transaction<'_>,
+    ids: &[String],
+) -> StoreResult<Vec<PathBuf>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = tx
+        .query(
+            "DELETE FROM kiln_blobs WHERE job_id = ANY($1) RETURNING path",
+            &[&ids],
+        )
+        .await
+        .map_err(pg_err)?;
+    tx.execute("DELETE FROM kiln_results WHERE job_id = ANY($1)", &[&ids])
+        .await
+        .map_err(pg_err)?;
+    tx.execute("DELETE FROM kiln_jobs WHERE id = ANY($1)", &[&ids])
+        .await
+        .map_err(pg_err)?;
+    rows.iter()
+        .map(|r| r.try_get::<_, String>(0).map(PathBuf::from).map_err(pg_err))
+        .collect()
+}
+
+pub fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}

@@ -1,0 +1,691 @@
+//! [`PgStore`]: the job store on PostgreSQL, for many nodes sharing one queue.
+//!
+//! The client is tokio-postgres with a deadpool-postgres pool rather than sqlx: kiln needs
+//! no compile-time query checking (sqlx's main draw, which wants a database or an offline
+//! cache at build time), and tokio-postgres hands out a connection's raw message stream,
+//! which is what LISTEN/NOTIFY needs ([`super::listen`]); both are small and well kept.
+//!
+//! - Claims: `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED)`: concurrent claimers
+//!   skip each other's rows instead of waiting, and a row is claimed by one of them only.
+//! - Leases use the database's clock (`kiln_now_ms()`), so node clocks need not agree. A
+//!   node's heartbeat renews the leases of every job it holds; any node's sweep
+//!   ([`JobStore::requeue_orphans`]) returns jobs whose lease expired to the queue, with
+//!   the attempt already counted (as in the SQLite store: the next claim is attempt n+1).
+//! - Results live in the database (`kiln_results`), so any node answers for any job; blob
+//!   bytes are files under the data dir, which nodes must share (docs/deployment.md).
+//! - `NOTIFY kiln_jobs` on every insert and re-queue, `NOTIFY kiln_done` on every end, in
+//!   the same transaction (delivered at commit).
+
+use super::listen::Listener;
+use super::rows::*;
+use super::schema::{describe, migrate};
+use crate::store::*;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio_postgres::NoTls;
+
+/// Connection settings of the PostgreSQL store.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// Seconds to wait for a connection (connect, or a free one from the pool).
+    pub connect_timeout_s: u64,
+    /// The node's lease: nodes whose heartbeat is older are shown as not alive.
+    pub lease: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 16,
+            connect_timeout_s: 10,
+            lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The PostgreSQL store (see the [module docs](self)).
+pub struct PgStore {
+    pool: Pool,
+    listener: Listener,
+    closed: AtomicBool,
+    lease: Duration,
+}
+
+/// A database error as a store error, with the server's message.
+pub fn pg_err(e: tokio_postgres::Error) -> StoreError {
+    StoreError(format!("postgres: {}", describe(&e)))
+}
+
+fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_err(e),
+        other => StoreError(format!("postgres pool: {other}")),
+    }
+}
+
+/// Parse and check a `postgres://` URL (or key=value string) without connecting.
+pub fn parse_url(url: &str) -> StoreResult<tokio_postgres::Config> {
+    let cfg = tokio_postgres::Config::from_str(url)
+        .map_err(|e| StoreError(format!("store.url is not a valid PostgreSQL URL: {e}")))?;
+    if cfg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        return Err(StoreError(
+            "store.url asks for sslmode=require; this build connects without TLS: use a \
+             private network, a TLS-terminating proxy, or sslmode=disable"
+                .into(),
+        ));
+    }
+    if cfg.get_hosts().is_empty() {
+        return Err(StoreError("store.url names no host".into()));
+    }
+    Ok(cfg)
+}
+
+impl PgStore {
+    /// Connect to `url`, apply the migrations, and start the listener (notifications and
+    /// the election of the queue-gauge exporter).
+    pub async fn connect(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
+        let mut cfg = parse_url(url)?;
+        if cfg.get_connect_timeout().is_none() {
+            cfg.connect_timeout(Duration::from_secs(opts.connect_timeout_s.max(1)));
+        }
+        if cfg.get_application_name().is_none() {
+            cfg.application_name("kiln");
+        }
+        let mgr = Manager::from_config(
+            cfg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(mgr)
+            .max_size(opts.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(opts.connect_timeout_s.max(1))))
+            .create_timeout(Some(Duration::from_secs(opts.connect_timeout_s.max(1))))
+            .build()
+            .map_err(|e| StoreError(format!("postgres pool: {e}")))?;
+        {
+            let mut c = pool.get().await.map_err(pool_err)?;
+            let client: &mut tokio_postgres::Client = &mut c;
+            migrate(client).await?;
+        }
+        let listener = Listener::start(cfg);
+        Ok(PgStore {
+            pool,
+            listener,
+            closed: AtomicBool::new(false),
+            lease: opts.lease,
+        })
+    }
+
+    async fn conn(&self) -> StoreResult<Conn> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(StoreError("the store is closed".into()));
+        }
+        self.pool.get().await.map_err(pool_err)
+    }
+
+    /// Whether this node holds the exporter lock now.
+    pub fn is_leader(&self) -> bool {
+        self.listener.is_leader()
+    }
+}
+
+impl JobStore for PgStore {
+    fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            // One statement: the insert and its notification commit together; a conflict
+            // on the idempotency key inserts nothing (and notifies nothing).
+            let st = c
+                .prepare_cached(
+                    "WITH ins AS (INSERT INTO kiln_jobs(id, kind, batch_key, needs_gpu, principal, \
+                     idem_key, request_hash, task, elements, state, max_attempts, deadline_ms, created_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12) \
+                     ON CONFLICT (principal, idem_key) WHERE idem_key IS NOT NULL DO NOTHING \
+                     RETURNING id) \
+                     SELECT id, pg_notify('kiln_jobs', '') FROM ins",
+                )
+                .await
+                .map_err(pg_err)?;
+            let max_attempts = job.max_attempts.min(i32::MAX as u32) as i32;
+            let elements = job.elements.min(i64::MAX as u64) as i64;
+            let rows = c
+                .query(
+                    &st,
+                    &[
+                        &job.id,
+                        &job.kind,
+                        &job.batch_key,
+                        &job.needs_gpu,
+                        &job.principal,
+                        &job.idempotency_key,
+                        &job.request_hash,
+                        &job.task,
+                        &elements,
+                        &max_attempts,
+                        &job.deadline_ms,
+                        &job.created_ms,
+                    ],
+                )
+                .await
+                .map_err(pg_err)?;
+            if !rows.is_empty() {
+                let j = get_job(&c, &job.id, false)
+                    .await?
+                    .ok_or_else(|| StoreError(format!("job {} vanished after its insert", job.id)))?;
+                return Ok(Inserted::Created(j));
+            }
+            let key = job.idempotency_key.as_deref().unwrap_or_default();
+            let row = c
+                .query_opt(
+                    "SELECT id, request_hash FROM kiln_jobs WHERE principal = $1 AND idem_key = $2",
+                    &[&job.principal, &key],
+                )
+                .await
+                .map_err(pg_err)?
+                .ok_or_else(|| StoreError(format!("job {}: the insert stored nothing", job.id)))?;
+            let (id, hash): (String, String) = (row.get(0), row.get(1));
+            let j = get_job(&c, &id, true)
+                .await?
+                .ok_or_else(|| StoreError(format!("job {id} vanished")))?;
+            Ok(Inserted::Existing {
+                job: j,
+                same_request: hash == job.request_hash,
+            })
+        })
+    }
+
+    fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
+        let id = id.to_string();
+        Box::pin(async move {
+            let c = self.conn().await?;
+            get_job(&c, &id, true).await
+        })
+    }
+
+    fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let limit = i64::from(q.limit.clamp(1, 1000));
+            let st = c
+                .prepare_cached(&format!(
+                    "SELECT {JOB_COLS} FROM kiln_jobs j WHERE ($1::text IS NULL OR j.principal = $1) \
+                     AND ($2::text IS NULL OR j.state = $2) AND ($3::bigint IS NULL OR j.seq < $3) \
+                     ORDER BY j.seq DESC LIMIT $4"
+                ))
+                .await
+                .map_err(pg_err)?;
+            let state = q.state.map(JobState::name);
+            let rows = c
+                .query(&st, &[&q.principal, &state, &q.cursor, &(limit + 1)])
+                .await
+                .map_err(pg_err)?;
+            let mut jobs = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
+            let more = jobs.len() > limit as usize;
+            jobs.truncate(limit as usize);
+            let next_cursor = if more { jobs.last().map(|j| j.seq) } else { None };
+            Ok(JobPage { jobs, next_cursor })
+        })
+    }
+
+    fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
+        let id = id.to_string();
+        Box::pin(async move {
+            let c = self.conn().await?;
+            c.execute(
+                "WITH u AS (UPDATE kiln_jobs SET state = 'cancelled', finished_ms = $2, lease_owner = NULL \
+                 WHERE id = $1 AND state IN ('queued', 'running') RETURNING id) \
+                 SELECT pg_notify('kiln_done', id) FROM u",
+                &[&id, &now_ms()],
+            )
+            .await
+            .map_err(pg_err)?;
+            get_job(&c, &id, true).await
+        })
+    }
+
+    fn head(&self, gpu: bool) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            // `same_key` is only compared with the batch size: count at most 10,000.
+            let st = c
+                .prepare_cached(
+                    "SELECT h.batch_key, h.created_ms, (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs q \
+                     WHERE q.state = 'queued' AND q.batch_key = h.batch_key LIMIT 10000) n) \
+                     FROM (SELECT batch_key, created_ms FROM kiln_jobs WHERE state = 'queued' \
+                     AND (NOT needs_gpu OR $1) ORDER BY seq LIMIT 1) h",
+                )
+                .await
+                .map_err(pg_err)?;
+            let Some(r) = c.query_opt(&st, &[&gpu]).await.map_err(pg_err)? else {
+                return Ok(None);
+            };
+            let n: i64 = r.try_get(2).map_err(pg_err)?;
+            Ok(Some(QueueHead {
+                batch_key: r.try_get(0).map_err(pg_err)?,
+                created_ms: r.try_get(1).map_err(pg_err)?,
+                same_key: n.max(0) as u64,
+            }))
+        })
+    }
+
+    fn claim(
+        &self,
+        owner: &str,
+        gpu: bool,
+        batch_key: Option<&str>,
+        max: usize,
+        lease: Duration,
+    ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>> {
+        let owner = owner.to_string();
+        let key = batch_key.map(str::to_string);
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let st = c
+                .prepare_cached(
+                    "UPDATE kiln_jobs j SET state = 'running', attempts = j.attempts + 1, started_ms = $1, \
+                     lease_owner = $2, lease_until_ms = kiln_now_ms() + $3 \
+                     FROM (SELECT seq FROM kiln_jobs WHERE state = 'queued' AND (NOT needs_gpu OR $4) \
+                       AND ($5::text IS NULL OR batch_key = $5) ORDER BY seq LIMIT $6 \
+                       FOR UPDATE SKIP LOCKED) picked \
+                     WHERE j.seq = picked.seq \
+                     RETURNING j.id, j.kind, j.principal, j.task, j.attempts, j.max_attempts, \
+                       j.created_ms, j.deadline_ms, j.seq",
+                )
+                .await
+                .map_err(pg_err)?;
+            let max = max.clamp(1, 100_000) as i64;
+            let rows = c
+                .query(&st, &[&now_ms(), &owner, &ms(lease), &gpu, &key, &max])
+                .await
+                .map_err(pg_err)?;
+            let mut jobs = rows
+                .iter()
+                .map(|r| {
+                    let attempt: i32 = r.try_get(4).map_err(pg_err)?;
+                    let max_attempts: i32 = r.try_get(5).map_err(pg_err)?;
+                    let seq: i64 = r.try_get(8).map_err(pg_err)?;
+                    Ok((
+                        seq,
+                        ClaimedJob {
+                            id: r.try_get(0).map_err(pg_err)?,
+                            kind: r.try_get(1).map_err(pg_err)?,
+                            principal: r.try_get(2).map_err(pg_err)?,
+                            task: r.try_get(3).map_err(pg_err)?,
+                            attempt: attempt.max(0) as u32,
+                            max_attempts: max_attempts.max(0) as u32,
+                            created_ms: r.try_get(6).map_err(pg_err)?,
+                            deadline_ms: r.try_get(7).map_err(pg_err)?,
+                        },
+                    ))
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            jobs.sort_by_key(|(s, _)| *s);
+            Ok(jobs.into_iter().map(|(_, j)| j).collect())
+        })
+    }
+
+    fn renew(&self, owner: &str, ids: &[String], lease: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let owner = owner.to_string();
+        let ids = ids.to_vec();
+        Box::pin(async move {
+            let c = self.conn().await?;
+            c.execute(
+                "UPDATE kiln_jobs SET lease_until_ms = kiln_now_ms() + $3 \
+                 WHERE id = ANY($1) AND lease_owner = $2 AND state = 'running'",
+                &[&ids, &owner, &ms(lease)],
+            )
+            .await
+            .map_err(pg_err)?;
+            Ok(())
+        })
+    }
+
+    fn finish(&self, id: &str, owner: &str, outcome: Outcome) -> BoxFuture<'_, StoreResult<bool>> {
+        let id = id.to_string();
+        let owner = owner.to_string();
+        Box::pin(async move {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await.map_err(pg_err)?;
+            let now = now_ms();
+            let (state, code, msg) = match &outcome {
+                Outcome::Succeeded { .. } => ("succeeded", None, None),
+                Outcome::Failed { code, message } => ("failed", Some(code.clone()), Some(message.clone())),
+            };
+            let st = tx
+                .prepare_cached(
+                    "UPDATE kiln_jobs SET state = $3, finished_ms = $4, lease_owner = NULL, \
+                     error_code = coalesce($5, error_code), error_message = coalesce($6, error_message) \
+                     WHERE id = $1 AND state = 'running' AND lease_owner = $2",
+                )
+                .await
+                .map_err(pg_err)?;
+            let n = tx
+                .execute(&st, &[&id, &owner, &state, &now, &code, &msg])
+                .await
+                .map_err(pg_err)?;
+            if n == 0 {
+                return Ok(false);
+            }
+            if let Outcome::Succeeded { result, blobs } = &outcome {
+                // The primary key keeps one result per job: a second insert fails the call.
+                let st = tx
+                    .prepare_cached(
+                        "INSERT INTO kiln_results(job_id, body, bytes, stored_ms) VALUES ($1, $2, $3, $4)",
+                    )
+                    .await
+                    .map_err(pg_err)?;
+                tx.execute(&st, &[&id, result, &(result.len() as i64), &now])
+                    .await
+                    .map_err(pg_err)?;
+                for b in blobs {
+                    insert_blob(&*tx, b).await?;
+                }
+            }
+            tx.execute("SELECT pg_notify('kiln_done', $1)", &[&id])
+                .await
+                .map_err(pg_err)?;
+            tx.commit().await.map_err(pg_err)?;
+            Ok(true)
+        })
+    }
+
+    fn retry(
+        &self,
+        id: &str,
+        owner: &str,
+        code: &str,
+        message: &str,
+    ) -> BoxFuture<'_, StoreResult<Option<JobState>>> {
+        let (id, owner, code, message) = (
+            id.to_string(),
+            owner.to_string(),
+            code.to_string(),
+            message.to_string(),
+        );
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let row = c
+                .query_opt(
+                    "WITH u AS (UPDATE kiln_jobs SET \
+                       state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
+                       finished_ms = CASE WHEN attempts >= max_attempts THEN $5::bigint ELSE NULL END, \
+                       lease_owner = NULL, lease_until_ms = NULL, error_code = $3, error_message = $4 \
+                     WHERE id = $1 AND state = 'running' AND lease_owner = $2 RETURNING id, state) \
+                     SELECT state, pg_notify(CASE WHEN state = 'queued' THEN 'kiln_jobs' ELSE 'kiln_done' END, id) \
+                     FROM u",
+                    &[&id, &owner, &code, &message, &now_ms()],
+                )
+                .await
+                .map_err(pg_err)?;
+            Ok(row.and_then(|r| JobState::parse(r.get::<_, &str>(0))))
+        })
+    }
+
+    /// In a shared store other lease owners are live nodes, so `live_prefix` does not
+    /// decide: only expired leases (and running jobs without an owner) are re-queued.
+    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>> {
+        let _ = live_prefix;
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let rows = c
+                .query(
+                    "WITH u AS (UPDATE kiln_jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
+                     WHERE state = 'running' AND (lease_owner IS NULL OR lease_until_ms < kiln_now_ms()) \
+                     RETURNING 1) SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('kiln_jobs', '') END FROM u",
+                    &[],
+                )
+                .await
+                .map_err(pg_err)?;
+            let n: i64 = rows.first().map_or(0, |r| r.get(0));
+            Ok(n.max(0) as u64)
+        })
+    }
+
+    fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let rows = c
+                .query("SELECT state, count(*) FROM kiln_jobs GROUP BY state", &[])
+                .await
+                .map_err(pg_err)?;
+            let by_state = JobState::ALL
+                .into_iter()
+                .map(|s| {
+                    let n = rows
+                        .iter()
+                        .find(|r| r.get::<_, &str>(0) == s.name())
+                        .map_or(0, |r| r.get::<_, i64>(1));
+                    (s, n.max(0) as u64)
+                })
+                .collect();
+            let rows = c
+                .query(
+                    "SELECT principal, count(*) FROM kiln_jobs WHERE state IN ('queued', 'running') \
+                     GROUP BY principal",
+                    &[],
+                )
+                .await
+                .map_err(pg_err)?;
+            let in_flight_by_principal = rows
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1).max(0) as u64))
+                .collect();
+            Ok(StateCounts {
+                by_state,
+                in_flight_by_principal,
+            })
+        })
+    }
+
+    fn expire(&self, ttl: Duration, max_result_bytes: u64) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
+        Box::pin(async move {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await.map_err(pg_err)?;
+            let cutoff = now_ms() - ms(ttl);
+            let old: Vec<String> = tx
+                .query(
+                    "SELECT id FROM kiln_jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
+                     AND finished_ms < $1 LIMIT 10000 FOR UPDATE SKIP LOCKED",
+                    &[&cutoff],
+                )
+                .await
+                .map_err(pg_err)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let mut paths = delete_jobs(&tx, &old).await?;
+            let total: i64 = tx
+                .query_one(
+                    "SELECT (SELECT coalesce(sum(bytes), 0) FROM kiln_results)::bigint \
+                     + (SELECT coalesce(sum(size), 0) FROM kiln_blobs WHERE job_id IS NOT NULL)::bigint",
+                    &[],
+                )
+                .await
+                .map_err(pg_err)?
+                .get(0);
+            let mut excess = total - max_result_bytes.min(i64::MAX as u64) as i64;
+            if excess > 0 {
+                let rows = tx
+                    .query(
+                        "SELECT j.id, (coalesce(r.bytes, 0) + coalesce((SELECT sum(size) FROM kiln_blobs b \
+                         WHERE b.job_id = j.id), 0))::bigint FROM kiln_jobs j \
+                         LEFT JOIN kiln_results r ON r.job_id = j.id \
+                         WHERE j.state IN ('succeeded', 'failed', 'cancelled') ORDER BY j.finished_ms LIMIT 10000",
+                        &[],
+                    )
+                    .await
+                    .map_err(pg_err)?;
+                let mut ids = Vec::new();
+                for r in rows {
+                    if excess <= 0 {
+                        break;
+                    }
+                    excess -= r.get::<_, i64>(1);
+                    ids.push(r.get::<_, String>(0));
+                }
+                paths.extend(delete_jobs(&tx, &ids).await?);
+            }
+            tx.commit().await.map_err(pg_err)?;
+            Ok(paths)
+        })
+    }
+
+    fn put_blob(&self, blob: BlobRecord) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            insert_blob(&**c, &blob).await
+        })
+    }
+
+    fn get_blob(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>> {
+        let id = id.to_string();
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let r = c
+                .query_opt(
+                    "SELECT id, path, size, sha256, format, principal, job_id, created_ms FROM kiln_blobs \
+                     WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(pg_err)?;
+            r.as_ref().map(blob_row).transpose()
+        })
+    }
+
+    fn ping(&self) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(async move {
+            self.conn()
+                .await?
+                .execute("SELECT 1", &[])
+                .await
+                .map_err(pg_err)?;
+            Ok(())
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, StoreResult<()>> {
+        self.closed.store(true, Ordering::SeqCst);
+        self.listener.stop();
+        self.pool.close();
+        Box::pin(async { Ok(()) })
+    }
+
+    fn release_node(&self, node: &str) -> BoxFuture<'_, StoreResult<u64>> {
+        let prefix = format!("{node}/");
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let rows = c
+                .query(
+                    "WITH u AS (UPDATE kiln_jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
+                     WHERE state = 'running' AND starts_with(lease_owner, $1) RETURNING 1) \
+                     SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('kiln_jobs', '') END FROM u",
+                    &[&prefix],
+                )
+                .await
+                .map_err(pg_err)?;
+            let n: i64 = rows.first().map_or(0, |r| r.get(0));
+            Ok(n.max(0) as u64)
+        })
+    }
+
+    fn node_heartbeat(&self, node: &NodeInfo, lease: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let node = node.clone();
+        Box::pin(async move {
+            let mut c = self.conn().await?;
+            let devices = serde_json::to_string(&node.devices).map_err(|e| StoreError(e.to_string()))?;
+            let tx = c.transaction().await.map_err(pg_err)?;
+            tx.execute(
+                "INSERT INTO kiln_nodes(id, hostname, devices, started_ms, last_heartbeat_ms, version) \
+                 VALUES ($1, $2, $3, $4, kiln_now_ms(), $5) ON CONFLICT (id) DO UPDATE SET \
+                 hostname = EXCLUDED.hostname, devices = EXCLUDED.devices, \
+                 last_heartbeat_ms = EXCLUDED.last_heartbeat_ms, version = EXCLUDED.version",
+                &[
+                    &node.id,
+                    &node.hostname,
+                    &devices,
+                    &node.started_ms,
+                    &node.version,
+                ],
+            )
+            .await
+            .map_err(pg_err)?;
+            let prefix = format!("{}/", node.id);
+            tx.execute(
+                "UPDATE kiln_jobs SET lease_until_ms = kiln_now_ms() + $2 \
+                 WHERE state = 'running' AND starts_with(lease_owner, $1)",
+                &[&prefix, &ms(lease)],
+            )
+            .await
+            .map_err(pg_err)?;
+            // Nodes silent for a day are forgotten.
+            tx.execute(
+                "DELETE FROM kiln_nodes WHERE last_heartbeat_ms < kiln_now_ms() - 86400000",
+                &[],
+            )
+            .await
+            .map_err(pg_err)?;
+            tx.commit().await.map_err(pg_err)?;
+            Ok(())
+        })
+    }
+
+    fn nodes(&self) -> BoxFuture<'_, StoreResult<Vec<NodeRecord>>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let rows = c
+                .query(
+                    "SELECT id, hostname, devices, started_ms, last_heartbeat_ms, version, \
+                     last_heartbeat_ms >= kiln_now_ms() - $1 FROM kiln_nodes ORDER BY started_ms DESC, id",
+                    &[&ms(self.lease)],
+                )
+                .await
+                .map_err(pg_err)?;
+            rows.iter()
+                .map(|r| {
+                    let devices: String = r.try_get(2).map_err(pg_err)?;
+                    Ok(NodeRecord {
+                        id: r.try_get(0).map_err(pg_err)?,
+                        hostname: r.try_get(1).map_err(pg_err)?,
+                        devices: serde_json::from_str(&devices).unwrap_or_default(),
+                        started_ms: r.try_get(3).map_err(pg_err)?,
+                        last_heartbeat_ms: r.try_get(4).map_err(pg_err)?,
+                        version: r.try_get(5).map_err(pg_err)?,
+                        alive: r.try_get(6).map_err(pg_err)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn node_gone(&self, node: &str) -> BoxFuture<'_, StoreResult<()>> {
+        let node = node.to_string();
+        Box::pin(async move {
+            self.conn()
+                .await?
+                .execute("DELETE FROM kiln_nodes WHERE id = $1", &[&node])
+                .await
+                .map_err(pg_err)?;
+            Ok(())
+        })
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn queue_exporter(&self) -> bool {
+        self.listener.is_leader()
+    }
+
+    fn set_events(&self, events: Arc<dyn StoreEvents>) {
+        self.listener.set_events(events);
+    }
+}
