@@ -163,11 +163,7 @@ impl Executor {
     /// Each device's rate for `w` (one entry per distinct device key, in worker order),
     /// probing devices without a stored rate: the probe chunk runs once to warm up (module
     /// loads, first-touch) and once timed.
-    fn device_rates<W: Workload>(
-        &self,
-        w: &W,
-        store: &Calibrations,
-    ) -> Result<(DeviceRates, Vec<String>)> {
+    fn device_rates<W: Workload>(&self, w: &W, store: &Calibrations) -> Result<(DeviceRates, Vec<String>)> {
         let key = w.key();
         let mut rates: Vec<(String, f64)> = Vec::new();
         let mut probed = Vec::new();
