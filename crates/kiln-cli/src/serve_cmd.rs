@@ -54,6 +54,13 @@ pub struct Args {
     /// Accept the `fault` job kind (drills and tests only).
     #[arg(long)]
     allow_fault_injection: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key; or `[tls]` in the
+    /// service config).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Print the effective service configuration (tokens redacted) and exit.
     #[arg(long)]
     print_config: bool,
@@ -81,6 +88,12 @@ fn effective(args: &Args, device: DeviceRequest) -> anyhow::Result<ServiceConfig
     }
     if let Some(v) = &args.store_url {
         c.store.url = v.clone();
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        c.tls = Some(kiln_service::config::TlsConfig {
+            cert: cert.clone(),
+            key: key.clone(),
+        });
     }
     if let Some(v) = args.cpu_workers {
         c.workers.cpu_workers = v;
@@ -144,6 +157,7 @@ pub fn run(
         .enable_all()
         .build()?;
     let data_dir = c.data_dir.clone();
+    let scheme = if c.tls.is_some() { "https" } else { "http" };
     let opts = kiln_service::ServeOptions {
         cfg: c,
         core: cfg.clone(),
@@ -151,7 +165,7 @@ pub fn run(
     };
     rt.block_on(kiln_service::serve(opts, |addr| {
         println!(
-            "kiln serve: listening on http://{addr} (data dir {})",
+            "kiln serve: listening on {scheme}://{addr} (data dir {})",
             data_dir.display()
         );
         let _ = std::io::stdout().flush();

@@ -381,10 +381,11 @@ impl ServiceConfig {
                 self.store.lease_ms
             ));
         }
-        if self.tls.is_some() {
-            return Err(
-                "tls: this build serves plain HTTP; terminate TLS in a proxy (see docs/operations.md)".into(),
-            );
+        if let Some(t) = &self.tls {
+            // the files themselves are read (and checked against each other) at start
+            if t.cert.as_os_str().is_empty() || t.key.as_os_str().is_empty() {
+                return Err("tls: both cert and key (PEM file paths) are needed".into());
+            }
         }
         Ok(())
     }

@@ -35,6 +35,7 @@ pub mod server;
 pub mod store;
 pub mod supervisor;
 pub mod task;
+pub mod tls;
 pub mod worker;
 
 pub use config::ServiceConfig;
