@@ -81,7 +81,15 @@ impl Client {
     }
 
     fn finish(&self, r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> anyhow::Result<Reply> {
-        let mut r = r.map_err(|e| anyhow::anyhow!("cannot reach {}: {e}", self.base))?;
+        let mut r = r.map_err(|e| {
+            let hint = if self.base.starts_with("https://") {
+                " (kiln submit and kiln jobs speak plain HTTP only; call an HTTPS server with \
+                 curl or another HTTPS client: the API is in docs/operations.md)"
+            } else {
+                ""
+            };
+            anyhow::anyhow!("cannot reach {}: {e}{hint}", self.base)
+        })?;
         let status = r.status().as_u16();
         let text = r
             .body_mut()

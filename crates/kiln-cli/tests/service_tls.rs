@@ -2,7 +2,8 @@
 //! loopback, a rustls client that trusts only that certificate. Checks that HTTPS answers,
 //! that plain HTTP on the TLS port gets no HTTP answer, that a key which does not fit the
 //! certificate stops the start with a config error (exit 4) before any port is announced,
-//! and that SIGTERM still stops the server.
+//! that `kiln jobs` (plain HTTP only) says so against it, and that SIGTERM still stops the
+//! server.
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -139,6 +140,16 @@ fn serves_https_refuses_plain_http_and_bad_keys() {
         !String::from_utf8_lossy(&buf).starts_with("HTTP/"),
         "plain HTTP was answered"
     );
+
+    // The CLI client speaks plain HTTP: against HTTPS it fails saying so.
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["jobs", "--server", &format!("https://{addr}"), "list"])
+        .env_remove("KILN_SERVER")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("plain HTTP only"), "{err}");
 
     // SIGTERM: a graceful stop.
     let pid = child.id().to_string();
