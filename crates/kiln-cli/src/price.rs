@@ -29,9 +29,15 @@ const AFTER_HELP: &str = "\
 Input: a CSV with a header row; columns in any order, names case-insensitive.
   required: type (call|put), style, spot, strike, rate, volatility, maturity
   optional: id (default: the data row number), dividend (default 0),
-            fixings (asian_* styles: number of equally spaced fixings, the last at maturity),
-            barrier (barrier_* styles: the level, monitored at the end of every step),
+            fixings (asian_* styles: number of equally spaced fixings, the last at maturity;
+                     barrier_* styles: discrete monitoring dates, equally spaced, the last at
+                     maturity; empty: monitored continuously),
+            barrier (barrier_* styles: the level),
             rebate (barrier_* styles: cash rebate, analytic only; default 0)
+  Barriers: continuous monitoring is exact in --method analytic and, in --method mc, each
+  of the --steps steps adds the Brownian bridge's probability of crossing between its ends;
+  with fixings = m, mc steps from date to date (exact) and analytic uses Broadie-Glasserman-
+  Kou's shifted barrier (an approximation, best with many dates).
   styles: european asian_arithmetic asian_geometric barrier_up_out barrier_up_in
           barrier_down_out barrier_down_in
   rate and dividend continuously compounded per year, volatility per sqrt(year) (0.2 = 20%),
@@ -196,12 +202,9 @@ fn io_error(flag: &'static str) -> impl Fn(kiln_io::IoError) -> Error {
     move |e| Error::invalid(flag, e.to_string())
 }
 
-/// Path-steps one option costs: paths times steps (Asian: fixings).
+/// Path-steps one option costs: paths times steps (Asian, discrete barriers: fixings).
 fn work(spec: &OptionSpec, mc: &McParams) -> u64 {
-    let steps = match spec.fixings {
-        Some(n) if spec.style.is_asian() => n,
-        _ => mc.steps,
-    };
+    let steps = spec.path_steps(mc.steps);
     mc.paths_used().saturating_mul(u64::from(steps))
 }
 

@@ -5,8 +5,11 @@
 //!
 //! Conventions: rates and the dividend yield are continuously compounded per year, maturity
 //! is in years, volatility is per `sqrt(year)`. Asian fixings are equally spaced with the
-//! last at maturity (`t_i = i T / n`, `i = 1..=n`); barriers are monitored discretely at the
-//! end of every time step (`t_i = i T / steps`, not at `t = 0`).
+//! last at maturity (`t_i = i T / n`, `i = 1..=n`). A barrier option without `fixings` is
+//! monitored continuously (Monte Carlo: the Brownian-bridge crossing probability of every
+//! step, see [`PathParams`]); with `fixings = m` it is monitored at the `m` equally spaced
+//! dates `t_i = i T / m` (not at `t = 0`): Monte Carlo steps from date to date, exactly; the
+//! closed form applies Broadie-Glasserman-Kou's barrier shift.
 //!
 //! The reference numerics both engines share live here too, so that neither backend crate
 //! depends on the other: the closed forms ([`analytic`]: Black-Scholes-Merton and the
@@ -143,7 +146,9 @@ pub struct OptionSpec {
     pub volatility: f64,
     /// Time to maturity in years, `> 0`.
     pub maturity: f64,
-    /// Number of equally spaced fixings (the last at maturity); Asian styles only, `>= 1`.
+    /// Number of equally spaced fixings (the last at maturity), `>= 1`: the averaging dates
+    /// of Asian styles (required there); for barrier styles the discrete monitoring dates
+    /// (`None`: monitored continuously). Other styles take none.
     pub fixings: Option<u32>,
     /// Barrier level, `> 0`; barrier styles only.
     pub barrier: Option<f64>,
@@ -178,6 +183,12 @@ impl OptionSpec {
             barrier: None,
             rebate: 0.0,
         }
+    }
+
+    /// Time steps of this option's Monte Carlo paths under a run of `mc_steps` steps:
+    /// Asian styles and discretely monitored barriers step from fixing to fixing.
+    pub fn path_steps(&self, mc_steps: u32) -> u32 {
+        self.fixings.unwrap_or(mc_steps)
     }
 
     /// The same option with another style, fixings and barrier.
@@ -222,10 +233,14 @@ impl OptionSpec {
         let style = self.style.name();
         match (self.style.is_asian(), self.fixings) {
             (true, None) => return bad(format!("style {style} needs fixings (an integer >= 1)")),
-            (true, Some(0)) => return bad(format!("style {style}: fixings = 0; it must be >= 1")),
-            (false, Some(n)) => {
+            (_, Some(0)) => {
                 return bad(format!(
-                    "fixings = {n} given for style {style}, which has no fixings"
+                    "style {style}: fixings = 0; it must be >= 1 (barriers: leave it empty for continuous monitoring)"
+                ))
+            }
+            (false, Some(n)) if !self.style.is_barrier() => {
+                return bad(format!(
+                    "fixings = {n} given for style {style}, which has no fixings (only Asian averaging dates and barrier monitoring dates)"
                 ))
             }
             _ => {}
@@ -291,8 +306,9 @@ pub struct McParams {
     /// Paths to simulate, `>= 2`. With antithetic variates, paths come in pairs and an odd
     /// count is rounded up ([`PriceResult::paths_used`] says how many were used).
     pub paths: u64,
-    /// Time steps for European and barrier styles (barriers are monitored at every step).
-    /// Asian styles step from fixing to fixing and ignore this.
+    /// Time steps for European styles and continuously monitored barriers (each step adds
+    /// its bridge crossing probability). Asian styles and discretely monitored barriers step
+    /// from fixing to fixing and ignore this.
     pub steps: u32,
     /// The seed: the Philox key (see [`crate::philox`]).
     pub seed: u64,
@@ -462,10 +478,20 @@ impl PriceResult {
 /// ```
 ///
 /// where `z_i` is normal `i` of the stream (see [`crate::philox`]). A barrier is hit at step
-/// `i` (1-based) when `x_i >= log_barrier` (up) or `x_i <= log_barrier` (down).
+/// `i` (1-based) when `x_i >= log_barrier` (up) or `x_i <= log_barrier` (down). A
+/// continuously monitored barrier (`cross_k != 0`) also survives each step between two
+/// unhit points only with the Brownian bridge's probability of not crossing in between,
+/// all in f32 with kiln-core's [`philox::exp_f32`]:
+///
+/// ```text
+/// p_i    = exp_f32(-(cross_k * ((log_barrier - x_{i-1}) * (log_barrier - x_i))))
+/// surv_i = surv_{i-1} * (1 - p_i)            (surv_0 = 1)
+/// ```
+///
+/// and the payoff is weighted by `surv` (out) or `1 - surv` (in) in f64.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PathParams {
-    /// Time steps (Asian: the fixings).
+    /// Time steps (Asian styles and discrete barriers: the fixings).
     pub steps: u32,
     /// Step length in years, `maturity / steps`.
     pub dt: f64,
@@ -475,6 +501,10 @@ pub struct PathParams {
     pub vol_sqrt_dt: f32,
     /// `ln(barrier / spot) as f32`; 0 without a barrier.
     pub log_barrier: f32,
+    /// Continuous monitoring's crossing coefficient `(2 / vol_sqrt_dt^2) as f32` (the
+    /// square in f64 from the f32 `vol_sqrt_dt`); 0 for a discretely monitored barrier and
+    /// for styles without one.
+    pub cross_k: f32,
     /// `exp(-rate * maturity)`.
     pub discount: f64,
     /// The Philox key, [`philox::key_from_seed`] of the seed.
@@ -497,18 +527,23 @@ impl PathParams {
                 ),
             ));
         }
-        let steps = match spec.fixings {
-            Some(n) if spec.style.is_asian() => n,
-            _ => mc.steps,
-        };
+        // Asian styles step from fixing to fixing, discrete barriers from date to date
+        let steps = spec.path_steps(mc.steps);
         let dt = spec.maturity / f64::from(steps);
         let v = spec.volatility;
+        let vol_sqrt_dt = (v * dt.sqrt()) as f32;
+        let continuous = spec.style.is_barrier() && spec.fixings.is_none();
         Ok(PathParams {
             steps,
             dt,
             drift_dt: ((spec.rate - spec.dividend - 0.5 * v * v) * dt) as f32,
-            vol_sqrt_dt: (v * dt.sqrt()) as f32,
+            vol_sqrt_dt,
             log_barrier: spec.barrier.map_or(0.0, |b| (b / spec.spot).ln() as f32),
+            cross_k: if continuous {
+                (2.0 / (f64::from(vol_sqrt_dt) * f64::from(vol_sqrt_dt))) as f32
+            } else {
+                0.0
+            },
             discount: (-spec.rate * spec.maturity).exp(),
             key: philox::key_from_seed(mc.seed),
             samples: mc.samples(),

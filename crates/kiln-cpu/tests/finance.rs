@@ -340,3 +340,74 @@ fn throughput_european_2e20_paths_256_steps() {
         r.price
     );
 }
+
+/// Continuous monitoring: at 64 steps the Brownian-bridge crossing probability of every step
+/// makes Monte Carlo agree with the Reiner-Rubinstein closed form; the same paths watched
+/// only at the 64 step ends (`fixings = 64`) miss the crossings in between and overprice
+/// every out-option by many standard errors.
+#[test]
+fn continuous_barrier_mc_matches_the_closed_form_at_64_steps() {
+    let run = McParams {
+        control_variate: true,
+        ..mc(1 << 16, 64, 21)
+    };
+    let cases = [
+        (Call, Style::BarrierUpOut, 100.0, 130.0),
+        (Call, Style::BarrierUpIn, 100.0, 130.0),
+        (Put, Style::BarrierDownOut, 100.0, 80.0),
+        (Put, Style::BarrierDownIn, 100.0, 80.0),
+        (Call, Style::BarrierDownOut, 95.0, 90.0),
+        (Put, Style::BarrierUpIn, 105.0, 115.0),
+        (Put, Style::BarrierUpOut, 110.0, 120.0),
+        (Call, Style::BarrierDownIn, 90.0, 92.0),
+    ];
+    for (i, (kind, style, k, h)) in cases.into_iter().enumerate() {
+        let spec =
+            OptionSpec::european(kind, 100.0, k, 0.04, 0.01, 0.25, 1.0).with_style(style, None, Some(h));
+        let exact = price_analytic(&spec).unwrap().price;
+        let what = format!("{} {} K={k} H={h}", kind.name(), style.name());
+        let r = price_mc(&spec, &run, i as u32).unwrap();
+        within(&r, exact, 4.0, &format!("continuous {what}"));
+        let d = price_mc(&spec.with_style(style, Some(64), Some(h)), &run, i as u32).unwrap();
+        if matches!(style, Style::BarrierUpOut | Style::BarrierDownOut) {
+            assert!(
+                d.price - exact > 4.0 * d.std_error,
+                "discrete {what}: {} +- {} should be well above the continuous {exact}",
+                d.price,
+                d.std_error
+            );
+        }
+    }
+}
+
+/// Discrete monitoring: Monte Carlo stepping from date to date is exact, and the closed form
+/// with Broadie-Glasserman-Kou's shifted barrier agrees with it to within its known accuracy
+/// (4 standard errors plus 1% of the price with 50 dates, the barrier away from the spot).
+#[test]
+fn discrete_barrier_mc_agrees_with_the_bgk_closed_form() {
+    let run = McParams {
+        control_variate: true,
+        ..mc(1 << 16, 999, 5) // steps ignored: the 50 dates are the steps
+    };
+    let cases = [
+        (Call, Style::BarrierUpOut, 100.0, 125.0),
+        (Call, Style::BarrierUpIn, 100.0, 125.0),
+        (Put, Style::BarrierDownOut, 100.0, 85.0),
+        (Put, Style::BarrierDownIn, 100.0, 85.0),
+        (Call, Style::BarrierDownOut, 100.0, 85.0),
+    ];
+    for (i, (kind, style, k, h)) in cases.into_iter().enumerate() {
+        let spec =
+            OptionSpec::european(kind, 100.0, k, 0.04, 0.01, 0.25, 1.0).with_style(style, Some(50), Some(h));
+        let bgk = price_analytic(&spec).unwrap().price;
+        let r = price_mc(&spec, &run, i as u32).unwrap();
+        let what = format!("{} {} K={k} H={h}", kind.name(), style.name());
+        assert!(
+            (r.price - bgk).abs() < 4.0 * r.std_error + 0.01 * bgk,
+            "{what}: exact-date MC {} +- {} vs BGK {bgk}",
+            r.price,
+            r.std_error
+        );
+        assert_eq!(r.paths_used, run.paths_used());
+    }
+}

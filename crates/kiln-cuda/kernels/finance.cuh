@@ -280,7 +280,8 @@ __device__ __forceinline__ void kiln_normals4(KilnStream& ps, const KilnKeys& ks
 // ---- per-option constants (layout written by launch_finance.rs) ----
 
 // u32 words per option: style, is_put, steps, stream option id, drift_dt, vol_sqrt_dt,
-// log_barrier (f32 bits), vega_drift_dt (f32 bits).
+// log_barrier (f32 bits), vega_drift_dt (f32 bits; barrier styles: cross_k, the continuous
+// monitoring's crossing coefficient, 0 for discrete monitoring).
 #define KILN_OPT_U 8
 // f64 words per option: spot, strike, df, sigma, vega_drift, maturity, dt, n,
 // control_mean, unused.
@@ -292,17 +293,19 @@ enum { ST_EURO = 0, ST_ASIAN_A = 1, ST_ASIAN_G = 2, ST_UP_OUT = 3, ST_UP_IN = 4,
 // in the payoff, after the loop, so they hold no registers while the path runs.
 struct KilnPath {
     u32 steps, option;
-    float drift, vol, logb, vddt;
+    float drift, vol, logb, vddt; // vddt: barrier styles' cross_k
 };
 
 struct KilnOpt {
     bool put;
+    float ck; // barrier styles: cross_k (u32 word 7)
     double spot, strike, df, sigma, vd, mat, dt, n, cm;
 };
 
 __device__ __forceinline__ KilnOpt kiln_load_opt(const u32* __restrict__ up, const double* __restrict__ dp) {
     KilnOpt o;
     o.put = up[1] != 0u;
+    o.ck = __uint_as_float(up[7]);
     o.spot = dp[0];
     o.strike = dp[1];
     o.df = dp[2];
@@ -333,7 +336,10 @@ struct KilnState {
     // (kiln_cpu paths.rs AsianState).
     double se, sev, sx;
     float ge, gev, gx;
+    // Barrier: hit at a step's end; the previous log-price and the bridge survival
+    // probability of continuous monitoring (kiln_cpu paths.rs BarrierState).
     bool hit;
+    float prev, surv;
     __device__ __forceinline__ void init() {
         se = 0.0;
         sev = 0.0;
@@ -342,6 +348,8 @@ struct KilnState {
         gev = 0.0f;
         gx = 0.0f;
         hit = false;
+        prev = 0.0f;
+        surv = 1.0f;
     }
     // After step `step` (0-based), x is the log-price.
     __device__ __forceinline__ void step(const KilnPath& o, u32 step, float x) {
@@ -353,10 +361,14 @@ struct KilnState {
                 gev = __fmaf_rn(e, __fsub_rn(x, shift), gev);
             }
             gx = __fadd_rn(gx, x);
-        } else if (STYLE == ST_UP_OUT || STYLE == ST_UP_IN) {
-            hit |= x >= o.logb;
-        } else if (STYLE == ST_DOWN_OUT || STYLE == ST_DOWN_IN) {
-            hit |= x <= o.logb;
+        } else {
+            const bool past = (STYLE == ST_UP_OUT || STYLE == ST_UP_IN) ? x >= o.logb : x <= o.logb;
+            if (o.vddt != 0.0f && !hit && !past) {
+                const float p = kiln_exp(-__fmul_rn(o.vddt, __fmul_rn(__fsub_rn(o.logb, prev), __fsub_rn(o.logb, x))));
+                surv = __fmul_rn(surv, __fsub_rn(1.0f, p));
+            }
+            hit |= past;
+            prev = x;
         }
     }
     // After each Philox call's steps.
@@ -415,7 +427,13 @@ struct KilnState {
             const bool in = STYLE == ST_UP_IN || STYLE == ST_DOWN_IN;
             const double st = __dmul_rn(o.spot, (double)kiln_exp(x));
             const double vanilla = kiln_pay(o, st, sdf, itm);
-            out.y = (hit == in) ? vanilla : 0.0;
+            const bool discrete = o.ck == 0.0f;
+            const double alive = hit ? 0.0 : (discrete ? 1.0 : (double)surv);
+            if (in) {
+                out.y = hit ? vanilla : (discrete ? 0.0 : __dmul_rn(vanilla, __dsub_rn(1.0, alive)));
+            } else {
+                out.y = __dmul_rn(vanilla, alive);
+            }
             out.c = __dsub_rn(vanilla, o.cm);
             out.delta = 0.0;
             out.vega = 0.0;

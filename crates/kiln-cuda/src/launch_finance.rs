@@ -118,8 +118,13 @@ pub(crate) fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u
         pp.drift_dt.to_bits(),
         pp.vol_sqrt_dt.to_bits(),
         pp.log_barrier.to_bits(),
-        // vega_drift_dt as the CPU engine's `Consts` rounds it (kiln-cpu's finance/mc.rs)
-        (((spec.rate - spec.dividend + 0.5 * v * v) * pp.dt) as f32).to_bits(),
+        if spec.style.is_barrier() {
+            // barriers: the continuous monitoring's crossing coefficient (0: discrete)
+            pp.cross_k.to_bits()
+        } else {
+            // vega_drift_dt as the CPU engine's `Consts` rounds it (kiln-cpu's finance/mc.rs)
+            (((spec.rate - spec.dividend + 0.5 * v * v) * pp.dt) as f32).to_bits()
+        },
     ];
     let d = [
         spec.spot,

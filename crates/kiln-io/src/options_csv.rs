@@ -13,7 +13,8 @@
 //!   `barrier_down_out`, `barrier_down_in`), both case-insensitive. Rates and the dividend
 //!   yield are continuously compounded per year, volatility per `sqrt(year)` (0.2 for 20%),
 //!   maturity in years, `fixings` a whole number `>= 1` (equally spaced, the last at
-//!   maturity), `barrier` a price level.
+//!   maturity: an Asian option's averaging dates, or a barrier's discrete monitoring dates,
+//!   empty for continuous monitoring), `barrier` a price level.
 //! - Rows are numbered from 1 at the first row after the header ("data row"; blank lines and
 //!   lines of only empty cells are skipped and not counted); each bad row is reported with that number, the file line it
 //!   starts on, and every reason found (unknown type or style, a non-numeric or non-finite

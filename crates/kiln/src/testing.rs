@@ -92,8 +92,9 @@ pub fn fresh_seed() -> u64 {
     s
 }
 
-/// One option of every style, calls and puts (S=100, K=105, r=3%, q=1%, σ=25%, T=0.75): the
-/// book the finance GPU tests price on both backends.
+/// One option of every style, calls and puts (S=100, K=105, r=3%, q=1%, σ=25%, T=0.75),
+/// barriers monitored continuously and at discrete dates: the book the finance GPU tests
+/// price on both backends.
 pub fn every_style() -> Vec<kiln_core::finance::OptionSpec> {
     use kiln_core::finance::{OptionSpec, OptionType, Style};
     let mut v = Vec::new();
@@ -106,6 +107,9 @@ pub fn every_style() -> Vec<kiln_core::finance::OptionSpec> {
         v.push(b.with_style(Style::BarrierUpIn, None, Some(130.0)));
         v.push(b.with_style(Style::BarrierDownOut, None, Some(85.0)));
         v.push(b.with_style(Style::BarrierDownIn, None, Some(85.0)));
+        // discrete monitoring at 11 dates (the others: continuous)
+        v.push(b.with_style(Style::BarrierUpOut, Some(11), Some(130.0)));
+        v.push(b.with_style(Style::BarrierDownIn, Some(11), Some(85.0)));
     }
     v
 }

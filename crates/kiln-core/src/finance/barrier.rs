@@ -12,6 +12,20 @@
 use super::analytic::{bsm, norm_cdf};
 use super::{OptionType, Style};
 
+/// Broadie, Glasserman and Kou's (1997) continuity correction: a barrier `h` monitored
+/// every `dt` years prices like a continuously monitored barrier moved away from the spot
+/// to `h exp(+beta v sqrt(dt))` (up) or `h exp(-beta v sqrt(dt))` (down), with
+/// `beta = -zeta(1/2) / sqrt(2 pi) = 0.5825971579...`.
+pub fn bgk_shift(h: f64, up: bool, v: f64, dt: f64) -> f64 {
+    const BETA: f64 = 0.582_597_157_939_010_6;
+    let m = (BETA * v * dt.sqrt()).exp();
+    if up {
+        h * m
+    } else {
+        h / m
+    }
+}
+
 /// The continuously monitored barrier price. `style` is one of the four barrier styles;
 /// `h` the barrier, `rebate` the cash rebate (`>= 0`).
 #[allow(clippy::too_many_arguments)] // the formula's inputs
@@ -246,5 +260,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bgk_moves_the_barrier_away_from_the_spot_and_vanishes_with_many_dates() {
+        let beta = 0.582_597_157_939_010_6f64;
+        assert!((bgk_shift(120.0, true, 0.2, 0.04) - 120.0 * (beta * 0.2 * 0.2).exp()).abs() < 1e-12);
+        assert!((bgk_shift(80.0, false, 0.2, 0.04) - 80.0 * (-beta * 0.2 * 0.2).exp()).abs() < 1e-12);
+        // an out-option watched at fewer dates is worth more; many dates tend to continuous
+        let cont = barrier_price(Call, UO, 100.0, 100.0, 130.0, 0.0, 0.04, 0.01, 0.25, 1.0);
+        let mut last = f64::INFINITY;
+        for m in [4.0, 12.0, 52.0, 252.0, 1e10] {
+            let h = bgk_shift(130.0, true, 0.25, 1.0 / m);
+            let p = barrier_price(Call, UO, 100.0, 100.0, h, 0.0, 0.04, 0.01, 0.25, 1.0);
+            assert!(
+                p > cont && p < last,
+                "m {m}: {p} (continuous {cont}, fewer dates {last})"
+            );
+            last = p;
+        }
+        assert!((last - cont).abs() < 1e-3 * cont, "{last} vs {cont}");
     }
 }

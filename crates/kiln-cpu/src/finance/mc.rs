@@ -44,6 +44,7 @@ fn consts(spec: &OptionSpec, pp: &PathParams) -> Consts {
         n: f64::from(pp.steps),
         control_mean: control_mean(spec, pp),
         log_barrier: pp.log_barrier,
+        cross_k: pp.cross_k,
         vega_drift_dt: ((r - q + 0.5 * v * v) * pp.dt) as f32,
     }
 }

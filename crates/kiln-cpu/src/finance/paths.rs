@@ -48,6 +48,8 @@ pub(crate) struct Consts {
     /// The control variate's known mean (already discounted).
     pub control_mean: f64,
     pub log_barrier: f32,
+    /// [`PathParams::cross_k`]: 0 for discrete monitoring.
+    pub cross_k: f32,
     /// `(vega_drift * dt) as f32`: the Asian vega's drift per fixing, in f32 (the GPU gets
     /// the same rounded value as a launch parameter).
     pub vega_drift_dt: f32,
@@ -106,31 +108,69 @@ impl PathKind for European {
     }
 }
 
-/// Barrier with discrete monitoring after every step; control: the vanilla payoff (mean:
-/// the Black-Scholes price). No pathwise Greeks (the payoff jumps at the barrier).
+/// Barrier: hit when a step ends at or past it; with continuous monitoring
+/// (`cross_k != 0`) each step between two unhit points also multiplies the survival by the
+/// Brownian bridge's probability of not crossing in between (the recurrence in
+/// [`PathParams`]). Control: the vanilla payoff (mean: the Black-Scholes price). No
+/// pathwise Greeks (the payoff jumps at the barrier).
 pub(crate) struct Barrier<const UP: bool, const IN: bool>(pub Consts);
 
+/// Per lane: hit at a step's end, the previous log-price, the survival probability.
+#[derive(Clone, Copy)]
+pub(crate) struct BarrierState {
+    hit: [bool; LANES],
+    prev: [f32; LANES],
+    surv: [f32; LANES],
+}
+
 impl<const UP: bool, const IN: bool> PathKind for Barrier<UP, IN> {
-    type State = [bool; LANES];
+    type State = BarrierState;
     #[inline(always)]
-    fn init(&self) -> [bool; LANES] {
-        [false; LANES]
-    }
-    #[inline(always)]
-    fn step(&self, hit: &mut [bool; LANES], _: u32, x: &[f32; LANES]) {
-        let b = self.0.log_barrier;
-        for l in 0..LANES {
-            hit[l] |= if UP { x[l] >= b } else { x[l] <= b };
+    fn init(&self) -> BarrierState {
+        BarrierState {
+            hit: [false; LANES],
+            prev: [0.0; LANES],
+            surv: [1.0; LANES],
         }
     }
     #[inline(always)]
-    fn finish(&self, hit: &[bool; LANES], x: &[f32; LANES], out: &mut [SampleOut; LANES]) {
+    fn step(&self, st: &mut BarrierState, _: u32, x: &[f32; LANES]) {
+        let b = self.0.log_barrier;
+        let ck = self.0.cross_k;
+        for l in 0..LANES {
+            let past = if UP { x[l] >= b } else { x[l] <= b };
+            if ck != 0.0 && !st.hit[l] && !past {
+                // (b - prev)(b - x) > 0 on either side of the barrier
+                let p = exp_f32(-(ck * ((b - st.prev[l]) * (b - x[l]))));
+                st.surv[l] *= 1.0 - p;
+            }
+            st.hit[l] |= past;
+            st.prev[l] = x[l];
+        }
+    }
+    #[inline(always)]
+    fn finish(&self, st: &BarrierState, x: &[f32; LANES], out: &mut [SampleOut; LANES]) {
         let k = &self.0;
         for l in 0..LANES {
-            let st = k.spot * f64::from(exp_f32(x[l]));
-            let (vanilla, _, _) = pay(k, st);
+            let s_t = k.spot * f64::from(exp_f32(x[l]));
+            let (vanilla, _, _) = pay(k, s_t);
+            // knocked at a step's end: the in-option pays the vanilla, the out-option 0;
+            // else, weighted by the chance the bridge stayed clear (1 when discrete)
+            let alive = if st.hit[l] {
+                0.0
+            } else if k.cross_k == 0.0 {
+                1.0
+            } else {
+                f64::from(st.surv[l])
+            };
+            let y = match (IN, st.hit[l], k.cross_k == 0.0) {
+                (true, true, _) => vanilla,
+                (true, false, true) => 0.0,
+                (true, false, false) => vanilla * (1.0 - alive),
+                (false, _, _) => vanilla * alive,
+            };
             out[l] = SampleOut {
-                y: if hit[l] == IN { vanilla } else { 0.0 },
+                y,
                 c: vanilla - k.control_mean,
                 delta: 0.0,
                 vega: 0.0,
@@ -385,6 +425,7 @@ mod tests {
             n: 7.0,
             control_mean: 0.0,
             log_barrier: 0.0,
+            cross_k: 0.0,
             vega_drift_dt: ((0.03 - 0.01 + 0.045) * pp.dt) as f32,
         };
         let out = run_group::<_, false>(&European(k), &pp, 3, 16);

@@ -131,10 +131,7 @@ impl Runtime {
                 let res = self.price_batch(&batch, Method::MonteCarlo, &run, first);
                 for (&k, r) in idx.iter().zip(res) {
                     if let Ok(p) = &r {
-                        let steps = match specs[k].fixings {
-                            Some(n) if specs[k].style.is_asian() => n,
-                            _ => run.steps,
-                        };
+                        let steps = specs[k].path_steps(run.steps);
                         path_steps = path_steps.saturating_add(p.paths_used.saturating_mul(u64::from(steps)));
                     }
                     let done = match &r {
