@@ -20,6 +20,7 @@
 pub mod analytic;
 pub mod barrier;
 pub mod blocks;
+pub mod heston;
 pub mod invnorm;
 pub mod qmc;
 pub mod sobol;

@@ -201,6 +201,10 @@ pub enum KernelId {
     QmcBarrierDownInF64,
     /// Self-test of the inverse normal and Sobol points against kiln-core.
     QmcSelftestF32,
+    /// Monte Carlo under Heston (QE scheme): per-(option, 1024-sample block) f64 sums.
+    HestonBlocksF64,
+    /// Self-test of one Heston QE step against kiln-core.
+    HestonStepSelftestF32,
     /// GEMM, 128x128x16 tiles, cp.async / float4 loads, A and B as stored (`NN`).
     GemmTiledNnF32,
     /// GEMM tiled, B transposed (`NT`).
@@ -317,6 +321,8 @@ impl KernelId {
         KernelId::QmcBarrierDownOutF64,
         KernelId::QmcBarrierDownInF64,
         KernelId::QmcSelftestF32,
+        KernelId::HestonBlocksF64,
+        KernelId::HestonStepSelftestF32,
         KernelId::GemmTiledNnF32,
         KernelId::GemmTiledNtF32,
         KernelId::GemmTiledTnF32,
@@ -406,6 +412,7 @@ impl KernelId {
             | KernelId::QmcBarrierDownOutF64
             | KernelId::QmcBarrierDownInF64
             | KernelId::QmcSelftestF32 => FINANCE_QMC,
+            KernelId::HestonBlocksF64 | KernelId::HestonStepSelftestF32 => HESTON,
             KernelId::GemmTiledNnF32
             | KernelId::GemmTiledNtF32
             | KernelId::GemmTiledTnF32
@@ -500,6 +507,8 @@ impl KernelId {
             KernelId::QmcBarrierDownOutF64 => "qmc_barrier_down_out_f64",
             KernelId::QmcBarrierDownInF64 => "qmc_barrier_down_in_f64",
             KernelId::QmcSelftestF32 => "qmc_selftest_f32",
+            KernelId::HestonBlocksF64 => "heston_blocks_f64",
+            KernelId::HestonStepSelftestF32 => "heston_step_selftest_f32",
             KernelId::GemmTiledNnF32 => "gemm_tiled_nn_f32",
             KernelId::GemmTiledNtF32 => "gemm_tiled_nt_f32",
             KernelId::GemmTiledTnF32 => "gemm_tiled_tn_f32",
@@ -605,6 +614,9 @@ impl KernelId {
             KernelId::QmcBarrierDownOutF64 => 400,
             KernelId::QmcBarrierDownInF64 => 400,
             KernelId::QmcSelftestF32 => 150,
+            // not measured yet: a guess from the Philox kernels' cost
+            KernelId::HestonBlocksF64 => 400,
+            KernelId::HestonStepSelftestF32 => 200,
             KernelId::GemmTiledNnF32 => 751,
             KernelId::GemmTiledNtF32 => 723,
             KernelId::GemmTiledTnF32 => 487,

@@ -37,6 +37,7 @@ pub mod kernels;
 mod launch_elementwise;
 mod launch_finance;
 mod launch_finance_qmc;
+mod launch_heston;
 mod launch_imaging;
 pub mod nccl;
 pub mod nvrtc;

@@ -14,6 +14,7 @@ use crate::Runtime;
 
 pub use kiln_core::finance;
 
+mod heston;
 mod target;
 pub use target::{TargetRun, TargetSe};
 

@@ -30,6 +30,16 @@ pub const FINANCE_QMC: Module = Module {
     ),
 };
 
+/// Monte Carlo under Heston: Andersen's QE paths, Philox, bitwise the CPU engine's
+/// (`kernels/finance.cuh`, then `kernels/heston.cu`).
+pub const HESTON: Module = Module {
+    name: "heston",
+    source: concat!(
+        include_str!("../../kernels/finance.cuh"),
+        include_str!("../../kernels/heston.cu")
+    ),
+};
+
 /// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
 pub const MAP: Module = Module {
     name: "map",
@@ -129,6 +139,7 @@ pub const MODULES: &[Module] = &[
     NDIMAGE,
     FINANCE,
     FINANCE_QMC,
+    HESTON,
     GEMM,
     CAST,
     FAULT,

@@ -1,0 +1,343 @@
+//! Monte Carlo under Heston on the GPU (`kernels/heston.cu`), bitwise equal to the CPU
+//! engine (kiln-cpu's `finance::heston`).
+//!
+//! How the bits match (as in `launch_finance.rs`): the kernel mirrors
+//! kiln-core's `qe_step` and `heston_sample` operation by operation (the same Philox words,
+//! the portable f32 `exp`/`ln`, IEEE `sqrt`, round-to-nearest intrinsics, no contraction),
+//! with the per-option constants computed once on the host by kiln-core's
+//! [`HestonPathParams`] and passed as f32 bits; each canonical block of 1024 samples is
+//! summed in sample order; finance.cu's `mc_combine_f64` adds each option's blocks in block
+//! order onto running totals (from zero, chunk after chunk); the host passes the one total
+//! to kiln-core's [`finish_heston`], as the CPU does with its blocks.
+//!
+//! Launch shape: one launch for all options (one kernel; European and Asian differ only in
+//! their loop counts), one warp per (option, block), 8 warps per 256-thread CTA; launches are
+//! cut into chunks of at most [`GpuMcOptions::max_items`] items, which changes no bit.
+#![allow(unsafe_code)]
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kiln_core::finance::heston::{finish_heston, HestonPathParams, HestonSpec};
+use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
+use kiln_core::{Error, Result};
+
+use crate::kernels::KernelId;
+use crate::launch_finance::{sums_from, too_many, GpuMcOptions};
+use crate::CudaBackend;
+
+/// u32 and f64 words per option (`HESTON_OPT_U` / `HESTON_OPT_D` in heston.cu).
+const OPT_U: usize = 18;
+const OPT_D: usize = 5;
+/// f64 sums per (option, block): y, yy, c, cc, yc, delta, vega.
+const SUMS: usize = 7;
+const WARPS_PER_CTA: u64 = 8;
+
+/// finance.cuh's `KilnKeys`: the ten round keys, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Keys([[u32; 10]; 2]);
+
+// SAFETY: a plain #[repr(C)] array of 20 u32, the layout of `struct KilnKeys { u32 k0[10];
+// u32 k1[10]; }`; the kernels read it by value.
+unsafe impl cudarc::driver::DeviceRepr for Keys {}
+
+fn keys(mc: &McParams) -> Keys {
+    Keys(kiln_core::philox::key_schedule(kiln_core::philox::key_from_seed(
+        mc.seed,
+    )))
+}
+
+/// The parameter rows of one option (layout of heston.cu's `HESTON_OPT_U` / `_D`).
+fn rows(pp: &HestonPathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
+    let q = &pp.qe;
+    let u = [
+        u32::from(pp.kind == OptionType::Put),
+        u32::from(pp.asian),
+        pp.fixings,
+        pp.per_fixing,
+        option,
+        pp.v0.to_bits(),
+        q.theta.to_bits(),
+        q.ekt.to_bits(),
+        q.c1.to_bits(),
+        q.c2.to_bits(),
+        q.rqdt.to_bits(),
+        q.k0.to_bits(),
+        q.k1.to_bits(),
+        q.k2.to_bits(),
+        q.k3.to_bits(),
+        q.k4.to_bits(),
+        q.a.to_bits(),
+        q.half_k3.to_bits(),
+    ];
+    let d = [
+        pp.spot,
+        pp.strike,
+        pp.discount,
+        pp.control_mean,
+        f64::from(pp.fixings),
+    ];
+    (u, d)
+}
+
+impl CudaBackend {
+    /// Prices Heston options by Monte Carlo on this GPU; option `i` uses stream index `i`.
+    /// One result per option (an invalid option is an error in its slot), bitwise equal to
+    /// the CPU engine's `price_heston(specs, mc)`. The outer error is an invalid `mc` or a
+    /// device failure.
+    pub fn price_heston_gpu(&self, specs: &[HestonSpec], mc: &McParams) -> Result<Vec<Result<PriceResult>>> {
+        self.price_heston_gpu_with(specs, mc, &GpuMcOptions::default())
+    }
+
+    /// [`price_heston_gpu`](Self::price_heston_gpu) with explicit chunking and stream offset
+    /// (option `i` uses stream index `opts.first_option + i`).
+    pub fn price_heston_gpu_with(
+        &self,
+        specs: &[HestonSpec],
+        mc: &McParams,
+        opts: &GpuMcOptions,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        mc.validate()?;
+        if opts.max_items == 0 {
+            return Err(Error::invalid(
+                "price_heston_gpu",
+                "max_items = 0; it must be >= 1",
+            ));
+        }
+        let mut results: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
+        let (mut slots, mut u, mut d) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, spec) in specs.iter().enumerate() {
+            let option = u32::try_from(i as u64 + u64::from(opts.first_option)).map_err(|_| {
+                Error::invalid(
+                    "price_heston_gpu",
+                    format!(
+                        "option {i}: stream index past 2^32 (first_option {})",
+                        opts.first_option
+                    ),
+                )
+            });
+            match option.and_then(|o| HestonPathParams::new(spec, mc).map(|pp| (o, pp))) {
+                Err(e) => results[i] = Some(Err(e)),
+                Ok((o, pp)) => {
+                    let (ur, dr) = rows(&pp, o);
+                    slots.push(i);
+                    u.extend_from_slice(&ur);
+                    d.extend_from_slice(&dr);
+                }
+            }
+        }
+        if !slots.is_empty() {
+            let totals = self.heston_totals(&u, &d, slots.len(), mc, opts.max_items)?;
+            for (k, &slot) in slots.iter().enumerate() {
+                let t = sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS]);
+                results[slot] = Some(finish_heston(&specs[slot].option, mc, &[t]));
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::invalid("price_heston_gpu", "option not priced"))))
+            .collect())
+    }
+
+    /// Every canonical block's sums of one Heston option (stream index `option`), in block
+    /// order: the values of the CPU engine's `simulate_heston_blocks(spec, mc, option, ..)`.
+    pub fn heston_block_sums_gpu(
+        &self,
+        spec: &HestonSpec,
+        mc: &McParams,
+        option: u32,
+    ) -> Result<Vec<BlockSums>> {
+        let pp = HestonPathParams::new(spec, mc)?;
+        let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
+        let (u, d) = rows(&pp, option);
+        let du = self.upload_any(&u)?;
+        let dd = self.upload_any(&d)?;
+        let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
+        let mut out = self.alloc::<f64>(items * SUMS)?;
+        self.launch_heston_blocks(&du, &dd, 0, 1, 0, nb, mc, &mut out)?;
+        let mut host = vec![0.0f64; items * SUMS];
+        out.copy_to_host(&mut host, self.stream())?;
+        Ok(host
+            .chunks_exact(SUMS)
+            .enumerate()
+            .map(|(b, s)| sums_from((pp.samples - b as u64 * BLOCK_SAMPLES).min(BLOCK_SAMPLES), s))
+            .collect())
+    }
+
+    /// Runs one QE step per input on the GPU (the self-test kernel) for `spec`'s step
+    /// constants: from `(v[i], x[i])` with the Philox words of counter `[i, w[i], 7, 2]` under
+    /// `mc.seed`'s key. Returns the f32 bits of `(v', x')` per input, for comparison with
+    /// kiln-core's `qe_step`.
+    pub fn heston_step_selftest_gpu(
+        &self,
+        spec: &HestonSpec,
+        mc: &McParams,
+        v: &[f32],
+        x: &[f32],
+        w: &[u32],
+    ) -> Result<Vec<(u32, u32)>> {
+        kiln_core::backend::check_same_len("heston_step_selftest", v.len(), x.len())?;
+        kiln_core::backend::check_same_len("heston_step_selftest", v.len(), w.len())?;
+        let n = u32::try_from(v.len()).map_err(|_| too_many(v.len() as u64))?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let pp = HestonPathParams::new(spec, mc)?;
+        let (u, _) = rows(&pp, 0);
+        let (du, dv, dx, dw) = (
+            self.upload_any(&u)?,
+            self.upload_any(v)?,
+            self.upload_any(x)?,
+            self.upload_any(w)?,
+        );
+        let out = self.alloc::<u32>(v.len() * 2)?;
+        let f = self.function(KernelId::HestonStepSelftestF32)?;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(256), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let ks = keys(mc);
+        let (up, vp, xp, wp, op) = (
+            du.device_ptr(),
+            dv.device_ptr(),
+            dx.device_ptr(),
+            dw.device_ptr(),
+            out.device_ptr(),
+        );
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&up).arg(&vp).arg(&xp).arg(&wp).arg(&n).arg(&ks).arg(&op);
+        // SAFETY: up holds 18 u32 (one row), v, x and w hold n elements, out 2n (all
+        // allocated just above); the kernel guards i < n. Pool buffers, kiln's stream only.
+        unsafe { b.launch(cfg) }
+            .map_err(|e| crate::cuda_err("heston_step_selftest_f32", &self.name_str(), e))?;
+        let mut h = vec![0u32; v.len() * 2];
+        out.copy_to_host(&mut h, self.stream())?;
+        drop((du, dv, dx, dw, out));
+        Ok(h.chunks_exact(2).map(|p| (p[0], p[1])).collect())
+    }
+
+    /// Totals (7 per option, block order) of `n` options whose rows are `u`, `d`, chunk by
+    /// chunk (launch_finance's `group_totals`).
+    fn heston_totals(
+        &self,
+        u: &[u32],
+        d: &[f64],
+        n: usize,
+        mc: &McParams,
+        max_items: u64,
+    ) -> Result<Vec<f64>> {
+        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
+        let du = self.upload_any(u)?;
+        let dd = self.upload_any(d)?;
+        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
+        // Options per chunk when every block of an option fits, else blocks per chunk.
+        let (opt_chunk, blk_chunk) = if nb <= max_items {
+            ((max_items / nb).min(n as u64).max(1), nb)
+        } else {
+            (1, max_items)
+        };
+        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
+        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
+        let combine = self.function(KernelId::McCombineF64)?;
+        let mut o0 = 0u64;
+        while o0 < n as u64 {
+            let on = opt_chunk.min(n as u64 - o0);
+            let mut b0 = 0u64;
+            while b0 < nb {
+                let bn = blk_chunk.min(nb - b0);
+                self.launch_heston_blocks(&du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
+                let tp = totals.device_ptr() + o0 * (SUMS as u64) * 8;
+                let bp = blocks.device_ptr();
+                let n_opt = on as u32;
+                let threads = 256u32;
+                let cfg = LaunchConfig {
+                    grid_dim: ((on * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
+                    block_dim: (threads, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let _range = self.range("heston_combine");
+                let mut b = self.stream().launch_builder(&combine);
+                b.arg(&bp).arg(&n_opt).arg(&bn).arg(&tp);
+                // SAFETY: `blocks` holds at least on * bn * 7 f64 written by the launch above
+                // (on * bn <= cap); `totals` holds n * 7 f64 and rows o0 .. o0 + on are in
+                // range (o0 + on <= n). Pool buffers alive past this launch, all work on
+                // kiln's one stream, so it runs after the block kernel and before the next
+                // chunk overwrites `blocks`.
+                unsafe { b.launch(cfg) }
+                    .map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
+                b0 += bn;
+            }
+            o0 += on;
+        }
+        let mut host = vec![0.0f64; n * SUMS];
+        totals.copy_to_host(&mut host, self.stream())?;
+        Ok(host)
+    }
+
+    /// Launches `heston_blocks_f64` on rows `row0 .. row0 + n_rows` of the parameter arrays
+    /// and blocks `first_block .. first_block + n_blocks`, into `out` (item order).
+    #[allow(clippy::too_many_arguments)] // the kernel's arguments
+    fn launch_heston_blocks(
+        &self,
+        du: &crate::pool::DeviceBuffer<u32>,
+        dd: &crate::pool::DeviceBuffer<f64>,
+        row0: u64,
+        n_rows: u64,
+        first_block: u64,
+        n_blocks: u64,
+        mc: &McParams,
+        out: &mut crate::pool::DeviceBuffer<f64>,
+    ) -> Result<()> {
+        const OP: &str = "heston_blocks_f64";
+        let items = n_rows.checked_mul(n_blocks).ok_or_else(|| too_many(u64::MAX))?;
+        if items == 0 {
+            return Ok(());
+        }
+        let rows_end = row0 + n_rows;
+        if rows_end * OPT_U as u64 > du.len() as u64 || rows_end * OPT_D as u64 > dd.len() as u64 {
+            return Err(Error::invalid(
+                OP,
+                format!("rows {row0}..{rows_end} outside the parameter arrays"),
+            ));
+        }
+        if items * SUMS as u64 > out.len() as u64 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "{items} items need {} f64, the output holds {}",
+                    items * SUMS as u64,
+                    out.len()
+                ),
+            ));
+        }
+        let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
+        let f = self.function(KernelId::HestonBlocksF64)?;
+        let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
+        let dp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
+        let op = out.device_ptr();
+        let samples = mc.samples();
+        let ks = keys(mc);
+        let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (ctas, 1, 1),
+            block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let _range = self.range(OP);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&up)
+            .arg(&dp)
+            .arg(&n_opt)
+            .arg(&first_block)
+            .arg(&n_blocks)
+            .arg(&samples)
+            .arg(&ks)
+            .arg(&op);
+        // SAFETY: the kernel reads rows row0 .. row0 + n_rows of the parameter arrays (18 u32
+        // and 5 f64 a row, checked above) and writes items * 7 f64 of `out` (checked above);
+        // block indices stay below ceil(samples / 1024) because callers pass block ranges of
+        // the run. All buffers are live pool allocations used only on kiln's stream.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(OP, &self.name_str(), e))?;
+        Ok(())
+    }
+}
