@@ -5,10 +5,12 @@
 //! [`kiln_core::finance`]; they are re-exported here so `kiln_cpu::finance::{bsm, finish,
 //! BlockSums, ..}` keep working.
 
+pub mod american;
 pub mod mc;
 mod paths;
 mod qmc;
 
+pub use american::{price_american, price_american_portfolio};
 pub use kiln_core::finance::analytic;
 pub use kiln_core::finance::{
     block_count, bsm, control_mean, finish, geometric_asian, norm_cdf, norm_pdf, price_analytic, BlockSums,
