@@ -201,6 +201,14 @@ pub enum KernelId {
     QmcBarrierDownInF64,
     /// Self-test of the inverse normal and Sobol points against kiln-core.
     QmcSelftestF32,
+    /// Longstaff-Schwartz: the path matrix (dates x paths f32) and the last date's payoffs.
+    LsmPathsF32,
+    /// Longstaff-Schwartz: discounts the cash flows, per-block regression sums at one date.
+    LsmRegressF64,
+    /// Longstaff-Schwartz: the exercise rule at one date.
+    LsmExerciseF64,
+    /// Longstaff-Schwartz: per-block sums of the discounted cash flows and their squares.
+    LsmFinalF64,
     /// GEMM, 128x128x16 tiles, cp.async / float4 loads, A and B as stored (`NN`).
     GemmTiledNnF32,
     /// GEMM tiled, B transposed (`NT`).
@@ -317,6 +325,10 @@ impl KernelId {
         KernelId::QmcBarrierDownOutF64,
         KernelId::QmcBarrierDownInF64,
         KernelId::QmcSelftestF32,
+        KernelId::LsmPathsF32,
+        KernelId::LsmRegressF64,
+        KernelId::LsmExerciseF64,
+        KernelId::LsmFinalF64,
         KernelId::GemmTiledNnF32,
         KernelId::GemmTiledNtF32,
         KernelId::GemmTiledTnF32,
@@ -406,6 +418,10 @@ impl KernelId {
             | KernelId::QmcBarrierDownOutF64
             | KernelId::QmcBarrierDownInF64
             | KernelId::QmcSelftestF32 => FINANCE_QMC,
+            KernelId::LsmPathsF32
+            | KernelId::LsmRegressF64
+            | KernelId::LsmExerciseF64
+            | KernelId::LsmFinalF64 => AMERICAN,
             KernelId::GemmTiledNnF32
             | KernelId::GemmTiledNtF32
             | KernelId::GemmTiledTnF32
@@ -500,6 +516,10 @@ impl KernelId {
             KernelId::QmcBarrierDownOutF64 => "qmc_barrier_down_out_f64",
             KernelId::QmcBarrierDownInF64 => "qmc_barrier_down_in_f64",
             KernelId::QmcSelftestF32 => "qmc_selftest_f32",
+            KernelId::LsmPathsF32 => "lsm_paths_f32",
+            KernelId::LsmRegressF64 => "lsm_regress_f64",
+            KernelId::LsmExerciseF64 => "lsm_exercise_f64",
+            KernelId::LsmFinalF64 => "lsm_final_f64",
             KernelId::GemmTiledNnF32 => "gemm_tiled_nn_f32",
             KernelId::GemmTiledNtF32 => "gemm_tiled_nt_f32",
             KernelId::GemmTiledTnF32 => "gemm_tiled_tn_f32",
@@ -605,6 +625,11 @@ impl KernelId {
             KernelId::QmcBarrierDownOutF64 => 400,
             KernelId::QmcBarrierDownInF64 => 400,
             KernelId::QmcSelftestF32 => 150,
+            // not measured yet: the path kernel is the European one's size, the rest small
+            KernelId::LsmPathsF32 => 300,
+            KernelId::LsmRegressF64 => 120,
+            KernelId::LsmExerciseF64 => 60,
+            KernelId::LsmFinalF64 => 60,
             KernelId::GemmTiledNnF32 => 751,
             KernelId::GemmTiledNtF32 => 723,
             KernelId::GemmTiledTnF32 => 487,

@@ -30,6 +30,16 @@ pub const FINANCE_QMC: Module = Module {
     ),
 };
 
+/// Longstaff-Schwartz American options: path matrix, per-block regression sums, exercise
+/// and final sums (`kernels/finance.cuh`, then `kernels/american.cu`).
+pub const AMERICAN: Module = Module {
+    name: "american",
+    source: concat!(
+        include_str!("../../kernels/finance.cuh"),
+        include_str!("../../kernels/american.cu")
+    ),
+};
+
 /// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
 pub const MAP: Module = Module {
     name: "map",
@@ -129,6 +139,7 @@ pub const MODULES: &[Module] = &[
     NDIMAGE,
     FINANCE,
     FINANCE_QMC,
+    AMERICAN,
     GEMM,
     CAST,
     FAULT,
