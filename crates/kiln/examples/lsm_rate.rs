@@ -1,9 +1,9 @@
 //! Longstaff-Schwartz timing: the American put S = 36, K = 40, r = 0.06, sigma = 0.2, T = 1
 //! with 50 exercise dates, priced through `Runtime::price_american` after one warm-up run;
 //! prints the median wall time of 5 runs, the price and its standard error, and the
-//! binomial tree's price of the same option (and with continuous exercise). On a GPU 2^20 paths (and a bitwise check of a smaller
-//! run against the CPU engine), on the CPU 2^16 (`--paths N` overrides, `--cpu` forces
-//! the CPU).
+//! binomial tree's price of the same option (and with continuous exercise). On a GPU
+//! 2^20 paths (and a bitwise check of a smaller run against the CPU engine), on the CPU
+//! 2^16 (`--paths N` overrides, `--cpu` forces the CPU).
 //!
 //! ```text
 //! cargo run --release -p kiln --example lsm_rate [-- --cpu] [-- --paths 1048576]

@@ -1,8 +1,8 @@
 //! American options through the runtime: Longstaff-Schwartz Monte Carlo on the GPU when the
 //! runtime has one, else on the CPU (the same bits either way: kiln-core's
 //! `finance::american::lsm` is the contract both engines implement), and the binomial tree
-//! (Broadie-Detemple smoothing and Richardson extrapolation) as the closed-form-like
-//! reference, always on the CPU.
+//! of the same option (exercise on its dates; Broadie-Detemple smoothing, two step counts
+//! averaged) as the closed-form-like reference, always on the CPU.
 
 use kiln_core::finance::{McParams, PriceResult};
 use kiln_core::Result;
@@ -42,8 +42,10 @@ impl Runtime {
         }
     }
 
-    /// Prices American options (continuous exercise) by the binomial tree with `steps`
-    /// steps ([`american_binomial`]; [`DEFAULT_TREE_STEPS`] is a good choice), on the CPU:
+    /// Prices American options, exercisable on their `exercise_dates` dates as Monte Carlo
+    /// prices them, by the binomial tree with about `steps` steps ([`american_binomial`];
+    /// [`DEFAULT_TREE_STEPS`] is a good choice; [`american_continuous`] prices continuous
+    /// exercise), on the CPU:
     /// the `--method analytic` counterpart of [`price_american`](Self::price_american).
     pub fn price_american_tree(&self, specs: &[AmericanSpec], steps: u32) -> Vec<Result<PriceResult>> {
         specs
