@@ -17,6 +17,7 @@
 //! ([`blocks`]: [`BlockSums`], [`control_mean`], [`finish`]). The path simulation itself
 //! is each backend's (kiln-cpu with rayon, kiln-cuda in `finance.cu`).
 
+pub mod american;
 pub mod analytic;
 pub mod barrier;
 pub mod blocks;

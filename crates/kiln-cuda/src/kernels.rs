@@ -205,6 +205,14 @@ pub enum KernelId {
     HestonBlocksF64,
     /// Self-test of one Heston QE step against kiln-core.
     HestonStepSelftestF32,
+    /// Longstaff-Schwartz: the path matrix (dates x paths f32) and the last date's payoffs.
+    LsmPathsF32,
+    /// Longstaff-Schwartz: discounts the cash flows, per-block regression sums at one date.
+    LsmRegressF64,
+    /// Longstaff-Schwartz: the exercise rule at one date.
+    LsmExerciseF64,
+    /// Longstaff-Schwartz: per-block sums of the discounted cash flows and their squares.
+    LsmFinalF64,
     /// GEMM, 128x128x16 tiles, cp.async / float4 loads, A and B as stored (`NN`).
     GemmTiledNnF32,
     /// GEMM tiled, B transposed (`NT`).
@@ -323,6 +331,10 @@ impl KernelId {
         KernelId::QmcSelftestF32,
         KernelId::HestonBlocksF64,
         KernelId::HestonStepSelftestF32,
+        KernelId::LsmPathsF32,
+        KernelId::LsmRegressF64,
+        KernelId::LsmExerciseF64,
+        KernelId::LsmFinalF64,
         KernelId::GemmTiledNnF32,
         KernelId::GemmTiledNtF32,
         KernelId::GemmTiledTnF32,
@@ -413,6 +425,10 @@ impl KernelId {
             | KernelId::QmcBarrierDownInF64
             | KernelId::QmcSelftestF32 => FINANCE_QMC,
             KernelId::HestonBlocksF64 | KernelId::HestonStepSelftestF32 => HESTON,
+            KernelId::LsmPathsF32
+            | KernelId::LsmRegressF64
+            | KernelId::LsmExerciseF64
+            | KernelId::LsmFinalF64 => AMERICAN,
             KernelId::GemmTiledNnF32
             | KernelId::GemmTiledNtF32
             | KernelId::GemmTiledTnF32
@@ -509,6 +525,10 @@ impl KernelId {
             KernelId::QmcSelftestF32 => "qmc_selftest_f32",
             KernelId::HestonBlocksF64 => "heston_blocks_f64",
             KernelId::HestonStepSelftestF32 => "heston_step_selftest_f32",
+            KernelId::LsmPathsF32 => "lsm_paths_f32",
+            KernelId::LsmRegressF64 => "lsm_regress_f64",
+            KernelId::LsmExerciseF64 => "lsm_exercise_f64",
+            KernelId::LsmFinalF64 => "lsm_final_f64",
             KernelId::GemmTiledNnF32 => "gemm_tiled_nn_f32",
             KernelId::GemmTiledNtF32 => "gemm_tiled_nt_f32",
             KernelId::GemmTiledTnF32 => "gemm_tiled_tn_f32",
@@ -617,6 +637,11 @@ impl KernelId {
             // not measured yet: a guess from the Philox kernels' cost
             KernelId::HestonBlocksF64 => 400,
             KernelId::HestonStepSelftestF32 => 200,
+            // not measured yet: the path kernel is the European one's size, the rest small
+            KernelId::LsmPathsF32 => 300,
+            KernelId::LsmRegressF64 => 120,
+            KernelId::LsmExerciseF64 => 60,
+            KernelId::LsmFinalF64 => 60,
             KernelId::GemmTiledNnF32 => 751,
             KernelId::GemmTiledNtF32 => 723,
             KernelId::GemmTiledTnF32 => 487,

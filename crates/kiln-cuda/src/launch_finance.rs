@@ -101,7 +101,7 @@ fn kernel_for(style: Style, fast: bool) -> KernelId {
 /// `finance.cu`'s `KilnKeys`: the ten round keys, passed by value.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct KeySchedule([[u32; 10]; 2]);
+pub(crate) struct KeySchedule(pub(crate) [[u32; 10]; 2]);
 
 // SAFETY: a plain #[repr(C)] array of 20 u32, the layout of `struct KilnKeys { u32 k0[10];
 // u32 k1[10]; }`; the kernel reads it by value.

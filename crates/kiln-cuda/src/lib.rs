@@ -34,6 +34,7 @@ pub mod discovery;
 pub mod gemm;
 pub mod graph;
 pub mod kernels;
+mod launch_american;
 mod launch_elementwise;
 mod launch_finance;
 mod launch_finance_qmc;

@@ -15,7 +15,9 @@ use crate::Runtime;
 pub use kiln_core::finance;
 
 mod heston;
+pub mod american;
 mod target;
+pub use american::{AmericanSpec, DEFAULT_TREE_STEPS};
 pub use target::{TargetRun, TargetSe};
 
 /// How to price.

@@ -40,6 +40,16 @@ pub const HESTON: Module = Module {
     ),
 };
 
+/// Longstaff-Schwartz American options: path matrix, per-block regression sums, exercise
+/// and final sums (`kernels/finance.cuh`, then `kernels/american.cu`).
+pub const AMERICAN: Module = Module {
+    name: "american",
+    source: concat!(
+        include_str!("../../kernels/finance.cuh"),
+        include_str!("../../kernels/american.cu")
+    ),
+};
+
 /// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
 pub const MAP: Module = Module {
     name: "map",
@@ -140,6 +150,7 @@ pub const MODULES: &[Module] = &[
     FINANCE,
     FINANCE_QMC,
     HESTON,
+    AMERICAN,
     GEMM,
     CAST,
     FAULT,

@@ -1,0 +1,56 @@
+//! American options through the runtime: Longstaff-Schwartz Monte Carlo on the GPU when the
+//! runtime has one, else on the CPU (the same bits either way: kiln-core's
+//! `finance::american::lsm` is the contract both engines implement), and the binomial tree
+//! of the same option (exercise on its dates; Broadie-Detemple smoothing, two step counts
+//! averaged) as the closed-form-like reference, always on the CPU.
+
+use kiln_core::finance::{McParams, PriceResult};
+use kiln_core::Result;
+use kiln_cpu::finance as cpu;
+
+use crate::Runtime;
+
+pub use kiln_core::finance::american::{american_binomial, american_continuous, binomial_crr, AmericanSpec};
+
+/// Tree steps [`Runtime::price_american_tree`] uses when asked for the default (accurate to
+/// about `1e-4` of the strike on usual terms; well under a second an option).
+pub const DEFAULT_TREE_STEPS: u32 = 2000;
+
+impl Runtime {
+    /// Prices American options by Longstaff-Schwartz; option `i` uses Philox stream index
+    /// `i`. Paths and seed come from `mc`; each option's time steps are its exercise dates
+    /// (`mc.steps` is not used); antithetic and control variates and Sobol points are
+    /// refused (an error in the slot). The price is the in-sample estimator (biased
+    /// slightly low; a Bermudan price with `exercise_dates` dates). One result per option.
+    pub fn price_american(&self, specs: &[AmericanSpec], mc: &McParams) -> Vec<Result<PriceResult>> {
+        let _range = crate::profiler().host_range("price american");
+        match self.cuda() {
+            Some(gpu) => specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let option = u32::try_from(i).map_err(|_| {
+                        kiln_core::Error::invalid(
+                            "price_american",
+                            format!("option {i}: stream index past 2^32"),
+                        )
+                    })?;
+                    gpu.price_american_gpu(s, mc, option)
+                })
+                .collect(),
+            None => cpu::price_american_portfolio(specs, mc, 0),
+        }
+    }
+
+    /// Prices American options, exercisable on their `exercise_dates` dates as Monte Carlo
+    /// prices them, by the binomial tree with about `steps` steps ([`american_binomial`];
+    /// [`DEFAULT_TREE_STEPS`] is a good choice; [`american_continuous`] prices continuous
+    /// exercise), on the CPU:
+    /// the `--method analytic` counterpart of [`price_american`](Self::price_american).
+    pub fn price_american_tree(&self, specs: &[AmericanSpec], steps: u32) -> Vec<Result<PriceResult>> {
+        specs
+            .iter()
+            .map(|s| american_binomial(s, steps).map(PriceResult::exact))
+            .collect()
+    }
+}
