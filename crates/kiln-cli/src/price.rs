@@ -11,14 +11,19 @@
 //! portfolio is priced in batches through `Runtime::price_batch`, which keeps every price
 //! bit-identical to pricing it whole; so a row's price depends on its row, the seed and the
 //! run parameters only: not on the device, the batch size, or which other rows are invalid.
+//!
+//! Heston and American rows (`kiln_io::options_csv::RowKind`) go through their own engines
+//! (`Runtime::price_heston_batch`, `Runtime::price_american_batch`, the closed form and the
+//! tree), batch by batch as well; a batch never mixes kinds.
 
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kiln::core::finance::{McParams, OptionSpec, Rng};
+use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng, Style};
+use kiln::finance::american::{american_continuous, DEFAULT_TREE_STEPS};
 use kiln::finance::{supports, Method};
 use kiln::{BackendKind, Runtime};
 use kiln::{Config, DeviceRequest, Error};
-use kiln_io::options_csv::{self, OptionRow, PriceRecord, RowError};
+use kiln_io::options_csv::{self, OptionRow, PriceRecord, RowError, RowKind};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -29,6 +34,9 @@ const AFTER_HELP: &str = "\
 Input: a CSV with a header row; columns in any order, names case-insensitive.
   required: type (call|put), style, spot, strike, rate, volatility, maturity
   optional: id (default: the data row number), dividend (default 0),
+            model (bs, the default, or heston) with kappa, theta, xi, rho, v0 (heston rows:
+                   mean reversion, long-run variance, vol of variance, correlation, variance
+                   now; their volatility cell is not used and may be empty),
             fixings (asian_* styles: number of equally spaced fixings, the last at maturity;
                      barrier_* styles: discrete monitoring dates, equally spaced, the last at
                      maturity; empty: monitored continuously),
@@ -39,15 +47,23 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
   with fixings = m, mc steps from date to date (exact) and analytic uses Broadie-Glasserman-
   Kou's shifted barrier (an approximation, best with many dates).
   styles: european asian_arithmetic asian_geometric barrier_up_out barrier_up_in
-          barrier_down_out barrier_down_in
+          barrier_down_out barrier_down_in american (fixings: the exercise dates, equally
+          spaced, the last at maturity; empty: continuous exercise)
   rate and dividend continuously compounded per year, volatility per sqrt(year) (0.2 = 20%),
   maturity in years. Rows are numbered from 1 after the header (blank lines not counted).
 Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Greek is not
   computed; std_error 0 for analytic; vega and rho per 1.0, theta per year). Never NaN/inf.
 Methods: analytic prices european (all Greeks), asian_geometric (no theta) and the barrier
-  styles (Reiner-Rubinstein with rebate, continuous monitoring; Greeks by differences, no
-  theta); mc prices every style (delta and vega for european and asian styles; barriers
-  monitored at the end of every step, no rebate).
+  styles (Reiner-Rubinstein with rebate; Greeks by differences, no theta); mc prices every
+  style (delta and vega for european and asian styles; barriers without rebate).
+  Heston rows (european, asian_arithmetic): analytic is the semi-analytic European
+  (characteristic function); mc is Andersen's QE scheme (philox only, no --antithetic;
+  asian: ceil(steps / fixings) steps between fixings). No Greeks.
+  American rows: analytic is a binomial tree (2000 steps; with fixings the option is
+  exercisable on those dates only, else at any time); mc is Longstaff-Schwartz with the
+  fixings (or --steps) as exercise dates (philox only, no --antithetic or
+  --control-variate; in-sample, biased slightly low). No Greeks. --target-se prices
+  Black-Scholes rows only; --devices sends heston and american rows to one device.
 Bad rows: every one is reported (row, file line, id, reasons); exit 4 and nothing written,
   unless --skip-invalid: then the good rows are written and the bad ones to
   <output stem>.errors.csv (row,id,reason) beside the output.
@@ -85,8 +101,10 @@ pub struct Args {
     /// standard error falls as 1/sqrt(paths): 100000 gives about 0.3% of a vanilla's price.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(2..))]
     paths: u64,
-    /// Monte Carlo time steps for european and barrier styles (a barrier is monitored at the
-    /// end of every step); Asian styles step from fixing to fixing and ignore it.
+    /// Monte Carlo time steps for european styles, continuously monitored barriers (each step
+    /// adds its crossing probability) and heston rows, and the exercise dates of american
+    /// rows without fixings; Asian styles and discretely monitored barriers step from fixing
+    /// to fixing and ignore it.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     steps: u32,
     /// Monte Carlo seed (the Philox key); the same seed gives the same bits on every device.
@@ -202,10 +220,89 @@ fn io_error(flag: &'static str) -> impl Fn(kiln_io::IoError) -> Error {
     move |e| Error::invalid(flag, e.to_string())
 }
 
-/// Path-steps one option costs: paths times steps (Asian, discrete barriers: fixings).
-fn work(spec: &OptionSpec, mc: &McParams) -> u64 {
-    let steps = spec.path_steps(mc.steps);
+/// Path-steps one option costs: paths times steps (Asian, discrete barriers: fixings;
+/// Heston's Asian: whole steps between fixings; American: exercise dates).
+fn work(o: &OptionRow, mc: &McParams) -> u64 {
+    let steps = match o.kind {
+        RowKind::Plain => o.spec.path_steps(mc.steps),
+        RowKind::Heston(_) => match o.spec.fixings {
+            Some(f) => mc.steps.div_ceil(f).saturating_mul(f),
+            None => mc.steps,
+        },
+        RowKind::American(dates) => dates.unwrap_or(mc.steps),
+    };
     mc.paths_used().saturating_mul(u64::from(steps))
+}
+
+/// Whether two rows can share a batch (one engine prices a batch).
+fn same_kind(a: &OptionRow, b: &OptionRow) -> bool {
+    std::mem::discriminant(&a.kind) == std::mem::discriminant(&b.kind)
+}
+
+/// Why `method` cannot price row `o`, if it cannot.
+fn unsupported(o: &OptionRow, method: Method, target: bool) -> Option<String> {
+    let style = o.spec.style.name();
+    match o.kind {
+        RowKind::Plain if !supports(method, o.spec.style) => Some(format!(
+            "style {style} has no closed form in kiln; price it with --method mc"
+        )),
+        RowKind::Heston(_) if method == Method::Analytic && o.spec.style != Style::European => Some(format!(
+            "style {style} under heston has no closed form in kiln; price it with --method mc"
+        )),
+        RowKind::Heston(_) | RowKind::American(_) if target => Some(
+            "--target-se prices Black-Scholes rows only (model bs, not american); price this one without it"
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// Prices one batch (consecutive rows of one kind, the first on stream `first`).
+fn price_rows(
+    rt: &Runtime,
+    pool: Option<&crate::price_devices::Pool>,
+    rows: &[OptionRow],
+    method: Method,
+    mc: &McParams,
+    first: u32,
+) -> anyhow::Result<Vec<kiln::Result<PriceResult>>> {
+    Ok(match rows[0].kind {
+        RowKind::Plain => {
+            let specs: Vec<OptionSpec> = rows.iter().map(|o| o.spec).collect();
+            match pool {
+                Some(p) => p.price(&specs, method, mc, first)?,
+                None => rt.price_batch(&specs, method, mc, first),
+            }
+        }
+        RowKind::Heston(_) => {
+            let specs: Vec<_> = rows.iter().filter_map(OptionRow::heston).collect();
+            match method {
+                Method::Analytic => specs
+                    .iter()
+                    .map(|h| h.price_analytic().map(PriceResult::exact))
+                    .collect(),
+                Method::MonteCarlo => rt.price_heston_batch(&specs, mc, first),
+            }
+        }
+        RowKind::American(_) => {
+            let specs: Vec<_> = rows.iter().filter_map(|o| o.american(mc.steps)).collect();
+            match method {
+                Method::Analytic => rows
+                    .iter()
+                    .zip(&specs)
+                    .map(|(o, a)| match o.kind {
+                        RowKind::American(None) => {
+                            american_continuous(a, DEFAULT_TREE_STEPS).map(PriceResult::exact)
+                        }
+                        _ => rt
+                            .price_american_tree(std::slice::from_ref(a), DEFAULT_TREE_STEPS)
+                            .remove(0),
+                    })
+                    .collect(),
+                Method::MonteCarlo => rt.price_american_batch(&specs, mc, first),
+            }
+        }
+    })
 }
 
 /// Runs of consecutive rows (consecutive stream indices), cut where a run's work passes
@@ -215,12 +312,14 @@ fn batches(rows: &[OptionRow], mc: Option<&McParams>, batch_work: u64) -> Vec<st
     let mut start = 0;
     let mut acc = 0u64;
     for i in 0..rows.len() {
-        if i > start && (rows[i].row != rows[i - 1].row + 1 || acc >= batch_work) {
+        if i > start
+            && (rows[i].row != rows[i - 1].row + 1 || acc >= batch_work || !same_kind(&rows[i], &rows[i - 1]))
+        {
             out.push(start..i);
             start = i;
             acc = 0;
         }
-        acc = acc.saturating_add(mc.map_or(1, |mc| work(&rows[i].spec, mc)));
+        acc = acc.saturating_add(mc.map_or(1, |mc| work(&rows[i], mc)));
     }
     if start < rows.len() {
         out.push(start..rows.len());
@@ -286,15 +385,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let mut errors = file.errors;
     let mut good = Vec::with_capacity(file.options.len());
     for o in file.options {
-        if !supports(method, o.spec.style) {
+        if let Some(reason) = unsupported(&o, method, args.target_se.is_some()) {
             errors.push(RowError {
                 row: o.row,
                 line: o.line,
                 id: o.id,
-                reason: format!(
-                    "style {} has no closed form in kiln; price it with --method mc",
-                    o.spec.style.name()
-                ),
+                reason,
             });
         } else if u32::try_from(o.row - 1).is_err() {
             errors.push(RowError {
@@ -337,8 +433,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         if is_mc { batch_work } else { u64::MAX },
     );
     let total_work: u64 = if is_mc {
-        good.iter()
-            .fold(0u64, |a, o| a.saturating_add(work(&o.spec, &mc)))
+        good.iter().fold(0u64, |a, o| a.saturating_add(work(o, &mc)))
     } else {
         0
     };
@@ -358,11 +453,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let mut done = 0usize;
     for range in plan {
         let rows = &good[range];
-        let specs: Vec<OptionSpec> = rows.iter().map(|o| o.spec).collect();
         // Checked above: every row - 1 fits in u32.
         let first = u32::try_from(rows[0].row - 1).unwrap_or(u32::MAX);
         let results = match args.target_se {
             Some(target) => {
+                // only Black-Scholes rows get here (`unsupported`)
+                let specs: Vec<OptionSpec> = rows.iter().map(|o| o.spec).collect();
                 let run = rt.price_to_target(&specs, &mc, target, args.max_paths, first);
                 rounds = rounds.max(run.rounds);
                 extra_work = extra_work.saturating_add(run.path_steps);
@@ -374,10 +470,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                     .count();
                 run.results
             }
-            None => match &pool {
-                Some(p) => p.price(&specs, method, &mc, first)?,
-                None => rt.price_batch(&specs, method, &mc, first),
-            },
+            None => price_rows(&rt, pool.as_ref(), rows, method, &mc, first)?,
         };
         for (o, r) in rows.iter().zip(results) {
             let bad = |reason: String| RowError {
@@ -411,7 +504,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         done += rows.len();
         if let Some(pb) = &bar {
             pb.set_message(format!("{done}/{} options", good.len()));
-            pb.inc(specs.iter().fold(0u64, |a, s| a.saturating_add(work(s, &mc))));
+            pb.inc(rows.iter().fold(0u64, |a, o| a.saturating_add(work(o, &mc))));
         }
     }
     let seconds = t_price.elapsed().as_secs_f64();
@@ -517,6 +610,7 @@ mod tests {
             line: r as u64 + 1,
             id: r.to_string(),
             spec: OptionSpec::european(OptionType::Call, 100.0, 100.0, 0.05, 0.0, 0.2, 1.0),
+            kind: RowKind::Plain,
         }
     }
 
@@ -532,6 +626,10 @@ mod tests {
         // 100 path-steps per option, cut once a batch reaches 200.
         assert_eq!(batches(&rows, Some(&mc), 200), vec![0..2, 2..3, 3..5, 5..6]);
         assert!(batches(&[], Some(&mc), 200).is_empty());
+        // a change of kind cuts a batch too
+        let mut mixed: Vec<OptionRow> = (1..=4).map(row).collect();
+        mixed[2].kind = RowKind::American(Some(3));
+        assert_eq!(batches(&mixed, None, u64::MAX), vec![0..2, 2..3, 3..4]);
     }
 
     #[test]

@@ -325,3 +325,85 @@ fn file_problems_exit_4_naming_the_file() {
     assert_eq!(std::fs::read_to_string(d.path().join("book.csv")).unwrap(), BOOK);
     assert!(!d.path().join("p.csv").exists());
 }
+
+/// Heston and American rows in one book with a Black-Scholes row: each priced by its own
+/// engine, the published values met by the closed forms and the tree, Monte Carlo near them,
+/// and the rows that a method or flag cannot price refused with a reason.
+#[test]
+fn heston_and_american_rows_price_by_their_engines() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "book.csv",
+        "id,type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0\n\
+         bs,call,european,100,100,0.05,0.2,1,,,,,,,\n\
+         fo,call,european,100,100,0,,1,,heston,1.5768,0.0398,0.5751,-0.5711,0.0175\n\
+         ls,put,american,36,40,0.06,0.2,1,50,,,,,,\n\
+         cont,put,american,36,40,0.06,0.2,1,,,,,,,\n",
+    );
+    let o = kiln(d.path(), &["--input", "book.csv", "--output", "a.csv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let a = read_prices(d.path().join("a.csv")).unwrap();
+    // Fang & Oosterlee's Heston call; Longstaff & Schwartz's Table 1 (50 dates a year)
+    assert!((by_id(&a, "fo").price - 5.785155450).abs() < 1e-6);
+    assert!((by_id(&a, "ls").price - 4.478).abs() < 2e-3);
+    let cont = by_id(&a, "cont").price;
+    assert!(
+        cont > by_id(&a, "ls").price && cont < 4.50,
+        "continuous exercise {cont}"
+    );
+    assert_eq!(by_id(&a, "fo").std_error, 0.0);
+
+    let o = kiln(
+        d.path(),
+        &[
+            "--input", "book.csv", "--output", "m.csv", "--method", "mc", "--paths", "16384", "--steps",
+            "50", "--device", "cpu",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = read_prices(d.path().join("m.csv")).unwrap();
+    let fo = by_id(&m, "fo");
+    assert!(
+        (fo.price - 5.785155450).abs() < 4.0 * fo.std_error + 0.05,
+        "{fo:?}"
+    );
+    let ls = by_id(&m, "ls");
+    assert!((ls.price - 4.478).abs() < 4.0 * ls.std_error + 0.02, "{ls:?}");
+    assert!(ls.delta.is_none() && by_id(&m, "bs").delta.is_some());
+
+    // an arithmetic Asian under Heston has no closed form; --target-se is Black-Scholes only
+    write(
+        d.path(),
+        "asian.csv",
+        "type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0\n\
+         call,asian_arithmetic,100,100,0.01,,1,12,heston,2,0.04,0.3,-0.7,0.04\n",
+    );
+    let o = kiln(d.path(), &["--input", "asian.csv", "--output", "x.csv"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(
+        stderr(&o).contains("under heston has no closed form"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kiln(
+        d.path(),
+        &[
+            "--input",
+            "book.csv",
+            "--output",
+            "t.csv",
+            "--method",
+            "mc",
+            "--target-se",
+            "0.01",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4));
+    assert!(
+        stderr(&o).contains("--target-se prices Black-Scholes rows only"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!d.path().join("t.csv").exists());
+}

@@ -69,8 +69,16 @@ extern "C" __global__ void __launch_bounds__(256) rank_med9(const void* src, voi
 }
 #endif
 
+// Minimum resident CTAs an SM for the 5x5 median: a register cap. Left free the compiler
+// took 128 registers (25% occupancy); 3 caps it at 80. On the H200 (2026-12-04, one call,
+// 1080p u8): 1 -> 0.1123 ms, 3 -> 0.0656 ms, 4 -> 0.0671 ms. Override for experiments with
+// KILN_NVRTC_EXTRA=-DKILN_MED25_MINB=n.
+#ifndef KILN_MED25_MINB
+#define KILN_MED25_MINB 3
+#endif
+
 #if !defined(KILN_ONLY) || defined(KILN_K_rank_med25)
-extern "C" __global__ void __launch_bounds__(256) rank_med25(const void* src, void* dst, RankWin w, NetOffs o) {
+extern "C" __global__ void __launch_bounds__(256, KILN_MED25_MINB) rank_med25(const void* src, void* dst, RankWin w, NetOffs o) {
     med_kernel<25>(src, dst, w, o);
 }
 #endif

@@ -16,14 +16,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Options every program is compiled with (part of the cache key).
 pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo"];
 
-/// A program's NVRTC options but the arch: [`OPTIONS`] and the definitions that select its
-/// kernel (the cache key covers them).
+/// A program's NVRTC options but the arch: [`OPTIONS`], the definitions that select its
+/// kernel and, last, any in `KILN_NVRTC_EXTRA` (the cache key covers them all).
 pub fn options(program: Program) -> Vec<String> {
     OPTIONS
         .iter()
         .map(|s| s.to_string())
         .chain(program.defines())
+        .chain(extra_options())
         .collect()
+}
+
+/// `KILN_NVRTC_EXTRA`, split on whitespace: a developer's knob for experiments on the GPU
+/// machine without a rebuild (a register cap `-maxrregcount=80`, a `-D` a kernel reads),
+/// applied to every program and part of every cache key, so cubins built with and without
+/// it never mix. Unset or empty in production.
+fn extra_options() -> Vec<String> {
+    std::env::var("KILN_NVRTC_EXTRA")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 static COMPILES: AtomicU64 = AtomicU64::new(0);

@@ -6,11 +6,16 @@
 //!   ignored. Required: `type,style,spot,strike,rate,volatility,maturity`. Optional: `id`
 //!   (absent or empty: the data row number), `dividend` (absent or empty: 0), `fixings` and
 //!   `barrier` (needed only by the styles that use them; empty cells otherwise), `rebate`
-//!   (barrier styles' cash rebate; absent or empty: 0). Any other
-//!   column, or a column named twice, is an error for the whole file that names it.
+//!   (barrier styles' cash rebate; absent or empty: 0), `model` (`bs`, the default, or
+//!   `heston`) and Heston's `kappa,theta,xi,rho,v0` (heston rows only; all five needed
+//!   there). Any other column, or a column named twice, is an error for the whole file that
+//!   names it.
 //! - `type` is `call` or `put`, `style` one of [`Style::name`]'s names (`european`,
 //!   `asian_arithmetic`, `asian_geometric`, `barrier_up_out`, `barrier_up_in`,
-//!   `barrier_down_out`, `barrier_down_in`), both case-insensitive. Rates and the dividend
+//!   `barrier_down_out`, `barrier_down_in`) or `american` ([`RowKind::American`]: its
+//!   `fixings` are the exercise dates, empty for continuous exercise), both
+//!   case-insensitive. A heston row ([`RowKind::Heston`]) is a `european` or
+//!   `asian_arithmetic` payoff; its `volatility` is not used and may be empty. Rates and the dividend
 //!   yield are continuously compounded per year, volatility per `sqrt(year)` (0.2 for 20%),
 //!   maturity in years, `fixings` a whole number `>= 1` (equally spaced, the last at
 //!   maturity: an Asian option's averaging dates, or a barrier's discrete monitoring dates,
@@ -35,6 +40,8 @@ use std::io::Read;
 use std::path::Path;
 
 use csv::ByteRecord;
+use kiln_core::finance::american::AmericanSpec;
+use kiln_core::finance::heston::{HestonParams, HestonSpec};
 use kiln_core::finance::{OptionSpec, OptionType, PriceResult, Style};
 
 use crate::atomic::write_atomic;
@@ -43,8 +50,11 @@ use crate::error::{IoError, Result};
 const FORMAT: &str = "option CSV";
 const PRICE_FORMAT: &str = "price CSV";
 
+/// Input columns.
+const NCOLS: usize = 18;
+
 /// Every input column, in the documented order.
-pub const INPUT_COLUMNS: [&str; 12] = [
+pub const INPUT_COLUMNS: [&str; NCOLS] = [
     "id",
     "type",
     "style",
@@ -57,6 +67,12 @@ pub const INPUT_COLUMNS: [&str; 12] = [
     "fixings",
     "barrier",
     "rebate",
+    "model",
+    "kappa",
+    "theta",
+    "xi",
+    "rho",
+    "v0",
 ];
 
 /// The input columns every file must have.
@@ -98,6 +114,27 @@ const MATURITY: usize = 8;
 const FIXINGS: usize = 9;
 const BARRIER: usize = 10;
 const REBATE: usize = 11;
+const MODEL: usize = 12;
+/// Heston's five columns: kappa, theta, xi, rho, v0.
+const HESTON_COLS: [usize; 5] = [13, 14, 15, 16, 17];
+
+/// The style name of American rows (not a [`Style`]: Longstaff-Schwartz and the tree price
+/// them, not the path engine).
+pub const AMERICAN_STYLE: &str = "american";
+
+/// What a row prices beyond its [`OptionRow::spec`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RowKind {
+    /// The spec itself, under Black-Scholes (geometric Brownian motion).
+    Plain,
+    /// The spec's payoff (European or arithmetic Asian) under Heston's model with these
+    /// parameters; the spec's volatility is not used ([`OptionRow::heston`]).
+    Heston(HestonParams),
+    /// Style `american`: the spec carries the type, spot, strike, rate, dividend, volatility
+    /// and maturity (as a European); the exercise dates are `Some(n)` equally spaced dates
+    /// (a Bermudan option, the last at maturity), `None` continuous exercise.
+    American(Option<u32>),
+}
 
 /// One good row of an option CSV.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,8 +145,45 @@ pub struct OptionRow {
     pub line: u64,
     /// The `id` cell, or the data row number where the file has none.
     pub id: String,
-    /// The option, already validated.
+    /// The option, already validated (for heston and american rows see [`RowKind`]).
     pub spec: OptionSpec,
+    /// Black-Scholes, Heston or American.
+    pub kind: RowKind,
+}
+
+impl OptionRow {
+    /// The Heston option of a heston row.
+    pub fn heston(&self) -> Option<HestonSpec> {
+        match self.kind {
+            RowKind::Heston(heston) => Some(HestonSpec {
+                option: self.spec,
+                heston,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The American option of an american row, exercisable on `dates` equally spaced dates
+    /// (its own `fixings`, else `default_dates`).
+    pub fn american(&self, default_dates: u32) -> Option<AmericanSpec> {
+        match self.kind {
+            RowKind::American(dates) => Some(american_spec(&self.spec, dates.unwrap_or(default_dates))),
+            _ => None,
+        }
+    }
+}
+
+fn american_spec(s: &OptionSpec, dates: u32) -> AmericanSpec {
+    AmericanSpec {
+        option_type: s.option_type,
+        spot: s.spot,
+        strike: s.strike,
+        rate: s.rate,
+        dividend: s.dividend,
+        volatility: s.volatility,
+        maturity: s.maturity,
+        exercise_dates: dates,
+    }
 }
 
 /// One bad row: where it is and why it cannot be priced.
@@ -237,7 +311,13 @@ pub fn parse_options<R: Read>(path: &Path, mut reader: R) -> Result<OptionsFile>
             }
         }
         match parsed {
-            Ok(spec) if reasons.is_empty() => out.options.push(OptionRow { row, line, id, spec }),
+            Ok((spec, kind)) if reasons.is_empty() => out.options.push(OptionRow {
+                row,
+                line,
+                id,
+                spec,
+                kind,
+            }),
             _ => out.errors.push(RowError {
                 row,
                 line,
@@ -250,8 +330,8 @@ pub fn parse_options<R: Read>(path: &Path, mut reader: R) -> Result<OptionsFile>
 }
 
 /// Maps the header to a cell index per input column, or says everything wrong with it.
-fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 12]> {
-    let mut idx = [None; 12];
+fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; NCOLS]> {
+    let mut idx = [None; NCOLS];
     let (mut unknown, mut twice) = (Vec::new(), Vec::new());
     for (i, h) in headers.iter().enumerate() {
         let name = String::from_utf8_lossy(h).trim().to_ascii_lowercase();
@@ -299,7 +379,7 @@ fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 12]> {
         path,
         FORMAT,
         format!(
-            "bad header: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, in any order",
+            "bad header: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, model, kappa, theta, xi, rho, v0, in any order",
             problems.join("; "),
             REQUIRED_COLUMNS.join(", ")
         ),
@@ -313,9 +393,21 @@ fn text(rec: &ByteRecord, col: Option<usize>) -> String {
         .unwrap_or_default()
 }
 
-fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 12]) -> std::result::Result<OptionSpec, Vec<String>> {
+fn parse_spec(
+    rec: &ByteRecord,
+    cols: &[Option<usize>; NCOLS],
+) -> std::result::Result<(OptionSpec, RowKind), Vec<String>> {
     let mut reasons = Vec::new();
     let cell = |c: usize| text(rec, cols[c]);
+    let model_text = cell(MODEL).to_ascii_lowercase();
+    let heston = match model_text.as_str() {
+        "" | "bs" | "black_scholes" => false,
+        "heston" => true,
+        _ => {
+            reasons.push(format!("unknown model `{}`; use bs or heston", cell(MODEL)));
+            false
+        }
+    };
     let option_type = match cell(TYPE).to_ascii_lowercase().as_str() {
         "call" => Some(OptionType::Call),
         "put" => Some(OptionType::Put),
@@ -329,9 +421,19 @@ fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 12]) -> std::result::Resu
         }
     };
     let style_text = cell(STYLE).to_ascii_lowercase();
-    let style = Style::ALL.into_iter().find(|s| s.name() == style_text);
+    let american = style_text == AMERICAN_STYLE;
+    // an American row is carried as a European (its exercise is RowKind's)
+    let style = if american {
+        Some(Style::European)
+    } else {
+        Style::ALL.into_iter().find(|s| s.name() == style_text)
+    };
     if style.is_none() {
-        let names: Vec<&str> = Style::ALL.iter().map(|s| s.name()).collect();
+        let names: Vec<&str> = Style::ALL
+            .iter()
+            .map(|s| s.name())
+            .chain([AMERICAN_STYLE])
+            .collect();
         reasons.push(if style_text.is_empty() {
             format!("style is empty; use one of {}", names.join(", "))
         } else {
@@ -359,15 +461,51 @@ fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 12]) -> std::result::Resu
             }
         }
     };
+    // Heston rows need no volatility: NaN marks "not given" until theta is known
     let [spot, strike, rate, dividend, volatility, maturity, rebate] =
-        [SPOT, STRIKE, RATE, DIVIDEND, VOLATILITY, MATURITY, REBATE]
-            .map(|c| num(c, (c == DIVIDEND || c == REBATE).then_some(0.0)));
+        [SPOT, STRIKE, RATE, DIVIDEND, VOLATILITY, MATURITY, REBATE].map(|c| {
+            let default = match c {
+                DIVIDEND | REBATE => Some(0.0),
+                VOLATILITY if heston => Some(f64::NAN),
+                _ => None,
+            };
+            num(c, default)
+        });
     let barrier_text = cell(BARRIER);
     let barrier = if barrier_text.is_empty() {
         None
     } else {
         num(BARRIER, None)
     };
+    let given: Vec<&str> = HESTON_COLS
+        .iter()
+        .filter(|&&c| !cell(c).is_empty())
+        .map(|&c| INPUT_COLUMNS[c])
+        .collect();
+    let heston_params = if heston {
+        let [kappa, theta, xi, rho, v0] = HESTON_COLS.map(|c| num(c, None));
+        match (kappa, theta, xi, rho, v0) {
+            (Some(kappa), Some(theta), Some(xi), Some(rho), Some(v0)) => Some(HestonParams {
+                kappa,
+                theta,
+                xi,
+                rho,
+                v0,
+            }),
+            _ => None,
+        }
+    } else {
+        if !given.is_empty() {
+            reasons.push(format!(
+                "{} given for model bs; they are Heston's parameters (set model to heston)",
+                given.join(", ")
+            ));
+        }
+        None
+    };
+    if heston && american {
+        reasons.push("style american is priced under Black-Scholes only (model bs)".to_string());
+    }
     let fixings_text = cell(FIXINGS);
     let fixings = if fixings_text.is_empty() {
         None
@@ -413,14 +551,44 @@ fn parse_spec(rec: &ByteRecord, cols: &[Option<usize>; 12]) -> std::result::Resu
     if !reasons.is_empty() {
         return Err(reasons);
     }
+    let why = |e: kiln_core::Error| match e {
+        kiln_core::Error::InvalidArgument { reason, .. } => vec![reason],
+        e => vec![e.to_string()],
+    };
+    if american {
+        if barrier.is_some() || rebate.is_some_and(|r| r != 0.0) {
+            return Err(vec!["style american takes no barrier or rebate".to_string()]);
+        }
+        if fixings == Some(0) {
+            return Err(vec![
+                "fixings = 0; style american takes its exercise dates there: a whole number >= 1, \
+                 or empty for continuous exercise"
+                    .to_string(),
+            ]);
+        }
+        let spec = OptionSpec::european(option_type, spot, strike, rate, dividend, v, t);
+        american_spec(&spec, fixings.unwrap_or(1))
+            .validate()
+            .map_err(why)?;
+        return Ok((spec, RowKind::American(fixings)));
+    }
+    let kind = match heston_params {
+        Some(h) => RowKind::Heston(h),
+        None => RowKind::Plain,
+    };
+    // a heston row's volatility is not used; sqrt(theta) keeps the spec valid when empty
+    let v = match heston_params {
+        Some(h) if v.is_nan() => h.theta.max(0.0).sqrt(),
+        _ => v,
+    };
     let mut spec = OptionSpec::european(option_type, spot, strike, rate, dividend, v, t)
         .with_style(style, fixings, barrier);
     spec.rebate = rebate.unwrap_or(0.0);
-    match spec.validate() {
-        Ok(()) => Ok(spec),
-        Err(kiln_core::Error::InvalidArgument { reason, .. }) => Err(vec![reason]),
-        Err(e) => Err(vec![e.to_string()]),
+    match heston_params {
+        Some(heston) => HestonSpec { option: spec, heston }.validate().map_err(why)?,
+        None => spec.validate().map_err(why)?,
     }
+    Ok((spec, kind))
 }
 
 /// One row of the prices file.
@@ -589,6 +757,42 @@ mod tests {
 
     fn parse(s: &str) -> OptionsFile {
         parse_options(Path::new("test.csv"), s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn heston_and_american_rows_parse_and_bad_ones_say_why() {
+        let f = parse(
+            "id,type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0\n\
+             h1,call,european,100,100,0,,1,,heston,1.5768,0.0398,0.5751,-0.5711,0.0175\n\
+             h2,put,asian_arithmetic,100,95,0.02,0.3,1,12,HESTON,2,0.04,0.3,-0.7,0.04\n\
+             a1,put,american,36,40,0.06,0.2,1,50,,,,,,\n\
+             a2,put,AMERICAN,36,40,0.06,0.2,1,,bs,,,,,\n\
+             b1,call,european,100,100,0.01,0.2,1,,,2,,,,\n\
+             b2,call,asian_geometric,100,100,0.01,0.2,1,4,heston,2,0.04,0.3,-0.7,0.04\n\
+             b3,call,european,100,100,0.01,0.2,1,,heston,2,0.04,0.3,,0.04\n\
+             b4,put,american,36,40,0.06,0.2,1,,heston,2,0.04,0.3,-0.7,0.04\n\
+             b5,put,american,36,40,0.06,0.2,1,0,,,,,,\n\
+             b6,call,european,100,100,0.01,0.2,1,,sabr,,,,,\n",
+        );
+        let row = |id: &str| f.options.iter().find(|o| o.id == id).unwrap();
+        let h1 = row("h1").heston().unwrap();
+        assert_eq!(h1.heston.kappa, 1.5768);
+        assert!((h1.option.volatility - 0.0398f64.sqrt()).abs() < 1e-15);
+        assert_eq!(row("h2").spec.fixings, Some(12));
+        assert!(matches!(row("h2").kind, RowKind::Heston(_)));
+        assert_eq!(row("a1").kind, RowKind::American(Some(50)));
+        assert_eq!(row("a1").american(7).unwrap().exercise_dates, 50);
+        assert_eq!(row("a2").american(7).unwrap().exercise_dates, 7);
+        assert!(row("a2").heston().is_none());
+        let why = |id: &str| f.errors.iter().find(|e| e.id == id).unwrap().reason.clone();
+        assert!(why("b1").contains("kappa given for model bs"), "{}", why("b1"));
+        assert!(why("b2").contains("european"), "{}", why("b2"));
+        assert!(why("b3").contains("rho is empty"), "{}", why("b3"));
+        assert!(why("b4").contains("Black-Scholes only"), "{}", why("b4"));
+        assert!(why("b5").contains("exercise"), "{}", why("b5"));
+        assert!(why("b6").contains("unknown model `sabr`"), "{}", why("b6"));
+        assert_eq!(f.options.len(), 4);
+        assert_eq!(f.errors.len(), 6);
     }
 
     fn header_error(s: &str) -> String {

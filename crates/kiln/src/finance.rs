@@ -14,8 +14,8 @@ use crate::Runtime;
 
 pub use kiln_core::finance;
 
-mod heston;
 pub mod american;
+mod heston;
 mod target;
 pub use american::{AmericanSpec, DEFAULT_TREE_STEPS};
 pub use target::{TargetRun, TargetSe};

@@ -5,14 +5,14 @@
 //! [`kiln_core::finance`]; they are re-exported here so `kiln_cpu::finance::{bsm, finish,
 //! BlockSums, ..}` keep working.
 
-pub mod heston;
 pub mod american;
+pub mod heston;
 pub mod mc;
 mod paths;
 mod qmc;
 
-pub use heston::{price_heston, price_heston_mc, simulate_heston_blocks};
 pub use american::{price_american, price_american_portfolio};
+pub use heston::{price_heston, price_heston_mc, simulate_heston_blocks};
 pub use kiln_core::finance::analytic;
 pub use kiln_core::finance::{
     block_count, bsm, control_mean, finish, geometric_asian, norm_cdf, norm_pdf, price_analytic, BlockSums,

@@ -23,22 +23,33 @@ impl Runtime {
     /// refused (an error in the slot). The price is the in-sample estimator (biased
     /// slightly low; a Bermudan price with `exercise_dates` dates). One result per option.
     pub fn price_american(&self, specs: &[AmericanSpec], mc: &McParams) -> Vec<Result<PriceResult>> {
+        self.price_american_batch(specs, mc, 0)
+    }
+
+    /// [`price_american`](Self::price_american) for a batch of a larger book that starts at
+    /// stream index `first_option` (option `i` uses `first_option + i`).
+    pub fn price_american_batch(
+        &self,
+        specs: &[AmericanSpec],
+        mc: &McParams,
+        first_option: u32,
+    ) -> Vec<Result<PriceResult>> {
         let _range = crate::profiler().host_range("price american");
         match self.cuda() {
             Some(gpu) => specs
                 .iter()
                 .enumerate()
                 .map(|(i, s)| {
-                    let option = u32::try_from(i).map_err(|_| {
+                    let option = u32::try_from(i as u64 + u64::from(first_option)).map_err(|_| {
                         kiln_core::Error::invalid(
                             "price_american",
-                            format!("option {i}: stream index past 2^32"),
+                            format!("option {i}: stream index past 2^32 (first_option {first_option})"),
                         )
                     })?;
                     gpu.price_american_gpu(s, mc, option)
                 })
                 .collect(),
-            None => cpu::price_american_portfolio(specs, mc, 0),
+            None => cpu::price_american_portfolio(specs, mc, first_option),
         }
     }
 

@@ -17,9 +17,25 @@ impl Runtime {
     /// slot. `mc.fast_math` does not apply (Heston paths are always exact);
     /// `mc.control_variate` uses the discounted terminal price.
     pub fn price_heston(&self, specs: &[HestonSpec], mc: &McParams) -> Vec<Result<PriceResult>> {
+        self.price_heston_batch(specs, mc, 0)
+    }
+
+    /// [`price_heston`](Self::price_heston) for a batch of a larger book that starts at
+    /// stream index `first_option` (option `i` uses `first_option + i`): pricing a book batch
+    /// by batch gives the bits of pricing it whole.
+    pub fn price_heston_batch(
+        &self,
+        specs: &[HestonSpec],
+        mc: &McParams,
+        first_option: u32,
+    ) -> Vec<Result<PriceResult>> {
         let _range = crate::profiler().host_range("price heston");
+        let opts = kiln_cuda::GpuMcOptions {
+            first_option,
+            ..kiln_cuda::GpuMcOptions::default()
+        };
         match self.cuda() {
-            Some(gpu) => match gpu.price_heston_gpu(specs, mc) {
+            Some(gpu) => match gpu.price_heston_gpu_with(specs, mc, &opts) {
                 Ok(v) => v,
                 Err(e) => {
                     let msg = e.to_string();
@@ -33,7 +49,20 @@ impl Runtime {
                     v
                 }
             },
-            None => cpu::price_heston(specs, mc),
+            // each option's blocks run in parallel, so options go one after another
+            None => specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let option = u32::try_from(i as u64 + u64::from(first_option)).map_err(|_| {
+                        kiln_core::Error::invalid(
+                            "price_heston",
+                            format!("option {i}: stream index past 2^32 (first_option {first_option})"),
+                        )
+                    })?;
+                    cpu::price_heston_mc(s, mc, option)
+                })
+                .collect(),
         }
     }
 }
