@@ -239,10 +239,16 @@ pub async fn open_store(cfg: &ServiceConfig) -> Result<Arc<dyn JobStore>, ServeE
     }
 }
 
-/// Once a second: the node's heartbeat (renewing its leases), the sweep of expired leases
-/// (shared stores), the queue gauges (on the elected node) and the admission counts
-/// (refreshed from a shared store, where other nodes admit and finish jobs too); once a
-/// minute, expiry of old results (on the elected node only).
+/// How often a node of a shared store sweeps expired leases back into the queue. Leases are
+/// renewed once a second, so a dead node's jobs come free between `lease - 1 s` and `lease`
+/// after it died; a quarter-second sweep puts them back within 0.25 s of that (a 1 s sweep
+/// made the 10,000-job kill test's pickup 3.9 s against a 3 s lease).
+const SWEEP: Duration = Duration::from_millis(250);
+
+/// Every [`SWEEP`] on a shared store: expired leases back to the queue. Once a second: the
+/// node's heartbeat (renewing its leases), the queue gauges (on the elected node) and the
+/// admission counts (refreshed from a shared store, where other nodes admit and finish jobs
+/// too); once a minute, expiry of old results (on the elected node only).
 async fn keeper(
     store: Arc<dyn JobStore>,
     hub: Arc<Hub>,
@@ -254,9 +260,25 @@ async fn keeper(
     let lease = cfg.store.lease();
     let shared = store.is_shared();
     let mut tick = 0u64;
+    let mut sweeps = 0u64;
     let mut failing = false;
+    let per_second = (Duration::from_secs(1).as_millis() / SWEEP.as_millis()) as u64;
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(SWEEP).await;
+        sweeps += 1;
+        if shared {
+            match store.requeue_orphans(&info.id).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!("re-queued {n} jobs whose lease expired (a node died?)");
+                    hub.wake.notify_waiters();
+                }
+                Err(e) => tracing::debug!("lease sweep: {e}"),
+            }
+        }
+        if sweeps % per_second != 0 {
+            continue;
+        }
         tick += 1;
         match store.node_heartbeat(&info, lease).await {
             Ok(()) if failing => {
@@ -269,16 +291,6 @@ async fn keeper(
                 failing = true;
             }
             Err(_) => {}
-        }
-        if shared {
-            match store.requeue_orphans(&info.id).await {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::warn!("re-queued {n} jobs whose lease expired (a node died?)");
-                    hub.wake.notify_waiters();
-                }
-                Err(e) => tracing::debug!("lease sweep: {e}"),
-            }
         }
         let exporter = store.queue_exporter();
         metrics.set_queue_exporter(exporter);
