@@ -1,0 +1,252 @@
+//! The option CSV's tests: parsing rules, every bad row reported, prices written and read back.
+
+use super::*;
+use kiln_core::finance::PriceResult;
+
+fn parse(s: &str) -> OptionsFile {
+    parse_options(Path::new("test.csv"), s.as_bytes()).unwrap()
+}
+
+#[test]
+fn heston_and_american_rows_parse_and_bad_ones_say_why() {
+    let f = parse(
+        "id,type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0\n\
+         h1,call,european,100,100,0,,1,,heston,1.5768,0.0398,0.5751,-0.5711,0.0175\n\
+         h2,put,asian_arithmetic,100,95,0.02,0.3,1,12,HESTON,2,0.04,0.3,-0.7,0.04\n\
+         a1,put,american,36,40,0.06,0.2,1,50,,,,,,\n\
+         a2,put,AMERICAN,36,40,0.06,0.2,1,,bs,,,,,\n\
+         b1,call,european,100,100,0.01,0.2,1,,,2,,,,\n\
+         b2,call,asian_geometric,100,100,0.01,0.2,1,4,heston,2,0.04,0.3,-0.7,0.04\n\
+         b3,call,european,100,100,0.01,0.2,1,,heston,2,0.04,0.3,,0.04\n\
+         b4,put,american,36,40,0.06,0.2,1,,heston,2,0.04,0.3,-0.7,0.04\n\
+         b5,put,american,36,40,0.06,0.2,1,0,,,,,,\n\
+         b6,call,european,100,100,0.01,0.2,1,,sabr,,,,,\n",
+    );
+    let row = |id: &str| f.options.iter().find(|o| o.id == id).unwrap();
+    let h1 = row("h1").heston().unwrap();
+    assert_eq!(h1.heston.kappa, 1.5768);
+    assert!((h1.option.volatility - 0.0398f64.sqrt()).abs() < 1e-15);
+    assert_eq!(row("h2").spec.fixings, Some(12));
+    assert!(matches!(row("h2").kind, RowKind::Heston(_)));
+    assert_eq!(row("a1").kind, RowKind::American(Some(50)));
+    assert_eq!(row("a1").american(7).unwrap().exercise_dates, 50);
+    assert_eq!(row("a2").american(7).unwrap().exercise_dates, 7);
+    assert!(row("a2").heston().is_none());
+    let why = |id: &str| f.errors.iter().find(|e| e.id == id).unwrap().reason.clone();
+    assert!(why("b1").contains("kappa given for model bs"), "{}", why("b1"));
+    assert!(why("b2").contains("european"), "{}", why("b2"));
+    assert!(why("b3").contains("rho is empty"), "{}", why("b3"));
+    assert!(why("b4").contains("Black-Scholes only"), "{}", why("b4"));
+    assert!(why("b5").contains("exercise"), "{}", why("b5"));
+    assert!(why("b6").contains("unknown model `sabr`"), "{}", why("b6"));
+    assert_eq!(f.options.len(), 4);
+    assert_eq!(f.errors.len(), 6);
+}
+
+fn header_error(s: &str) -> String {
+    parse_options(Path::new("test.csv"), s.as_bytes())
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn columns_in_any_order_and_case() {
+    let a = parse(
+        "id,type,style,spot,strike,rate,dividend,volatility,maturity,fixings,barrier\n\
+         e1,call,european,100,100,0.05,0.01,0.2,1,,\n\
+         a1,put,asian_geometric,100,95,0.05,0.01,0.2,1,12,\n\
+         b1,call,barrier_up_out,100,100,0.05,0.01,0.2,1,,130\n",
+    );
+    let b = parse(
+        " Barrier , MATURITY,volatility,Fixings,dividend,rate,strike,spot,Style,TYPE,id\n\
+         130 ,1,0.2,,0.01,0.05,100,100,BARRIER_UP_OUT,Call,b1\n\
+         ,1,0.2,,0.01,0.05,100,100,european,call,e1\n\
+         \n\
+         ,,,,,,,,,,\n\
+         ,1,0.2,12,0.01,0.05,95,100,asian_geometric,put,a1\n",
+    );
+    assert!(
+        a.errors.is_empty() && b.errors.is_empty(),
+        "{:?} {:?}",
+        a.errors,
+        b.errors
+    );
+    let find = |f: &OptionsFile, id: &str| f.options.iter().find(|o| o.id == id).unwrap().spec;
+    for id in ["e1", "a1", "b1"] {
+        assert_eq!(find(&a, id), find(&b, id), "{id}");
+    }
+    assert_eq!(find(&a, "b1").barrier, Some(130.0));
+    assert_eq!(find(&a, "a1").fixings, Some(12));
+    assert_eq!(find(&a, "a1").option_type, OptionType::Put);
+    // The blank line is skipped: data rows stay 1..=3, file lines say where.
+    let rows: Vec<(usize, u64)> = b.options.iter().map(|o| (o.row, o.line)).collect();
+    assert_eq!(rows, vec![(1, 2), (2, 3), (3, 6)]);
+}
+
+#[test]
+fn optional_columns_default() {
+    let f =
+        parse("type,style,spot,strike,rate,volatility,maturity\r\n\r\nput,european,100,90,0.03,0.25,0.5\r\n");
+    assert!(f.errors.is_empty(), "{:?}", f.errors);
+    let o = &f.options[0];
+    assert_eq!((o.id.as_str(), o.spec.dividend, o.row, o.line), ("1", 0.0, 1, 3));
+    let f = parse(
+        "id,type,style,spot,strike,rate,dividend,volatility,maturity\n,call,european,100,90,0.03,,0.25,0.5\n",
+    );
+    assert!(f.errors.is_empty(), "{:?}", f.errors);
+    assert_eq!((f.options[0].id.as_str(), f.options[0].spec.dividend), ("1", 0.0));
+}
+
+#[test]
+fn header_problems_name_the_columns() {
+    let e = header_error("id,type,style,spot,rate,vol,maturity\n");
+    assert!(
+        e.contains("missing required column(s) `strike`, `volatility`"),
+        "{e}"
+    );
+    assert!(e.contains("unknown column(s) `vol`"), "{e}");
+    let e = header_error("type,style,spot,strike,rate,volatility,maturity,spot\n");
+    assert!(e.contains("named twice: `spot`"), "{e}");
+    let e = header_error("");
+    assert!(e.contains("empty"), "{e}");
+    assert!(e.contains("test.csv"), "{e}");
+}
+
+#[test]
+fn every_bad_row_is_reported_with_its_number() {
+    let f = parse(
+        "id,type,style,spot,strike,rate,dividend,volatility,maturity,fixings,barrier\n\
+         ok1,call,european,100,100,0.05,0,0.2,1,,\n\
+         t,straddle,european,100,100,0.05,0,0.2,1,,\n\
+         s,call,bermudan,100,100,0.05,0,0.2,1,,\n\
+         n,call,european,abc,100,0.05,0,0.2,1,,\n\
+         v,call,european,100,100,0.05,0,0,1,,\n\
+         m,call,european,100,100,0.05,0,0.2,-1,,\n\
+         b,call,barrier_down_in,100,100,0.05,0,0.2,1,,\n\
+         f,call,asian_arithmetic,100,100,0.05,0,0.2,1,,\n\
+         nan,call,european,100,NaN,0.05,0,0.2,1,,\n\
+         inf,put,european,100,100,inf,0,0.2,1,,\n\
+         x,call,european,100,100,0.05,0,0.2,1,,90\n\
+         fx,call,asian_geometric,100,100,0.05,0,0.2,1,2.5,\n\
+         ok1,put,european,100,100,0.05,0,0.2,1,,\n\
+         two,put,european,-5,100,0.05,0,zero,1,,\n\
+         ok2,put,asian_arithmetic,100,100,0.05,0,0.2,1,12,\n",
+    );
+    let ids: Vec<&str> = f.options.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, vec!["ok1", "ok2"]);
+    let want: [(usize, &str, &[&str]); 13] = [
+        (2, "t", &["unknown type `straddle`"]),
+        (3, "s", &["unknown style `bermudan`"]),
+        (4, "n", &["spot: `abc` is not a number"]),
+        (5, "v", &["volatility = 0"]),
+        (6, "m", &["maturity = -1"]),
+        (7, "b", &["barrier is empty", "barrier_down_in"]),
+        (8, "f", &["fixings is empty", "asian_arithmetic"]),
+        (9, "nan", &["strike: `NaN` is not a finite number"]),
+        (10, "inf", &["rate: `inf` is not a finite number"]),
+        (11, "x", &["barrier = 90 given for style european"]),
+        (12, "fx", &["fixings: `2.5` is not a whole number"]),
+        (13, "ok1", &["id `ok1` is already used by row 1"]),
+        (14, "two", &["volatility: `zero` is not a number"]),
+    ];
+    assert_eq!(f.errors.len(), want.len(), "{:#?}", f.errors);
+    for (e, (row, id, parts)) in f.errors.iter().zip(want) {
+        assert_eq!((e.row, e.id.as_str()), (row, id), "{e}");
+        assert_eq!(e.line, row as u64 + 1);
+        for p in parts {
+            assert!(e.reason.contains(p), "row {row}: `{}` lacks `{p}`", e.reason);
+        }
+    }
+    assert_eq!(f.rows(), 15);
+    assert!(f.errors[1]
+        .to_string()
+        .starts_with("row 3 (line 4, id `s`): unknown style"));
+}
+
+#[test]
+fn ragged_rows_are_row_errors() {
+    let f = parse("type,style,spot,strike,rate,volatility,maturity\ncall,european,100\ncall,european,100,100,0.05,0.2,1,7\n");
+    assert_eq!(f.errors.len(), 2, "{:?}", f.errors);
+    assert!(
+        f.errors[0].reason.contains("strike is empty"),
+        "{}",
+        f.errors[0].reason
+    );
+    assert!(f.errors[1].reason.contains("8 fields"), "{}", f.errors[1].reason);
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("nope.csv");
+    let e = read_options(&p).unwrap_err();
+    assert!(matches!(e, IoError::NotFound { .. }), "{e}");
+    assert!(e.to_string().contains("nope.csv"));
+}
+
+#[test]
+fn prices_round_trip_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("prices.csv");
+    let mut exact = PriceResult::exact(10.450583572185565);
+    exact.delta = Some(0.6368306511756191);
+    exact.theta = Some(-6.414027546438197);
+    let recs = vec![
+        PriceRecord::new("a,b \"quoted\"", &exact),
+        PriceRecord {
+            id: "tiny".into(),
+            price: 1.234e-12,
+            std_error: 3.0e-7,
+            delta: None,
+            gamma: Some(2.5e20),
+            vega: Some(-0.0),
+            theta: None,
+            rho: Some(1.0 / 3.0),
+        },
+    ];
+    write_prices(&p, &recs).unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(
+        text.starts_with("id,price,std_error,delta,gamma,vega,theta,rho\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(",0,0.6368306511756191,,,-6.414027546438197,\n"),
+        "{text}"
+    );
+    let back = read_prices(&p).unwrap();
+    // f64 `==`: the same bits, up to the sign of zero.
+    assert_eq!(back, recs);
+}
+
+#[test]
+fn non_finite_values_are_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("prices.csv");
+    let mut r = PriceRecord::new("bad", &PriceResult::exact(f64::NAN));
+    let e = write_prices(&p, std::slice::from_ref(&r)).unwrap_err();
+    assert!(e.to_string().contains("price is NaN"), "{e}");
+    r.price = 1.0;
+    r.vega = Some(f64::INFINITY);
+    let e = write_prices(&p, &[r]).unwrap_err();
+    assert!(e.to_string().contains("vega is inf"), "{e}");
+    assert!(!p.exists());
+}
+
+#[test]
+fn errors_file_quotes_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("prices.errors.csv");
+    let errs = vec![RowError {
+        row: 3,
+        line: 4,
+        id: "x".into(),
+        reason: "spot: `a,b` is not a number; strike is empty".into(),
+    }];
+    write_errors(&p, &errs).unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert_eq!(
+        text,
+        "row,id,reason\n3,x,\"spot: `a,b` is not a number; strike is empty\"\n"
+    );
+}
