@@ -95,7 +95,10 @@ fn check_split(rep: &RunReport, chunks: usize, n: usize) {
         rep.workers[1..].iter().map(|w| w.stolen).sum::<usize>() > 0,
         "{rep:?}"
     );
-    assert_eq!(slow.stolen, 0, "{rep:?}");
+    // of the chunks it was given, the slow worker ran fewer than all (it may still steal one
+    // back when a descheduled neighbour's queue is fuller than its own: on a 2-core CI machine
+    // some of 7 threads start late, so `stolen` of the slow worker is not always 0)
+    assert!(slow.chunks - slow.stolen < slow.initial_chunks, "{rep:?}");
 }
 
 fn single<W: Workload>(w: &W) -> W::Output {
