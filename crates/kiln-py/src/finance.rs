@@ -1,20 +1,134 @@
 //! Option pricing from Python: a list of option records (JSON-shaped dicts, built by the
 //! Python layer from records or from columns of arrays) priced by closed form or Monte
-//! Carlo on the `auto` device (or one named), with the GIL released.
+//! Carlo on the `auto` device (or one named), with the GIL released. Records are a mixed
+//! book (`kiln::finance::BookOption`: Black-Scholes, Heston, American), priced as `kiln
+//! price` prices the same rows: option `i` on stream `first_option + i`, so a book gives
+//! the CLI's bits.
 
 use crate::errors::invalid;
 use crate::runtime_for;
-use kiln::core::finance::{McParams, OptionSpec};
-use kiln::finance::Method;
+use kiln::core::finance::heston::{HestonParams, HestonSpec};
+use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng};
+use kiln::finance::{AmericanSpec, BookOption, Method, TargetSe};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use serde_json::{Map, Value};
+
+/// The Heston fields of a record (`model = "heston"`).
+const HESTON: [&str; 5] = ["kappa", "theta", "xi", "rho", "v0"];
+
+/// One record (a JSON object from the Python layer) as a book option: `model` (`bs`, the
+/// default, or `heston` with `kappa, theta, xi, rho, v0`) and `style` (`american`: the
+/// exercise dates are `fixings`, equally spaced, or none for continuous exercise, which
+/// Monte Carlo approximates with `steps` dates), the rest as `OptionSpec`'s fields. The
+/// same kinds as `kiln price`'s rows (kiln_io::options_csv).
+fn book_option(i: usize, rec: Value, steps: u32) -> PyResult<BookOption> {
+    let bad = |m: String| invalid(format!("option {i}: {m}"));
+    let Value::Object(mut m) = rec else {
+        return Err(bad("a record must be a dict".into()));
+    };
+    let model = match m.remove("model") {
+        None | Some(Value::Null) => "bs".to_string(),
+        Some(Value::String(s)) => s.to_ascii_lowercase(),
+        Some(v) => return Err(bad(format!("model must be `bs` or `heston`, got {v}"))),
+    };
+    let mut params = Map::new();
+    for k in HESTON {
+        if let Some(v) = m.remove(k) {
+            if !v.is_null() {
+                params.insert(k.to_string(), v);
+            }
+        }
+    }
+    let american = m.get("style").and_then(Value::as_str) == Some("american");
+    if american {
+        m.insert("style".into(), Value::String("european".into()));
+    }
+    let american_fixings = match m.insert("fixings".into(), Value::Null) {
+        Some(v) if american && !v.is_null() => Some(
+            v.as_u64()
+                .or_else(|| {
+                    v.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 1.0)
+                        .map(|f| f as u64)
+                })
+                .filter(|d| *d >= 1)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "fixings (the exercise dates) must be a whole number >= 1, got {v}"
+                    ))
+                })?,
+        ),
+        Some(v) => {
+            m.insert("fixings".into(), v);
+            None
+        }
+        None => None,
+    };
+    // a Heston option's volatility is not used; sqrt(theta) keeps the spec valid when it
+    // is not given (as kiln price's rows)
+    if model == "heston" && m.get("volatility").is_none_or(Value::is_null) {
+        if let Some(theta) = params.get("theta").and_then(Value::as_f64) {
+            m.insert("volatility".into(), Value::from(theta.max(0.0).sqrt()));
+        }
+    }
+    let spec: OptionSpec =
+        serde_json::from_value(Value::Object(m)).map_err(|e| bad(format!("the record is malformed: {e}")))?;
+    match model.as_str() {
+        "bs" if !params.is_empty() => Err(bad(format!(
+            "{} are Heston parameters; set model=\"heston\" to use them",
+            params.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+        ))),
+        "bs" if american => {
+            let dates = match american_fixings {
+                Some(d) => u32::try_from(d).map_err(|_| bad(format!("fixings {d} is too large")))?,
+                None => steps,
+            };
+            Ok(BookOption::American {
+                spec: AmericanSpec {
+                    option_type: spec.option_type,
+                    spot: spec.spot,
+                    strike: spec.strike,
+                    rate: spec.rate,
+                    dividend: spec.dividend,
+                    volatility: spec.volatility,
+                    maturity: spec.maturity,
+                    exercise_dates: dates,
+                },
+                continuous: american_fixings.is_none(),
+            })
+        }
+        "bs" => Ok(BookOption::Plain(spec)),
+        "heston" if american => Err(bad(
+            "american exercise under heston is not supported; use model bs".into(),
+        )),
+        "heston" => {
+            let missing: Vec<&str> = HESTON
+                .iter()
+                .copied()
+                .filter(|k| !params.contains_key(*k))
+                .collect();
+            if !missing.is_empty() {
+                return Err(bad(format!(
+                    "model heston needs {} (its parameters are kappa, theta, xi, rho, v0)",
+                    missing.join(", ")
+                )));
+            }
+            let heston: HestonParams = serde_json::from_value(Value::Object(params))
+                .map_err(|e| bad(format!("a Heston parameter is malformed: {e}")))?;
+            Ok(BookOption::Heston(HestonSpec { option: spec, heston }))
+        }
+        other => Err(bad(format!("unknown model `{other}`; use bs or heston"))),
+    }
+}
 
 /// `price(options_json, method, paths, steps, seed, antithetic, control_variate, fast_math,
-/// device, first_option)`: one row per option; columns `price`, `std_error`, `paths_used`
-/// and the greeks the method gives (NaN where none). An invalid option raises
+/// device, first_option, rng, replicates, target_se, max_paths)`: one row per option;
+/// columns `price`, `std_error`, `paths_used` and the greeks the method gives (NaN where
+/// none); with `target_se`, also `met`, `rounds` and `seconds`. An invalid option raises
 /// `InvalidInputError` naming its index.
 #[pyfunction]
-#[pyo3(signature = (options_json, method = "analytic", paths = 65536, steps = 64, seed = 0x6b69_6c6e, antithetic = false, control_variate = false, fast_math = false, device = None, first_option = 0))]
+#[pyo3(signature = (options_json, method = "analytic", paths = 65536, steps = 64, seed = 0x6b69_6c6e, antithetic = false, control_variate = false, fast_math = false, device = None, first_option = 0, rng = "philox", replicates = 16, target_se = None, max_paths = 1 << 32))]
 #[allow(clippy::too_many_arguments)]
 fn price(
     py: Python<'_>,
@@ -28,10 +142,24 @@ fn price(
     fast_math: bool,
     device: Option<&str>,
     first_option: u32,
+    rng: &str,
+    replicates: u32,
+    target_se: Option<&str>,
+    max_paths: u64,
 ) -> PyResult<Py<PyAny>> {
-    let specs: Vec<OptionSpec> = serde_json::from_str(options_json)
+    let recs: Vec<Value> = serde_json::from_str(options_json)
         .map_err(|e| invalid(format!("price: an option record is malformed: {e}")))?;
+    let book = recs
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| book_option(i, r, steps))
+        .collect::<PyResult<Vec<BookOption>>>()?;
     let method: Method = method.parse().map_err(crate::errors::to_py)?;
+    let rng = match rng {
+        "philox" => Rng::Philox,
+        "sobol" => Rng::Sobol { replicates },
+        other => return Err(invalid(format!("rng must be `philox` or `sobol`, got `{other}`"))),
+    };
     let mc = McParams {
         paths,
         steps,
@@ -39,17 +167,49 @@ fn price(
         antithetic,
         control_variate,
         fast_math,
-        // Philox; the Python binding of Sobol QMC (`--rng sobol` in the CLI) is still to come.
-        rng: kiln::core::finance::Rng::Philox,
+        rng,
     };
+    let target = match target_se {
+        None => None,
+        Some(t) => Some(t.parse::<TargetSe>().map_err(crate::errors::to_py)?),
+    };
+    if target.is_some() {
+        if method != Method::MonteCarlo {
+            return Err(invalid("target_se needs method=\"mc\"".to_string()));
+        }
+        if let Some((i, o)) = book
+            .iter()
+            .enumerate()
+            .find(|(_, o)| !matches!(o, BookOption::Plain(_)))
+        {
+            return Err(invalid(format!(
+                "option {i}: target_se prices Black-Scholes options only (this one is {}); price it without target_se",
+                o.kind()
+            )));
+        }
+    }
     let rt = runtime_for(py, device.unwrap_or("auto"))?;
     let r = rt.clone();
-    let results = py.detach(move || r.price_batch(&specs, method, &mc, first_option));
+    let (results, run) = py.detach(move || match target {
+        None => (r.price_book(&book, method, &mc, first_option), None),
+        Some(t) => {
+            let specs: Vec<OptionSpec> = book
+                .iter()
+                .filter_map(|o| match o {
+                    BookOption::Plain(s) => Some(*s),
+                    _ => None,
+                })
+                .collect();
+            let run = r.price_to_target(&specs, &mc, t, max_paths, first_option);
+            let extra = (run.met.clone(), run.rounds, run.seconds);
+            (run.results, Some(extra))
+        }
+    });
     let n = results.len();
     let mut cols: [Vec<f64>; 8] = Default::default();
     let mut used = Vec::with_capacity(n);
     for (i, res) in results.into_iter().enumerate() {
-        let p = res.map_err(|e| {
+        let p: PriceResult = res.map_err(|e| {
             let k = crate::errors::kind(&e);
             Python::attach(|py| crate::errors::raise(py, k, format!("option {i}: {e}")))
         })?;
@@ -90,6 +250,11 @@ fn price(
         d.set_item(*name, c)?;
     }
     d.set_item("paths_used", used)?;
+    if let Some((met, rounds, seconds)) = run {
+        d.set_item("met", met)?;
+        d.set_item("rounds", rounds)?;
+        d.set_item("seconds", seconds)?;
+    }
     d.set_item("device", rt.device().to_string())?;
     Ok(d.into_any().unbind())
 }

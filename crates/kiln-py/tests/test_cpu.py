@@ -281,6 +281,82 @@ def test_price_errors():
     assert 0.0 < up_out["price"][0] < vanilla["price"][0]
 
 
+FO_HESTON = dict(model="heston", kappa=1.5768, theta=0.0398, xi=0.5751, rho=-0.5711, v0=0.0175)
+
+
+def test_price_heston_records():
+    # Fang & Oosterlee's case: the semi-analytic price (QuantLib's AnalyticHestonEngine gives
+    # 5.785155434 too); no volatility needed
+    rec = dict(spot=100.0, strike=100.0, rate=0.0, maturity=1.0, **FO_HESTON)
+    cf = kiln.price([rec], "analytic")
+    assert abs(cf["price"][0] - 5.785155434) < 1e-6 and cf["std_error"][0] == 0
+    mc = kiln.price([rec], "mc", paths=1 << 14, steps=32, seed=11)
+    assert abs(mc["price"][0] - cf["price"][0]) <= 4.5 * mc["std_error"][0]
+    # a dict of columns with a mixed book: NaN Heston fields mean "not given"
+    nan = float("nan")
+    book = kiln.price({"spot": 100.0, "strike": 100.0, "rate": 0.0, "maturity": 1.0,
+                       "volatility": [0.2, nan], "model": ["bs", "heston"],
+                       "kappa": [nan, 1.5768], "theta": [nan, 0.0398], "xi": [nan, 0.5751],
+                       "rho": [nan, -0.5711], "v0": [nan, 0.0175]}, "analytic")
+    assert book["price"][1] == cf["price"][0]
+    assert abs(book["price"][0] - 7.965567455405804) < 1e-9  # Black-Scholes ATM, sigma 0.2
+
+
+def test_price_american_records():
+    # Longstaff & Schwartz's first row: S=36, K=40, r=0.06, sigma=0.2, T=1, 50 dates a year
+    put = dict(spot=36.0, strike=40.0, rate=0.06, volatility=0.2, maturity=1.0, option_type="put",
+               style="american", fixings=50)
+    tree = kiln.price([put, {**put, "fixings": None}], "analytic")
+    bermudan, continuous = tree["price"]
+    assert abs(bermudan - 4.478) < 3e-3 and bermudan < continuous < bermudan + 0.02
+    eu = kiln.price([{**put, "style": "european", "fixings": None}], "analytic")["price"][0]
+    assert bermudan > eu + 0.5  # early exercise is worth something deep in the money
+    mc = kiln.price([put], "mc", paths=1 << 14, seed=5)
+    # in-sample Longstaff-Schwartz: within a few standard errors and a small bias of the tree
+    assert abs(mc["price"][0] - bermudan) <= 4.5 * mc["std_error"][0] + 0.02
+    again = kiln.price([put], "mc", paths=1 << 14, seed=5)
+    assert again["price"][0] == mc["price"][0]
+
+
+def test_price_sobol_and_target_se():
+    opt = dict(spot=100.0, strike=100.0, rate=0.05, volatility=0.2, maturity=1.0)
+    cf = kiln.price([opt], "analytic")["price"][0]
+    sob = kiln.price([opt], "mc", rng="sobol", paths=1 << 14, steps=16, seed=3)
+    assert sob["std_error"][0] > 0 and abs(sob["price"][0] - cf) <= 4.5 * sob["std_error"][0]
+    phi = kiln.price([opt], "mc", paths=1 << 14, steps=16, seed=3)
+    assert sob["std_error"][0] < phi["std_error"][0] / 4  # QMC's point: far smaller errors
+    for target in (1e-3, "1e-4rel", "0.01%"):
+        t = kiln.price([opt], "mc", rng="sobol", paths=4096, steps=16, target_se=target)
+        goal = target if isinstance(target, float) else 1e-4 * t["price"][0]
+        assert t["met"].tolist() == [True] and t["std_error"][0] <= goal, (target, t)
+        assert t["rounds"] >= 1 and t["seconds"] > 0 and t["paths_used"][0] >= 4096
+    capped = kiln.price([opt], "mc", paths=4096, steps=4, target_se=1e-9, max_paths=16384)
+    assert capped["met"].tolist() == [False]
+
+
+def test_price_book_errors():
+    base = dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0)
+    with pytest.raises(kiln.InvalidInputError, match=r"option 0: model heston needs xi \("):
+        kiln.price([dict(base, model="heston", kappa=1.0, theta=0.04, rho=0.0, v0=0.04)])
+    with pytest.raises(kiln.InvalidInputError, match="unknown model `sabr`"):
+        kiln.price([dict(base, model="sabr")])
+    with pytest.raises(kiln.InvalidInputError, match="Heston parameters"):
+        kiln.price([dict(base, kappa=1.0)])
+    with pytest.raises(kiln.InvalidInputError, match="whole number"):
+        kiln.price([dict(base, style="american", fixings=2.5)])
+    with pytest.raises(kiln.InvalidInputError, match="option 1: target_se prices Black-Scholes"):
+        kiln.price([base, dict(base, style="american")], "mc", target_se=1e-3)
+    with pytest.raises(kiln.InvalidInputError, match="target_se needs"):
+        kiln.price([base], "analytic", target_se=1e-3)
+    with pytest.raises(kiln.InvalidInputError, match="rng"):
+        kiln.price([base], "mc", rng="mersenne")
+    with pytest.raises(kiln.InvalidInputError, match="target"):
+        kiln.price([base], "mc", target_se="fast")
+    # an asian under heston has no closed form: an error naming the option
+    with pytest.raises(kiln.InvalidInputError, match="option 0"):
+        kiln.price([dict(base, style="asian_arithmetic", fixings=4, **FO_HESTON)], "analytic")
+
+
 def test_exception_hierarchy():
     assert issubclass(kiln.OutOfMemoryError, MemoryError) and issubclass(kiln.OutOfMemoryError, kiln.KilnError)
     assert issubclass(kiln.InvalidInputError, ValueError)

@@ -142,7 +142,27 @@ def test_mc_price_gpu_equals_cpu_bits(gpu):
     np.testing.assert_array_equal(g["price"], c["price"])
 
 
+def test_mixed_book_and_sobol_gpu_equal_cpu_bits(gpu):
+    nan = float("nan")
+    book = [dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0),
+            dict(spot=100.0, strike=100.0, rate=0.0, maturity=1.0, model="heston", kappa=1.5768,
+                 theta=0.0398, xi=0.5751, rho=-0.5711, v0=0.0175),
+            dict(spot=36.0, strike=40.0, rate=0.06, volatility=0.2, maturity=1.0, option_type="put",
+                 style="american", fixings=10),
+            dict(spot=100.0, strike=90.0, rate=0.01, volatility=0.3, maturity=0.5,
+                 style="asian_arithmetic", fixings=8, kappa=nan)]
+    g = kiln.price(book, "mc", paths=3 * 1024 + 5, steps=16, seed=4, device=gpu.device)
+    c = kiln.price(book, "mc", paths=3 * 1024 + 5, steps=16, seed=4, device="cpu")
+    np.testing.assert_array_equal(g["price"], c["price"])
+    np.testing.assert_array_equal(g["std_error"], c["std_error"])
+    plain = [book[0], book[3]]
+    g = kiln.price(plain, "mc", rng="sobol", paths=1 << 14, steps=16, seed=4, device=gpu.device)
+    c = kiln.price(plain, "mc", rng="sobol", paths=1 << 14, steps=16, seed=4, device="cpu")
+    np.testing.assert_array_equal(g["price"], c["price"])
+
+
 # --- stream ordering -----------------------------------------------------------------------
+
 
 def test_import_waits_for_work_on_a_torch_side_stream(torch):
     n = 1 << 22

@@ -15,9 +15,11 @@ use crate::Runtime;
 pub use kiln_core::finance;
 
 pub mod american;
+pub mod book;
 mod heston;
 mod target;
 pub use american::{AmericanSpec, DEFAULT_TREE_STEPS};
+pub use book::BookOption;
 pub use target::{TargetRun, TargetSe};
 
 /// How to price.

@@ -237,7 +237,11 @@ def correlate(input, weights, output=None, mode: str = "reflect", cval: float = 
 
 
 _OPTION_FIELDS = ("option_type", "style", "spot", "strike", "rate", "dividend", "volatility",
-                  "maturity", "fixings", "barrier")
+                  "maturity", "fixings", "barrier", "rebate", "model", "kappa", "theta", "xi",
+                  "rho", "v0")
+# fields a record may leave out (None or NaN: not given), e.g. a column of a mixed book
+_OPTIONAL_FIELDS = ("volatility", "fixings", "barrier", "rebate", "model", "kappa", "theta", "xi",
+                    "rho", "v0")
 
 
 def _records(options):
@@ -257,6 +261,10 @@ def _records(options):
         unknown = set(o) - set(_OPTION_FIELDS)
         if unknown:
             raise InvalidInputError(f"option {i}: unknown fields {sorted(unknown)}; fields: {_OPTION_FIELDS}")
+        for k in _OPTIONAL_FIELDS:
+            v = o.get(k)
+            if v is None or (isinstance(v, float) and v != v):
+                o.pop(k, None)
         o.setdefault("option_type", "call")
         o.setdefault("style", "european")
         o.setdefault("dividend", 0.0)
@@ -268,16 +276,35 @@ def _records(options):
 
 def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int = 64,
           seed: int = 0x6B696C6E, antithetic: bool = False, control_variate: bool = False,
-          fast_math: bool = False, device: str | None = None):
-    """Price options by closed form (``method="analytic"``: European and geometric Asian) or
-    Monte Carlo (``"mc"``, on the GPU where there is one; the CPU gives the same bits).
+          fast_math: bool = False, device: str | None = None, rng: str = "philox",
+          replicates: int = 16, target_se=None, max_paths: int = 1 << 32):
+    """Price a book of options by closed form (``method="analytic"``) or Monte Carlo
+    (``"mc"``, on the GPU where there is one; the CPU gives the same bits). The same book
+    priced by ``kiln price`` (the same rows in a CSV, the same flags) gives the same bits:
+    option ``i`` uses Monte Carlo stream ``i``.
 
     ``options``: a list of dicts, or a dict of columns (arrays broadcast against scalars),
     with fields ``spot, strike, rate, volatility, maturity`` and optionally ``option_type``
     (``call``/``put``), ``style`` (``european``, ``asian_arithmetic``, ``asian_geometric``,
-    ``barrier_up_out``, ...), ``dividend``, ``fixings``, ``barrier``. Returns a dict of
-    numpy arrays: ``price``, ``std_error``, ``delta``, ``gamma``, ``vega``, ``theta``, ``rho``
-    (NaN where the method gives none), ``paths_used``.
+    ``barrier_up_out``, ... , ``american``), ``dividend``, ``fixings``, ``barrier``,
+    ``rebate``, and ``model`` (``bs``, the default, or ``heston`` with ``kappa, theta, xi,
+    rho, v0``; a Heston option needs no ``volatility``). A field that is ``None`` or NaN is
+    not given. ``fixings`` are the averaging dates of an Asian, the monitoring dates of a
+    barrier (none: continuous) and the exercise dates of an American (none: any time; the
+    tree prices that, Monte Carlo uses ``steps`` dates). What each method does per kind is
+    in docs/finance.md: American analytic is a 2,000-step binomial tree, Monte Carlo is
+    Longstaff-Schwartz; Heston analytic is the semi-analytic European, Monte Carlo is
+    Andersen's QE.
+
+    ``rng``: ``"philox"`` or ``"sobol"`` (randomised quasi-Monte Carlo, ``replicates``
+    random shifts give the standard error). ``target_se``: grow the paths from ``paths``
+    until each standard error meets it: a float (absolute) or a string (``"1e-4rel"``,
+    ``"0.01%"``: relative to the price), up to ``max_paths``; Black-Scholes options only.
+
+    Returns a dict of numpy arrays: ``price``, ``std_error``, ``delta``, ``gamma``,
+    ``vega``, ``theta``, ``rho`` (NaN where the method gives none), ``ci95_low``,
+    ``paths_used``; with ``target_se`` also ``met`` (bool per option), ``rounds`` and
+    ``seconds``.
 
     >>> r = kiln.price({"spot": 100.0, "strike": [90.0, 110.0], "rate": 0.03,
     ...                 "volatility": 0.2, "maturity": 1.0})
@@ -287,10 +314,13 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     import numpy as np
 
     recs = _records(options)
+    if target_se is not None and not isinstance(target_se, str):
+        target_se = repr(float(target_se))
     r = _native.price(_json.dumps(recs), method, paths, steps, seed, antithetic, control_variate,
-                      fast_math, device)
-    out = {k: np.asarray(v) for k, v in r.items() if k != "device"}
-    out["device"] = r["device"]
+                      fast_math, device, 0, rng, replicates, target_se, max_paths)
+    out = {}
+    for k, v in r.items():
+        out[k] = v if k in ("device", "rounds", "seconds") else np.asarray(v)
     return out
 
 
