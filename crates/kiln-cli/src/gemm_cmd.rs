@@ -351,13 +351,15 @@ fn run_split(
             "kiln" => GemmImpl::Tiled,
             _ => GemmImpl::Naive,
         },
-        Some(other) => return Err(Error::invalid(
-            "--impl",
-            format!(
+        Some(other) => {
+            return Err(Error::invalid(
+                "--impl",
+                format!(
                 "{other} runs on a GPU and --devices {set} opened {label}, which has the CPU: omit --impl"
             ),
-        )
-        .into()),
+            )
+            .into())
+        }
     };
     let ((median_ms, min_ms, chk, c_digest), workers, chunks) = match p {
         GemmPrecision::F32 | GemmPrecision::Tf32 => measure_split::<f32>(&ex, g, p, imp, args)?,
