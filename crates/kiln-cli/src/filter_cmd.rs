@@ -86,6 +86,9 @@ Examples:
   kiln filter2d --input frame.tif --kernel sobel-x --mode nearest --output edges.npy
   kiln filter2d --input stack.npy --batch --kernel k.npy --mode wrap --output out.npy --json
   kiln filter2d --input scan.png --kernel cross4 --device cuda --output out.png
+Devices: --devices all|0,1|cpu|cpu+all splits the images of a --batch stack over devices (runs
+  of whole images; the output has one device's bits per kind); one image runs on the first
+  device; a directory/glob batch is refused (use --device). Not with --device.
 ",
     batch_help!(
         ".png .tif .tiff .npy",
@@ -113,6 +116,9 @@ Examples:
   kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz
   kiln filter3d --input fmri.nii --kernel box:3 --mode nearest --output fmri_box.nii --json
   kiln filter3d --input ct.npy --kernel kernel5.npy --mode constant --cval -1000 --output ct_f.npy
+Devices: --devices all|0,1|cpu|cpu+all splits a 4-D input's volumes (along t) over devices
+  (runs of whole volumes; the output has one device's bits per kind); a 3-D volume runs on the
+  first device; a directory/glob batch is refused (use --device). Not with --device.
 ",
     batch_help!(
         ".nii .nii.gz .npy",

@@ -134,6 +134,18 @@ fn filter3d_volumes_split_is_byte_identical() {
         "npy",
         &["cpu"],
     );
+    // a 4-D NIfTI series: header and affine kept, the same bytes
+    write_nifti(
+        &d.p("fmri.nii.gz"),
+        &[7, 6, 5, 9],
+        f32s(7 * 6 * 5 * 9, 8, 0.0, 100.0),
+    );
+    same_as_one_device(
+        &d,
+        "filter3d --input fmri.nii.gz --kernel box:3",
+        "nii.gz",
+        &["cpu"],
+    );
     // one 3-D volume: nothing to split
     write_npy(&d.p("vol.npy"), &[9, 8, 7], f32s(9 * 8 * 7, 3, -1.0, 1.0));
     d.ok("filter3d --input vol.npy --kernel laplacian --output a.npy --device cpu");

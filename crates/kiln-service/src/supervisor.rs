@@ -640,3 +640,26 @@ fn describe(s: std::process::ExitStatus) -> String {
         None => "exited".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_slots_start_workers_over_their_devices() {
+        let args = |d: &str| {
+            let mut c = Command::new("kiln");
+            worker_args(&mut c, d);
+            c.as_std()
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(args("cuda:1"), ["--device", "cuda:1", "worker"]);
+        assert_eq!(args("cpu"), ["--device", "cpu", "worker"]);
+        assert_eq!(args("group:0,1"), ["worker", "--devices", "0,1"]);
+        assert_eq!(args("group:cpu+all"), ["worker", "--devices", "cpu+all"]);
+        assert!(slot_is_gpu("cuda:0") && slot_is_gpu("group:0,1") && slot_is_gpu("group:cpu+all"));
+        assert!(!slot_is_gpu("cpu") && !slot_is_gpu("group:cpu"));
+    }
+}
