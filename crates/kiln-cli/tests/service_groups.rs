@@ -75,7 +75,8 @@ fn a_multi_device_worker_gives_the_results_of_one() {
 #[test]
 fn a_bad_group_is_refused_at_start() {
     let d = data_dir();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let bin = std::env::var_os("KILN_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_kiln").into());
+    let o = std::process::Command::new(bin)
         .args([
             "--device",
             "cpu",
