@@ -86,6 +86,9 @@ Examples:
   kiln filter2d --input frame.tif --kernel sobel-x --mode nearest --output edges.npy
   kiln filter2d --input stack.npy --batch --kernel k.npy --mode wrap --output out.npy --json
   kiln filter2d --input scan.png --kernel cross4 --device cuda --output out.png
+Devices: --devices all|0,1|cpu|cpu+all splits the images of a --batch stack over devices (runs
+  of whole images; the output has one device's bits per kind); one image runs on the first
+  device; a directory/glob batch is refused (use --device). Not with --device.
 ",
     batch_help!(
         ".png .tif .tiff .npy",
@@ -113,6 +116,9 @@ Examples:
   kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz
   kiln filter3d --input fmri.nii --kernel box:3 --mode nearest --output fmri_box.nii --json
   kiln filter3d --input ct.npy --kernel kernel5.npy --mode constant --cval -1000 --output ct_f.npy
+Devices: --devices all|0,1|cpu|cpu+all splits a 4-D input's volumes (along t) over devices
+  (runs of whole volumes; the output has one device's bits per kind); a 3-D volume runs on the
+  first device; a directory/glob batch is refused (use --device). Not with --device.
 ",
     batch_help!(
         ".nii .nii.gz .npy",
@@ -167,6 +173,10 @@ pub struct Args2d {
     /// Take a 3-D .npy input as a batch (N, H, W) of gray images, not one (H, W, C) image.
     #[arg(long)]
     pub(crate) batch: bool,
+    /// Split a --batch stack's images over devices: all, 0,1,..., cpu, cpu+all or cpu+0,1
+    /// (same bits as one device of each kind); one image runs on the first device.
+    #[arg(long, value_name = "DEVICES")]
+    pub(crate) devices: Option<kiln::executor::DeviceSet>,
 }
 
 /// `kiln filter3d` options.
@@ -175,32 +185,42 @@ pub struct Args2d {
 pub struct Args3d {
     #[command(flatten)]
     pub(crate) common: Common,
+    /// Split a 4-D input's volumes (along t) over devices: all, 0,1,..., cpu, cpu+all or
+    /// cpu+0,1 (same bits as one device of each kind); a 3-D volume runs on the first device.
+    #[arg(long, value_name = "DEVICES")]
+    pub(crate) devices: Option<kiln::executor::DeviceSet>,
 }
 
 #[derive(Serialize)]
-struct Summary {
-    command: &'static str,
-    input: String,
-    input_shape: Vec<usize>,
+pub(crate) struct Summary {
+    pub(crate) command: &'static str,
+    pub(crate) input: String,
+    pub(crate) input_shape: Vec<usize>,
     /// `gray`, `channels`, `channels+alpha`, `batch` (2-D); `volume`, `volumes` (3-D).
-    layout: &'static str,
-    input_type: String,
-    kernel: String,
-    kernel_size: usize,
-    mode: &'static str,
-    cval: Option<f64>,
-    path: &'static str,
+    pub(crate) layout: &'static str,
+    pub(crate) input_type: String,
+    pub(crate) kernel: String,
+    pub(crate) kernel_size: usize,
+    pub(crate) mode: &'static str,
+    pub(crate) cval: Option<f64>,
+    pub(crate) path: &'static str,
     /// Images (batch) or volumes (4-D) filtered, one per call.
-    items: usize,
-    device: String,
-    fallback_reason: Option<String>,
-    output: String,
-    output_type: &'static str,
-    seconds: f64,
+    pub(crate) items: usize,
+    pub(crate) device: String,
+    pub(crate) fallback_reason: Option<String>,
+    pub(crate) output: String,
+    pub(crate) output_type: &'static str,
+    pub(crate) seconds: f64,
     /// Samples (pixels x channels, or voxels) per second of filtering.
-    samples_per_s: f64,
-    total_seconds: f64,
-    timings: Timings,
+    pub(crate) samples_per_s: f64,
+    pub(crate) total_seconds: f64,
+    pub(crate) timings: Timings,
+    /// With --devices: each worker's part (label, share, chunks, stolen, busy seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) workers: Option<Vec<crate::devices_arg::WorkerSplit>>,
+    /// With --devices: what was split, or why nothing was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) devices_note: Option<String>,
 }
 
 /// A file error as an exit-code-4 error naming the flag (as `kiln price` does).
@@ -450,15 +470,15 @@ impl Layout2 {
 #[derive(Serialize, Default)]
 pub(crate) struct Timings {
     /// Reading and decoding the input (overlapped with creating the runtime).
-    read_s: f64,
+    pub(crate) read_s: f64,
     /// Creating the runtime (the CUDA context), on its own thread from the start.
-    runtime_s: f64,
+    pub(crate) runtime_s: f64,
     /// Waiting for the runtime after the input was read.
-    runtime_wait_s: f64,
+    pub(crate) runtime_wait_s: f64,
     /// Upload, filter and download (`seconds`).
-    filter_s: f64,
+    pub(crate) filter_s: f64,
     /// Encoding and writing the output.
-    write_s: f64,
+    pub(crate) write_s: f64,
 }
 
 /// The batch flags, refused on a one-file run.
@@ -500,6 +520,9 @@ fn while_dropping<T>(rt: kiln::Runtime, write: impl FnOnce() -> T) -> T {
 /// `kiln filter2d`; see the module docs.
 pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let c = &args.common;
+    if let Some(set) = &args.devices {
+        return crate::filter_devices::run_2d(args, set, request, cfg);
+    }
     if crate::filter_batch::is_batch_input(&c.input) {
         return crate::filter_batch::run_2d(args, request, cfg);
     }
@@ -550,13 +573,29 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
 pub(crate) fn run_image(
     c: &Common,
     batch: bool,
-    (fin, fout): (Format, Format),
+    formats: (Format, Format),
     filter: Filter2,
     desc: &Described,
     t_start: Instant,
     request: DeviceRequest,
     cfg: &Config,
 ) -> anyhow::Result<ExitCode> {
+    let s = image_summary(c, batch, formats, filter, desc, t_start, request, cfg)?;
+    finish(s, c.json)
+}
+
+/// [`run_image`] up to its summary (printed by the caller).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn image_summary(
+    c: &Common,
+    batch: bool,
+    (fin, fout): (Format, Format),
+    filter: Filter2,
+    desc: &Described,
+    t_start: Instant,
+    request: DeviceRequest,
+    cfg: &Config,
+) -> anyhow::Result<Summary> {
     let start = RuntimeStart::spawn(request, cfg);
     let t = Instant::now();
     let alloc = Alloc::pageable();
@@ -581,35 +620,37 @@ pub(crate) fn run_image(
     let written = while_dropping(rt, || write_image2(&c.output, fout, &shape, dims, &out));
     written?;
     tm.write_s = t.elapsed().as_secs_f64();
-    finish(
-        Summary {
-            command: desc.command,
-            input: c.input.display().to_string(),
-            input_shape: shape,
-            layout: layout.name(),
-            input_type: in_type.name().into(),
-            kernel: desc.name.clone(),
-            kernel_size: desc.size,
-            mode: desc.mode.name(),
-            cval: desc.mode.cval(),
-            path: desc.path,
-            items: if layout == Layout2::Batch { dims[0] } else { 1 },
-            device,
-            fallback_reason,
-            output: c.output.display().to_string(),
-            output_type: out_type.name(),
-            seconds: tm.filter_s,
-            samples_per_s: samples as f64 / tm.filter_s.max(1e-9),
-            total_seconds: t_start.elapsed().as_secs_f64(),
-            timings: tm,
-        },
-        c.json,
-    )
+    Ok(Summary {
+        command: desc.command,
+        input: c.input.display().to_string(),
+        input_shape: shape,
+        layout: layout.name(),
+        input_type: in_type.name().into(),
+        kernel: desc.name.clone(),
+        kernel_size: desc.size,
+        mode: desc.mode.name(),
+        cval: desc.mode.cval(),
+        path: desc.path,
+        items: if layout == Layout2::Batch { dims[0] } else { 1 },
+        device,
+        fallback_reason,
+        output: c.output.display().to_string(),
+        output_type: out_type.name(),
+        seconds: tm.filter_s,
+        samples_per_s: samples as f64 / tm.filter_s.max(1e-9),
+        total_seconds: t_start.elapsed().as_secs_f64(),
+        timings: tm,
+        workers: None,
+        devices_note: None,
+    })
 }
 
 /// `kiln filter3d`; see the module docs.
 pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let c = &args.common;
+    if let Some(set) = &args.devices {
+        return crate::filter_devices::run_3d(args, set, request, cfg);
+    }
     if crate::filter_batch::is_batch_input(&c.input) {
         return crate::filter_batch::run_3d(args, request, cfg);
     }
@@ -647,6 +688,20 @@ pub(crate) fn run_volume(
     request: DeviceRequest,
     cfg: &Config,
 ) -> anyhow::Result<ExitCode> {
+    let s = volume_summary(c, fin, filter, desc, t_start, request, cfg)?;
+    finish(s, c.json)
+}
+
+/// [`run_volume`] up to its summary (printed by the caller).
+pub(crate) fn volume_summary(
+    c: &Common,
+    fin: Format,
+    filter: Filter3,
+    desc: &Described,
+    t_start: Instant,
+    request: DeviceRequest,
+    cfg: &Config,
+) -> anyhow::Result<Summary> {
     let start = RuntimeStart::spawn(request, cfg);
     let t = Instant::now();
     let vol = read_volume3(&c.input)?;
@@ -671,37 +726,36 @@ pub(crate) fn run_volume(
     });
     w?;
     tm.write_s = t.elapsed().as_secs_f64();
-    finish(
-        Summary {
-            command: desc.command,
-            input: c.input.display().to_string(),
-            input_shape,
-            layout: if written.data.ndim() == 4 {
-                "volumes"
-            } else {
-                "volume"
-            },
-            input_type,
-            kernel: desc.name.clone(),
-            kernel_size: desc.size,
-            mode: desc.mode.name(),
-            cval: desc.mode.cval(),
-            path: desc.path,
-            items,
-            device,
-            fallback_reason,
-            output: c.output.display().to_string(),
-            output_type: "f32",
-            seconds: tm.filter_s,
-            samples_per_s: voxels as f64 / tm.filter_s.max(1e-9),
-            total_seconds: t_start.elapsed().as_secs_f64(),
-            timings: tm,
+    Ok(Summary {
+        command: desc.command,
+        input: c.input.display().to_string(),
+        input_shape,
+        layout: if written.data.ndim() == 4 {
+            "volumes"
+        } else {
+            "volume"
         },
-        c.json,
-    )
+        input_type,
+        kernel: desc.name.clone(),
+        kernel_size: desc.size,
+        mode: desc.mode.name(),
+        cval: desc.mode.cval(),
+        path: desc.path,
+        items,
+        device,
+        fallback_reason,
+        output: c.output.display().to_string(),
+        output_type: "f32",
+        seconds: tm.filter_s,
+        samples_per_s: voxels as f64 / tm.filter_s.max(1e-9),
+        total_seconds: t_start.elapsed().as_secs_f64(),
+        timings: tm,
+        workers: None,
+        devices_note: None,
+    })
 }
 
-fn finish(s: Summary, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn finish(s: Summary, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
@@ -727,52 +781,5 @@ fn finish(s: Summary, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mode_and_cval_combine() {
-        assert_eq!(parse_mode("reflect", None).ok(), Some(BoundaryMode::Reflect));
-        assert_eq!(
-            parse_mode("constant", Some(-2.5)).ok(),
-            Some(BoundaryMode::Constant(-2.5))
-        );
-        assert_eq!(
-            parse_mode("constant:3", Some(3.0)).ok(),
-            Some(BoundaryMode::Constant(3.0))
-        );
-        let e = |m: &str, c: Option<f64>| {
-            parse_mode(m, c)
-                .map(|_| ())
-                .map_err(|e| format!("{e:#}"))
-                .unwrap_err()
-        };
-        assert!(e("constant:3", Some(4.0)).contains("disagree"));
-        assert!(e("wrap", Some(1.0)).contains("--mode constant only"));
-        assert!(e("constant", Some(f64::NAN)).contains("not a finite"));
-        assert!(e("edge", None).contains("unknown mode `edge`"));
-    }
-
-    #[test]
-    fn extensions_point_to_the_other_command() {
-        let e = format_of("--input", Path::new("a.nii.gz"), true)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("use kiln filter3d"), "{e}");
-        let e = format_of("--input", Path::new("a.png"), false)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("use kiln filter2d"), "{e}");
-        let e = format_of("--input", Path::new("a.jpg"), true)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains(".png .tif .tiff .npy") && !e.contains("filter3d"),
-            "{e}"
-        );
-        assert_eq!(
-            format_of("--input", Path::new("A.TIFF"), true).ok(),
-            Some(Format::Tiff)
-        );
-    }
-}
+#[path = "filter_cmd_tests.rs"]
+mod tests;

@@ -33,6 +33,11 @@ pub struct Args {
     /// GPUs with a worker: auto, none, or ordinals like 0,1 (--device cpu means none).
     #[arg(long, value_name = "LIST")]
     gpus: Option<String>,
+    /// A worker process owning several devices (repeat for more): 0,1 / all / cpu+0,1, as
+    /// `kiln price --devices`; option books and element-wise maps are split over them.
+    /// Replaces `workers.groups`; the groups are then the GPU workers (--gpus unused).
+    #[arg(long = "worker-group", value_name = "DEVICES")]
+    worker_groups: Vec<String>,
     /// Dynamic batching of small same-kind jobs: on or off.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     batching: Option<bool>,
@@ -105,6 +110,13 @@ fn effective(args: &Args, device: DeviceRequest) -> anyhow::Result<ServiceConfig
     }
     if let Some(v) = &args.gpus {
         c.workers.gpus = GpuSelection::parse(v).map_err(|e| anyhow::anyhow!("--gpus: {e}"))?;
+    }
+    if !args.worker_groups.is_empty() {
+        c.workers.groups = args.worker_groups.clone();
+        if matches!(c.workers.gpus, GpuSelection::List(_)) && args.gpus.is_none() {
+            // a list from the config file or --device cuda:N yields to the groups
+            c.workers.gpus = GpuSelection::Auto;
+        }
     }
     if let Some(v) = args.batching {
         c.batching.enabled = v;

@@ -15,6 +15,10 @@ pub struct Args {
     /// Arrays with more elements are written as blobs instead of inline JSON.
     #[arg(long, default_value_t = 65_536)]
     inline_max_elements: usize,
+    /// Own several devices (`workers.groups`): all, 0,1,..., cpu, cpu+all or cpu+0,1;
+    /// batchable work is split over them. Instead of --device.
+    #[arg(long, value_name = "DEVICES")]
+    devices: Option<kiln::executor::DeviceSet>,
 }
 
 /// Run the worker loop; its exit code tells the supervisor how it ended.
@@ -23,6 +27,9 @@ pub fn run(args: &Args, device: DeviceRequest, cfg: &Config) -> anyhow::Result<E
         blob_dir: args.blob_dir.clone(),
         inline_max_elements: args.inline_max_elements,
     };
-    let code = kiln_service::worker::run(device, cfg, &opts);
+    let code = match &args.devices {
+        Some(set) => kiln_service::worker::run_pool(set, cfg, &opts),
+        None => kiln_service::worker::run(device, cfg, &opts),
+    };
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

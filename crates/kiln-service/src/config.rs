@@ -69,6 +69,14 @@ pub struct Workers {
     /// GPUs to run a worker on: `"auto"` (every allowed GPU, none without a driver), `"none"`,
     /// or a list of CUDA ordinals such as `[0, 1]`.
     pub gpus: GpuSelection,
+    /// Multi-device workers: each entry is one worker process that owns a set of devices,
+    /// written as `kiln price --devices` spells them (`"0,1"`, `"all"`, `"cpu+0,1"`,
+    /// `"cpu"`). Such a worker splits its jobs' batchable work (option books, element-wise
+    /// maps) over its devices through kiln's executor, with the bits of one device; other
+    /// jobs run on its first device. When set, the groups are the GPU workers: `gpus` must
+    /// be left at `"auto"` or `"none"` and is not used. Empty (the default): one worker per
+    /// GPU.
+    pub groups: Vec<String>,
     /// CPU workers (besides the GPU ones).
     pub cpu_workers: usize,
     /// Attempts of a job before it fails (a worker crash or sticky error counts as one).
@@ -87,6 +95,7 @@ impl Default for Workers {
     fn default() -> Self {
         Workers {
             gpus: GpuSelection::Auto,
+            groups: Vec::new(),
             cpu_workers: 1,
             max_attempts: 3,
             heartbeat_ms: 1000,
@@ -94,6 +103,45 @@ impl Default for Workers {
             start_timeout_s: 60,
             program: None,
         }
+    }
+}
+
+impl Workers {
+    /// `groups` parsed, in order (empty when unset). An entry that does not parse, a GPU
+    /// ordinal named by two groups (two processes would share it: name it twice in one
+    /// group, `"0,0"`, for two streams), or `groups` with a `gpus` list is an error that
+    /// names the entry.
+    pub fn device_groups(&self) -> Result<Vec<kiln::executor::DeviceSet>, String> {
+        use kiln::executor::GpuSelection as G;
+        if self.groups.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let GpuSelection::List(l) = &self.gpus {
+            return Err(format!(
+                "workers.groups and workers.gpus = {l:?} both give GPUs workers; with groups, leave gpus \"auto\" or \"none\""
+            ));
+        }
+        let mut sets: Vec<kiln::executor::DeviceSet> = Vec::new();
+        for (i, g) in self.groups.iter().enumerate() {
+            let set: kiln::executor::DeviceSet = g
+                .parse()
+                .map_err(|e: kiln::Error| format!("workers.groups[{i}] = `{g}`: {e}"))?;
+            for (j, other) in sets.iter().enumerate() {
+                let clash = match (&set.gpus, &other.gpus) {
+                    (G::None, _) | (_, G::None) => false,
+                    (G::All, _) | (_, G::All) => true,
+                    (G::Ordinals(a), G::Ordinals(b)) => a.iter().any(|o| b.contains(o)),
+                };
+                if clash {
+                    return Err(format!(
+                        "workers.groups[{i}] = `{g}` and workers.groups[{j}] = `{other}` share a GPU; \
+                         a GPU belongs to one worker process"
+                    ));
+                }
+            }
+            sets.push(set);
+        }
+        Ok(sets)
     }
 }
 
@@ -361,8 +409,12 @@ impl ServiceConfig {
                 return Err(format!("{k} = 0; it must be at least 1"));
             }
         }
-        if self.workers.cpu_workers == 0 && self.workers.gpus == GpuSelection::None {
-            return Err("no workers: set workers.cpu_workers >= 1 or workers.gpus".into());
+        self.workers.device_groups()?;
+        if self.workers.cpu_workers == 0
+            && self.workers.gpus == GpuSelection::None
+            && self.workers.groups.is_empty()
+        {
+            return Err("no workers: set workers.cpu_workers >= 1, workers.gpus or workers.groups".into());
         }
         if self.store.is_postgres() {
             crate::store::parse_pg_url(&self.store.url).map_err(|e| e.0)?;

@@ -4,10 +4,18 @@
 //! call (`Runtime::price_batch`: one device launch for all their options) and the results
 //! split back; job `j` of the batch uses Monte Carlo streams from its offset in the merged
 //! portfolio, reported as `stream_offset` in its result. Other kinds run one by one.
+//!
+//! A multi-device worker (`workers.groups`) runs the same batches through a [`Pool`] (kiln's
+//! executor over its devices, [`run_batch_pool`]): the merged option book and element-wise
+//! maps are split across the devices (chunks of rows or elements, calibrated shares, work
+//! stealing; the bits of one device: a price is bit-identical for any device set, a map is
+//! the same per kind of device); a filter or GEMM job is one image, volume or product, with
+//! nothing to split, and runs on the pool's first device.
 
 use crate::protocol::{JobResult, WorkItem, WorkOutcome};
 use crate::store::{now_ms, BlobRecord};
 use crate::task::{self, ArrayInput, Task};
+use kiln::executor::{Calibrations, DeviceSet, Executor, MapArray, OptionBook, Worker};
 use kiln::finance::Method;
 use kiln::{Error, Runtime};
 use serde_json::{json, Value};
@@ -127,7 +135,7 @@ fn array_result(opts: &ExecOptions, job: &str, data: Vec<f32>, shape: Vec<usize>
 fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> WorkOutcome {
     let wrap = |r: kiln::Result<WorkOutcome>| r.unwrap_or_else(|e| kiln_error(&e));
     match task {
-        Task::Price { .. } => price(rt, &[(item, task)])
+        Task::Price { .. } => price(Engine::One(rt), &[(item, task)])
             .pop()
             .map_or_else(|| fail("internal", "no result", false), |r| r.outcome),
         Task::Filter2d {
@@ -258,8 +266,8 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
     }
 }
 
-/// Price a batch of pricing jobs (one key) in one facade call.
-fn price(rt: &Runtime, jobs: &[(&WorkItem, Task)]) -> Vec<JobResult> {
+/// Price a batch of pricing jobs (one key) in one facade call (or one executor run).
+fn price(eng: Engine<'_>, jobs: &[(&WorkItem, Task)]) -> Vec<JobResult> {
     let mut all = Vec::new();
     let mut spans = Vec::new();
     let mut head = None;
@@ -278,7 +286,27 @@ fn price(rt: &Runtime, jobs: &[(&WorkItem, Task)]) -> Vec<JobResult> {
     } else {
         Method::Analytic
     };
-    let prices = rt.price_batch(&all, m, &mc, 0);
+    let (prices, device, split) = match eng {
+        Engine::One(rt) => (rt.price_batch(&all, m, &mc, 0), rt.device_name(), Value::Null),
+        Engine::Pool(p) => {
+            let per = (all.len() / (CHUNKS_PER_WORKER * p.ex.workers().len())).max(1);
+            let run = OptionBook::new(&all, m, mc, 0, per).and_then(|b| p.ex.run(&b));
+            match run {
+                Ok((prices, rep)) => (prices, p.label.clone(), split_json(&rep)),
+                // the whole run failed (a device error): every job of the batch carries it
+                Err(e) => {
+                    let outcome = kiln_error(&e);
+                    return spans
+                        .into_iter()
+                        .map(|(id, _, _)| JobResult {
+                            id,
+                            outcome: outcome.clone(),
+                        })
+                        .collect();
+                }
+            }
+        }
+    };
     let sticky = prices
         .iter()
         .find_map(|r| r.as_ref().err().filter(|e| e.is_sticky()).map(kiln_error));
@@ -301,7 +329,8 @@ fn price(rt: &Runtime, jobs: &[(&WorkItem, Task)]) -> Vec<JobResult> {
                             "prices": rows,
                             "stream_offset": start,
                             "batch_options": all.len(),
-                            "device": rt.device_name(),
+                            "device": device,
+                            "workers": split,
                         }),
                         blobs: Vec::new(),
                     }
@@ -314,6 +343,112 @@ fn price(rt: &Runtime, jobs: &[(&WorkItem, Task)]) -> Vec<JobResult> {
 
 /// Run one batch; returns the results (in order) and whether the runtime is poisoned.
 pub fn run_batch(rt: &Runtime, opts: &ExecOptions, jobs: &[WorkItem]) -> (Vec<JobResult>, bool) {
+    run_batch_on(Engine::One(rt), opts, jobs)
+}
+
+/// [`run_batch`] on a multi-device worker's [`Pool`] (see the module docs); the results are
+/// those of one device, with the pool's label as `device` (and, for prices, the per-worker
+/// split as `workers`).
+pub fn run_batch_pool(pool: &Pool, opts: &ExecOptions, jobs: &[WorkItem]) -> (Vec<JobResult>, bool) {
+    run_batch_on(Engine::Pool(pool), opts, jobs)
+}
+
+/// What runs a batch: one runtime, or a pool of devices.
+#[derive(Clone, Copy)]
+enum Engine<'a> {
+    One(&'a Runtime),
+    Pool(&'a Pool),
+}
+
+/// Chunks per device a batch is cut into (so a fast device can take more; as `kiln price`).
+const CHUNKS_PER_WORKER: usize = 8;
+
+/// A multi-device worker's devices: kiln's executor over them, calibrations on disk.
+#[derive(Debug)]
+pub struct Pool {
+    ex: Executor,
+    label: String,
+}
+
+impl Pool {
+    /// The pool over `workers` (at least one), with an in-memory calibration store (tests
+    /// stand CPU workers, `Worker::cpu_labelled`, in for GPUs).
+    pub fn new(workers: Vec<Worker>) -> kiln::Result<Pool> {
+        let label = workers
+            .iter()
+            .map(|w| w.label().to_string())
+            .collect::<Vec<_>>()
+            .join("+");
+        Ok(Pool {
+            ex: Executor::new(workers)?,
+            label,
+        })
+    }
+
+    /// Opens the devices of `set` (`kiln price --devices` syntax), calibrations stored next
+    /// to the kernel cache.
+    pub fn open(set: &DeviceSet, cfg: &kiln::Config) -> kiln::Result<Pool> {
+        let mut p = Pool::new(set.open(cfg)?)?;
+        p.ex = p.ex.with_calibrations(Calibrations::for_config(cfg));
+        Ok(p)
+    }
+
+    /// The devices, e.g. `cuda:0+cuda:1`.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Whether any device is a GPU (`cuda` backend in the ready message).
+    pub fn has_gpu(&self) -> bool {
+        self.ex.workers().iter().any(|w| w.is_gpu())
+    }
+
+    fn first(&self) -> &Worker {
+        // Executor::new refuses an empty list
+        &self.ex.workers()[0]
+    }
+}
+
+/// The per-worker split of a run, for a result.
+fn split_json(rep: &kiln::executor::RunReport) -> Value {
+    let w: Vec<Value> = rep
+        .workers
+        .iter()
+        .map(|w| json!({ "label": w.label, "share": w.share, "chunks": w.chunks, "stolen": w.stolen }))
+        .collect();
+    Value::Array(w)
+}
+
+/// A job of `eng`: the pool's element-wise maps are split, everything else runs on one
+/// device (the pool's first).
+fn run_job(eng: Engine<'_>, opts: &ExecOptions, item: &WorkItem, task: Task) -> WorkOutcome {
+    match eng {
+        Engine::One(rt) => run_one(rt, opts, item, task),
+        Engine::Pool(p) => {
+            if let Task::Elementwise { op, a, b, x } = &task {
+                let op = match task::map_op(op, *a, *b) {
+                    Ok(o) => o,
+                    Err(e) => return fail("invalid_input", e, false),
+                };
+                let (data, shape) = match load(x, false) {
+                    Ok(v) => v,
+                    Err(o) => return o,
+                };
+                let per = (data.len() / (CHUNKS_PER_WORKER * p.ex.workers().len())).max(1);
+                return match MapArray::new(op, &data, per).and_then(|m| p.ex.run(&m)) {
+                    Ok((y, _)) => array_result(opts, &item.id, y, shape),
+                    Err(e) => kiln_error(&e),
+                };
+            }
+            p.first()
+                .run(|rt| Ok(run_one(rt, opts, item, task)))
+                .unwrap_or_else(|e| kiln_error(&e))
+        }
+    }
+}
+
+/// [`run_batch`] on either engine.
+fn run_batch_on(eng: Engine<'_>, opts: &ExecOptions, jobs: &[WorkItem]) -> (Vec<JobResult>, bool) {
     let mut parsed = Vec::with_capacity(jobs.len());
     let mut results: Vec<Option<JobResult>> = vec![None; jobs.len()];
     for (i, item) in jobs.iter().enumerate() {
@@ -333,12 +468,12 @@ pub fn run_batch(rt: &Runtime, opts: &ExecOptions, jobs: &[WorkItem]) -> (Vec<Jo
     if !prices.is_empty() {
         let idx: Vec<usize> = prices.iter().map(|(i, _, _)| *i).collect();
         let batch: Vec<(&WorkItem, Task)> = prices.into_iter().map(|(_, item, t)| (item, t)).collect();
-        for (i, r) in idx.into_iter().zip(price(rt, &batch)) {
+        for (i, r) in idx.into_iter().zip(price(eng, &batch)) {
             results[i] = Some(r);
         }
     }
     for (i, item, t) in others {
-        let outcome = run_one(rt, opts, item, t);
+        let outcome = run_job(eng, opts, item, t);
         let stop = matches!(outcome, WorkOutcome::Err { sticky: true, .. });
         results[i] = Some(JobResult {
             id: item.id.clone(),

@@ -3,7 +3,7 @@
 
 use crate::api::{app, AppState};
 use crate::auth::TokenSet;
-use crate::config::{GpuSelection, ServiceConfig};
+use crate::config::{GpuSelection, ServiceConfig, Workers};
 use crate::error::ServeError;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
@@ -24,6 +24,26 @@ pub struct ServeOptions {
     /// The core config file, handed to workers.
     pub core_config_path: Option<PathBuf>,
 }
+
+/// The device of each worker slot, in order: `cuda:N` per GPU of `workers.gpus` (when no
+/// `workers.groups` are set), `group:SET` per group (a worker owning the devices of `SET`,
+/// `kiln price --devices` syntax, e.g. `group:0,1`), then `cpu` per CPU worker.
+pub fn worker_devices(workers: &Workers, core: &kiln::Config) -> Result<Vec<String>, String> {
+    let groups = workers.device_groups()?;
+    let mut devices: Vec<String> = if groups.is_empty() {
+        gpu_ordinals(&workers.gpus, core)
+            .into_iter()
+            .map(|o| format!("cuda:{o}"))
+            .collect()
+    } else {
+        groups.iter().map(|g| format!("{GROUP_PREFIX}{g}")).collect()
+    };
+    devices.extend((0..workers.cpu_workers).map(|_| "cpu".to_string()));
+    Ok(devices)
+}
+
+/// The prefix of a multi-device slot's device (`group:0,1`).
+pub const GROUP_PREFIX: &str = "group:";
 
 /// The GPU ordinals `sel` names under the device policy (`auto`: every usable GPU the
 /// driver reports; none without a driver).
@@ -103,11 +123,7 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
     hub.seed(&counts.in_flight_by_principal);
     metrics.set_counts(&counts);
 
-    let mut devices: Vec<String> = gpu_ordinals(&cfg.workers.gpus, &opts.core)
-        .into_iter()
-        .map(|o| format!("cuda:{o}"))
-        .collect();
-    devices.extend((0..cfg.workers.cpu_workers).map(|_| "cpu".to_string()));
+    let devices = worker_devices(&cfg.workers, &opts.core).map_err(ServeError::Config)?;
     if devices.is_empty() {
         return Err(ServeError::Config(
             "no workers: no usable GPU and workers.cpu_workers = 0".into(),

@@ -27,9 +27,10 @@ use tokio::sync::mpsc;
 /// One worker slot as `/v1/workers` shows it.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct WorkerStatus {
-    /// The slot's name (`cpu-0`, `cuda-0`).
+    /// The slot's name (`cpu-0`, `cuda0-1`, `group0,1-0`).
     pub name: String,
-    /// The device it asks for (`cpu`, `cuda:0`).
+    /// The device it asks for (`cpu`, `cuda:0`), or `group:SET` for a worker owning the
+    /// devices of `SET` (`workers.groups`, e.g. `group:0,1`).
     pub device: String,
     /// `starting`, `idle`, `busy`, `down`.
     pub state: String,
@@ -66,6 +67,25 @@ pub struct Shared {
     /// Slot states.
     pub workers: Mutex<Vec<WorkerStatus>>,
     batches: AtomicU64,
+}
+
+/// Whether a slot's worker claims GPU work: `cuda:N`, or a group naming GPUs.
+fn slot_is_gpu(device: &str) -> bool {
+    match device.strip_prefix(crate::server::GROUP_PREFIX) {
+        Some(set) => set
+            .parse::<kiln::executor::DeviceSet>()
+            .is_ok_and(|s| s.gpus != kiln::executor::GpuSelection::None),
+        None => device.starts_with("cuda"),
+    }
+}
+
+/// The arguments up to `worker`'s own: `--device D worker`, or for a group
+/// (`group:SET`) `worker --devices SET`.
+fn worker_args(cmd: &mut Command, device: &str) {
+    match device.strip_prefix(crate::server::GROUP_PREFIX) {
+        Some(set) => cmd.arg("worker").arg("--devices").arg(set),
+        None => cmd.arg("--device").arg(device).arg("worker"),
+    };
 }
 
 struct Slot {
@@ -154,7 +174,7 @@ impl Shared {
             .enumerate()
             .map(|(index, device)| {
                 let sh = self.clone();
-                let gpu = device.starts_with("cuda");
+                let gpu = slot_is_gpu(&device);
                 tokio::spawn(async move { sh.slot_loop(Slot { index, device, gpu }).await })
             })
             .collect()
@@ -223,10 +243,8 @@ impl Shared {
         if let Some(c) = &self.core_config {
             cmd.arg("--config").arg(c);
         }
-        cmd.arg("--device")
-            .arg(&slot.device)
-            .arg("worker")
-            .arg("--blob-dir")
+        worker_args(&mut cmd, &slot.device);
+        cmd.arg("--blob-dir")
             .arg(self.cfg.data_dir.join("blobs"))
             .arg("--inline-max-elements")
             .arg(self.cfg.results.inline_max_elements.to_string())
@@ -620,5 +638,28 @@ fn describe(s: std::process::ExitStatus) -> String {
         Some(8) => "exit code 8: sticky CUDA error".into(),
         Some(c) => format!("exit code {c}"),
         None => "exited".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_slots_start_workers_over_their_devices() {
+        let args = |d: &str| {
+            let mut c = Command::new("kiln");
+            worker_args(&mut c, d);
+            c.as_std()
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(args("cuda:1"), ["--device", "cuda:1", "worker"]);
+        assert_eq!(args("cpu"), ["--device", "cpu", "worker"]);
+        assert_eq!(args("group:0,1"), ["worker", "--devices", "0,1"]);
+        assert_eq!(args("group:cpu+all"), ["worker", "--devices", "cpu+all"]);
+        assert!(slot_is_gpu("cuda:0") && slot_is_gpu("group:0,1") && slot_is_gpu("group:cpu+all"));
+        assert!(!slot_is_gpu("cpu") && !slot_is_gpu("group:cpu"));
     }
 }

@@ -2,8 +2,11 @@
 //! batches in over stdin, results out over stdout (see [`crate::protocol`]). A sticky CUDA
 //! error ends the process after its batch is answered: the context is poisoned and only a
 //! new process recovers.
+//!
+//! A multi-device worker ([`run_pool`], `kiln worker --devices SET`, from `workers.groups`)
+//! runs the same loop over a [`Pool`] of devices (see [`crate::exec`]).
 
-use crate::exec::{run_batch, ExecOptions};
+use crate::exec::{run_batch, run_batch_pool, ExecOptions, Pool};
 use crate::protocol::{read_frame, write_frame, FromWorker, ToWorker};
 use kiln::{Config, DeviceRequest, Runtime};
 
@@ -21,11 +24,10 @@ pub mod exit {
 
 /// Run the worker loop on stdin/stdout until told to stop; returns the exit code.
 pub fn run(device: DeviceRequest, cfg: &Config, opts: &ExecOptions) -> i32 {
-    let mut input = std::io::stdin().lock();
-    let mut out = std::io::stdout().lock();
     let rt = match Runtime::new(device, cfg) {
         Ok(rt) => rt,
         Err(e) => {
+            let mut out = std::io::stdout().lock();
             let _ = write_frame(
                 &mut out,
                 &FromWorker::Fatal {
@@ -43,6 +45,39 @@ pub fn run(device: DeviceRequest, cfg: &Config, opts: &ExecOptions) -> i32 {
         device: rt.device_name(),
         backend: backend.into(),
     };
+    serve(ready, |jobs| run_batch(&rt, opts, jobs))
+}
+
+/// [`run`] for a worker owning several devices: `set` (`kiln price --devices` syntax)
+/// opened as one [`Pool`].
+pub fn run_pool(set: &kiln::executor::DeviceSet, cfg: &Config, opts: &ExecOptions) -> i32 {
+    let pool = match Pool::open(set, cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            let mut out = std::io::stdout().lock();
+            let _ = write_frame(
+                &mut out,
+                &FromWorker::Fatal {
+                    message: format!("devices {set}: {e}"),
+                },
+            );
+            return exit::NO_RUNTIME;
+        }
+    };
+    let ready = FromWorker::Ready {
+        device: pool.label().to_string(),
+        backend: if pool.has_gpu() { "cuda" } else { "cpu" }.into(),
+    };
+    serve(ready, |jobs| run_batch_pool(&pool, opts, jobs))
+}
+
+/// Says `ready`, then answers frames until told to stop; `run_jobs` runs a batch.
+fn serve(
+    ready: FromWorker,
+    run_jobs: impl Fn(&[crate::protocol::WorkItem]) -> (Vec<crate::protocol::JobResult>, bool),
+) -> i32 {
+    let mut input = std::io::stdin().lock();
+    let mut out = std::io::stdout().lock();
     if write_frame(&mut out, &ready).is_err() {
         return exit::PROTOCOL;
     }
@@ -58,7 +93,7 @@ pub fn run(device: DeviceRequest, cfg: &Config, opts: &ExecOptions) -> i32 {
             None | Some(ToWorker::Shutdown) => return exit::OK,
             Some(ToWorker::Ping { seq }) => FromWorker::Pong { seq },
             Some(ToWorker::Run { batch, jobs }) => {
-                let (results, poisoned) = run_batch(&rt, opts, &jobs);
+                let (results, poisoned) = run_jobs(&jobs);
                 let done = FromWorker::Done { batch, results };
                 if write_frame(&mut out, &done).is_err() {
                     return exit::PROTOCOL;

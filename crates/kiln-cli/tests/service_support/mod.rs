@@ -20,7 +20,11 @@ pub struct Server {
 /// Start `kiln --device cpu serve --listen 127.0.0.1:0 --data-dir DIR ARGS...` and wait
 /// until /readyz answers 200.
 pub fn start(data_dir: &Path, args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    // KILN_BIN: the carried binary on the GPU machine (the path cargo baked in is not there)
+    let bin = std::env::var_os("KILN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")));
+    let mut child = Command::new(bin)
         .args([
             "--device",
             "cpu",
