@@ -15,6 +15,7 @@ use crate::Runtime;
 pub use kiln_core::finance;
 
 pub mod american;
+mod basket;
 mod heston;
 mod target;
 pub use american::{AmericanSpec, DEFAULT_TREE_STEPS};
