@@ -12,9 +12,10 @@
 //! bit-identical to pricing it whole; so a row's price depends on its row, the seed and the
 //! run parameters only: not on the device, the batch size, or which other rows are invalid.
 //!
-//! Heston and American rows (`kiln_io::options_csv::RowKind`) go through their own engines
-//! (`Runtime::price_heston_batch`, `Runtime::price_american_batch`, the closed form and the
-//! tree), batch by batch as well; a batch never mixes kinds.
+//! Heston, American and basket rows (`kiln_io::options_csv::RowKind`) go through their own
+//! engines (`Runtime::price_heston_batch`, `Runtime::price_american_batch`,
+//! `Runtime::price_basket_batch`, the closed forms and the tree), batch by batch as well; a
+//! batch never mixes kinds.
 
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -23,6 +24,7 @@ use kiln::finance::american::{american_continuous, DEFAULT_TREE_STEPS};
 use kiln::finance::{supports, Method};
 use kiln::{BackendKind, Runtime};
 use kiln::{Config, DeviceRequest, Error};
+use kiln_io::basket_csv::BasketFile;
 use kiln_io::options_csv::{self, OptionRow, PriceRecord, RowError, RowKind};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -41,14 +43,16 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
                      barrier_* styles: discrete monitoring dates, equally spaced, the last at
                      maturity; empty: monitored continuously),
             barrier (barrier_* styles: the level),
-            rebate (barrier_* styles: cash rebate, analytic only; default 0)
+            rebate (barrier_* styles: cash rebate, analytic only; default 0),
+            basket (style basket: the basket file, a path relative to the input's folder),
+            average (style basket: arithmetic, the default, or geometric)
   Barriers: continuous monitoring is exact in --method analytic and, in --method mc, each
   of the --steps steps adds the Brownian bridge's probability of crossing between its ends;
   with fixings = m, mc steps from date to date (exact) and analytic uses Broadie-Glasserman-
   Kou's shifted barrier (an approximation, best with many dates).
   styles: european asian_arithmetic asian_geometric barrier_up_out barrier_up_in
           barrier_down_out barrier_down_in american (fixings: the exercise dates, equally
-          spaced, the last at maturity; empty: continuous exercise)
+          spaced, the last at maturity; empty: continuous exercise) basket (see below)
   rate and dividend continuously compounded per year, volatility per sqrt(year) (0.2 = 20%),
   maturity in years. Rows are numbered from 1 after the header (blank lines not counted).
 Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Greek is not
@@ -63,7 +67,17 @@ Methods: analytic prices european (all Greeks), asian_geometric (no theta) and t
   exercisable on those dates only, else at any time); mc is Longstaff-Schwartz with the
   fixings (or --steps) as exercise dates (philox only, no --antithetic or
   --control-variate; in-sample, biased slightly low). No Greeks. --target-se prices
-  Black-Scholes rows only; --devices sends heston and american rows to one device.
+  single-asset Black-Scholes rows only; --devices sends heston, american and basket rows to
+  one device.
+Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average arithmetic)
+  or W prod_i S_i(T)^(w_i/W) (geometric, W = sum w_i) of correlated assets. The row gives
+  type, strike, rate, maturity, basket and average; its spot, volatility and dividend cells
+  must be empty. The basket file (many rows may share one) is a CSV with the header
+  asset,weight,spot,volatility,dividend,<one column per asset, named as the assets, in the
+  rows' order> and one row per asset; the trailing columns are the correlation matrix
+  (symmetric, unit diagonal, positive semi-definite; at most 64 assets; weights > 0).
+  analytic prices geometric baskets (closed form); mc prices both in one exact step
+  (philox only; --control-variate uses the geometric basket; --steps does not apply).
 Bad rows: every one is reported (row, file line, id, reasons); exit 4 and nothing written,
   unless --skip-invalid: then the good rows are written and the bad ones to
   <output stem>.errors.csv (row,id,reason) beside the output.
@@ -230,6 +244,8 @@ fn work(o: &OptionRow, mc: &McParams) -> u64 {
             None => mc.steps,
         },
         RowKind::American(dates) => dates.unwrap_or(mc.steps),
+        // one step to maturity, each path costs a step per asset
+        RowKind::Basket { assets, .. } => assets,
     };
     mc.paths_used().saturating_mul(u64::from(steps))
 }
@@ -249,8 +265,16 @@ fn unsupported(o: &OptionRow, method: Method, target: bool) -> Option<String> {
         RowKind::Heston(_) if method == Method::Analytic && o.spec.style != Style::European => Some(format!(
             "style {style} under heston has no closed form in kiln; price it with --method mc"
         )),
-        RowKind::Heston(_) | RowKind::American(_) if target => Some(
-            "--target-se prices Black-Scholes rows only (model bs, not american); price this one without it"
+        RowKind::Basket {
+            average: kiln::core::finance::basket::BasketAverage::Arithmetic,
+            ..
+        } if method == Method::Analytic => Some(
+            "style basket with average arithmetic has no closed form in kiln; price it with --method mc"
+                .to_string(),
+        ),
+        RowKind::Heston(_) | RowKind::American(_) | RowKind::Basket { .. } if target => Some(
+            "--target-se prices Black-Scholes rows only (model bs, not american or basket); price this one \
+             without it"
                 .to_string(),
         ),
         _ => None,
@@ -262,6 +286,7 @@ fn price_rows(
     rt: &Runtime,
     pool: Option<&crate::price_devices::Pool>,
     rows: &[OptionRow],
+    baskets: &[BasketFile],
     method: Method,
     mc: &McParams,
     first: u32,
@@ -301,6 +326,10 @@ fn price_rows(
                     .collect(),
                 Method::MonteCarlo => rt.price_american_batch(&specs, mc, first),
             }
+        }
+        RowKind::Basket { .. } => {
+            let specs: Vec<_> = rows.iter().filter_map(|o| o.basket(baskets)).collect();
+            rt.price_basket_batch(&specs, mc, method, first)
         }
     })
 }
@@ -383,6 +412,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let file = options_csv::read_options(&args.input).map_err(io_error("--input"))?;
     let total = file.rows();
     let mut errors = file.errors;
+    let baskets = file.baskets;
     let mut good = Vec::with_capacity(file.options.len());
     for o in file.options {
         if let Some(reason) = unsupported(&o, method, args.target_se.is_some()) {
@@ -470,7 +500,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                     .count();
                 run.results
             }
-            None => price_rows(&rt, pool.as_ref(), rows, method, &mc, first)?,
+            None => price_rows(&rt, pool.as_ref(), rows, &baskets, method, &mc, first)?,
         };
         for (o, r) in rows.iter().zip(results) {
             let bad = |reason: String| RowError {

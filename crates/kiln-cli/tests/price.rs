@@ -407,3 +407,128 @@ fn heston_and_american_rows_price_by_their_engines() {
     );
     assert!(!d.path().join("t.csv").exists());
 }
+
+/// docs/examples' basket pair: three indices and a book naming them.
+const BASKET_BOOK: &str = include_str!("../../../docs/examples/basket_book.csv");
+const BASKET_FILE: &str = include_str!("../../../docs/examples/indices.csv");
+
+#[test]
+fn basket_rows_price_end_to_end() {
+    use kiln::core::finance::basket::BasketAverage;
+    use kiln::finance::Method;
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "book.csv", BASKET_BOOK);
+    write(d.path(), "indices.csv", BASKET_FILE);
+    let file = kiln_io::options_csv::read_options(d.path().join("book.csv")).unwrap();
+    assert!(file.errors.is_empty(), "{:?}", file.errors);
+    let spec = |id: &str| {
+        file.options
+            .iter()
+            .find(|o| o.id == id)
+            .unwrap()
+            .basket(&file.baskets)
+            .unwrap()
+    };
+    // analytic: the geometric row is the closed form; the arithmetic rows have none
+    let o = kiln(
+        d.path(),
+        &["--input", "book.csv", "--output", "a.csv", "--skip-invalid"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = read_prices(d.path().join("a.csv")).unwrap();
+    let geo = spec("idx_geo");
+    assert_eq!(geo.average, BasketAverage::Geometric);
+    assert_eq!(
+        by_id(&recs, "idx_geo").price.to_bits(),
+        geo.price_analytic().unwrap().to_bits()
+    );
+    let errs = std::fs::read_to_string(d.path().join("a.errors.csv")).unwrap();
+    assert!(
+        errs.contains("idx_call") && errs.contains("--method mc"),
+        "{errs}"
+    );
+    // mc: row r on stream r - 1, the bits of the facade on the CPU
+    let o = kiln(
+        d.path(),
+        &[
+            "--input", "book.csv", "--output", "m.csv", "--method", "mc", "--paths", "20001", "--seed", "11",
+            "--device", "cpu",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let recs = read_prices(d.path().join("m.csv")).unwrap();
+    let mc = kiln::core::finance::McParams {
+        paths: 20001,
+        seed: 11,
+        ..Default::default()
+    };
+    let rt = kiln::Runtime::cpu();
+    for (row, id) in [(1u32, "idx_call"), (2, "idx_put"), (3, "idx_geo")] {
+        let want = rt
+            .price_basket_batch(&[spec(id)], &mc, Method::MonteCarlo, row - 1)
+            .remove(0)
+            .unwrap();
+        let got = by_id(&recs, id);
+        assert_eq!(got.price.to_bits(), want.price.to_bits(), "{id}");
+        assert!(got.std_error > 0.0);
+    }
+    let g = by_id(&recs, "idx_geo");
+    let exact = geo.price_analytic().unwrap();
+    assert!(
+        (g.price - exact).abs() < 4.0 * g.std_error,
+        "{} +- {} vs {exact}",
+        g.price,
+        g.std_error
+    );
+}
+
+#[test]
+fn bad_basket_files_and_cells_exit_4_naming_them() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "npd.csv",
+        "asset,weight,spot,volatility,dividend,A,B,C\n\
+         A,1,100,0.2,0,1,0.9,0.9\nB,1,50,0.3,0,0.9,1,-0.9\nC,1,70,0.3,0,0.9,-0.9,1\n",
+    );
+    write(
+        d.path(),
+        "book.csv",
+        "id,type,style,spot,strike,rate,volatility,maturity,basket\nb1,call,basket,,200,0.02,,1,npd.csv\n",
+    );
+    let o = kiln(
+        d.path(),
+        &["--input", "book.csv", "--output", "p.csv", "--method", "mc"],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("row 1")
+            && e.contains("npd.csv")
+            && e.contains("not positive definite: pivot 3 (asset `C`)"),
+        "{e}"
+    );
+    assert!(!d.path().join("p.csv").exists());
+    // a cell the basket file owns, and a bad cell inside a basket file
+    write(d.path(), "indices.csv", &BASKET_FILE.replace("0.18", "fast"));
+    write(
+        d.path(),
+        "book2.csv",
+        "id,type,style,spot,strike,rate,volatility,maturity,basket\n\
+         b1,call,basket,100,100,0.02,,1,indices.csv\n",
+    );
+    let o = kiln(
+        d.path(),
+        &["--input", "book2.csv", "--output", "p.csv", "--method", "mc"],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("row 1") && e.contains("spot: `100` given for style basket"),
+        "{e}"
+    );
+    assert!(
+        e.contains("indices.csv") && e.contains("row 1 (line 2, asset `SPX`), column `volatility`"),
+        "{e}"
+    );
+}

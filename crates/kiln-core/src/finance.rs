@@ -20,6 +20,7 @@
 pub mod american;
 pub mod analytic;
 pub mod barrier;
+pub mod basket;
 pub mod blocks;
 pub mod heston;
 pub mod invnorm;

@@ -205,6 +205,10 @@ pub enum KernelId {
     HestonBlocksF64,
     /// Self-test of one Heston QE step against kiln-core.
     HestonStepSelftestF32,
+    /// Basket options by Monte Carlo: per-(option, 1024-sample block) f64 sums.
+    BasketBlocksF64,
+    /// Self-test: basket samples' payoffs and controls, one a thread, against kiln-core.
+    BasketSamplesF64,
     /// Longstaff-Schwartz: the path matrix (dates x paths f32) and the last date's payoffs.
     LsmPathsF32,
     /// Longstaff-Schwartz: discounts the cash flows, per-block regression sums at one date.
@@ -331,6 +335,8 @@ impl KernelId {
         KernelId::QmcSelftestF32,
         KernelId::HestonBlocksF64,
         KernelId::HestonStepSelftestF32,
+        KernelId::BasketBlocksF64,
+        KernelId::BasketSamplesF64,
         KernelId::LsmPathsF32,
         KernelId::LsmRegressF64,
         KernelId::LsmExerciseF64,
@@ -425,6 +431,7 @@ impl KernelId {
             | KernelId::QmcBarrierDownInF64
             | KernelId::QmcSelftestF32 => FINANCE_QMC,
             KernelId::HestonBlocksF64 | KernelId::HestonStepSelftestF32 => HESTON,
+            KernelId::BasketBlocksF64 | KernelId::BasketSamplesF64 => BASKET,
             KernelId::LsmPathsF32
             | KernelId::LsmRegressF64
             | KernelId::LsmExerciseF64
@@ -525,6 +532,8 @@ impl KernelId {
             KernelId::QmcSelftestF32 => "qmc_selftest_f32",
             KernelId::HestonBlocksF64 => "heston_blocks_f64",
             KernelId::HestonStepSelftestF32 => "heston_step_selftest_f32",
+            KernelId::BasketBlocksF64 => "basket_blocks_f64",
+            KernelId::BasketSamplesF64 => "basket_samples_f64",
             KernelId::LsmPathsF32 => "lsm_paths_f32",
             KernelId::LsmRegressF64 => "lsm_regress_f64",
             KernelId::LsmExerciseF64 => "lsm_exercise_f64",
@@ -637,6 +646,9 @@ impl KernelId {
             // not measured yet: a guess from the Philox kernels' cost
             KernelId::HestonBlocksF64 => 400,
             KernelId::HestonStepSelftestF32 => 200,
+            // not measured yet: a guess from the Heston kernel's cost
+            KernelId::BasketBlocksF64 => 300,
+            KernelId::BasketSamplesF64 => 200,
             // not measured yet: the path kernel is the European one's size, the rest small
             KernelId::LsmPathsF32 => 300,
             KernelId::LsmRegressF64 => 120,

@@ -35,6 +35,7 @@ pub mod gemm;
 pub mod graph;
 pub mod kernels;
 mod launch_american;
+mod launch_basket;
 mod launch_elementwise;
 mod launch_finance;
 mod launch_finance_qmc;

@@ -41,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod atomic;
+pub mod basket_csv;
 mod error;
 mod npy;
 pub mod options_csv;

@@ -8,13 +8,18 @@
 //!   `barrier` (needed only by the styles that use them; empty cells otherwise), `rebate`
 //!   (barrier styles' cash rebate; absent or empty: 0), `model` (`bs`, the default, or
 //!   `heston`) and Heston's `kappa,theta,xi,rho,v0` (heston rows only; all five needed
-//!   there). Any other column, or a column named twice, is an error for the whole file that
-//!   names it.
+//!   there), `basket` and `average` (basket rows only, below). Any other column, or a column
+//!   named twice, is an error for the whole file that names it.
 //! - `type` is `call` or `put`, `style` one of [`Style::name`]'s names (`european`,
 //!   `asian_arithmetic`, `asian_geometric`, `barrier_up_out`, `barrier_up_in`,
-//!   `barrier_down_out`, `barrier_down_in`) or `american` ([`RowKind::American`]: its
-//!   `fixings` are the exercise dates, empty for continuous exercise), both
-//!   case-insensitive. A heston row ([`RowKind::Heston`]) is a `european` or
+//!   `barrier_down_out`, `barrier_down_in`), `american` ([`RowKind::American`]: its
+//!   `fixings` are the exercise dates, empty for continuous exercise) or `basket`
+//!   ([`RowKind::Basket`]), both case-insensitive. A basket row names a basket file in
+//!   `basket` (a path relative to the option CSV's folder; [`crate::basket_csv`] has its
+//!   rules; each file is read once however many rows name it, and a bad file makes every
+//!   row naming it a bad row with the file's reason) and its `average` (`arithmetic`, the
+//!   default, or `geometric`); its `spot`, `volatility` and `dividend` cells must be empty
+//!   (the file gives each asset's), as must `fixings`, `barrier`, `rebate` and `model`. A heston row ([`RowKind::Heston`]) is a `european` or
 //!   `asian_arithmetic` payoff; its `volatility` is not used and may be empty. Rates and the dividend
 //!   yield are continuously compounded per year, volatility per `sqrt(year)` (0.2 for 20%),
 //!   maturity in years, `fixings` a whole number `>= 1` (equally spaced, the last at
@@ -44,7 +49,9 @@ use kiln_core::finance::american::AmericanSpec;
 use kiln_core::finance::heston::{HestonParams, HestonSpec};
 use kiln_core::finance::{OptionSpec, OptionType, Style};
 
+use crate::basket_csv::{read_basket, BasketFile};
 use crate::error::{IoError, Result};
+use kiln_core::finance::basket::{BasketAverage, BasketSpec};
 
 mod prices;
 pub use prices::{read_prices, write_errors, write_prices, PriceRecord, ERROR_COLUMNS, PRICE_COLUMNS};
@@ -52,7 +59,7 @@ pub use prices::{read_prices, write_errors, write_prices, PriceRecord, ERROR_COL
 const FORMAT: &str = "option CSV";
 
 /// Input columns.
-const NCOLS: usize = 18;
+const NCOLS: usize = 20;
 
 /// Every input column, in the documented order.
 pub const INPUT_COLUMNS: [&str; NCOLS] = [
@@ -74,6 +81,8 @@ pub const INPUT_COLUMNS: [&str; NCOLS] = [
     "xi",
     "rho",
     "v0",
+    "basket",
+    "average",
 ];
 
 /// The input columns every file must have.
@@ -103,10 +112,15 @@ const REBATE: usize = 11;
 const MODEL: usize = 12;
 /// Heston's five columns: kappa, theta, xi, rho, v0.
 const HESTON_COLS: [usize; 5] = [13, 14, 15, 16, 17];
+const BASKET: usize = 18;
+const AVERAGE: usize = 19;
 
 /// The style name of American rows (not a [`Style`]: Longstaff-Schwartz and the tree price
 /// them, not the path engine).
 pub const AMERICAN_STYLE: &str = "american";
+
+/// The style name of basket rows (not a [`Style`]: the basket engine prices them).
+pub const BASKET_STYLE: &str = "basket";
 
 /// What a row prices beyond its [`OptionRow::spec`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -120,6 +134,18 @@ pub enum RowKind {
     /// and maturity (as a European); the exercise dates are `Some(n)` equally spaced dates
     /// (a Bermudan option, the last at maturity), `None` continuous exercise.
     American(Option<u32>),
+    /// Style `basket`: a European call or put on the basket of file
+    /// [`OptionsFile::baskets`]`[basket]` ([`OptionRow::basket`]); the spec carries the
+    /// type, strike, rate and maturity (its spot is the strike and its volatility 1, as
+    /// placeholders; the file gives each asset's).
+    Basket {
+        /// Index into [`OptionsFile::baskets`].
+        basket: usize,
+        /// Assets in that basket.
+        assets: u32,
+        /// Arithmetic or geometric.
+        average: BasketAverage,
+    },
 }
 
 /// One good row of an option CSV.
@@ -144,6 +170,18 @@ impl OptionRow {
             RowKind::Heston(heston) => Some(HestonSpec {
                 option: self.spec,
                 heston,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The basket option of a basket row, its assets from `baskets` (the file's
+    /// [`OptionsFile::baskets`]).
+    pub fn basket(&self, baskets: &[BasketFile]) -> Option<BasketSpec> {
+        match self.kind {
+            RowKind::Basket { basket, average, .. } => baskets.get(basket).map(|b| {
+                let s = &self.spec;
+                b.spec(s.option_type, s.strike, s.rate, s.maturity, average)
             }),
             _ => None,
         }
@@ -202,6 +240,34 @@ pub struct OptionsFile {
     pub options: Vec<OptionRow>,
     /// The rows that did not, with every reason.
     pub errors: Vec<RowError>,
+    /// The basket files the basket rows name, each once ([`RowKind::Basket`]'s index).
+    pub baskets: Vec<BasketFile>,
+}
+
+/// The basket files of one option CSV, each read once: by the `basket` cell as written,
+/// resolved against the option CSV's folder.
+struct Baskets {
+    dir: std::path::PathBuf,
+    seen: HashMap<String, std::result::Result<usize, String>>,
+    files: Vec<BasketFile>,
+}
+
+impl Baskets {
+    /// `(index, assets)` of the file named by `cell`, or why it cannot be used.
+    fn resolve(&mut self, cell: &str) -> std::result::Result<(usize, u32), String> {
+        let files = &mut self.files;
+        let dir = &self.dir;
+        let got = self.seen.entry(cell.to_string()).or_insert_with(|| {
+            read_basket(dir.join(cell))
+                .map(|b| {
+                    files.push(b);
+                    files.len() - 1
+                })
+                .map_err(|e| e.to_string())
+        });
+        let i = got.clone()?;
+        Ok((i, self.files[i].assets.len() as u32))
+    }
 }
 
 impl OptionsFile {
@@ -246,6 +312,11 @@ pub fn parse_options<R: Read>(path: &Path, mut reader: R) -> Result<OptionsFile>
     let headers = rdr.byte_headers().map_err(|e| csv_error(path, e))?.clone();
     let cols = columns(path, &headers)?;
     let mut out = OptionsFile::default();
+    let mut baskets = Baskets {
+        dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        seen: HashMap::new(),
+        files: Vec::new(),
+    };
     let mut first_row_of_id: HashMap<String, usize> = HashMap::new();
     let mut row = 0;
     for rec in rdr.byte_records() {
@@ -284,7 +355,7 @@ pub fn parse_options<R: Read>(path: &Path, mut reader: R) -> Result<OptionsFile>
                 headers.len()
             ));
         }
-        let parsed = parse_spec(&rec, &cols);
+        let parsed = parse_spec(&rec, &cols, &mut baskets);
         if let Err(r) = &parsed {
             reasons.extend(r.iter().cloned());
         }
@@ -312,6 +383,7 @@ pub fn parse_options<R: Read>(path: &Path, mut reader: R) -> Result<OptionsFile>
             }),
         }
     }
+    out.baskets = baskets.files;
     Ok(out)
 }
 
@@ -365,7 +437,7 @@ fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; NCOLS]> 
         path,
         FORMAT,
         format!(
-            "bad header: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, model, kappa, theta, xi, rho, v0, in any order",
+            "bad header: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, model, kappa, theta, xi, rho, v0, basket, average, in any order",
             problems.join("; "),
             REQUIRED_COLUMNS.join(", ")
         ),
@@ -382,6 +454,7 @@ fn text(rec: &ByteRecord, col: Option<usize>) -> String {
 fn parse_spec(
     rec: &ByteRecord,
     cols: &[Option<usize>; NCOLS],
+    baskets: &mut Baskets,
 ) -> std::result::Result<(OptionSpec, RowKind), Vec<String>> {
     let mut reasons = Vec::new();
     let cell = |c: usize| text(rec, cols[c]);
@@ -408,8 +481,23 @@ fn parse_spec(
     };
     let style_text = cell(STYLE).to_ascii_lowercase();
     let american = style_text == AMERICAN_STYLE;
-    // an American row is carried as a European (its exercise is RowKind's)
-    let style = if american {
+    let basket = style_text == BASKET_STYLE;
+    let basket_kind = if basket {
+        basket_cells(&cell, heston, &mut reasons, baskets)
+    } else {
+        for c in [BASKET, AVERAGE] {
+            if !cell(c).is_empty() {
+                reasons.push(format!(
+                    "{} given for style {}; it belongs to style basket only",
+                    INPUT_COLUMNS[c],
+                    cell(STYLE)
+                ));
+            }
+        }
+        None
+    };
+    // American and basket rows are carried as Europeans (RowKind says the rest)
+    let style = if american || basket {
         Some(Style::European)
     } else {
         Style::ALL.into_iter().find(|s| s.name() == style_text)
@@ -418,7 +506,7 @@ fn parse_spec(
         let names: Vec<&str> = Style::ALL
             .iter()
             .map(|s| s.name())
-            .chain([AMERICAN_STYLE])
+            .chain([AMERICAN_STYLE, BASKET_STYLE])
             .collect();
         reasons.push(if style_text.is_empty() {
             format!("style is empty; use one of {}", names.join(", "))
@@ -453,6 +541,8 @@ fn parse_spec(
             let default = match c {
                 DIVIDEND | REBATE => Some(0.0),
                 VOLATILITY if heston => Some(f64::NAN),
+                // basket rows: the file gives these (basket_cells checks they are empty)
+                SPOT | VOLATILITY if basket => Some(f64::NAN),
                 _ => None,
             };
             num(c, default)
@@ -541,6 +631,14 @@ fn parse_spec(
         kiln_core::Error::InvalidArgument { reason, .. } => vec![reason],
         e => vec![e.to_string()],
     };
+    if basket {
+        let Some(kind) = basket_kind else {
+            return Err(reasons);
+        };
+        let spec = OptionSpec::european(option_type, strike, strike, rate, 0.0, 1.0, t);
+        spec.validate().map_err(why)?;
+        return Ok((spec, kind));
+    }
     if american {
         if barrier.is_some() || rebate.is_some_and(|r| r != 0.0) {
             return Err(vec!["style american takes no barrier or rebate".to_string()]);
@@ -575,6 +673,76 @@ fn parse_spec(
         None => spec.validate().map_err(why)?,
     }
     Ok((spec, kind))
+}
+
+/// A basket row's own cells: `basket` and `average` read, the cells the file replaces
+/// (and those basket options do not have) checked empty. `None` with `reasons` pushed if
+/// anything is wrong.
+fn basket_cells(
+    cell: &dyn Fn(usize) -> String,
+    heston: bool,
+    reasons: &mut Vec<String>,
+    baskets: &mut Baskets,
+) -> Option<RowKind> {
+    let before = reasons.len();
+    for c in [SPOT, VOLATILITY, DIVIDEND] {
+        if !cell(c).is_empty() {
+            reasons.push(format!(
+                "{}: `{}` given for style basket; leave it empty (the basket file gives each asset's {})",
+                INPUT_COLUMNS[c],
+                cell(c),
+                INPUT_COLUMNS[c]
+            ));
+        }
+    }
+    for c in [FIXINGS, BARRIER, REBATE] {
+        if !cell(c).is_empty() {
+            reasons.push(format!(
+                "{}: `{}` given for style basket, which has none (a European payoff at maturity)",
+                INPUT_COLUMNS[c],
+                cell(c)
+            ));
+        }
+    }
+    if heston {
+        reasons.push("style basket is priced under Black-Scholes only (model bs)".to_string());
+    }
+    let average = match cell(AVERAGE).as_str() {
+        "" => Some(BasketAverage::Arithmetic),
+        t => match t.parse::<BasketAverage>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                reasons.push(format!(
+                    "average: unknown `{t}`; use arithmetic (the default) or geometric"
+                ));
+                None
+            }
+        },
+    };
+    let file = cell(BASKET);
+    let found = if file.is_empty() {
+        reasons.push(
+            "basket is empty; style basket needs a basket file (a CSV path relative to this file's folder)"
+                .to_string(),
+        );
+        None
+    } else {
+        match baskets.resolve(&file) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                reasons.push(e);
+                None
+            }
+        }
+    };
+    match (average, found) {
+        (Some(average), Some((basket, assets))) if reasons.len() == before => Some(RowKind::Basket {
+            basket,
+            assets,
+            average,
+        }),
+        _ => None,
+    }
 }
 
 /// A csv error as an I/O error (the OS's) or a corrupt-file error.

@@ -15,6 +15,7 @@ use crate::Runtime;
 pub use kiln_core::finance;
 
 pub mod american;
+mod basket;
 pub mod book;
 mod heston;
 mod target;

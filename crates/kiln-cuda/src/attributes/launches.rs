@@ -497,6 +497,22 @@ pub const LAUNCHES: &[LaunchShape] = &[
         dynamic_shared_note: "",
     },
     LaunchShape {
+        symbol: "basket_blocks_f64",
+        computes: "Basket options by Monte Carlo: N normals (Philox, portable f32), the f32 Cholesky product L z, one GBM step per asset, arithmetic or geometric basket payoff and the geometric control; per-(option, 1024-sample block) f64 sums in sample order",
+        block: B256,
+        grid: MC_GRID,
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "basket_samples_f64",
+        computes: "Self-test: one basket sample's discounted payoff and control per thread (compared with kiln-core's basket_sample)",
+        block: B256,
+        grid: "ceil(count / 256) blocks, a thread per sample",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
         symbol: "lsm_paths_f32",
         computes: "Longstaff-Schwartz: the GBM path matrix (dates x paths f32, Philox) and the last date's discounted payoffs",
         block: B256,

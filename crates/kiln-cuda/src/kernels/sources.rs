@@ -40,6 +40,16 @@ pub const HESTON: Module = Module {
     ),
 };
 
+/// Basket options by Monte Carlo: N correlated assets, one step, Philox, bitwise the CPU
+/// engine's (`kernels/finance.cuh`, then `kernels/basket.cu`).
+pub const BASKET: Module = Module {
+    name: "basket",
+    source: concat!(
+        include_str!("../../kernels/finance.cuh"),
+        include_str!("../../kernels/basket.cu")
+    ),
+};
+
 /// Longstaff-Schwartz American options: path matrix, per-block regression sums, exercise
 /// and final sums (`kernels/finance.cuh`, then `kernels/american.cu`).
 pub const AMERICAN: Module = Module {
@@ -150,6 +160,7 @@ pub const MODULES: &[Module] = &[
     FINANCE,
     FINANCE_QMC,
     HESTON,
+    BASKET,
     AMERICAN,
     GEMM,
     CAST,

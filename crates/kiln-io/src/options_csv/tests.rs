@@ -250,3 +250,74 @@ fn errors_file_quotes_reasons() {
         "row,id,reason\n3,x,\"spot: `a,b` is not a number; strike is empty\"\n"
     );
 }
+
+#[test]
+fn basket_rows_name_shared_files_and_bad_ones_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("b")).unwrap();
+    std::fs::write(
+        dir.path().join("b/two.csv"),
+        "asset,weight,spot,volatility,dividend,X,Y\nX,0.5,100,0.2,0.01,1,0.4\nY,0.5,80,0.3,,0.4,1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("npd.csv"),
+        "asset,weight,spot,volatility,dividend,A,B,C\n\
+         A,1,100,0.2,0,1,0.9,0.9\nB,1,50,0.3,0,0.9,1,-0.9\nC,1,70,0.3,0,0.9,-0.9,1\n",
+    )
+    .unwrap();
+    let book = dir.path().join("book.csv");
+    std::fs::write(
+        &book,
+        "id,type,style,spot,strike,rate,volatility,maturity,dividend,basket,average\n\
+         k1,call,basket,,90,0.02,,1,,b/two.csv,\n\
+         k2,put,BASKET,,90,0.02,,1,,b/two.csv,Geometric\n\
+         e1,call,european,100,100,0.02,0.2,1,,,\n\
+         x1,call,basket,100,90,0.02,,1,,b/two.csv,\n\
+         x2,call,basket,,90,0.02,,1,,npd.csv,\n\
+         x3,call,basket,,90,0.02,,1,,missing.csv,\n\
+         x4,call,basket,,90,0.02,,1,,b/two.csv,median\n\
+         x5,call,european,100,100,0.02,0.2,1,,b/two.csv,\n\
+         x6,call,basket,,90,0.02,0.2,1,0.01,,\n\
+         x7,call,basket,,90,0.02,,1,,npd.csv,\n",
+    )
+    .unwrap();
+    let f = read_options(&book).unwrap();
+    let row = |id: &str| f.options.iter().find(|o| o.id == id).unwrap();
+    // one file read once for two rows; the bad one is not kept
+    assert_eq!(f.baskets.len(), 1);
+    let k1 = row("k1").basket(&f.baskets).unwrap();
+    assert_eq!(
+        (k1.assets.len(), k1.average, k1.strike),
+        (2, BasketAverage::Arithmetic, 90.0)
+    );
+    assert_eq!(k1.assets[1].dividend, 0.0);
+    let k2 = row("k2").basket(&f.baskets).unwrap();
+    assert_eq!((k2.kind, k2.average), (OptionType::Put, BasketAverage::Geometric));
+    assert!(row("e1").basket(&f.baskets).is_none());
+    let why = |id: &str| f.errors.iter().find(|e| e.id == id).unwrap().reason.clone();
+    assert!(
+        why("x1").contains("spot: `100` given for style basket"),
+        "{}",
+        why("x1")
+    );
+    assert!(
+        why("x2").contains("npd.csv") && why("x2").contains("pivot 3 (asset `C`)"),
+        "{}",
+        why("x2")
+    );
+    assert_eq!(why("x2"), why("x7"));
+    assert!(
+        why("x3").contains("missing.csv") && why("x3").contains("cannot be read"),
+        "{}",
+        why("x3")
+    );
+    assert!(why("x4").contains("average: unknown `median`"), "{}", why("x4"));
+    assert!(why("x5").contains("belongs to style basket"), "{}", why("x5"));
+    let x6 = why("x6");
+    assert!(
+        x6.contains("volatility: `0.2`") && x6.contains("dividend: `0.01`") && x6.contains("basket is empty"),
+        "{x6}"
+    );
+    assert_eq!((f.options.len(), f.errors.len()), (3, 7));
+}

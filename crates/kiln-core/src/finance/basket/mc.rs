@@ -1,0 +1,203 @@
+//! The basket Monte Carlo path both engines run (kiln-cpu's `finance::basket` and
+//! kiln-cuda's `kernels/basket.cu`), written so that they produce the same bits.
+//!
+//! One step to maturity. Sample `s` of option (stream index) `o` draws its `N` normals from
+//! Philox under the seed's key, four per call, on a stream of its own (counter word 3 =
+//! [`BASKET_STREAM`]):
+//!
+//! ```text
+//! words_b = philox4x32_10([b, s, o, BASKET_STREAM], key)         b = 0 .. ceil(N / 4)
+//! z_i     = normals_from_words_f32(words_{i / 4})[i % 4]          i = 0 .. N
+//! ```
+//!
+//! Then, in f32 with the constants of [`BasketPathParams`] (f64 on the host, rounded once),
+//! for `i = 0 .. N` in order:
+//!
+//! ```text
+//! u_i  = 0;  for j = 0 ..= i:  u_i = u_i + L_ij * z_j     (product rounded, then the sum: no fusion)
+//! x_i  = vol_i.mul_add(u_i, drift_i)                     (fused; mirror: (-vol_i).mul_add(u_i, drift_i))
+//! arith = arith + spot_weight_i * (exp_f32(x_i) as f64)   (f64, product then sum; arith_0 = 0)
+//! glog  = glog + geo_weight_i * x_i                       (f32, product then sum; glog_0 = 0)
+//! ```
+//!
+//! and `G = geo_spot * (exp_f32(glog) as f64)`, `A = arith`; the discounted payoff
+//! `y = discount * payoff(A or G)` and the control `c = discount * payoff(G) - control_mean`
+//! (the geometric option's closed form). With antithetic variates the mirror path uses the
+//! same `u_i` with the volatility negated (which is the path of `-z` exactly: rounding to
+//! nearest is symmetric), and the sample is the pair's mean, `0.5 * (y + y')`,
+//! `0.5 * (c + c')`. kiln-core's [`philox::exp_f32`] is the portable exponential; CUDA
+//! writes every step with `__fmul_rn`/`__fadd_rn`/`__fmaf_rn` and their f64 forms.
+
+use crate::error::{Error, Result};
+use crate::finance::{finish, BlockSums, McParams, OptionSpec, PriceResult, Rng};
+use crate::philox::{self, exp_f32, normals_from_words_f32};
+
+use super::{BasketAverage, BasketSpec, MAX_ASSETS};
+use crate::finance::OptionType;
+
+/// Counter word 3 of the basket streams (0: GBM paths, 1: Sobol shifts, 2: Heston).
+pub const BASKET_STREAM: u32 = 3;
+
+/// The Philox words of normals `4 b .. 4 b + 3` of sample `sample` of option `option`.
+#[inline(always)]
+pub fn basket_words(key: [u32; 2], option: u32, sample: u32, b: u32) -> [u32; 4] {
+    philox::philox4x32_10([b, sample, option, BASKET_STREAM], key)
+}
+
+/// Everything one basket option's paths need, derived once on the host (f64, rounded once
+/// to f32 where the path is f32), shared by both engines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BasketPathParams {
+    /// Call or put.
+    pub kind: OptionType,
+    /// Arithmetic basket (else geometric).
+    pub arithmetic: bool,
+    /// Assets `N`.
+    pub n: usize,
+    /// `((r - q_i - sigma_i^2 / 2) T) as f32`.
+    pub drift: Vec<f32>,
+    /// `(sigma_i sqrt(T)) as f32`.
+    pub vol: Vec<f32>,
+    /// `(w_i / W) as f32`.
+    pub geo_weight: Vec<f32>,
+    /// The Cholesky factor rounded to f32, lower triangle packed by rows: `L_ij` at
+    /// `i (i + 1) / 2 + j`, `j <= i`.
+    pub chol: Vec<f32>,
+    /// `w_i * S_i` (f64).
+    pub spot_weight: Vec<f64>,
+    /// `W prod_i S_i^(w_i / W)` (f64), `= W exp(sum_i (w_i / W) ln S_i)`.
+    pub geo_spot: f64,
+    /// Strike.
+    pub strike: f64,
+    /// `exp(-rate * maturity)`.
+    pub discount: f64,
+    /// The control's mean: the geometric basket option's closed form.
+    pub control_mean: f64,
+    /// The Philox key of the seed.
+    pub key: [u32; 2],
+    /// Independent samples ([`McParams::samples`]).
+    pub samples: u64,
+    /// Antithetic pairs.
+    pub antithetic: bool,
+}
+
+impl BasketPathParams {
+    /// Validates the option (its matrix must be positive semi-definite) and the run, and
+    /// derives the constants. Baskets take Philox only (Sobol is an error that says so);
+    /// `mc.steps` and `mc.fast_math` do not apply (one exact step to maturity).
+    pub fn new(spec: &BasketSpec, mc: &McParams) -> Result<Self> {
+        let l = spec.factor()?;
+        mc.validate()?;
+        if mc.rng != Rng::Philox {
+            return Err(Error::invalid(
+                "basket",
+                format!(
+                    "rng = {}; baskets use philox (no Sobol points for baskets yet)",
+                    mc.rng.name()
+                ),
+            ));
+        }
+        let n = spec.assets.len();
+        let t = spec.maturity;
+        let w = spec.total_weight();
+        let mut chol = Vec::with_capacity(n * (n + 1) / 2);
+        for i in 0..n {
+            for j in 0..=i {
+                chol.push(l[i * n + j] as f32);
+            }
+        }
+        let log_g: f64 = spec.assets.iter().map(|a| a.weight / w * a.spot.ln()).sum();
+        Ok(BasketPathParams {
+            kind: spec.kind,
+            arithmetic: spec.average == BasketAverage::Arithmetic,
+            n,
+            drift: spec
+                .assets
+                .iter()
+                .map(|a| ((spec.rate - a.dividend - 0.5 * a.volatility * a.volatility) * t) as f32)
+                .collect(),
+            vol: spec
+                .assets
+                .iter()
+                .map(|a| (a.volatility * t.sqrt()) as f32)
+                .collect(),
+            geo_weight: spec.assets.iter().map(|a| (a.weight / w) as f32).collect(),
+            chol,
+            spot_weight: spec.assets.iter().map(|a| a.weight * a.spot).collect(),
+            geo_spot: w * log_g.exp(),
+            strike: spec.strike,
+            discount: (-spec.rate * t).exp(),
+            control_mean: spec.geometric_price()?,
+            key: philox::key_from_seed(mc.seed),
+            samples: mc.samples(),
+            antithetic: mc.antithetic,
+        })
+    }
+}
+
+/// One path from the normals `z` (mirror: the volatilities negated): `(y, c)` as the module
+/// docs define them.
+#[inline(always)]
+fn path(pp: &BasketPathParams, z: &[f32], mirror: bool) -> (f64, f64) {
+    let mut arith = 0.0f64;
+    let mut glog = 0.0f32;
+    let mut row = 0usize;
+    for i in 0..pp.n {
+        let mut u = 0.0f32;
+        for (l, zj) in pp.chol[row..=row + i].iter().zip(z) {
+            u += l * zj;
+        }
+        row += i + 1;
+        let v = if mirror { -pp.vol[i] } else { pp.vol[i] };
+        let x = v.mul_add(u, pp.drift[i]);
+        arith += pp.spot_weight[i] * f64::from(exp_f32(x));
+        glog += pp.geo_weight[i] * x;
+    }
+    let g = pp.geo_spot * f64::from(exp_f32(glog));
+    let under = if pp.arithmetic { arith } else { g };
+    let y = pp.discount * pp.kind.payoff(under, pp.strike);
+    let c = pp.discount * pp.kind.payoff(g, pp.strike) - pp.control_mean;
+    (y, c)
+}
+
+/// Sample `sample` of option `option` (its stream index): the discounted payoff `y` and the
+/// centred control `c` (pair means with antithetic variates); see the module docs.
+#[inline(always)]
+pub fn basket_sample(pp: &BasketPathParams, option: u32, sample: u32) -> (f64, f64) {
+    let mut z = [0.0f32; MAX_ASSETS];
+    let n = pp.n.min(MAX_ASSETS);
+    for b in 0..n.div_ceil(4) {
+        let zs = normals_from_words_f32(basket_words(pp.key, option, sample, b as u32));
+        for (k, v) in zs.into_iter().enumerate() {
+            if 4 * b + k < n {
+                z[4 * b + k] = v;
+            }
+        }
+    }
+    let (y, c) = path(pp, &z[..n], false);
+    if pp.antithetic {
+        let (ym, cm) = path(pp, &z[..n], true);
+        (0.5 * (y + ym), 0.5 * (c + cm))
+    } else {
+        (y, c)
+    }
+}
+
+/// The price from every canonical block's sums of a basket run (block order; any partition
+/// into consecutive sums): kiln-core's [`finish`], without Greeks. Both engines call it last.
+pub fn finish_basket(spec: &BasketSpec, mc: &McParams, blocks: &[BlockSums]) -> Result<PriceResult> {
+    // `finish` reads only the style of its option (for the Greeks, dropped here)
+    let placeholder = OptionSpec::european(
+        spec.kind,
+        spec.strike,
+        spec.strike,
+        spec.rate,
+        0.0,
+        1.0,
+        spec.maturity,
+    );
+    let mut r = finish(&placeholder, mc, blocks)?;
+    r.delta = None;
+    r.vega = None;
+    Ok(r)
+}

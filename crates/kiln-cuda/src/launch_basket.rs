@@ -1,0 +1,375 @@
+//! Basket options by Monte Carlo on the GPU (`kernels/basket.cu`), bitwise equal to the CPU
+//! engine (kiln-cpu's `finance::basket`).
+//!
+//! How the bits match (as in `launch_finance.rs` and `launch_heston.rs`): the kernel mirrors
+//! kiln-core's `basket_sample` operation by operation (the same Philox words, the portable
+//! f32 `exp`, round-to-nearest intrinsics, no contraction, the correlation products summed
+//! in the same order), with the per-option constants computed once on the host by
+//! kiln-core's [`BasketPathParams`] (the f64 Cholesky factor rounded to f32 there) and
+//! passed as they are; each canonical block of 1024 samples is summed in sample order;
+//! finance.cu's `mc_combine_f64` adds each option's blocks in block order onto running
+//! totals (from zero, chunk after chunk); the host passes the one total to kiln-core's
+//! [`finish_basket`], as the CPU does with its blocks.
+//!
+//! Parameters: one u32 row per option (put, arithmetic, assets, stream id, and the offsets
+//! of its f32 and f64 data) and two flat arrays holding every option's data (layout in
+//! basket.cu's header). One launch for all options, one warp per (option, block); launches
+//! are cut into chunks of at most [`GpuMcOptions::max_items`] items, which changes no bit.
+#![allow(unsafe_code)]
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use kiln_core::finance::basket::{finish_basket, BasketPathParams, BasketSpec};
+use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
+use kiln_core::{Error, Result};
+
+use crate::kernels::KernelId;
+use crate::launch_finance::{sums_from, too_many, GpuMcOptions};
+use crate::pool::DeviceBuffer;
+use crate::CudaBackend;
+
+/// u32 words per option (`BASKET_OPT_U` in basket.cu).
+const OPT_U: usize = 6;
+/// f64 sums per (option, block): y, yy, c, cc, yc, delta, vega.
+const SUMS: usize = 7;
+const WARPS_PER_CTA: u64 = 8;
+
+/// finance.cuh's `KilnKeys`: the ten round keys, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Keys([[u32; 10]; 2]);
+
+// SAFETY: a plain #[repr(C)] array of 20 u32, the layout of `struct KilnKeys { u32 k0[10];
+// u32 k1[10]; }`; the kernels read it by value.
+unsafe impl cudarc::driver::DeviceRepr for Keys {}
+
+fn keys(mc: &McParams) -> Keys {
+    Keys(kiln_core::philox::key_schedule(kiln_core::philox::key_from_seed(
+        mc.seed,
+    )))
+}
+
+/// Every option's parameters in basket.cu's layout.
+#[derive(Default)]
+struct Params {
+    u: Vec<u32>,
+    f: Vec<f32>,
+    d: Vec<f64>,
+}
+
+impl Params {
+    /// Appends one option (stream index `option`); errors if the offsets pass u32.
+    fn push(&mut self, pp: &BasketPathParams, option: u32) -> Result<()> {
+        let off = |n: usize| {
+            u32::try_from(n).map_err(|_| {
+                Error::invalid(
+                    "price_basket_gpu",
+                    "the options' parameters pass 2^32 words; price fewer at a time",
+                )
+            })
+        };
+        let (fo, dof) = (off(self.f.len())?, off(self.d.len())?);
+        self.u.extend_from_slice(&[
+            u32::from(pp.kind == OptionType::Put),
+            u32::from(pp.arithmetic),
+            pp.n as u32,
+            option,
+            fo,
+            dof,
+        ]);
+        self.f.extend_from_slice(&pp.drift);
+        self.f.extend_from_slice(&pp.vol);
+        self.f.extend_from_slice(&pp.geo_weight);
+        self.f.extend_from_slice(&pp.chol);
+        self.d
+            .extend_from_slice(&[pp.strike, pp.discount, pp.geo_spot, pp.control_mean]);
+        self.d.extend_from_slice(&pp.spot_weight);
+        Ok(())
+    }
+
+    fn rows(&self) -> usize {
+        self.u.len() / OPT_U
+    }
+}
+
+/// The parameters on the device.
+struct DeviceParams {
+    u: DeviceBuffer<u32>,
+    f: DeviceBuffer<f32>,
+    d: DeviceBuffer<f64>,
+}
+
+impl CudaBackend {
+    /// Prices basket options by Monte Carlo on this GPU; option `i` uses stream index `i`.
+    /// One result per option (an invalid option is an error in its slot), bitwise equal to
+    /// the CPU engine's `price_basket(specs, mc)`. The outer error is an invalid `mc` or a
+    /// device failure.
+    pub fn price_basket_gpu(&self, specs: &[BasketSpec], mc: &McParams) -> Result<Vec<Result<PriceResult>>> {
+        self.price_basket_gpu_with(specs, mc, &GpuMcOptions::default())
+    }
+
+    /// [`price_basket_gpu`](Self::price_basket_gpu) with explicit chunking and stream
+    /// offset (option `i` uses stream index `opts.first_option + i`).
+    pub fn price_basket_gpu_with(
+        &self,
+        specs: &[BasketSpec],
+        mc: &McParams,
+        opts: &GpuMcOptions,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        mc.validate()?;
+        if opts.max_items == 0 {
+            return Err(Error::invalid(
+                "price_basket_gpu",
+                "max_items = 0; it must be >= 1",
+            ));
+        }
+        let mut results: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
+        let mut slots = Vec::new();
+        let mut params = Params::default();
+        for (i, spec) in specs.iter().enumerate() {
+            let option = u32::try_from(i as u64 + u64::from(opts.first_option)).map_err(|_| {
+                Error::invalid(
+                    "price_basket_gpu",
+                    format!(
+                        "option {i}: stream index past 2^32 (first_option {})",
+                        opts.first_option
+                    ),
+                )
+            });
+            let row = option.and_then(|o| {
+                let pp = BasketPathParams::new(spec, mc)?;
+                params.push(&pp, o)
+            });
+            match row {
+                Err(e) => results[i] = Some(Err(e)),
+                Ok(()) => slots.push(i),
+            }
+        }
+        if !slots.is_empty() {
+            let totals = self.basket_totals(&params, mc, opts.max_items)?;
+            for (k, &slot) in slots.iter().enumerate() {
+                let t = sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS]);
+                results[slot] = Some(finish_basket(&specs[slot], mc, &[t]));
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::invalid("price_basket_gpu", "option not priced"))))
+            .collect())
+    }
+
+    /// Every canonical block's sums of one basket option (stream index `option`), in block
+    /// order: the values of the CPU engine's `simulate_basket_blocks(spec, mc, option, ..)`.
+    pub fn basket_block_sums_gpu(
+        &self,
+        spec: &BasketSpec,
+        mc: &McParams,
+        option: u32,
+    ) -> Result<Vec<BlockSums>> {
+        let pp = BasketPathParams::new(spec, mc)?;
+        let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
+        let mut params = Params::default();
+        params.push(&pp, option)?;
+        let dev = self.upload_params(&params)?;
+        let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
+        let mut out = self.alloc::<f64>(items * SUMS)?;
+        self.launch_basket_blocks(&dev, 0, 1, 0, nb, mc, &mut out)?;
+        let mut host = vec![0.0f64; items * SUMS];
+        out.copy_to_host(&mut host, self.stream())?;
+        Ok(host
+            .chunks_exact(SUMS)
+            .enumerate()
+            .map(|(b, s)| sums_from((pp.samples - b as u64 * BLOCK_SAMPLES).min(BLOCK_SAMPLES), s))
+            .collect())
+    }
+
+    /// Samples `first_sample .. first_sample + count` of one basket option (stream index
+    /// `option`) on the GPU (the self-test kernel): `(y, c)` per sample, for a
+    /// sample-by-sample comparison with kiln-core's `basket_sample`.
+    pub fn basket_samples_gpu(
+        &self,
+        spec: &BasketSpec,
+        mc: &McParams,
+        option: u32,
+        first_sample: u32,
+        count: u32,
+    ) -> Result<Vec<(f64, f64)>> {
+        const OP: &str = "basket_samples_f64";
+        let pp = BasketPathParams::new(spec, mc)?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        if u64::from(first_sample) + u64::from(count) > 1 << 32 {
+            return Err(Error::invalid(
+                OP,
+                format!("samples {first_sample} + {count} pass 2^32"),
+            ));
+        }
+        let mut params = Params::default();
+        params.push(&pp, option)?;
+        let dev = self.upload_params(&params)?;
+        let n = count as usize;
+        let out = self.alloc::<f64>(2 * n)?;
+        let f = self.function(KernelId::BasketSamplesF64)?;
+        let cfg = LaunchConfig {
+            grid_dim: (count.div_ceil(256), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let ks = keys(mc);
+        let anti = u32::from(mc.antithetic);
+        let (up, fp, dp, op) = (
+            dev.u.device_ptr(),
+            dev.f.device_ptr(),
+            dev.d.device_ptr(),
+            out.device_ptr(),
+        );
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&up)
+            .arg(&fp)
+            .arg(&dp)
+            .arg(&first_sample)
+            .arg(&count)
+            .arg(&anti)
+            .arg(&ks)
+            .arg(&op);
+        // SAFETY: `dev` holds one option's row and data (uploaded just above, the offsets
+        // inside it by construction), `out` holds 2 * count f64; the kernel guards
+        // i < count. Pool buffers, kiln's stream only.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(OP, &self.name_str(), e))?;
+        let mut h = vec![0.0f64; 2 * n];
+        out.copy_to_host(&mut h, self.stream())?;
+        drop(dev);
+        Ok(h.chunks_exact(2).map(|p| (p[0], p[1])).collect())
+    }
+
+    fn upload_params(&self, p: &Params) -> Result<DeviceParams> {
+        Ok(DeviceParams {
+            u: self.upload_any(&p.u)?,
+            f: self.upload_any(&p.f)?,
+            d: self.upload_any(&p.d)?,
+        })
+    }
+
+    /// Totals (7 per option, block order) of every option of `params`, chunk by chunk
+    /// (launch_heston's `heston_totals`).
+    fn basket_totals(&self, params: &Params, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
+        let n = params.rows();
+        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
+        let dev = self.upload_params(params)?;
+        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
+        // Options per chunk when every block of an option fits, else blocks per chunk.
+        let (opt_chunk, blk_chunk) = if nb <= max_items {
+            ((max_items / nb).min(n as u64).max(1), nb)
+        } else {
+            (1, max_items)
+        };
+        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
+        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
+        let combine = self.function(KernelId::McCombineF64)?;
+        let mut o0 = 0u64;
+        while o0 < n as u64 {
+            let on = opt_chunk.min(n as u64 - o0);
+            let mut b0 = 0u64;
+            while b0 < nb {
+                let bn = blk_chunk.min(nb - b0);
+                self.launch_basket_blocks(&dev, o0, on, b0, bn, mc, &mut blocks)?;
+                let tp = totals.device_ptr() + o0 * (SUMS as u64) * 8;
+                let bp = blocks.device_ptr();
+                let n_opt = on as u32;
+                let threads = 256u32;
+                let cfg = LaunchConfig {
+                    grid_dim: ((on * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
+                    block_dim: (threads, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let _range = self.range("basket_combine");
+                let mut b = self.stream().launch_builder(&combine);
+                b.arg(&bp).arg(&n_opt).arg(&bn).arg(&tp);
+                // SAFETY: `blocks` holds at least on * bn * 7 f64 written by the launch above
+                // (on * bn <= cap); `totals` holds n * 7 f64 and rows o0 .. o0 + on are in
+                // range (o0 + on <= n). Pool buffers alive past this launch, all work on
+                // kiln's one stream, so it runs after the block kernel and before the next
+                // chunk overwrites `blocks`.
+                unsafe { b.launch(cfg) }
+                    .map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
+                b0 += bn;
+            }
+            o0 += on;
+        }
+        let mut host = vec![0.0f64; n * SUMS];
+        totals.copy_to_host(&mut host, self.stream())?;
+        drop(dev);
+        Ok(host)
+    }
+
+    /// Launches `basket_blocks_f64` on option rows `row0 .. row0 + n_rows` and blocks
+    /// `first_block .. first_block + n_blocks`, into `out` (item order).
+    #[allow(clippy::too_many_arguments)] // the kernel's arguments
+    fn launch_basket_blocks(
+        &self,
+        dev: &DeviceParams,
+        row0: u64,
+        n_rows: u64,
+        first_block: u64,
+        n_blocks: u64,
+        mc: &McParams,
+        out: &mut DeviceBuffer<f64>,
+    ) -> Result<()> {
+        const OP: &str = "basket_blocks_f64";
+        let items = n_rows.checked_mul(n_blocks).ok_or_else(|| too_many(u64::MAX))?;
+        if items == 0 {
+            return Ok(());
+        }
+        let rows_end = row0 + n_rows;
+        if rows_end * OPT_U as u64 > dev.u.len() as u64 {
+            return Err(Error::invalid(
+                OP,
+                format!("rows {row0}..{rows_end} outside the parameter rows"),
+            ));
+        }
+        if items * SUMS as u64 > out.len() as u64 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "{items} items need {} f64, the output holds {}",
+                    items * SUMS as u64,
+                    out.len()
+                ),
+            ));
+        }
+        let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
+        let f = self.function(KernelId::BasketBlocksF64)?;
+        let up = dev.u.device_ptr() + row0 * (OPT_U as u64) * 4;
+        let (fp, dp) = (dev.f.device_ptr(), dev.d.device_ptr());
+        let op = out.device_ptr();
+        let samples = mc.samples();
+        let anti = u32::from(mc.antithetic);
+        let ks = keys(mc);
+        let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (ctas, 1, 1),
+            block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let _range = self.range(OP);
+        let mut b = self.stream().launch_builder(&f);
+        b.arg(&up)
+            .arg(&fp)
+            .arg(&dp)
+            .arg(&n_opt)
+            .arg(&first_block)
+            .arg(&n_blocks)
+            .arg(&samples)
+            .arg(&anti)
+            .arg(&ks)
+            .arg(&op);
+        // SAFETY: the kernel reads option rows row0 .. row0 + n_rows (6 u32 a row, checked
+        // above) and, through their offsets, each option's f32 and f64 data, which
+        // `Params::push` laid out inside `dev.f` and `dev.d`; it writes items * 7 f64 of
+        // `out` (checked above); block indices stay below ceil(samples / 1024) because
+        // callers pass block ranges of the run. All buffers are live pool allocations used
+        // only on kiln's stream.
+        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(OP, &self.name_str(), e))?;
+        Ok(())
+    }
+}
