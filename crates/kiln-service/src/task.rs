@@ -16,6 +16,21 @@ use std::path::PathBuf;
 /// The kinds every server runs (`fault` only with `allow_fault_injection`).
 pub const KINDS: [&str; 5] = ["price", "filter2d", "filter3d", "gemm", "elementwise"];
 
+/// The fields of a pricing job's option (`OptionSpec`'s).
+const OPTION_FIELDS: [&str; 11] = [
+    "option_type",
+    "style",
+    "spot",
+    "strike",
+    "rate",
+    "dividend",
+    "volatility",
+    "maturity",
+    "fixings",
+    "barrier",
+    "rebate",
+];
+
 /// An n-d f32 array, inline or in a blob file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ArrayInput {
@@ -319,6 +334,19 @@ fn price(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task
             .into_iter()
             .enumerate()
             .map(|(n, v)| {
+                // serde would drop unknown keys: a Heston or basket record would then price
+                // silently as a Black-Scholes option
+                if let Some(k) = v
+                    .as_object()
+                    .and_then(|o| o.keys().find(|k| !OPTION_FIELDS.contains(&k.as_str())))
+                {
+                    return Err(bad(format!(
+                        "inputs.options[{n}]: unknown field `{k}`; the service prices Black-Scholes options \
+                         (fields: {}); Heston, American and basket options price through `kiln price` and \
+                         the Python package",
+                        OPTION_FIELDS.join(", ")
+                    )));
+                }
                 let s: OptionSpec =
                     serde_json::from_value(v).map_err(|e| bad(format!("inputs.options[{n}]: {e}")))?;
                 s.validate()
@@ -339,6 +367,22 @@ fn price(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task
                 return Err(bad(format!(
                     "inputs.csv_blob: {} bad rows; the first: {e}",
                     f.errors.len()
+                )));
+            }
+            if let Some(r) = f
+                .options
+                .iter()
+                .find(|r| !matches!(r.kind, kiln_io::options_csv::RowKind::Plain))
+            {
+                return Err(bad(format!(
+                    "inputs.csv_blob: row {} is not a Black-Scholes row (it is {}); the service prices those only \
+                     (Heston, American and basket rows price through `kiln price` and the Python package)",
+                    r.row,
+                    match r.kind {
+                        kiln_io::options_csv::RowKind::Heston(_) => "heston",
+                        kiln_io::options_csv::RowKind::American(_) => "american",
+                        _ => "basket",
+                    }
                 )));
             }
             f.options.into_iter().map(|r| r.spec).collect()
@@ -594,4 +638,82 @@ fn elementwise(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result
     }
     let (x, n) = array("x", obj.get("x"), &[1, 2, 3, 4], &["npy"], blobs)?;
     Ok((Task::Elementwise { op: p.op, a, b, x }, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// One CSV blob on disk.
+    struct OneBlob(PathBuf);
+    impl BlobLookup for OneBlob {
+        fn blob(&self, id: &str) -> Option<(PathBuf, String)> {
+            (id == "b").then(|| (self.0.clone(), "csv".to_string()))
+        }
+    }
+
+    fn err(r: Result<Validated, ApiError>) -> String {
+        match r {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    /// Pricing jobs take Black-Scholes options only: a Heston record (whose extra keys serde
+    /// would drop) or a heston/american/basket CSV row is refused, never priced as a plain
+    /// option.
+    #[test]
+    fn non_black_scholes_options_are_refused_not_mispriced() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = OneBlob(dir.path().join("none.csv"));
+        let ok = json!({"options": [{"option_type": "call", "style": "european", "spot": 100.0,
+            "strike": 100.0, "rate": 0.0, "dividend": 0.0, "volatility": 0.2, "maturity": 1.0,
+            "fixings": null, "barrier": null}]});
+        assert!(validate(
+            "price",
+            &json!({"method": "analytic"}),
+            &ok,
+            1 << 20,
+            false,
+            &none
+        )
+        .is_ok());
+        let mut heston = ok.clone();
+        heston["options"][0]["model"] = json!("heston");
+        let e = err(validate(
+            "price",
+            &json!({"method": "analytic"}),
+            &heston,
+            1 << 20,
+            false,
+            &none,
+        ));
+        assert!(
+            e.contains("unknown field `model`") && e.contains("options[0]"),
+            "{e}"
+        );
+
+        let csv = dir.path().join("book.csv");
+        std::fs::write(
+            &csv,
+            "id,type,style,spot,strike,rate,volatility,maturity,fixings\n\
+             a,call,european,100,100,0.05,0.2,1,\n\
+             b,put,american,36,40,0.06,0.2,1,50\n",
+        )
+        .unwrap();
+        let blob = OneBlob(csv);
+        let e = err(validate(
+            "price",
+            &json!({"method": "mc"}),
+            &json!({"csv_blob": "b"}),
+            1 << 20,
+            false,
+            &blob,
+        ));
+        assert!(
+            e.contains("row 2 is not a Black-Scholes row (it is american)"),
+            "{e}"
+        );
+    }
 }
