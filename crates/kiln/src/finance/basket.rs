@@ -1,5 +1,6 @@
 //! Basket options through the runtime: the geometric basket's closed form (kiln-core, CPU),
-//! and Monte Carlo on the GPU when the runtime has one, else on the CPU, with the same bits
+//! and Monte Carlo on the CPU, or on the GPU when the runtime has one and `KILN_BASKET_GPU=1`
+//! (until the kernel has passed its test on hardware: [`gpu_baskets`]), with the same bits
 //! on both (kiln-core's `finance::basket::mc` is the path both run).
 
 use kiln_core::finance::basket::BasketSpec;
@@ -9,6 +10,15 @@ use kiln_cpu::finance as cpu;
 
 use super::Method;
 use crate::Runtime;
+
+/// Whether basket Monte Carlo may run on the GPU. The CUDA kernel (`kernels/basket.cu`)
+/// was written on 2026-12-04 on a machine without a GPU and has not run on one yet: until
+/// `tests/basket_gpu.rs` passes on the H200 (`KILN_BASKET_GPU=1 KILN_REQUIRE_GPU=1`),
+/// baskets price on the CPU engine — the same bits by design — so an unverified kernel
+/// cannot hand anyone a wrong price. `KILN_BASKET_GPU=1` opts in (the GPU test does).
+fn gpu_baskets() -> bool {
+    std::env::var("KILN_BASKET_GPU").is_ok_and(|v| v == "1")
+}
 
 impl Runtime {
     /// Prices basket options; option `i` uses Monte Carlo stream index `i`. One result per
@@ -50,7 +60,7 @@ impl Runtime {
             first_option,
             ..kiln_cuda::GpuMcOptions::default()
         };
-        match self.cuda() {
+        match self.cuda().filter(|_| gpu_baskets()) {
             Some(gpu) => match gpu.price_basket_gpu_with(specs, mc, &opts) {
                 Ok(v) => v,
                 Err(e) => {
