@@ -13,14 +13,15 @@
 //! run parameters only: not on the device, the batch size, or which other rows are invalid.
 //!
 //! Heston, American and basket rows (`kiln_io::options_csv::RowKind`) go through their own
-//! engines (`Runtime::price_heston_batch`, `Runtime::price_american_batch`,
-//! `Runtime::price_basket_batch`, the closed forms and the tree), batch by batch as well; a
-//! batch never mixes kinds.
+//! engines by way of the facade's mixed book (`Runtime::price_book`: the Heston, American
+//! and basket engines, the closed forms and the tree), batch by batch as well; a batch never
+//! mixes kinds. The Python package's `kiln.price` prices records through the same book, so
+//! a CSV and a list of dicts give the same bits (`tests/price_book.rs`).
 
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng, Style};
-use kiln::finance::american::{american_continuous, DEFAULT_TREE_STEPS};
+use kiln::finance::BookOption;
 use kiln::finance::{supports, Method};
 use kiln::{BackendKind, Runtime};
 use kiln::{Config, DeviceRequest, Error};
@@ -281,7 +282,22 @@ fn unsupported(o: &OptionRow, method: Method, target: bool) -> Option<String> {
     }
 }
 
-/// Prices one batch (consecutive rows of one kind, the first on stream `first`).
+/// Row `o` as an option of the facade's mixed book (`kiln::finance::book`, which the
+/// Python package's `kiln.price` prices too: the same rows, the same bits).
+fn book_option(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<BookOption> {
+    match o.kind {
+        RowKind::Plain => Some(BookOption::Plain(o.spec)),
+        RowKind::Heston(_) => o.heston().map(BookOption::Heston),
+        RowKind::American(dates) => o.american(mc.steps).map(|spec| BookOption::American {
+            spec,
+            continuous: dates.is_none(),
+        }),
+        RowKind::Basket { .. } => o.basket(baskets).map(BookOption::Basket),
+    }
+}
+
+/// Prices one batch (consecutive rows of one kind, the first on stream `first`): Black-Scholes
+/// rows over `--devices` through the executor, everything else through `Runtime::price_book`.
 fn price_rows(
     rt: &Runtime,
     pool: Option<&crate::price_devices::Pool>,
@@ -291,47 +307,12 @@ fn price_rows(
     mc: &McParams,
     first: u32,
 ) -> anyhow::Result<Vec<kiln::Result<PriceResult>>> {
-    Ok(match rows[0].kind {
-        RowKind::Plain => {
-            let specs: Vec<OptionSpec> = rows.iter().map(|o| o.spec).collect();
-            match pool {
-                Some(p) => p.price(&specs, method, mc, first)?,
-                None => rt.price_batch(&specs, method, mc, first),
-            }
-        }
-        RowKind::Heston(_) => {
-            let specs: Vec<_> = rows.iter().filter_map(OptionRow::heston).collect();
-            match method {
-                Method::Analytic => specs
-                    .iter()
-                    .map(|h| h.price_analytic().map(PriceResult::exact))
-                    .collect(),
-                Method::MonteCarlo => rt.price_heston_batch(&specs, mc, first),
-            }
-        }
-        RowKind::American(_) => {
-            let specs: Vec<_> = rows.iter().filter_map(|o| o.american(mc.steps)).collect();
-            match method {
-                Method::Analytic => rows
-                    .iter()
-                    .zip(&specs)
-                    .map(|(o, a)| match o.kind {
-                        RowKind::American(None) => {
-                            american_continuous(a, DEFAULT_TREE_STEPS).map(PriceResult::exact)
-                        }
-                        _ => rt
-                            .price_american_tree(std::slice::from_ref(a), DEFAULT_TREE_STEPS)
-                            .remove(0),
-                    })
-                    .collect(),
-                Method::MonteCarlo => rt.price_american_batch(&specs, mc, first),
-            }
-        }
-        RowKind::Basket { .. } => {
-            let specs: Vec<_> = rows.iter().filter_map(|o| o.basket(baskets)).collect();
-            rt.price_basket_batch(&specs, mc, method, first)
-        }
-    })
+    if let (RowKind::Plain, Some(p)) = (rows[0].kind, pool) {
+        let specs: Vec<OptionSpec> = rows.iter().map(|o| o.spec).collect();
+        return Ok(p.price(&specs, method, mc, first)?);
+    }
+    let book: Vec<BookOption> = rows.iter().filter_map(|o| book_option(o, mc, baskets)).collect();
+    Ok(rt.price_book(&book, method, mc, first))
 }
 
 /// Runs of consecutive rows (consecutive stream indices), cut where a run's work passes

@@ -1,8 +1,9 @@
-//! `kiln price` on a mixed book (Black-Scholes, Heston, American, Asian rows) gives the bits
+//! `kiln price` on a mixed book (Black-Scholes, Heston, American, Asian, basket rows) gives the bits
 //! of the facade's `Runtime::price_book` on the same options, which the Python package's
 //! `kiln.price` calls: a book priced from a CSV or from Python is the same numbers.
 #![allow(clippy::unwrap_used)]
 
+use kiln::core::finance::basket::{BasketAsset, BasketAverage, BasketSpec};
 use kiln::core::finance::heston::{HestonParams, HestonSpec};
 use kiln::core::finance::{McParams, OptionSpec, OptionType, Style};
 use kiln::finance::{AmericanSpec, BookOption, Method};
@@ -12,11 +13,18 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const BOOK: &str = "\
-id,type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0
-bs,call,european,100,100,0.05,0.2,1,,,,,,,
-fo,call,european,100,100,0,,1,,heston,1.5768,0.0398,0.5751,-0.5711,0.0175
-ls,put,american,36,40,0.06,0.2,1,10,,,,,,
-as,call,asian_arithmetic,100,90,0.01,0.3,0.5,8,,,,,,
+id,type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0,basket,average
+bs,call,european,100,100,0.05,0.2,1,,,,,,,,,
+fo,call,european,100,100,0,,1,,heston,1.5768,0.0398,0.5751,-0.5711,0.0175,,
+ls,put,american,36,40,0.06,0.2,1,10,,,,,,,,
+as,call,asian_arithmetic,100,90,0.01,0.3,0.5,8,,,,,,,,
+bk,put,basket,,95,0.03,,1,,,,,,,,two.csv,geometric
+";
+
+const TWO: &str = "\
+asset,weight,spot,volatility,dividend,A,B
+A,0.6,100,0.2,0.01,1,0.3
+B,0.4,50,0.3,0,0.3,1
 ";
 
 fn book() -> Vec<BookOption> {
@@ -52,6 +60,18 @@ fn book() -> Vec<BookOption> {
             Some(8),
             None,
         )),
+        BookOption::Basket(BasketSpec {
+            kind: OptionType::Put,
+            strike: 95.0,
+            rate: 0.03,
+            maturity: 1.0,
+            average: BasketAverage::Geometric,
+            assets: vec![
+                BasketAsset::new(100.0, 0.2, 0.01, 0.6).named("A"),
+                BasketAsset::new(50.0, 0.3, 0.0, 0.4).named("B"),
+            ],
+            correlation: vec![1.0, 0.3, 0.3, 1.0],
+        }),
     ]
 }
 
@@ -59,6 +79,7 @@ fn book() -> Vec<BookOption> {
 fn the_cli_prices_a_mixed_book_as_price_book_does() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("book.csv"), BOOK).unwrap();
+    std::fs::write(dir.path().join("two.csv"), TWO).unwrap();
     let bin = std::env::var_os("KILN_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")));

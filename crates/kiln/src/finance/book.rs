@@ -11,8 +11,11 @@
 //!   asking for `mc`); mc is Andersen's QE ([`Runtime::price_heston_batch`]);
 //! - American: analytic is the binomial tree of [`DEFAULT_TREE_STEPS`] steps (Bermudan on
 //!   the exercise dates, or continuous exercise when `continuous`); mc is Longstaff-Schwartz
-//!   on the exercise dates ([`Runtime::price_american_batch`]).
+//!   on the exercise dates ([`Runtime::price_american_batch`]);
+//! - basket: analytic is the geometric basket's closed form (an arithmetic basket is an
+//!   error asking for `mc`); mc is one exact step per path ([`Runtime::price_basket_batch`]).
 
+use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::{McParams, OptionSpec, PriceResult};
 use kiln_core::{Error, Result};
@@ -37,15 +40,18 @@ pub enum BookOption {
         /// Exercisable at any time (no dates given).
         continuous: bool,
     },
+    /// A European option on a basket of correlated assets.
+    Basket(BasketSpec),
 }
 
 impl BookOption {
-    /// The kind's name, for messages: `bs`, `heston` or `american`.
+    /// The kind's name, for messages: `bs`, `heston`, `american` or `basket`.
     pub fn kind(&self) -> &'static str {
         match self {
             BookOption::Plain(_) => "bs",
             BookOption::Heston(_) => "heston",
             BookOption::American { .. } => "american",
+            BookOption::Basket(_) => "basket",
         }
     }
 
@@ -145,6 +151,16 @@ impl Runtime {
                         self.price_american_batch(&a, mc, first)
                     }
                 }
+            }
+            BookOption::Basket(_) => {
+                let specs: Vec<BasketSpec> = run
+                    .iter()
+                    .filter_map(|o| match o {
+                        BookOption::Basket(b) => Some(b.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                self.price_basket_batch(&specs, mc, method, first)
             }
         }
     }
