@@ -7,8 +7,9 @@
 
 use crate::errors::invalid;
 use crate::runtime_for;
+use kiln::core::finance::basket::{BasketAsset, BasketAverage, BasketSpec};
 use kiln::core::finance::heston::{HestonParams, HestonSpec};
-use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng};
+use kiln::core::finance::{McParams, OptionSpec, OptionType, PriceResult, Rng};
 use kiln::finance::{AmericanSpec, BookOption, Method, TargetSe};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -27,6 +28,14 @@ fn book_option(i: usize, rec: Value, steps: u32) -> PyResult<BookOption> {
     let Value::Object(mut m) = rec else {
         return Err(bad("a record must be a dict".into()));
     };
+    if m.get("style").and_then(Value::as_str) == Some("basket") {
+        return basket_option(m).map_err(bad);
+    }
+    for k in ["assets", "correlation", "average"] {
+        if m.contains_key(k) {
+            return Err(bad(format!("`{k}` belongs to style=\"basket\" records")));
+        }
+    }
     let model = match m.remove("model") {
         None | Some(Value::Null) => "bs".to_string(),
         Some(Value::String(s)) => s.to_ascii_lowercase(),
@@ -120,6 +129,116 @@ fn book_option(i: usize, rec: Value, steps: u32) -> PyResult<BookOption> {
         }
         other => Err(bad(format!("unknown model `{other}`; use bs or heston"))),
     }
+}
+
+/// A `style = "basket"` record: `option_type`, `strike`, `rate`, `maturity`, `average`
+/// (`arithmetic`, the default, or `geometric`), `assets` (a list of dicts with `spot`,
+/// `volatility`, `weight`, optionally `dividend` and `name`) and `correlation` (N lists of
+/// N, or N² numbers row-major; may be left out for one asset). Its own spot, volatility,
+/// dividend, fixings and barrier are its assets' business: giving them is an error, as is
+/// any Heston field.
+fn basket_option(mut m: Map<String, Value>) -> Result<BookOption, String> {
+    m.remove("style");
+    let num = |m: &Map<String, Value>, k: &str| -> Result<f64, String> {
+        m.get(k)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("a basket needs a number `{k}`"))
+    };
+    let kind = match m.remove("option_type") {
+        None | Some(Value::Null) => OptionType::Call,
+        Some(v) => serde_json::from_value(v).map_err(|e| format!("option_type: {e}"))?,
+    };
+    let average = match m.remove("average") {
+        None | Some(Value::Null) => BasketAverage::Arithmetic,
+        Some(Value::String(a)) => a.parse().map_err(|e: kiln::Error| e.to_string())?,
+        Some(v) => return Err(format!("average must be `arithmetic` or `geometric`, got {v}")),
+    };
+    let (strike, rate, maturity) = (num(&m, "strike")?, num(&m, "rate")?, num(&m, "maturity")?);
+    let Some(Value::Array(list)) = m.remove("assets") else {
+        return Err(
+            "a basket needs `assets`: a list of dicts with spot, volatility, weight (dividend, name)".into(),
+        );
+    };
+    let mut assets = Vec::with_capacity(list.len());
+    for (j, a) in list.into_iter().enumerate() {
+        let Value::Object(a) = a else {
+            return Err(format!("assets[{j}] must be a dict"));
+        };
+        if let Some(k) = a
+            .keys()
+            .find(|k| !["spot", "volatility", "dividend", "weight", "name"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "assets[{j}]: unknown field `{k}`; fields: spot, volatility, dividend, weight, name"
+            ));
+        }
+        let f = |k: &str| num(&a, k).map_err(|_| format!("assets[{j}] needs a number `{k}`"));
+        let dividend = match a.get("dividend") {
+            None | Some(Value::Null) => 0.0,
+            Some(v) => v
+                .as_f64()
+                .ok_or_else(|| format!("assets[{j}].dividend must be a number"))?,
+        };
+        let mut asset = BasketAsset::new(f("spot")?, f("volatility")?, dividend, f("weight")?);
+        if let Some(name) = a.get("name").and_then(Value::as_str) {
+            asset = asset.named(name);
+        }
+        assets.push(asset);
+    }
+    let n = assets.len();
+    let correlation: Vec<f64> = match m.remove("correlation") {
+        None | Some(Value::Null) if n == 1 => vec![1.0],
+        None | Some(Value::Null) => {
+            return Err(format!("a basket of {n} assets needs `correlation` ({n} x {n})"))
+        }
+        Some(Value::Array(rows)) => {
+            let flat: Vec<Value> = if rows.iter().all(Value::is_array) {
+                if rows.len() != n || rows.iter().any(|r| r.as_array().is_some_and(|r| r.len() != n)) {
+                    return Err(format!("correlation must be {n} x {n} for {n} assets"));
+                }
+                rows.into_iter()
+                    .flat_map(|r| r.as_array().cloned().unwrap_or_default())
+                    .collect()
+            } else {
+                rows
+            };
+            if flat.len() != n * n {
+                return Err(format!(
+                    "correlation has {} numbers; {n} assets need {}",
+                    flat.len(),
+                    n * n
+                ));
+            }
+            flat.iter()
+                .map(|v| {
+                    v.as_f64()
+                        .ok_or_else(|| format!("correlation entries must be numbers, got {v}"))
+                })
+                .collect::<Result<_, _>>()?
+        }
+        Some(v) => return Err(format!("correlation must be a list, got {v}")),
+    };
+    let given: Vec<&str> = m
+        .iter()
+        .filter(|(k, v)| !v.is_null() && !["strike", "rate", "maturity"].contains(&k.as_str()))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !given.is_empty() {
+        return Err(format!(
+            "a basket record takes option_type, strike, rate, maturity, average, assets and correlation; \
+             {} belong to its assets or to other kinds",
+            given.join(", ")
+        ));
+    }
+    Ok(BookOption::Basket(BasketSpec {
+        kind,
+        strike,
+        rate,
+        maturity,
+        average,
+        assets,
+        correlation,
+    }))
 }
 
 /// `price(options_json, method, paths, steps, seed, antithetic, control_variate, fast_math,

@@ -334,6 +334,63 @@ def test_price_sobol_and_target_se():
     assert capped["met"].tolist() == [False]
 
 
+INDICES = [dict(name="SPX", spot=100.0, volatility=0.18, dividend=0.013, weight=0.5),
+           dict(name="SX5E", spot=100.0, volatility=0.2, dividend=0.03, weight=0.3),
+           dict(name="NKY", spot=100.0, volatility=0.22, dividend=0.02, weight=0.2)]
+INDICES_CORR = [[1.0, 0.6, 0.4], [0.6, 1.0, 0.45], [0.4, 0.45, 1.0]]
+
+
+def basket(**kw):
+    return {**dict(style="basket", option_type="call", strike=100.0, rate=0.03, maturity=1.0,
+                   assets=INDICES, correlation=INDICES_CORR), **kw}
+
+
+def test_price_basket_records():
+    from math import erf, exp, log, sqrt
+
+    geo = basket(average="geometric")
+    cf = kiln.price([geo], "analytic")["price"][0]
+    # the geometric basket's closed form by hand (docs/finance.md): Black on ln G
+    a = [x["weight"] for x in INDICES]
+    s = [x["volatility"] for x in INDICES]
+    mu = sum(ai * (0.03 - x["dividend"] - x["volatility"] ** 2 / 2) for ai, x in zip(a, INDICES))
+    v = sum(a[i] * a[j] * s[i] * s[j] * INDICES_CORR[i][j] for i in range(3) for j in range(3))
+    f = 100.0 * exp(mu + v / 2)
+    d1 = (log(f / 100.0) + v / 2) / sqrt(v)
+    n = lambda z: 0.5 * (1 + erf(z / sqrt(2)))
+    assert abs(cf - exp(-0.03) * (f * n(d1) - 100.0 * n(d1 - sqrt(v)))) < 1e-10
+    mc = kiln.price([geo], "mc", paths=1 << 15, seed=9)
+    assert abs(mc["price"][0] - cf) <= 4.5 * mc["std_error"][0]
+    arith = kiln.price([basket(), basket(average="geometric")], "mc", paths=1 << 15, seed=9,
+                       control_variate=True)
+    assert arith["price"][0] >= arith["price"][1]  # A >= G path by path
+    plain = kiln.price([basket()], "mc", paths=1 << 15, seed=9)
+    assert arith["std_error"][0] < plain["std_error"][0] / 5
+    # a basket sits in a mixed book on its own stream
+    book = kiln.price([dict(spot=100.0, strike=100.0, rate=0.03, volatility=0.2, maturity=1.0),
+                       basket()], "mc", paths=1 << 12, seed=9)
+    assert np.all(np.isfinite(book["price"]))
+
+
+def test_price_basket_errors():
+    with pytest.raises(kiln.InvalidInputError, match="not positive definite"):
+        kiln.price([basket(correlation=[[1, 0.9, 0.9], [0.9, 1, -0.9], [0.9, -0.9, 1]])], "mc")
+    with pytest.raises(kiln.InvalidInputError, match="no closed form"):
+        kiln.price([basket()], "analytic")
+    with pytest.raises(kiln.InvalidInputError, match="3 x 3"):
+        kiln.price([basket(correlation=[[1.0, 0.5], [0.5, 1.0]])])
+    with pytest.raises(kiln.InvalidInputError, match="spot"):
+        kiln.price([basket(spot=100.0)])
+    with pytest.raises(kiln.InvalidInputError, match=r"assets\[1\] needs a number `weight`"):
+        kiln.price([basket(assets=[INDICES[0], dict(spot=1.0, volatility=0.2)],
+                           correlation=[[1, 0], [0, 1]])])
+    with pytest.raises(kiln.InvalidInputError, match="philox"):
+        kiln.price([basket()], "mc", rng="sobol")
+    with pytest.raises(kiln.InvalidInputError, match="belongs to style"):
+        kiln.price([dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0,
+                         average="geometric")])
+
+
 def test_price_book_errors():
     base = dict(spot=100.0, strike=100.0, rate=0.0, volatility=0.2, maturity=1.0)
     with pytest.raises(kiln.InvalidInputError, match=r"option 0: model heston needs xi \("):

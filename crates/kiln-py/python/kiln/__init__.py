@@ -238,10 +238,10 @@ def correlate(input, weights, output=None, mode: str = "reflect", cval: float = 
 
 _OPTION_FIELDS = ("option_type", "style", "spot", "strike", "rate", "dividend", "volatility",
                   "maturity", "fixings", "barrier", "rebate", "model", "kappa", "theta", "xi",
-                  "rho", "v0")
+                  "rho", "v0", "assets", "correlation", "average")
 # fields a record may leave out (None or NaN: not given), e.g. a column of a mixed book
 _OPTIONAL_FIELDS = ("volatility", "fixings", "barrier", "rebate", "model", "kappa", "theta", "xi",
-                    "rho", "v0")
+                    "rho", "v0", "correlation", "average")
 
 
 def _records(options):
@@ -267,9 +267,10 @@ def _records(options):
                 o.pop(k, None)
         o.setdefault("option_type", "call")
         o.setdefault("style", "european")
-        o.setdefault("dividend", 0.0)
-        o.setdefault("fixings", None)
-        o.setdefault("barrier", None)
+        if o["style"] != "basket":  # a basket's dividends are its assets'
+            o.setdefault("dividend", 0.0)
+            o.setdefault("fixings", None)
+            o.setdefault("barrier", None)
         out.append(o)
     return out
 
@@ -289,7 +290,11 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     ``barrier_up_out``, ... , ``american``), ``dividend``, ``fixings``, ``barrier``,
     ``rebate``, and ``model`` (``bs``, the default, or ``heston`` with ``kappa, theta, xi,
     rho, v0``; a Heston option needs no ``volatility``). A field that is ``None`` or NaN is
-    not given. ``fixings`` are the averaging dates of an Asian, the monitoring dates of a
+    not given. A basket (records only) is ``style="basket"`` with ``option_type, strike,
+    rate, maturity``, ``average`` (``"arithmetic"``, the default, or ``"geometric"``),
+    ``assets`` (a list of dicts: ``spot, volatility, weight``, optionally ``dividend`` and
+    ``name``) and ``correlation`` (N lists of N numbers); its payoff is on
+    ``sum(w_i S_i(T))`` (or ``W prod(S_i(T)^(w_i/W))``), as ``kiln price``'s basket rows. ``fixings`` are the averaging dates of an Asian, the monitoring dates of a
     barrier (none: continuous) and the exercise dates of an American (none: any time; the
     tree prices that, Monte Carlo uses ``steps`` dates). What each method does per kind is
     in docs/finance.md: American analytic is a 2,000-step binomial tree, Monte Carlo is
