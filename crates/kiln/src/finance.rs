@@ -56,6 +56,42 @@ pub fn supports(method: Method, style: Style) -> bool {
     }
 }
 
+/// A failure of a whole batch of `n` options (a device error, an invalid run) as an error
+/// in every slot: the first keeps the error itself (its sticky classification), the others
+/// carry its message under `op`.
+pub(crate) fn every_slot(op: &str, e: kiln_core::Error, n: usize) -> Vec<Result<PriceResult>> {
+    let msg = e.to_string();
+    let mut v: Vec<Result<PriceResult>> = Vec::with_capacity(n);
+    if n > 0 {
+        v.push(Err(e));
+    }
+    v.extend((1..n).map(|_| Err(kiln_core::Error::invalid(op, msg.clone()))));
+    v
+}
+
+/// `price(spec, stream)` for each spec in turn, option `i` on stream `first_option + i` (an
+/// error in its slot past 2^32).
+pub(crate) fn per_option<S>(
+    op: &str,
+    specs: &[S],
+    first_option: u32,
+    price: impl Fn(&S, u32) -> Result<PriceResult>,
+) -> Vec<Result<PriceResult>> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let option = u32::try_from(i as u64 + u64::from(first_option)).map_err(|_| {
+                kiln_core::Error::invalid(
+                    op,
+                    format!("option {i}: stream index past 2^32 (first_option {first_option})"),
+                )
+            })?;
+            price(s, option)
+        })
+        .collect()
+}
+
 impl Runtime {
     /// Prices every option; option `i` uses Monte Carlo stream index `i`. One result per
     /// option: an invalid option is an error in its slot.
@@ -90,16 +126,8 @@ impl Runtime {
                             tracing::warn!("price: {e}");
                             Vec::new()
                         }
-                        Err(e) => {
-                            // A device failure or an invalid run: every slot says so.
-                            let msg = e.to_string();
-                            let mut v: Vec<Result<PriceResult>> = vec![Err(e)];
-                            v.extend(
-                                (1..specs.len())
-                                    .map(|_| Err(kiln_core::Error::invalid("price", msg.clone()))),
-                            );
-                            v
-                        }
+                        // A device failure or an invalid run: every slot says so.
+                        Err(e) => every_slot("price", e, specs.len()),
                     }
                 }
                 // in parallel whatever the first option (a serial loop here made a book in

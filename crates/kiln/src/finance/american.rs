@@ -36,19 +36,9 @@ impl Runtime {
     ) -> Vec<Result<PriceResult>> {
         let _range = crate::profiler().host_range("price american");
         match self.cuda() {
-            Some(gpu) => specs
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let option = u32::try_from(i as u64 + u64::from(first_option)).map_err(|_| {
-                        kiln_core::Error::invalid(
-                            "price_american",
-                            format!("option {i}: stream index past 2^32 (first_option {first_option})"),
-                        )
-                    })?;
-                    gpu.price_american_gpu(s, mc, option)
-                })
-                .collect(),
+            Some(gpu) => super::per_option("price_american", specs, first_option, |s, option| {
+                gpu.price_american_gpu(s, mc, option)
+            }),
             None => cpu::price_american_portfolio(specs, mc, first_option),
         }
     }

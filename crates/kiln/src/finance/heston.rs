@@ -37,32 +37,12 @@ impl Runtime {
         match self.cuda() {
             Some(gpu) => match gpu.price_heston_gpu_with(specs, mc, &opts) {
                 Ok(v) => v,
-                Err(e) => {
-                    let msg = e.to_string();
-                    let mut v: Vec<Result<PriceResult>> = Vec::with_capacity(specs.len());
-                    if !specs.is_empty() {
-                        v.push(Err(e));
-                    }
-                    v.extend(
-                        (1..specs.len()).map(|_| Err(kiln_core::Error::invalid("price_heston", msg.clone()))),
-                    );
-                    v
-                }
+                Err(e) => super::every_slot("price_heston", e, specs.len()),
             },
             // each option's blocks run in parallel, so options go one after another
-            None => specs
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let option = u32::try_from(i as u64 + u64::from(first_option)).map_err(|_| {
-                        kiln_core::Error::invalid(
-                            "price_heston",
-                            format!("option {i}: stream index past 2^32 (first_option {first_option})"),
-                        )
-                    })?;
-                    cpu::price_heston_mc(s, mc, option)
-                })
-                .collect(),
+            None => super::per_option("price_heston", specs, first_option, |s, option| {
+                cpu::price_heston_mc(s, mc, option)
+            }),
         }
     }
 }
