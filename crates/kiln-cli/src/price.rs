@@ -78,7 +78,8 @@ Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average 
   rows' order> and one row per asset; the trailing columns are the correlation matrix
   (symmetric, unit diagonal, positive semi-definite; at most 64 assets; weights > 0).
   analytic prices geometric baskets (closed form); mc prices both in one exact step
-  (philox only; --control-variate uses the geometric basket; --steps does not apply).
+  (--rng sobol gives each asset a Sobol dimension, on the CPU engine; --control-variate uses
+  the geometric basket; --steps does not apply).
 Bad rows: every one is reported (row, file line, id, reasons); exit 4 and nothing written,
   unless --skip-invalid: then the good rows are written and the bad ones to
   <output stem>.errors.csv (row,id,reason) beside the output.

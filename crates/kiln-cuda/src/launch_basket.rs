@@ -98,6 +98,21 @@ struct DeviceParams {
     d: DeviceBuffer<f64>,
 }
 
+/// The kernel draws Philox normals; Sobol baskets (kiln-core's `basket::mc`) run on the CPU
+/// engine, and the facade sends them there.
+fn philox_only(mc: &McParams) -> Result<()> {
+    match mc.rng {
+        kiln_core::finance::Rng::Philox => Ok(()),
+        r => Err(Error::invalid(
+            "price_basket_gpu",
+            format!(
+                "rng = {}: the CUDA basket kernel takes philox; sobol baskets price on the CPU",
+                r.name()
+            ),
+        )),
+    }
+}
+
 impl CudaBackend {
     /// Prices basket options by Monte Carlo on this GPU; option `i` uses stream index `i`.
     /// One result per option (an invalid option is an error in its slot), bitwise equal to
@@ -116,6 +131,7 @@ impl CudaBackend {
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
         mc.validate()?;
+        philox_only(mc)?;
         if opts.max_items == 0 {
             return Err(Error::invalid(
                 "price_basket_gpu",
@@ -165,6 +181,7 @@ impl CudaBackend {
         mc: &McParams,
         option: u32,
     ) -> Result<Vec<BlockSums>> {
+        philox_only(mc)?;
         let pp = BasketPathParams::new(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let mut params = Params::default();
@@ -194,6 +211,7 @@ impl CudaBackend {
         count: u32,
     ) -> Result<Vec<(f64, f64)>> {
         const OP: &str = "basket_samples_f64";
+        philox_only(mc)?;
         let pp = BasketPathParams::new(spec, mc)?;
         if count == 0 {
             return Ok(Vec::new());

@@ -60,7 +60,11 @@ impl Runtime {
             first_option,
             ..kiln_cuda::GpuMcOptions::default()
         };
-        match self.cuda().filter(|_| gpu_baskets()) {
+        // Sobol baskets: the CPU engine (the kernel draws Philox normals only)
+        match self
+            .cuda()
+            .filter(|_| gpu_baskets() && mc.rng == kiln_core::finance::Rng::Philox)
+        {
             Some(gpu) => match gpu.price_basket_gpu_with(specs, mc, &opts) {
                 Ok(v) => v,
                 Err(e) => super::every_slot("price_basket", e, specs.len()),

@@ -20,6 +20,17 @@
 //! glog  = glog + geo_weight_i * x_i                       (f32, product then sum; glog_0 = 0)
 //! ```
 //!
+//! With `--rng sobol` (randomised QMC, [`crate::finance::qmc`]'s contract with one "step"
+//! per asset and no bridge), sample `s = r M + i` (replicate `r`, point `i`) takes instead
+//!
+//! ```text
+//! z_i = inv_norm_f32(uniform_f64(sobol_u32(v, i, d = asset i) ^ shift[r N + i]))
+//! ```
+//!
+//! (the shifts of [`digital_shifts`] under the seed's key), so the first Sobol dimensions go
+//! to the first assets. The CPU engine runs this; the CUDA kernel takes Philox only, and the
+//! facade sends Sobol baskets to the CPU.
+//!
 //! and `G = geo_spot * (exp_f32(glog) as f64)`, `A = arith`; the discounted payoff
 //! `y = discount * payoff(A or G)` and the control `c = discount * payoff(G) - control_mean`
 //! (the geometric option's closed form). With antithetic variates the mirror path uses the
@@ -28,9 +39,11 @@
 //! `0.5 * (c + c')`. kiln-core's [`philox::exp_f32`] is the portable exponential; CUDA
 //! writes every step with `__fmul_rn`/`__fadd_rn`/`__fmaf_rn` and their f64 forms.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::finance::invnorm::inv_norm_f32;
+use crate::finance::sobol::{digital_shifts, direction_numbers_for, sobol_u32};
 use crate::finance::{finish, BlockSums, McParams, OptionSpec, PriceResult, Rng};
-use crate::philox::{self, exp_f32, normals_from_words_f32};
+use crate::philox::{self, exp_f32, normals_from_words_f32, uniform_f64};
 
 use super::{BasketAverage, BasketSpec, MAX_ASSETS};
 use crate::finance::OptionType;
@@ -79,25 +92,38 @@ pub struct BasketPathParams {
     pub samples: u64,
     /// Antithetic pairs.
     pub antithetic: bool,
+    /// Sobol runs: the points and shifts (`None`: Philox).
+    pub qmc: Option<BasketQmc>,
+}
+
+/// A Sobol basket run's points: `N` dimensions, one an asset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BasketQmc {
+    /// Points per replicate, `M`.
+    pub points: u64,
+    /// Direction numbers of dimensions `0..N` (`v[d * 32 + k]`).
+    pub directions: &'static [u32],
+    /// Digital shifts, `shift[r * N + d]`.
+    pub shifts: Vec<u32>,
 }
 
 impl BasketPathParams {
     /// Validates the option (its matrix must be positive semi-definite) and the run, and
-    /// derives the constants. Baskets take Philox only (Sobol is an error that says so);
-    /// `mc.steps` and `mc.fast_math` do not apply (one exact step to maturity).
+    /// derives the constants. Philox or Sobol (module docs); `mc.steps` and `mc.fast_math`
+    /// do not apply (one exact step to maturity).
     pub fn new(spec: &BasketSpec, mc: &McParams) -> Result<Self> {
         let l = spec.factor()?;
         mc.validate()?;
-        if mc.rng != Rng::Philox {
-            return Err(Error::invalid(
-                "basket",
-                format!(
-                    "rng = {}; baskets use philox (no Sobol points for baskets yet)",
-                    mc.rng.name()
-                ),
-            ));
-        }
         let n = spec.assets.len();
+        let key = philox::key_from_seed(mc.seed);
+        let qmc = match mc.rng {
+            Rng::Philox => None,
+            Rng::Sobol { replicates } => Some(BasketQmc {
+                points: mc.points_per_replicate(),
+                directions: direction_numbers_for(n),
+                shifts: digital_shifts(key, replicates, n),
+            }),
+        };
         let t = spec.maturity;
         let w = spec.total_weight();
         let mut chol = Vec::with_capacity(n * (n + 1) / 2);
@@ -128,9 +154,10 @@ impl BasketPathParams {
             strike: spec.strike,
             discount: (-spec.rate * t).exp(),
             control_mean: spec.geometric_price()?,
-            key: philox::key_from_seed(mc.seed),
+            key,
             samples: mc.samples(),
             antithetic: mc.antithetic,
+            qmc,
         })
     }
 }
@@ -166,13 +193,16 @@ fn path(pp: &BasketPathParams, z: &[f32], mirror: bool) -> (f64, f64) {
 pub fn basket_sample(pp: &BasketPathParams, option: u32, sample: u32) -> (f64, f64) {
     let mut z = [0.0f32; MAX_ASSETS];
     let n = pp.n.min(MAX_ASSETS);
-    for b in 0..n.div_ceil(4) {
-        let zs = normals_from_words_f32(basket_words(pp.key, option, sample, b as u32));
-        for (k, v) in zs.into_iter().enumerate() {
-            if 4 * b + k < n {
-                z[4 * b + k] = v;
-            }
+    if let Some(q) = &pp.qmc {
+        let r = (u64::from(sample) / q.points) as usize;
+        // points per replicate are <= 2^32 (McParams::validate)
+        let i = (u64::from(sample) % q.points) as u32;
+        let shifts = &q.shifts[r * pp.n..(r + 1) * pp.n];
+        for (d, zd) in z.iter_mut().enumerate().take(n) {
+            *zd = inv_norm_f32(uniform_f64(sobol_u32(q.directions, i, d) ^ shifts[d]));
         }
+    } else {
+        normals(pp, option, sample, &mut z[..n]);
     }
     let (y, c) = path(pp, &z[..n], false);
     if pp.antithetic {
@@ -180,6 +210,20 @@ pub fn basket_sample(pp: &BasketPathParams, option: u32, sample: u32) -> (f64, f
         (0.5 * (y + ym), 0.5 * (c + cm))
     } else {
         (y, c)
+    }
+}
+
+/// The Philox normals of a sample (module docs).
+#[inline(always)]
+fn normals(pp: &BasketPathParams, option: u32, sample: u32, z: &mut [f32]) {
+    let n = z.len();
+    for b in 0..n.div_ceil(4) {
+        let zs = normals_from_words_f32(basket_words(pp.key, option, sample, b as u32));
+        for (k, v) in zs.into_iter().enumerate() {
+            if 4 * b + k < n {
+                z[4 * b + k] = v;
+            }
+        }
     }
 }
 

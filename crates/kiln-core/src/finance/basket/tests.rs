@@ -172,7 +172,12 @@ fn bad_assets_and_contracts_name_the_field() {
         rng: Rng::Sobol { replicates: 4 },
         ..McParams::default()
     };
-    assert!(reason(BasketPathParams::new(&base, &sobol)).contains("baskets use philox"));
+    // Sobol runs carry their points: N dimensions, one shift per replicate and asset
+    let q = BasketPathParams::new(&base, &sobol).unwrap().qmc.unwrap();
+    assert_eq!(
+        (q.shifts.len(), q.points),
+        (4 * base.assets.len(), sobol.points_per_replicate())
+    );
 }
 
 #[test]
