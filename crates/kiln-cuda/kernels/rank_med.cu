@@ -82,3 +82,124 @@ extern "C" __global__ void __launch_bounds__(256, KILN_MED25_MINB) rank_med25(co
     med_kernel<25>(src, dst, w, o);
 }
 #endif
+
+// ---- u8 medians, four outputs a thread (3x3 and 5x5 centred boxes) ----
+//
+// The one-output kernels above issue ~266 instructions per 3x3 output (ncu, 2026-12-04):
+// 9 loads and 40 min/max, the rest addressing. For u8 data four neighbouring outputs share
+// one 32-bit word: the same pruned network runs once on words whose four bytes are the four
+// outputs' keys (per-byte min/max), and each window row is three aligned word loads with
+// the shifted words made by byte permutes. Byte-wise min/max is the same order as the key
+// min/max of the one-output kernels, so the results are the same bits.
+//
+// KILN_MEDPACK picks the per-byte min/max (an experiment knob through KILN_NVRTC_EXTRA):
+//   4 (default): __vminu4/__vmaxu4 on the four bytes;
+//   2: the word split into even and odd bytes in 16-bit lanes, __vminu2/__vmaxu2 on each
+//      half (two networks), merged back.
+#ifndef KILN_MEDPACK
+#define KILN_MEDPACK 4
+#endif
+
+struct KilnU8x4 {
+    static __device__ __forceinline__ u32 mn(u32 a, u32 b) { return __vminu4(a, b); }
+    static __device__ __forceinline__ u32 mx(u32 a, u32 b) { return __vmaxu4(a, b); }
+};
+struct KilnU16x2 {
+    static __device__ __forceinline__ u32 mn(u32 a, u32 b) { return __vminu2(a, b); }
+    static __device__ __forceinline__ u32 mx(u32 a, u32 b) { return __vmaxu2(a, b); }
+};
+
+template <int N> struct KilnMedP;
+template <> struct KilnMedP<9> {
+    template <class P> static __device__ __forceinline__ u32 run(u32 (&v)[9]) { return kiln_med9_p<P>(v); }
+};
+template <> struct KilnMedP<25> {
+    template <class P> static __device__ __forceinline__ u32 run(u32 (&v)[25]) { return kiln_med25_p<P>(v); }
+};
+
+// The median of each byte lane of v[0..N).
+template <int N>
+__device__ __forceinline__ u32 kiln_med_u8x4(u32 (&v)[N]) {
+#if KILN_MEDPACK == 2
+    u32 e[N], o[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        e[i] = __byte_perm(v[i], 0u, 0x4240);  // bytes 0 and 2 in the low byte of each half
+        o[i] = __byte_perm(v[i], 0u, 0x4341);  // bytes 1 and 3
+    }
+    const u32 me = KilnMedP<N>::template run<KilnU16x2>(e);
+    const u32 mo = KilnMedP<N>::template run<KilnU16x2>(o);
+    return __byte_perm(me, mo, 0x6240);
+#else
+    return KilnMedP<N>::template run<KilnU8x4>(v);
+#endif
+}
+
+// The four bytes x+dx .. x+dx+3 from the aligned words a = [x-4, x), b = [x, x+4),
+// c = [x+4, x+8) (little-endian byte order: byte j of b is pixel x+j).
+template <int DX>
+__device__ __forceinline__ u32 kiln_shift_bytes(u32 a, u32 b, u32 c) {
+    if (DX == -2) return __byte_perm(a, b, 0x5432);
+    if (DX == -1) return __byte_perm(a, b, 0x6543);
+    if (DX == 1) return __byte_perm(b, c, 0x4321);
+    if (DX == 2) return __byte_perm(b, c, 0x5432);
+    return b;
+}
+
+// Block (32, 8): x over the row's words (W % 4 == 0, the buffers 4-byte aligned: the host
+// checks), y and z grid-stride. A word whose windows all lie inside the image (rows y-R..y+R,
+// words xq-1..xq+1) runs the packed path; the others (image borders) run the one-output
+// path for each of their four pixels, through the mode, as rank_med9/25 do.
+template <int R>
+__device__ __forceinline__ void med_u8x4_body(const void* __restrict__ src, void* __restrict__ dst, const RankWin& w,
+                                              const NetOffs& o) {
+    constexpr int K = 2 * R + 1;
+    constexpr int N = K * K;
+    const int wq = w.W >> 2;
+    const int xq = blockIdx.x * blockDim.x + threadIdx.x;
+    if (xq >= wq) return;
+    const u32* __restrict__ s = (const u32*)src;
+    const bool x_in = xq >= 1 && xq + 1 < wq;
+    for (int z = blockIdx.z; z < w.D; z += gridDim.z) {
+        for (int y = blockIdx.y * blockDim.y + threadIdx.y; y < w.H; y += gridDim.y * blockDim.y) {
+            const long long cw = ((long long)z * w.H + y) * wq + xq;  // word index
+            if (x_in && y >= R && y + R < w.H) {
+                u32 v[N];
+#pragma unroll
+                for (int dy = -R; dy <= R; ++dy) {
+                    const u32* __restrict__ p = s + cw + (long long)dy * wq;
+                    const u32 a = __ldg(p - 1), b = __ldg(p), c = __ldg(p + 1);
+                    u32* r = v + (dy + R) * K;
+                    if (R == 2) r[0] = kiln_shift_bytes<-2>(a, b, c);
+                    r[R - 1] = kiln_shift_bytes<-1>(a, b, c);
+                    r[R] = b;
+                    r[R + 1] = kiln_shift_bytes<1>(a, b, c);
+                    if (R == 2) r[4] = kiln_shift_bytes<2>(a, b, c);
+                }
+                ((u32*)dst)[cw] = kiln_med_u8x4<N>(v);
+            } else {
+                u32 out = 0;
+                for (int j = 0; j < 4; ++j) {
+                    const int x = xq * 4 + j;
+                    u32 v[N];
+#pragma unroll
+                    for (int i = 0; i < N; ++i) v[i] = win_key_mapped(src, w, z + o.dz[i], y + o.dy[i], x + o.dx[i]);
+                    out |= kiln_med(v) << (8 * j);
+                }
+                ((u32*)dst)[cw] = out;
+            }
+        }
+    }
+}
+
+#if !defined(KILN_ONLY) || defined(KILN_K_rank_med9_u8x4)
+extern "C" __global__ void __launch_bounds__(256) rank_med9_u8x4(const void* src, void* dst, RankWin w, NetOffs o) {
+    med_u8x4_body<1>(src, dst, w, o);
+}
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_rank_med25_u8x4)
+extern "C" __global__ void __launch_bounds__(256) rank_med25_u8x4(const void* src, void* dst, RankWin w, NetOffs o) {
+    med_u8x4_body<2>(src, dst, w, o);
+}
+#endif

@@ -3,150 +3,163 @@
 // Pruned median selection networks (Batcher's odd-even merge sort, pruned for the
 // middle output), straight-line code with constant register indices.
 
-// median of 9 keys: 24 compare-exchanges (40 min/max), checked on all 2^9 0/1 inputs
-__device__ __forceinline__ u32 kiln_med9(u32 (&v)[9]) {
-    { const u32 _a = v[0], _b = v[1]; v[0] = min(_a, _b); v[1] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[3]; v[2] = min(_a, _b); v[3] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[5]; v[4] = min(_a, _b); v[5] = max(_a, _b); }
-    { const u32 _a = v[6], _b = v[7]; v[6] = min(_a, _b); v[7] = max(_a, _b); }
-    { const u32 _a = v[0], _b = v[2]; v[0] = min(_a, _b); v[2] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[3]; v[1] = min(_a, _b); v[3] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[6]; v[4] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[7]; v[5] = min(_a, _b); v[7] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[2]; v[1] = min(_a, _b); v[2] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[6]; v[5] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[0], _b = v[4]; v[0] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[5]; v[1] = min(_a, _b); v[5] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[6]; v[2] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[7]; v[3] = min(_a, _b); }
-    { const u32 _a = v[2], _b = v[4]; v[2] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[5]; v[3] = min(_a, _b); v[5] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[2]; v[2] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[4]; v[3] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[6]; v[5] = min(_a, _b); }
-    { const u32 _a = v[0], _b = v[8]; v[8] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[8]; v[4] = min(_a, _b); }
-    { const u32 _a = v[2], _b = v[4]; v[4] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[5]; v[3] = min(_a, _b); }
-    { const u32 _a = v[3], _b = v[4]; v[4] = max(_a, _b); }
+struct KilnMinMax {
+    static __device__ __forceinline__ u32 mn(u32 a, u32 b) { return min(a, b); }
+    static __device__ __forceinline__ u32 mx(u32 a, u32 b) { return max(a, b); }
+};
+
+// median of 9 keys: 24 compare-exchanges (40 min/max), checked on all 2^9 0/1 inputs;
+// P::mn / P::mx are the min and max (KilnMinMax: one key a word; the packed forms
+// of rank_med.cu: four u8 keys a word, min and max per lane)
+template <class P>
+__device__ __forceinline__ u32 kiln_med9_p(u32 (&v)[9]) {
+    { const u32 _a = v[0], _b = v[1]; v[0] = P::mn(_a, _b); v[1] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[3]; v[2] = P::mn(_a, _b); v[3] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[5]; v[4] = P::mn(_a, _b); v[5] = P::mx(_a, _b); }
+    { const u32 _a = v[6], _b = v[7]; v[6] = P::mn(_a, _b); v[7] = P::mx(_a, _b); }
+    { const u32 _a = v[0], _b = v[2]; v[0] = P::mn(_a, _b); v[2] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[3]; v[1] = P::mn(_a, _b); v[3] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[6]; v[4] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[7]; v[5] = P::mn(_a, _b); v[7] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[2]; v[1] = P::mn(_a, _b); v[2] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[6]; v[5] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[0], _b = v[4]; v[0] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[5]; v[1] = P::mn(_a, _b); v[5] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[6]; v[2] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[7]; v[3] = P::mn(_a, _b); }
+    { const u32 _a = v[2], _b = v[4]; v[2] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[5]; v[3] = P::mn(_a, _b); v[5] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[2]; v[2] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[4]; v[3] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[6]; v[5] = P::mn(_a, _b); }
+    { const u32 _a = v[0], _b = v[8]; v[8] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[8]; v[4] = P::mn(_a, _b); }
+    { const u32 _a = v[2], _b = v[4]; v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[5]; v[3] = P::mn(_a, _b); }
+    { const u32 _a = v[3], _b = v[4]; v[4] = P::mx(_a, _b); }
     return v[4];
 }
+__device__ __forceinline__ u32 kiln_med9(u32 (&v)[9]) { return kiln_med9_p<KilnMinMax>(v); }
 
-// median of 25 keys: 113 compare-exchanges (202 min/max), checked on all 2^25 0/1 inputs
-__device__ __forceinline__ u32 kiln_med25(u32 (&v)[25]) {
-    { const u32 _a = v[0], _b = v[1]; v[0] = min(_a, _b); v[1] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[3]; v[2] = min(_a, _b); v[3] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[5]; v[4] = min(_a, _b); v[5] = max(_a, _b); }
-    { const u32 _a = v[6], _b = v[7]; v[6] = min(_a, _b); v[7] = max(_a, _b); }
-    { const u32 _a = v[8], _b = v[9]; v[8] = min(_a, _b); v[9] = max(_a, _b); }
-    { const u32 _a = v[10], _b = v[11]; v[10] = min(_a, _b); v[11] = max(_a, _b); }
-    { const u32 _a = v[12], _b = v[13]; v[12] = min(_a, _b); v[13] = max(_a, _b); }
-    { const u32 _a = v[14], _b = v[15]; v[14] = min(_a, _b); v[15] = max(_a, _b); }
-    { const u32 _a = v[16], _b = v[17]; v[16] = min(_a, _b); v[17] = max(_a, _b); }
-    { const u32 _a = v[18], _b = v[19]; v[18] = min(_a, _b); v[19] = max(_a, _b); }
-    { const u32 _a = v[20], _b = v[21]; v[20] = min(_a, _b); v[21] = max(_a, _b); }
-    { const u32 _a = v[22], _b = v[23]; v[22] = min(_a, _b); v[23] = max(_a, _b); }
-    { const u32 _a = v[0], _b = v[2]; v[0] = min(_a, _b); v[2] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[3]; v[1] = min(_a, _b); v[3] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[6]; v[4] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[7]; v[5] = min(_a, _b); v[7] = max(_a, _b); }
-    { const u32 _a = v[8], _b = v[10]; v[8] = min(_a, _b); v[10] = max(_a, _b); }
-    { const u32 _a = v[9], _b = v[11]; v[9] = min(_a, _b); v[11] = max(_a, _b); }
-    { const u32 _a = v[12], _b = v[14]; v[12] = min(_a, _b); v[14] = max(_a, _b); }
-    { const u32 _a = v[13], _b = v[15]; v[13] = min(_a, _b); v[15] = max(_a, _b); }
-    { const u32 _a = v[16], _b = v[18]; v[16] = min(_a, _b); v[18] = max(_a, _b); }
-    { const u32 _a = v[17], _b = v[19]; v[17] = min(_a, _b); v[19] = max(_a, _b); }
-    { const u32 _a = v[20], _b = v[22]; v[20] = min(_a, _b); v[22] = max(_a, _b); }
-    { const u32 _a = v[21], _b = v[23]; v[21] = min(_a, _b); v[23] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[2]; v[1] = min(_a, _b); v[2] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[6]; v[5] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[9], _b = v[10]; v[9] = min(_a, _b); v[10] = max(_a, _b); }
-    { const u32 _a = v[13], _b = v[14]; v[13] = min(_a, _b); v[14] = max(_a, _b); }
-    { const u32 _a = v[17], _b = v[18]; v[17] = min(_a, _b); v[18] = max(_a, _b); }
-    { const u32 _a = v[21], _b = v[22]; v[21] = min(_a, _b); v[22] = max(_a, _b); }
-    { const u32 _a = v[0], _b = v[4]; v[0] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[5]; v[1] = min(_a, _b); v[5] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[6]; v[2] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[7]; v[3] = min(_a, _b); v[7] = max(_a, _b); }
-    { const u32 _a = v[8], _b = v[12]; v[8] = min(_a, _b); v[12] = max(_a, _b); }
-    { const u32 _a = v[9], _b = v[13]; v[9] = min(_a, _b); v[13] = max(_a, _b); }
-    { const u32 _a = v[10], _b = v[14]; v[10] = min(_a, _b); v[14] = max(_a, _b); }
-    { const u32 _a = v[11], _b = v[15]; v[11] = min(_a, _b); v[15] = max(_a, _b); }
-    { const u32 _a = v[16], _b = v[20]; v[16] = min(_a, _b); v[20] = max(_a, _b); }
-    { const u32 _a = v[17], _b = v[21]; v[17] = min(_a, _b); v[21] = max(_a, _b); }
-    { const u32 _a = v[18], _b = v[22]; v[18] = min(_a, _b); v[22] = max(_a, _b); }
-    { const u32 _a = v[19], _b = v[23]; v[19] = min(_a, _b); v[23] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[4]; v[2] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[5]; v[3] = min(_a, _b); v[5] = max(_a, _b); }
-    { const u32 _a = v[10], _b = v[12]; v[10] = min(_a, _b); v[12] = max(_a, _b); }
-    { const u32 _a = v[11], _b = v[13]; v[11] = min(_a, _b); v[13] = max(_a, _b); }
-    { const u32 _a = v[18], _b = v[20]; v[18] = min(_a, _b); v[20] = max(_a, _b); }
-    { const u32 _a = v[19], _b = v[21]; v[19] = min(_a, _b); v[21] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[2]; v[1] = min(_a, _b); v[2] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[4]; v[3] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[6]; v[5] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[9], _b = v[10]; v[9] = min(_a, _b); v[10] = max(_a, _b); }
-    { const u32 _a = v[11], _b = v[12]; v[11] = min(_a, _b); v[12] = max(_a, _b); }
-    { const u32 _a = v[13], _b = v[14]; v[13] = min(_a, _b); v[14] = max(_a, _b); }
-    { const u32 _a = v[17], _b = v[18]; v[17] = min(_a, _b); v[18] = max(_a, _b); }
-    { const u32 _a = v[19], _b = v[20]; v[19] = min(_a, _b); v[20] = max(_a, _b); }
-    { const u32 _a = v[21], _b = v[22]; v[21] = min(_a, _b); v[22] = max(_a, _b); }
-    { const u32 _a = v[0], _b = v[8]; v[0] = min(_a, _b); v[8] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[9]; v[1] = min(_a, _b); v[9] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[10]; v[2] = min(_a, _b); v[10] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[11]; v[3] = min(_a, _b); v[11] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[12]; v[4] = min(_a, _b); v[12] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[13]; v[5] = min(_a, _b); v[13] = max(_a, _b); }
-    { const u32 _a = v[6], _b = v[14]; v[6] = min(_a, _b); v[14] = max(_a, _b); }
-    { const u32 _a = v[7], _b = v[15]; v[7] = min(_a, _b); }
-    { const u32 _a = v[16], _b = v[24]; v[16] = min(_a, _b); v[24] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[8]; v[4] = min(_a, _b); v[8] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[9]; v[5] = min(_a, _b); v[9] = max(_a, _b); }
-    { const u32 _a = v[6], _b = v[10]; v[6] = min(_a, _b); v[10] = max(_a, _b); }
-    { const u32 _a = v[7], _b = v[11]; v[7] = min(_a, _b); v[11] = max(_a, _b); }
-    { const u32 _a = v[20], _b = v[24]; v[20] = min(_a, _b); v[24] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[4]; v[2] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[5]; v[3] = min(_a, _b); v[5] = max(_a, _b); }
-    { const u32 _a = v[6], _b = v[8]; v[6] = min(_a, _b); v[8] = max(_a, _b); }
-    { const u32 _a = v[7], _b = v[9]; v[7] = min(_a, _b); v[9] = max(_a, _b); }
-    { const u32 _a = v[10], _b = v[12]; v[10] = min(_a, _b); v[12] = max(_a, _b); }
-    { const u32 _a = v[11], _b = v[13]; v[11] = min(_a, _b); v[13] = max(_a, _b); }
-    { const u32 _a = v[18], _b = v[20]; v[18] = min(_a, _b); v[20] = max(_a, _b); }
-    { const u32 _a = v[19], _b = v[21]; v[19] = min(_a, _b); v[21] = max(_a, _b); }
-    { const u32 _a = v[22], _b = v[24]; v[22] = min(_a, _b); v[24] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[2]; v[1] = min(_a, _b); v[2] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[4]; v[3] = min(_a, _b); v[4] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[6]; v[5] = min(_a, _b); v[6] = max(_a, _b); }
-    { const u32 _a = v[7], _b = v[8]; v[7] = min(_a, _b); v[8] = max(_a, _b); }
-    { const u32 _a = v[9], _b = v[10]; v[9] = min(_a, _b); v[10] = max(_a, _b); }
-    { const u32 _a = v[11], _b = v[12]; v[11] = min(_a, _b); v[12] = max(_a, _b); }
-    { const u32 _a = v[13], _b = v[14]; v[13] = min(_a, _b); }
-    { const u32 _a = v[17], _b = v[18]; v[17] = min(_a, _b); v[18] = max(_a, _b); }
-    { const u32 _a = v[19], _b = v[20]; v[19] = min(_a, _b); v[20] = max(_a, _b); }
-    { const u32 _a = v[21], _b = v[22]; v[21] = min(_a, _b); v[22] = max(_a, _b); }
-    { const u32 _a = v[23], _b = v[24]; v[23] = min(_a, _b); v[24] = max(_a, _b); }
-    { const u32 _a = v[0], _b = v[16]; v[16] = max(_a, _b); }
-    { const u32 _a = v[1], _b = v[17]; v[17] = max(_a, _b); }
-    { const u32 _a = v[2], _b = v[18]; v[18] = max(_a, _b); }
-    { const u32 _a = v[3], _b = v[19]; v[19] = max(_a, _b); }
-    { const u32 _a = v[4], _b = v[20]; v[20] = max(_a, _b); }
-    { const u32 _a = v[5], _b = v[21]; v[21] = max(_a, _b); }
-    { const u32 _a = v[6], _b = v[22]; v[6] = min(_a, _b); }
-    { const u32 _a = v[7], _b = v[23]; v[7] = min(_a, _b); }
-    { const u32 _a = v[8], _b = v[24]; v[8] = min(_a, _b); }
-    { const u32 _a = v[8], _b = v[16]; v[16] = max(_a, _b); }
-    { const u32 _a = v[9], _b = v[17]; v[17] = max(_a, _b); }
-    { const u32 _a = v[10], _b = v[18]; v[10] = min(_a, _b); }
-    { const u32 _a = v[11], _b = v[19]; v[11] = min(_a, _b); }
-    { const u32 _a = v[12], _b = v[20]; v[12] = min(_a, _b); }
-    { const u32 _a = v[13], _b = v[21]; v[13] = min(_a, _b); }
-    { const u32 _a = v[6], _b = v[10]; v[10] = max(_a, _b); }
-    { const u32 _a = v[7], _b = v[11]; v[11] = max(_a, _b); }
-    { const u32 _a = v[12], _b = v[16]; v[12] = min(_a, _b); }
-    { const u32 _a = v[13], _b = v[17]; v[13] = min(_a, _b); }
-    { const u32 _a = v[10], _b = v[12]; v[12] = max(_a, _b); }
-    { const u32 _a = v[11], _b = v[13]; v[11] = min(_a, _b); }
-    { const u32 _a = v[11], _b = v[12]; v[12] = max(_a, _b); }
+// median of 25 keys: 113 compare-exchanges (202 min/max), checked on all 2^25 0/1 inputs;
+// P::mn / P::mx are the min and max (KilnMinMax: one key a word; the packed forms
+// of rank_med.cu: four u8 keys a word, min and max per lane)
+template <class P>
+__device__ __forceinline__ u32 kiln_med25_p(u32 (&v)[25]) {
+    { const u32 _a = v[0], _b = v[1]; v[0] = P::mn(_a, _b); v[1] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[3]; v[2] = P::mn(_a, _b); v[3] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[5]; v[4] = P::mn(_a, _b); v[5] = P::mx(_a, _b); }
+    { const u32 _a = v[6], _b = v[7]; v[6] = P::mn(_a, _b); v[7] = P::mx(_a, _b); }
+    { const u32 _a = v[8], _b = v[9]; v[8] = P::mn(_a, _b); v[9] = P::mx(_a, _b); }
+    { const u32 _a = v[10], _b = v[11]; v[10] = P::mn(_a, _b); v[11] = P::mx(_a, _b); }
+    { const u32 _a = v[12], _b = v[13]; v[12] = P::mn(_a, _b); v[13] = P::mx(_a, _b); }
+    { const u32 _a = v[14], _b = v[15]; v[14] = P::mn(_a, _b); v[15] = P::mx(_a, _b); }
+    { const u32 _a = v[16], _b = v[17]; v[16] = P::mn(_a, _b); v[17] = P::mx(_a, _b); }
+    { const u32 _a = v[18], _b = v[19]; v[18] = P::mn(_a, _b); v[19] = P::mx(_a, _b); }
+    { const u32 _a = v[20], _b = v[21]; v[20] = P::mn(_a, _b); v[21] = P::mx(_a, _b); }
+    { const u32 _a = v[22], _b = v[23]; v[22] = P::mn(_a, _b); v[23] = P::mx(_a, _b); }
+    { const u32 _a = v[0], _b = v[2]; v[0] = P::mn(_a, _b); v[2] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[3]; v[1] = P::mn(_a, _b); v[3] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[6]; v[4] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[7]; v[5] = P::mn(_a, _b); v[7] = P::mx(_a, _b); }
+    { const u32 _a = v[8], _b = v[10]; v[8] = P::mn(_a, _b); v[10] = P::mx(_a, _b); }
+    { const u32 _a = v[9], _b = v[11]; v[9] = P::mn(_a, _b); v[11] = P::mx(_a, _b); }
+    { const u32 _a = v[12], _b = v[14]; v[12] = P::mn(_a, _b); v[14] = P::mx(_a, _b); }
+    { const u32 _a = v[13], _b = v[15]; v[13] = P::mn(_a, _b); v[15] = P::mx(_a, _b); }
+    { const u32 _a = v[16], _b = v[18]; v[16] = P::mn(_a, _b); v[18] = P::mx(_a, _b); }
+    { const u32 _a = v[17], _b = v[19]; v[17] = P::mn(_a, _b); v[19] = P::mx(_a, _b); }
+    { const u32 _a = v[20], _b = v[22]; v[20] = P::mn(_a, _b); v[22] = P::mx(_a, _b); }
+    { const u32 _a = v[21], _b = v[23]; v[21] = P::mn(_a, _b); v[23] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[2]; v[1] = P::mn(_a, _b); v[2] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[6]; v[5] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[9], _b = v[10]; v[9] = P::mn(_a, _b); v[10] = P::mx(_a, _b); }
+    { const u32 _a = v[13], _b = v[14]; v[13] = P::mn(_a, _b); v[14] = P::mx(_a, _b); }
+    { const u32 _a = v[17], _b = v[18]; v[17] = P::mn(_a, _b); v[18] = P::mx(_a, _b); }
+    { const u32 _a = v[21], _b = v[22]; v[21] = P::mn(_a, _b); v[22] = P::mx(_a, _b); }
+    { const u32 _a = v[0], _b = v[4]; v[0] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[5]; v[1] = P::mn(_a, _b); v[5] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[6]; v[2] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[7]; v[3] = P::mn(_a, _b); v[7] = P::mx(_a, _b); }
+    { const u32 _a = v[8], _b = v[12]; v[8] = P::mn(_a, _b); v[12] = P::mx(_a, _b); }
+    { const u32 _a = v[9], _b = v[13]; v[9] = P::mn(_a, _b); v[13] = P::mx(_a, _b); }
+    { const u32 _a = v[10], _b = v[14]; v[10] = P::mn(_a, _b); v[14] = P::mx(_a, _b); }
+    { const u32 _a = v[11], _b = v[15]; v[11] = P::mn(_a, _b); v[15] = P::mx(_a, _b); }
+    { const u32 _a = v[16], _b = v[20]; v[16] = P::mn(_a, _b); v[20] = P::mx(_a, _b); }
+    { const u32 _a = v[17], _b = v[21]; v[17] = P::mn(_a, _b); v[21] = P::mx(_a, _b); }
+    { const u32 _a = v[18], _b = v[22]; v[18] = P::mn(_a, _b); v[22] = P::mx(_a, _b); }
+    { const u32 _a = v[19], _b = v[23]; v[19] = P::mn(_a, _b); v[23] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[4]; v[2] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[5]; v[3] = P::mn(_a, _b); v[5] = P::mx(_a, _b); }
+    { const u32 _a = v[10], _b = v[12]; v[10] = P::mn(_a, _b); v[12] = P::mx(_a, _b); }
+    { const u32 _a = v[11], _b = v[13]; v[11] = P::mn(_a, _b); v[13] = P::mx(_a, _b); }
+    { const u32 _a = v[18], _b = v[20]; v[18] = P::mn(_a, _b); v[20] = P::mx(_a, _b); }
+    { const u32 _a = v[19], _b = v[21]; v[19] = P::mn(_a, _b); v[21] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[2]; v[1] = P::mn(_a, _b); v[2] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[4]; v[3] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[6]; v[5] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[9], _b = v[10]; v[9] = P::mn(_a, _b); v[10] = P::mx(_a, _b); }
+    { const u32 _a = v[11], _b = v[12]; v[11] = P::mn(_a, _b); v[12] = P::mx(_a, _b); }
+    { const u32 _a = v[13], _b = v[14]; v[13] = P::mn(_a, _b); v[14] = P::mx(_a, _b); }
+    { const u32 _a = v[17], _b = v[18]; v[17] = P::mn(_a, _b); v[18] = P::mx(_a, _b); }
+    { const u32 _a = v[19], _b = v[20]; v[19] = P::mn(_a, _b); v[20] = P::mx(_a, _b); }
+    { const u32 _a = v[21], _b = v[22]; v[21] = P::mn(_a, _b); v[22] = P::mx(_a, _b); }
+    { const u32 _a = v[0], _b = v[8]; v[0] = P::mn(_a, _b); v[8] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[9]; v[1] = P::mn(_a, _b); v[9] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[10]; v[2] = P::mn(_a, _b); v[10] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[11]; v[3] = P::mn(_a, _b); v[11] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[12]; v[4] = P::mn(_a, _b); v[12] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[13]; v[5] = P::mn(_a, _b); v[13] = P::mx(_a, _b); }
+    { const u32 _a = v[6], _b = v[14]; v[6] = P::mn(_a, _b); v[14] = P::mx(_a, _b); }
+    { const u32 _a = v[7], _b = v[15]; v[7] = P::mn(_a, _b); }
+    { const u32 _a = v[16], _b = v[24]; v[16] = P::mn(_a, _b); v[24] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[8]; v[4] = P::mn(_a, _b); v[8] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[9]; v[5] = P::mn(_a, _b); v[9] = P::mx(_a, _b); }
+    { const u32 _a = v[6], _b = v[10]; v[6] = P::mn(_a, _b); v[10] = P::mx(_a, _b); }
+    { const u32 _a = v[7], _b = v[11]; v[7] = P::mn(_a, _b); v[11] = P::mx(_a, _b); }
+    { const u32 _a = v[20], _b = v[24]; v[20] = P::mn(_a, _b); v[24] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[4]; v[2] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[5]; v[3] = P::mn(_a, _b); v[5] = P::mx(_a, _b); }
+    { const u32 _a = v[6], _b = v[8]; v[6] = P::mn(_a, _b); v[8] = P::mx(_a, _b); }
+    { const u32 _a = v[7], _b = v[9]; v[7] = P::mn(_a, _b); v[9] = P::mx(_a, _b); }
+    { const u32 _a = v[10], _b = v[12]; v[10] = P::mn(_a, _b); v[12] = P::mx(_a, _b); }
+    { const u32 _a = v[11], _b = v[13]; v[11] = P::mn(_a, _b); v[13] = P::mx(_a, _b); }
+    { const u32 _a = v[18], _b = v[20]; v[18] = P::mn(_a, _b); v[20] = P::mx(_a, _b); }
+    { const u32 _a = v[19], _b = v[21]; v[19] = P::mn(_a, _b); v[21] = P::mx(_a, _b); }
+    { const u32 _a = v[22], _b = v[24]; v[22] = P::mn(_a, _b); v[24] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[2]; v[1] = P::mn(_a, _b); v[2] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[4]; v[3] = P::mn(_a, _b); v[4] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[6]; v[5] = P::mn(_a, _b); v[6] = P::mx(_a, _b); }
+    { const u32 _a = v[7], _b = v[8]; v[7] = P::mn(_a, _b); v[8] = P::mx(_a, _b); }
+    { const u32 _a = v[9], _b = v[10]; v[9] = P::mn(_a, _b); v[10] = P::mx(_a, _b); }
+    { const u32 _a = v[11], _b = v[12]; v[11] = P::mn(_a, _b); v[12] = P::mx(_a, _b); }
+    { const u32 _a = v[13], _b = v[14]; v[13] = P::mn(_a, _b); }
+    { const u32 _a = v[17], _b = v[18]; v[17] = P::mn(_a, _b); v[18] = P::mx(_a, _b); }
+    { const u32 _a = v[19], _b = v[20]; v[19] = P::mn(_a, _b); v[20] = P::mx(_a, _b); }
+    { const u32 _a = v[21], _b = v[22]; v[21] = P::mn(_a, _b); v[22] = P::mx(_a, _b); }
+    { const u32 _a = v[23], _b = v[24]; v[23] = P::mn(_a, _b); v[24] = P::mx(_a, _b); }
+    { const u32 _a = v[0], _b = v[16]; v[16] = P::mx(_a, _b); }
+    { const u32 _a = v[1], _b = v[17]; v[17] = P::mx(_a, _b); }
+    { const u32 _a = v[2], _b = v[18]; v[18] = P::mx(_a, _b); }
+    { const u32 _a = v[3], _b = v[19]; v[19] = P::mx(_a, _b); }
+    { const u32 _a = v[4], _b = v[20]; v[20] = P::mx(_a, _b); }
+    { const u32 _a = v[5], _b = v[21]; v[21] = P::mx(_a, _b); }
+    { const u32 _a = v[6], _b = v[22]; v[6] = P::mn(_a, _b); }
+    { const u32 _a = v[7], _b = v[23]; v[7] = P::mn(_a, _b); }
+    { const u32 _a = v[8], _b = v[24]; v[8] = P::mn(_a, _b); }
+    { const u32 _a = v[8], _b = v[16]; v[16] = P::mx(_a, _b); }
+    { const u32 _a = v[9], _b = v[17]; v[17] = P::mx(_a, _b); }
+    { const u32 _a = v[10], _b = v[18]; v[10] = P::mn(_a, _b); }
+    { const u32 _a = v[11], _b = v[19]; v[11] = P::mn(_a, _b); }
+    { const u32 _a = v[12], _b = v[20]; v[12] = P::mn(_a, _b); }
+    { const u32 _a = v[13], _b = v[21]; v[13] = P::mn(_a, _b); }
+    { const u32 _a = v[6], _b = v[10]; v[10] = P::mx(_a, _b); }
+    { const u32 _a = v[7], _b = v[11]; v[11] = P::mx(_a, _b); }
+    { const u32 _a = v[12], _b = v[16]; v[12] = P::mn(_a, _b); }
+    { const u32 _a = v[13], _b = v[17]; v[13] = P::mn(_a, _b); }
+    { const u32 _a = v[10], _b = v[12]; v[12] = P::mx(_a, _b); }
+    { const u32 _a = v[11], _b = v[13]; v[11] = P::mn(_a, _b); }
+    { const u32 _a = v[11], _b = v[12]; v[12] = P::mx(_a, _b); }
     return v[12];
 }
+__device__ __forceinline__ u32 kiln_med25(u32 (&v)[25]) { return kiln_med25_p<KilnMinMax>(v); }
 

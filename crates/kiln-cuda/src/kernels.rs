@@ -249,6 +249,10 @@ pub enum KernelId {
     RankMed9,
     /// Median of exactly 25 elements (5x5): the pruned network for the middle rank.
     RankMed25,
+    /// Median 3x3 of u8, a centred box: four outputs a thread on packed bytes.
+    RankMed9U8x4,
+    /// Median 5x5 of u8, a centred box: four outputs a thread on packed bytes.
+    RankMed25U8x4,
     /// Rank filter fallback: any footprint and rank, bisection on the total-order key.
     RankBisect,
     /// Min/max over any footprint; with a structure, min(x - s) / max(x + s) in double.
@@ -357,6 +361,8 @@ impl KernelId {
         KernelId::RankNet49,
         KernelId::RankMed9,
         KernelId::RankMed25,
+        KernelId::RankMed9U8x4,
+        KernelId::RankMed25U8x4,
         KernelId::RankBisect,
         KernelId::MinmaxFp,
         KernelId::RankHistU8,
@@ -452,6 +458,8 @@ impl KernelId {
             | KernelId::RankNet49
             | KernelId::RankMed9
             | KernelId::RankMed25
+            | KernelId::RankMed9U8x4
+            | KernelId::RankMed25U8x4
             | KernelId::RankBisect
             | KernelId::MinmaxFp
             | KernelId::RankHistU8
@@ -554,6 +562,8 @@ impl KernelId {
             KernelId::RankNet49 => "rank_net49",
             KernelId::RankMed9 => "rank_med9",
             KernelId::RankMed25 => "rank_med25",
+            KernelId::RankMed9U8x4 => "rank_med9_u8x4",
+            KernelId::RankMed25U8x4 => "rank_med25_u8x4",
             KernelId::RankBisect => "rank_bisect",
             KernelId::MinmaxFp => "minmax_fp",
             KernelId::RankHistU8 => "rank_hist_u8",
@@ -669,6 +679,8 @@ impl KernelId {
             KernelId::RankNet49 => 3000,
             KernelId::RankMed9 => 700,
             KernelId::RankMed25 => 1200,
+            KernelId::RankMed9U8x4 => 700,
+            KernelId::RankMed25U8x4 => 1200,
             KernelId::RankBisect => 300,
             KernelId::MinmaxFp => 300,
             KernelId::RankHistU8 => 300,

@@ -753,6 +753,22 @@ pub const LAUNCHES: &[LaunchShape] = &[
         dynamic_shared_note: "",
     },
     LaunchShape {
+        symbol: "rank_med9_u8x4",
+        computes: "median 3x3 of u8 (a centred box), four outputs a thread on packed bytes",
+        block: B32X8,
+        grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
+        symbol: "rank_med25_u8x4",
+        computes: "median 5x5 of u8 (a centred box), four outputs a thread on packed bytes",
+        block: B32X8,
+        grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+    },
+    LaunchShape {
         symbol: "rank_bisect",
         computes: "rank over any footprint by bisection on the total-order key (a count over the window a step)",
         block: B32X8,

@@ -7,7 +7,9 @@
 //!   (y, x) box while its tile fits 48 KiB of shared memory (boxes up to about 33×33),
 //!   then a z pass (`minmax_fp` over `[kz, 1, 1]`) for a 3-D box; other footprints
 //!   `minmax_fp`;
-//! - a rank of 9 or 25 elements at the median: the pruned networks `rank_med9/25`; up to
+//! - a rank of 9 or 25 elements at the median: the pruned networks `rank_med9/25` (for u8
+//!   in a centred 3×3 or 5×5 box on rows of whole 4-byte words, `rank_med9/25_u8x4`: four
+//!   outputs a thread on packed bytes, the same bits); up to
 //!   49 elements: `rank_net9/25/49`; u8 over a larger 2-D box: `rank_hist_u8`; the rest:
 //!   `rank_bisect`.
 #![allow(unsafe_code)]
@@ -147,6 +149,21 @@ fn lin_fits(spec: &RankSpec, shape: [usize; 3]) -> bool {
     })
 }
 
+/// Whether the median of `spec` runs four u8 outputs a thread (`rank_med*_u8x4`): u8 data,
+/// a centred 3×3 or 5×5 box in (y, x), rows of whole 4-byte words (`w % 4 == 0`) and the
+/// source 4-byte aligned (outputs are new pool blocks, 256-byte aligned).
+fn packs_u8x4(spec: &RankSpec, shape: [usize; 3], dt: DType, src: &CudaData) -> bool {
+    let [fd, fh, fw] = spec.fshape;
+    dt == DType::U8
+        && fd == 1
+        && fh == fw
+        && (fh == 3 || fh == 5)
+        && spec.is_box()
+        && spec.origin == [0, 0, 0]
+        && shape[2] % 4 == 0
+        && ptr(src) % 4 == 0
+}
+
 /// The 32×8 block grid of the one-output-a-thread kernels.
 pub(crate) fn point_cfg(shape: [usize; 3]) -> LaunchConfig {
     let [d, h, w] = shape;
@@ -172,6 +189,8 @@ impl CudaStorage {
             // 3-D window on huge planes) runs the general network, same result
             KernelId::RankMed9 if !lin_fits(spec, shape) => KernelId::RankNet9,
             KernelId::RankMed25 if !lin_fits(spec, shape) => KernelId::RankNet25,
+            KernelId::RankMed9 if packs_u8x4(spec, shape, dt, self.data()) => KernelId::RankMed9U8x4,
+            KernelId::RankMed25 if packs_u8x4(spec, shape, dt, self.data()) => KernelId::RankMed25U8x4,
             a => a,
         };
         if algo == KernelId::MinmaxBox2d && spec.fshape[0] > 1 {
@@ -271,7 +290,9 @@ impl CudaBackend {
             | KernelId::RankNet25
             | KernelId::RankNet49
             | KernelId::RankMed9
-            | KernelId::RankMed25 => {
+            | KernelId::RankMed25
+            | KernelId::RankMed9U8x4
+            | KernelId::RankMed25U8x4 => {
                 let mut no = NetOffs {
                     dz: [0; 49],
                     dy: [0; 49],
@@ -289,14 +310,20 @@ impl CudaBackend {
                     let lin = (o[0] as i64 * h as i64 + o[1] as i64) * w as i64 + o[2] as i64;
                     no.lin[i] = i32::try_from(lin).unwrap_or(0);
                 }
+                let cfg = match k {
+                    KernelId::RankMed9U8x4 | KernelId::RankMed25U8x4 => point_cfg([d, h, w / 4]),
+                    _ => point_cfg(shape),
+                };
                 let mut l = stream.launch_builder(&f);
                 l.arg(&sp).arg(&dp).arg(&win).arg(&no);
                 // SAFETY: src and dst hold d*h*w elements of the type `dt` names (the caller
                 // checked the length against shape; dst is a new allocation); the kernel
                 // writes only x < w, y < h, z < d and reads in-range (mapped) indices; the
                 // window count is <= the network size (rank_algorithm); stream order keeps
-                // the buffers alive.
-                unsafe { l.launch(point_cfg(shape)) }.map_err(|e| self.launch_err(k, e))?;
+                // the buffers alive. The u8x4 kernels read and write whole 4-byte words of
+                // rows of w % 4 == 0 bytes from 4-byte aligned buffers (packs_u8x4; dst is
+                // a pool block) and load the words beside x only inside the row.
+                unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
             }
             KernelId::RankBisect | KernelId::MinmaxFp => {
                 let table = self.small_table(&flat_offsets(op, &offs)?)?;
