@@ -195,6 +195,9 @@ struct Summary {
     seconds: f64,
     path_steps_per_s: f64,
     total_seconds: f64,
+    /// With --devices: each worker's part (share, chunks, steals, busy seconds) over the book.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workers: Option<Vec<crate::devices_arg::WorkerSplit>>,
 }
 
 /// Simulated path-steps per batch: about a quarter of a second of work on either device,
@@ -564,6 +567,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         seconds,
         path_steps_per_s: path_steps as f64 / seconds.max(1e-9),
         total_seconds: t_start.elapsed().as_secs_f64(),
+        workers: pool.as_ref().map(|p| p.split()),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);

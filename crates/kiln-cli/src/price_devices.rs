@@ -7,6 +7,8 @@ use kiln::executor::{Calibrations, DeviceSet, Executor, OptionBook};
 use kiln::finance::Method;
 use kiln::{Config, Result};
 
+use crate::devices_arg::{split_of, WorkerSplit};
+
 /// Chunks per worker a batch is cut into (so a fast device can take more).
 const CHUNKS_PER_WORKER: usize = 8;
 
@@ -14,6 +16,8 @@ const CHUNKS_PER_WORKER: usize = 8;
 pub(crate) struct Pool {
     ex: Executor,
     label: String,
+    /// Each worker's part of every batch so far (chunks, steals and busy time summed).
+    split: std::sync::Mutex<Vec<WorkerSplit>>,
 }
 
 impl Pool {
@@ -26,7 +30,11 @@ impl Pool {
             .collect::<Vec<_>>()
             .join("+");
         let ex = Executor::new(workers)?.with_calibrations(Calibrations::for_config(cfg));
-        Ok(Pool { ex, label })
+        Ok(Pool {
+            ex,
+            label,
+            split: std::sync::Mutex::new(Vec::new()),
+        })
     }
 
     /// The devices, e.g. `cuda:0+cpu`.
@@ -45,16 +53,23 @@ impl Pool {
         let per = specs.len() / (CHUNKS_PER_WORKER * self.ex.workers().len());
         let book = OptionBook::new(specs, method, *mc, first, per.max(1))?;
         let (out, rep) = self.ex.run(&book)?;
-        for w in &rep.workers {
-            tracing::debug!(
-                "{}: share {:.3}, {} chunks ({} stolen), {:.3} s busy",
-                w.label,
-                w.share,
-                w.chunks,
-                w.stolen,
-                w.busy_s
-            );
+        let run = split_of(&rep);
+        let mut total = self.split.lock().unwrap_or_else(|e| e.into_inner());
+        if total.is_empty() {
+            *total = run;
+        } else {
+            for (t, w) in total.iter_mut().zip(run) {
+                t.chunks += w.chunks;
+                t.stolen += w.stolen;
+                t.busy_s += w.busy_s;
+            }
         }
         Ok(out)
+    }
+
+    /// Each worker's part of the book so far (its first batch's share; chunks, steals and
+    /// busy seconds over every batch), as the batch commands' `--json` reports it.
+    pub(crate) fn split(&self) -> Vec<WorkerSplit> {
+        self.split.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }

@@ -112,3 +112,48 @@ fn the_cli_prices_a_mixed_book_as_price_book_does() {
         assert_eq!(c.std_error.to_bits(), w.std_error.to_bits(), "row {}", c.id);
     }
 }
+
+/// `--devices cpu` prices the Black-Scholes rows through the executor: the same bits as
+/// `--device cpu`, and `--json` reports each worker's part of the book.
+#[test]
+fn devices_keep_the_bits_and_report_the_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut book = String::from("id,type,style,spot,strike,rate,volatility,maturity,fixings\n");
+    for i in 0..40 {
+        book.push_str(&format!("o{i},call,european,100,{},0.03,0.25,1,\n", 80 + i));
+    }
+    book.push_str("as,put,asian_arithmetic,100,100,0.03,0.25,1,12\n");
+    std::fs::write(dir.path().join("book.csv"), book).unwrap();
+    let bin = std::env::var_os("KILN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")));
+    let run = |out: &str, how: &[&str]| {
+        let o = Command::new(&bin)
+            .args([
+                "price", "--input", "book.csv", "--output", out, "--method", "mc", "--json",
+            ])
+            .args(["--paths", "5000", "--steps", "12"])
+            .args(how)
+            .current_dir(dir.path())
+            .env("KILN_CACHE_DIR", dir.path().join("cache"))
+            .env_remove("KILN_DEVICES")
+            .env_remove("KILN_CONFIG")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let one = run("one.csv", &["--device", "cpu"]);
+    let split = run("split.csv", &["--devices", "cpu"]);
+    assert!(one.get("workers").is_none());
+    let a = std::fs::read(dir.path().join("one.csv")).unwrap();
+    let b = std::fs::read(dir.path().join("split.csv")).unwrap();
+    assert_eq!(a, b, "--devices cpu changed the prices");
+    let w = split["workers"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{split}");
+    assert_eq!(w[0]["label"], "cpu");
+    assert!(
+        w[0]["chunks"].as_u64().unwrap() >= 2 && w[0]["share"] == 1.0,
+        "{split}"
+    );
+}
