@@ -3,15 +3,23 @@
 //! kernel reaches at the block size and dynamic shared memory its launcher uses
 //! (`kiln kernels`, `docs/kernels.md`).
 //!
-//! The launch shapes are a table ([`LAUNCHES`], in `attributes/launches.rs`) keyed by symbol rather than a `match`, so a
+//! The launch shapes are a table ([`launches`]: [`LAUNCHES`] in `attributes/launches.rs`,
+//! [`RANK_LAUNCHES`] in `attributes/launches_rank.rs`) keyed by symbol rather than a `match`, so a
 //! kernel added to [`KernelId`] without a row still compiles (`kiln kernels` lists it as
 //! unrecorded) and the test below names it. The driver calls go through cudarc's safe layer (`cuFuncGetAttribute`,
 //! `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`, `cuDeviceGetAttribute`), so this
 //! module needs no `unsafe`.
 
 mod launches;
+mod launches_rank;
 
 pub use launches::LAUNCHES;
+pub use launches_rank::RANK_LAUNCHES;
+
+/// Every row of the launch table ([`LAUNCHES`], then [`RANK_LAUNCHES`]).
+pub fn launches() -> impl Iterator<Item = &'static LaunchShape> {
+    LAUNCHES.iter().chain(RANK_LAUNCHES)
+}
 
 use crate::kernels::KernelId;
 use crate::CudaBackend;
@@ -46,7 +54,7 @@ impl LaunchShape {
 
 /// The launch shape of `k`, if the table has it.
 pub fn launch_shape(k: KernelId) -> Option<&'static LaunchShape> {
-    LAUNCHES.iter().find(|l| l.symbol == k.symbol())
+    launches().find(|l| l.symbol == k.symbol())
 }
 
 /// The SM limits occupancy is measured against.
@@ -167,7 +175,7 @@ impl CudaBackend {
     }
 
     /// Load `k` (compiling its module on a cache miss) and read its attributes and its
-    /// occupancy at the launch shape of [`LAUNCHES`].
+    /// occupancy at the launch shape of [`launches`].
     pub fn kernel_attributes(&self, k: KernelId, limits: &SmLimits) -> Result<KernelAttributes> {
         let f = self.function(k)?;
         let dev = format!("cuda:{}", self.info().desc.ordinal);
@@ -236,12 +244,12 @@ mod tests {
     #[test]
     fn every_kernel_has_exactly_one_launch_row() {
         for k in KernelId::ALL {
-            let n = LAUNCHES.iter().filter(|l| l.symbol == k.symbol()).count();
-            assert_eq!(n, 1, "{}: {n} rows in attributes::LAUNCHES", k.symbol());
+            let n = launches().filter(|l| l.symbol == k.symbol()).count();
+            assert_eq!(n, 1, "{}: {n} rows in the launch table", k.symbol());
         }
-        for l in LAUNCHES {
+        for l in launches() {
             assert_eq!(
-                LAUNCHES.iter().filter(|m| m.symbol == l.symbol).count(),
+                launches().filter(|m| m.symbol == l.symbol).count(),
                 1,
                 "{} twice",
                 l.symbol

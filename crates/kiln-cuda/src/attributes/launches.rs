@@ -3,8 +3,8 @@
 
 use super::LaunchShape;
 
-const B256: [u32; 3] = [256, 1, 1];
-const B32X8: [u32; 3] = [32, 8, 1];
+pub(super) const B256: [u32; 3] = [256, 1, 1];
+pub(super) const B32X8: [u32; 3] = [32, 8, 1];
 const MAP_GRID: &str =
     "ceil(n / (V*256*2)) blocks, each thread one step of two 16-byte vectors (V = 4 f32 or 8 halves)";
 const EW_GRID: &str =
@@ -709,110 +709,6 @@ pub const LAUNCHES: &[LaunchShape] = &[
         computes: "GEMM C = op(A) op(B) on f32, the seed's naive kernel: one thread per element of C (the documented baseline)",
         block: [16, 16, 1],
         grid: "(ceil(M/16), min(ceil(N/16), 65535), min(batch, 65535))",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_net9",
-        computes: "rank of a footprint of up to 9 elements (any dtype as total-order keys), sorted in registers by Batcher's odd-even merge network",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_net25",
-        computes: "rank of up to 25 elements, Batcher network in registers",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_net49",
-        computes: "rank of up to 49 elements, Batcher network in registers",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_med9",
-        computes: "median of exactly 9 elements (3x3), the network pruned to the middle rank",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_med25",
-        computes: "median of exactly 25 elements (5x5), the network pruned to the middle rank",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_med9_u8x4",
-        computes: "median 3x3 of u8 (a centred box), four outputs a thread on packed bytes",
-        block: B32X8,
-        grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_med25_u8x4",
-        computes: "median 5x5 of u8 (a centred box), four outputs a thread on packed bytes",
-        block: B32X8,
-        grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_bisect",
-        computes: "rank over any footprint by bisection on the total-order key (a count over the window a step)",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "minmax_fp",
-        computes: "min/max over any footprint; with a structure min(x - s) / max(x + s) in double",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "rank_hist_u8",
-        computes: "u8 rank over a 2-D box: Huang's sliding histogram down each column of a strip, a 256-bin u16 histogram a thread in static shared memory (32 KiB a block)",
-        block: [64, 1, 1],
-        grid: "(ceil(W/64), ceil(H/strip), planes); strip = max(64, 4*box height) rows",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "minmax_box2d",
-        computes: "min/max over a full 2-D box: a 64x32 output tile with its halo in shared memory, van Herk / Gil-Werman along rows then columns",
-        block: B256,
-        grid: "(ceil(W/64), min(ceil(H/32), 65535), min(D, 65535)), grid-stride over tiles and planes",
-        dynamic_shared_bytes: (((32 + 15 - 1) * (64 + 15 - 1)) + (32 + 15 - 1) * 64) * 4,
-        dynamic_shared_note: "keys of (32+ky-1)(64+kx-1) + (32+ky-1)64; shown at 15x15",
-    },
-    LaunchShape {
-        symbol: "binary_step",
-        computes: "one binary erosion (AND) or dilation (OR) step over a structure, border value outside, optional mask; sets a changed flag",
-        block: B32X8,
-        grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-    },
-    LaunchShape {
-        symbol: "binary_not_u8",
-        computes: "x = 1 - x on a u8 mask",
-        block: B256,
-        grid: "min(ceil(n/256), 65535) blocks, grid-stride",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
     },
