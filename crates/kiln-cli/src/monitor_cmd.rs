@@ -87,6 +87,7 @@ pub fn run(args: &Args, _request: DeviceRequest, cfg: &Config) -> anyhow::Result
     let mut sampler = Sampler::new(&SamplerOptions {
         devices,
         processes: mcfg.processes,
+        slow: mcfg.slow(),
     });
     if let Some(why) = &sampler.nvml_status().reason {
         eprintln!("note: {why}");

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod nvml;
 pub mod power;
 pub mod sample;
+pub mod slow;
 pub mod webhook;
 
 pub use alert::{AlertConfig, AlertEngine, Condition, Rule, Transition};
@@ -31,6 +32,7 @@ pub use error::{Error, Result};
 pub use metrics::{global, KilnMetrics, Metrics, PoolFigures};
 pub use nvml::{DeviceFilter, Sampler, SamplerOptions};
 pub use sample::{GpuProcess, GpuSample, HostSample, NvmlStatus, Sample};
+pub use slow::SlowFields;
 
 /// One GPU as NVML reports it.
 #[derive(Clone, Debug, serde::Serialize)]

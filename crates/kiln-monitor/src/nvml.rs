@@ -5,10 +5,15 @@
 //! does not support is logged once at debug level and not asked again; a field that fails
 //! for another reason is `None` for that tick only. Critical Xid events come from one NVML
 //! event set drained without waiting at each tick.
+//!
+//! The slow fields (energy and the two clocks, milliseconds of driver time each) are read by
+//! default on a second thread, the [`slow`](crate::slow) lane, and a tick reports its last
+//! read with the age; [`SlowFields::Inline`] reads them in the tick instead.
 
 use crate::error::{Error, Result};
 use crate::host::{process_name, HostSampler};
 use crate::sample::{GpuProcess, GpuSample, NvmlStatus, Sample};
+use crate::slow::{age_ms, Lane, Round, SlowFields, SlowValues};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
@@ -19,7 +24,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, EventSet, Nvml};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 static NVML: OnceLock<std::result::Result<Nvml, String>> = OnceLock::new();
 
@@ -50,6 +55,9 @@ pub struct SamplerOptions {
     pub devices: Option<Vec<DeviceFilter>>,
     /// Also list the processes holding each GPU (one more NVML call per device and tick).
     pub processes: bool,
+    /// Where energy and the clocks are read (default: on a second thread, energy every 5th
+    /// round; see [`crate::slow`]).
+    pub slow: SlowFields,
 }
 
 /// The fields read each tick; a bit each in a device's `unsupported` mask.
@@ -92,6 +100,8 @@ pub struct Sampler {
     events: Option<EventSet<'static>>,
     host: HostSampler,
     processes: bool,
+    /// The slow fields' thread; `None` where they are read inline (or there is no GPU).
+    lane: Option<Lane>,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -113,6 +123,7 @@ impl Sampler {
             events: None,
             host: HostSampler::new(),
             processes: opts.processes,
+            lane: None,
         };
         let nvml = match nvml() {
             Ok(n) => n,
@@ -159,7 +170,16 @@ impl Sampler {
             });
         }
         s.events = register_xid_events(nvml, &mut s.devices);
+        if let (SlowFields::Background { energy_every }, false) = (opts.slow, s.devices.is_empty()) {
+            s.lane = Some(start_lane(nvml, &s.devices, energy_every));
+        }
         s
+    }
+
+    /// The slow-field thread's last read time and finished rounds (`None` where the slow
+    /// fields are read inline).
+    pub fn slow_lane_stats(&self) -> Option<(Option<Duration>, u64)> {
+        self.lane.as_ref().map(Lane::stats)
     }
 
     /// Whether NVML answered, and why not.
@@ -181,10 +201,21 @@ impl Sampler {
         self.drain_xid_events();
         let own_pid = std::process::id();
         let processes = self.processes;
+        // The last finished slow read, then a kick for the next tick's: the tick never waits.
+        let slow = self.lane.as_ref().map(|l| {
+            let v = l.latest();
+            l.kick();
+            v
+        });
+        let now = Instant::now();
         let gpus = self
             .devices
             .iter_mut()
-            .map(|d| sample_device(d, processes, own_pid))
+            .enumerate()
+            .map(|(i, d)| {
+                let slow = slow.as_ref().and_then(|v| v.get(i));
+                sample_device(d, processes, own_pid, slow, now)
+            })
             .collect();
         Sample {
             timestamp_ms,
@@ -258,11 +289,22 @@ fn read<T>(
     field: Field,
     f: impl FnOnce(&Device<'static>) -> std::result::Result<T, NvmlError>,
 ) -> Option<T> {
+    read_field(&d.device, d.index, &mut d.unsupported, field, f)
+}
+
+/// [`read`] on a device handle and its own unsupported mask (the slow lane keeps its own).
+fn read_field<T>(
+    device: &Device<'static>,
+    index: u32,
+    unsupported: &mut u32,
+    field: Field,
+    f: impl FnOnce(&Device<'static>) -> std::result::Result<T, NvmlError>,
+) -> Option<T> {
     let bit = 1u32 << field as u32;
-    if d.unsupported & bit != 0 {
+    if *unsupported & bit != 0 {
         return None;
     }
-    match f(&d.device) {
+    match f(device) {
         Ok(v) => Some(v),
         Err(
             e @ (NvmlError::NotSupported
@@ -271,15 +313,53 @@ fn read<T>(
             | NvmlError::NoPermission
             | NvmlError::InvalidArg),
         ) => {
-            d.unsupported |= bit;
-            tracing::debug!("GPU {}: {field:?} unsupported ({e}); not read again", d.index);
+            *unsupported |= bit;
+            tracing::debug!("GPU {index}: {field:?} unsupported ({e}); not read again");
             None
         }
         Err(e) => {
-            tracing::trace!("GPU {}: {field:?} read failed ({e})", d.index);
+            tracing::trace!("GPU {index}: {field:?} read failed ({e})");
             None
         }
     }
+}
+
+/// One device as the slow lane reads it: its own handle and unsupported mask.
+struct SlowDevice {
+    device: Option<Device<'static>>,
+    index: u32,
+    unsupported: u32,
+}
+
+/// Reads the clocks, and energy where the round asks, into `v`.
+fn read_slow(d: &mut SlowDevice, round: Round, v: &mut SlowValues) {
+    let Some(device) = &d.device else { return };
+    let (i, u) = (d.index, &mut d.unsupported);
+    v.sm_clock_mhz = read_field(device, i, u, Field::SmClock, |x| x.clock_info(Clock::SM));
+    v.mem_clock_mhz = read_field(device, i, u, Field::MemClock, |x| x.clock_info(Clock::Memory));
+    v.clocks_at = Some(Instant::now());
+    if round.energy {
+        v.energy_j = read_field(device, i, u, Field::Energy, |x| x.total_energy_consumption())
+            .map(|mj| mj as f64 / 1e3);
+        v.energy_at = v.energy_j.map(|_| Instant::now());
+    }
+}
+
+/// Starts the slow lane over the sampled devices (round 0 runs here: see [`Lane::start`]).
+fn start_lane(nvml: &'static Nvml, devices: &[DeviceState], energy_every: u32) -> Lane {
+    let mut slow: Vec<SlowDevice> = devices
+        .iter()
+        .map(|d| SlowDevice {
+            device: nvml.device_by_index(d.index).ok(),
+            index: d.index,
+            unsupported: 0,
+        })
+        .collect();
+    Lane::start(slow.len(), energy_every, move |round, values| {
+        for (d, v) in slow.iter_mut().zip(values.iter_mut()) {
+            read_slow(d, round, v);
+        }
+    })
 }
 
 /// The rate in KB/s (1000 bytes, NVML's throughput unit) between two readings of a byte
@@ -358,7 +438,27 @@ fn pcie_rates(d: &mut DeviceState, b: &Batch) -> (Option<u32>, Option<u32>) {
     }
 }
 
-fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSample {
+fn sample_device(
+    d: &mut DeviceState,
+    processes: bool,
+    own_pid: u32,
+    slow: Option<&SlowValues>,
+    now: Instant,
+) -> GpuSample {
+    // The slow fields: the lane's last read (with its age), or read here (no age).
+    let (slow, lane) = match slow {
+        Some(v) => (v.clone(), true),
+        None => (
+            SlowValues {
+                sm_clock_mhz: read(d, Field::SmClock, |x| x.clock_info(Clock::SM)),
+                mem_clock_mhz: read(d, Field::MemClock, |x| x.clock_info(Clock::Memory)),
+                energy_j: read(d, Field::Energy, |x| x.total_energy_consumption()).map(|mj| mj as f64 / 1e3),
+                ..SlowValues::default()
+            },
+            false,
+        ),
+    };
+    let age = |at| if lane { age_ms(at, now) } else { None };
     let batch = read_batch(d);
     let (pcie_tx, pcie_rx) = pcie_rates(d, &batch);
     let util = read(d, Field::Utilization, |x| x.utilization_rates());
@@ -381,9 +481,11 @@ fn sample_device(d: &mut DeviceState, processes: bool, own_pid: u32) -> GpuSampl
         temperature_c: read(d, Field::Temperature, |x| x.temperature(TemperatureSensor::Gpu)),
         power_w: read(d, Field::Power, |x| x.power_usage()).map(|mw| mw as f64 / 1e3),
         power_limit_w: read(d, Field::PowerLimit, |x| x.enforced_power_limit()).map(|mw| mw as f64 / 1e3),
-        energy_j: read(d, Field::Energy, |x| x.total_energy_consumption()).map(|mj| mj as f64 / 1e3),
-        sm_clock_mhz: read(d, Field::SmClock, |x| x.clock_info(Clock::SM)),
-        mem_clock_mhz: read(d, Field::MemClock, |x| x.clock_info(Clock::Memory)),
+        energy_j: slow.energy_j,
+        energy_age_ms: age(slow.energy_at),
+        sm_clock_mhz: slow.sm_clock_mhz,
+        mem_clock_mhz: slow.mem_clock_mhz,
+        clocks_age_ms: age(slow.clocks_at),
         throttle_mask: throttle.map(|t| t.bits()),
         throttle_reasons: throttle
             .map(|t| t.iter_names().map(|(n, _)| n.to_ascii_lowercase()).collect())

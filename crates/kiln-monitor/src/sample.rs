@@ -71,10 +71,18 @@ pub struct GpuSample {
     pub power_limit_w: Option<f64>,
     /// Energy used since the driver loaded, joules.
     pub energy_j: Option<f64>,
+    /// How old `energy_j` is in milliseconds where the sampler's second thread read it
+    /// (by default every 5th round); `None` where it was read in this tick.
+    #[serde(default)]
+    pub energy_age_ms: Option<u64>,
     /// SM clock, MHz.
     pub sm_clock_mhz: Option<u32>,
     /// Memory clock, MHz.
     pub mem_clock_mhz: Option<u32>,
+    /// How old the two clocks are in milliseconds where the sampler's second thread read
+    /// them; `None` where they were read in this tick.
+    #[serde(default)]
+    pub clocks_age_ms: Option<u64>,
     /// The raw clock-throttle (event) reason bitmask.
     pub throttle_mask: Option<u64>,
     /// The throttle reasons active now, decoded (`gpu_idle`, `sw_power_cap`, ...).
