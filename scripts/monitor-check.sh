@@ -9,7 +9,7 @@ out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
 B="${KILN:-$PWD/.device/bin/kiln}"; T="${T:-.device/t}"
 export KILN_REQUIRE_GPU=1
 timeout 120 "$T/sampling_cost" --include-ignored --nocapture > "$out/sampling_cost.log" 2>&1
-echo "SAMPLING rc=$?"; grep -E "^one sample|^sampler CPU|^FIELD|panicked" "$out/sampling_cost.log"
+echo "SAMPLING rc=$?"; grep -E "one sample|sampler CPU|: GPU [0-9]+: energy|^FIELD|panicked" "$out/sampling_cost.log"
 KILN_BIN="$B" timeout 120 "$T/monitor" --nocapture --test-threads=1 > "$out/monitor-test.log" 2>&1
 echo "MONITOR TESTS rc=$? $(grep -h 'test result' "$out/monitor-test.log" | tail -1)"
 grep -E "every kiln_gpu|missing|panicked" "$out/monitor-test.log" | head -5
