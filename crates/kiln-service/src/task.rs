@@ -735,4 +735,28 @@ mod tests {
             &["unknown field `turbo`"],
         );
     }
+
+    /// A stored task is JSON text: a price job's numbers must come back from the store as
+    /// the same f64s, or a worker would price a different book than the one validated. A
+    /// 17-digit value is where serde_json's default (best-effort) float parser is one ulp
+    /// off; the workspace turns on its `float_roundtrip` feature.
+    #[test]
+    fn stored_books_keep_every_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = OneBlob(dir.path().join("none.csv"));
+        let spot = 130.65331632653061_f64;
+        let rec = json!({"style": "american", "spot": spot, "strike": 0.30000000000000004, "rate": 0.03,
+            "volatility": 0.2, "maturity": 1.0, "fixings": 4});
+        let v = price(json!({"method": "mc"}), json!({ "options": [rec] }), &none).unwrap();
+        let text = serde_json::to_string(&v.task).unwrap();
+        let back: Task = serde_json::from_str(&text).unwrap();
+        let Task::PriceBook { options, .. } = &back else {
+            panic!("{back:?}")
+        };
+        let BookOption::American { spec, .. } = options[0] else {
+            panic!("{options:?}")
+        };
+        assert_eq!(spec.spot.to_bits(), spot.to_bits(), "{text}");
+        assert_eq!(back, v.task);
+    }
 }
