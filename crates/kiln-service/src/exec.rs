@@ -10,7 +10,8 @@
 //! maps are split across the devices (chunks of rows or elements, calibrated shares, work
 //! stealing; the bits of one device: a price is bit-identical for any device set, a map is
 //! the same per kind of device); a filter or GEMM job is one image, volume or product, with
-//! nothing to split, and runs on the pool's first device.
+//! nothing to split, and runs on the pool's first device, as does a mixed book
+//! ([`Task::PriceBook`]: a solo job, `Runtime::price_book` on one runtime; crate::pricing).
 
 use crate::protocol::{JobResult, WorkItem, WorkOutcome};
 use crate::store::{now_ms, BlobRecord};
@@ -138,6 +139,13 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
         Task::Price { .. } => price(Engine::One(rt), &[(item, task)])
             .pop()
             .map_or_else(|| fail("internal", "no result", false), |r| r.outcome),
+        Task::PriceBook {
+            method,
+            mc,
+            options,
+            target_se,
+            max_paths,
+        } => crate::pricing::run_book(rt, &method, &mc, &options, target_se, max_paths),
         Task::Filter2d {
             kernel,
             mode,

@@ -7,7 +7,7 @@
 //!   timeouts), errors mapped to HTTP in one exhaustive match ([`error`]), an OpenAPI
 //!   document generated from the handlers.
 //! - [`task`]: validation of each kind's params and inputs into the [`task::Task`] a worker
-//!   runs.
+//!   runs ([`pricing`]: `price` jobs, mixed books of every option kind).
 //! - [`store`]: the [`store::JobStore`] trait (claims under leases, results stored once)
 //!   and its implementations: SQLite (WAL, group commit; one node) and PostgreSQL (many
 //!   nodes sharing one queue: `FOR UPDATE SKIP LOCKED` claims, leases renewed by each
@@ -30,6 +30,7 @@ pub mod exec;
 pub mod hub;
 pub mod ids;
 pub mod metrics;
+pub mod pricing;
 pub mod protocol;
 pub mod server;
 pub mod store;

@@ -9,27 +9,13 @@
 use crate::error::ApiError;
 use kiln::core::finance::{McParams, OptionSpec};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
+use kiln::finance::{BookOption, TargetSe};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::PathBuf;
 
 /// The kinds every server runs (`fault` only with `allow_fault_injection`).
 pub const KINDS: [&str; 5] = ["price", "filter2d", "filter3d", "gemm", "elementwise"];
-
-/// The fields of a pricing job's option (`OptionSpec`'s).
-const OPTION_FIELDS: [&str; 11] = [
-    "option_type",
-    "style",
-    "spot",
-    "strike",
-    "rate",
-    "dividend",
-    "volatility",
-    "maturity",
-    "fixings",
-    "barrier",
-    "rebate",
-];
 
 /// An n-d f32 array, inline or in a blob file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -69,6 +55,22 @@ pub enum Task {
         mc: McParams,
         /// The options.
         options: Vec<OptionSpec>,
+    },
+    /// Price a mixed book (Black-Scholes, Heston, American, basket options), or a book
+    /// with Sobol points or a standard-error target: `Runtime::price_book` (or
+    /// `price_to_target`) on the whole book from stream 0, one job a batch
+    /// (crate::pricing's docs).
+    PriceBook {
+        /// `analytic` or `mc`.
+        method: String,
+        /// Monte Carlo parameters, the generator included (ignored by `analytic`).
+        mc: McParams,
+        /// The options.
+        options: Vec<BookOption>,
+        /// Grow the paths until each standard error meets this (Black-Scholes books only).
+        target_se: Option<TargetSe>,
+        /// The path cap of a `target_se` run.
+        max_paths: u64,
     },
     /// Filter a 2-D image `(h, w)` or `(h, w, c)`.
     Filter2d {
@@ -149,37 +151,14 @@ fn bad(msg: impl Into<String>) -> ApiError {
     ApiError::InvalidParams(msg.into())
 }
 
-fn parse<T: serde::de::DeserializeOwned>(what: &str, v: &Value) -> Result<T, ApiError> {
+/// `v` (null: an empty object) as a `T`; the error names `what`.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(what: &str, v: &Value) -> Result<T, ApiError> {
     let v = if v.is_null() {
         Value::Object(Default::default())
     } else {
         v.clone()
     };
     serde_json::from_value(v).map_err(|e| bad(format!("{what}: {e}")))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceParams {
-    #[serde(default = "analytic")]
-    method: String,
-    paths: Option<u64>,
-    steps: Option<u32>,
-    seed: Option<u64>,
-    antithetic: Option<bool>,
-    control_variate: Option<bool>,
-    fast_math: Option<bool>,
-}
-
-fn analytic() -> String {
-    "analytic".into()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceInputs {
-    options: Option<Vec<Value>>,
-    csv_blob: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -256,7 +235,7 @@ pub fn validate(
     blobs: &dyn BlobLookup,
 ) -> Result<Validated, ApiError> {
     let (task, elements) = match kind {
-        "price" => price(params, inputs, blobs)?,
+        "price" => crate::pricing::validate(params, inputs, blobs)?,
         "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs)?,
         "gemm" => gemm(params, inputs, blobs)?,
         "elementwise" => elementwise(params, inputs, blobs)?,
@@ -306,117 +285,6 @@ pub fn validate(
         elements,
         needs_gpu,
     })
-}
-
-fn price(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task, u64), ApiError> {
-    let p: PriceParams = parse("params", params)?;
-    if !matches!(p.method.as_str(), "analytic" | "mc") {
-        return Err(bad(format!("params.method = `{}`; use analytic or mc", p.method)));
-    }
-    let d = McParams::default();
-    let mc = McParams {
-        paths: p.paths.unwrap_or(d.paths),
-        steps: p.steps.unwrap_or(d.steps),
-        seed: p.seed.unwrap_or(d.seed),
-        antithetic: p.antithetic.unwrap_or(d.antithetic),
-        control_variate: p.control_variate.unwrap_or(d.control_variate),
-        fast_math: p.fast_math.unwrap_or(d.fast_math),
-        // Philox: batched jobs take their streams by position (see docs/operations.md);
-        // Sobol pricing through the service is not offered yet.
-        rng: d.rng,
-    };
-    if p.method == "mc" {
-        mc.validate().map_err(|e| bad(format!("params: {e}")))?;
-    }
-    let i: PriceInputs = parse("inputs", inputs)?;
-    let options: Vec<OptionSpec> = match (i.options, i.csv_blob) {
-        (Some(list), None) => list
-            .into_iter()
-            .enumerate()
-            .map(|(n, v)| {
-                // serde would drop unknown keys: a Heston or basket record would then price
-                // silently as a Black-Scholes option
-                if let Some(k) = v
-                    .as_object()
-                    .and_then(|o| o.keys().find(|k| !OPTION_FIELDS.contains(&k.as_str())))
-                {
-                    return Err(bad(format!(
-                        "inputs.options[{n}]: unknown field `{k}`; the service prices Black-Scholes options \
-                         (fields: {}); Heston, American and basket options price through `kiln price` and \
-                         the Python package",
-                        OPTION_FIELDS.join(", ")
-                    )));
-                }
-                let s: OptionSpec =
-                    serde_json::from_value(v).map_err(|e| bad(format!("inputs.options[{n}]: {e}")))?;
-                s.validate()
-                    .map_err(|e| bad(format!("inputs.options[{n}]: {e}")))?;
-                Ok(s)
-            })
-            .collect::<Result<_, ApiError>>()?,
-        (None, Some(id)) => {
-            let (path, format) = blobs
-                .blob(&id)
-                .ok_or_else(|| bad(format!("inputs.csv_blob: no blob `{id}`")))?;
-            if format != "csv" {
-                return Err(bad(format!("inputs.csv_blob: blob `{id}` is {format}, not csv")));
-            }
-            let f = kiln_io::options_csv::read_options(&path)
-                .map_err(|e| bad(format!("inputs.csv_blob: {e}")))?;
-            if let Some(e) = f.errors.first() {
-                return Err(bad(format!(
-                    "inputs.csv_blob: {} bad rows; the first: {e}",
-                    f.errors.len()
-                )));
-            }
-            if let Some(r) = f
-                .options
-                .iter()
-                .find(|r| !matches!(r.kind, kiln_io::options_csv::RowKind::Plain))
-            {
-                return Err(bad(format!(
-                    "inputs.csv_blob: row {} is not a Black-Scholes row (it is {}); the service prices those only \
-                     (Heston, American and basket rows price through `kiln price` and the Python package)",
-                    r.row,
-                    match r.kind {
-                        kiln_io::options_csv::RowKind::Heston(_) => "heston",
-                        kiln_io::options_csv::RowKind::American(_) => "american",
-                        _ => "basket",
-                    }
-                )));
-            }
-            f.options.into_iter().map(|r| r.spec).collect()
-        }
-        _ => {
-            return Err(bad(
-                "inputs: give exactly one of `options` (a list) and `csv_blob`",
-            ))
-        }
-    };
-    if options.is_empty() {
-        return Err(bad("inputs: no options to price"));
-    }
-    if p.method == "analytic" {
-        if let Some((n, s)) = options
-            .iter()
-            .enumerate()
-            .find(|(_, s)| !kiln::finance::supports(kiln::finance::Method::Analytic, s.style))
-        {
-            return Err(bad(format!(
-                "inputs.options[{n}]: style {} has no closed form; use method mc",
-                s.style.name()
-            )));
-        }
-    }
-    let n = options.len() as u64;
-    Ok((
-        Task::Price {
-            method: p.method,
-            mc,
-            options,
-        },
-        n,
-    ))
 }
 
 /// An array input: inline data checked against its shape, or a blob of an allowed format.
@@ -660,60 +528,235 @@ mod tests {
         }
     }
 
-    /// Pricing jobs take Black-Scholes options only: a Heston record (whose extra keys serde
-    /// would drop) or a heston/american/basket CSV row is refused, never priced as a plain
-    /// option.
+    fn price(params: Value, inputs: Value, blobs: &dyn BlobLookup) -> Result<Validated, ApiError> {
+        validate("price", &params, &inputs, 1 << 20, false, blobs)
+    }
+
+    fn heston_rec() -> Value {
+        json!({"model": "heston", "option_type": "put", "spot": 100.0, "strike": 100.0, "rate": 0.02,
+            "maturity": 1.0, "kappa": 1.5, "theta": 0.04, "xi": 0.5, "rho": -0.6, "v0": 0.04})
+    }
+
+    fn basket_rec(average: &str, correlation: Value) -> Value {
+        json!({"style": "basket", "average": average, "strike": 100.0, "rate": 0.0, "maturity": 1.0,
+            "assets": [{"spot": 100.0, "volatility": 0.2, "weight": 1.0},
+                       {"spot": 100.0, "volatility": 0.3, "weight": 1.0},
+                       {"spot": 100.0, "volatility": 0.25, "weight": 1.0}],
+            "correlation": correlation})
+    }
+
+    /// Every kind of record is accepted; a Black-Scholes book under Philox without a target
+    /// keeps its batched path (`Task::Price`), anything else is a solo `Task::PriceBook`.
     #[test]
-    fn non_black_scholes_options_are_refused_not_mispriced() {
+    fn every_option_kind_is_accepted_and_plain_books_keep_their_path() {
         let dir = tempfile::tempdir().unwrap();
         let none = OneBlob(dir.path().join("none.csv"));
-        let ok = json!({"options": [{"option_type": "call", "style": "european", "spot": 100.0,
-            "strike": 100.0, "rate": 0.0, "dividend": 0.0, "volatility": 0.2, "maturity": 1.0,
-            "fixings": null, "barrier": null}]});
-        assert!(validate(
-            "price",
-            &json!({"method": "analytic"}),
-            &ok,
-            1 << 20,
-            false,
-            &none
-        )
-        .is_ok());
-        let mut heston = ok.clone();
-        heston["options"][0]["model"] = json!("heston");
-        let e = err(validate(
-            "price",
-            &json!({"method": "analytic"}),
-            &heston,
-            1 << 20,
-            false,
-            &none,
-        ));
-        assert!(
-            e.contains("unknown field `model`") && e.contains("options[0]"),
-            "{e}"
-        );
+        let plain = json!({"option_type": "call", "spot": 100.0, "strike": 100.0, "rate": 0.0,
+            "volatility": 0.2, "maturity": 1.0});
+        let v = price(json!({"method": "analytic"}), json!({"options": [plain]}), &none).unwrap();
+        assert!(matches!(v.task, Task::Price { ref options, .. } if options.len() == 1));
+        assert_eq!(v.batch_key, "price:analytic");
 
+        let corr = json!([[1.0, 0.5, 0.2], [0.5, 1.0, 0.3], [0.2, 0.3, 1.0]]);
+        let american = json!({"option_type": "put", "style": "american", "spot": 36.0, "strike": 40.0,
+            "rate": 0.06, "volatility": 0.2, "maturity": 1.0, "fixings": 50});
+        let book = json!({"options": [plain, heston_rec(), american, basket_rec("geometric", corr.clone())]});
+        let v = price(json!({"method": "analytic"}), book.clone(), &none).unwrap();
+        let Task::PriceBook {
+            ref options,
+            target_se: None,
+            ..
+        } = v.task
+        else {
+            panic!("{:?}", v.task)
+        };
+        let kinds: Vec<&str> = options.iter().map(BookOption::kind).collect();
+        assert_eq!(kinds, ["bs", "heston", "american", "basket"]);
+        assert!(v.batch_key.starts_with("solo:"), "{}", v.batch_key);
+        assert_eq!(v.elements, 4);
+        // the stored task deserializes to itself
+        let back: Task = serde_json::from_str(&serde_json::to_string(&v.task).unwrap()).unwrap();
+        assert_eq!(back, v.task);
+
+        // mc with an arithmetic basket and Sobol; a plain book under Sobol is a book too
+        let mut mixed = book.clone();
+        mixed["options"][3] = basket_rec("arithmetic", corr);
+        let v = price(
+            json!({"method": "mc", "rng": "sobol", "replicates": 8, "paths": 4096}),
+            mixed,
+            &none,
+        )
+        .unwrap();
+        assert!(
+            matches!(v.task, Task::PriceBook { mc, .. } if mc.rng == kiln::core::finance::Rng::Sobol { replicates: 8 })
+        );
+        let v = price(
+            json!({"method": "mc", "target_se": "1e-3rel", "max_paths": 1 << 20}),
+            json!({"options": [plain]}),
+            &none,
+        )
+        .unwrap();
+        assert!(matches!(
+            v.task,
+            Task::PriceBook {
+                target_se: Some(TargetSe::Relative(_)),
+                max_paths: 1048576,
+                ..
+            }
+        ));
+    }
+
+    /// A CSV blob's Heston and American rows are read; a basket row is refused before the
+    /// file it names is opened (it names a server path).
+    #[test]
+    fn csv_blobs_price_every_kind_but_basket_rows() {
+        let dir = tempfile::tempdir().unwrap();
         let csv = dir.path().join("book.csv");
         std::fs::write(
             &csv,
-            "id,type,style,spot,strike,rate,volatility,maturity,fixings\n\
-             a,call,european,100,100,0.05,0.2,1,\n\
-             b,put,american,36,40,0.06,0.2,1,50\n",
+            "id,type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0\n\
+             a,call,european,100,100,0.05,0.2,1,,,,,,,\n\
+             b,put,american,36,40,0.06,0.2,1,50,,,,,,\n\
+             c,call,european,100,100,0.0,,1,,heston,1.5,0.04,0.5,-0.6,0.04\n",
         )
         .unwrap();
-        let blob = OneBlob(csv);
-        let e = err(validate(
-            "price",
-            &json!({"method": "mc"}),
-            &json!({"csv_blob": "b"}),
-            1 << 20,
-            false,
-            &blob,
+        let v = price(json!({"method": "mc"}), json!({"csv_blob": "b"}), &OneBlob(csv)).unwrap();
+        let Task::PriceBook { options, .. } = v.task else {
+            panic!("{:?}", v.task)
+        };
+        let kinds: Vec<&str> = options.iter().map(BookOption::kind).collect();
+        assert_eq!(kinds, ["bs", "american", "heston"]);
+
+        let csv = dir.path().join("baskets.csv");
+        std::fs::write(
+            &csv,
+            "type,style,spot,strike,rate,volatility,maturity,basket\n\
+             call,european,100,100,0.05,0.2,1,\n\
+             call,basket,,100,0.05,,1,/etc/passwd\n",
+        )
+        .unwrap();
+        let e = err(price(
+            json!({"method": "mc"}),
+            json!({"csv_blob": "b"}),
+            &OneBlob(csv),
         ));
         assert!(
-            e.contains("row 2 is not a Black-Scholes row (it is american)"),
+            e.contains("row 2 is a basket row") && e.contains("inputs.options") && !e.contains("passwd"),
             "{e}"
         );
+    }
+
+    /// Bad records and params are refused at validation, naming the option and the field:
+    /// unknown fields, missing Heston parameters, a correlation matrix that is not positive
+    /// definite, closed forms that do not exist, targets where they do not apply.
+    #[test]
+    fn bad_books_are_refused_naming_the_option_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = OneBlob(dir.path().join("none.csv"));
+        let ok = json!({"spot": 100.0, "strike": 100.0, "rate": 0.0, "volatility": 0.2, "maturity": 1.0});
+        let refused = |params: Value, options: Vec<Value>, needles: &[&str]| {
+            let e = err(price(params, json!({ "options": options }), &none));
+            for n in needles {
+                assert!(e.contains(n), "wanted `{n}` in: {e}");
+            }
+        };
+        let mut sigma = ok.clone();
+        sigma["sigma"] = json!(0.2);
+        refused(
+            json!({}),
+            vec![ok.clone(), sigma],
+            &["inputs.options[1]", "unknown field `sigma`"],
+        );
+        let mut h = heston_rec();
+        h.as_object_mut().unwrap().remove("xi");
+        h.as_object_mut().unwrap().remove("v0");
+        refused(
+            json!({}),
+            vec![h],
+            &["inputs.options[0]", "model heston needs xi, v0"],
+        );
+        let not_pd = json!([[1.0, 0.9, -0.9], [0.9, 1.0, 0.9], [-0.9, 0.9, 1.0]]);
+        refused(
+            json!({"method": "mc"}),
+            vec![ok.clone(), basket_rec("geometric", not_pd)],
+            &["inputs.options[1]", "not positive definite: pivot 3"],
+        );
+        let corr = json!([[1.0, 0.5, 0.2], [0.5, 1.0, 0.3], [0.2, 0.3, 1.0]]);
+        refused(
+            json!({"method": "analytic"}),
+            vec![basket_rec("arithmetic", corr)],
+            &[
+                "inputs.options[0]",
+                "average arithmetic has no closed form; use method mc",
+            ],
+        );
+        let mut asian = heston_rec();
+        asian["style"] = json!("asian_arithmetic");
+        asian["fixings"] = json!(12);
+        refused(
+            json!({"method": "analytic"}),
+            vec![asian],
+            &[
+                "inputs.options[0]",
+                "asian_arithmetic under model heston has no closed form; use method mc",
+            ],
+        );
+        refused(
+            json!({"method": "mc", "target_se": 1e-3}),
+            vec![ok.clone(), heston_rec()],
+            &[
+                "inputs.options[1]",
+                "target_se prices Black-Scholes options only (this one is heston)",
+            ],
+        );
+        refused(
+            json!({"target_se": 1e-3}),
+            vec![ok.clone()],
+            &["params.target_se needs method mc"],
+        );
+        refused(
+            json!({"method": "mc", "target_se": "-1"}),
+            vec![ok.clone()],
+            &["params.target_se", "must be > 0"],
+        );
+        refused(
+            json!({"method": "mc", "rng": "mt19937"}),
+            vec![ok.clone()],
+            &["params.rng = `mt19937`"],
+        );
+        refused(
+            json!({"method": "mc", "rng": "sobol", "replicates": 1}),
+            vec![ok.clone()],
+            &["params:", "replicates"],
+        );
+        refused(
+            json!({"method": "mc", "turbo": true}),
+            vec![ok],
+            &["unknown field `turbo`"],
+        );
+    }
+
+    /// A stored task is JSON text: a price job's numbers must come back from the store as
+    /// the same f64s, or a worker would price a different book than the one validated. A
+    /// 17-digit value is where serde_json's default (best-effort) float parser is one ulp
+    /// off; the workspace turns on its `float_roundtrip` feature.
+    #[test]
+    fn stored_books_keep_every_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = OneBlob(dir.path().join("none.csv"));
+        let spot = 130.65331632653061_f64;
+        let rec = json!({"style": "american", "spot": spot, "strike": 0.30000000000000004, "rate": 0.03,
+            "volatility": 0.2, "maturity": 1.0, "fixings": 4});
+        let v = price(json!({"method": "mc"}), json!({ "options": [rec] }), &none).unwrap();
+        let text = serde_json::to_string(&v.task).unwrap();
+        let back: Task = serde_json::from_str(&text).unwrap();
+        let Task::PriceBook { options, .. } = &back else {
+            panic!("{back:?}")
+        };
+        let BookOption::American { spec, .. } = options[0] else {
+            panic!("{options:?}")
+        };
+        assert_eq!(spec.spot.to_bits(), spot.to_bits(), "{text}");
+        assert_eq!(back, v.task);
     }
 }

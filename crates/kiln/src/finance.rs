@@ -18,9 +18,11 @@ pub mod american;
 mod basket;
 pub mod book;
 mod heston;
+pub mod records;
 mod target;
 pub use american::{AmericanSpec, DEFAULT_TREE_STEPS};
 pub use book::BookOption;
+pub use records::{book_option, normalize_record, RecordError};
 pub use target::{TargetRun, TargetSe};
 
 /// How to price.

@@ -24,8 +24,10 @@ use super::american::{american_continuous, AmericanSpec, DEFAULT_TREE_STEPS};
 use super::Method;
 use crate::Runtime;
 
-/// One option of a mixed book and the engine it goes to.
-#[derive(Clone, Debug, PartialEq)]
+/// One option of a mixed book and the engine it goes to. Serialized (the job service stores
+/// books) with an `engine` tag: `plain`, `heston`, `american` or `basket`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "engine", rename_all = "snake_case")]
 pub enum BookOption {
     /// A Black-Scholes option of any [`Style`](kiln_core::finance::Style).
     Plain(OptionSpec),

@@ -29,7 +29,7 @@ use super::Method;
 use crate::Runtime;
 
 /// The standard error to reach.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "value")]
 pub enum TargetSe {
     /// `std_error <= value`.
