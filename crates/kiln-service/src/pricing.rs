@@ -98,6 +98,12 @@ pub fn validate(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Resul
         "mc" => Method::MonteCarlo,
         other => return Err(bad(format!("params.method = `{other}`; use analytic or mc"))),
     };
+    if p.replicates.is_some() && p.rng.as_deref() != Some("sobol") {
+        // Philox has no replicates: say so rather than ignore the number
+        return Err(bad(
+            "params.replicates needs rng = \"sobol\" (Philox runs have no replicates)",
+        ));
+    }
     let rng = match p.rng.as_deref() {
         None | Some("philox") => Rng::Philox,
         Some("sobol") => Rng::Sobol {
@@ -121,6 +127,11 @@ pub fn validate(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Resul
     let target = p.target_se.as_ref().map(target_se).transpose()?;
     if target.is_some() && method != Method::MonteCarlo {
         return Err(bad("params.target_se needs method mc"));
+    }
+    if p.max_paths.is_some() && target.is_none() {
+        return Err(bad(
+            "params.max_paths caps a target_se run; give target_se too, or set paths",
+        ));
     }
     let max_paths = p.max_paths.unwrap_or(DEFAULT_MAX_PATHS);
 

@@ -730,6 +730,16 @@ mod tests {
             &["params:", "replicates"],
         );
         refused(
+            json!({"method": "mc", "replicates": 8}),
+            vec![ok.clone()],
+            &["params.replicates needs rng = \"sobol\""],
+        );
+        refused(
+            json!({"method": "mc", "max_paths": 1 << 20}),
+            vec![ok.clone()],
+            &["params.max_paths caps a target_se run"],
+        );
+        refused(
             json!({"method": "mc", "turbo": true}),
             vec![ok],
             &["unknown field `turbo`"],
