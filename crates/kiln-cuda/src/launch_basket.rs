@@ -91,6 +91,18 @@ impl Params {
     }
 }
 
+/// The parameter arrays basket.cu reads (u32 rows, f32 data, f64 data) for `options`, each
+/// with its stream index: what a launch uploads. For the host emulation test
+/// (tests/host_emulation.rs), which runs basket.cu through a C++ compiler on these arrays.
+#[doc(hidden)]
+pub fn basket_param_arrays(options: &[(BasketPathParams, u32)]) -> Result<(Vec<u32>, Vec<f32>, Vec<f64>)> {
+    let mut p = Params::default();
+    for (pp, option) in options {
+        p.push(pp, *option)?;
+    }
+    Ok((p.u, p.f, p.d))
+}
+
 /// The parameters on the device.
 struct DeviceParams {
     u: DeviceBuffer<u32>,

@@ -57,6 +57,8 @@ pub use cudarc::driver::CudaEvent;
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use graph::Graph;
 pub use kernels::{KernelId, Module, Program};
+#[doc(hidden)]
+pub use launch_basket::basket_param_arrays;
 pub use launch_finance::{GpuMcOptions, McProbe};
 pub use launch_imaging::rank_algorithm;
 pub use profiler::{profiler, Profiler, Range};
