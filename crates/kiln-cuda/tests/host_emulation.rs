@@ -48,30 +48,22 @@ fn median_kernels_match_a_naive_median_on_the_host() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut tu = String::from(include_str!("emu/cuda_host_stub.h"));
-    for s in SOURCES {
-        tu.push_str(s);
-        tu.push('\n');
-    }
-    tu.push_str(include_str!("emu/rank_med_check.cpp"));
-    let src = dir.path().join("rank_med_check.cpp");
-    std::fs::write(&src, tu).unwrap();
     for pack in [4, 2] {
-        let exe = dir.path().join(format!("check{pack}"));
-        let out = Command::new(&cxx)
-            .args(["-std=c++17", "-O2", "-w", "-DKILN_ONLY"])
-            .args(["-DKILN_K_rank_med9", "-DKILN_K_rank_med25"])
-            .args(["-DKILN_K_rank_med9_u8x4", "-DKILN_K_rank_med25_u8x4"])
-            .arg(format!("-DKILN_MEDPACK={pack}"))
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{cxx} failed on the rank module (MEDPACK {pack}):\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        let medpack = format!("-DKILN_MEDPACK={pack}");
+        let exe = build(
+            &cxx,
+            dir.path(),
+            &format!("check{pack}"),
+            &SOURCES,
+            include_str!("emu/rank_med_check.cpp"),
+            &[
+                "-DKILN_ONLY",
+                "-DKILN_K_rank_med9",
+                "-DKILN_K_rank_med25",
+                "-DKILN_K_rank_med9_u8x4",
+                "-DKILN_K_rank_med25_u8x4",
+                &medpack,
+            ],
         );
         let run = Command::new(&exe).output().unwrap();
         let text = String::from_utf8_lossy(&run.stdout);
