@@ -98,14 +98,26 @@ impl BinarySpec {
                 org[a] = -org[a] - if fshape[a] % 2 == 0 { 1 } else { 0 };
             }
         }
-        Ok(BinarySpec {
+        let spec = BinarySpec {
             fshape,
             mask,
             origin: org,
             border_value: p.border_value,
             dilate,
             iterations: p.iterations,
-        })
+        };
+        // Repeating until nothing changes terminates when each step only grows (dilation) or
+        // only shrinks (erosion) the set, which holds when the structure maps every element to
+        // itself. Without that, the result can oscillate forever (scipy then never returns).
+        if p.iterations < 1 && !spec.offsets().contains(&[0, 0, 0]) {
+            return bad(format!(
+                "iterations = {} repeats until the result stops changing, which needs the structure's \
+                 element at its centre (shifted by origin) to be true: without it the result can \
+                 oscillate forever. Give iterations >= 1, or such a structure",
+                p.iterations
+            ));
+        }
+        Ok(spec)
     }
 
     /// scipy's `binary_erosion` on a `dims`-D input.
@@ -174,5 +186,27 @@ mod tests {
             }
         )
         .is_err());
+    }
+
+    /// Until-stable iterations with a structure that does not map each element to itself
+    /// are refused (they can cycle forever); a true centre, or a count, is fine.
+    #[test]
+    fn until_stable_needs_a_true_centre() {
+        let ring = Footprint::new(&[3, 3], vec![true, true, true, true, false, true, true, true, true]).expect("ring");
+        let p = |iterations: i64, origin: Vec<isize>| BinaryParams {
+            structure: Some(ring.clone()),
+            iterations,
+            origin,
+            ..Default::default()
+        };
+        for it in [0, -1] {
+            let e = BinarySpec::dilation(2, &p(it, vec![])).expect_err("dilation");
+            assert!(e.to_string().contains("oscillate forever"), "{e}");
+            assert!(BinarySpec::erosion(2, &p(it, vec![])).is_err());
+            // shifted so that a true element sits at the origin: terminates
+            assert!(BinarySpec::dilation(2, &p(it, vec![1, 0])).is_ok());
+        }
+        assert!(BinarySpec::dilation(2, &p(3, vec![])).is_ok());
+        assert!(BinarySpec::dilation(2, &BinaryParams { iterations: -1, ..Default::default() }).is_ok());
     }
 }
