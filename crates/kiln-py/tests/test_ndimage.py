@@ -16,6 +16,10 @@ import kiln
 from kiln import ndimage as ndi
 
 sn = pytest.importorskip("scipy.ndimage")
+_scipy = pytest.importorskip("scipy")
+if tuple(int(p) for p in _scipy.__version__.split(".")[:2]) < (1, 15):
+    # axes= of the rank, morphology and laplace functions came in 1.15; written against 1.17
+    pytest.skip(f"scipy {_scipy.__version__} is older than 1.15", allow_module_level=True)
 
 SHAPES = [(17,), (1, 1), (7, 5), (31, 64), (9, 10, 11)]
 MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-wrap", "grid-constant",
