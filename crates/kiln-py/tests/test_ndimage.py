@@ -246,6 +246,32 @@ def test_rank_parameters(shape, dtype):
             check_exact(fn, x, structure=st, footprint=st > -0.5, origin=(1, 0, -1)[:nd])
 
 
+def test_rank_axes_in_any_order_as_scipy():
+    x = rand((9, 10, 11))
+    # every axis named out of order: scipy keeps footprint and origins in axis order ...
+    check_exact("median_filter", x[0], size=(1, 3), origin=(0, -1), axes=(1, 0))
+    check_exact("rank_filter", x, 1, footprint=np.ones((2, 1, 3), bool), origin=(0, 0, 1),
+                axes=(2, 0, 1))
+    # ... except on the separable min/max path, where size[i] and origin[i] go to axes[i]
+    check_exact("minimum_filter", x, size=(4, 1, 2), origin=(1, 0, -1), axes=(2, 0, 1))
+    check_exact("grey_dilation", x, size=(2, 3), origin=(0, 1), axes=(2, 0))
+    # some axes left out: the window's axes in increasing order, origin i on axes[i]
+    check_exact("percentile_filter", x, 40, size=(2, 4), origin=(1, 0), axes=(2, 0))
+
+
+def test_rank_1d_footprints_follow_the_definition():
+    # scipy 1.17's fast 1-D path ignores a footprint's holes (and misreads windows larger
+    # than the input); its n-D path does not: compare against that on a (1, n) image
+    x = rand((17,), np.uint8)
+    fp = np.array([True, False, True, True])
+    for fn, args in [("median_filter", ()), ("rank_filter", (1,)), ("percentile_filter", (50,))]:
+        for mode in ("wrap", "reflect", "mirror", "constant"):
+            got = getattr(ndi, fn)(x, *args, footprint=fp, origin=1, mode=mode, cval=5)
+            want = getattr(sn, fn)(x[None], *args, footprint=fp[None], origin=(0, 1), mode=mode,
+                                   cval=5)[0]
+            assert np.array_equal(got, want), (fn, mode)
+
+
 # --- binary morphology ----------------------------------------------------------------------
 
 BINARY = ["binary_erosion", "binary_dilation", "binary_opening", "binary_closing"]
@@ -316,6 +342,7 @@ def test_unsupported_parameters_raise_naming_them():
     refused("axes", ndi.median_filter, rand((2, 3, 4, 5)), 3)
     refused("structure", ndi.grey_erosion, x, structure=np.ones(3), axes=(0,))
     refused("axes", ndi.gaussian_gradient_magnitude, x, 1.0, axes=(0,))
+    refused("axes", ndi.grey_dilation, x, footprint=np.eye(3, dtype=bool), axes=(1, 0))
     refused("out_type", ndi.sobel, x, out_type="torch")
     refused("size", ndi.median_filter, x)
     refused("axes", ndi.uniform_filter, x, axes=(0, 0))

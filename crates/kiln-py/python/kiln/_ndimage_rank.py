@@ -30,7 +30,19 @@ def _expand(ndim, axes, fp, what, fname):
 
 
 def _origin(ndim, axes, origin, fname):
-    """scipy's _expand_origin."""
+    """scipy's _expand_origin: origin ``i`` on ``axes[i]`` when ``axes`` leaves an axis out;
+    with every axis named (in any order) the origins stay in axis order, as scipy's do."""
+    o = _seq(origin, len(axes), "origin", fname, _index)
+    if len(axes) == ndim:
+        return o
+    full = [0] * ndim
+    for v, a in zip(o, axes):
+        full[a] = v
+    return full
+
+
+def _separable_origin(ndim, axes, origin, fname):
+    """scipy's separable min/max path: ``size[i]`` and ``origin[i]`` on ``axes[i]`` always."""
     o = _seq(origin, len(axes), "origin", fname, _index)
     full = [0] * ndim
     for v, a in zip(o, axes):
@@ -76,7 +88,7 @@ def _rank_call(fname, input, size, footprint, structure, output, mode, cval, ori
             for s, a in zip(sizes, ax):
                 full[a] = s
             p["size"] = full
-            p["origin"] = _origin(ndim, ax, origin, fname)
+            p["origin"] = _separable_origin(ndim, ax, origin, fname)
             return call.done(_native.ndimage_rank(call.x, fname, **p))
         fp = np.ones(sizes, dtype=bool)
     if fp is None and size is not None:  # an all-true footprint on the separable path
@@ -85,7 +97,14 @@ def _rank_call(fname, input, size, footprint, structure, output, mode, cval, ori
         for s, a in zip(sizes, ax):
             full[a] = s
         p["size"] = full
+        p["origin"] = _separable_origin(ndim, ax, origin, fname)
+        return call.done(_native.ndimage_rank(call.x, fname, **p))
     elif fp is not None:
+        if fname in ("grey_dilation", "grey_opening", "grey_closing") and ax != sorted(ax):
+            # scipy pairs the reflected window's origin shift with axes[i] but places the
+            # window's axes in increasing order: refuse rather than guess which it meant
+            raise InvalidInputError(
+                f"{fname}: axes {tuple(ax)} out of increasing order with a footprint or structure are not supported; give axes sorted")
         fp = _expand(ndim, ax, fp, "footprint", fname)
         if fp.all() and structure is None:
             p["size"] = list(fp.shape)
