@@ -78,6 +78,8 @@ def _window(kw, nd):
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.uint16], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("fn,args,kw", RANK, ids=[f"{f[0]}-{i}" for i, f in enumerate(RANK)])
 def test_rank_gpu_equals_cpu_bitwise(peer, fn, args, kw, dtype):
+    if peer[0] == "torch" and dtype == np.uint16:
+        pytest.skip("torch's uint16 support is partial (no DLPack/copy guarantees)")
     for i, shape in enumerate(SHAPES):
         x = rand(shape, dtype, i)
         for mode in MODES:
@@ -123,6 +125,8 @@ LINEAR = [
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.uint16], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("fn,args,kw", LINEAR, ids=[f"{f[0]}-{i}" for i, f in enumerate(LINEAR)])
 def test_linear_gpu_within_tolerance_of_cpu(peer, fn, args, kw, dtype):
+    if peer[0] == "torch" and dtype == np.uint16:
+        pytest.skip("torch's uint16 support is partial (no DLPack/copy guarantees)")
     for i, shape in enumerate(SHAPES):
         x = rand(shape, dtype, 100 + i)
         a = args(len(shape))
