@@ -5,8 +5,9 @@
 # then, on the GPU machine (device run, carry [".device"]):
 #   bash scripts/py-gpu-check.sh
 # Installs the carried wheel with --no-deps into a target dir (the machine's numpy, torch,
-# ... stay in use), runs tests/test_gpu.py with KILN_REQUIRE_GPU=1 (a skip is a failure),
-# the CPU suite, then scripts/py-bench.py; logs under $OUT when set.
+# ... stay in use), runs tests/test_gpu.py and tests/test_ndimage_gpu.py with KILN_REQUIRE_GPU=1
+# (a skip is a failure; torch/CuPy cases of test_ndimage_gpu skip if those do not import),
+# the CPU suites (test_cpu.py, test_ndimage.py), then scripts/py-bench.py; logs under $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kiln-py-out}
@@ -16,9 +17,9 @@ rm -rf "$site"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .device/wheels/kiln-*.whl || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import kiln, json; print(json.dumps(kiln.doctor(), indent=1))" | tee "$out/py-doctor.txt"
-(cd crates/kiln-py && KILN_REQUIRE_GPU=1 python3 -m pytest -q -ra -p no:cacheprovider tests/test_gpu.py) 2>&1 | tee "$out/py-gpu-tests.txt"
+(cd crates/kiln-py && KILN_REQUIRE_GPU=1 python3 -m pytest -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_ndimage_gpu.py) 2>&1 | tee "$out/py-gpu-tests.txt"
 gpu_rc=${PIPESTATUS[0]}
-(cd crates/kiln-py && python3 -m pytest -q -p no:cacheprovider tests/test_cpu.py) 2>&1 | tail -3 | tee "$out/py-cpu-tests.txt"
+(cd crates/kiln-py && python3 -m pytest -q -p no:cacheprovider tests/test_cpu.py tests/test_ndimage.py) 2>&1 | tail -3 | tee "$out/py-cpu-tests.txt"
 cpu_rc=${PIPESTATUS[0]}
 python3 scripts/py-bench.py "$out/py-bench.json" 2>&1 | tee "$out/py-bench.txt"
 bench_rc=${PIPESTATUS[0]}

@@ -18,6 +18,7 @@
 mod dlpack;
 mod errors;
 mod finance;
+mod ndimage;
 mod ops;
 mod runtime;
 mod tensor;
@@ -127,6 +128,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlpack::register(m)?;
     ops::register(m)?;
     finance::register(m)?;
+    ndimage::register(m)?;
     Ok(())
 }
 

@@ -48,7 +48,7 @@ __all__ = [
     "InvalidInputError", "NoDeviceError", "from_dlpack", "asarray", "zeros", "sigmoid", "tanh",
     "relu", "exp", "scale_shift", "clamp", "axpy", "transpose", "cast", "matmul", "filter2d",
     "filter3d", "correlate", "price", "memory_stats", "empty_cache", "synchronize", "doctor",
-    "profile", "profiler_report", "__version__",
+    "profile", "profiler_report", "ndimage", "__version__",
 ]
 
 
@@ -343,3 +343,6 @@ def profile():
 def profiler_report() -> dict:
     """The aggregated profiler ranges recorded so far."""
     return _native.profiler_report()
+
+
+from . import ndimage  # noqa: E402  (scipy.ndimage's functions: kiln.ndimage)

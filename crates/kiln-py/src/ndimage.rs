@@ -1,0 +1,317 @@
+//! `kiln.ndimage`'s native half: scipy.ndimage's linear filters, rank filters, grey and
+//! binary morphology on a kiln tensor or any DLPack array, run through the facade
+//! (`Tensor::ndimage`, `Tensor::rank_apply`, `Tensor::binary_apply`) on the device the data
+//! lives on, with the GIL released.
+//!
+//! Design: the Python layer (python/kiln/ndimage.py) owns scipy's signatures, refuses the
+//! parameters kiln does not support, normalises `axes` and expands footprints and
+//! structures to the data's rank exactly as scipy's `_expand_footprint` / `_expand_origin`
+//! do, and converts results back to the caller's array type. What reaches these functions
+//! is already per-axis and typed, so each is a thin map onto the facade's parameter structs
+//! (`NdParams` + `linear_spec::build`, `RankParams`, `BinaryParams`), the same ones the CLI's
+//! `kiln ndimage` fills. The facade's linear filters take 2-D and 3-D tensors only; a 1-D
+//! input runs as a `(1, n)` image filtered along its last axis.
+
+use crate::errors::invalid;
+use crate::ops::coerce;
+use crate::tensor::PyTensor;
+use crate::{run, IntoPy};
+use kiln::core::imaging::linear_spec::{self, NdParams};
+use kiln::core::imaging::BoundaryMode;
+use kiln::morphology::{BinaryFunction, BinaryParams};
+use kiln::ndimage::{ndimage_tolerance, LinearFilter};
+use kiln::rank::{Footprint, RankFunction, RankParams};
+use pyo3::prelude::*;
+
+/// scipy's mode names (filters' `grid-*` synonyms included); anything else is refused
+/// here, so kiln's own `constant:V` spelling does not leak into the Python API.
+const MODES: &[&str] = &[
+    "reflect",
+    "constant",
+    "nearest",
+    "mirror",
+    "wrap",
+    "grid-wrap",
+    "grid-constant",
+    "grid-mirror",
+];
+
+fn boundary(mode: &str, cval: f64) -> PyResult<BoundaryMode> {
+    if !MODES.contains(&mode) {
+        return Err(invalid(format!(
+            "mode `{mode}` is not supported; use one of {}",
+            MODES.join(", ")
+        )));
+    }
+    let p = NdParams {
+        mode: mode.to_string(),
+        cval,
+        ..Default::default()
+    };
+    p.boundary().py()
+}
+
+/// The linear filter's parameters, with scipy's names (see `NdParams`).
+#[allow(clippy::too_many_arguments)]
+fn linear_params(
+    sigma: Vec<f64>,
+    order: Vec<usize>,
+    truncate: f64,
+    radius: Option<Vec<usize>>,
+    size: Vec<usize>,
+    origin: Vec<isize>,
+    axis: isize,
+    axes: Option<Vec<isize>>,
+    weights: Option<Vec<f64>>,
+    wshape: Option<Vec<usize>>,
+    mode: &str,
+    cval: f64,
+) -> PyResult<NdParams> {
+    boundary(mode, cval)?;
+    Ok(NdParams {
+        sigma,
+        order,
+        truncate,
+        radius,
+        size,
+        origin,
+        axis,
+        axes,
+        weights,
+        wshape,
+        mode: mode.to_string(),
+        cval,
+    })
+}
+
+/// The plan of `function` for data of rank `rank` (1 runs as a `(1, n)` image: the axes
+/// and the axis move to the last one).
+fn plan(function: &str, rank: usize, p: &NdParams) -> PyResult<LinearFilter> {
+    if !(1..=3).contains(&rank) {
+        return Err(invalid(format!(
+            "{function}: kiln filters 1-D, 2-D and 3-D arrays, got {rank} axes"
+        )));
+    }
+    if rank == 1 {
+        let mut q = p.clone();
+        if !matches!(p.axis, -1 | 0) {
+            return Err(invalid(format!(
+                "{function}: axis {} is out of range for a 1-D input",
+                p.axis
+            )));
+        }
+        q.axis = 1;
+        q.axes = match &p.axes {
+            None => Some(vec![1]),
+            Some(a) if a.iter().all(|&a| a == 0 || a == -1) && a.len() == 1 => Some(vec![1]),
+            Some(a) => {
+                return Err(invalid(format!(
+                    "{function}: axes {a:?} are out of range for a 1-D input"
+                )))
+            }
+        };
+        return linear_spec::build(function, 2, &q).py();
+    }
+    linear_spec::build(function, rank, p).py()
+}
+
+/// `ndimage_linear(x, function, ...)`: scipy.ndimage's linear `function` (correlate,
+/// convolve, correlate1d, convolve1d, gaussian_filter, gaussian_filter1d, gaussian_laplace,
+/// gaussian_gradient_magnitude, uniform_filter, uniform_filter1d, sobel, prewitt, laplace)
+/// on f32, u8 or u16 data of 1 to 3 axes; the result has the input's dtype and device.
+#[pyfunction]
+#[pyo3(signature = (x, function, *, sigma = vec![], order = vec![0], truncate = 4.0, radius = None,
+    size = vec![3], origin = vec![0], axis = -1, axes = None, weights = None, wshape = None,
+    mode = "reflect", cval = 0.0))]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_linear(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    function: &str,
+    sigma: Vec<f64>,
+    order: Vec<usize>,
+    truncate: f64,
+    radius: Option<Vec<usize>>,
+    size: Vec<usize>,
+    origin: Vec<isize>,
+    axis: isize,
+    axes: Option<Vec<isize>>,
+    weights: Option<Vec<f64>>,
+    wshape: Option<Vec<usize>>,
+    mode: &str,
+    cval: f64,
+) -> PyResult<PyTensor> {
+    let p = linear_params(
+        sigma, order, truncate, radius, size, origin, axis, axes, weights, wshape, mode, cval,
+    )?;
+    let (t, rt, keep) = coerce(py, x, None)?;
+    let shape = t.shape().to_vec();
+    let f = plan(function, shape.len(), &p)?;
+    let out = run(py, &rt, || {
+        if let [n] = shape[..] {
+            t.reshape(&[1, n])?.ndimage(&f)?.reshape(&shape)
+        } else {
+            t.ndimage(&f)
+        }
+    })?;
+    Ok(PyTensor::with_inputs(out, rt, keep))
+}
+
+/// `ndimage_tolerance(function, rank, max_in, ...)`: the bound on |GPU - CPU| kiln tests its
+/// linear filters against (`kiln::ndimage::ndimage_tolerance`), for data of largest
+/// magnitude `max_in`. Same parameters as [`ndimage_linear`].
+#[pyfunction]
+#[pyo3(signature = (function, rank, max_in, *, sigma = vec![], order = vec![0], truncate = 4.0,
+    radius = None, size = vec![3], origin = vec![0], axis = -1, axes = None, weights = None,
+    wshape = None, mode = "reflect", cval = 0.0))]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_tolerance_of(
+    function: &str,
+    rank: usize,
+    max_in: f64,
+    sigma: Vec<f64>,
+    order: Vec<usize>,
+    truncate: f64,
+    radius: Option<Vec<usize>>,
+    size: Vec<usize>,
+    origin: Vec<isize>,
+    axis: isize,
+    axes: Option<Vec<isize>>,
+    weights: Option<Vec<f64>>,
+    wshape: Option<Vec<usize>>,
+    mode: &str,
+    cval: f64,
+) -> PyResult<f64> {
+    let p = linear_params(
+        sigma, order, truncate, radius, size, origin, axis, axes, weights, wshape, mode, cval,
+    )?;
+    Ok(ndimage_tolerance(&plan(function, rank, &p)?, max_in))
+}
+
+fn footprint(what: &str, shape: Vec<usize>, mask: Vec<bool>) -> PyResult<Footprint> {
+    Footprint::new(&shape, mask).map_err(|e| invalid(format!("{what}: {e}")))
+}
+
+/// `ndimage_rank(x, function, ...)`: a rank filter or grey morphology op (median_filter,
+/// rank_filter, percentile_filter, minimum_filter, maximum_filter, grey_erosion,
+/// grey_dilation, grey_opening, grey_closing) with a full-rank window (`size` per axis, or
+/// a `footprint` / `structure` given as shape and row-major values).
+#[pyfunction]
+#[pyo3(signature = (x, function, *, size = None, footprint_shape = None, footprint_mask = None,
+    structure_shape = None, structure_values = None, mode = "reflect", cval = 0.0,
+    origin = vec![], rank = None, percentile = None))]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_rank(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    function: &str,
+    size: Option<Vec<usize>>,
+    footprint_shape: Option<Vec<usize>>,
+    footprint_mask: Option<Vec<bool>>,
+    structure_shape: Option<Vec<usize>>,
+    structure_values: Option<Vec<f64>>,
+    mode: &str,
+    cval: f64,
+    origin: Vec<isize>,
+    rank: Option<isize>,
+    percentile: Option<f64>,
+) -> PyResult<PyTensor> {
+    let func = match function {
+        "median_filter" => RankFunction::Median,
+        "rank_filter" => RankFunction::Rank(rank.ok_or_else(|| invalid("rank_filter needs `rank`"))?),
+        "percentile_filter" => RankFunction::Percentile(
+            percentile.ok_or_else(|| invalid("percentile_filter needs `percentile`"))?,
+        ),
+        "minimum_filter" => RankFunction::Minimum,
+        "maximum_filter" => RankFunction::Maximum,
+        "grey_erosion" => RankFunction::GreyErosion,
+        "grey_dilation" => RankFunction::GreyDilation,
+        "grey_opening" => RankFunction::GreyOpening,
+        "grey_closing" => RankFunction::GreyClosing,
+        _ => {
+            return Err(invalid(format!(
+                "`{function}` is not a rank filter or grey morphology op"
+            )))
+        }
+    };
+    let footprint = match (footprint_shape, footprint_mask) {
+        (Some(s), Some(m)) => Some(footprint("footprint", s, m)?),
+        (None, None) => None,
+        _ => return Err(invalid("footprint: give its shape and its mask")),
+    };
+    let structure = match (structure_shape, structure_values) {
+        (Some(s), Some(v)) => Some((s, v)),
+        (None, None) => None,
+        _ => return Err(invalid("structure: give its shape and its values")),
+    };
+    let p = RankParams {
+        size,
+        footprint,
+        structure,
+        mode: boundary(mode, cval)?,
+        origin,
+    };
+    let (t, rt, keep) = coerce(py, x, None)?;
+    let out = run(py, &rt, || t.rank_apply(func, &p))?;
+    Ok(PyTensor::with_inputs(out, rt, keep))
+}
+
+/// `ndimage_binary(x, function, ...)`: binary_erosion, binary_dilation, binary_opening,
+/// binary_closing or binary_fill_holes; the structure is full-rank (default: scipy's
+/// `generate_binary_structure(rank, 1)`); the result is u8 0/1.
+#[pyfunction]
+#[pyo3(signature = (x, function, *, structure_shape = None, structure_mask = None,
+    iterations = 1, border_value = false, origin = vec![]))]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_binary(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    function: &str,
+    structure_shape: Option<Vec<usize>>,
+    structure_mask: Option<Vec<bool>>,
+    iterations: i64,
+    border_value: bool,
+    origin: Vec<isize>,
+) -> PyResult<PyTensor> {
+    let func = match function {
+        "binary_erosion" => BinaryFunction::Erosion,
+        "binary_dilation" => BinaryFunction::Dilation,
+        "binary_opening" => BinaryFunction::Opening,
+        "binary_closing" => BinaryFunction::Closing,
+        "binary_fill_holes" => BinaryFunction::FillHoles,
+        _ => return Err(invalid(format!("`{function}` is not a binary morphology op"))),
+    };
+    let structure = match (structure_shape, structure_mask) {
+        (Some(s), Some(m)) => Some(footprint("structure", s, m)?),
+        (None, None) => None,
+        _ => return Err(invalid("structure: give its shape and its mask")),
+    };
+    let p = BinaryParams {
+        structure,
+        iterations,
+        border_value,
+        origin,
+    };
+    let (t, rt, keep) = coerce(py, x, None)?;
+    let out = run(py, &rt, || t.binary_apply(func, &p))?;
+    Ok(PyTensor::with_inputs(out, rt, keep))
+}
+
+/// `binary_structure(rank, connectivity)`: scipy's `generate_binary_structure` for rank 1
+/// to 3, row-major.
+#[pyfunction]
+fn binary_structure(rank: usize, connectivity: usize) -> PyResult<Vec<bool>> {
+    Ok(Footprint::binary_structure(rank, connectivity)
+        .py()?
+        .mask()
+        .to_vec())
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(ndimage_linear, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_tolerance_of, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_binary, m)?)?;
+    m.add_function(wrap_pyfunction!(binary_structure, m)?)?;
+    Ok(())
+}

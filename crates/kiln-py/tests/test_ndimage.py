@@ -1,0 +1,358 @@
+"""kiln.ndimage against scipy.ndimage on fresh random inputs (CPU; the GPU cases are in
+test_ndimage_gpu.py).
+
+Rank filters and morphology must equal scipy exactly; linear filters on float32 must lie
+within kiln's stated bound (``kiln::ndimage::ndimage_tolerance``, read through
+``kiln.ndimage._tolerance``); 8/16-bit linear results within 1 of scipy's float64 result
+rounded half away from zero and clamped (kiln's documented rule; scipy itself truncates).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import ndimage as ndi
+
+sn = pytest.importorskip("scipy.ndimage")
+_scipy = pytest.importorskip("scipy")
+if tuple(int(p) for p in _scipy.__version__.split(".")[:2]) < (1, 15):
+    # axes= of the rank, morphology and laplace functions came in 1.15; written against 1.17
+    pytest.skip(f"scipy {_scipy.__version__} is older than 1.15", allow_module_level=True)
+
+SHAPES = [(17,), (1, 1), (7, 5), (31, 64), (9, 10, 11)]
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-wrap", "grid-constant",
+         "grid-mirror"]
+_seed = itertools.count(1)
+
+
+def rand(shape, dtype=np.float32):
+    """Fresh random data (a new seed per call): floats in [-2, 2), integers over the range."""
+    rng = np.random.default_rng(next(_seed))
+    if dtype == np.float32 or dtype == np.float64:
+        return rng.uniform(-2, 2, size=shape).astype(dtype)
+    return rng.integers(0, np.iinfo(dtype).max, size=shape, endpoint=True).astype(dtype)
+
+
+def check_linear(fn, x, *args, **kw):
+    """kiln vs scipy for one linear call on float32, uint8, uint16 or float64 ``x``."""
+    got = getattr(ndi, fn)(x, *args, **kw)
+    assert isinstance(got, np.ndarray) and got.shape == x.shape and got.dtype == x.dtype, (
+        type(got), getattr(got, "dtype", None))
+    if x.dtype == np.float32:
+        want = getattr(sn, fn)(x, *args, **kw)
+        tol = ndi._tolerance(float(np.abs(x).max()), getattr(ndi, fn), x, *args, **kw)
+        err = float(np.abs(got.astype(np.float64) - want).max())
+        assert err <= tol, f"{fn} {x.shape} {args} {kw}: |kiln - scipy| = {err} > {tol}"
+    elif x.dtype == np.float64:
+        want = getattr(sn, fn)(x, *args, **kw)
+        x32 = x.astype(np.float32)
+        tol = ndi._tolerance(float(np.abs(x).max()), getattr(ndi, fn), x32, *args, **kw)
+        tol += 1e-6 * float(np.abs(want).max())  # the float32 rounding of the input
+        err = float(np.abs(got - want).max())
+        assert err <= tol, f"{fn} f64 {x.shape} {args} {kw}: {err} > {tol}"
+    else:
+        kw64 = dict(kw)
+        want = getattr(sn, fn)(x.astype(np.float64), *args, **kw64)
+        want = np.clip(np.sign(want) * np.floor(np.abs(want) + 0.5), 0, np.iinfo(x.dtype).max)
+        err = float(np.abs(got.astype(np.float64) - want).max())
+        assert err <= 1, f"{fn} {x.dtype} {x.shape} {args} {kw}: off by {err}"
+
+
+def check_exact(fn, x, *args, **kw):
+    got = getattr(ndi, fn)(x, *args, **kw)
+    want = getattr(sn, fn)(x, *args, **kw)
+    assert isinstance(got, np.ndarray)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, f"{fn} {x.dtype} {x.shape} {args} {kw}: {len(bad)} differ, first at {bad[0]}"
+
+
+# --- linear filters -------------------------------------------------------------------------
+
+LINEAR = [
+    ("correlate", lambda nd: (np.random.default_rng(5).uniform(-1, 1, (3,) * nd),), {}),
+    ("convolve", lambda nd: (np.random.default_rng(6).uniform(-1, 1, (2,) * nd),), {}),
+    ("correlate1d", lambda nd: ([0.25, -1.0, 0.5, 2.0],), {}),
+    ("convolve1d", lambda nd: ([1.0, 2.0, -0.5],), {"axis": 0}),
+    ("gaussian_filter", lambda nd: (1.3,), {}),
+    ("gaussian_filter1d", lambda nd: (2.0,), {"axis": 0}),
+    ("gaussian_laplace", lambda nd: (1.0,), {}),
+    ("gaussian_gradient_magnitude", lambda nd: (0.8,), {}),
+    ("uniform_filter", lambda nd: (), {"size": 4}),
+    ("uniform_filter1d", lambda nd: (5,), {}),
+    ("sobel", lambda nd: (), {"axis": 0}),
+    ("prewitt", lambda nd: (), {}),
+    ("laplace", lambda nd: (), {}),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("fn,args,kw", LINEAR, ids=[f[0] for f in LINEAR])
+def test_linear_every_mode(fn, args, kw, shape):
+    x = rand(shape)
+    for mode in MODES:
+        check_linear(fn, x, *args(len(shape)), mode=mode, cval=0.75, **kw)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", [(17,), (7, 5), (31, 64), (9, 10, 11)], ids=str)
+@pytest.mark.parametrize("fn,args,kw", LINEAR, ids=[f[0] for f in LINEAR])
+def test_linear_dtypes(fn, args, kw, shape, dtype):
+    if dtype != np.float64 and fn in ("sobel", "prewitt", "laplace", "gaussian_laplace",
+                                      "correlate", "convolve", "correlate1d", "convolve1d"):
+        # signed results: kiln clamps at 0, compare on data where they stay positive
+        x = rand(shape, dtype)
+        check_linear("gaussian_filter", x, 1.0, mode="nearest")
+        return
+    x = rand(shape, dtype)
+    for mode in ("reflect", "constant", "wrap"):
+        check_linear(fn, x, *args(len(shape)), mode=mode, cval=3.0, **kw)
+
+
+def test_linear_signed_integer_results_clamp():
+    x = rand((31, 64), np.uint8)
+    for fn in ("sobel", "prewitt", "laplace"):
+        check_linear(fn, x)
+    check_linear("correlate", x, np.array([[1.0, -2.0], [0.5, 0.25]]), origin=(-1, 0))
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (31, 64), (9, 10, 11)], ids=str)
+def test_linear_parameters(shape):
+    nd = len(shape)
+    x = rand(shape)
+    rng = np.random.default_rng(11)
+    # kernels of odd and even sides, with origins
+    for ks in [(2,) * nd, (3,) * nd, (4, 1, 3)[:nd], (1, 5, 2)[:nd]]:
+        w = rng.uniform(-1, 1, ks)
+        for origin in [0, [-(k // 2) for k in ks], [(k - 1) // 2 for k in ks]]:
+            check_linear("correlate", x, w, origin=origin, mode="mirror")
+            check_linear("convolve", x, w, origin=origin, mode="constant", cval=-1.5)
+    # axes
+    check_linear("correlate", x, rng.uniform(-1, 1, (3,)), axes=(nd - 1,))
+    check_linear("convolve", x, rng.uniform(-1, 1, (2, 3)), axes=(0, nd - 1), origin=(-1, 1))
+    check_linear("uniform_filter", x, size=(2, 5), axes=(nd - 1, 0), origin=(0, -2))
+    check_linear("laplace", x, axes=[-1])
+    # per-axis sigma, order, truncate, radius
+    check_linear("gaussian_filter", x, [0.7, 2.1, 1.0][:nd], order=[1, 0, 2][:nd], truncate=2.5)
+    check_linear("gaussian_filter", x, 1.2, radius=[1, 3, 2][:nd], mode="wrap")
+    check_linear("gaussian_filter", x, [0.0, 1.5, 0.5][:nd])
+    check_linear("gaussian_filter", x, 1.0, order=2, axes=(0,))
+    check_linear("gaussian_filter", x, (1.0, 2.0), axes=(nd - 1, 0), order=(0, 1))
+    check_linear("gaussian_filter1d", x, 1.7, axis=0, order=1, radius=3)
+    check_linear("gaussian_filter1d", x, 0.9, axis=-1, order=2, truncate=3.0)
+    check_linear("gaussian_laplace", x, [1.0, 2.0, 1.5][:nd], truncate=3.0)
+    check_linear("gaussian_gradient_magnitude", x, [1.1, 0.6, 1.4][:nd], radius=2)
+    check_linear("gaussian_gradient_magnitude", x, 0.9, axes=tuple(range(nd))[::-1])
+    check_linear("uniform_filter1d", x, 4, axis=0, origin=-2)
+    check_linear("uniform_filter1d", x, 6, axis=-1, origin=2, mode="nearest")
+    check_linear("correlate1d", x, [1.0, 2.0, 3.0, 4.0], axis=0, origin=1)
+    check_linear("convolve1d", x, [1.0, -2.0], axis=-1, origin=-1)
+    for ax in range(nd):
+        check_linear("sobel", x, axis=ax, mode="nearest")
+        check_linear("prewitt", x, axis=-1 - ax, mode="constant", cval=2.0)
+
+
+def test_linear_returns_new_writable_array_of_input_type():
+    x = rand((7, 5))
+    y = ndi.gaussian_filter(x, 1.0)
+    assert isinstance(y, np.ndarray) and y.flags.writeable and not np.shares_memory(x, y)
+    # lists go through numpy, as scipy takes them
+    assert isinstance(ndi.uniform_filter(x.tolist(), 3), np.ndarray)
+    # a kiln tensor stays a kiln tensor; out_type="kiln" gives one for numpy too
+    t = kiln.asarray(x)
+    assert isinstance(ndi.gaussian_filter(t, 1.0), kiln.Tensor)
+    assert isinstance(ndi.gaussian_filter(x, 1.0, out_type="kiln"), kiln.Tensor)
+    np.testing.assert_array_equal(ndi.gaussian_filter(t, 1.0).numpy(), y)
+    np.testing.assert_array_equal(ndi.gaussian_filter(x, 1.0, device="cpu"), y)
+
+
+# --- rank filters and grey morphology -------------------------------------------------------
+
+RANK = [
+    ("median_filter", (), {"size": 3}),
+    ("median_filter", (), {"size": 4}),
+    ("rank_filter", (2,), {"size": 3}),
+    ("rank_filter", (-2,), {"size": (2, 3, 2)}),
+    ("percentile_filter", (30,), {"size": 3}),
+    ("percentile_filter", (-20,), {"size": 2}),
+    ("minimum_filter", (), {"size": 3}),
+    ("maximum_filter", (), {"size": (4, 2, 3)}),
+    ("minimum_filter1d", (3,), {}),
+    ("maximum_filter1d", (4,), {"axis": 0}),
+    ("grey_erosion", (), {"size": 3}),
+    ("grey_dilation", (), {"size": (2, 3, 4)}),
+    ("grey_opening", (), {"size": 3}),
+    ("grey_closing", (), {"size": 2}),
+]
+
+
+def _fit(kw, nd):
+    """Per-axis tuples of RANK trimmed to the data's rank."""
+    return {k: (v[:nd] if isinstance(v, tuple) else v) for k, v in kw.items()}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("fn,args,kw", RANK, ids=[f"{f[0]}-{i}" for i, f in enumerate(RANK)])
+def test_rank_every_mode(fn, args, kw, shape):
+    x = rand(shape)
+    for mode in MODES:
+        check_exact(fn, x, *args, mode=mode, cval=0.5, **_fit(kw, len(shape)))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", [(17,), (7, 5), (31, 64), (9, 10, 11)], ids=str)
+@pytest.mark.parametrize("fn,args,kw", RANK, ids=[f"{f[0]}-{i}" for i, f in enumerate(RANK)])
+def test_rank_integer_dtypes(fn, args, kw, shape, dtype):
+    x = rand(shape, dtype)
+    for mode in ("reflect", "constant", "mirror"):
+        check_exact(fn, x, *args, mode=mode, cval=7.9, **_fit(kw, len(shape)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.uint16], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", [(7, 5), (31, 64), (9, 10, 11)], ids=str)
+def test_rank_parameters(shape, dtype):
+    nd = len(shape)
+    x = rand(shape, dtype)
+    rng = np.random.default_rng(3)
+    fps = [rng.random((3,) * nd) > 0.4, rng.random((2, 4, 3)[:nd]) > 0.5,
+           ndi.generate_binary_structure(nd, 1)]
+    for fp in fps:
+        fp.flat[0] = True
+        origin = [-(s // 2) for s in fp.shape]
+        for fn, args in [("median_filter", ()), ("rank_filter", (1,)), ("percentile_filter", (75,)),
+                         ("minimum_filter", ()), ("maximum_filter", ()), ("grey_erosion", ()),
+                         ("grey_dilation", ()), ("grey_opening", ()), ("grey_closing", ())]:
+            check_exact(fn, x, *args, footprint=fp, mode="nearest")
+            check_exact(fn, x, *args, footprint=fp, origin=origin, mode="wrap")
+    # origins with sizes, odd and even
+    for size, origin in [((3, 4, 2)[:nd], (1, -2, 0)[:nd]), (5, 2), (2, -1)]:
+        for fn in ("median_filter", "minimum_filter", "maximum_filter", "grey_dilation",
+                   "grey_closing"):
+            check_exact(fn, x, size=size, origin=origin, mode="reflect")
+    # axes
+    check_exact("median_filter", x, size=3, axes=(0,))
+    check_exact("maximum_filter", x, size=(2, 4), axes=(nd - 1, 0), origin=(0, 1))
+    check_exact("rank_filter", x, -1, footprint=[[True, False, True]], axes=(0, nd - 1))
+    check_exact("grey_erosion", x, size=(3,), axes=(-1,), mode="constant", cval=1.0)
+    check_exact("percentile_filter", x, 100, size=2)
+    check_exact("percentile_filter", x, 0, size=4, mode="mirror")
+    # non-flat grey morphology (float32: integers wrap as C does; tested in kiln's own suite)
+    if dtype == np.float32:
+        st = rng.uniform(-1, 1, (3, 2, 3)[:nd])
+        for fn in ("grey_erosion", "grey_dilation", "grey_opening", "grey_closing"):
+            check_exact(fn, x, structure=st, mode="nearest")
+            check_exact(fn, x, structure=st, footprint=st > -0.5, origin=(1, 0, -1)[:nd])
+
+
+def test_rank_axes_in_any_order_as_scipy():
+    x = rand((9, 10, 11))
+    # every axis named out of order: scipy keeps footprint and origins in axis order ...
+    check_exact("median_filter", x[0], size=(1, 3), origin=(0, -1), axes=(1, 0))
+    check_exact("rank_filter", x, 1, footprint=np.ones((2, 1, 3), bool), origin=(0, 0, 1),
+                axes=(2, 0, 1))
+    # ... except on the separable min/max path, where size[i] and origin[i] go to axes[i]
+    check_exact("minimum_filter", x, size=(4, 1, 2), origin=(1, 0, -1), axes=(2, 0, 1))
+    check_exact("grey_dilation", x, size=(2, 3), origin=(0, 1), axes=(2, 0))
+    # some axes left out: the window's axes in increasing order, origin i on axes[i]
+    check_exact("percentile_filter", x, 40, size=(2, 4), origin=(1, 0), axes=(2, 0))
+
+
+def test_rank_1d_footprints_follow_the_definition():
+    # scipy 1.17's fast 1-D path ignores a footprint's holes (and misreads windows larger
+    # than the input); its n-D path does not: compare against that on a (1, n) image
+    x = rand((17,), np.uint8)
+    fp = np.array([True, False, True, True])
+    for fn, args in [("median_filter", ()), ("rank_filter", (1,)), ("percentile_filter", (50,))]:
+        for mode in ("wrap", "reflect", "mirror", "constant"):
+            got = getattr(ndi, fn)(x, *args, footprint=fp, origin=1, mode=mode, cval=5)
+            want = getattr(sn, fn)(x[None], *args, footprint=fp[None], origin=(0, 1), mode=mode,
+                                   cval=5)[0]
+            assert np.array_equal(got, want), (fn, mode)
+
+
+# --- binary morphology ----------------------------------------------------------------------
+
+BINARY = ["binary_erosion", "binary_dilation", "binary_opening", "binary_closing"]
+
+
+def rand_mask(shape, p=0.55, dtype=bool):
+    return (np.random.default_rng(next(_seed)).random(shape) < p).astype(dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("fn", BINARY + ["binary_fill_holes"])
+def test_binary(fn, shape):
+    nd = len(shape)
+    x = rand_mask(shape)
+    rng = np.random.default_rng(9)
+    structs = [None] + [ndi.generate_binary_structure(nd, c) for c in range(1, nd + 1)]
+    structs.append(rng.random((2, 3, 2)[:nd]) > 0.3)
+    for st in structs:
+        if fn == "binary_fill_holes":
+            check_exact(fn, x, structure=st)
+            continue
+        for it, bv in [(1, 0), (2, 1), (-1, 0), (0, 1)]:
+            check_exact(fn, x, structure=st, iterations=it, border_value=bv)
+    if fn != "binary_fill_holes":
+        check_exact(fn, x, origin=[-1, 0, 1][:nd])
+        check_exact(fn, x, axes=(0,))
+    if nd > 1:
+        check_exact(fn, x, structure=np.ones((3, 2), bool), origin=(1, -1), axes=(0, nd - 1))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64, np.int32])
+def test_binary_any_dtype_is_nonzero(dtype):
+    x = rand_mask((31, 64), dtype=dtype) * dtype(3)
+    for fn in BINARY + ["binary_fill_holes"]:
+        check_exact(fn, x)
+    assert ndi.binary_erosion(kiln.asarray(x.astype(np.uint8))).dtype == "uint8"
+
+
+def test_generate_binary_structure():
+    for rank in range(0, 5):
+        for conn in range(0, 5):
+            got = ndi.generate_binary_structure(rank, conn)
+            want = sn.generate_binary_structure(rank, conn)
+            assert got.dtype == bool and np.array_equal(got, want), (rank, conn)
+
+
+# --- what kiln refuses ----------------------------------------------------------------------
+
+def refused(param, fn, *args, **kw):
+    with pytest.raises(kiln.InvalidInputError) as e:
+        fn(*args, **kw)
+    assert param in str(e.value), f"{param!r} not named in: {e.value}"
+
+
+def test_unsupported_parameters_raise_naming_them():
+    x = rand((7, 5))
+    refused("output", ndi.median_filter, x, 3, output=np.empty_like(x))
+    refused("output", ndi.gaussian_filter, x, 1.0, output=np.float64)
+    refused("output", ndi.binary_erosion, x > 0, output=np.uint8)
+    refused("mask", ndi.binary_dilation, x > 0, mask=np.ones(x.shape, bool))
+    refused("mask", ndi.binary_opening, x > 0, mask=np.ones(x.shape, bool))
+    refused("brute_force", ndi.binary_erosion, x > 0, brute_force=True)
+    refused("mode", ndi.gaussian_filter, x, 1.0, mode=["reflect", "wrap"])
+    refused("mode", ndi.uniform_filter, x, mode="bogus")
+    refused("foo", ndi.gaussian_laplace, x, 1.0, foo=1)
+    refused("dtype", ndi.median_filter, x.astype(np.float64), 3)
+    refused("dtype", ndi.gaussian_filter, x.astype(np.int32), 1.0)
+    refused("axes", ndi.median_filter, rand((2, 3, 4, 5)), 3)
+    refused("structure", ndi.grey_erosion, x, structure=np.ones(3), axes=(0,))
+    refused("axes", ndi.gaussian_gradient_magnitude, x, 1.0, axes=(0,))
+    refused("axes", ndi.grey_dilation, x, footprint=np.eye(3, dtype=bool), axes=(1, 0))
+    refused("out_type", ndi.sobel, x, out_type="torch")
+    refused("size", ndi.median_filter, x)
+    refused("axes", ndi.uniform_filter, x, axes=(0, 0))
+    # and the facade's own checks come through as InvalidInputError
+    refused("origin", ndi.median_filter, x, 3, origin=2)
+    refused("rank", ndi.rank_filter, x, 9, size=3)
+
+
+def test_float64_linear_is_computed_in_float32_and_returned_as_float64():
+    x = rand((31, 64), np.float64)
+    y = ndi.gaussian_filter(x, 2.0)
+    assert y.dtype == np.float64
+    assert np.abs(y - sn.gaussian_filter(x, 2.0)).max() < 1e-5
