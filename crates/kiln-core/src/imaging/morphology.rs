@@ -98,36 +98,43 @@ impl BinarySpec {
                 org[a] = -org[a] - if fshape[a] % 2 == 0 { 1 } else { 0 };
             }
         }
-        let spec = BinarySpec {
+        Ok(BinarySpec {
             fshape,
             mask,
             origin: org,
             border_value: p.border_value,
             dilate,
             iterations: p.iterations,
-        };
-        // Repeating until nothing changes terminates when each step only grows (dilation) or
-        // only shrinks (erosion) the set, which holds when the structure maps every element to
-        // itself. Without that, the result can oscillate forever (scipy then never returns).
-        if p.iterations < 1 && !spec.offsets().contains(&[0, 0, 0]) {
-            return bad(format!(
-                "iterations = {} repeats until the result stops changing, which needs the structure's \
-                 element at its centre (shifted by origin) to be true: without it the result can \
-                 oscillate forever. Give iterations >= 1, or such a structure",
-                p.iterations
+        })
+    }
+
+    /// Repeating until nothing changes terminates when each step only grows (dilation) or
+    /// only shrinks (erosion) the set, which holds when the structure maps every element to
+    /// itself. Without that, the result can oscillate forever (scipy then never returns), so
+    /// the user's until-stable request is refused.
+    fn terminating(self, op: &str) -> Result<Self> {
+        if self.iterations < 1 && !self.offsets().contains(&[0, 0, 0]) {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "iterations = {} repeats until the result stops changing, which needs the structure's \
+                     element at its centre (shifted by origin) to be true: without it the result can \
+                     oscillate forever. Give iterations >= 1, or such a structure",
+                    self.iterations
+                ),
             ));
         }
-        Ok(spec)
+        Ok(self)
     }
 
     /// scipy's `binary_erosion` on a `dims`-D input.
     pub fn erosion(dims: usize, p: &BinaryParams) -> Result<Self> {
-        Self::new("binary_erosion", dims, p, false)
+        Self::new("binary_erosion", dims, p, false)?.terminating("binary_erosion")
     }
 
     /// scipy's `binary_dilation` on a `dims`-D input.
     pub fn dilation(dims: usize, p: &BinaryParams) -> Result<Self> {
-        Self::new("binary_dilation", dims, p, true)
+        Self::new("binary_dilation", dims, p, true)?.terminating("binary_dilation")
     }
 
     /// The dilation `binary_fill_holes` runs (iterations -1, border 1, scipy's origin).
@@ -192,7 +199,11 @@ mod tests {
     /// are refused (they can cycle forever); a true centre, or a count, is fine.
     #[test]
     fn until_stable_needs_a_true_centre() {
-        let ring = Footprint::new(&[3, 3], vec![true, true, true, true, false, true, true, true, true]).expect("ring");
+        let ring = Footprint::new(
+            &[3, 3],
+            vec![true, true, true, true, false, true, true, true, true],
+        )
+        .expect("ring");
         let p = |iterations: i64, origin: Vec<isize>| BinaryParams {
             structure: Some(ring.clone()),
             iterations,
@@ -207,6 +218,13 @@ mod tests {
             assert!(BinarySpec::dilation(2, &p(it, vec![1, 0])).is_ok());
         }
         assert!(BinarySpec::dilation(2, &p(3, vec![])).is_ok());
-        assert!(BinarySpec::dilation(2, &BinaryParams { iterations: -1, ..Default::default() }).is_ok());
+        assert!(BinarySpec::dilation(
+            2,
+            &BinaryParams {
+                iterations: -1,
+                ..Default::default()
+            }
+        )
+        .is_ok());
     }
 }
