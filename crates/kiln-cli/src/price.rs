@@ -142,16 +142,17 @@ pub struct Args {
     /// with a Brownian bridge; see below).
     #[arg(long, default_value = "philox", value_parser = ["philox", "sobol"])]
     rng: String,
-    /// Sobol only: independent random digital shifts (the standard error is their spread).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=4096))]
-    replicates: u32,
+    /// Sobol only: independent random digital shifts (the standard error is their spread)
+    /// [default: 16].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    replicates: Option<u32>,
     /// Time to accuracy: grow the paths (from --paths) until the standard error meets this
     /// target: absolute (1e-4) or relative to the price (1e-4rel, 0.01%).
     #[arg(long, value_name = "SE", value_parser = parse_target)]
     target_se: Option<kiln::finance::TargetSe>,
-    /// With --target-se: the most paths an option may take.
-    #[arg(long, default_value_t = 1 << 32, value_parser = clap::value_parser!(u64).range(2..))]
-    max_paths: u64,
+    /// With --target-se: the most paths an option may take [default: 4294967296].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    max_paths: Option<u64>,
     /// Price the good rows anyway and list the bad ones in <output stem>.errors.csv.
     #[arg(long)]
     skip_invalid: bool,
@@ -373,7 +374,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         fast_math: args.fast_math,
         rng: match args.rng.as_str() {
             "sobol" => Rng::Sobol {
-                replicates: args.replicates,
+                replicates: args.replicates.unwrap_or(16),
             },
             _ => Rng::Philox,
         },
@@ -381,6 +382,22 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     if args.target_se.is_some() && !is_mc {
         return Err(Error::invalid("kiln price", "--target-se needs --method mc").into());
     }
+    // flags that would be read by nothing are refused, not ignored
+    if args.replicates.is_some() && args.rng != "sobol" {
+        return Err(Error::invalid(
+            "kiln price",
+            "--replicates needs --rng sobol (Philox runs have no replicates)",
+        )
+        .into());
+    }
+    if args.max_paths.is_some() && args.target_se.is_none() {
+        return Err(Error::invalid(
+            "kiln price",
+            "--max-paths caps a --target-se run; give --target-se too, or set --paths",
+        )
+        .into());
+    }
+    let max_paths = args.max_paths.unwrap_or(1 << 32);
     if is_mc {
         mc.validate()?;
     }
@@ -474,7 +491,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             Some(target) => {
                 // only Black-Scholes rows get here (`unsupported`)
                 let specs: Vec<OptionSpec> = rows.iter().map(|o| o.spec).collect();
-                let run = rt.price_to_target(&specs, &mc, target, args.max_paths, first);
+                let run = rt.price_to_target(&specs, &mc, target, max_paths, first);
                 rounds = rounds.max(run.rounds);
                 extra_work = extra_work.saturating_add(run.path_steps);
                 short += run
@@ -601,7 +618,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         eprintln!(
             "warning: {short} option{} stopped at --max-paths {} short of the target standard error",
             if short == 1 { "" } else { "s" },
-            args.max_paths
+            max_paths
         );
     }
     if args.skip_invalid && !errors.is_empty() {

@@ -532,3 +532,48 @@ fn bad_basket_files_and_cells_exit_4_naming_them() {
         "{e}"
     );
 }
+
+/// Flags nothing would read are refused (exit 4), not ignored: `--replicates` under Philox,
+/// `--max-paths` without `--target-se`.
+#[test]
+fn flags_without_their_mode_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "one.csv",
+        "id,type,style,spot,strike,rate,dividend,volatility,maturity,fixings,barrier\na,call,european,100,100,0.05,0,0.2,1,,\n",
+    );
+    let base = [
+        "--input", "one.csv", "--output", "out.csv", "--device", "cpu", "--method", "mc", "--paths", "4096",
+    ];
+    for (extra, why) in [
+        (&["--replicates", "8"][..], "--replicates needs --rng sobol"),
+        (
+            &["--max-paths", "100000"][..],
+            "--max-paths caps a --target-se run",
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let o = kiln(d.path(), &args);
+        assert_eq!(o.status.code(), Some(4), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(why), "{extra:?}: {}", stderr(&o));
+        assert!(!d.path().join("out.csv").exists());
+    }
+    // with their modes they are read
+    let args: Vec<&str> = base
+        .iter()
+        .chain(&[
+            "--rng",
+            "sobol",
+            "--replicates",
+            "8",
+            "--target-se",
+            "1e-2rel",
+            "--max-paths",
+            "1048576",
+        ])
+        .copied()
+        .collect();
+    let o = kiln(d.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -332,6 +332,12 @@ def test_price_sobol_and_target_se():
         assert t["rounds"] >= 1 and t["seconds"] > 0 and t["paths_used"][0] >= 4096
     capped = kiln.price([opt], "mc", paths=4096, steps=4, target_se=1e-9, max_paths=16384)
     assert capped["met"].tolist() == [False]
+    # flags nothing would read are refused, not ignored
+    with pytest.raises(kiln.InvalidInputError, match="replicates needs rng='sobol'"):
+        kiln.price([opt], "mc", paths=4096, replicates=8)
+    with pytest.raises(kiln.InvalidInputError, match="max_paths caps a target_se run"):
+        kiln.price([opt], "mc", paths=4096, max_paths=1 << 20)
+    assert kiln.price([opt], "mc", rng="sobol", paths=4096, steps=4, replicates=8)["price"].shape == (1,)
 
 
 INDICES = [dict(name="SPX", spot=100.0, volatility=0.18, dividend=0.013, weight=0.5),

@@ -278,7 +278,7 @@ def _records(options):
 def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int = 64,
           seed: int = 0x6B696C6E, antithetic: bool = False, control_variate: bool = False,
           fast_math: bool = False, device: str | None = None, rng: str = "philox",
-          replicates: int = 16, target_se=None, max_paths: int = 1 << 32):
+          replicates: int | None = None, target_se=None, max_paths: int | None = None):
     """Price a book of options by closed form (``method="analytic"``) or Monte Carlo
     (``"mc"``, on the GPU where there is one; the CPU gives the same bits). The same book
     priced by ``kiln price`` (the same rows in a CSV, the same flags) gives the same bits:
@@ -302,9 +302,11 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     Andersen's QE.
 
     ``rng``: ``"philox"`` or ``"sobol"`` (randomised quasi-Monte Carlo, ``replicates``
-    random shifts give the standard error). ``target_se``: grow the paths from ``paths``
-    until each standard error meets it: a float (absolute) or a string (``"1e-4rel"``,
-    ``"0.01%"``: relative to the price), up to ``max_paths``; Black-Scholes options only.
+    random shifts, 16 by default, give the standard error). ``target_se``: grow the paths
+    from ``paths`` until each standard error meets it: a float (absolute) or a string
+    (``"1e-4rel"``, ``"0.01%"``: relative to the price), up to ``max_paths`` (default
+    2^32); Black-Scholes options only. ``replicates`` without ``rng="sobol"`` and
+    ``max_paths`` without ``target_se`` raise ``InvalidInputError`` (nothing would read them).
 
     Returns a dict of numpy arrays: ``price``, ``std_error``, ``delta``, ``gamma``,
     ``vega``, ``theta``, ``rho`` (NaN where the method gives none), ``ci95_low``,
@@ -318,6 +320,12 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     """
     import numpy as np
 
+    if replicates is not None and rng != "sobol":
+        raise InvalidInputError("replicates needs rng='sobol' (Philox runs have no replicates)")
+    if max_paths is not None and target_se is None:
+        raise InvalidInputError("max_paths caps a target_se run; give target_se too, or set paths")
+    replicates = 16 if replicates is None else replicates
+    max_paths = 1 << 32 if max_paths is None else max_paths
     recs = _records(options)
     if target_se is not None and not isinstance(target_se, str):
         target_se = repr(float(target_se))
