@@ -235,7 +235,14 @@ fn plan_binary(name: &str, ndim: usize, f: &RankFlags, origin: Vec<isize>) -> an
         "binary_closing" => BinaryFunction::Closing,
         _ => BinaryFunction::FillHoles,
     };
-    kiln::morphology::BinarySpec::erosion(ndim, &p)?;
+    // checked before any file is read, by the spec of the op that runs first (its name is
+    // the one the error gives)
+    use kiln::morphology::BinarySpec;
+    match func {
+        BinaryFunction::Dilation | BinaryFunction::Closing => BinarySpec::dilation(ndim, &p).map(drop),
+        BinaryFunction::FillHoles => BinarySpec::fill_holes(ndim, p.structure.clone(), &p.origin).map(drop),
+        BinaryFunction::Erosion | BinaryFunction::Opening => BinarySpec::erosion(ndim, &p).map(drop),
+    }?;
     Ok(MorphPlan::Binary(func, p))
 }
 

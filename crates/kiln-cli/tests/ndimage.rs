@@ -227,6 +227,18 @@ fn rank_planes_and_refusals() {
     mask.extend(mask.clone());
     write_npy(&d.p("ms.npy"), &[2, 256, 256], mask);
     d.ok("ndimage binary_fill_holes --input ms.npy --batch --output mf.npy");
+    // until-stable with a structure whose centre is false can oscillate forever: refused,
+    // naming the op
+    write_npy(
+        &d.p("ring.npy"),
+        &[3, 3],
+        vec![1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+    );
+    d.fails(
+        "ndimage binary_dilation --input m.npy --structure ring.npy --iterations 0 --output o.npy",
+        "binary_dilation: invalid argument: iterations = 0 repeats until the result stops changing",
+    );
+    d.ok("ndimage binary_dilation --input m.npy --structure ring.npy --iterations 2 --output o.npy");
     let filled = read_npy(&d, "mf.npy");
     let want = expected_f32("camera_fill.npy");
     assert_eq!(filled[..256 * 256], want[..]);
