@@ -2,38 +2,19 @@
 //! format, admission and the OpenAPI document. No workers run here: jobs stay queued.
 #![allow(clippy::unwrap_used)]
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use kiln_service::api::{app, AppState};
-use kiln_service::auth::{hash_token, TokenSet};
-use kiln_service::config::{ServiceConfig, TokenConfig};
-use kiln_service::store::{JobStore, SqliteStore};
+mod app_support;
+
+use axum::http::StatusCode;
+use kiln_service::api::AppState;
+use kiln_service::config::ServiceConfig;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tower::ServiceExt;
 
 fn state(dir: &std::path::Path) -> Arc<AppState> {
     let mut cfg = ServiceConfig::default();
     cfg.limits.max_queue = 2;
     cfg.limits.max_body_bytes = 4096;
-    let tokens = TokenSet::from_configs(&[TokenConfig {
-        name: "t".into(),
-        sha256: Some(hash_token("secret")),
-        ..Default::default()
-    }])
-    .unwrap();
-    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(dir, false).unwrap());
-    Arc::new(AppState {
-        store,
-        cfg,
-        tokens,
-        hub: Default::default(),
-        metrics: Default::default(),
-        supervisor: None,
-        accepting: true.into(),
-        blob_dir: dir.to_path_buf(),
-    })
+    app_support::state(dir, cfg)
 }
 
 async fn call(
@@ -43,17 +24,7 @@ async fn call(
     token: Option<&str>,
     body: &str,
 ) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let r = app(st.clone())
-        .oneshot(req.body(Body::from(body.to_string())).unwrap())
-        .await
-        .unwrap();
-    let status = r.status();
-    let bytes = r.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    app_support::call(st, method, uri, token, body.as_bytes().to_vec()).await
 }
 
 #[tokio::test]

@@ -7,57 +7,29 @@
 //! and a `target_se` run reporting `met` and `rounds`. Bad books are refused at submission.
 #![allow(clippy::unwrap_used)]
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+mod app_support;
+
+use axum::http::StatusCode;
 use kiln::core::finance::basket::{BasketAsset, BasketAverage, BasketSpec};
 use kiln::core::finance::heston::{HestonParams, HestonSpec};
 use kiln::core::finance::{McParams, OptionSpec, OptionType, PriceResult, Rng, Style};
 use kiln::finance::{AmericanSpec, BookOption, Method, TargetSe};
 use kiln::Runtime;
-use kiln_service::api::{app, AppState};
-use kiln_service::auth::{hash_token, TokenSet};
-use kiln_service::config::{ServiceConfig, TokenConfig};
+use kiln_service::api::AppState;
+use kiln_service::config::ServiceConfig;
 use kiln_service::exec::{run_batch, ExecOptions};
 use kiln_service::protocol::{WorkItem, WorkOutcome};
-use kiln_service::store::{JobStore, Outcome, SqliteStore};
+use kiln_service::store::Outcome;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-use tower::ServiceExt;
 
 fn state(dir: &std::path::Path) -> Arc<AppState> {
-    let cfg = ServiceConfig::default();
-    let tokens = TokenSet::from_configs(&[TokenConfig {
-        name: "t".into(),
-        sha256: Some(hash_token("secret")),
-        ..Default::default()
-    }])
-    .unwrap();
-    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(dir, false).unwrap());
-    Arc::new(AppState {
-        store,
-        cfg,
-        tokens,
-        hub: Default::default(),
-        metrics: Default::default(),
-        supervisor: None,
-        accepting: true.into(),
-        blob_dir: dir.to_path_buf(),
-    })
+    app_support::state(dir, ServiceConfig::default())
 }
 
 async fn call(st: &Arc<AppState>, method: &str, uri: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("authorization", "Bearer secret")
-        .body(Body::from(body))
-        .unwrap();
-    let r = app(st.clone()).oneshot(req).await.unwrap();
-    let status = r.status();
-    let bytes = r.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    app_support::call(st, method, uri, Some("secret"), body).await
 }
 
 async fn submit(st: &Arc<AppState>, params: Value, inputs: Value) -> String {

@@ -1,0 +1,57 @@
+//! What the in-process API tests share: an `AppState` over a SQLite store in a temp dir
+//! with one token (`secret`), and one request through the router (no socket).
+#![allow(clippy::unwrap_used, dead_code)]
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use kiln_service::api::{app, AppState};
+use kiln_service::auth::{hash_token, TokenSet};
+use kiln_service::config::{ServiceConfig, TokenConfig};
+use kiln_service::store::{JobStore, SqliteStore};
+use serde_json::Value;
+use std::sync::Arc;
+use tower::ServiceExt;
+
+/// The server's state with `cfg`, a SQLite store and blobs in `dir`, and the token `secret`.
+pub fn state(dir: &std::path::Path, cfg: ServiceConfig) -> Arc<AppState> {
+    let tokens = TokenSet::from_configs(&[TokenConfig {
+        name: "t".into(),
+        sha256: Some(hash_token("secret")),
+        ..Default::default()
+    }])
+    .unwrap();
+    let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(dir, false).unwrap());
+    Arc::new(AppState {
+        store,
+        cfg,
+        tokens,
+        hub: Default::default(),
+        metrics: Default::default(),
+        supervisor: None,
+        accepting: true.into(),
+        blob_dir: dir.to_path_buf(),
+    })
+}
+
+/// One request through the router, with `Bearer token` where given: the status and the JSON
+/// body (`Null` where the body is not JSON).
+pub async fn call(
+    st: &Arc<AppState>,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let r = app(st.clone())
+        .oneshot(req.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = r.status();
+    let bytes = r.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
