@@ -335,9 +335,19 @@ def refused(param, fn, *args, **kw):
 
 def test_unsupported_parameters_raise_naming_them():
     x = rand((7, 5))
-    refused("output", ndi.median_filter, x, 3, output=np.empty_like(x))
-    refused("output", ndi.gaussian_filter, x, 1.0, output=np.float64)
-    refused("output", ndi.binary_erosion, x > 0, output=np.uint8)
+    refused("output", ndi.median_filter, x, 3, output=np.empty((5, 7), np.float32))
+    refused("output", ndi.median_filter, x, 3, output=np.float16)
+    refused("output", ndi.median_filter, x.astype(np.uint16), 3, output=np.uint8)
+    refused("output", ndi.gaussian_filter, x, 1.0, output=np.uint16)
+    refused("output", ndi.gaussian_filter, x.astype(np.uint8), 1.0, output=np.int16)
+    refused("output", ndi.gaussian_filter, x, 1.0, output="not a dtype")
+    refused("output", ndi.gaussian_filter, x, 1.0, output=kiln.asarray(x))
+    refused("output", ndi.sobel, kiln.asarray(x), output=np.empty_like(x))
+    refused("output", ndi.sobel, x, output=np.empty_like(x), out_type="kiln")
+    ro = np.empty_like(x)
+    ro.flags.writeable = False
+    refused("output", ndi.laplace, x, output=ro)
+    refused("output", ndi.binary_erosion, x > 0, output=np.complex64)
     refused("mask", ndi.binary_dilation, x > 0, mask=np.ones(x.shape, bool))
     refused("mask", ndi.binary_opening, x > 0, mask=np.ones(x.shape, bool))
     refused("brute_force", ndi.binary_erosion, x > 0, brute_force=True)
@@ -346,6 +356,7 @@ def test_unsupported_parameters_raise_naming_them():
     refused("foo", ndi.gaussian_laplace, x, 1.0, foo=1)
     refused("dtype", ndi.median_filter, x.astype(np.float64), 3)
     refused("dtype", ndi.gaussian_filter, x.astype(np.int32), 1.0)
+    refused("dtype", ndi.median_filter, x.astype(np.int16), 3, output=np.float32)
     refused("axes", ndi.median_filter, rand((2, 3, 4, 5)), 3)
     refused("structure", ndi.grey_erosion, x, structure=np.ones(3), axes=(0,))
     refused("axes", ndi.gaussian_gradient_magnitude, x, 1.0, axes=(0,))
@@ -363,3 +374,85 @@ def test_float64_linear_is_computed_in_float32_and_returned_as_float64():
     y = ndi.gaussian_filter(x, 2.0)
     assert y.dtype == np.float64
     assert np.abs(y - sn.gaussian_filter(x, 2.0)).max() < 1e-5
+
+
+# --- output= ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(17,), (7, 5), (31, 64), (9, 10, 11)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int16, np.int32, np.float32,
+                                   np.float64])
+@pytest.mark.parametrize("out", [np.float32, np.float64])
+def test_linear_output_dtype_float(shape, dtype, out):
+    """A float output= from any real input: computed in float32 from the input converted,
+    so within the float32 bound of that converted input (plus its rounding for float64)."""
+    x = rand(shape, dtype)
+    if dtype == np.int32:
+        x = (x % 5000).astype(np.int32) - 2500  # within float32's exact integers
+    for fn, args, kw in [("gaussian_filter", (1.3,), {}), ("uniform_filter", (3,), {}),
+                         ("sobel", (), {"axis": 0}), ("correlate1d", ([0.5, -1.0, 2.0],), {})]:
+        got = getattr(ndi, fn)(x, *args, output=out, **kw)
+        want = getattr(sn, fn)(x.astype(np.float64), *args, **kw)
+        assert isinstance(got, np.ndarray) and got.dtype == out and got.shape == x.shape
+        x32 = x.astype(np.float32)
+        tol = ndi._tolerance(float(np.abs(x32).max()), getattr(ndi, fn), x32, *args, **kw)
+        tol += 1e-6 * float(np.abs(want).max())
+        err = float(np.abs(got.astype(np.float64) - want).max())
+        assert err <= tol, f"{fn} {dtype.__name__}->{out.__name__} {shape}: {err} > {tol}"
+        # scipy's own output=out is within the same bound
+        ref = getattr(sn, fn)(x, *args, output=out, **kw)
+        assert float(np.abs(got.astype(np.float64) - ref).max()) <= 2 * tol + 1e-6
+
+
+@pytest.mark.parametrize("dtype,out", [(np.uint8, np.uint16), (np.uint8, np.float32),
+                                       (np.uint16, np.float64), (np.float32, np.float64),
+                                       (np.uint8, np.int32)])
+def test_rank_and_grey_output_dtype_is_exact(dtype, out):
+    """The values selected in the input's type, converted exactly. Compared with scipy's
+    result in the input's type, converted: scipy 1.17's own 1-D rank path returns wrong
+    values for float32 input with output=np.float64 (numbers unrelated to the input),
+    while its n-D path agrees with the conversion."""
+    for shape in [(17,), (7, 5), (9, 10, 11)]:
+        x = rand(shape, dtype)
+        for fn, args, kw in [("median_filter", (3,), {}), ("grey_erosion", (), {"size": 2}),
+                             ("maximum_filter", (), {"size": 3, "mode": "constant", "cval": 7}),
+                             ("percentile_filter", (30,), {"size": 3})]:
+            got = getattr(ndi, fn)(x, *args, output=out, **kw)
+            want = getattr(sn, fn)(x, *args, **kw).astype(out)
+            assert got.dtype == want.dtype and np.array_equal(got, want), (fn, shape)
+            if len(shape) > 1:
+                assert np.array_equal(got, getattr(sn, fn)(x, *args, output=out, **kw))
+
+
+@pytest.mark.parametrize("out", [bool, np.uint8, np.float32, np.int64])
+def test_binary_output_dtype_and_array(out):
+    x = rand((31, 64)) > 0
+    got = ndi.binary_dilation(x, output=out)
+    want = sn.binary_dilation(x, output=out)  # scipy gives bool whatever the dtype
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    arr = np.full(x.shape, 9, dtype=out)
+    ref = np.full(x.shape, 9, dtype=out)
+    assert ndi.binary_opening(x, output=arr) is arr
+    sn.binary_opening(x, output=ref)
+    assert np.array_equal(arr, ref)
+
+
+@pytest.mark.parametrize("fn,args", [("gaussian_filter", (2.0,)), ("median_filter", (3,)),
+                                     ("grey_closing", ((3, 3),)), ("laplace", ())])
+def test_output_array_is_filled_and_returned(fn, args):
+    x = rand((31, 64), np.uint8)
+    for out_dtype in [np.uint8, np.float32]:
+        arr = np.full(x.shape, 3, dtype=out_dtype)
+        r = getattr(ndi, fn)(x, *args, output=arr)
+        assert r is arr
+        assert np.array_equal(arr, getattr(ndi, fn)(x, *args, output=out_dtype))
+        # a strided view of a larger array is written in place too
+        big = np.zeros((31, 128), dtype=out_dtype)
+        r = getattr(ndi, fn)(x, *args, output=big[:, ::2])
+        assert np.array_equal(big[:, ::2], arr) and not big[:, 1::2].any()
+
+
+def test_output_may_be_the_input():
+    x = rand((31, 64))
+    want = ndi.gaussian_filter(x, 2.0)
+    assert ndi.gaussian_filter(x, 2.0, output=x) is x
+    assert np.array_equal(x, want)

@@ -155,3 +155,27 @@ def test_default_return_is_a_kiln_tensor_on_the_device(peer):
     name, to_gpu, _ = peer
     y = ndi.gaussian_filter(to_gpu(rand((7, 5), np.float32, 8)), 1.0)
     assert isinstance(y, kiln.Tensor) and y.is_cuda
+
+
+def test_output_dtypes_and_arrays_on_the_gpu(peer):
+    """output= on the GPU: a float type from 8-bit input (the input converted to float32 on
+    the device), a wider type for a rank filter (converted on the device for a tensor
+    result), a NumPy array filled in place from a NumPy input computed on the GPU."""
+    name, to_gpu, to_np = peer
+    x = rand((31, 64), np.uint8, 9)
+    for fn, args, out, exact in [("gaussian_filter", (1.5,), np.float32, False),
+                                 ("sobel", (), np.float64, False),
+                                 ("median_filter", (3,), np.float32, True),
+                                 ("grey_dilation", ((3, 3),), np.uint16, True)]:
+        cpu = getattr(ndi, fn)(x, *args, output=out)
+        gpu = to_np(getattr(ndi, fn)(to_gpu(x), *args, output=out, out_type="like"))
+        assert gpu.dtype == cpu.dtype == out, (fn, gpu.dtype)
+        if exact:
+            assert same_bits(gpu, cpu), fn
+        else:
+            tol = ndi._tolerance(255.0, getattr(ndi, fn), x.astype(np.float32), *args)
+            assert float(np.abs(gpu.astype(np.float64) - cpu).max()) <= tol, fn
+        arr = np.zeros(x.shape, out)
+        assert getattr(ndi, fn)(x, *args, output=arr, device="cuda") is arr
+        if exact:
+            assert same_bits(arr, cpu), fn

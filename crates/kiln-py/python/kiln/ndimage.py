@@ -23,8 +23,15 @@ float32 would change the values); binary morphology takes any dtype (non-zero is
 8/16-bit linear results are rounded half away from zero and clamped (scipy truncates and
 wraps, and rounds between the passes of separable filters).
 
+``output=``: a dtype or a NumPy array (for a NumPy input), as scipy takes it. Linear
+filters give the input's dtype, float32 or float64; a float output is computed in float32
+from the input converted (so ``gaussian_filter(ct_int16, 2, output=np.float32)`` works).
+Rank filters and grey morphology give the input's dtype or one that holds every value of
+it (uint8 to uint16 or float32, say), converted exactly. Binary morphology gives bool
+whatever the dtype, as scipy does. An array is filled and returned; it may be the input.
+
 What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter:
-``output=`` an array or a dtype other than the result's, a sequence of modes that differ,
+``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ,
 ``mask=`` and ``brute_force=True`` of the binary ops, grey morphology with both a
 ``structure`` and ``axes`` that leave an axis out, inputs of more than 3 axes.
 """
@@ -49,6 +56,10 @@ __all__ = [
 ]
 
 _KEEP = ("float32", "uint8", "uint16")
+_FLOATS = ("float32", "float64")
+# what the linear filters convert to float32 when a float output is asked for
+_REAL = _KEEP + ("float64", "float16", "bool", "int8", "int16", "int32", "int64", "uint32",
+                 "uint64")
 
 
 # --- inputs and outputs -------------------------------------------------------------------
@@ -92,47 +103,100 @@ class _Call:
         if self.ndim < 1 or self.ndim > 3:
             raise InvalidInputError(
                 f"{fname}: input has {self.ndim} axes; kiln.ndimage takes 1 to 3 (a batch of images is a 3-D array with axes=(1, 2))")
-        self._check_output(output)
-        if kind == "binary" and not isinstance(x, _native.Tensor):
+        self.out_dtype, self.out_array = self._output(output, x)
+        if kind == "linear" and (self.dtype not in _KEEP or self.out_dtype not in (None, self.dtype)):
+            # computed in float32 from any real input, returned as the float type asked for
+            want = self.out_dtype or self.dtype
+            if want not in _FLOATS:
+                if self.out_dtype is not None:
+                    raise InvalidInputError(
+                        f"{fname}: output dtype {want} from {self.dtype} input is not supported: the input's dtype, float32 or float64")
+                raise InvalidInputError(
+                    f"{fname}: input dtype {self.dtype} is not supported: float32, uint8, uint16, float64, or any integer dtype with output=np.float32")
+            if self.dtype not in _REAL:
+                raise InvalidInputError(f"{fname}: input dtype {self.dtype} is not supported")
+            self.f64 = want == "float64"
+            if self.dtype != "float32":
+                x = x.astype(np.float32) if np is not None else _native.cast(x, "float32")
+        elif kind == "binary" and not isinstance(x, _native.Tensor):
             if self.dtype not in _KEEP:
                 x = (x != 0)
                 x = x.view(np.uint8) if np is not None else (
                     x.to(__import__("torch").uint8) if type(x).__module__.startswith("torch")
                     else x.astype("uint8"))
-        elif kind != "binary" and self.dtype not in _KEEP:
-            if self.dtype == "float64" and kind == "linear":
-                self.f64 = True
-                x = x.astype(np.float32) if np is not None else _native.cast(x, "float32")
-            else:
-                extra = " (float64 for the linear filters)" if kind == "linear" else ""
-                raise InvalidInputError(
-                    f"{fname}: input dtype {self.dtype} is not supported: float32, uint8, uint16{extra}; convert first, e.g. x.astype(np.float32)")
+        elif kind == "rank" and self.dtype not in _KEEP:
+            raise InvalidInputError(
+                f"{fname}: input dtype {self.dtype} is not supported: float32, uint8, uint16; convert first, e.g. x.astype(np.float32)")
         if np is not None:
             x = np.ascontiguousarray(x)
         if device is not None:
             x = _native.asarray(x, device)
         self.x = x
 
-    def _check_output(self, output):
+    def _output(self, output, x):
+        """scipy's ``output=``: ``(dtype name or None, NumPy array or None)``.
+
+        A dtype: the result's type (linear filters: the input's, float32 or float64; rank
+        filters and grey morphology: the input's or a type that holds it exactly; binary
+        morphology: ignored, bool, as scipy does). A NumPy array of the input's shape: the
+        result is computed as for its dtype, copied into it, and the array is returned (the
+        copy is what scipy's in-place output saves, so it is no faster)."""
         if output is None:
-            return
-        want = "bool" if self.kind == "binary" else self.dtype
+            return None, None
         np = _np()
-        if not isinstance(output, np.ndarray) and not hasattr(output, "__dlpack__"):
+        fname = self.fname
+        if isinstance(output, np.ndarray):
+            if not _is_numpy(self.like):
+                raise InvalidInputError(
+                    f"{fname}: output= a NumPy array needs a NumPy input; for {type(self.like).__name__} input use out_type='like' and copy")
+            if self.out_type not in (None, "like"):
+                raise InvalidInputError(f"{fname}: output= an array is returned itself; out_type={self.out_type!r} does not apply")
+            if tuple(output.shape) != tuple(x.shape):
+                raise InvalidInputError(
+                    f"{fname}: output has shape {tuple(output.shape)}, the input {tuple(x.shape)}; they must be equal")
+            if not output.flags.writeable:
+                raise InvalidInputError(f"{fname}: output is a read-only array")
+            dtype = output.dtype
+        elif hasattr(output, "__dlpack__") or isinstance(output, _native.Tensor):
+            raise InvalidInputError(
+                f"{fname}: output= arrays other than NumPy are not supported; use out_type='like' for a result of the input's type")
+        else:
             try:
-                if np.dtype(output).name == want:
-                    return
+                dtype = np.dtype(output)
             except TypeError:
-                pass
-        raise InvalidInputError(
-            f"{self.fname}: output= must be None or the result's dtype ({want}); kiln returns a new array (output arrays are not supported)")
+                raise InvalidInputError(f"{fname}: output must be None, a dtype or a NumPy array, not {output!r}") from None
+        name = dtype.name
+        if self.kind == "binary":
+            if dtype.kind not in "biuf":
+                raise InvalidInputError(f"{fname}: output dtype {name} is not supported")
+            return None, output if isinstance(output, np.ndarray) else None
+        if self.kind == "rank" and name != self.dtype and self.dtype in _KEEP:
+            if not np.can_cast(self.dtype, name, "safe"):
+                raise InvalidInputError(
+                    f"{fname}: output dtype {name} cannot hold every {self.dtype} value; rank filters and grey morphology give the input's dtype or a wider one")
+            if not _is_numpy(self.like) or self.out_type == "kiln":
+                if name not in _KEEP + ("float64",):
+                    raise InvalidInputError(
+                        f"{fname}: output dtype {name} for a tensor result: kiln tensors hold float32, float64, uint8, uint16")
+        return name, output if isinstance(output, np.ndarray) else None
 
     def done(self, y):
+        r = self._result(y)
+        if self.out_array is not None:
+            _np().copyto(self.out_array, r, casting="unsafe")
+            return self.out_array
+        return r
+
+    def _result(self, y):
         if self.f64:
             y = _native.cast(y, "float64")
         out_type = self.out_type
         if out_type is None:
             out_type = "like" if _is_numpy(self.like) else "kiln"
+        cast = self.kind == "rank" and self.out_dtype not in (None, self.dtype)
+        to_numpy = out_type == "like" and _is_numpy(self.like)
+        if cast and not to_numpy:
+            y = _native.cast(y, self.out_dtype)
         if out_type == "kiln":
             return y
         if out_type != "like":
@@ -144,7 +208,7 @@ class _Call:
         r = _like(y, self.like, "like")
         if self.kind == "binary":
             return r.view(bool) if _is_numpy(self.like) else (r != 0)
-        return r
+        return r.astype(self.out_dtype) if cast else r
 
 
 # --- scipy's argument rules ---------------------------------------------------------------
