@@ -179,3 +179,15 @@ def test_output_dtypes_and_arrays_on_the_gpu(peer):
         assert getattr(ndi, fn)(x, *args, output=arr, device="cuda") is arr
         if exact:
             assert same_bits(arr, cpu), fn
+
+
+def test_binary_mask_on_the_gpu_equals_the_cpu(gpu):
+    rng = np.random.default_rng(11)
+    for shape in [(7, 5), (31, 64), (9, 10, 11)]:
+        x = rng.random(shape) < 0.5
+        m = rng.random(shape) < 0.6
+        for fn in ["binary_erosion", "binary_closing"]:
+            for it in [1, 3, -1]:
+                cpu = getattr(ndi, fn)(x, iterations=it, mask=m)
+                gpu = getattr(ndi, fn)(x, iterations=it, mask=m, device="cuda")
+                assert gpu.dtype == bool and np.array_equal(gpu, cpu), (fn, shape, it)

@@ -14,7 +14,7 @@ import warnings
 
 from . import _native
 from ._errors import InvalidInputError
-from .ndimage import _Call, _axes, _index, _mode, _seq
+from .ndimage import _Call, _axes, _index, _is_numpy, _mode, _seq
 
 
 def _expand(ndim, axes, fp, what, fname):
@@ -217,8 +217,6 @@ def generate_binary_structure(rank, connectivity):
 
 def _binary(fname, input, structure, iterations, mask, output, border_value, origin,
             brute_force, axes, device, out_type):
-    if mask is not None:
-        raise InvalidInputError(f"{fname}: mask= is not supported by kiln (pass mask=None)")
     if brute_force:
         raise InvalidInputError(f"{fname}: brute_force=True is not supported (kiln's result is the same without it)")
     call = _Call(fname, input, "binary", output, device, out_type)
@@ -230,11 +228,51 @@ def _binary(fname, input, structure, iterations, mask, output, border_value, ori
         iterations = operator.index(iterations)
     except TypeError:
         raise InvalidInputError(f"{fname}: iterations must be an integer, got {iterations!r}") from None
-    y = _native.ndimage_binary(call.x, fname, structure_shape=list(st.shape),
-                               structure_mask=st.ravel().tolist(), iterations=iterations,
-                               border_value=bool(border_value),
-                               origin=_origin(ndim, ax, origin, fname))
+    p = {"structure_shape": list(st.shape), "structure_mask": st.ravel().tolist(),
+         "border_value": bool(border_value), "origin": _origin(ndim, ax, origin, fname)}
+    if mask is not None:
+        return call.done(_masked(call, fname, st, iterations, mask, p))
+    y = _native.ndimage_binary(call.x, fname, iterations=iterations, **p)
     return call.done(y)
+
+
+def _masked(call, fname, st, iterations, mask, p):
+    """scipy's ``mask=``: each step changes only the elements where ``mask`` is true, i.e.
+    ``x = where(mask, step(x), x)`` repeated ``iterations`` times (until nothing changes for
+    ``iterations < 1``); opening and closing apply it to both of their ops. One native call
+    a step, the select in NumPy, so a NumPy input is needed (on ``device="cuda"`` each step
+    runs on the GPU). Written here because the facade's binary ops take no mask."""
+    np = __import__("numpy")
+    if not _is_numpy(call.like):
+        raise InvalidInputError(
+            f"{fname}: mask= needs a NumPy input (kiln applies the mask on the host between steps)")
+    x = call.x if isinstance(call.x, np.ndarray) else call.x.numpy()
+    m = np.asarray(mask)
+    if m.shape != x.shape:
+        raise InvalidInputError(f"{fname}: mask has shape {m.shape}, the input {x.shape}; they must be equal")
+    m = m != 0
+    centre = tuple(n // 2 + o for n, o in zip(st.shape, p["origin"]))
+    if iterations < 1 and all(0 <= c < n for c, n in zip(centre, st.shape)) and not st[centre]:
+        # the facade's rule (kiln-core BinarySpec::terminating), checked here since each
+        # step below is a one-iteration call
+        raise InvalidInputError(
+            f"{fname}: iterations = {iterations} repeats until the result stops changing, which needs the "
+            "structure's element at its centre (shifted by origin) to be true: without it the result can "
+            "oscillate forever. Give iterations >= 1, or such a structure")
+    ops = {"binary_opening": ("binary_erosion", "binary_dilation"),
+           "binary_closing": ("binary_dilation", "binary_erosion")}.get(fname, (fname,))
+    dev = call.x.device if isinstance(call.x, _native.Tensor) else "cpu"
+    for op in ops:
+        k = 0
+        while True:
+            y = _native.ndimage_binary(_native.asarray(x, dev), op, iterations=1, **p).numpy()
+            y = np.where(m, y, x)
+            k += 1
+            done = k == iterations if iterations >= 1 else np.array_equal(y, x)
+            x = y
+            if done:
+                break
+    return _native.asarray(np.ascontiguousarray(x), "cpu")
 
 
 def binary_erosion(input, structure=None, iterations=1, mask=None, output=None, border_value=0,

@@ -32,7 +32,7 @@ whatever the dtype, as scipy does. An array is filled and returned; it may be th
 
 What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter:
 ``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ,
-``mask=`` and ``brute_force=True`` of the binary ops, grey morphology with both a
+``mask=`` of the binary ops on a non-NumPy input, ``brute_force=True``, grey morphology with both a
 ``structure`` and ``axes`` that leave an axis out, inputs of more than 3 axes.
 """
 
