@@ -362,6 +362,9 @@ def test_unsupported_parameters_raise_naming_them():
     refused("dtype", ndi.gaussian_filter, x.astype(np.int32), 1.0)
     refused("dtype", ndi.median_filter, x.astype(np.int16), 3, output=np.float32)
     refused("axes", ndi.median_filter, rand((2, 3, 4, 5)), 3)
+    refused("axes", ndi.gaussian_filter, rand((2, 3, 4, 5)), 1.0, axes=(1, 3))
+    refused("axes", ndi.gaussian_filter, rand((2, 3, 4, 5)), 1.0, axes=(1, 2, 3))
+    refused("axes", ndi.sobel, rand((2, 3, 4, 5)))
     refused("structure", ndi.grey_erosion, x, structure=np.ones(3), axes=(0,))
     refused("axes", ndi.gaussian_gradient_magnitude, x, 1.0, axes=(0,))
     refused("axes", ndi.grey_dilation, x, footprint=np.eye(3, dtype=bool), axes=(1, 0))
@@ -483,3 +486,55 @@ def test_binary_mask_equals_scipy(fn):
     m = (rng.random((31, 40)) < 0.6).astype(np.float32)
     got = getattr(ndi, fn)(x, iterations=2, mask=m, origin=(1, -1))
     assert np.array_equal(got, getattr(sn, fn)(x, iterations=2, mask=m != 0, origin=(1, -1)))
+
+
+FOLDED = [
+    ("gaussian_filter", (1.5,), {"axes": (2, 3)}, False),
+    ("gaussian_filter", (1.5,), {"axes": (1,)}, False),
+    ("uniform_filter", (3,), {"axes": (3, 2)}, False),
+    ("gaussian_filter1d", (1.2,), {"axis": 1}, False),
+    ("correlate1d", ([1.0, 2.0, -1.0],), {"axis": 0}, False),
+    ("uniform_filter1d", (4,), {"axis": -2}, False),
+    ("correlate", (np.full((3, 2), 0.25),), {"axes": (2, 3)}, False),
+    ("laplace", (), {"axes": (2, 3)}, False),
+    ("median_filter", (), {"size": 3, "axes": (2, 3)}, True),
+    ("median_filter", (), {"size": 4, "axes": (1,)}, True),
+    ("minimum_filter1d", (3,), {"axis": 1}, True),
+    ("grey_dilation", (), {"size": (3, 2), "axes": (2, 3)}, True),
+]
+
+
+@pytest.mark.parametrize("fn,args,kw,exact", FOLDED, ids=[f"{f[0]}-{i}" for i, f in enumerate(FOLDED)])
+@pytest.mark.parametrize("shape", [(2, 3, 17, 19), (3, 1, 2, 9, 8)])
+def test_more_than_3_axes_fold_into_a_batch(fn, args, kw, exact, shape):
+    """(n, c, h, w) with axes=(2, 3), one axis, or axis=: folded by a reshape, equal to
+    scipy on the whole array."""
+    if len(shape) == 5 and "axes" in kw and len(kw["axes"]) == 2:
+        kw = dict(kw, axes=(3, 4))
+    for dtype in [np.float32, np.uint8]:
+        x = rand(shape, dtype)
+        got = getattr(ndi, fn)(x, *args, **kw)
+        assert got.shape == x.shape and got.dtype == x.dtype
+        if exact:
+            assert np.array_equal(got, getattr(sn, fn)(x, *args, **kw)), (fn, kw)
+        elif dtype == np.float32:
+            want = getattr(sn, fn)(x, *args, **kw)
+            assert float(np.abs(got - want).max()) <= 1e-5 * max(1.0, float(np.abs(want).max()))
+        else:
+            want = getattr(sn, fn)(x.astype(np.float64), *args, **kw)
+            want = np.clip(np.floor(want + 0.5), 0, 255)
+            assert float(np.abs(got.astype(np.float64) - want).max()) <= 1
+
+
+def test_more_than_3_axes_binary_mask_output_and_tensors():
+    x = rand((2, 3, 17, 19)) > 0
+    m = rand(x.shape) > -1
+    got = ndi.binary_dilation(x, iterations=2, mask=m, axes=(2, 3))
+    assert np.array_equal(got, sn.binary_dilation(x, iterations=2, mask=m, axes=(2, 3)))
+    assert np.array_equal(ndi.binary_fill_holes(x, axes=(2, 3)), sn.binary_fill_holes(x, axes=(2, 3)))
+    y = rand((2, 3, 17, 19))
+    out = np.zeros(y.shape, np.float64)
+    assert ndi.gaussian_filter(y, 1.0, axes=(2, 3), output=out) is out
+    t = ndi.median_filter(kiln.asarray(y), size=3, axes=(2, 3))
+    assert isinstance(t, kiln.Tensor) and t.shape == y.shape
+    assert np.array_equal(t.numpy(), sn.median_filter(y, size=3, axes=(2, 3)))

@@ -191,3 +191,18 @@ def test_binary_mask_on_the_gpu_equals_the_cpu(gpu):
                 cpu = getattr(ndi, fn)(x, iterations=it, mask=m)
                 gpu = getattr(ndi, fn)(x, iterations=it, mask=m, device="cuda")
                 assert gpu.dtype == bool and np.array_equal(gpu, cpu), (fn, shape, it)
+
+
+def test_nchw_batches_fold_on_the_gpu(peer):
+    """A (n, c, h, w) CUDA array with axes=(2, 3): folded by a reshape of the peer's array,
+    the result in the input's shape, equal to the CPU."""
+    x = rand((2, 3, 31, 40), np.float32, 12)
+    for fn, args, kw in [("median_filter", (), {"size": 3}), ("gaussian_filter", (1.5,), {})]:
+        cpu = getattr(ndi, fn)(x, *args, axes=(2, 3), **kw)
+        gpu = on_gpu(peer, fn, x, *args, axes=(2, 3), **kw)
+        assert gpu.shape == x.shape
+        if fn == "median_filter":
+            assert same_bits(gpu, cpu)
+        else:
+            tol = ndi._tolerance(2.0, ndi.gaussian_filter, x[0, 0], *args)
+            assert float(np.abs(gpu - cpu).max()) <= tol

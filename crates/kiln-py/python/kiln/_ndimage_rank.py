@@ -14,7 +14,7 @@ import warnings
 
 from . import _native
 from ._errors import InvalidInputError
-from .ndimage import _Call, _axes, _index, _is_numpy, _mode, _seq
+from .ndimage import _Call, _index, _is_numpy, _mode, _seq
 
 
 def _expand(ndim, axes, fp, what, fname):
@@ -60,8 +60,8 @@ def _rank_call(fname, input, size, footprint, structure, output, mode, cval, ori
     """One rank filter or grey morphology op; ``separable``: scipy's min/max rule for sizes."""
     np = __import__("numpy")
     call = _Call(fname, input, "rank", output, device, out_type)
+    ax = call.axes(axes)
     ndim = call.ndim
-    ax = _axes(axes, ndim, fname)
     if size is not None and footprint is not None:
         warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
     p = {"mode": _mode(mode, len(ax), fname), "cval": float(cval), **extra}
@@ -220,8 +220,8 @@ def _binary(fname, input, structure, iterations, mask, output, border_value, ori
     if brute_force:
         raise InvalidInputError(f"{fname}: brute_force=True is not supported (kiln's result is the same without it)")
     call = _Call(fname, input, "binary", output, device, out_type)
+    ax = call.axes(axes)
     ndim = call.ndim
-    ax = _axes(axes, ndim, fname)
     st = generate_binary_structure(len(ax), 1) if structure is None else _bool_array(structure)
     st = _bool_array(_expand(ndim, ax, st, "structure", fname))
     try:
@@ -248,8 +248,9 @@ def _masked(call, fname, st, iterations, mask, p):
             f"{fname}: mask= needs a NumPy input (kiln applies the mask on the host between steps)")
     x = call.x if isinstance(call.x, np.ndarray) else call.x.numpy()
     m = np.asarray(mask)
-    if m.shape != x.shape:
-        raise InvalidInputError(f"{fname}: mask has shape {m.shape}, the input {x.shape}; they must be equal")
+    if m.shape != call.shape:
+        raise InvalidInputError(f"{fname}: mask has shape {m.shape}, the input {call.shape}; they must be equal")
+    m = m.reshape(x.shape)
     m = m != 0
     centre = tuple(n // 2 + o for n, o in zip(st.shape, p["origin"]))
     if iterations < 1 and all(0 <= c < n for c, n in zip(centre, st.shape)) and not st[centre]:

@@ -33,7 +33,9 @@ whatever the dtype, as scipy does. An array is filled and returned; it may be th
 What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter:
 ``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ,
 ``mask=`` of the binary ops on a non-NumPy input, ``brute_force=True``, grey morphology with both a
-``structure`` and ``axes`` that leave an axis out, inputs of more than 3 axes.
+``structure`` and ``axes`` that leave an axis out, inputs of more than 3 axes unless
+``axes`` names one axis or the last two, or ``axis`` is given (those are folded by a
+reshape: ``(n, c, h, w)`` with ``axes=(2, 3)`` runs as ``(n*c, h, w)``).
 """
 
 from __future__ import annotations
@@ -100,9 +102,10 @@ class _Call:
             x = input
         self.dtype = _dtype_name(x)
         self.ndim = _ndim(x)
-        if self.ndim < 1 or self.ndim > 3:
-            raise InvalidInputError(
-                f"{fname}: input has {self.ndim} axes; kiln.ndimage takes 1 to 3 (a batch of images is a 3-D array with axes=(1, 2))")
+        self.shape = tuple(x.shape)
+        self.folded = False
+        if self.ndim < 1:
+            raise InvalidInputError(f"{fname}: input has 0 axes; kiln.ndimage takes 1 to 3 (more with axes=)")
         self.out_dtype, self.out_array = self._output(output, x)
         if kind == "linear" and (self.dtype not in _KEEP or self.out_dtype not in (None, self.dtype)):
             # computed in float32 from any real input, returned as the float type asked for
@@ -132,6 +135,47 @@ class _Call:
         if device is not None:
             x = _native.asarray(x, device)
         self.x = x
+
+    def axes(self, axes):
+        """scipy's ``axes`` for this input. An input of more than 3 axes is filtered when the
+        axes left out lead, e.g. ``(n, c, h, w)`` with ``axes=(2, 3)``: those are folded into
+        one batch axis (a reshape, no copy) and the result is given back in the input's shape.
+        One axis of any input is filtered as :meth:`axis` does."""
+        ax = _axes(axes, self.ndim, self.fname)
+        if self.ndim <= 3:
+            return ax
+        if len(ax) == 1:
+            return [self.axis(ax[0])]
+        lead = self.ndim - len(ax)
+        if len(ax) > 2 or sorted(ax) != list(range(lead, self.ndim)):
+            raise InvalidInputError(
+                f"{self.fname}: input has {self.ndim} axes; kiln.ndimage takes more than 3 when axes names one axis, "
+                f"or two that come last (e.g. (n, c, h, w) with axes=(2, 3)); axes {tuple(ax)} do not")
+        self._fold((self._prod(self.shape[:lead]),) + self.shape[lead:])
+        return [a - lead + 1 for a in ax]
+
+    def axis(self, axis):
+        """The one axis of a 1-D filter; an input of more than 3 axes is seen as
+        ``(before, n, after)`` with the filter along axis 1 (a reshape, no copy)."""
+        axis = operator.index(axis)
+        if self.ndim <= 3:
+            return axis
+        if axis < -self.ndim or axis >= self.ndim:
+            raise InvalidInputError(f"{self.fname}: axis {axis} is out of range for {self.ndim}-D input")
+        a = axis % self.ndim
+        self._fold((self._prod(self.shape[:a]), self.shape[a], self._prod(self.shape[a + 1:])))
+        return 1
+
+    @staticmethod
+    def _prod(dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+
+    def _fold(self, shape):
+        self.x = self.x.reshape(shape)
+        self.ndim, self.folded = len(shape), True
 
     def _output(self, output, x):
         """scipy's ``output=``: ``(dtype name or None, NumPy array or None)``.
@@ -181,6 +225,8 @@ class _Call:
         return name, output if isinstance(output, np.ndarray) else None
 
     def done(self, y):
+        if self.folded:
+            y = y.reshape(self.shape)
         r = self._result(y)
         if self.out_array is not None:
             _np().copyto(self.out_array, r, casting="unsafe")
@@ -264,6 +310,9 @@ _TOLERANCE = threading.local()
 
 
 def _linear(call, function, **p):
+    if call.ndim > 3:
+        raise InvalidInputError(
+            f"{call.fname}: input has {call.ndim} axes; kiln.ndimage takes 1 to 3 here (more only where axes= or axis= can fold them)")
     max_in = getattr(_TOLERANCE, "max_in", None)
     if max_in is not None:  # _tolerance(): the bound, not the result
         return _native.ndimage_tolerance_of(function, call.ndim, max_in, **p)
@@ -292,7 +341,7 @@ def _correlate(fname, input, weights, output, mode, cval, origin, axes, device, 
     call = _Call(fname, input, "linear", output, device, out_type)
     np = _np()
     w = np.asarray(weights, dtype=np.float64)
-    ax = _axes(axes, call.ndim, fname)
+    ax = call.axes(axes)
     if w.ndim != len(ax):
         raise InvalidInputError(f"{fname}: weights have {w.ndim} axes but {len(ax)} axes are filtered")
     return _linear(call, fname, weights=w.ravel().tolist(),
@@ -321,7 +370,7 @@ def _one_d(fname, input, weights, axis, output, mode, cval, origin, device, out_
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 1 or w.size < 1:
         raise InvalidInputError(f"{fname}: weights must be a non-empty 1-D sequence, got shape {w.shape}")
-    return _linear(call, fname, weights=w.tolist(), axis=operator.index(axis),
+    return _linear(call, fname, weights=w.tolist(), axis=call.axis(axis),
                    origin=[operator.index(origin)], **_mode_cval(mode, cval, 1, fname))
 
 
@@ -355,7 +404,7 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     """scipy.ndimage.gaussian_filter: ``sigma``, ``order`` (0-2), ``radius`` per filtered
     axis (one value for all); sigma 0 leaves an axis alone."""
     call = _Call("gaussian_filter", input, "linear", output, device, out_type)
-    ax = _axes(axes, call.ndim, "gaussian_filter")
+    ax = call.axes(axes)
     return _gauss("gaussian_filter", call, sigma, order, truncate, radius,
                   None if axes is None else ax, mode, cval, len(ax))
 
@@ -365,7 +414,7 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
     """scipy.ndimage.gaussian_filter1d along ``axis``."""
     call = _Call("gaussian_filter1d", input, "linear", output, device, out_type)
     p = {"sigma": [float(sigma)], "order": [operator.index(order)], "truncate": float(truncate),
-         "axis": operator.index(axis)}
+         "axis": call.axis(axis)}
     if radius is not None:
         p["radius"] = [operator.index(radius)]
     return _linear(call, "gaussian_filter1d", **p, **_mode_cval(mode, cval, 1, "gaussian_filter1d"))
@@ -376,7 +425,7 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
     """scipy.ndimage.gaussian_laplace (``truncate``, ``radius`` in kwargs)."""
     _kwargs(kwargs, "gaussian_laplace")
     call = _Call("gaussian_laplace", input, "linear", output, device, out_type)
-    ax = _axes(axes, call.ndim, "gaussian_laplace")
+    ax = call.axes(axes)
     return _gauss("gaussian_laplace", call, sigma, None, kwargs.get("truncate", 4.0),
                   kwargs.get("radius"), None if axes is None else ax, mode, cval, len(ax))
 
@@ -386,7 +435,7 @@ def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=
     """scipy.ndimage.gaussian_gradient_magnitude (``truncate``, ``radius`` in kwargs)."""
     _kwargs(kwargs, "gaussian_gradient_magnitude")
     call = _Call("gaussian_gradient_magnitude", input, "linear", output, device, out_type)
-    ax = _axes(axes, call.ndim, "gaussian_gradient_magnitude")
+    ax = call.axes(axes)
     if len(ax) < call.ndim:
         # scipy 1.17 smooths every axis of the input here (its derivative calls
         # gaussian_filter without axes) while kiln's plan smooths only `axes`, as
@@ -401,7 +450,7 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
                    device=None, out_type=None):
     """scipy.ndimage.uniform_filter: ``size`` and ``origin`` per filtered axis."""
     call = _Call("uniform_filter", input, "linear", output, device, out_type)
-    ax = _axes(axes, call.ndim, "uniform_filter")
+    ax = call.axes(axes)
     n = len(ax)
     return _linear(call, "uniform_filter", size=_seq(size, n, "size", "uniform_filter", _index),
                    origin=_seq(origin, n, "origin", "uniform_filter", _index),
@@ -413,7 +462,7 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
     """scipy.ndimage.uniform_filter1d along ``axis``."""
     call = _Call("uniform_filter1d", input, "linear", output, device, out_type)
     return _linear(call, "uniform_filter1d", size=[operator.index(size)],
-                   origin=[operator.index(origin)], axis=operator.index(axis),
+                   origin=[operator.index(origin)], axis=call.axis(axis),
                    **_mode_cval(mode, cval, 1, "uniform_filter1d"))
 
 
@@ -441,7 +490,7 @@ def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None, device=N
             out_type=None):
     """scipy.ndimage.laplace: the sum of second differences over ``axes`` (default all)."""
     call = _Call("laplace", input, "linear", output, device, out_type)
-    ax = _axes(axes, call.ndim, "laplace")
+    ax = call.axes(axes)
     return _linear(call, "laplace", axes=None if axes is None else ax,
                    **_mode_cval(mode, cval, len(ax), "laplace"))
 
