@@ -348,6 +348,9 @@ def test_unsupported_parameters_raise_naming_them():
     ro.flags.writeable = False
     refused("output", ndi.laplace, x, output=ro)
     refused("output", ndi.binary_erosion, x > 0, output=np.complex64)
+    # a structure adds values: computed in the input's type, so no wider output
+    refused("output", ndi.grey_erosion, x.astype(np.uint8), structure=np.ones((3, 3)),
+            output=np.float32)
     refused("mask", ndi.binary_dilation, x > 0, mask=np.ones((5, 7), bool))
     refused("mask", ndi.binary_opening, kiln.asarray((x > 0).astype(np.uint8)),
             mask=np.ones(x.shape, bool))
@@ -538,3 +541,71 @@ def test_more_than_3_axes_binary_mask_output_and_tensors():
     t = ndi.median_filter(kiln.asarray(y), size=3, axes=(2, 3))
     assert isinstance(t, kiln.Tensor) and t.shape == y.shape
     assert np.array_equal(t.numpy(), sn.median_filter(y, size=3, axes=(2, 3)))
+
+
+# --- morphology built from the others (scipy's own compositions) ---------------------------
+
+COMPOSED = ["white_tophat", "black_tophat", "morphological_gradient", "morphological_laplace"]
+
+
+@pytest.mark.parametrize("fn", COMPOSED)
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32], ids=lambda d: d.__name__)
+def test_composed_grey_morphology_equals_scipy(fn, dtype):
+    """Bit for bit, including the uint8 wrap of the morphological Laplace."""
+    rng = np.random.default_rng(next(_seed))
+    for shape in [(17,), (31, 40), (6, 7, 8)]:
+        x = rand(shape, dtype)
+        nd = len(shape)
+        for kw in [{"size": 3}, {"footprint": sn.generate_binary_structure(nd, 1)},
+                   {"structure": rng.integers(0, 3, (3,) * nd).astype(float)},
+                   {"size": (2,) * nd, "mode": "constant", "cval": 5}]:
+            got = getattr(ndi, fn)(x, **kw)
+            want = getattr(sn, fn)(x, **kw)
+            assert got.dtype == want.dtype and np.array_equal(got, want), (fn, shape, kw)
+            if "structure" in kw:
+                refused("output", getattr(ndi, fn), x, output=np.zeros(shape), **kw)
+                continue
+            out, ref = np.zeros(shape), np.zeros(shape)
+            assert getattr(ndi, fn)(x, output=out, **kw) is out
+            getattr(sn, fn)(x, output=ref, **kw)
+            assert np.array_equal(out, ref), (fn, shape, kw, "output array")
+
+
+def test_composed_morphology_refusals_and_dtypes():
+    x = rand((31, 40), np.uint8)
+    # scipy ignores an output dtype for the gradient and Laplace: kiln refuses one that differs
+    refused("output", ndi.morphological_gradient, x, size=3, output=np.float32)
+    assert ndi.morphological_gradient(x, size=3, output=np.uint8).dtype == np.uint8
+    # the top-hats honour it, as scipy's do
+    got = ndi.white_tophat(x, size=3, output=np.float32)
+    assert got.dtype == np.float32
+    assert np.array_equal(got, sn.white_tophat(x, size=3, output=np.float32))
+    refused("tensor", ndi.black_tophat, kiln.asarray(x), size=3)
+
+
+def test_binary_propagation_and_hit_or_miss_equal_scipy():
+    rng = np.random.default_rng(next(_seed))
+    for shape in [(17,), (31, 40), (6, 7, 8)]:
+        nd = len(shape)
+        for _ in range(5):
+            x = rng.random(shape) < 0.4
+            m = rng.random(shape) < 0.7
+            assert np.array_equal(ndi.binary_propagation(x, mask=m), sn.binary_propagation(x, mask=m))
+            assert np.array_equal(ndi.binary_propagation(x), sn.binary_propagation(x))
+            s1 = rng.random((3,) * nd) < 0.5
+            s2 = rng.random((3,) * nd) < 0.4
+            for kw in [{}, {"structure1": s1}, {"structure1": s1, "structure2": s2},
+                       {"structure1": s1, "structure2": s2, "origin1": -1, "origin2": 1}]:
+                got = ndi.binary_hit_or_miss(x, **kw)
+                want = sn.binary_hit_or_miss(x, **kw)
+                assert got.dtype == want.dtype and np.array_equal(got, want), (shape, kw)
+
+
+def test_iterate_structure_equals_scipy():
+    for nd in (1, 2, 3):
+        for conn in (1, 2):
+            st = sn.generate_binary_structure(nd, conn)
+            for it in (1, 2, 3):
+                assert np.array_equal(ndi.iterate_structure(st, it), sn.iterate_structure(st, it))
+            got, want = ndi.iterate_structure(st, 3, origin=1), sn.iterate_structure(st, 3, origin=1)
+            assert np.array_equal(got[0], want[0]) and list(got[1]) == list(want[1])

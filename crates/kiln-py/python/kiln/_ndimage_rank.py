@@ -66,6 +66,11 @@ def _rank_call(fname, input, size, footprint, structure, output, mode, cval, ori
         warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
     p = {"mode": _mode(mode, len(ax), fname), "cval": float(cval), **extra}
     if structure is not None:
+        if call.out_dtype not in (None, call.dtype):
+            # a structure adds values rather than selecting them: scipy computes those in
+            # the output's type, kiln in the input's, so a wider output would differ
+            raise InvalidInputError(
+                f"{fname}: output dtype {call.out_dtype} with a structure is not supported (the sums are computed in the input's dtype, {call.dtype}); convert the input first")
         st = np.ascontiguousarray(np.asarray(structure, dtype=np.float64))
         if len(ax) < ndim:
             raise InvalidInputError(

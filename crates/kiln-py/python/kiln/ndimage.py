@@ -54,7 +54,9 @@ __all__ = [
     "percentile_filter", "minimum_filter", "maximum_filter", "minimum_filter1d",
     "maximum_filter1d", "grey_erosion", "grey_dilation", "grey_opening", "grey_closing",
     "binary_erosion", "binary_dilation", "binary_opening", "binary_closing",
-    "binary_fill_holes", "generate_binary_structure",
+    "binary_fill_holes", "generate_binary_structure", "white_tophat", "black_tophat",
+    "morphological_gradient", "morphological_laplace", "binary_propagation",
+    "binary_hit_or_miss", "iterate_structure",
 ]
 
 _KEEP = ("float32", "uint8", "uint16")
@@ -513,4 +515,13 @@ from ._ndimage_rank import (  # noqa: E402  (the second half, which uses the hel
     minimum_filter1d,
     percentile_filter,
     rank_filter,
+)
+from ._ndimage_morph import (  # noqa: E402  (built from the functions above)
+    binary_hit_or_miss,
+    binary_propagation,
+    black_tophat,
+    iterate_structure,
+    morphological_gradient,
+    morphological_laplace,
+    white_tophat,
 )
