@@ -255,6 +255,7 @@ fn rank_planes_and_refusals() {
         "ndimage binary_dilation --input camera.png --connectivity 3 --output o.png => connectivity is 1 to 2",
         "ndimage binary_dilation --input camera.png --border-value 2 --output o.png => 0 or 1",
         "ndimage grey_erosion --input camera.png --footprint nothere.npy --output o.png => nothere.npy",
+        "ndimage median_filter --input camera.png --size 3 --mode constant --cval 300 --output o.png => outside u8's range",
     ] {
         let (args, needle) = case.split_once(" => ").unwrap();
         d.fails(args, needle);

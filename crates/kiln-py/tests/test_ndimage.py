@@ -348,6 +348,12 @@ def test_unsupported_parameters_raise_naming_them():
     ro.flags.writeable = False
     refused("output", ndi.laplace, x, output=ro)
     refused("output", ndi.binary_erosion, x > 0, output=np.complex64)
+    # integer data: a cval outside the type's range (scipy's paths disagree there), and a
+    # fractional cval with a wider output
+    refused("cval", ndi.median_filter, x.astype(np.uint8), 3, mode="constant", cval=-3)
+    refused("cval", ndi.grey_erosion, x.astype(np.uint16), size=3, mode="constant", cval=70000)
+    refused("cval", ndi.minimum_filter, x.astype(np.uint8), 3, mode="constant", cval=0.5,
+            output=np.float32)
     # a structure adds values: computed in the input's type, so no wider output
     refused("output", ndi.grey_erosion, x.astype(np.uint8), structure=np.ones((3, 3)),
             output=np.float32)

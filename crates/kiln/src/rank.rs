@@ -19,7 +19,7 @@
 
 use crate::tensor::{Storage, Tensor};
 pub use kiln_core::imaging::rank::{Footprint, RankOp, RankParams, RankSpec};
-use kiln_core::{Error, Result};
+use kiln_core::{DType, Error, Result};
 
 /// A rank-type filter or grey morphology op, by scipy's name (for front ends that pick the
 /// function at run time, such as `kiln ndimage`).
@@ -86,6 +86,7 @@ impl Tensor {
     /// Runs a resolved `spec` on this tensor's backend.
     pub fn rank_spec(&self, spec: &RankSpec, op: &str) -> Result<Tensor> {
         let (_, shape) = self.rank_shape(op)?;
+        self.check_cval(spec, op)?;
         let _r = crate::profiler().host_range(op);
         let s = match self.storage() {
             Storage::Cpu(c) => {
@@ -94,6 +95,33 @@ impl Tensor {
             Storage::Cuda(g) => Storage::Cuda(g.rank_filter(shape, spec, op)?),
         };
         Ok(self.derive(s, self.shape().to_vec()))
+    }
+
+    /// An integer tensor's `constant` cval must convert to the element type: scipy converts
+    /// it with C's cast, which is undefined out of range, and on x86-64 its paths disagree
+    /// (some wrap `-3` to 253 for uint8, others compare `-3.0` as a double and store the
+    /// wrapped result), so no one answer would be scipy's. A cval in `(-1, max + 1)`
+    /// truncates towards zero as scipy's does.
+    fn check_cval(&self, spec: &RankSpec, op: &str) -> Result<()> {
+        let kiln_core::imaging::BoundaryMode::Constant(c) = spec.mode else {
+            return Ok(());
+        };
+        let max = match self.dtype() {
+            DType::U8 => 255.0,
+            DType::U16 => 65535.0,
+            _ => return Ok(()),
+        };
+        if c > -1.0 && c < max + 1.0 {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            op,
+            format!(
+                "cval {c} is outside {}'s range 0..={max}: scipy's result then depends on its code path \
+                 (a wrapped cval in some, the cval compared as a float in others); give a cval in range",
+                self.dtype()
+            ),
+        ))
     }
 
     /// Runs `f` (any rank filter or grey morphology op) with window `p`.

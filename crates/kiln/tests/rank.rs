@@ -457,4 +457,25 @@ fn bad_parameters_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("rank 1"), "{e}");
+    // a cval outside the integer type's range is refused, naming it; in range it truncates
+    for (c, ok) in [
+        (-3.0, false),
+        (256.0, false),
+        (-0.5, true),
+        (255.9, true),
+        (7.0, true),
+    ] {
+        let p = RankParams::size(&[3]).with_mode(BoundaryMode::Constant(c));
+        match (x.minimum_filter(&p), ok) {
+            (Ok(_), true) => {}
+            (Err(e), false) => assert!(e.to_string().contains("outside u8's range"), "{e}"),
+            (r, _) => panic!("cval {c}: {r:?}"),
+        }
+        assert_eq!(x.grey_erosion(&p).is_ok(), ok, "grey_erosion cval {c}");
+    }
+    let w = rt.tensor(&[1u16; 12], &[3, 4]).unwrap();
+    let p = RankParams::size(&[3]).with_mode(BoundaryMode::Constant(65536.0));
+    assert!(w.median_filter(&p).unwrap_err().to_string().contains("u16"));
+    let f = rt.tensor(&[1f32; 12], &[3, 4]).unwrap();
+    assert!(f.median_filter(&p).is_ok(), "floats take any finite cval");
 }

@@ -14,7 +14,8 @@
 //!   rank 0 is the minimum and `count-1` the maximum;
 //! - outside the image the boundary mode applies per axis ([`BoundaryMode`]); under
 //!   `constant` the cval is first converted to the element type (truncated towards zero
-//!   for integers; kiln saturates an out-of-range cval where C's cast is undefined);
+//!   for integers; an out-of-range cval on integer data, where C's cast is undefined and
+//!   scipy's paths disagree, is refused by the facade, `kiln::rank`, and saturates here);
 //! - grey morphology with a `structure` (non-flat) follows scipy's `NI_MinOrMaxFilter`
 //!   operation for operation: with `t = -s` for erosion and `t = s` for dilation, the first
 //!   window element gives `x + t` in double, every later one `x + (T)t` in the element

@@ -65,6 +65,12 @@ def _rank_call(fname, input, size, footprint, structure, output, mode, cval, ori
     if size is not None and footprint is not None:
         warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
     p = {"mode": _mode(mode, len(ax), fname), "cval": float(cval), **extra}
+    if (call.out_dtype not in (None, call.dtype) and call.dtype in ("uint8", "uint16")
+            and p["mode"] in ("constant", "grid-constant") and not float(cval).is_integer()):
+        # kiln selects in the input's type (the cval truncated); scipy's paths differ here,
+        # some keeping the fractional cval in a float output
+        raise InvalidInputError(
+            f"{fname}: cval {cval} is not a {call.dtype} value, and with output dtype {call.out_dtype} scipy may keep it unconverted; give an integer cval")
     if structure is not None:
         if call.out_dtype not in (None, call.dtype):
             # a structure adds values rather than selecting them: scipy computes those in
