@@ -6,9 +6,10 @@
 //! take. The library is loaded dynamically: its presence is checked before the first call
 //! (cudarc panics on a missing library), so a machine without libcublas gets an
 //! `Unsupported` error naming the fix, never a panic. One handle per backend, made on the
-//! first GEMM, bound to the backend's current stream (kiln's, or this thread's graph-capture
-//! stream) with a 32 MiB workspace from the pool, so cuBLAS never allocates on its own and a
-//! GEMM can be captured into a graph once one has run.
+//! first GEMM, bound to the backend's current stream (kiln's, a user stream, or this thread's
+//! graph-capture stream) with a 32 MiB workspace from the pool per stream, so cuBLAS never
+//! allocates on its own, a GEMM can be captured into a graph once one has run, and GEMMs
+//! on two streams never share a workspace.
 //!
 //! Row-major through column-major cuBLAS: a row-major `m x n` `C` is the column-major
 //! `n x m` matrix `Cᵀ = op(B)ᵀ·op(A)ᵀ`, and a row-major stored matrix read column-major is
@@ -42,9 +43,12 @@ pub(crate) struct Blas {
     // The stream the handle is bound to now (`CudaBackend::stream()` at the last call: a
     // graph capture on this thread uses a capture stream).
     bound: sys::cudaStream_t,
-    // Held for the handle's life; dropped (returned to the pool, on kiln's stream) after
-    // the handle is destroyed.
-    _workspace: DeviceBuffer<u8>,
+    // One workspace per stream the handle has been bound to, held for the handle's life
+    // and dropped (returned to the pool) after it is destroyed. Per stream, because two
+    // streams' GEMMs run at once (two executor workers on one GPU, a user's streams) and
+    // one shared workspace would be written by both: cuBLAS's own advice for a handle used
+    // on several streams. Streams are the backend's few (main, capture, user slots).
+    workspaces: Vec<(sys::cudaStream_t, DeviceBuffer<u8>)>,
 }
 
 // SAFETY: a cuBLAS handle may be used from any thread as long as calls on it are not
@@ -181,7 +185,6 @@ impl CudaBackend {
                 backend: self.device_label(),
             });
         }
-        let workspace = self.alloc::<u8>(WORKSPACE_BYTES)?;
         let stream = self.stream().clone();
         stream
             .context()
@@ -193,37 +196,41 @@ impl CudaBackend {
             handle,
             stream,
             bound: std::ptr::null_mut(),
-            _workspace: workspace,
+            workspaces: Vec::new(),
         };
         self.bind_blas(&mut b)?;
         *slot = Some(b);
         Ok(slot)
     }
 
-    /// Point the handle at `self.stream()` (kiln's stream, or this thread's capture stream)
-    /// if it is not there yet. cublasSetStream resets the workspace to cuBLAS's own pool, so
-    /// kiln's workspace is set again after it.
+    /// Point the handle at `self.stream()` (kiln's stream, a user stream, or this thread's
+    /// capture stream) if it is not there yet, with that stream's own workspace (made on
+    /// its first GEMM). cublasSetStream resets the workspace to cuBLAS's own pool, so kiln's
+    /// is set again after it.
     fn bind_blas(&self, b: &mut Blas) -> Result<()> {
         let s = self.stream().cu_stream() as sys::cudaStream_t;
         if b.bound == s {
             return Ok(());
         }
+        let ws = match b.workspaces.iter().position(|(k, _)| *k == s) {
+            Some(i) => b.workspaces[i].1.device_ptr(),
+            None => {
+                let w = self.alloc::<u8>(WORKSPACE_BYTES)?;
+                let ptr = w.device_ptr();
+                b.workspaces.push((s, w));
+                ptr
+            }
+        };
         // SAFETY: the handle is live and locked; the stream is one of this backend's, which
         // outlive the handle (the backend owns both).
         unsafe { blas::set_stream(b.handle, s) }.map_err(|e| self.blas_err("cublasSetStream", e))?;
         // SAFETY: the workspace is a live pool block of WORKSPACE_BYTES owned by `b` for the
-        // handle's life (512-byte aligned: cuBLAS needs 256). Work on either stream uses it in
-        // that stream's order; a capture records without running, and replays run on kiln's
-        // stream, so two GEMMs never use it at once.
-        unsafe {
-            sys::cublasSetWorkspace_v2(
-                b.handle,
-                b._workspace.device_ptr() as *mut c_void,
-                WORKSPACE_BYTES,
-            )
-        }
-        .result()
-        .map_err(|e| self.blas_err("cublasSetWorkspace", e))?;
+        // handle's life (512-byte aligned: cuBLAS needs 256), used by this stream's GEMMs
+        // only, in that stream's order (a capture's GEMMs replay on kiln's stream with the
+        // capture stream's workspace, ordered with kiln's stream's own).
+        unsafe { sys::cublasSetWorkspace_v2(b.handle, ws as *mut c_void, WORKSPACE_BYTES) }
+            .result()
+            .map_err(|e| self.blas_err("cublasSetWorkspace", e))?;
         b.bound = s;
         Ok(())
     }

@@ -171,14 +171,15 @@ fn gpu_basket_prices_are_bitwise_the_cpus() {
     }
     // a bad slot is an error in its slot only
     let mut bad = specs.clone();
-    bad[1].correlation[1] = 2.0;
+    // slot 2 is the first basket of more than one asset (slots 0 and 1 have N = 1)
+    bad[2].correlation[1] = 2.0;
     let mc = McParams {
         paths: 1024,
         ..McParams::default()
     };
     let got = gpu.price_basket_gpu(&bad, &mc).unwrap();
-    assert!(got[1].as_ref().unwrap_err().to_string().contains("[-1, 1]"));
-    assert!(got[0].is_ok() && got[2].is_ok());
+    assert!(got[2].as_ref().unwrap_err().to_string().contains("[-1, 1]"));
+    assert!(got[1].is_ok() && got[3].is_ok());
 }
 
 #[test]

@@ -97,7 +97,12 @@ impl CudaBackend {
             CudaStorage::alloc(self, DType::U8, n, op)?,
         ];
         let its = run.spec.iterations;
-        let cap = n as i64 + 2;
+        // A terminating (monotone) run changes something in at most n steps, and a check
+        // sees the changes of the CHECK_EVERY steps before it, so the first check that
+        // finds none comes by n + 2 * CHECK_EVERY: past that the run is not terminating
+        // (kiln-core refuses such specs first; this is the backstop). `n + 2` alone
+        // refused a 1-element input at its first check.
+        let cap = n as i64 + 2 + 2 * CHECK_EVERY;
         let mut src = run.src;
         let mut step = 0i64;
         loop {

@@ -256,7 +256,7 @@ class _Call:
         r = _like(y, self.like, "like")
         if self.kind == "binary":
             return r.view(bool) if _is_numpy(self.like) else (r != 0)
-        return r.astype(self.out_dtype) if cast else r
+        return r.astype(self.out_dtype) if cast and to_numpy else r
 
 
 # --- scipy's argument rules ---------------------------------------------------------------
