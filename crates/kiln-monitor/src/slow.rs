@@ -6,7 +6,8 @@
 //! field of a sample together costs ~0.4 ms. Read in the tick, they made a sample 6–10 ms
 //! (goal ≤ 2 ms) and the sampler ~1% of a core (goal ≤ 1%), and the driver spends that time
 //! on the CPU. So:
-//! - the tick *kicks* the lane and takes the values of the lane's last finished read: a tick
+//! - the tick takes the values of the lane's last finished read and, after its own reads,
+//!   *kicks* the lane (kicked before them, the lane's driver calls made the tick wait): a tick
 //!   costs the fast fields only, and the slow values it reports are at most one period (plus
 //!   a read) old, with their age in the sample;
 //! - energy, a cumulative counter (Prometheus takes its `rate()`), is read every

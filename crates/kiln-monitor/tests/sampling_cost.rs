@@ -154,6 +154,12 @@ fn per_field_cost() {
             .map(|v| v.iter().all(|s| s.is_ok()))
             .unwrap_or(false)
     };
+    // the tick's other work: the Xid event poll and the host fields
+    let events = nvml.create_event_set().ok().and_then(|set| {
+        d.register_events(nvml_wrapper::bitmasks::event::EventTypes::CRITICAL_XID_ERROR, set)
+            .ok()
+    });
+    let host = std::cell::RefCell::new(kiln_monitor::host::HostSampler::new());
     type Call<'a> = Box<dyn Fn() -> bool + 'a>;
     let calls: Vec<(&str, Call)> = vec![
         ("utilization_rates", Box::new(|| d.utilization_rates().is_ok())),
@@ -218,6 +224,21 @@ fn per_field_cost() {
             Box::new(|| d.running_compute_processes().is_ok()),
         ),
         ("uuid", Box::new(|| d.uuid().is_ok())),
+        (
+            "event_set wait(0) (Xid poll)",
+            Box::new(|| {
+                events.as_ref().is_some_and(|e| {
+                    matches!(e.wait(0), Ok(_) | Err(nvml_wrapper::error::NvmlError::Timeout))
+                })
+            }),
+        ),
+        (
+            "host fields (process, memory)",
+            Box::new(|| {
+                std::hint::black_box(host.borrow_mut().sample());
+                true
+            }),
+        ),
     ];
     for (name, f) in &calls {
         let ok = f();

