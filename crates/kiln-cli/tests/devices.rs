@@ -308,11 +308,22 @@ fn gemm_devices_gpu_match_one_gpu() {
         for set in ["0", "0,0"] {
             let j = gemm(&d, &format!("{shape} --devices {set}"));
             assert_eq!(j["check"]["passed"], true, "{j}");
-            // cuBLAS may choose another algorithm for a smaller batch count: this is what
-            // the test finds out
-            assert_eq!(j["c_digest"], one["c_digest"], "{prec} --devices {set}: {j}");
+            // cuBLAS picks its algorithm by the call's batch count. Measured on the H200
+            // (2026-12-05): `0` (8 chunks of 3 products) gives one GPU's bits in every
+            // precision; `0,0` (24 chunks of 1) gives other f32 and tf32 bits (bf16 the
+            // same), within the check's bound. So bits are asserted where they held.
+            if set == "0" || prec == "bf16" {
+                assert_eq!(j["c_digest"], one["c_digest"], "{prec} --devices {set}: {j}");
+            }
         }
         let j = gemm(&d, &format!("{shape} --devices cpu+0"));
         assert_eq!(j["check"]["passed"], true, "{j}");
+    }
+    // kiln's own f32 kernel computes each product alone, whatever the chunk: same bits
+    let shape = "--m 256 --n 192 --k 320 --batch 24 --precision f32 --impl kiln";
+    let one = gemm(&d, &format!("{shape} --device cuda:0"));
+    for set in ["0", "0,0"] {
+        let j = gemm(&d, &format!("{shape} --devices {set}"));
+        assert_eq!(j["c_digest"], one["c_digest"], "--impl kiln --devices {set}: {j}");
     }
 }
