@@ -75,30 +75,33 @@ def _as(x, dt):
     return x if dt is None else _np().asarray(x, dtype=dt)
 
 
+def _tophat(fname, white, input, size, footprint, structure, output, mode, cval, origin, axes,
+            device):
+    """scipy's top-hats: ``input - opening`` (white) or ``closing - input`` (black), the
+    second grey step into ``output``'s dtype as scipy's does."""
+    x, out, dt = _prep(fname, input, output, True, structure)
+    if size is not None and footprint is not None:
+        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+    kw = _grey_kw(size, footprint, structure, mode, cval, origin, axes, device, None)
+    first, second = (grey_erosion, grey_dilation) if white else (grey_dilation, grey_erosion)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # warned once above, as scipy does
+        y = second(first(x, **kw), **(dict(kw, output=dt) if dt is not None else kw))
+    return _finish(_as(x, dt) - y if white else y - _as(x, dt), out)
+
+
 def white_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect",
                  cval=0.0, origin=0, *, axes=None, device=None):
     """scipy.ndimage.white_tophat: ``input - grey_opening(input)``."""
-    x, out, dt = _prep("white_tophat", input, output, True, structure)
-    if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=2)
-    kw = _grey_kw(size, footprint, structure, mode, cval, origin, axes, device, None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # warned once above, as scipy does
-        opened = grey_dilation(grey_erosion(x, **kw), **dict(kw, output=dt) if dt is not None else kw)
-    return _finish(_as(x, dt) - opened, out)
+    return _tophat("white_tophat", True, input, size, footprint, structure, output, mode, cval,
+                   origin, axes, device)
 
 
 def black_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect",
                  cval=0.0, origin=0, *, axes=None, device=None):
     """scipy.ndimage.black_tophat: ``grey_closing(input) - input``."""
-    x, out, dt = _prep("black_tophat", input, output, True, structure)
-    if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=2)
-    kw = _grey_kw(size, footprint, structure, mode, cval, origin, axes, device, None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        closed = grey_erosion(grey_dilation(x, **kw), **dict(kw, output=dt) if dt is not None else kw)
-    return _finish(closed - _as(x, dt), out)
+    return _tophat("black_tophat", False, input, size, footprint, structure, output, mode, cval,
+                   origin, axes, device)
 
 
 def morphological_gradient(input, size=None, footprint=None, structure=None, output=None,
