@@ -202,9 +202,9 @@ impl Sampler {
         let own_pid = std::process::id();
         let processes = self.processes;
         // The last finished slow read; the kick for the next tick's comes after this tick's
-        // own reads, so the lane's driver calls run between ticks, not beside them (the
-        // driver serialises them: kicked first, a 3 ms energy read made the tick wait,
-        // 5.9 ms a sample on the H200 on 2026-12-05).
+        // own reads, so the lane's driver calls run between ticks, not beside them. (On
+        // the H200, 2026-12-05: 0.93 ms a tick on one host; 5.9 ms kicked first and 5.8 ms
+        // kicked after on another, where the driver's calls cost more: performance.md.)
         let slow = self.lane.as_ref().map(Lane::latest);
         let now = Instant::now();
         let gpus = self

@@ -7,7 +7,7 @@
 //! (goal ≤ 2 ms) and the sampler ~1% of a core (goal ≤ 1%), and the driver spends that time
 //! on the CPU. So:
 //! - the tick takes the values of the lane's last finished read and, after its own reads,
-//!   *kicks* the lane (kicked before them, the lane's driver calls made the tick wait): a tick
+//!   *kicks* the lane (so the lane's driver calls fall between ticks): a tick
 //!   costs the fast fields only, and the slow values it reports are at most one period (plus
 //!   a read) old, with their age in the sample;
 //! - energy, a cumulative counter (Prometheus takes its `rate()`), is read every
