@@ -185,6 +185,9 @@ impl CudaBackend {
                 backend: self.device_label(),
             });
         }
+        // kiln's main stream's workspace, made here (a capture cannot take new memory, and
+        // a capture's GEMMs use this one: see `bind_blas`)
+        let main_ws = self.alloc::<u8>(WORKSPACE_BYTES)?;
         let stream = self.stream().clone();
         stream
             .context()
@@ -196,7 +199,7 @@ impl CudaBackend {
             handle,
             stream,
             bound: std::ptr::null_mut(),
-            workspaces: Vec::new(),
+            workspaces: vec![(self.main_stream().cu_stream() as sys::cudaStream_t, main_ws)],
         };
         self.bind_blas(&mut b)?;
         *slot = Some(b);
@@ -212,12 +215,20 @@ impl CudaBackend {
         if b.bound == s {
             return Ok(());
         }
-        let ws = match b.workspaces.iter().position(|(k, _)| *k == s) {
+        // A capture's GEMMs are recorded, not run, and replay on kiln's main stream in its
+        // order: they use the main stream's workspace (made with the handle, since a capture
+        // cannot take new memory from the pool).
+        let key = if s == self.capture_stream().cu_stream() as sys::cudaStream_t {
+            self.main_stream().cu_stream() as sys::cudaStream_t
+        } else {
+            s
+        };
+        let ws = match b.workspaces.iter().position(|(k, _)| *k == key) {
             Some(i) => b.workspaces[i].1.device_ptr(),
             None => {
                 let w = self.alloc::<u8>(WORKSPACE_BYTES)?;
                 let ptr = w.device_ptr();
-                b.workspaces.push((s, w));
+                b.workspaces.push((key, w));
                 ptr
             }
         };
@@ -226,8 +237,8 @@ impl CudaBackend {
         unsafe { blas::set_stream(b.handle, s) }.map_err(|e| self.blas_err("cublasSetStream", e))?;
         // SAFETY: the workspace is a live pool block of WORKSPACE_BYTES owned by `b` for the
         // handle's life (512-byte aligned: cuBLAS needs 256), used by this stream's GEMMs
-        // only, in that stream's order (a capture's GEMMs replay on kiln's stream with the
-        // capture stream's workspace, ordered with kiln's stream's own).
+        // only, in that stream's order (a capture's replay on kiln's main stream, in its
+        // order, with its workspace).
         unsafe { sys::cublasSetWorkspace_v2(b.handle, ws as *mut c_void, WORKSPACE_BYTES) }
             .result()
             .map_err(|e| self.blas_err("cublasSetWorkspace", e))?;
