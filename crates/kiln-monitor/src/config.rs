@@ -4,7 +4,7 @@
 //! ```toml
 //! period_ms = 1000
 //! processes = true
-//! slow_fields = "background"   # or "inline": energy and clocks read in the tick
+//! slow_fields = "background"   # or "inline": every read in the tick
 //! energy_every = 5             # background: read the energy counter every 5th tick
 //! [alerts]
 //! webhook = "http://127.0.0.1:9099/alerts"
@@ -29,9 +29,10 @@ pub struct MonitorConfig {
     pub period_ms: u64,
     /// List the processes holding each GPU (default true).
     pub processes: bool,
-    /// `background` (default): energy and the clocks, milliseconds of driver time each, are
-    /// read on a second thread and a tick reports their last read with its age; `inline`:
-    /// read in every tick (every field fresh, the tick pays).
+    /// `background` (default): energy, the clocks and the PCIe counters, and any read a tick
+    /// finds slow on this host ([`crate::read`]), run on a second thread and a tick reports
+    /// their last value with its age; `inline`: every read in every tick (every field fresh,
+    /// the tick pays).
     pub slow_fields: SlowMode,
     /// With `background`: read the energy counter every this many ticks (default 5, 1..=3600).
     pub energy_every: u32,

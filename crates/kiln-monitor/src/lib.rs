@@ -22,6 +22,7 @@ pub mod host;
 pub mod metrics;
 pub mod nvml;
 pub mod power;
+pub mod read;
 pub mod sample;
 pub mod slow;
 pub mod webhook;

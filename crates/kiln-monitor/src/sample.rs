@@ -95,6 +95,11 @@ pub struct GpuSample {
     pub pcie_tx_kbps: Option<u32>,
     /// PCIe receive throughput, KB/s.
     pub pcie_rx_kbps: Option<u32>,
+    /// The reads that ran on the sampler's second thread (`energy`, `clocks`, `pcie` by
+    /// default, and any read a tick found slow on this host), by name, with how old their
+    /// values are in milliseconds. Empty where everything was read in this tick.
+    #[serde(default)]
+    pub lane_ages_ms: BTreeMap<String, u64>,
     /// Critical Xid events seen since the sampler started, by Xid code.
     pub xid_counts: BTreeMap<u64, u64>,
     /// Whether Xid events are watched on this GPU (NVML event set registered): where not,

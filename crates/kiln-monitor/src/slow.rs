@@ -1,5 +1,7 @@
-//! The slow lane: the NVML fields that cost milliseconds of driver time a read, read on a
-//! second thread so a tick never waits for them.
+//! The slow lane: the NVML reads that cost milliseconds of driver time, run on a second
+//! thread so a tick never waits for them. Which reads run here is decided in
+//! [`crate::read`] (energy, the clocks and the PCIe counters from the start, and any read the
+//! tick finds slow on this host).
 //!
 //! Measured 2026-12-03 on the H200 (docs/performance.md, "Monitoring"): the energy counter
 //! costs 3.1–3.9 ms a read whichever NVML call asks, and each clock ~1 ms, while every other
@@ -43,21 +45,6 @@ impl Default for SlowFields {
     }
 }
 
-/// One device's slow fields as last read.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SlowValues {
-    /// Energy used since the driver loaded, joules.
-    pub energy_j: Option<f64>,
-    /// When `energy_j` was read.
-    pub energy_at: Option<Instant>,
-    /// SM clock, MHz.
-    pub sm_clock_mhz: Option<u32>,
-    /// Memory clock, MHz.
-    pub mem_clock_mhz: Option<u32>,
-    /// When the clocks were read.
-    pub clocks_at: Option<Instant>,
-}
-
 /// What the reader is asked for in one round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Round {
@@ -69,20 +56,21 @@ pub struct Round {
 
 /// The lane's shared state: every device's values and the last round's read time.
 #[derive(Debug, Default)]
-struct Shared {
-    values: Vec<SlowValues>,
+struct Shared<V> {
+    values: Vec<V>,
     last_read: Option<Duration>,
     rounds: u64,
 }
 
-/// Reads the slow fields of every device on its own thread (see the module docs).
-pub struct Lane {
-    shared: Arc<Mutex<Shared>>,
+/// Reads the slow fields of every device on its own thread (see the module docs); `V` is
+/// one device's values.
+pub struct Lane<V> {
+    shared: Arc<Mutex<Shared<V>>>,
     kick: Option<SyncSender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for Lane {
+impl<V> std::fmt::Debug for Lane<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lane")
             .field("running", &self.thread.is_some())
@@ -90,17 +78,17 @@ impl std::fmt::Debug for Lane {
     }
 }
 
-impl Lane {
+impl<V: Clone + Default + Send + 'static> Lane<V> {
     /// Runs round 0 on the calling thread (so the first sample is complete and fresh), then
     /// starts the lane's thread. `read` fills the values of every device for one round and
     /// leaves untouched what the round does not read.
     pub fn start(
         devices: usize,
         energy_every: u32,
-        mut read: impl FnMut(Round, &mut [SlowValues]) + Send + 'static,
-    ) -> Lane {
+        mut read: impl FnMut(Round, &mut [V]) + Send + 'static,
+    ) -> Lane<V> {
         let energy_every = u64::from(energy_every.max(1));
-        let mut values = vec![SlowValues::default(); devices];
+        let mut values = vec![V::default(); devices];
         let t = Instant::now();
         read(Round { n: 0, energy: true }, &mut values);
         let shared = Arc::new(Mutex::new(Shared {
@@ -162,7 +150,7 @@ impl Lane {
     }
 
     /// The values of the last finished round.
-    pub fn latest(&self) -> Vec<SlowValues> {
+    pub fn latest(&self) -> Vec<V> {
         self.lock().values.clone()
     }
 
@@ -172,12 +160,12 @@ impl Lane {
         (g.last_read, g.rounds)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared<V>> {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl Drop for Lane {
+impl<V> Drop for Lane<V> {
     fn drop(&mut self) {
         self.kick = None;
         if let Some(h) = self.thread.take() {
@@ -187,16 +175,18 @@ impl Drop for Lane {
     }
 }
 
-/// Milliseconds since `at`, for the sample's age fields.
-pub fn age_ms(at: Option<Instant>, now: Instant) -> Option<u64> {
-    at.map(|a| now.saturating_duration_since(a).as_millis() as u64)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// One device's values in these tests.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    struct SlowValues {
+        energy_j: Option<f64>,
+        sm_clock_mhz: Option<u32>,
+    }
 
     /// A reader that takes `cost` a round (a slow driver), counts rounds and energy reads,
     /// and reports the round number as the clock and the energy read count as joules.
@@ -208,7 +198,6 @@ mod tests {
         move |r, vals| {
             std::thread::sleep(cost);
             rounds.fetch_add(1, Ordering::SeqCst);
-            let now = Instant::now();
             let e = if r.energy {
                 Some(energy_reads.fetch_add(1, Ordering::SeqCst) + 1)
             } else {
@@ -216,10 +205,8 @@ mod tests {
             };
             for v in vals.iter_mut() {
                 v.sm_clock_mhz = Some(r.n as u32);
-                v.clocks_at = Some(now);
                 if let Some(e) = e {
                     v.energy_j = Some(e as f64);
-                    v.energy_at = Some(now);
                 }
             }
         }
@@ -290,14 +277,5 @@ mod tests {
             after,
             "the thread kept reading after drop"
         );
-    }
-
-    #[test]
-    fn ages_count_from_the_read() {
-        let now = Instant::now();
-        assert_eq!(age_ms(None, now), None);
-        assert_eq!(age_ms(Some(now), now), Some(0));
-        let later = now + Duration::from_millis(1500);
-        assert_eq!(age_ms(Some(now), later), Some(1500));
     }
 }

@@ -29,6 +29,7 @@ fn scripted_gpu() -> GpuSample {
         ecc_uncorrected: Some(0),
         pcie_tx_kbps: Some(1000),
         pcie_rx_kbps: Some(2000),
+        lane_ages_ms: [("energy".to_string(), 800u64)].into_iter().collect(),
         xid_counts: [(79u64, 2u64), (13, 1)].into_iter().collect(),
         xid_watched: true,
         last_xid: Some(79),

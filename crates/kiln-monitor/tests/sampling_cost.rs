@@ -70,14 +70,47 @@ fn sampling_cost() {
                     // Ticks 20 ms apart, so the background lane's read (a few ms) finishes between
                     // ticks as it does at any realistic period; each tick is timed alone.
         let n = 100;
+        // what each read cost as the tick saw it (median and max over the ticks), and the
+        // tick's other work: on 2026-12-05 one host took 5.8 ms a tick where another took 0.93
+        let mut parts: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
         let mut times: Vec<f64> = (0..n)
             .map(|_| {
                 std::thread::sleep(Duration::from_millis(20));
                 let t = Instant::now();
                 std::hint::black_box(s.sample());
-                t.elapsed().as_secs_f64() * 1e3
+                let took = t.elapsed().as_secs_f64() * 1e3;
+                for g in s.read_costs() {
+                    for (read, c) in g.costs {
+                        parts
+                            .entry(format!("GPU {} {read}", g.gpu))
+                            .or_default()
+                            .push(c.as_secs_f64() * 1e3);
+                    }
+                }
+                let (xid, host) = s.tick_overhead();
+                for (k, v) in [("xid poll", xid), ("host", host)] {
+                    if let Some(v) = v {
+                        parts
+                            .entry(k.to_string())
+                            .or_default()
+                            .push(v.as_secs_f64() * 1e3);
+                    }
+                }
+                took
             })
             .collect();
+        for (k, mut v) in parts {
+            v.sort_by(f64::total_cmp);
+            println!(
+                "{name}: READ {k:<24} median {:.3} ms, max {:.3} ms over {} ticks",
+                v[v.len() / 2],
+                v[v.len() - 1],
+                v.len()
+            );
+        }
+        for g in s.read_costs() {
+            println!("{name}: GPU {}: reads on the second thread: {:?}", g.gpu, g.lane);
+        }
         times.sort_by(f64::total_cmp);
         let med = times[n / 2];
         let lane = s
