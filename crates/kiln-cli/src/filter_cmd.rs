@@ -479,6 +479,10 @@ pub(crate) struct Timings {
     pub(crate) filter_s: f64,
     /// Encoding and writing the output.
     pub(crate) write_s: f64,
+    /// Where creating a CUDA runtime went, in ms: the driver's probe, the context, and
+    /// the wait for libnvrtc (which loads beside both). Absent on the CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) runtime_parts: Option<kiln::cuda::Startup>,
 }
 
 /// The batch flags, refused on a one-file run.
@@ -611,6 +615,7 @@ pub(crate) fn image_summary(
     let (rt, runtime_s) = start.join()?;
     tm.runtime_s = runtime_s;
     tm.runtime_wait_s = t.elapsed().as_secs_f64();
+    tm.runtime_parts = rt.cuda().map(|c| c.startup());
     let streams = [rt.stream()?, rt.stream()?];
     let t = Instant::now();
     let out = filter_image2(&rt, img, &filter, out_type, &streams, &alloc, true)?;
@@ -713,6 +718,7 @@ pub(crate) fn volume_summary(
     let (rt, runtime_s) = start.join()?;
     tm.runtime_s = runtime_s;
     tm.runtime_wait_s = t.elapsed().as_secs_f64();
+    tm.runtime_parts = rt.cuda().map(|c| c.startup());
     let input_shape = vol.data.shape().to_vec();
     let input_type = volume_input_type(fin, &vol);
     let voxels = vol.data.len();

@@ -52,8 +52,9 @@ impl fmt::Display for DType {
 
 /// A Rust element type with a kiln dtype: `f32`, `f64`, `f16`, `bf16`, `u8`, `u16`. Every
 /// trait over element types (`Element`, the storages' element traits) builds on this one,
-/// so `T::DTYPE` means the same thing everywhere.
-pub trait HasDType: Copy + Send + Sync + 'static {
+/// so `T::DTYPE` means the same thing everywhere. Every such type is `Zeroable` (its zero
+/// bits are its zero), so large host buffers can come zeroed from the allocator.
+pub trait HasDType: Copy + Send + Sync + bytemuck::Zeroable + 'static {
     /// The dtype tag.
     const DTYPE: DType;
 }

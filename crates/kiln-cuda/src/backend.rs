@@ -59,6 +59,20 @@ pub struct CudaBackend {
     /// held until the event recorded after its last copy has passed (transfer.rs).
     pub(crate) in_flight: Mutex<Vec<crate::transfer::Held>>,
     context_ms: f64,
+    nvrtc_wait_ms: f64,
+    probe_ms: f64,
+}
+
+/// Where a backend's creation went, in milliseconds ([`CudaBackend::startup`]).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Startup {
+    /// The driver's initialisation and device listing (`discovery::probe`), where the
+    /// caller timed it ([`CudaBackend::with_probe_ms`]).
+    pub probe_ms: f64,
+    /// Creating the context.
+    pub context_ms: f64,
+    /// Waiting for libnvrtc after the context was made (it loads beside both).
+    pub nvrtc_wait_ms: f64,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -73,12 +87,19 @@ impl std::fmt::Debug for CudaBackend {
 impl CudaBackend {
     /// Create a context on `info`'s device and verify, by UUID, that it is the device the
     /// policy admitted. Needs libnvrtc for kernels. The device pool holds at most `limit`.
+    ///
+    /// libnvrtc (110 MB) is opened on a thread of its own while the context is created
+    /// ([`crate::libs::preload`]; a caller may have started it earlier, beside the driver's
+    /// initialisation), and waited for after.
     pub fn new(info: &DeviceInfo, cache: KernelCache, limit: Option<MemoryLimit>) -> Result<Self> {
-        let nvrtc = nvrtc::version().ok_or(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound))?;
+        crate::libs::preload(crate::libs::Lib::Nvrtc);
         let dev = format!("cuda:{}", info.desc.ordinal);
         let t0 = Instant::now();
         let ctx = CudaContext::new(info.desc.ordinal).map_err(|e| cuda_err("cuCtxCreate", &dev, e))?;
         let context_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+        let nvrtc = nvrtc::version().ok_or(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound))?;
+        let nvrtc_wait_ms = t1.elapsed().as_secs_f64() * 1e3;
         let uuid = ctx.uuid().map_err(|e| cuda_err("cuDeviceGetUuid", &dev, e))?;
         let got = kiln_core::device::format_uuid(&uuid.bytes.map(|b| b as u8));
         if !got.eq_ignore_ascii_case(&info.desc.uuid) {
@@ -125,6 +146,8 @@ impl CudaBackend {
             next_stream: std::sync::atomic::AtomicUsize::new(0),
             in_flight: Mutex::new(Vec::new()),
             context_ms,
+            nvrtc_wait_ms,
+            probe_ms: 0.0,
         })
     }
 
@@ -136,6 +159,27 @@ impl CudaBackend {
     /// Milliseconds context creation took.
     pub fn context_ms(&self) -> f64 {
         self.context_ms
+    }
+
+    /// Records how long the driver probe before [`Self::new`] took, for [`Self::startup`].
+    pub fn with_probe_ms(mut self, ms: f64) -> Self {
+        self.probe_ms = ms;
+        self
+    }
+
+    /// Where this backend's creation went.
+    pub fn startup(&self) -> Startup {
+        Startup {
+            probe_ms: self.probe_ms,
+            context_ms: self.context_ms,
+            nvrtc_wait_ms: self.nvrtc_wait_ms,
+        }
+    }
+
+    /// Milliseconds spent after the context was made waiting for libnvrtc to finish loading
+    /// (it loads beside the context's creation: 0 where it was done first).
+    pub fn nvrtc_wait_ms(&self) -> f64 {
+        self.nvrtc_wait_ms
     }
 
     /// NVRTC's version in use.

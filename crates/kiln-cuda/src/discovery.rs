@@ -26,22 +26,19 @@ pub struct Libraries {
 
 /// Probe each library by trying to load it.
 pub fn libraries() -> Libraries {
-    // SAFETY: each call only dlopens a library by its candidate names and drops the handle.
-    unsafe {
-        Libraries {
-            cuda: sys::is_culib_present(),
-            nvrtc: cudarc::nvrtc::sys::is_culib_present(),
-            cublas: cudarc::cublas::sys::is_culib_present(),
-            cublaslt: cudarc::cublaslt::sys::is_culib_present(),
-            curand: cudarc::curand::sys::is_culib_present(),
-        }
+    use crate::libs::{present, Lib};
+    Libraries {
+        cuda: present(Lib::Cuda),
+        nvrtc: present(Lib::Nvrtc),
+        cublas: present(Lib::Cublas),
+        cublaslt: present(Lib::CublasLt),
+        curand: present(Lib::Curand),
     }
 }
 
 /// cuBLAS's version as `major*10000 + minor*100 + patch` (e.g. 130001), when it loads.
 pub fn cublas_version() -> Option<i32> {
-    // SAFETY: presence is checked before the first call into the library.
-    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+    if !crate::libs::present(crate::libs::Lib::Cublas) {
         return None;
     }
     use cudarc::cublas::sys::{cublasGetProperty, cublasStatus_t, libraryPropertyType};
@@ -114,8 +111,7 @@ fn drv(op: &str, e: result::DriverError) -> Error {
 
 /// Initialise the driver and list devices. Errors are `NoDevice` with the reason.
 pub fn probe() -> Result<DriverProbe> {
-    // SAFETY: only tries to dlopen libcuda.
-    if !unsafe { sys::is_culib_present() } {
+    if !crate::libs::present(crate::libs::Lib::Cuda) {
         return Err(Error::NoDevice(NoDeviceReason::DriverNotFound));
     }
     if let Err(e) = result::init() {

@@ -68,8 +68,8 @@ impl Drop for Blas {
 
 /// Whether libcublas and libcublasLt (which libcublas loads) can be loaded.
 pub fn cublas_available() -> bool {
-    // SAFETY: each call only tries to dlopen the library by its candidate names.
-    unsafe { sys::is_culib_present() && cudarc::cublaslt::sys::is_culib_present() }
+    use crate::libs::{present, Lib};
+    present(Lib::Cublas) && present(Lib::CublasLt)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

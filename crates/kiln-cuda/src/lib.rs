@@ -41,6 +41,7 @@ mod launch_finance;
 mod launch_finance_qmc;
 mod launch_heston;
 mod launch_imaging;
+pub mod libs;
 pub mod nccl;
 pub mod nvrtc;
 pub mod pipeline;
@@ -50,7 +51,7 @@ pub mod storage;
 mod streams;
 pub mod transfer;
 
-pub use backend::{cuda_err, CudaBackend, ModuleLoad};
+pub use backend::{cuda_err, CudaBackend, ModuleLoad, Startup};
 pub use cache::{CacheEvent, KernelCache, Outcome, Unit};
 /// cudarc's event type, as [`CudaBackend::new_event`] returns it.
 pub use cudarc::driver::CudaEvent;

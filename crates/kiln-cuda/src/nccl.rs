@@ -27,8 +27,7 @@ pub const LIBRARY: &str = "libnccl.so.2";
 
 /// Whether libnccl can be loaded.
 pub fn available() -> bool {
-    // SAFETY: only tries to dlopen libnccl (no symbol is used).
-    unsafe { sys::is_culib_present() }
+    crate::libs::present(crate::libs::Lib::Nccl)
 }
 
 /// The error for a collective asked for where libnccl is absent.

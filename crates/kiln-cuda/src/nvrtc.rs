@@ -45,10 +45,9 @@ pub fn compiles_this_process() -> u64 {
 }
 
 /// Whether `libnvrtc` can be loaded. cudarc panics on first use of a missing library, so
-/// every caller checks this first.
+/// every caller checks this first. Loaded once and kept ([`crate::libs`]).
 pub fn available() -> bool {
-    // SAFETY: only tries to dlopen the library by its candidate names and drops the handle.
-    unsafe { sys::is_culib_present() }
+    crate::libs::present(crate::libs::Lib::Nvrtc)
 }
 
 /// NVRTC's (major, minor) version, or `None` when the library is missing.

@@ -17,6 +17,7 @@ use crate::backend::{lock, CudaBackend};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{result, CudaEvent, CudaStream};
 use kiln_core::backend::check_same_len;
+use kiln_core::dtype::HasDType;
 use kiln_core::Result;
 use rayon::prelude::*;
 use std::any::Any;
@@ -49,38 +50,149 @@ pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
-/// Bytes from which [`host_vec`] asks for transparent huge pages.
+/// Bytes from which [`host_vec`] asks for transparent huge pages and has the kernel fault the
+/// pages in by all cores.
 const HUGE_FROM: usize = 32 << 20;
 /// The huge page size on x86-64.
 const HUGE: usize = 2 << 20;
+/// Bytes a thread asks the kernel to populate at a time.
+const POPULATE_PIECE: usize = 4 << 20;
+/// `MADV_POPULATE_WRITE` (Linux 5.14; the libc crate does not export it for every target).
+const MADV_POPULATE_WRITE: libc::c_int = 23;
 
-/// A new host vector of `n` default values, for a large result: its pages are first touched
-/// by all cores at once (rayon), and from 32 MiB on the kernel is asked for
-/// transparent huge pages (`madvise(MADV_HUGEPAGE)`) before any touch. On the H200 machine
-/// a plain `vec![0.0; 1 << 28]` filled by a download cost ~100 ms of page faults, three
-/// quarters of the whole 1 GiB download. Written by hand: no crate allocates with this
-/// advice; the advice is best effort (ignored where the kernel has no THP).
-pub fn host_vec<T: Copy + Default + Send + Sync>(n: usize) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
+/// How a large new host result's pages are first touched, from `KILN_PREFAULT`:
+/// `first` (the default) before the work that fills it, `overlap` by a few threads while
+/// that work runs (see [`host_vec_then`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefault {
+    /// All cores fault the pages in, then the work writes them.
+    First,
+    /// A quarter of the cores (1 to 4 threads) fault the pages in, front to back, while
+    /// the work runs; the work faults in any page it reaches first.
+    Overlap,
+}
+
+/// `KILN_PREFAULT`, read once: `overlap` or `first` (unset or anything else).
+pub fn prefault_mode() -> Prefault {
+    static MODE: std::sync::OnceLock<Prefault> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("KILN_PREFAULT").as_deref() {
+        Ok("overlap") => Prefault::Overlap,
+        _ => Prefault::First,
+    })
+}
+
+/// `n` zeros from the allocator's zeroed path (for a large `n`, fresh pages nobody has
+/// touched: glibc's `calloc` maps them and skips the memset), with transparent huge pages
+/// asked for from [`HUGE_FROM`] bytes on. Returns the vector and the page-aligned range
+/// `(address, bytes)` a populate may cover (empty below [`HUGE_FROM`]).
+fn zeroed_advised<T: HasDType>(n: usize) -> (Vec<T>, (usize, usize)) {
+    let v: Vec<T> = bytemuck::zeroed_vec(n);
     let bytes = n * std::mem::size_of::<T>();
-    if bytes >= HUGE_FROM {
-        let start = v.as_mut_ptr() as usize;
-        let lo = start.next_multiple_of(HUGE);
-        let hi = (start + bytes) / HUGE * HUGE;
-        if hi > lo {
-            // SAFETY: [lo, hi) lies inside the allocation just made (capacity n, not yet
-            // touched); MADV_HUGEPAGE only changes how the kernel backs the pages, never
-            // their contents or validity.
-            unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
-        }
+    if bytes < HUGE_FROM {
+        return (v, (0, 0));
     }
-    let per = (PIECE_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    v.spare_capacity_mut()[..n]
-        .par_chunks_mut(per)
-        .for_each(|c| c.fill(std::mem::MaybeUninit::new(T::default())));
-    // SAFETY: the first n elements were all written just above.
-    unsafe { v.set_len(n) };
+    let start = v.as_ptr() as usize;
+    let lo = start.next_multiple_of(HUGE);
+    let hi = (start + bytes) / HUGE * HUGE;
+    if hi > lo {
+        // SAFETY: [lo, hi) lies inside the allocation just made; MADV_HUGEPAGE only changes
+        // how the kernel backs the pages, never their contents or validity.
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
+    }
+    let first = start.next_multiple_of(4096);
+    let end = (start + bytes) / 4096 * 4096;
+    (v, (first, end.saturating_sub(first)))
+}
+
+/// How many populate pieces the page range `(addr, bytes)` has: pieces are aligned to huge
+/// pages (the first and last are cut to the range), so no two threads fault one huge page.
+fn populate_pieces((addr, bytes): (usize, usize)) -> usize {
+    let base = addr / HUGE * HUGE;
+    (addr + bytes - base).div_ceil(POPULATE_PIECE)
+}
+
+/// Has the kernel fault in, writable, piece `i` of the page range `(addr, bytes)`;
+/// `false` where it cannot (a kernel before 5.14). The contents do not change (the pages
+/// are zero before and after), so this may run beside the vector's owner writing it.
+fn populate_piece((addr, bytes): (usize, usize), i: usize) -> bool {
+    let base = addr / HUGE * HUGE;
+    let a = (base + i * POPULATE_PIECE).max(addr);
+    let b = (base + (i + 1) * POPULATE_PIECE).min(addr + bytes);
+    if b <= a {
+        return true;
+    }
+    // SAFETY: [a, b) lies inside a live allocation (the caller's range is within its
+    // vector, which outlives every populate: `host_vec` and the scope of `host_vec_with`);
+    // MADV_POPULATE_WRITE faults pages in without changing a byte of them.
+    unsafe { libc::madvise(a as *mut libc::c_void, b - a, MADV_POPULATE_WRITE) == 0 }
+}
+
+/// A new host vector of `n` zeros for a large result: from 32 MiB on, the kernel is asked
+/// for transparent huge pages and faults every page in by all cores at once
+/// (`MADV_POPULATE_WRITE`, rayon), before anyone writes it. On the H200 machine a plain
+/// `vec![0.0; 1 << 28]` filled by a download cost ~100 ms of page faults, three quarters of
+/// the whole 1 GiB download, and faulting in by all cores first took 30.6 ms. The pages come
+/// zeroed from the allocator, so nothing is written twice: the earlier version wrote zeros
+/// over the kernel's zeros (on the 2-core development machine, 1 GiB: 70 ms that way, 60 ms
+/// populated). Where the kernel has no populate, the cores write zeros instead. Written by
+/// hand: no crate allocates with this advice; it is best effort (no THP: small pages).
+pub fn host_vec<T: HasDType>(n: usize) -> Vec<T> {
+    let (mut v, range) = zeroed_advised::<T>(n);
+    if range.1 == 0 {
+        return v;
+    }
+    let pieces = populate_pieces(range);
+    let populated = (0..pieces).into_par_iter().all(|i| populate_piece(range, i));
+    if !populated {
+        let per = (POPULATE_PIECE / std::mem::size_of::<T>().max(1)).max(1);
+        v.par_chunks_mut(per).for_each(|c| c.fill(T::zeroed()));
+    }
     v
+}
+
+/// A new host vector of `n` zeros, given to `fill` (which writes the result) and returned
+/// with what `fill` returns. Its pages are faulted in as [`prefault_mode`] says: all of them
+/// first ([`host_vec`]), or by a few threads while `fill` runs, front to back, so the faults
+/// overlap `fill`'s own work (a staged pipeline: its copies use every core but leave the
+/// page faults' time on the table).
+pub fn host_vec_then<T: HasDType, R>(n: usize, fill: impl FnOnce(&mut [T]) -> R) -> (Vec<T>, R) {
+    host_vec_with(prefault_mode(), n, fill)
+}
+
+/// [`host_vec_then`] with the mode given.
+pub fn host_vec_with<T: HasDType, R>(
+    mode: Prefault,
+    n: usize,
+    fill: impl FnOnce(&mut [T]) -> R,
+) -> (Vec<T>, R) {
+    if mode == Prefault::First {
+        let mut v = host_vec::<T>(n);
+        let r = fill(&mut v);
+        return (v, r);
+    }
+    let (mut v, range) = zeroed_advised::<T>(n);
+    if range.1 == 0 {
+        let r = fill(&mut v);
+        return (v, r);
+    }
+    let pieces = populate_pieces(range);
+    let threads = (std::thread::available_parallelism().map_or(1, |c| c.get()) / 4).clamp(1, 4);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let r = std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= pieces || !populate_piece(range, i) {
+                    break;
+                }
+            });
+        }
+        let r = fill(&mut v);
+        // the populates left are moot now: let the threads end at their next piece
+        next.store(pieces, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
+    (v, r)
 }
 
 /// Whether `s` lies in page-locked memory known to the driver (kiln's pinned pool, or
@@ -303,5 +415,85 @@ impl CudaBackend {
             .context()
             .bind_to_thread()
             .map_err(|e| self.err("cuCtxSetCurrent", e))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Zeros at every size: below the populate bound, above it, and odd lengths that end
+    /// inside a page; for the element sizes kiln has.
+    #[test]
+    fn host_vec_is_zeros_at_every_size() {
+        for n in [0usize, 1, 1023, (HUGE_FROM / 4) + 3, (HUGE_FROM / 4) * 3 + 1] {
+            let v = host_vec::<f32>(n);
+            assert_eq!(v.len(), n);
+            assert!(v.iter().all(|x| x.to_bits() == 0), "f32 n={n}");
+        }
+        let v = host_vec::<u8>(HUGE_FROM + 5);
+        assert!(v.iter().all(|&x| x == 0));
+        let v = host_vec::<u16>(HUGE_FROM / 2 + 7);
+        assert!(v.iter().all(|&x| x == 0));
+    }
+
+    /// What the fill writes is what comes back, in both modes, while the populating
+    /// threads run beside it (a populate never changes a byte); at the populate bound,
+    /// above it and below.
+    #[test]
+    fn the_fill_is_kept_in_both_modes() {
+        for mode in [Prefault::First, Prefault::Overlap] {
+            for n in [5usize, HUGE_FROM / 4 - 1, (HUGE_FROM / 4) * 5 + 3] {
+                let bits = |i: usize| (i as u32).wrapping_mul(2_654_435_761) | 1;
+                let (v, r) = host_vec_with::<f32, _>(mode, n, |out| {
+                    // back to front, so the fill reaches pages the threads have not yet
+                    for (i, x) in out.iter_mut().enumerate().rev() {
+                        *x = f32::from_bits(bits(i));
+                    }
+                    out.len()
+                });
+                assert_eq!(r, n);
+                assert!(
+                    v.iter().enumerate().all(|(i, x)| x.to_bits() == bits(i)),
+                    "{mode:?} n={n}"
+                );
+            }
+        }
+    }
+
+    /// A fill that fails returns its error and the vector (zeros where it did not write).
+    #[test]
+    fn a_failed_fill_returns_its_result() {
+        let (v, r) = host_vec_with::<f32, _>(Prefault::Overlap, HUGE_FROM / 2, |out| {
+            out[0] = 1.0;
+            Err::<(), _>("refused")
+        });
+        assert_eq!(r, Err("refused"));
+        assert_eq!(v[0], 1.0);
+        assert!(v[1..].iter().all(|x| *x == 0.0));
+    }
+
+    /// Prints what making and filling a 1 GiB result costs each way: the pages faulted in
+    /// first, then a copy by all cores; or faulted in beside the copy (`--ignored --nocapture`).
+    #[test]
+    #[ignore = "bench: prints host_vec timings"]
+    fn host_vec_timings() {
+        let n = 1usize << 28;
+        let src = vec![1.0f32; n];
+        for _ in 0..4 {
+            let t = std::time::Instant::now();
+            let v = host_vec::<f32>(n);
+            let alone = t.elapsed().as_secs_f64() * 1e3;
+            drop(std::hint::black_box(v));
+            let mut row = format!("host_vec 1 GiB alone {alone:.1} ms");
+            for mode in [Prefault::First, Prefault::Overlap] {
+                let t = std::time::Instant::now();
+                let (v, ()) = host_vec_with::<f32, _>(mode, n, |out| par_copy(out, &src));
+                row += &format!("; {mode:?} + copy {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+                drop(std::hint::black_box(v));
+            }
+            println!("{row}");
+        }
     }
 }

@@ -44,9 +44,8 @@ impl Runtime {
 
     /// `op` applied element-wise to `x`.
     pub fn map<T: crate::FloatElement>(&self, op: MapOp, x: &[T]) -> Result<Vec<T>> {
-        let mut out = kiln_cuda::transfer::host_vec::<T>(x.len());
-        self.map_into(op, x, &mut out)?;
-        Ok(out)
+        let (out, r) = kiln_cuda::transfer::host_vec_then::<T, _>(x.len(), |out| self.map_into(op, x, out));
+        r.map(|()| out)
     }
 
     /// `y = a * x + y` (one f32 fma per element, rounded once to the storage).

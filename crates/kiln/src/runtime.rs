@@ -75,10 +75,12 @@ impl Runtime {
     }
 
     fn open_cuda(request: DeviceRequest, config: &Config) -> Result<CudaBackend> {
+        // libnvrtc loads on its own thread beside the driver's initialisation and the
+        // context's creation; CudaBackend::new waits for it (NvrtcNotFound where it is missing)
+        kiln_cuda::libs::preload(kiln_cuda::libs::Lib::Nvrtc);
+        let t = std::time::Instant::now();
         let probe = discovery::probe()?;
-        if !kiln_cuda::nvrtc::available() {
-            return Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound));
-        }
+        let probe_ms = t.elapsed().as_secs_f64() * 1e3;
         let descs: Vec<_> = probe.devices.iter().map(|d| d.desc.clone()).collect();
         let ordinal = config
             .devices
@@ -90,6 +92,7 @@ impl Runtime {
             .find(|d| d.desc.ordinal == ordinal)
             .ok_or_else(|| Error::invalid("device", format!("cuda:{ordinal} vanished after discovery")))?;
         CudaBackend::new(info, KernelCache::new(&config.cache_dir), config.gpu_memory_limit)
+            .map(|b| b.with_probe_ms(probe_ms))
     }
 
     /// The backend in use.
@@ -179,10 +182,11 @@ impl Runtime {
     /// `op` applied element-wise to `x`.
     pub fn unary(&self, op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         let _r = self.reserve_host(op.name(), (x.len() * 4) as u64)?;
-        // the pages first touched by all cores, on huge pages where the kernel has them
-        let mut out = kiln_cuda::transfer::host_vec::<f32>(x.len());
-        self.unary_into(op, x, &mut out)?;
-        Ok(out)
+        // the pages faulted in by all cores (or beside the work: KILN_PREFAULT), on huge
+        // pages where the kernel has them
+        let (out, r) =
+            kiln_cuda::transfer::host_vec_then::<f32, _>(x.len(), |out| self.unary_into(op, x, out));
+        r.map(|()| out)
     }
 
     /// Element-wise logistic sigmoid.

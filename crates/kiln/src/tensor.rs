@@ -193,9 +193,8 @@ impl Tensor {
             Storage::Cpu(c) => Ok(c.clone()),
             Storage::Cuda(g) => {
                 fn read<T: TensorElement>(g: &CudaStorage) -> Result<Vec<T>> {
-                    let mut out = kiln_cuda::transfer::host_vec::<T>(g.len());
-                    g.to_host(&mut out)?;
-                    Ok(out)
+                    let (out, r) = kiln_cuda::transfer::host_vec_then::<T, _>(g.len(), |out| g.to_host(out));
+                    r.map(|()| out)
                 }
                 Ok(match g.dtype() {
                     DType::F32 => CpuStorage::F32(read(g)?),
@@ -226,9 +225,8 @@ impl Tensor {
         match &*self.storage {
             Storage::Cpu(c) => Ok(c.as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default()),
             Storage::Cuda(g) => {
-                let mut out = kiln_cuda::transfer::host_vec::<T>(g.len());
-                g.to_host(&mut out)?;
-                Ok(out)
+                let (out, r) = kiln_cuda::transfer::host_vec_then::<T, _>(g.len(), |out| g.to_host(out));
+                r.map(|()| out)
             }
         }
     }
