@@ -18,8 +18,13 @@
 //!   moves host data at the link's speed (staged through pinned buffers, or DMA'd directly
 //!   from pinned memory).
 //!
+//! Every library is checked before it is touched through [`libs::present`], which opens it
+//! once by cudarc's candidate names and keeps it open (cudarc's `is_culib_present` opens and
+//! closes it, and cudarc's first call opens it again).
+//!
 //! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
-//! `gemm`, `graph`, `pipeline`, `transfer`, `copy`, `storage`, `nccl` (collectives on pool
+//! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `copy`,
+//! `storage`, `libs` (the libraries' handles, through libloading), `nccl` (collectives on pool
 //! blocks; libnccl loaded at run time, absent without harm) and the launchers, where the safe
 //! layer lacks what kiln needs (pool blocks as raw pointers, pinned memory, async copies into
 //! caller slices, pointer attributes); each `unsafe` block names its invariant.

@@ -76,8 +76,12 @@ impl Runtime {
 
     fn open_cuda(request: DeviceRequest, config: &Config) -> Result<CudaBackend> {
         // libnvrtc loads on its own thread beside the driver's initialisation and the
-        // context's creation; CudaBackend::new waits for it (NvrtcNotFound where it is missing)
-        kiln_cuda::libs::preload(kiln_cuda::libs::Lib::Nvrtc);
+        // context's creation; CudaBackend::new waits for it (NvrtcNotFound where it is
+        // missing). Not where there is no driver: a CPU fallback never needs it.
+        use kiln_cuda::libs::{preload, present, Lib};
+        if present(Lib::Cuda) {
+            preload(Lib::Nvrtc);
+        }
         let t = std::time::Instant::now();
         let probe = discovery::probe()?;
         let probe_ms = t.elapsed().as_secs_f64() * 1e3;
