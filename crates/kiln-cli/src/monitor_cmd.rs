@@ -32,8 +32,8 @@ pub struct Args {
     /// and evaluating alerts.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
-    /// Monitor configuration (TOML: period_ms, processes, [alerts] rules and webhook; see
-    /// docs/monitoring.md).
+    /// Monitor configuration (TOML: period_ms, processes, slow_fields, energy_every, [alerts]
+    /// rules and webhook; see docs/monitoring.md).
     #[arg(long, value_name = "FILE")]
     rules: Option<PathBuf>,
 }
