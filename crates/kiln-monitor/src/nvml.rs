@@ -13,7 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::host::{process_name, HostSampler};
-use crate::read::{tick_reads, Mover, ProcessRead, Read, Reading, LANE_FROM_START};
+use crate::read::{tick_reads, Mover, ProcessRead, Read, Reading, Streak, LANE_FROM_START};
 use crate::sample::{GpuProcess, GpuSample, NvmlStatus, Sample};
 use crate::slow::{Lane, Round, SlowFields};
 use nvml_wrapper::bitmasks::event::EventTypes;
@@ -25,8 +25,8 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, EventSet, Nvml};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 static NVML: OnceLock<std::result::Result<Nvml, String>> = OnceLock::new();
@@ -124,7 +124,11 @@ pub struct ReadCosts {
 pub struct Sampler {
     status: NvmlStatus,
     devices: Vec<DeviceState>,
-    events: Option<EventSet<'static>>,
+    /// The Xid event set and what its polls found, shared with the lane.
+    xid: Arc<Mutex<Xid>>,
+    /// Whether the lane polls the event set (the tick found the poll slow on this host).
+    xid_on_lane: Arc<AtomicBool>,
+    xid_streak: Streak,
     host: HostSampler,
     processes: bool,
     /// The slow reads' thread; `None` where everything is read inline (or there is no GPU).
@@ -149,7 +153,9 @@ impl Sampler {
         let mut s = Sampler {
             status: NvmlStatus::default(),
             devices: Vec::new(),
-            events: None,
+            xid: Arc::default(),
+            xid_on_lane: Arc::default(),
+            xid_streak: Streak::default(),
             host: HostSampler::new(),
             processes: opts.processes,
             lane: None,
@@ -205,9 +211,10 @@ impl Sampler {
                 costs: [None; Read::ALL.len()],
             });
         }
-        s.events = register_xid_events(nvml, &mut s.devices);
+        lock(&s.xid).set = register_xid_events(nvml, &mut s.devices);
         if let (SlowFields::Background { energy_every }, false) = (opts.slow, s.devices.is_empty()) {
-            s.lane = Some(start_lane(nvml, &s.devices, energy_every, opts.processes));
+            let xid = (s.xid.clone(), s.xid_on_lane.clone());
+            s.lane = Some(start_lane(nvml, &s.devices, energy_every, opts.processes, xid));
         }
         s
     }
@@ -243,9 +250,16 @@ impl Sampler {
             .collect()
     }
 
-    /// What the last tick's Xid event poll and host read (`/proc`) cost.
+    /// What the last tick's Xid event poll (or, once the poll runs on the lane, taking what
+    /// the lane found) and host read (`/proc`) cost.
     pub fn tick_overhead(&self) -> (Option<Duration>, Option<Duration>) {
         self.overhead
+    }
+
+    /// Whether the Xid events are polled on the second thread (the tick found the poll
+    /// slow on this host, as it does any read: [`crate::read`]).
+    pub fn xid_on_lane(&self) -> bool {
+        self.lane.is_some() && self.xid_on_lane.load(Ordering::Relaxed)
     }
 
     /// The reads of `d` that run on the lane (none without one).
@@ -273,9 +287,7 @@ impl Sampler {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let t = Instant::now();
-        self.drain_xid_events();
-        self.overhead.0 = Some(t.elapsed());
+        self.count_xid_events();
         let own_pid = std::process::id();
         // The lane's last finished round; the kick for the next one comes after this tick's
         // own reads, so the lane's driver calls run between ticks, not beside them.
@@ -325,36 +337,82 @@ impl Sampler {
         }
     }
 
-    fn drain_xid_events(&mut self) {
-        let Some(set) = &self.events else { return };
-        // Bounded: a storm of events cannot stall a tick.
-        for _ in 0..1024 {
-            match set.wait(0) {
-                Ok(ev) => {
-                    if !ev.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
-                        continue;
-                    }
-                    let code = match ev.event_data {
-                        Some(XidError::Value(v)) => v,
-                        _ => 0,
-                    };
-                    let index = ev.device.index().ok();
-                    if let Some(d) = self.devices.iter_mut().find(|d| Some(d.reader.index) == index) {
-                        tracing::warn!(
-                            gpu = d.reader.index,
-                            xid = code,
-                            "Xid {code} on GPU {}",
-                            d.reader.index
-                        );
-                        *d.xid_counts.entry(code).or_insert(0) += 1;
-                        d.last_xid = Some(code);
+    /// Polls the Xid events (unless the lane does), times the poll like any read (moving it
+    /// to the lane after 3 slow ticks running), and counts what was found since the last
+    /// tick. Where the lane holds the set at this moment the tick does not wait: its finds
+    /// are counted next tick.
+    fn count_xid_events(&mut self) {
+        let t = Instant::now();
+        let on_lane = self.xid_on_lane();
+        let found = match self.xid.try_lock() {
+            Ok(mut g) => {
+                let g = &mut *g;
+                if !on_lane {
+                    if let Some(set) = &g.set {
+                        poll_xid(set, &mut g.pending);
                     }
                 }
-                Err(NvmlError::Timeout) => break,
-                Err(e) => {
-                    tracing::debug!("NVML event wait failed: {e}");
-                    break;
+                std::mem::take(&mut g.pending)
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => std::mem::take(&mut p.into_inner().pending),
+            Err(std::sync::TryLockError::WouldBlock) => Vec::new(),
+        };
+        let took = t.elapsed();
+        self.overhead.0 = Some(took);
+        if self.lane.is_some() && !on_lane && self.xid_streak.note(took) {
+            self.xid_on_lane.store(true, Ordering::Relaxed);
+            tracing::info!(
+                "the Xid event poll took {:.2} ms in {} ticks running; it runs on the sampler's second thread from now on (events are counted one tick later)",
+                took.as_secs_f64() * 1e3,
+                crate::read::MOVE_AFTER
+            );
+        }
+        for (index, code) in found {
+            if let Some(d) = self.devices.iter_mut().find(|d| Some(d.reader.index) == index) {
+                tracing::warn!(
+                    gpu = d.reader.index,
+                    xid = code,
+                    "Xid {code} on GPU {}",
+                    d.reader.index
+                );
+                *d.xid_counts.entry(code).or_insert(0) += 1;
+                d.last_xid = Some(code);
+            }
+        }
+    }
+}
+
+/// The Xid event set and the events its polls found that no tick has counted yet.
+#[derive(Default)]
+struct Xid {
+    set: Option<EventSet<'static>>,
+    /// (NVML index of the GPU, Xid code).
+    pending: Vec<(Option<u32>, u64)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Drains the critical Xid events waiting in `set` into `pending`, without waiting.
+fn poll_xid(set: &EventSet<'static>, pending: &mut Vec<(Option<u32>, u64)>) {
+    // Bounded: a storm of events cannot stall a tick.
+    for _ in 0..1024 {
+        match set.wait(0) {
+            Ok(ev) => {
+                if !ev.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
+                    continue;
                 }
+                let code = match ev.event_data {
+                    Some(XidError::Value(v)) => v,
+                    _ => 0,
+                };
+                pending.push((ev.device.index().ok(), code));
+            }
+            Err(NvmlError::Timeout) => break,
+            Err(e) => {
+                tracing::debug!("NVML event wait failed: {e}");
+                break;
             }
         }
     }
@@ -431,6 +489,7 @@ fn start_lane(
     devices: &[DeviceState],
     energy_every: u32,
     processes: bool,
+    (xid, xid_on_lane): (Arc<Mutex<Xid>>, Arc<AtomicBool>),
 ) -> Lane<Reading> {
     let mut lane: Vec<(Option<Reader>, Arc<AtomicU32>)> = devices
         .iter()
@@ -448,6 +507,13 @@ fn start_lane(
         lane.len(),
         energy_every,
         move |round: Round, values: &mut [Reading]| {
+            if xid_on_lane.load(Ordering::Relaxed) {
+                let mut g = lock(&xid);
+                let g = &mut *g;
+                if let Some(set) = &g.set {
+                    poll_xid(set, &mut g.pending);
+                }
+            }
             for ((reader, moved), v) in lane.iter_mut().zip(values.iter_mut()) {
                 let Some(reader) = reader else { continue };
                 let mask = moved.load(Ordering::Relaxed);

@@ -12,7 +12,9 @@
 //! - by the tick itself on the host it runs on ([`Mover`]): every read is timed, and one that
 //!   costs more than [`MOVE_ABOVE`] in [`MOVE_AFTER`] ticks running moves to the lane for good,
 //!   with an info line saying so. From then the tick reports the lane's last value and its
-//!   age ([`crate::GpuSample::lane_ages_ms`]).
+//!   age ([`crate::GpuSample::lane_ages_ms`]). The Xid event poll, one for all devices, moves
+//!   by the same rule ([`Streak`]; `nvml.rs`): should a host charge the first NVML call after
+//!   a pause whichever call it is, every read ends on the lane and the tick makes none.
 //!
 //! Everything here is plain data and CPU-testable; the NVML calls are in `nvml.rs`.
 
@@ -172,25 +174,35 @@ impl Reading {
     }
 }
 
+/// How many ticks running one piece of a tick's work has cost more than [`MOVE_ABOVE`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Streak(u8);
+
+impl Streak {
+    /// Note that the work took `took` in a tick. Returns `true` the tick it should move: the
+    /// [`MOVE_AFTER`]-th tick running above [`MOVE_ABOVE`]. A tick below the bound starts the
+    /// count again, so a one-off stall (a scheduler hiccup) moves nothing.
+    pub fn note(&mut self, took: Duration) -> bool {
+        if took > MOVE_ABOVE {
+            self.0 = self.0.saturating_add(1);
+            self.0 == MOVE_AFTER
+        } else {
+            self.0 = 0;
+            false
+        }
+    }
+}
+
 /// Decides, from the tick's own timings on this host, which reads move to the lane.
 #[derive(Clone, Debug, Default)]
 pub struct Mover {
-    over: [u8; Read::ALL.len()],
+    over: [Streak; Read::ALL.len()],
 }
 
 impl Mover {
-    /// Note that `r` took `took` in a tick. Returns `true` the tick it should move: the
-    /// [`MOVE_AFTER`]-th tick running above [`MOVE_ABOVE`]. A read below the bound starts the
-    /// count again, so a one-off stall (a scheduler hiccup) moves nothing.
+    /// [`Streak::note`] for read `r`.
     pub fn note(&mut self, r: Read, took: Duration) -> bool {
-        let c = &mut self.over[r as usize];
-        if took > MOVE_ABOVE {
-            *c = c.saturating_add(1);
-            *c == MOVE_AFTER
-        } else {
-            *c = 0;
-            false
-        }
+        self.over[r as usize].note(took)
     }
 }
 

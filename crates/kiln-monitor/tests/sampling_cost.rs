@@ -109,7 +109,12 @@ fn sampling_cost() {
             );
         }
         for g in s.read_costs() {
-            println!("{name}: GPU {}: reads on the second thread: {:?}", g.gpu, g.lane);
+            println!(
+                "{name}: GPU {}: reads on the second thread: {:?}; the Xid poll there too: {}",
+                g.gpu,
+                g.lane,
+                s.xid_on_lane()
+            );
         }
         times.sort_by(f64::total_cmp);
         let med = times[n / 2];
