@@ -112,8 +112,9 @@ fn populate_pieces((addr, bytes): (usize, usize)) -> usize {
 }
 
 /// Has the kernel fault in, writable, piece `i` of the page range `(addr, bytes)`;
-/// `false` where it cannot (a kernel before 5.14). The contents do not change (the pages
-/// are zero before and after), so this may run beside the vector's owner writing it.
+/// `false` where it cannot (a kernel before 5.14). A populate never changes a byte: it maps
+/// in the pages that are not yet mapped, as a write fault would, without writing, and leaves
+/// mapped ones alone; so it may run beside the vector's owner writing it.
 fn populate_piece((addr, bytes): (usize, usize), i: usize) -> bool {
     let base = addr / HUGE * HUGE;
     let a = (base + i * POPULATE_PIECE).max(addr);
