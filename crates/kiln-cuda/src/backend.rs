@@ -176,12 +176,6 @@ impl CudaBackend {
         }
     }
 
-    /// Milliseconds spent after the context was made waiting for libnvrtc to finish loading
-    /// (it loads beside the context's creation: 0 where it was done first).
-    pub fn nvrtc_wait_ms(&self) -> f64 {
-        self.nvrtc_wait_ms
-    }
-
     /// NVRTC's version in use.
     pub fn nvrtc_version(&self) -> (i32, i32) {
         self.nvrtc

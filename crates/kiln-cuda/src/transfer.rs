@@ -151,16 +151,19 @@ pub fn host_vec<T: HasDType>(n: usize) -> Vec<T> {
     v
 }
 
-/// A new host vector of `n` zeros, given to `fill` (which writes the result) and returned
-/// with what `fill` returns. Its pages are faulted in as [`prefault_mode`] says: all of them
-/// first ([`host_vec`]), or by a few threads while `fill` runs, front to back, so the faults
-/// overlap `fill`'s own work (a staged pipeline: its copies use every core but leave the
-/// page faults' time on the table).
-pub fn host_vec_then<T: HasDType, R>(n: usize, fill: impl FnOnce(&mut [T]) -> R) -> (Vec<T>, R) {
-    host_vec_with(prefault_mode(), n, fill)
+/// A new host vector of `n` elements written by `fill` (a result, or `fill`'s error). Its
+/// pages are faulted in as [`prefault_mode`] says: all of them first ([`host_vec`]), or by a
+/// few threads while `fill` runs, front to back, so the faults overlap `fill`'s own work (a
+/// staged pipeline: its copies use every core but leave the page faults' time on the table).
+pub fn host_vec_then<T: HasDType, E>(
+    n: usize,
+    fill: impl FnOnce(&mut [T]) -> std::result::Result<(), E>,
+) -> std::result::Result<Vec<T>, E> {
+    let (v, r) = host_vec_with(prefault_mode(), n, fill);
+    r.map(|()| v)
 }
 
-/// [`host_vec_then`] with the mode given.
+/// [`host_vec_then`] with the mode given, returning the vector and what `fill` returned.
 pub fn host_vec_with<T: HasDType, R>(
     mode: Prefault,
     n: usize,

@@ -44,8 +44,7 @@ impl Runtime {
 
     /// `op` applied element-wise to `x`.
     pub fn map<T: crate::FloatElement>(&self, op: MapOp, x: &[T]) -> Result<Vec<T>> {
-        let (out, r) = kiln_cuda::transfer::host_vec_then::<T, _>(x.len(), |out| self.map_into(op, x, out));
-        r.map(|()| out)
+        kiln_cuda::transfer::host_vec_then(x.len(), |out| self.map_into(op, x, out))
     }
 
     /// `y = a * x + y` (one f32 fma per element, rounded once to the storage).

@@ -188,9 +188,7 @@ impl Runtime {
         let _r = self.reserve_host(op.name(), (x.len() * 4) as u64)?;
         // the pages faulted in by all cores (or beside the work: KILN_PREFAULT), on huge
         // pages where the kernel has them
-        let (out, r) =
-            kiln_cuda::transfer::host_vec_then::<f32, _>(x.len(), |out| self.unary_into(op, x, out));
-        r.map(|()| out)
+        kiln_cuda::transfer::host_vec_then(x.len(), |out| self.unary_into(op, x, out))
     }
 
     /// Element-wise logistic sigmoid.

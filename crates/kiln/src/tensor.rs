@@ -191,20 +191,14 @@ impl Tensor {
     fn to_cpu_storage(&self) -> Result<CpuStorage> {
         match &*self.storage {
             Storage::Cpu(c) => Ok(c.clone()),
-            Storage::Cuda(g) => {
-                fn read<T: TensorElement>(g: &CudaStorage) -> Result<Vec<T>> {
-                    let (out, r) = kiln_cuda::transfer::host_vec_then::<T, _>(g.len(), |out| g.to_host(out));
-                    r.map(|()| out)
-                }
-                Ok(match g.dtype() {
-                    DType::F32 => CpuStorage::F32(read(g)?),
-                    DType::F64 => CpuStorage::F64(read(g)?),
-                    DType::F16 => CpuStorage::F16(read(g)?),
-                    DType::BF16 => CpuStorage::BF16(read(g)?),
-                    DType::U8 => CpuStorage::U8(read(g)?),
-                    DType::U16 => CpuStorage::U16(read(g)?),
-                })
-            }
+            Storage::Cuda(g) => Ok(match g.dtype() {
+                DType::F32 => CpuStorage::F32(download(g)?),
+                DType::F64 => CpuStorage::F64(download(g)?),
+                DType::F16 => CpuStorage::F16(download(g)?),
+                DType::BF16 => CpuStorage::BF16(download(g)?),
+                DType::U8 => CpuStorage::U8(download(g)?),
+                DType::U16 => CpuStorage::U16(download(g)?),
+            }),
         }
     }
 
@@ -224,10 +218,7 @@ impl Tensor {
         self.check_dtype::<T>("to_vec")?;
         match &*self.storage {
             Storage::Cpu(c) => Ok(c.as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default()),
-            Storage::Cuda(g) => {
-                let (out, r) = kiln_cuda::transfer::host_vec_then::<T, _>(g.len(), |out| g.to_host(out));
-                r.map(|()| out)
-            }
+            Storage::Cuda(g) => download(g),
         }
     }
 
@@ -415,4 +406,9 @@ impl Runtime {
         };
         Ok(Tensor::from_storage(storage, shape.to_vec()))
     }
+}
+
+/// A device storage's elements in a new host vector (waits for queued work).
+fn download<T: TensorElement>(g: &CudaStorage) -> Result<Vec<T>> {
+    kiln_cuda::transfer::host_vec_then(g.len(), |out| g.to_host(out))
 }
