@@ -17,7 +17,8 @@
 #   - the batch over the frames on cuda and on cpu: frames/s and the stage report;
 #   - a PIL + cupyx loop over the first 200 frames (frames/s).
 # Settings (environment): KILN (binary), SIDE (8192), FRAMES (1000), LOOP_FRAMES (200),
-# DEVICES ("cuda cpu"), WORK (scratch directory; removed at the end unless KEEP=1).
+# DEVICES ("cuda cpu"), WORK (scratch directory; removed at the end unless KEEP=1), PEERS
+# (1; 0 skips the cupyx rows, for a second run that varies only kiln's environment).
 # About 3 minutes on the H200 machine. Exit status: 0, or 1 if a kiln run failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ trap cleanup EXIT
 [ -x "$KILN" ] || { echo "no kiln binary at $KILN (build it with scripts/device-bundle.sh)" >&2; exit 2; }
 python3 -c 'import numpy, PIL' 2>/dev/null || { echo "python3 needs numpy and PIL" >&2; exit 2; }
 have_cupy=0
-python3 -c 'import cupy, cupyx.scipy.ndimage' 2>/dev/null && have_cupy=1
+[ "${PEERS:-1}" = 1 ] && python3 -c 'import cupy, cupyx.scipy.ndimage' 2>/dev/null && have_cupy=1
 mkdir -p "$WORK/frames"
 export KILN_CACHE_DIR="$WORK/cache"
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)

@@ -50,6 +50,15 @@ pub(crate) fn write_atomic_path<F>(path: &Path, suffix: &str, write: F) -> Resul
 where
     F: FnOnce(&tempfile::NamedTempFile) -> Result<()>,
 {
+    let tmp = temp_for(path, suffix)?;
+    write(&tmp)?;
+    persist(tmp, path)
+}
+
+/// The temporary file a write of `path` goes to: in the target's directory (so the rename
+/// stays on one file system), named `.kiln-tmp-*suffix`, with the mode the output will have.
+/// Dropping it deletes it.
+pub(crate) fn temp_for(path: &Path, suffix: &str) -> Result<tempfile::NamedTempFile> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -59,7 +68,7 @@ where
     if let Some(perms) = output_permissions(path) {
         builder.permissions(perms);
     }
-    let tmp = builder.tempfile_in(dir).map_err(|e| IoError::Io {
+    builder.tempfile_in(dir).map_err(|e| IoError::Io {
         path: path.to_owned(),
         source: std::io::Error::new(
             e.kind(),
@@ -68,8 +77,12 @@ where
                 dir.display()
             ),
         ),
-    })?;
-    write(&tmp)?;
+    })
+}
+
+/// Renames a complete temporary file into place as `path` (synced first when
+/// [`durable_writes`] is on).
+pub(crate) fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
     if durable_writes() {
         // Sync before the rename so a crash cannot leave the new name on unwritten blocks.
         tmp.as_file().sync_all().map_err(|e| IoError::os(path, e))?;
