@@ -109,10 +109,11 @@ fn output_permissions(path: &Path) -> Option<std::fs::Permissions> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn entries(dir: &Path) -> Vec<String> {
+    /// The names in `dir`, sorted (also used by prepared.rs's tests).
+    pub(crate) fn entries(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

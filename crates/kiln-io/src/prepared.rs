@@ -147,15 +147,7 @@ impl PreparedNpy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+    use crate::atomic::tests::entries;
 
     #[test]
     fn prepared_output_equals_write_npy_bytes() {
