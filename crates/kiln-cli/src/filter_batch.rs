@@ -285,7 +285,7 @@ impl Job for Job2<'_> {
     }
 
     fn write(&self, d: Done2, path: &Path) -> anyhow::Result<usize> {
-        write_image2(path, d.format, &d.shape, d.dims, &d.out, None)?;
+        write_image2(path, d.format, &d.shape, d.dims, &d.out)?;
         Ok(d.items)
     }
 }

@@ -27,9 +27,7 @@
 
 use crate::exit;
 use crate::filter_host::{Alloc, RuntimeStart};
-use crate::filter_image::{
-    filter_image2, open_image2, output_type_2d, prepare_output, read_image2, write_image2,
-};
+use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2};
 use crate::filter_kernel::{
     kernel_2d_any, kernel_3d_any, linear_op, plan_size, AnyKernel, Described, Filter2, Filter3,
 };
@@ -606,6 +604,7 @@ pub(crate) fn image_summary(
     let t = Instant::now();
     let alloc = Alloc::pageable();
     let header = open_image2(&c.input, fin, batch)?;
+    // the output's type is checked before the data is read
     let out_type = output_type_2d(
         &c.output,
         fout,
@@ -613,7 +612,6 @@ pub(crate) fn image_summary(
         header.layout(),
         header.sample_type(),
     )?;
-    let prepared = prepare_output(&c.output, fout, header.shape())?;
     let img = read_image2(header, &alloc)?;
     let (shape, dims, layout, in_type) = (img.shape.clone(), img.dims, img.layout, img.sample_type());
     let samples = img.data.len();
@@ -632,7 +630,7 @@ pub(crate) fn image_summary(
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
-    let written = while_dropping(rt, || write_image2(&c.output, fout, &shape, dims, &out, prepared));
+    let written = while_dropping(rt, || write_image2(&c.output, fout, &shape, dims, &out));
     written?;
     tm.write_s = t.elapsed().as_secs_f64();
     Ok(Summary {

@@ -268,7 +268,6 @@ fn images(
         &shape,
         dims,
         &OutData::Host(HostData::F32(HostBuf::Vec(out))),
-        None,
     )?;
     tm.write_s = t.elapsed().as_secs_f64();
     let s = Summary {

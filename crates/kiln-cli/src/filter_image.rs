@@ -73,11 +73,6 @@ impl Header2 {
     pub(crate) fn layout(&self) -> Layout2 {
         self.layout
     }
-
-    /// The shape an `.npy` output of this image has.
-    pub(crate) fn shape(&self) -> &[usize] {
-        &self.shape
-    }
 }
 
 /// Reads `path`'s header and checks it is an image filter2d takes.
@@ -400,41 +395,19 @@ fn filter_batch_chunks(
     }
 }
 
-/// With `KILN_PREPARE_OUTPUT=1`, an `.npy` output of `shape` whose file is filled with zeros
-/// on background threads while the input is read and the device works
-/// ([`kiln_io::prepare_npy`]); `None` otherwise. Off by default until measured on the GPU
-/// host (docs/performance.md, History).
-pub(crate) fn prepare_output(
-    path: &Path,
-    format: Format,
-    shape: &[usize],
-) -> anyhow::Result<Option<kiln_io::PreparedNpy>> {
-    if format != Format::Npy || std::env::var_os("KILN_PREPARE_OUTPUT").is_none_or(|v| v != "1") {
-        return Ok(None);
-    }
-    Ok(Some(
-        kiln_io::prepare_npy(path, shape).map_err(io_error("--output"))?,
-    ))
-}
-
 /// Writes the result: `.npy` float32 in the input's shape, PNG/TIFF in the output type.
-/// An `.npy` output goes into `prepared` where the caller prepared it ([`prepare_output`]).
 pub(crate) fn write_image2(
     path: &Path,
     format: Format,
     shape: &[usize],
     dims: [usize; 3],
     out: &OutData,
-    prepared: Option<kiln_io::PreparedNpy>,
 ) -> anyhow::Result<()> {
     let samples = out.samples()?;
     if format == Format::Npy {
         let kiln_io::SamplesRef::F32(v) = samples else {
             anyhow::bail!("internal: an .npy output of {}", out.sample_type()?.name());
         };
-        if let Some(p) = prepared {
-            return Ok(p.write(v).map_err(io_error("--output"))?);
-        }
         let view = ndarray::ArrayViewD::from_shape(ndarray::IxDyn(shape), v)?;
         return Ok(kiln_io::write_npy(path, &view).map_err(io_error("--output"))?);
     }

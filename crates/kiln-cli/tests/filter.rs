@@ -239,49 +239,6 @@ fn three_d_npy_is_channels_or_with_batch_a_batch() {
     );
 }
 
-#[test]
-fn a_prepared_npy_output_has_the_same_bytes() {
-    // KILN_PREPARE_OUTPUT=1 fills the output file with zeros while the input is read and
-    // filtered, then writes the data over them: gray, channels and batch shapes, odd sizes.
-    let d = Dir::new();
-    for (i, (shape, batch)) in [
-        (vec![17usize, 33], ""),
-        (vec![1, 1], ""),
-        (vec![9, 7, 3], ""),
-        (vec![5, 9, 11], "--batch"),
-        (vec![1031, 517], ""),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let n: usize = shape.iter().product();
-        write_npy(&d.p("in.npy"), &shape, f32s(n, 40 + i as u64, -3.0, 3.0));
-        let line =
-            |out: &str| format!("filter2d --input in.npy {batch} --kernel gaussian:1.5 --output {out}");
-        d.ok_env(&[("KILN_PREPARE_OUTPUT", "0")], &line("plain.npy"));
-        d.ok_env(&[("KILN_PREPARE_OUTPUT", "1")], &line("prepared.npy"));
-        let (a, b) = (
-            std::fs::read(d.p("plain.npy")).unwrap(),
-            std::fs::read(d.p("prepared.npy")).unwrap(),
-        );
-        assert!(a == b, "{shape:?} {batch}: the prepared output differs");
-        // overwriting an existing output the prepared way keeps it whole
-        d.ok_env(&[("KILN_PREPARE_OUTPUT", "1")], &line("prepared.npy"));
-        assert!(
-            std::fs::read(d.p("prepared.npy")).unwrap() == a,
-            "{shape:?} rewritten"
-        );
-    }
-    assert_eq!(d.names(), vec!["in.npy", "plain.npy", "prepared.npy"]);
-    // a TIFF output ignores the setting
-    write_npy(&d.p("small.npy"), &[8, 8], ints(64, 7, 255));
-    d.ok_env(
-        &[("KILN_PREPARE_OUTPUT", "1")],
-        "filter2d --input small.npy --kernel box:3 --output small.tif",
-    );
-    assert_eq!(read_img(&d.p("small.tif")).data.shape(), &[8, 8, 1]);
-}
-
 // ---- 3-D values --------------------------------------------------------------------------
 
 #[test]

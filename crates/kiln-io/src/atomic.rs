@@ -50,15 +50,6 @@ pub(crate) fn write_atomic_path<F>(path: &Path, suffix: &str, write: F) -> Resul
 where
     F: FnOnce(&tempfile::NamedTempFile) -> Result<()>,
 {
-    let tmp = temp_for(path, suffix)?;
-    write(&tmp)?;
-    persist(tmp, path)
-}
-
-/// The temporary file a write of `path` goes to: in the target's directory (so the rename
-/// stays on one file system), named `.kiln-tmp-*suffix`, with the mode the output will have.
-/// Dropping it deletes it.
-pub(crate) fn temp_for(path: &Path, suffix: &str) -> Result<tempfile::NamedTempFile> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -68,7 +59,7 @@ pub(crate) fn temp_for(path: &Path, suffix: &str) -> Result<tempfile::NamedTempF
     if let Some(perms) = output_permissions(path) {
         builder.permissions(perms);
     }
-    builder.tempfile_in(dir).map_err(|e| IoError::Io {
+    let tmp = builder.tempfile_in(dir).map_err(|e| IoError::Io {
         path: path.to_owned(),
         source: std::io::Error::new(
             e.kind(),
@@ -77,18 +68,35 @@ pub(crate) fn temp_for(path: &Path, suffix: &str) -> Result<tempfile::NamedTempF
                 dir.display()
             ),
         ),
-    })
-}
-
-/// Renames a complete temporary file into place as `path` (synced first when
-/// [`durable_writes`] is on).
-pub(crate) fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
+    })?;
+    write(&tmp)?;
     if durable_writes() {
         // Sync before the rename so a crash cannot leave the new name on unwritten blocks.
         tmp.as_file().sync_all().map_err(|e| IoError::os(path, e))?;
     }
     tmp.persist(path).map_err(|e| IoError::os(path, e.error))?;
     Ok(())
+}
+
+/// Gives `f` (a new, empty temporary file) its final length `len` with its blocks allocated
+/// (`fallocate`), falling back to a plain length where the file system cannot allocate
+/// ahead. A full disk is then an error before any data is written.
+///
+/// Why: ext4 (the GPU host's and the development machine's file system) allocates a file's
+/// blocks only at writeback, and when such a file is renamed over an existing one it starts
+/// that writeback inside `rename` (`auto_da_alloc`), so that a crash cannot leave the new name
+/// on a zero-length file. Measured on the development machine, 256 MiB: write 0.067 s and
+/// rename 0.074 s without allocating ahead, write 0.045 s and rename 0.000 s with it. Blocks
+/// allocated ahead but not yet written read as zeros after a crash (never the old data);
+/// `--sync` / [`set_durable_writes`] still syncs before the rename.
+pub(crate) fn reserve(f: &File, len: u64) -> std::io::Result<()> {
+    use rustix::fs::{fallocate, FallocateFlags};
+    use rustix::io::Errno;
+    match fallocate(f, FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => f.set_len(len),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The mode the output gets: the replaced file's, else (on Unix) `rw-r--r--`. tempfile
@@ -109,11 +117,10 @@ fn output_permissions(path: &Path) -> Option<std::fs::Permissions> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
-    /// The names in `dir`, sorted (also used by prepared.rs's tests).
-    pub(crate) fn entries(dir: &Path) -> Vec<String> {
+    fn entries(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -45,7 +45,6 @@ pub mod basket_csv;
 mod error;
 mod npy;
 pub mod options_csv;
-mod prepared;
 mod raster;
 mod samples;
 mod volume;
@@ -58,7 +57,6 @@ pub use atomic::{durable_writes, set_durable_writes};
 pub use error::{IoError, Result};
 pub use nifti::{Extender, Extension, ExtensionSequence, NiftiHeader, NiftiType};
 pub use npy::{open_npy, read_npy, read_npy_f64, read_npy_mask, write_npy, NpyArray, NpyDtype, NpyFile};
-pub use prepared::{prepare_npy, PreparedNpy};
 pub use raster::{
     read_png, read_tiff, to_u16, to_u8, write_png, write_tiff, HostImage, SampleType, MAX_DECODE_BYTES,
 };

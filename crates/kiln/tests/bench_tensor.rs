@@ -202,9 +202,8 @@ fn host_to_host_paths() {
     kiln_io::write_npy(&src, &arr).unwrap();
     // each run's stages (read, device: upload + filter + download, write), in ms
     let stages = std::cell::RefCell::new(Vec::<[f64; 3]>::new());
-    let run = |prepare: bool| {
+    let run = || {
         let t = Instant::now();
-        let prepared = prepare.then(|| kiln_io::prepare_npy(&dst, &[h, w]).unwrap());
         let a = kiln_io::read_npy(&src).unwrap();
         let shape = a.data.shape().to_vec();
         let t_read = t.elapsed().as_secs_f64() * 1e3;
@@ -216,13 +215,8 @@ fn host_to_host_paths() {
         let mut out = kiln::cuda::transfer::host_vec::<f32>(y.len());
         y.to_host_into(&mut out).unwrap();
         let t_dev = t.elapsed().as_secs_f64() * 1e3;
-        match prepared {
-            Some(p) => p.write(&out).unwrap(),
-            None => {
-                let o = ndarray::ArrayD::from_shape_vec(shape, out).unwrap();
-                kiln_io::write_npy(&dst, &o).unwrap();
-            }
-        }
+        let o = ndarray::ArrayD::from_shape_vec(shape, out).unwrap();
+        kiln_io::write_npy(&dst, &o).unwrap();
         let t_all = t.elapsed().as_secs_f64() * 1e3;
         stages.borrow_mut().push([t_read, t_dev - t_read, t_all - t_dev]);
     };
@@ -239,28 +233,17 @@ fn host_to_host_paths() {
             med(2)
         )
     };
-    let file_ms = median_ms(3, || run(false));
-    let plain_stages = stage_note(&stages.borrow()[1..]);
-    stages.borrow_mut().clear();
-    let prepared_ms = median_ms(3, || run(true));
-    let prepared_stages = stage_note(&stages.borrow()[1..]);
+    let file_ms = median_ms(3, run);
+    let stage_note = stage_note(&stages.borrow()[1..]);
     let back = kiln_io::read_npy(&dst).unwrap();
     let want = rt.filter2d(&img, [h, w], &k, mode, FilterPath::Auto).unwrap();
     assert_eq!(back.data.as_slice().unwrap(), &want[..]);
-    row(
-        "gaussian2_npy_file_to_file_in_process_prepared",
-        prepared_ms,
-        (h * w * 4) as f64,
-        &format!(
-            "as the next row, the output's zeros written by kiln_io::prepare_npy beside the read and the device; {prepared_stages}"
-        ),
-    );
     row(
         "gaussian2_npy_file_to_file_in_process",
         file_ms,
         (h * w * 4) as f64,
         &format!(
-            "kiln_io::read_npy -> tensor -> filter2d -> to_host_into -> write_npy (atomic), context up; {plain_stages}"
+            "kiln_io::read_npy -> tensor -> filter2d -> to_host_into -> write_npy (atomic), context up; {stage_note}"
         ),
     );
 }

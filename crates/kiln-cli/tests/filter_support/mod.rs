@@ -31,11 +31,6 @@ impl Dir {
     /// Runs `kiln <line>` (split at whitespace) here; the default device is auto, so the
     /// CPU where there is no GPU.
     pub fn kiln(&self, line: &str) -> Output {
-        self.kiln_env(&[], line)
-    }
-
-    /// [`Dir::kiln`] with `env` set as well.
-    pub fn kiln_env(&self, env: &[(&str, &str)], line: &str) -> Output {
         let dir = self.0.path();
         Command::new(bin())
             .args(line.split_whitespace())
@@ -43,19 +38,13 @@ impl Dir {
             .env("KILN_CACHE_DIR", cache_dir(dir))
             .env_remove("KILN_DEVICES")
             .env_remove("KILN_CONFIG")
-            .envs(env.iter().copied())
             .output()
             .expect("run kiln")
     }
 
     /// Runs and asserts success; returns stdout parsed as JSON with `--json`, else null.
     pub fn ok(&self, line: &str) -> Value {
-        self.ok_env(&[], line)
-    }
-
-    /// [`Dir::ok`] with `env` set as well.
-    pub fn ok_env(&self, env: &[(&str, &str)], line: &str) -> Value {
-        let o = self.kiln_env(env, line);
+        let o = self.kiln(line);
         assert_eq!(o.status.code(), Some(0), "kiln {line}: {}", stderr(&o));
         if !line.split_whitespace().any(|a| a == "--json") {
             return Value::Null;
