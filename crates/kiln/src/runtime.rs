@@ -186,8 +186,7 @@ impl Runtime {
     /// `op` applied element-wise to `x`.
     pub fn unary(&self, op: UnaryOp, x: &[f32]) -> Result<Vec<f32>> {
         let _r = self.reserve_host(op.name(), (x.len() * 4) as u64)?;
-        // the pages faulted in by all cores (or beside the work: KILN_PREFAULT), on huge
-        // pages where the kernel has them
+        // the pages faulted in by all cores first, on huge pages where the kernel has them
         kiln_cuda::transfer::host_vec_then(x.len(), |out| self.unary_into(op, x, out))
     }
 
