@@ -186,3 +186,52 @@ fn missing_file_is_not_found() {
     let e = read_npy(dir.path().join("none.npy")).unwrap_err();
     assert!(matches!(e, IoError::NotFound { .. }), "{e}");
 }
+
+/// Prints what reading and writing a 256 MiB f32 `.npy` costs in one process, as kiln's
+/// file-to-file paths do it (`--ignored --nocapture`; `NPY_BENCH_DIR` picks the directory,
+/// default the system's temporary one): `read_npy` of a page-cached file, `write_npy` to a
+/// new name, and `write_npy` over an existing output (the atomic rename over a file, where
+/// ext4 used to start the writeback inside the rename), each the median of 5.
+#[test]
+#[ignore = "bench: prints NPY read/write timings"]
+fn npy_io_timings() {
+    let base = std::env::var_os("NPY_BENCH_DIR").map_or_else(std::env::temp_dir, Into::into);
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let side = 8192;
+    let a = ArrayD::from_shape_fn(IxDyn(&[side, side]), |d| (d[0] * 31 + d[1]) as f32 * 1e-3);
+    let src = dir.path().join("in.npy");
+    write_npy(&src, &a).unwrap();
+    let med = |mut f: Box<dyn FnMut() -> f64 + '_>| {
+        f();
+        let mut v: Vec<f64> = (0..5).map(|_| f()).collect();
+        v.sort_by(f64::total_cmp);
+        v[2]
+    };
+    let read = med(Box::new(|| {
+        let t = std::time::Instant::now();
+        let b = read_npy(&src).unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(b.data.len(), side * side);
+        ms
+    }));
+    let mut k = 0;
+    let new = med(Box::new(|| {
+        k += 1;
+        let p = dir.path().join(format!("new{k}.npy"));
+        let t = std::time::Instant::now();
+        write_npy(&p, &a).unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        std::fs::remove_file(&p).unwrap();
+        ms
+    }));
+    let out = dir.path().join("out.npy");
+    let over = med(Box::new(|| {
+        let t = std::time::Instant::now();
+        write_npy(&out, &a).unwrap();
+        t.elapsed().as_secs_f64() * 1e3
+    }));
+    assert_eq!(read_npy(&out).unwrap().data, a);
+    println!(
+        "NPY 256 MiB f32: read_npy {read:.1} ms; write_npy to a new name {new:.1} ms, over an existing output {over:.1} ms (median of 5)"
+    );
+}
