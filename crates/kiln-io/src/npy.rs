@@ -265,60 +265,55 @@ fn checked_header(path: &Path, descr: &str, shape: &[usize]) -> Result<Vec<u8>> 
 /// in) on several cores at once.
 fn read_parallel(f: &File, base: u64, dst: &mut [u8]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let threads = parallel_pieces(dst.len());
-    if threads == 1 {
-        return f.read_exact_at(dst, base);
-    }
-    let per = dst.len().div_ceil(threads).next_multiple_of(4096).max(1);
-    std::thread::scope(|s| {
-        let jobs: Vec<_> = dst
-            .chunks_mut(per)
-            .enumerate()
-            .map(|(i, c)| s.spawn(move || f.read_exact_at(c, base + (i * per) as u64)))
-            .collect();
-        join_all(jobs, "a reader thread panicked")
-    })
-}
-
-/// Threads for a parallel read or write of `len` bytes: one per 8 MiB piece, 1 to 8.
-fn parallel_pieces(len: usize) -> usize {
-    const PIECE: usize = 8 << 20;
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(len.div_ceil(PIECE))
-        .clamp(1, 8)
-}
-
-/// Joins every thread (no early exit), then returns the first error.
-fn join_all(
-    jobs: Vec<std::thread::ScopedJoinHandle<'_, std::io::Result<()>>>,
-    panicked: &str,
-) -> std::io::Result<()> {
-    let results: Vec<std::io::Result<()>> = jobs
-        .into_iter()
-        .map(|j| j.join().unwrap_or_else(|_| Err(std::io::Error::other(panicked))))
-        .collect();
-    results.into_iter().try_for_each(|r| r)
+    let per = piece_bytes(dst.len());
+    in_pieces(dst.chunks_mut(per), per, base, |c, at| f.read_exact_at(c, at))
 }
 
 /// Writes `data` at byte `base` of `f` by up to 8 threads, each a contiguous piece of at
-/// least 8 MiB (one thread below that). Every writer is joined, then the first error is
-/// returned.
+/// least 8 MiB (one thread below that).
 fn write_parallel(f: &File, base: u64, data: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let threads = parallel_pieces(data.len());
-    if threads == 1 {
-        return f.write_all_at(data, base);
-    }
-    let per = data.len().div_ceil(threads).next_multiple_of(4096).max(1);
+    let per = piece_bytes(data.len());
+    in_pieces(data.chunks(per), per, base, |c, at| f.write_all_at(c, at))
+}
+
+/// The piece each thread of a parallel read or write of `len` bytes takes: `len` split over
+/// one thread per 8 MiB (1 to 8 threads), rounded up to whole pages.
+fn piece_bytes(len: usize) -> usize {
+    const PIECE: usize = 8 << 20;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(len.div_ceil(PIECE))
+        .clamp(1, 8);
+    len.div_ceil(threads).next_multiple_of(4096).max(1)
+}
+
+/// Runs `op(piece, file offset)` for every piece of `pieces` (the i-th at `base + i * per`),
+/// the first on this thread and the others on their own; every thread is joined (no early
+/// exit), then the first error is returned.
+fn in_pieces<C: Send>(
+    pieces: impl Iterator<Item = C>,
+    per: usize,
+    base: u64,
+    op: impl Fn(C, u64) -> std::io::Result<()> + Sync,
+) -> std::io::Result<()> {
+    let mut pieces = pieces.enumerate().map(|(i, c)| (c, base + (i * per) as u64));
+    let Some((first, at)) = pieces.next() else {
+        return Ok(());
+    };
+    let op = &op;
     std::thread::scope(|s| {
-        let jobs: Vec<_> = data
-            .chunks(per)
-            .enumerate()
-            .map(|(i, c)| s.spawn(move || f.write_all_at(c, base + (i * per) as u64)))
+        let jobs: Vec<_> = pieces.map(|(c, at)| s.spawn(move || op(c, at))).collect();
+        let mine = op(first, at);
+        let results: Vec<std::io::Result<()>> = jobs
+            .into_iter()
+            .map(|j| {
+                j.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("an I/O thread panicked")))
+            })
             .collect();
-        join_all(jobs, "a writer thread panicked")
+        std::iter::once(mine).chain(results).try_for_each(|r| r)
     })
 }
 
