@@ -38,74 +38,20 @@ pub(crate) struct Held {
     _data: Box<dyn Any + Send + Sync>,
 }
 
-/// `dst.copy_from_slice(src)` by all cores, in 1 MiB pieces, each piece by [`piece_copy`].
+/// `dst.copy_from_slice(src)` by all cores, in 1 MiB pieces.
+///
+/// Non-temporal stores for the pieces were measured against glibc's `memcpy` on the GPU
+/// host (an Intel Xeon, 2026-12-05): equal within noise there (its `rep movsb` already
+/// avoids reading the destination), so the plain copy stays (docs/performance.md).
 pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
     let per = (PIECE_BYTES / std::mem::size_of::<T>().max(1)).max(1);
     if dst.len() <= per {
-        piece_copy(dst, src);
+        dst.copy_from_slice(src);
         return;
     }
     dst.par_chunks_mut(per)
         .zip(src.par_chunks(per))
-        .for_each(|(d, s)| piece_copy(d, s));
-}
-
-/// Whether [`piece_copy`] uses non-temporal stores: `KILN_COPY=nt` (A/B knob while it is
-/// measured on the GPU hosts; the default is glibc's `memcpy`).
-fn streaming_stores() -> bool {
-    static NT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *NT.get_or_init(|| std::env::var("KILN_COPY").is_ok_and(|v| v.trim() == "nt"))
-}
-
-/// `dst.copy_from_slice(src)` for one piece of a staged copy. With [`streaming_stores`] the
-/// stores bypass the cache (SSE2 `movntdq`): a staging copy's destination is not read again
-/// by this CPU (the DMA reads a pinned buffer; a download's result is read by the caller
-/// later, long after it left the cache), so a normal store's read-for-ownership of each
-/// destination line is a third of the memory traffic for nothing. glibc's `memcpy` switches
-/// to such stores only above its non-temporal threshold (several MiB), far above a 1 MiB
-/// piece, and its `rep movsb` below it keeps the read on AMD hosts. No maintained crate
-/// offers a non-temporal copy, hence these lines.
-fn piece_copy<T: Copy>(dst: &mut [T], src: &[T]) {
-    assert_eq!(dst.len(), src.len(), "piece_copy: lengths differ");
-    #[cfg(target_arch = "x86_64")]
-    if streaming_stores() {
-        let bytes = std::mem::size_of_val(dst);
-        // SAFETY: both ranges are `bytes` long, valid, and cannot overlap (one is borrowed
-        // mutably); T is Copy, so copying its bytes is copying its values.
-        unsafe { nt_copy(dst.as_mut_ptr().cast::<u8>(), src.as_ptr().cast::<u8>(), bytes) };
-        return;
-    }
-    dst.copy_from_slice(src);
-}
-
-/// Copies `n` bytes with non-temporal 16-byte stores where `dst` is 16-aligned, then fences
-/// so the stores are visible before anything queued after the copy (a DMA) reads them.
-///
-/// # Safety
-/// `src` and `dst` must be valid for `n` bytes and must not overlap.
-#[cfg(target_arch = "x86_64")]
-unsafe fn nt_copy(dst: *mut u8, src: *const u8, n: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    // SAFETY: every access stays inside [0, n) of both ranges (the caller's contract);
-    // SSE2 is part of x86-64, so the intrinsics are always available.
-    unsafe {
-        let head = dst.align_offset(16).min(n);
-        std::ptr::copy_nonoverlapping(src, dst, head);
-        let mut i = head;
-        while i + 64 <= n {
-            let a = _mm_loadu_si128(src.add(i).cast::<__m128i>());
-            let b = _mm_loadu_si128(src.add(i + 16).cast::<__m128i>());
-            let c = _mm_loadu_si128(src.add(i + 32).cast::<__m128i>());
-            let d = _mm_loadu_si128(src.add(i + 48).cast::<__m128i>());
-            _mm_stream_si128(dst.add(i).cast::<__m128i>(), a);
-            _mm_stream_si128(dst.add(i + 16).cast::<__m128i>(), b);
-            _mm_stream_si128(dst.add(i + 32).cast::<__m128i>(), c);
-            _mm_stream_si128(dst.add(i + 48).cast::<__m128i>(), d);
-            i += 64;
-        }
-        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), n - i);
-        _mm_sfence();
-    }
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Bytes from which [`host_vec`] asks for transparent huge pages and has the kernel fault the
@@ -430,31 +376,6 @@ impl CudaBackend {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    /// The non-temporal copy equals `copy_from_slice` at every alignment of either side and
-    /// at lengths around the 64-byte loop's edges, and never writes outside the range.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn nt_copy_equals_memcpy_at_every_alignment() {
-        let src: Vec<u8> = (0..5000u32)
-            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-            .collect();
-        for s_off in 0..17 {
-            for d_off in 0..17 {
-                for n in [0usize, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4096 + 33] {
-                    let mut dst = vec![0xA5u8; n + 64];
-                    // SAFETY: both ranges lie inside their vectors and do not overlap.
-                    unsafe { nt_copy(dst.as_mut_ptr().add(d_off), src.as_ptr().add(s_off), n) };
-                    assert_eq!(
-                        &dst[d_off..d_off + n],
-                        &src[s_off..s_off + n],
-                        "s{s_off} d{d_off} n{n}"
-                    );
-                    assert!(dst[..d_off].iter().chain(&dst[d_off + n..]).all(|&b| b == 0xA5));
-                }
-            }
-        }
-    }
 
     /// `par_copy` over many pieces, with an odd tail, for a 4-byte type.
     #[test]
