@@ -31,8 +31,7 @@ pub struct PipelineOptions {
 impl Default for PipelineOptions {
     fn default() -> Self {
         PipelineOptions {
-            // 32 MiB of f32 (KILN_STAGE_MIB overrides it while it is measured)
-            chunk_elems: crate::transfer::stage_chunk_bytes(32 << 20) / 4,
+            chunk_elems: 8 << 20,
             streams: 3,
         }
     }

@@ -27,20 +27,6 @@ pub const DIRECT_BYTES: usize = 4 << 20;
 /// Bytes per staged chunk: long enough for the DMA to run at full speed, short enough that
 /// the first and last chunks (which do not overlap) cost little.
 pub const CHUNK_BYTES: usize = 16 << 20;
-/// Bytes per staged chunk of an upload, a download and the pipelined map: `default`, or
-/// `KILN_STAGE_MIB` (an A/B knob while smaller chunks, whose staging buffers may stay in
-/// the host's last-level cache, are measured on the GPU hosts).
-pub fn stage_chunk_bytes(default: usize) -> usize {
-    static MIB: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    MIB.get_or_init(|| {
-        std::env::var("KILN_STAGE_MIB")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&m| (1..=256).contains(&m))
-    })
-    .map_or(default, |m| m << 20)
-}
-
 /// Pinned staging buffers a staged copy rotates through.
 const SLOTS: usize = 3;
 /// Bytes each rayon task copies.
@@ -58,11 +44,7 @@ pub(crate) struct Held {
 /// host (an Intel Xeon, 2026-12-05): equal within noise there (its `rep movsb` already
 /// avoids reading the destination), so the plain copy stays (docs/performance.md).
 pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
-    // 1 MiB pieces, smaller where the copy has fewer MiB than there are threads (a staged
-    // chunk below 16 MiB), down to 64 KiB, so every core still takes a piece
-    let bytes = std::mem::size_of_val(dst);
-    let piece = (bytes / rayon::current_num_threads().max(1)).clamp(64 << 10, PIECE_BYTES);
-    let per = (piece / std::mem::size_of::<T>().max(1)).max(1);
+    let per = (PIECE_BYTES / std::mem::size_of::<T>().max(1)).max(1);
     if dst.len() <= per {
         dst.copy_from_slice(src);
         return;
@@ -235,7 +217,7 @@ impl CudaBackend {
             dst.pool().note_htod(bytes as u64);
             return self.synchronize_stream(stream, "upload");
         }
-        let chunk = (stage_chunk_bytes(CHUNK_BYTES) / std::mem::size_of::<T>()).max(1);
+        let chunk = (CHUNK_BYTES / std::mem::size_of::<T>()).max(1);
         let mut slots: Vec<(PinnedBuffer<T>, Option<CudaEvent>)> = Vec::with_capacity(SLOTS);
         for (i, piece) in src.chunks(chunk).enumerate() {
             if slots.len() < SLOTS {
@@ -318,7 +300,7 @@ impl CudaBackend {
             src.pool().note_dtoh(bytes as u64);
             return self.synchronize_stream(stream, op);
         }
-        let chunk = (stage_chunk_bytes(CHUNK_BYTES) / std::mem::size_of::<T>()).max(1);
+        let chunk = (CHUNK_BYTES / std::mem::size_of::<T>()).max(1);
         let n = dst.len();
         let chunks = n.div_ceil(chunk);
         let mut stages: Vec<PinnedBuffer<T>> = Vec::with_capacity(SLOTS.min(chunks));

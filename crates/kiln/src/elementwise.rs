@@ -18,15 +18,13 @@ pub struct Mapped {
 impl Runtime {
     /// `out[i] = op(x[i])` on any storage, on the runtime's backend.
     ///
-    /// On CUDA the data goes through a tensor (one staged upload, the kernel, one staged
-    /// download) when the input and the result fit in half of the device's free memory;
-    /// larger inputs, or any that meet an out-of-memory on that route, stream through the
-    /// device in chunks on three streams instead (staged through pinned memory, uploads,
-    /// kernels and downloads overlapped; the device holds six chunks). Both run the same
-    /// kernel. The whole-array route was the faster one on every GPU host measured: 2^28
-    /// f32 sigmoid host to host 74.5–78.4 ms against the chunked route's 81.7–88.2 in the
-    /// same runs (H100 hosts, 2026-12-05, docs/performance.md), as the chunked route's
-    /// copies in and out contend for the host memory both need.
+    /// On CUDA, inputs over a few MiB stream through the device in chunks on three streams
+    /// (staged through pinned memory, uploads, kernels and downloads overlapped); smaller
+    /// ones go through a tensor. Both run the same kernel. Sending large inputs through a
+    /// tensor too (one staged upload, the kernel, one staged download) was measured against
+    /// the chunks on an H100 host (2026-12-05, docs/performance.md): 2^28 f32 sigmoid host
+    /// to host 74.2 and 82.1 ms against 85.3 and 76.4, equal within the host's noise, and it
+    /// holds the whole input and result on the device, so the chunks stay.
     pub fn map_into<T: crate::FloatElement>(&self, op: MapOp, x: &[T], out: &mut [T]) -> Result<()> {
         op.validate()?;
         check_same_len(op.name(), x.len(), out.len())?;
@@ -37,31 +35,13 @@ impl Runtime {
                 Ok(())
             }
             Engine::Cuda(c) => {
-                if x.is_empty() {
-                    return Ok(());
+                if std::mem::size_of_val(x) > kiln_cuda::transfer::DIRECT_BYTES {
+                    c.map_pipelined(op, x, out, Default::default()).map(|_| ())
+                } else if x.is_empty() {
+                    Ok(())
+                } else {
+                    self.tensor(x, &[x.len()])?.map(op)?.to_host_into(out)
                 }
-                let bytes = std::mem::size_of_val(x) as u64;
-                let whole = bytes <= kiln_cuda::transfer::DIRECT_BYTES as u64
-                    || c.mem_info()
-                        .is_ok_and(|(free, _)| bytes.saturating_mul(2) <= free / 2);
-                if whole {
-                    let r = self
-                        .tensor(x, &[x.len()])
-                        .and_then(|t| t.map(op))
-                        .and_then(|y| y.to_host_into(out));
-                    match r {
-                        Err(e)
-                            if e.is_out_of_memory() && bytes > kiln_cuda::transfer::DIRECT_BYTES as u64 =>
-                        {
-                            tracing::debug!(
-                                "{}: the whole array did not fit ({e}); chunked instead",
-                                op.name()
-                            );
-                        }
-                        r => return r,
-                    }
-                }
-                c.map_pipelined(op, x, out, Default::default()).map(|_| ())
             }
         }
     }

@@ -1,7 +1,6 @@
 //! What a user waits for with device tensors, timed on the GPU machine (ignored by default:
 //! `cargo test --release -p kiln --test bench_tensor -- --ignored --nocapture`):
-//! - `rt.sigmoid` on a 2^28 f32 host `Vec` to a host `Vec` (the whole-array route), and the
-//!   chunked route it takes when the arrays do not fit on the device;
+//! - `rt.sigmoid` on a 2^28 f32 host `Vec` to a host `Vec` (the pipelined, staged path);
 //! - the same through tensors: upload, sigmoid, download (`to_vec`);
 //! - pinned host buffers both ways at once (`map_pipelined_pinned`);
 //! - upload and download alone, pageable, in GB/s;
@@ -67,30 +66,7 @@ fn host_to_host_paths() {
         "sigmoid_2^28_host_vec_to_host_vec",
         ms,
         bytes,
-        "rt.sigmoid(&Vec) -> Vec: whole-array route (staged upload, kernel, staged download), output allocated per call",
-    );
-    // the chunked route rt.sigmoid takes when the arrays do not fit on the device
-    let chunked = || {
-        kiln_cuda::transfer::host_vec_then(n, |out| {
-            dev.map_pipelined(
-                MapOp::Unary(UnaryOp::Sigmoid),
-                &x,
-                out,
-                PipelineOptions::default(),
-            )
-            .map(|_| ())
-        })
-        .unwrap()
-    };
-    check(&chunked(), "chunked");
-    let c_ms = median_ms(5, || {
-        std::hint::black_box(chunked());
-    });
-    row(
-        "sigmoid_2^28_chunked_host_vec_to_host_vec",
-        c_ms,
-        bytes,
-        "map_pipelined into a new Vec: 32 MiB chunks on 3 streams, copies in and out overlapped with the DMA",
+        "rt.sigmoid(&Vec) -> Vec: staged pipeline, pageable both ways, output allocated per call",
     );
 
     // 2. through tensors: upload, op, download

@@ -227,27 +227,3 @@ fn random_multi_stream_sequences_keep_buffers_intact() {
     assert_eq!(st.num_allocs, st.num_frees, "{st:?}");
     assert_eq!(st.allocated_bytes, 0, "{st:?}");
 }
-
-/// A host-slice map whose input and result do not fit under the limit together takes the
-/// chunked route after the whole-array route's out-of-memory, and its result is the CPU's.
-#[test]
-fn map_too_large_for_the_limit_streams_in_chunks() {
-    let Some(rt) = gpu(Some(MemoryLimit::Bytes(256 << 20)), "map_too_large_streams") else {
-        return;
-    };
-    // 160 MiB in, 160 MiB out: 320 MiB whole, 192 MiB in the chunked route's six chunks
-    let n = (40 << 20) + 5;
-    let x = testing::random_f32(n, -8.0, 8.0, 11);
-    let y = rt.sigmoid(&x).unwrap();
-    assert!(
-        rt.cuda().unwrap().memory_stats().num_ooms >= 1,
-        "the whole-array route was not tried"
-    );
-    let want = Runtime::cpu().sigmoid(&x).unwrap();
-    let worst = y
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0f32, f32::max);
-    assert!(worst < 1e-6, "max |gpu - cpu| = {worst}");
-}
