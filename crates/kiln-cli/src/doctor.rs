@@ -55,6 +55,9 @@ struct Host {
 struct Driver {
     cuda_driver_api: String,
     nvidia_driver: Option<String>,
+    /// Milliseconds this process waited for the driver's initialisation and device list
+    /// (`cuInit` and the queries): the first part of every CUDA process's start.
+    init_ms: f64,
 }
 
 #[derive(Serialize)]
@@ -66,6 +69,8 @@ struct Device {
     memory_free: Option<u64>,
     pcie_current: Option<(u32, u32)>,
     pcie_max: Option<(u32, u32)>,
+    /// NVML's persistence mode (see [`startup_advice`]).
+    persistence_mode: Option<bool>,
     trial: Option<Trial>,
     /// For an allowed device with libnvrtc: how many kernels its arch's cache holds and
     /// what compiling the rest costs (estimates), after the trial.
@@ -153,10 +158,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let libraries = discovery::libraries();
     let cache = KernelCache::new(&cfg.cache_dir);
     let mut advice = Vec::new();
+    let t_probe = Instant::now();
     let (probe, driver_problem) = match discovery::probe() {
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
+    let init_ms = t_probe.elapsed().as_secs_f64() * 1e3;
     let (nvml, nvml_problem) = match kiln_monitor::snapshot() {
         Ok(s) => (Some(s), None),
         Err(e) => (None, probe.as_ref().map(|_| e)),
@@ -198,12 +205,17 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 memory_free: nv.map(|d| d.memory_free),
                 pcie_current: nv.and_then(|d| d.pcie_current),
                 pcie_max: nv.and_then(|d| d.pcie_max),
+                persistence_mode: nv.and_then(|d| d.persistence_mode),
                 trial,
                 info: info.clone(),
             });
         }
     }
     for d in &devices {
+        let context_ms = d.trial.as_ref().filter(|t| t.ok).map(|t| t.context_ms);
+        if let Some(a) = startup_advice(d.info.desc.ordinal, d.persistence_mode, init_ms, context_ms) {
+            advice.push(a);
+        }
         if let Some(c) = d.cold_start.as_ref().filter(|c| !c.missing.is_empty()) {
             advice.push(format!(
                 "cuda:{}: {} of {} kernels are not cached for {}: each command compiles the ones it launches on its first run (about {:.1} s of NVRTC for all of them, an estimate). Run `{}` once (about {:.1} s) to pay it now.",
@@ -282,6 +294,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         driver: probe.as_ref().map(|p| Driver {
             cuda_driver_api: discovery::format_driver_version(p.driver_version),
             nvidia_driver: nvml.as_ref().map(|s| s.driver_version.clone()),
+            init_ms,
         }),
         driver_problem,
         nvml_problem,
@@ -318,6 +331,28 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             Ok(ExitCode::from(exit::NO_DEVICE))
         }
     }
+}
+
+/// Advice for a device whose persistence mode is off. With it off, the driver tears a GPU
+/// down when its last process exits, and the next process to open it waits while the
+/// driver brings it back up inside `cuInit`; that wait, with the context's creation, is
+/// what a one-file command pays before its first kernel. `init_ms` is this process's
+/// wait (short when another process holds the GPU at the time), `context_ms` the trial's.
+fn startup_advice(
+    ordinal: usize,
+    persistence: Option<bool>,
+    init_ms: f64,
+    context_ms: Option<f64>,
+) -> Option<String> {
+    if persistence != Some(false) {
+        return None;
+    }
+    let ctx = context_ms
+        .map(|c| format!(" and creating a context {c:.0} ms"))
+        .unwrap_or_default();
+    Some(format!(
+        "cuda:{ordinal}: persistence mode is off, so a process that starts while no other holds the GPU waits for the driver to bring it up (here the driver's initialisation took {init_ms:.0} ms{ctx}). `sudo nvidia-smi -pm 1` or the nvidia-persistenced service keeps it up; a long-lived process (`kiln serve`, or one batch run over many files) pays the start once."
+    ))
 }
 
 /// One device's cold start: what its arch's cache holds, what the rest costs, how to warm.
@@ -362,9 +397,10 @@ fn print_text(r: &Report) {
     println!("Driver and libraries");
     match (&r.driver, &r.driver_problem) {
         (Some(d), _) => println!(
-            "  CUDA driver API {}   NVIDIA driver {}",
+            "  CUDA driver API {}   NVIDIA driver {}   initialised in {:.0} ms",
             d.cuda_driver_api,
-            d.nvidia_driver.as_deref().unwrap_or("(NVML unavailable)")
+            d.nvidia_driver.as_deref().unwrap_or("(NVML unavailable)"),
+            d.init_ms
         ),
         (None, Some(p)) => println!("  driver: {p}"),
         (None, None) => println!("  driver: unknown"),
@@ -397,7 +433,7 @@ fn print_text(r: &Report) {
     for d in &r.devices {
         let (a, b) = d.info.desc.compute_capability;
         println!(
-            "  cuda:{}  {}  {}  cc {a}.{b} ({})  {} SMs  {} total{}  PCI {}{}  [{}]",
+            "  cuda:{}  {}  {}  cc {a}.{b} ({})  {} SMs  {} total{}  PCI {}{}{}  [{}]",
             d.info.desc.ordinal,
             d.info.desc.name,
             d.info.desc.uuid,
@@ -412,6 +448,11 @@ fn print_text(r: &Report) {
                 (Some((g, w)), Some((mg, mw))) => format!(" PCIe gen{g} x{w} (max gen{mg} x{mw})"),
                 (Some((g, w)), None) => format!(" PCIe gen{g} x{w}"),
                 _ => String::new(),
+            },
+            match d.persistence_mode {
+                Some(true) => "  persistence on",
+                Some(false) => "  persistence OFF",
+                None => "",
             },
             match d.admission {
                 Admission::Usable => "allowed",
@@ -526,5 +567,20 @@ mod tests {
             ..c
         };
         assert!(cold_start_line(1, &warm).contains("compiles nothing"));
+    }
+
+    #[test]
+    fn startup_advice_only_when_persistence_is_known_to_be_off() {
+        assert!(startup_advice(0, Some(true), 150.0, Some(130.0)).is_none());
+        assert!(startup_advice(0, None, 150.0, Some(130.0)).is_none());
+        let a = startup_advice(1, Some(false), 151.6, Some(137.2)).unwrap();
+        assert!(a.starts_with("cuda:1: persistence mode is off"), "{a}");
+        assert!(
+            a.contains("initialisation took 152 ms and creating a context 137 ms"),
+            "{a}"
+        );
+        assert!(a.contains("nvidia-smi -pm 1"), "{a}");
+        let no_trial = startup_advice(0, Some(false), 90.0, None).unwrap();
+        assert!(no_trial.contains("took 90 ms)"), "{no_trial}");
     }
 }

@@ -274,7 +274,7 @@ impl Job for Job2<'_> {
 
     fn filter(&self, rt: &Runtime, r: Read2, alloc: &Alloc<'_>, stream: Stream) -> anyhow::Result<Done2> {
         let (shape, dims, items) = (r.img.shape.clone(), r.img.dims, r.img.items());
-        let out = filter_image2(rt, r.img, &self.filter, r.out_type, &[stream], alloc, false)?;
+        let out = filter_image2(rt, r.img, &self.filter, r.out_type, &[stream], alloc, false, None)?;
         Ok(Done2 {
             out,
             shape,

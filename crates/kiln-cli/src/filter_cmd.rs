@@ -26,7 +26,7 @@
 //! directory or a glob runs a batch through one process (`filter_batch.rs`).
 
 use crate::exit;
-use crate::filter_host::{Alloc, RuntimeStart};
+use crate::filter_host::{while_dropping, Alloc, RuntimeStart};
 use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2};
 use crate::filter_kernel::{
     kernel_2d_any, kernel_3d_any, linear_op, plan_size, AnyKernel, Described, Filter2, Filter3,
@@ -483,6 +483,9 @@ pub(crate) struct Timings {
     /// the wait for libnvrtc (which loads beside both). Absent on the CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) runtime_parts: Option<kiln::cuda::Startup>,
+    /// The one-file device filter's stages (`FilterParts`); absent on the CPU and batches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) filter_parts: Option<crate::filter_image::FilterParts>,
 }
 
 /// The batch flags, refused on a one-file run.
@@ -505,20 +508,6 @@ pub(crate) fn refuse_batch_flags(c: &Common) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Runs `write` while the runtime is torn down on another thread (device memory freed,
-/// the context released), and waits for both, so the teardown overlaps the write. The
-/// results are host buffers by then, none of them tied to the runtime.
-fn while_dropping<T>(rt: kiln::Runtime, write: impl FnOnce() -> T) -> T {
-    let teardown = std::thread::Builder::new()
-        .name("kiln-teardown".into())
-        .spawn(move || drop(rt));
-    let r = write();
-    if let Ok(h) = teardown {
-        let _ = h.join();
-    }
-    r
 }
 
 /// `kiln filter2d`; see the module docs.
@@ -626,7 +615,16 @@ pub(crate) fn image_summary(
     tm.runtime_parts = rt.cuda().map(|c| c.startup());
     let streams = [rt.stream()?, rt.stream()?];
     let t = Instant::now();
-    let out = filter_image2(&rt, img, &filter, out_type, &streams, &alloc, true)?;
+    let out = filter_image2(
+        &rt,
+        img,
+        &filter,
+        out_type,
+        &streams,
+        &alloc,
+        true,
+        Some(&mut tm.filter_parts),
+    )?;
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));

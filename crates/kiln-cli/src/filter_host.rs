@@ -270,3 +270,17 @@ impl Drop for RuntimeStart {
         }
     }
 }
+
+/// Runs `write` while the runtime is torn down on another thread (device memory freed,
+/// the context released), and waits for both, so the teardown overlaps the write. The
+/// results are host buffers by then, none of them tied to the runtime.
+pub(crate) fn while_dropping<T>(rt: kiln::Runtime, write: impl FnOnce() -> T) -> T {
+    let teardown = std::thread::Builder::new()
+        .name("kiln-teardown".into())
+        .spawn(move || drop(rt));
+    let r = write();
+    if let Ok(h) = teardown {
+        let _ = h.join();
+    }
+    r
+}

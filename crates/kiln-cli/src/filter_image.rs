@@ -231,10 +231,61 @@ fn synced<T>(rt: &Runtime, r: anyhow::Result<T>) -> anyhow::Result<T> {
     r
 }
 
+/// Where a one-file device filter's time went (`--json`'s `timings.filter_parts`): each
+/// stage waited for before the next, so first use (pinned staging buffers, device blocks,
+/// module loads) shows in the stage that pays it.
+#[derive(serde::Serialize, Default, Debug)]
+pub(crate) struct FilterParts {
+    /// Host buffer to device tensor (staged through pinned chunks from a `Vec`).
+    pub(crate) upload_s: f64,
+    /// The casts and the filter's kernels, module loads included.
+    pub(crate) kernels_s: f64,
+    /// The result back into the host buffer.
+    pub(crate) download_s: f64,
+    /// Kernel modules this process loaded so far, the cache lookups' milliseconds (reading
+    /// the cubin files; compiling on a miss) and `cuModuleLoadData`'s.
+    pub(crate) module_loads: usize,
+    pub(crate) module_lookup_ms: f64,
+    pub(crate) module_load_ms: f64,
+}
+
+/// Seconds between stages, each stage's queued work waited for when `on`.
+struct Marks<'a> {
+    rt: &'a Runtime,
+    on: bool,
+    t: std::time::Instant,
+}
+
+impl<'a> Marks<'a> {
+    fn new(rt: &'a Runtime, on: bool) -> Self {
+        Marks {
+            rt,
+            on,
+            t: std::time::Instant::now(),
+        }
+    }
+
+    /// The seconds since the last mark (0 when off), after waiting for the device.
+    fn next(&mut self) -> anyhow::Result<f64> {
+        if !self.on {
+            return Ok(0.0);
+        }
+        self.rt.synchronize()?;
+        let now = std::time::Instant::now();
+        let s = (now - self.t).as_secs_f64();
+        self.t = now;
+        Ok(s)
+    }
+}
+
 /// The filtered image in `out_type`, on the current stream; on a device the result lands
 /// in the input's own buffer when it is a `Vec` of the output's type. Batches of
 /// `(n, h, w)` run in chunks of about 16 M pixels, alternating over `streams`, each chunk's
 /// download overlapping the next chunk's upload and filter.
+///
+/// With `parts`, a gray or channels image on a device has its stages waited for one by one
+/// and timed there (they run one after another anyway: each needs the one before).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn filter_image2(
     rt: &Runtime,
     img: Image2,
@@ -243,15 +294,31 @@ pub(crate) fn filter_image2(
     streams: &[Stream],
     alloc: &Alloc<'_>,
     show_progress: bool,
+    parts: Option<&mut Option<FilterParts>>,
 ) -> anyhow::Result<OutData> {
     let [a, b, c] = img.dims;
     match img.layout {
         Layout2::Gray | Layout2::Channels { alpha: false } => {
             let channels = img.layout != Layout2::Gray;
             let shape: &[usize] = if channels { &[a, b, c] } else { &[a, b] };
+            let mut mark = Marks::new(rt, parts.is_some());
             let (t, back) = upload(rt, img.data, shape)?;
+            let upload_s = mark.next()?;
             let y = synced(rt, filter_tensor(&t, f, channels, out_type))?;
-            download(&y, back, alloc)
+            let kernels_s = mark.next()?;
+            let out = download(&y, back, alloc)?;
+            if let (Some(p), Some(cuda)) = (parts, rt.cuda()) {
+                let loads = cuda.module_loads();
+                *p = Some(FilterParts {
+                    upload_s,
+                    kernels_s,
+                    download_s: mark.next()?,
+                    module_loads: loads.len(),
+                    module_lookup_ms: loads.iter().map(|l| l.cache.ms).sum(),
+                    module_load_ms: loads.iter().map(|l| l.load_ms).sum(),
+                });
+            }
+            Ok(out)
         }
         Layout2::Channels { alpha: true } => filter_with_alpha(rt, img, f, out_type, alloc),
         Layout2::Batch => filter_batch_chunks(rt, img, f, out_type, streams, alloc, show_progress),

@@ -317,3 +317,44 @@ fn bad_2d_input_exits_4_and_writes_nothing() {
     let o = d.kiln("filter2d --input in.npy --output o.npy");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+#[test]
+fn one_file_json_splits_a_device_run_into_its_stages() {
+    let d = Dir::new();
+    let (h, w) = (67, 129);
+    write_npy(&d.p("in.npy"), &[h, w], f32s(h * w, 9, 0.0, 1.0));
+    let line = "filter2d --input in.npy --kernel gaussian:2 --output out.npy --json";
+    let cpu = d.ok(&format!("{line} --device cpu"));
+    assert_eq!(cpu["device"], "cpu");
+    assert!(cpu["timings"]["filter_parts"].is_null(), "{cpu}");
+    assert!(cpu["timings"]["runtime_parts"].is_null(), "{cpu}");
+    // the default device: a GPU where there is one
+    let auto = d.ok(line);
+    let device = auto["device"].as_str().unwrap();
+    if !device.starts_with("cuda") {
+        assert_ne!(
+            std::env::var("KILN_REQUIRE_GPU").as_deref(),
+            Ok("1"),
+            "KILN_REQUIRE_GPU=1 but filter2d ran on {device}"
+        );
+        assert!(auto["timings"]["filter_parts"].is_null(), "{auto}");
+        return;
+    }
+    let p = &auto["timings"]["filter_parts"];
+    let secs = |k: &str| {
+        p[k].as_f64()
+            .unwrap_or_else(|| panic!("filter_parts.{k} in {auto}"))
+    };
+    let stages = secs("upload_s") + secs("kernels_s") + secs("download_s");
+    for k in ["upload_s", "kernels_s", "download_s"] {
+        assert!(secs(k) > 0.0, "{k} in {auto}");
+    }
+    // the stages are the filter's time, split (the rest: the timer calls themselves)
+    let filter_s = auto["timings"]["filter_s"].as_f64().unwrap();
+    assert!(
+        stages <= filter_s && stages > 0.5 * filter_s,
+        "{stages} of {filter_s}: {auto}"
+    );
+    assert!(p["module_loads"].as_u64().unwrap() >= 1, "{auto}");
+    assert!(secs("module_load_ms") >= 0.0 && secs("module_lookup_ms") >= 0.0);
+}

@@ -60,6 +60,9 @@ pub struct NvmlDevice {
     pub power_w: Option<f64>,
     /// Enforced power limit in watts (read only: kiln never changes it).
     pub power_limit_w: Option<f64>,
+    /// Whether the driver keeps the GPU initialised with no process holding it (Linux
+    /// persistence mode; read only). `None` where NVML cannot say (e.g. Windows).
+    pub persistence_mode: Option<bool>,
 }
 
 /// What NVML reports for the machine.
@@ -96,6 +99,7 @@ pub fn snapshot() -> std::result::Result<NvmlSnapshot, String> {
                 .ok(),
             power_w: d.power_usage().ok().map(|mw| mw as f64 / 1000.0),
             power_limit_w: d.enforced_power_limit().ok().map(|mw| mw as f64 / 1000.0),
+            persistence_mode: d.is_in_persistent_mode().ok(),
         });
     }
     Ok(NvmlSnapshot {
