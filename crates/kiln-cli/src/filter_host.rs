@@ -15,6 +15,7 @@
 //!   (about 370 ms on the H200 machine) overlaps reading and decoding the input.
 
 use kiln::cuda::pool::PinnedBuffer;
+use kiln::cuda::register::RegisteredVec;
 use kiln::{Config, DType, DeviceRequest, Runtime, Tensor};
 use kiln_io::{SampleType, SamplesMut, SamplesRef};
 use std::ops::{Deref, DerefMut};
@@ -28,6 +29,8 @@ pub(crate) enum HostBuf<T> {
     Vec(Vec<T>),
     /// Pinned memory from the CUDA backend's pool (back to the pool on drop).
     Pinned(PinnedBuffer<T>),
+    /// A `Vec` page-locked in place for its copies ([`upload`]).
+    Registered(RegisteredVec<T>),
 }
 
 impl<T> Deref for HostBuf<T> {
@@ -36,6 +39,7 @@ impl<T> Deref for HostBuf<T> {
         match self {
             HostBuf::Vec(v) => v,
             HostBuf::Pinned(p) => p,
+            HostBuf::Registered(r) => r,
         }
     }
 }
@@ -45,6 +49,7 @@ impl<T> DerefMut for HostBuf<T> {
         match self {
             HostBuf::Vec(v) => v,
             HostBuf::Pinned(p) => p,
+            HostBuf::Registered(r) => r,
         }
     }
 }
@@ -186,8 +191,63 @@ pub(crate) fn upload(
         // pinned memory only exists with a CUDA runtime
         anyhow::bail!("internal: a pinned buffer on the CPU runtime");
     }
+    let data = register(rt, data);
     let t = with_host!(&data, |b| rt.tensor(&b[..], shape)?);
     Ok((t, Some(data)))
+}
+
+/// Bytes from which [`upload`] page-locks a `Vec` in place for its copies.
+const REGISTER_FROM: usize = 32 << 20;
+
+/// `data` page-locked in place when it is a large `Vec` on a CUDA runtime (as it is when
+/// the input was read before the runtime was up): its upload is then one DMA, and the
+/// result downloads into it as one DMA too, where staged copies in a fresh process first
+/// pin buffers of their own (docs/performance.md, "first use"). Where the driver refuses,
+/// the `Vec` is kept and the copies are staged.
+fn register(rt: &Runtime, data: HostData) -> HostData {
+    fn one<T: Copy>(rt: &Runtime, b: HostBuf<T>) -> HostBuf<T> {
+        match (b, rt.cuda()) {
+            (HostBuf::Vec(v), Some(cuda)) if std::mem::size_of_val(&v[..]) >= REGISTER_FROM => {
+                match cuda.register_vec(v) {
+                    Ok(r) => HostBuf::Registered(r),
+                    Err((v, _)) => HostBuf::Vec(v),
+                }
+            }
+            (b, _) => b,
+        }
+    }
+    if std::env::var("KILN_REGISTER").as_deref() == Ok("0") {
+        return data;
+    }
+    match data {
+        HostData::U8(b) => HostData::U8(one(rt, b)),
+        HostData::U16(b) => HostData::U16(one(rt, b)),
+        HostData::F32(b) => HostData::F32(one(rt, b)),
+    }
+}
+
+impl HostData {
+    /// The same samples with a registered `Vec` unregistered (a plain `Vec` again): done
+    /// before the result is written, so the context's release, which a registration
+    /// holds back, stays on the teardown thread.
+    pub(crate) fn unregistered(self) -> HostData {
+        fn one<T: Copy>(b: HostBuf<T>) -> HostBuf<T> {
+            match b {
+                HostBuf::Registered(r) => HostBuf::Vec(r.into_vec()),
+                b => b,
+            }
+        }
+        match self {
+            HostData::U8(b) => HostData::U8(one(b)),
+            HostData::U16(b) => HostData::U16(one(b)),
+            HostData::F32(b) => HostData::F32(one(b)),
+        }
+    }
+
+    /// Whether the samples are a registered `Vec`.
+    pub(crate) fn is_registered(&self) -> bool {
+        with_host!(self, |b| matches!(b, HostBuf::Registered(_)))
+    }
 }
 
 /// A filter result in host memory: a buffer, or a CPU tensor read in place.

@@ -242,6 +242,15 @@ pub(crate) struct FilterParts {
     pub(crate) kernels_s: f64,
     /// The result back into the host buffer.
     pub(crate) download_s: f64,
+    /// Whether the input's `Vec` was page-locked in place for both copies (`upload`), and
+    /// the seconds unregistering it took after the download.
+    pub(crate) registered: bool,
+    pub(crate) unregister_s: f64,
+    /// Pinned blocks this process allocated (staging buffers), and the milliseconds in
+    /// `cuMemHostAlloc` and in zero-filling them.
+    pub(crate) pinned_allocs: u64,
+    pub(crate) pinned_alloc_ms: f64,
+    pub(crate) pinned_zero_ms: f64,
     /// Kernel modules this process loaded so far, the cache lookups' milliseconds (reading
     /// the cubin files; compiling on a miss) and `cuModuleLoadData`'s.
     pub(crate) module_loads: usize,
@@ -306,13 +315,26 @@ pub(crate) fn filter_image2(
             let upload_s = mark.next()?;
             let y = synced(rt, filter_tensor(&t, f, channels, out_type))?;
             let kernels_s = mark.next()?;
+            let registered = back.as_ref().is_some_and(HostData::is_registered);
             let out = download(&y, back, alloc)?;
+            let download_s = mark.next()?;
+            drop((t, y));
+            let out = match out {
+                OutData::Host(h) => OutData::Host(h.unregistered()),
+                o => o,
+            };
             if let (Some(p), Some(cuda)) = (parts, rt.cuda()) {
                 let loads = cuda.module_loads();
+                let pinned = cuda.pinned_pool().stats();
                 *p = Some(FilterParts {
                     upload_s,
                     kernels_s,
-                    download_s: mark.next()?,
+                    download_s,
+                    registered,
+                    unregister_s: mark.next()?,
+                    pinned_allocs: pinned.num_host_allocs,
+                    pinned_alloc_ms: pinned.host_alloc_ns as f64 / 1e6,
+                    pinned_zero_ms: pinned.zero_fill_ns as f64 / 1e6,
                     module_loads: loads.len(),
                     module_lookup_ms: loads.iter().map(|l| l.cache.ms).sum(),
                     module_load_ms: loads.iter().map(|l| l.load_ms).sum(),

@@ -24,7 +24,7 @@
 //!
 //! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
 //! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `copy`,
-//! `storage`, `libs` (the libraries' handles, through libloading), `nccl` (collectives on pool
+//! `storage`, `register` (page-locking a caller's vector), `libs` (the libraries' handles, through libloading), `nccl` (collectives on pool
 //! blocks; libnccl loaded at run time, absent without harm) and the launchers, where the safe
 //! layer lacks what kiln needs (pool blocks as raw pointers, pinned memory, async copies into
 //! caller slices, pointer attributes); each `unsafe` block names its invariant.
@@ -52,6 +52,7 @@ pub mod nvrtc;
 pub mod pipeline;
 pub mod pool;
 pub mod profiler;
+pub mod register;
 pub mod storage;
 mod streams;
 pub mod transfer;

@@ -35,6 +35,8 @@ const PIECE_BYTES: usize = 1 << 20;
 /// Host memory that queued work still reads, and the event after which it may go.
 pub(crate) struct Held {
     event: CudaEvent,
+    /// The stream the event was recorded on (its handle, as a number).
+    stream: usize,
     _data: Box<dyn Any + Send + Sync>,
 }
 
@@ -154,7 +156,7 @@ pub fn host_vec_then<T: HasDType, E>(
 /// write it directly. `cuPointerGetAttributes` (plural) answers an unknown, pageable pointer
 /// with success and memory type 0 rather than an error, so the query leaves no API error for
 /// compute-sanitizer to report (the singular form, and `cuMemHostGetFlags`, fail there).
-fn is_pinned<T>(s: &[T]) -> bool {
+pub(crate) fn is_pinned<T>(s: &[T]) -> bool {
     use cudarc::driver::sys;
     let mut ty: std::ffi::c_uint = 0;
     let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE];
@@ -174,8 +176,37 @@ impl CudaBackend {
         event.record(stream).map_err(|e| self.err("cuEventRecord", e))?;
         let mut held = lock(&self.in_flight);
         held.retain(|h| !h.event.is_complete());
-        held.push(Held { event, _data: data });
+        held.push(Held {
+            event,
+            stream: stream.cu_stream() as usize,
+            _data: data,
+        });
         Ok(())
+    }
+
+    /// Waits for what is held for copies queued on `stream` and lets it go: a staged
+    /// upload's pinned buffers go back to the pool, so a staged download on the same stream
+    /// (which waits for those copies anyway: they come first in the stream's order) reuses
+    /// them instead of pinning new ones. In a fresh process that saved pinning three more
+    /// 16 MiB buffers on the CLI's one-file path (docs/performance.md, "first use").
+    fn release_held_on(&self, stream: &CudaStream) {
+        let key = stream.cu_stream() as usize;
+        let mine: Vec<Held> = {
+            let mut held = lock(&self.in_flight);
+            let (mine, rest) = std::mem::take(&mut *held)
+                .into_iter()
+                .partition(|h| h.stream == key);
+            *held = rest;
+            mine
+        };
+        let mut keep = Vec::new();
+        for h in mine {
+            // a failed wait leaves the buffers held: the copies' fate is unknown
+            if h.event.synchronize().is_err() {
+                keep.push(h);
+            }
+        }
+        lock(&self.in_flight).extend(keep);
     }
 
     /// Copy host `src` into `dst` (same length) on `stream`. Returns once the host side is
@@ -300,6 +331,7 @@ impl CudaBackend {
             src.pool().note_dtoh(bytes as u64);
             return self.synchronize_stream(stream, op);
         }
+        self.release_held_on(stream);
         let chunk = (CHUNK_BYTES / std::mem::size_of::<T>()).max(1);
         let n = dst.len();
         let chunks = n.div_ceil(chunk);

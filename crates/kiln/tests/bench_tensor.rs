@@ -247,3 +247,85 @@ fn host_to_host_paths() {
         ),
     );
 }
+
+/// What a fresh process pays the first time it moves a 256 MiB f32 `Vec` up and down (the
+/// CLI's one-file filter: read into a `Vec` before the runtime is up), staged against
+/// page-locked in place. Run it alone so the process is fresh:
+/// `bench_tensor --ignored --nocapture first_use_transfers`.
+#[test]
+#[ignore = "benchmark: run on the GPU machine, alone"]
+fn first_use_transfers() {
+    let t0 = Instant::now();
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_tensor::first_use_transfers") else {
+        return;
+    };
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let dev = rt.cuda().unwrap();
+    let n = 1usize << 26;
+    let bytes = (n * 4) as f64;
+    println!("FIRST runtime {:.1} ms", ms(t0));
+    let mut x = kiln::cuda::transfer::host_vec::<f32>(n);
+    x.iter_mut().enumerate().for_each(|(i, v)| *v = (i % 1013) as f32);
+    let want = x.clone();
+    let stats = || {
+        let p = dev.pinned_pool().stats();
+        format!(
+            "pinned allocs {} ({:.1} ms in cuMemHostAlloc, {:.1} ms zero-filling)",
+            p.num_host_allocs,
+            p.host_alloc_ns as f64 / 1e6,
+            p.zero_fill_ns as f64 / 1e6
+        )
+    };
+    // staged, first and second time each way
+    let mut t = None;
+    for i in 1..=2 {
+        let s = Instant::now();
+        let d = rt.tensor(&x, &[n]).unwrap();
+        d.synchronize().unwrap();
+        row(
+            &format!("first_use_upload_256MiB_staged_{i}"),
+            ms(s),
+            bytes,
+            &stats(),
+        );
+        t = Some(d);
+    }
+    let t = t.unwrap();
+    let mut back = kiln::cuda::transfer::host_vec::<f32>(n);
+    for i in 1..=2 {
+        let s = Instant::now();
+        t.to_host_into(&mut back).unwrap();
+        row(
+            &format!("first_use_download_256MiB_staged_{i}"),
+            ms(s),
+            bytes,
+            &stats(),
+        );
+    }
+    assert_eq!(back, want);
+    // page-locked in place: register, one DMA up, one down into the same Vec, unregister
+    for i in 1..=2 {
+        let v = std::mem::take(&mut x);
+        let s = Instant::now();
+        let mut r = dev.register_vec(v).map_err(|(_, e)| e).unwrap();
+        let reg = ms(s);
+        let s = Instant::now();
+        let d = rt.tensor(&r, &[n]).unwrap();
+        d.synchronize().unwrap();
+        let up = ms(s);
+        r.iter_mut().for_each(|v| *v = -1.0);
+        let s = Instant::now();
+        d.to_host_into(&mut r).unwrap();
+        let down = ms(s);
+        let s = Instant::now();
+        x = r.into_vec();
+        let unreg = ms(s);
+        assert_eq!(x, want);
+        row(
+            &format!("first_use_registered_256MiB_{i}"),
+            reg + up + down + unreg,
+            2.0 * bytes,
+            &format!("register {reg:.1} ms, upload {up:.1}, download {down:.1}, unregister {unreg:.1}"),
+        );
+    }
+}

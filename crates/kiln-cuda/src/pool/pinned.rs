@@ -31,6 +31,10 @@ pub struct PinnedStats {
     pub num_cache_hits: u64,
     /// `cuMemHostAlloc` calls.
     pub num_host_allocs: u64,
+    /// Nanoseconds in `cuMemHostAlloc` (pinning and mapping new blocks).
+    pub host_alloc_ns: u64,
+    /// Nanoseconds zero-filling new blocks.
+    pub zero_fill_ns: u64,
 }
 
 struct Inner {
@@ -80,9 +84,11 @@ impl PinnedPool {
                 self.ctx
                     .bind_to_thread()
                     .map_err(|e| cuda_err("bind", "pinned", e))?;
+                let t0 = std::time::Instant::now();
                 // SAFETY: a plain page-locked allocation of `cls` bytes; kiln writes it fully
                 // (zero-fill below) before anything reads it as T.
                 let p = unsafe { result::malloc_host(cls as usize, sys::CU_MEMHOSTALLOC_PORTABLE) };
+                g.stats.host_alloc_ns += t0.elapsed().as_nanos() as u64;
                 let p = match p {
                     Ok(p) => p as usize,
                     Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
@@ -98,8 +104,10 @@ impl PinnedPool {
                     }
                     Err(e) => return Err(cuda_err("cuMemHostAlloc", "host", e)),
                 };
+                let t0 = std::time::Instant::now();
                 // SAFETY: `p` points to `cls` writable bytes just allocated.
                 unsafe { std::ptr::write_bytes(p as *mut u8, 0, cls as usize) };
+                g.stats.zero_fill_ns += t0.elapsed().as_nanos() as u64;
                 g.stats.num_host_allocs += 1;
                 g.stats.reserved_bytes += cls;
                 g.stats.reserved_bytes_peak = g.stats.reserved_bytes_peak.max(g.stats.reserved_bytes);
