@@ -248,6 +248,8 @@ impl CudaBackend {
             dst.pool().note_htod(bytes as u64);
             return self.synchronize_stream(stream, "upload");
         }
+        // buffers held for copies that have completed go back to the pool first, to be reused
+        lock(&self.in_flight).retain(|h| !h.event.is_complete());
         let chunk = (CHUNK_BYTES / std::mem::size_of::<T>()).max(1);
         let mut slots: Vec<(PinnedBuffer<T>, Option<CudaEvent>)> = Vec::with_capacity(SLOTS);
         for (i, piece) in src.chunks(chunk).enumerate() {

@@ -538,7 +538,8 @@ impl<T: Copy> DeviceBuffer<T> {
     }
 
     /// Copy `src` (same length) from the host, ordered on `stream`. Blocks until the copy of
-    /// pageable memory has been staged (as `cuMemcpyHtoDAsync` does).
+    /// pageable memory has been staged (as `cuMemcpyHtoDAsync` does), and until the copy is
+    /// done for page-locked memory, which the DMA reads in place.
     pub fn copy_from_host(&mut self, src: &[T], stream: &Arc<CudaStream>) -> Result<()> {
         kiln_core::backend::check_same_len("htod", self.len, src.len())?;
         self.refuse_in_capture("copy_from_host", stream)?;
@@ -552,6 +553,14 @@ impl<T: Copy> DeviceBuffer<T> {
         unsafe { result::memcpy_htod_async(self.ptr, src, stream.cu_stream()) }
             .map_err(|e| cuda_err("cuMemcpyHtoDAsync", &self.pool.device, e))?;
         self.pool.note_htod(std::mem::size_of_val(src) as u64);
+        // From pageable memory the driver has read `src` by the time it returns; from
+        // page-locked memory (a pinned or registered buffer) the DMA reads it later, and
+        // `src` is only borrowed: wait for the copy.
+        if crate::transfer::is_pinned(src) {
+            stream
+                .synchronize()
+                .map_err(|e| cuda_err("cuStreamSynchronize", &self.pool.device, e))?;
+        }
         Ok(())
     }
 
