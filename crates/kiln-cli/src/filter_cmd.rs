@@ -27,6 +27,7 @@
 
 use crate::exit;
 use crate::filter_host::{while_dropping, Alloc, RuntimeStart};
+pub(crate) use crate::filter_image::Timings;
 use crate::filter_image::{filter_image2, open_image2, output_type_2d, read_image2, write_image2};
 use crate::filter_kernel::{
     kernel_2d_any, kernel_3d_any, linear_op, plan_size, AnyKernel, Described, Filter2, Filter3,
@@ -466,28 +467,6 @@ impl Layout2 {
     }
 }
 
-/// Where the wall time of a one-file run went, in seconds.
-#[derive(Serialize, Default)]
-pub(crate) struct Timings {
-    /// Reading and decoding the input (overlapped with creating the runtime).
-    pub(crate) read_s: f64,
-    /// Creating the runtime (the CUDA context), on its own thread from the start.
-    pub(crate) runtime_s: f64,
-    /// Waiting for the runtime after the input was read.
-    pub(crate) runtime_wait_s: f64,
-    /// Upload, filter and download (`seconds`).
-    pub(crate) filter_s: f64,
-    /// Encoding and writing the output.
-    pub(crate) write_s: f64,
-    /// Where creating a CUDA runtime went, in ms: the driver's probe, the context, and
-    /// the wait for libnvrtc (which loads beside both). Absent on the CPU.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) runtime_parts: Option<kiln::cuda::Startup>,
-    /// The one-file device filter's stages (`FilterParts`); absent on the CPU and batches.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) filter_parts: Option<crate::filter_image::FilterParts>,
-}
-
 /// The batch flags, refused on a one-file run.
 pub(crate) fn refuse_batch_flags(c: &Common) -> anyhow::Result<()> {
     for (set, flag) in [
@@ -628,8 +607,9 @@ pub(crate) fn image_summary(
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
-    let written = while_dropping(rt, || write_image2(&c.output, fout, &shape, dims, &out));
+    let (written, teardown_s) = while_dropping(rt, || write_image2(&c.output, fout, &shape, dims, &out));
     written?;
+    tm.teardown_s = teardown_s;
     tm.write_s = t.elapsed().as_secs_f64();
     Ok(Summary {
         command: desc.command,
@@ -733,10 +713,11 @@ pub(crate) fn volume_summary(
     tm.filter_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let (device, fallback_reason) = (rt.device_name(), rt.fallback_reason().map(str::to_string));
-    let w = while_dropping(rt, || {
+    let (w, teardown_s) = while_dropping(rt, || {
         kiln_io::write_volume(&c.output, &written).map_err(io_error("--output"))
     });
     w?;
+    tm.teardown_s = teardown_s;
     tm.write_s = t.elapsed().as_secs_f64();
     Ok(Summary {
         command: desc.command,

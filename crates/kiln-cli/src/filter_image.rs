@@ -231,6 +231,30 @@ fn synced<T>(rt: &Runtime, r: anyhow::Result<T>) -> anyhow::Result<T> {
     r
 }
 
+/// Where the wall time of a one-file run went, in seconds.
+#[derive(serde::Serialize, Default)]
+pub(crate) struct Timings {
+    /// Reading and decoding the input (overlapped with creating the runtime).
+    pub(crate) read_s: f64,
+    /// Creating the runtime (the CUDA context), on its own thread from the start.
+    pub(crate) runtime_s: f64,
+    /// Waiting for the runtime after the input was read.
+    pub(crate) runtime_wait_s: f64,
+    /// Upload, filter and download (`seconds`).
+    pub(crate) filter_s: f64,
+    /// Encoding and writing the output.
+    pub(crate) write_s: f64,
+    /// Releasing the runtime (device memory, the context), beside the write.
+    pub(crate) teardown_s: f64,
+    /// Where creating a CUDA runtime went, in ms: the driver's probe, the context, and
+    /// the wait for libnvrtc (which loads beside both). Absent on the CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) runtime_parts: Option<kiln::cuda::Startup>,
+    /// The one-file device filter's stages (`FilterParts`); absent on the CPU and batches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) filter_parts: Option<FilterParts>,
+}
+
 /// Where a one-file device filter's time went (`--json`'s `timings.filter_parts`): each
 /// stage waited for before the next, so first use (pinned staging buffers, device blocks,
 /// module loads) shows in the stage that pays it.

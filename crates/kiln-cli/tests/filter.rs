@@ -356,5 +356,7 @@ fn one_file_json_splits_a_device_run_into_its_stages() {
         "{stages} of {filter_s}: {auto}"
     );
     assert!(p["module_loads"].as_u64().unwrap() >= 1, "{auto}");
+    // the runtime is released beside the write, and timed
+    assert!(auto["timings"]["teardown_s"].as_f64().unwrap() > 0.0, "{auto}");
     assert!(secs("module_load_ms") >= 0.0 && secs("module_lookup_ms") >= 0.0);
 }
