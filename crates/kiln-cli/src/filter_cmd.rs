@@ -148,7 +148,8 @@ pub struct Common {
     /// directory.
     #[arg(long, value_name = "FILE|DIR")]
     pub(crate) output: PathBuf,
-    /// Print a summary object (shapes, kernel, mode, device, timing) as JSON on stdout.
+    /// Print a summary object (shapes, kernel, mode, device, timing) as JSON on stdout; its
+    /// `timings` split one file's time: read, the CUDA start, the device's stages, write.
     #[arg(long)]
     pub(crate) json: bool,
     /// Batch: threads reading and decoding (default: the machine's cores).
