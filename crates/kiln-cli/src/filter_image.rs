@@ -260,7 +260,8 @@ pub(crate) struct Timings {
 /// module loads) shows in the stage that pays it.
 #[derive(serde::Serialize, Default, Debug)]
 pub(crate) struct FilterParts {
-    /// Host buffer to device tensor (staged through pinned chunks from a `Vec`).
+    /// Host buffer to device tensor: registering a large input `Vec` and one DMA, else
+    /// staged through pinned chunks.
     pub(crate) upload_s: f64,
     /// The casts and the filter's kernels, module loads included.
     pub(crate) kernels_s: f64,
