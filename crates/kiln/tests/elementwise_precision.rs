@@ -52,12 +52,17 @@ fn check_storage<T: kiln::FloatElement>(rt: &Runtime, op: MapOp, n: usize, seed:
         T::DTYPE
     );
     if T::DTYPE != DType::F32 {
-        let f = rt.map(op, &x32).unwrap();
+        // The f32 run on the same stored values: the 16-bit run computes in f32 and rounds
+        // once, so they differ by output rounding only (the bound of the f64 check above).
+        // (Against the unrounded f32 inputs
+        // the input's rounding is amplified without bound where the op cancels, as
+        // -1.25 x + 0.5 does near x = 0.4: seed 1796490795846315983 failed that way at n = 1.)
+        let stored: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+        let f = rt.map(op, &stored).unwrap();
         let fr: Vec<f64> = f.iter().map(|&v| v as f64).collect();
-        // Input rounding (|x| <= 4 amplifies exp's relative error by <= 4) plus output rounding.
         let e = rel_l2(&g32, &fr);
         assert!(
-            e <= 6.0 * T::UNIT_ROUNDOFF,
+            e <= 4.0 * T::UNIT_ROUNDOFF,
             "{op:?} {:?} n={n}: rel L2 vs f32 storage {e:e}",
             T::DTYPE
         );
