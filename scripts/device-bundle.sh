@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # Build what the GPU machine runs (it has no Rust toolchain): the release `kiln` binary and
-# the release test executables, stripped, into .device/ (git-ignored), plus the peers' script.
-# Usage: scripts/device-bundle.sh [--peers PATH_TO_peer_bench.py]
-# Then: device run with carry [".device"] and command `bash scripts/gpu-check.sh`.
+# the release test executables, built with the gpu-tests feature (so the GPU tests run
+# there instead of being ignored), stripped, into .device/ (git-ignored). The peers' script
+# (scripts/peer_bench.py) travels with the checkout.
+# Usage: scripts/device-bundle.sh
+# Then, on the GPU machine, with .device/ carried along: `bash scripts/gpu-check.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-peers="../shared/peers/peer_bench.py"
-[ "${1:-}" = "--peers" ] && peers="$2"
-
-rm -rf .device && mkdir -p .device/bin .device/tests .device/peers
+rm -rf .device && mkdir -p .device/bin .device/tests
 cargo build --release -p kiln-cli
 cp "${CARGO_TARGET_DIR:-target}/release/kiln" .device/bin/kiln
 # Every test executable of the workspace, built in release (names: <target>-<hash>).
-cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+cargo test --release --workspace --features gpu-tests --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, os, shutil
 for line in sys.stdin:
@@ -29,7 +28,6 @@ strip .device/bin/* .device/tests/* 2>/dev/null || true
 # The carried folder is limited to 64 MiB: the test executables travel gzipped (about a
 # quarter of their size) and gpu-check.sh / sanitize.sh unpack them on the GPU machine.
 tar -C .device -czf .device/tests.tar.gz tests && rm -rf .device/tests
-[ -f "$peers" ] && cp "$peers" .device/peers/
 cp scripts/gpu-check.sh .device/
 # compute-sanitizer for scripts/sanitize.sh (PyPI's nvidia-cuda-sanitizer-api, ~4.5 MiB packed).
 mkdir -p .device/sanitizer

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--build" ]; then
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
   mkdir -p .device/rank
-  cargo test --release -p kiln --test rank --test bench_rank --no-run --message-format=json 2>/dev/null \
+  cargo test --release -p kiln --features gpu-tests --test rank --test bench_rank --no-run --message-format=json 2>/dev/null \
     | python3 -c '
 import json, sys, shutil
 for line in sys.stdin:
@@ -33,7 +33,7 @@ for line in sys.stdin:
 fi
 
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
-export KILN_REQUIRE_GPU=1
+export KILN_REQUIRE_GPU=1 KILN_SKIP_LOG="$out/skips.log"; : > "$KILN_SKIP_LOG"
 export KILN_CACHE_DIR; KILN_CACHE_DIR="${KILN_CACHE_DIR:-$(mktemp -d)}"
 R=.device/rank
 summary=()
@@ -43,7 +43,7 @@ export KILN_RANK_FIXTURES="$PWD/crates/kiln/tests/fixtures/rank"
 if "$R/rank" --test-threads=2 > "$out/rank-tests.log" 2>&1; then summary+=("rank tests: ok"); else
   summary+=("rank tests: FAILED (rank-tests.log)"); fi
 summary+=("$(grep -E '^test result' "$out/rank-tests.log" | head -1)")
-summary+=("GPU skips: $(grep -c '^SKIP' "$out/rank-tests.log" || true) (must be 0)")
+summary+=("GPU test $(bash scripts/count-skips.sh "$KILN_SKIP_LOG" | head -n 1) (must be 0)")
 
 bd="$(mktemp -d)"
 KILN_RANK_BENCH_DIR="$bd" "$R/bench_rank" --ignored --nocapture --test-threads=1 > "$out/rank-bench.log" 2>&1

@@ -319,27 +319,35 @@ fn bad_2d_input_exits_4_and_writes_nothing() {
 }
 
 #[test]
-fn one_file_json_splits_a_device_run_into_its_stages() {
+fn one_file_json_on_the_cpu_has_no_device_stages() {
     let d = Dir::new();
     let (h, w) = (67, 129);
     write_npy(&d.p("in.npy"), &[h, w], f32s(h * w, 9, 0.0, 1.0));
-    let line = "filter2d --input in.npy --kernel gaussian:2 --output out.npy --json";
-    let cpu = d.ok(&format!("{line} --device cpu"));
+    let cpu = d.ok("filter2d --input in.npy --kernel gaussian:2 --output out.npy --json --device cpu");
     assert_eq!(cpu["device"], "cpu");
     assert!(cpu["timings"]["filter_parts"].is_null(), "{cpu}");
     assert!(cpu["timings"]["runtime_parts"].is_null(), "{cpu}");
-    // the default device: a GPU where there is one
-    let auto = d.ok(line);
-    let device = auto["device"].as_str().unwrap();
-    if !device.starts_with("cuda") {
-        assert_ne!(
-            std::env::var("KILN_REQUIRE_GPU").as_deref(),
-            Ok("1"),
-            "KILN_REQUIRE_GPU=1 but filter2d ran on {device}"
-        );
-        assert!(auto["timings"]["filter_parts"].is_null(), "{auto}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn one_file_json_splits_a_device_run_into_its_stages() {
+    if !kiln::testing::gpu_or_skip("one_file_json_splits_a_device_run_into_its_stages") {
         return;
     }
+    let d = Dir::new();
+    let (h, w) = (67, 129);
+    write_npy(&d.p("in.npy"), &[h, w], f32s(h * w, 9, 0.0, 1.0));
+    // the default device: the GPU, since this machine has one
+    let auto = d.ok("filter2d --input in.npy --kernel gaussian:2 --output out.npy --json");
+    let device = auto["device"].as_str().unwrap();
+    assert!(
+        device.starts_with("cuda"),
+        "this machine has a GPU but filter2d ran on {device}"
+    );
     let p = &auto["timings"]["filter_parts"];
     let secs = |k: &str| {
         p[k].as_f64()

@@ -447,11 +447,34 @@ fn an_unreadable_file_fails_alone() {
     img(&d.p("in/ok.png"), 4, 5, 1, SampleType::U8, 50);
     img(&d.p("in/locked.png"), 4, 5, 1, SampleType::U8, 51);
     std::fs::set_permissions(d.p("in/locked.png"), std::fs::Permissions::from_mode(0o000)).unwrap();
-    if std::fs::read(d.p("in/locked.png")).is_ok() {
-        // root reads anything: the dangling link in the directory test covers this case
-        return;
-    }
-    let o = d.line("filter2d --input in --kernel cross4 --output out --json");
+    let line = "filter2d --input in --kernel cross4 --output out --json";
+    let o = if std::fs::read(d.p("in/locked.png")).is_ok() {
+        // Root reads any file (CAP_DAC_OVERRIDE): run kiln as root without the two
+        // capabilities that bypass file permissions (setpriv, util-linux), so the file is
+        // unreadable to it as to anyone else.
+        let o = Command::new("setpriv")
+            .args([
+                "--bounding-set=-dac_override,-dac_read_search",
+                "--inh-caps=-all",
+                "--",
+            ])
+            .arg(bin())
+            .args(line.split(' '))
+            .current_dir(d.0.path())
+            .env("KILN_CACHE_DIR", cache_dir(d.0.path()))
+            .env_remove("KILN_DEVICES")
+            .env_remove("KILN_CONFIG")
+            .output()
+            .expect("setpriv (util-linux) runs kiln without the permission-bypassing capabilities");
+        assert!(
+            !stderr(&o).contains("setpriv:"),
+            "setpriv could not drop the capabilities: {}",
+            stderr(&o)
+        );
+        o
+    } else {
+        d.line(line)
+    };
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let s = json(&o);
     assert_eq!((s["ok"].as_u64(), s["failed"].as_u64()), (Some(1), Some(1)));

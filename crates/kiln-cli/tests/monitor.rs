@@ -34,6 +34,12 @@ fn once_json_exits_zero_and_says_whether_nvml_is_there() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     let s: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(s["host"]["process_rss_bytes"].as_u64().unwrap() > 0);
+    if kiln::testing::no_gpu_reason().is_none() {
+        assert!(
+            nvml_present(&s),
+            "the driver reports a GPU but NVML is unavailable: {s}"
+        );
+    }
     if nvml_present(&s) {
         let g = &s["gpus"][0];
         assert!(g["memory_total_bytes"].as_u64().unwrap() > 0, "{g}");
@@ -132,7 +138,22 @@ fn listen_serves_metrics_and_health_on_loopback() {
     assert_eq!(health["status"], "ok", "{health}");
     // With a GPU, this process holds a context and memory while the monitor samples, so
     // per-process attribution has a row (kiln's own) and every docs name must be there.
-    let held = if health["nvml_available"] == true {
+    // Where the driver reports a GPU, NVML must be there: a GPU machine without it fails.
+    let gpu = match kiln::testing::no_gpu_reason() {
+        None => {
+            assert_eq!(health["nvml_available"], true, "this machine has a GPU: {health}");
+            true
+        }
+        Some(reason) => {
+            kiln::testing::skip_unless_required(
+                kiln::testing::REQUIRE_GPU,
+                "listen_serves_metrics_and_health_on_loopback [cuda]: the per-GPU series",
+                reason,
+            );
+            false
+        }
+    };
+    let held = if gpu {
         let rt = kiln::Runtime::new("cuda".parse().unwrap(), &kiln::Config::default()).unwrap();
         let t = rt.zeros(&[1 << 20], kiln::DType::F32).unwrap();
         t.synchronize().unwrap();

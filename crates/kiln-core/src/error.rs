@@ -48,6 +48,16 @@ pub enum NoDeviceReason {
     },
 }
 
+impl NoDeviceReason {
+    /// Whether the reason is that this machine has no GPU to use: no NVIDIA driver, or a
+    /// driver that reports no device. Every other reason (a driver that fails to start, a
+    /// missing libnvrtc, a policy that allows no device) is a fault of a machine that has a
+    /// GPU, which GPU tests report as a failure rather than a skip.
+    pub fn means_no_gpu(&self) -> bool {
+        matches!(self, NoDeviceReason::DriverNotFound | NoDeviceReason::NoDevices)
+    }
+}
+
 impl fmt::Display for NoDeviceReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

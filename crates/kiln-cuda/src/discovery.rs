@@ -109,6 +109,17 @@ fn drv(op: &str, e: result::DriverError) -> Error {
     }
 }
 
+/// Why this machine has no GPU to use, or `None` when it has one: the driver is missing or
+/// reports no device. A driver that is present but fails in any other way is `None` too, so
+/// that a test on a machine with a broken GPU fails instead of skipping.
+pub fn no_gpu_reason() -> Option<String> {
+    match probe() {
+        Err(Error::NoDevice(r)) if r.means_no_gpu() => Some(r.to_string()),
+        Ok(p) if p.devices.is_empty() => Some(NoDeviceReason::NoDevices.to_string()),
+        _ => None,
+    }
+}
+
 /// Initialise the driver and list devices. Errors are `NoDevice` with the reason.
 pub fn probe() -> Result<DriverProbe> {
     if !crate::libs::present(crate::libs::Lib::Cuda) {

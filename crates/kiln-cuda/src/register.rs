@@ -111,15 +111,20 @@ mod tests {
     /// Registered both ways: the direct path's copies round-trip exactly, and the vector
     /// comes back unregistered (registering it again succeeds).
     #[test]
+    #[cfg_attr(
+        not(feature = "gpu-tests"),
+        ignore = "needs a GPU: cargo test --features gpu-tests"
+    )]
     fn a_registered_vec_round_trips_and_registers_again() {
-        let Ok(p) = discovery::probe() else {
-            assert_ne!(
-                std::env::var("KILN_REQUIRE_GPU").as_deref(),
-                Ok("1"),
-                "KILN_REQUIRE_GPU=1 but no driver"
+        if let Some(reason) = discovery::no_gpu_reason() {
+            kiln_testkit::skip_unless_required(
+                kiln_testkit::REQUIRE_GPU,
+                "a_registered_vec_round_trips_and_registers_again",
+                &reason,
             );
             return;
-        };
+        }
+        let p = discovery::probe().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let b = crate::CudaBackend::new(&p.devices[0], crate::KernelCache::new(dir.path()), None).unwrap();
         let n = (9 << 20) + 7; // over DIRECT_BYTES, odd

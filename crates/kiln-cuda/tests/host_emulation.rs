@@ -44,7 +44,11 @@ fn compiler() -> Option<String> {
 #[test]
 fn median_kernels_match_a_naive_median_on_the_host() {
     let Some(cxx) = compiler() else {
-        eprintln!("SKIP median_kernels_match_a_naive_median_on_the_host: no C++ compiler (set CXX)");
+        kiln_testkit::skip_unless_required(
+            "KILN_REQUIRE_CXX",
+            "median_kernels_match_a_naive_median_on_the_host",
+            "no C++ compiler (set CXX)",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -198,7 +202,11 @@ fn sums(b: &BlockSums) -> [f64; 7] {
 #[test]
 fn basket_kernels_match_kiln_core_on_the_host() {
     let Some(cxx) = compiler() else {
-        eprintln!("SKIP basket_kernels_match_kiln_core_on_the_host: no C++ compiler (set CXX)");
+        kiln_testkit::skip_unless_required(
+            "KILN_REQUIRE_CXX",
+            "basket_kernels_match_kiln_core_on_the_host",
+            "no C++ compiler (set CXX)",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -82,13 +82,23 @@ pub fn raise(py: Python<'_>, kind: Kind, msg: String) -> PyErr {
 
 /// kiln's error as the matching Python exception. A sticky error's message always says
 /// the process must be restarted.
+/// A `NoDeviceError` carries `no_gpu`: whether the reason is that this machine has no GPU
+/// (no driver, or a driver that reports no device) rather than a fault of one it has.
 pub fn to_py(e: Error) -> PyErr {
     let k = kind(&e);
+    let no_gpu = matches!(&e, Error::NoDevice(r) if r.means_no_gpu());
     let mut msg = e.to_string();
     if k == Kind::Fault && !msg.contains("restart") {
         msg.push_str("; the CUDA context is poisoned: restart the process");
     }
-    Python::attach(|py| raise(py, k, msg))
+    Python::attach(|py| {
+        let err = raise(py, k, msg);
+        if k == Kind::NoDevice {
+            // an attribute of the instance; failing to set it leaves the error as it is
+            let _ = err.value(py).setattr("no_gpu", no_gpu);
+        }
+        err
+    })
 }
 
 /// `InvalidInputError(msg)`.

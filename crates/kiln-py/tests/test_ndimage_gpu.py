@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import skip_or_fail
 from kiln import ndimage as ndi
 
 SHAPES = [(17,), (1, 1), (7, 5), (31, 64), (9, 10, 11), (2, 67, 129)]
@@ -29,10 +30,10 @@ def peer(request, gpu):
     try:
         mod = __import__(name)
     except Exception as e:  # noqa: BLE001 - any import failure means the peer is absent
-        pytest.skip(f"{name} not importable: {e}")
+        skip_or_fail(f"{name} not importable: {e}")
     if name == "torch":
         if not mod.cuda.is_available():
-            pytest.skip("torch sees no CUDA device")
+            skip_or_fail("torch sees no CUDA device")
         return name, (lambda a: mod.from_numpy(np.ascontiguousarray(a)).cuda()), (
             lambda t: t.cpu().numpy())
     return name, (lambda a: mod.asarray(a)), (lambda t: mod.asnumpy(t))

@@ -1,39 +1,65 @@
-//! Test support: one test body on every backend ([`test_device!`](crate::test_device)).
+//! Test support: one test body on every backend ([`test_device!`](crate::test_device)),
+//! and the gate every GPU test passes through.
 //!
-//! GPU variants skip with a printed reason when no GPU is usable, and fail instead when
-//! `KILN_REQUIRE_GPU=1`. The CUDA runtime is created once per test binary and shared.
+//! A GPU test is marked twice. At build time it carries
+//! `#[cfg_attr(not(feature = "gpu-tests"), ignore = "needs a GPU: ...")]`, so that a plain
+//! `cargo test` reports it as ignored, never as a pass that ran nothing. At run time (built
+//! with `--features gpu-tests`) it asks [`gpu_or_skip`] or [`cuda_runtime_or_skip`]: these
+//! skip only where this machine has no GPU (no driver, or a driver that reports no device),
+//! printing the reason and appending it to `KILN_SKIP_LOG` ([`kiln_testkit::skip`]), and
+//! fail instead when `KILN_REQUIRE_GPU=1`. A machine that has a GPU but cannot start the
+//! CUDA runtime fails the test. The CUDA runtime is created once per test binary and shared.
 
 use crate::Runtime;
 use kiln_core::{Config, DeviceRequest};
 use std::sync::OnceLock;
 
+pub use kiln_testkit::{required, skip, skip_unless_required, REQUIRE_GPU};
+
 static CUDA: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+static NO_GPU: OnceLock<Option<String>> = OnceLock::new();
 
 /// Whether `KILN_REQUIRE_GPU=1` is set (GPU tests must then run, not skip).
 pub fn gpu_required() -> bool {
-    std::env::var("KILN_REQUIRE_GPU")
-        .map(|v| v == "1")
-        .unwrap_or(false)
+    required(REQUIRE_GPU)
 }
 
-/// The shared CUDA runtime, or `None` after printing why the test is skipped.
-/// Panics when the GPU is required but unusable.
+/// Why this machine has no GPU, or `None` when it has one (probed once per process).
+pub fn no_gpu_reason() -> Option<&'static str> {
+    NO_GPU.get_or_init(kiln_cuda::discovery::no_gpu_reason).as_deref()
+}
+
+/// `true` where a GPU is present. Where none is, records a skip of `test` with the reason
+/// and returns `false`, or panics when `KILN_REQUIRE_GPU=1`.
+pub fn gpu_or_skip(test: &str) -> bool {
+    match no_gpu_reason() {
+        None => true,
+        Some(reason) => {
+            skip_unless_required(REQUIRE_GPU, &format!("{test} [cuda]"), reason);
+            false
+        }
+    }
+}
+
+/// The shared CUDA runtime, or `None` after a recorded skip where this machine has no GPU
+/// ([`gpu_or_skip`]). Panics when a GPU is present but the runtime cannot start on it.
 pub fn cuda_runtime_or_skip(test: &str) -> Option<&'static Runtime> {
+    if !gpu_or_skip(test) {
+        return None;
+    }
     let rt = CUDA.get_or_init(|| {
         let cfg = Config::load(None).map_err(|e| e.to_string())?;
         Runtime::new(DeviceRequest::Cuda(None), &cfg).map_err(|e| e.to_string())
     });
     match rt {
         Ok(rt) => Some(rt),
-        Err(reason) if gpu_required() => panic!("KILN_REQUIRE_GPU=1 but {test} cannot use a GPU: {reason}"),
-        Err(reason) => {
-            eprintln!("SKIP {test} [cuda]: {reason}");
-            None
-        }
+        Err(e) => panic!("{test}: this machine has a GPU but the CUDA runtime did not start: {e}"),
     }
 }
 
-/// Run one test body on the CPU and on CUDA. The body is a closure taking `&Runtime`.
+/// Run one test body on the CPU and on CUDA. The body is a closure taking `&Runtime`. The
+/// CUDA variant is a GPU test: ignored unless the calling crate is built with its
+/// `gpu-tests` feature, skipped (and counted) where no GPU is present.
 ///
 /// ```ignore
 /// kiln::test_device!(sigmoid_matches, |rt: &kiln::Runtime| { ... });
@@ -51,6 +77,10 @@ macro_rules! test_device {
                 f(&rt);
             }
             #[test]
+            #[cfg_attr(
+                not(feature = "gpu-tests"),
+                ignore = "needs a GPU: cargo test --features gpu-tests"
+            )]
             fn cuda() {
                 if let Some(rt) =
                     $crate::testing::cuda_runtime_or_skip(concat!(module_path!(), "::", stringify!($name)))

@@ -33,6 +33,10 @@ fn same_bits(g: &kiln_core::finance::PriceResult, c: &kiln_core::finance::PriceR
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_lsm_is_bitwise_the_cpus() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_lsm_is_bitwise_the_cpus") else {
         return;
@@ -66,6 +70,10 @@ fn gpu_lsm_is_bitwise_the_cpus() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_runtime_prices_are_the_cpus_and_near_the_tree() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_runtime_prices_are_the_cpus_and_near_the_tree")
     else {

@@ -71,6 +71,10 @@ fn specs() -> Vec<BasketSpec> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_basket_samples_are_kiln_cores_bit_for_bit() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_basket_samples_are_kiln_cores_bit_for_bit")
     else {
@@ -106,6 +110,10 @@ fn gpu_basket_samples_are_kiln_cores_bit_for_bit() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_basket_prices_are_bitwise_the_cpus() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_basket_prices_are_bitwise_the_cpus") else {
         return;
@@ -176,6 +184,10 @@ fn gpu_basket_prices_are_bitwise_the_cpus() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_geometric_baskets_agree_with_the_closed_form_at_a_million_paths() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_geometric_baskets_agree_with_the_closed_form")
     else {

@@ -99,12 +99,18 @@ fn device_map_matches_cpu<T: kiln::FloatElement>(cu: &kiln::cuda::CudaBackend, s
     }
 }
 
-kiln::test_device!(map_device_matches_cpu, |rt: &Runtime| {
-    let Some(cu) = rt.cuda() else {
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn map_device_matches_cpu() {
+    let Some(rt) = testing::cuda_runtime_or_skip("map_device_matches_cpu") else {
         return;
     };
+    let cu = rt.cuda().expect("a CUDA runtime has a CUDA backend");
     let seed = testing::fresh_seed();
     device_map_matches_cpu::<f32>(cu, seed);
     device_map_matches_cpu::<kiln_core::backend::f16>(cu, seed + 50);
     device_map_matches_cpu::<kiln_core::backend::bf16>(cu, seed + 100);
-});
+}

@@ -50,6 +50,10 @@ fn same(a: &PriceResult, b: &PriceResult, what: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn hybrid_gpu_and_cpu_prices_are_bitwise_the_gpu_alone() {
     let Some(rt) = gpu("hybrid_gpu_and_cpu_prices_are_bitwise_the_gpu_alone") else {
         return;
@@ -106,6 +110,10 @@ fn hybrid_gpu_and_cpu_prices_are_bitwise_the_gpu_alone() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn two_workers_on_one_gpu_give_the_results_of_one() {
     let Some(rt) = gpu("two_workers_on_one_gpu_give_the_results_of_one") else {
         return;
@@ -161,6 +169,10 @@ fn two_workers_on_one_gpu_give_the_results_of_one() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn nccl_single_device_collectives_and_one_shard_gemm() {
     let Some(rt) = gpu("nccl_single_device_collectives_and_one_shard_gemm") else {
         return;
@@ -168,12 +180,12 @@ fn nccl_single_device_collectives_and_one_shard_gemm() {
     let group = match Collective::new(vec![rt.clone()]) {
         Ok(g) => g,
         Err(e @ kiln::Error::LibraryNotFound { .. }) => {
-            assert!(
-                std::env::var("KILN_REQUIRE_NCCL").as_deref() != Ok("1"),
-                "KILN_REQUIRE_NCCL=1 but {e}"
-            );
             assert!(e.to_string().contains("libnccl"), "{e}");
-            eprintln!("SKIP nccl_single_device_collectives_and_one_shard_gemm: {e}");
+            kiln::testing::skip_unless_required(
+                "KILN_REQUIRE_NCCL",
+                "nccl_single_device_collectives_and_one_shard_gemm",
+                &e.to_string(),
+            );
             return;
         }
         Err(e) => panic!("{e}"),

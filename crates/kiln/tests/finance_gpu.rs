@@ -32,6 +32,10 @@ fn runs() -> Vec<McParams> {
 
 /// The portable f32 math and Philox words of the kernel are the CPU's, bit for bit.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_math_and_philox_are_bitwise_the_cpus() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_math_and_philox_are_bitwise_the_cpus") else {
         return;
@@ -109,6 +113,10 @@ fn gpu_math_and_philox_are_bitwise_the_cpus() {
 /// every float it can see (-2 ln u is in [1.1e-7, 33.3]) and well beyond, [2^-24, 64), it is
 /// `__fsqrt_rn`'s correctly rounded result. Under a sanitizer, one binade in eight.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn sqrt_fast_path_is_correctly_rounded() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("sqrt_fast_path_is_correctly_rounded") else {
         return;
@@ -137,6 +145,10 @@ fn sqrt_fast_path_is_correctly_rounded() {
 /// exact engine on the same seed - far inside the standard error (the normals differ by
 /// ~1e-6), Greeks close, and still independent of the chunking, bit for bit.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_fast_math_prices_agree_with_the_exact_cpu_engine() {
     let Some(rt) =
         kiln::testing::cuda_runtime_or_skip("gpu_fast_math_prices_agree_with_the_exact_cpu_engine")
@@ -201,6 +213,10 @@ fn gpu_fast_math_prices_agree_with_the_exact_cpu_engine() {
 
 /// Every block's sums (so every path's payoff, control and Greeks) are the CPU's.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_block_sums_are_bitwise_the_cpus_for_every_style() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_block_sums_are_bitwise_the_cpus") else {
         return;
@@ -223,7 +239,15 @@ fn gpu_block_sums_are_bitwise_the_cpus_for_every_style() {
     }
 }
 
-kiln::test_device!(prices_match_the_cpu_engine_bitwise, |rt: &Runtime| {
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn prices_match_the_cpu_engine_bitwise() {
+    let Some(rt) = kiln::testing::cuda_runtime_or_skip("prices_match_the_cpu_engine_bitwise") else {
+        return;
+    };
     let specs = every_style();
     for mc in runs() {
         let got = rt.price(&specs, Method::MonteCarlo, &mc);
@@ -233,7 +257,7 @@ kiln::test_device!(prices_match_the_cpu_engine_bitwise, |rt: &Runtime| {
             same_bits(g.as_ref().unwrap(), w.as_ref().unwrap(), &what);
         }
     }
-});
+}
 
 kiln::test_device!(batches_do_not_change_a_bit, |rt: &Runtime| {
     let specs = every_style();
@@ -255,6 +279,10 @@ kiln::test_device!(batches_do_not_change_a_bit, |rt: &Runtime| {
 
 /// The GPU's launch chunking (options per launch, blocks per launch) changes no bit.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_chunk_size_does_not_change_a_bit() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_chunk_size_does_not_change_a_bit") else {
         return;

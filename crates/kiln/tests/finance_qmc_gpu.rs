@@ -17,6 +17,10 @@ use kiln_cuda::GpuMcOptions;
 use kiln::testing::{assert_same_price_bits as same_bits, every_style};
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_inverse_normal_and_sobol_points_are_kiln_cores() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_inverse_normal_and_sobol_points_are_kiln_cores")
     else {
@@ -48,6 +52,10 @@ fn gpu_inverse_normal_and_sobol_points_are_kiln_cores() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_sobol_prices_are_bitwise_the_cpus_for_every_style_and_chunking() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_sobol_prices_are_bitwise_the_cpus") else {
         return;
@@ -84,6 +92,10 @@ fn gpu_sobol_prices_are_bitwise_the_cpus_for_every_style_and_chunking() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_sobol_is_unbiased_at_scale_with_many_steps() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_sobol_is_unbiased_at_scale") else {
         return;

@@ -255,10 +255,16 @@ const VEC_SHAPES: [(usize, usize, usize); 6] = [
 // kiln's tiled kernel through the device API (`gemm_device`, `GemmImpl::Tiled`) on every
 // transpose pair, float4 layouts, a packed and a broadcast batch, against the f64 reference;
 // outputs NaN-poisoned. CUDA only.
-kiln::test_device!(gemm_tiled_float4_every_transpose, |rt: &Runtime| {
-    let Some(cu) = rt.cuda() else {
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn gemm_tiled_float4_every_transpose() {
+    let Some(rt) = testing::cuda_runtime_or_skip("gemm_tiled_float4_every_transpose") else {
         return;
     };
+    let cu = rt.cuda().expect("a CUDA runtime has a CUDA backend");
     let seed = testing::fresh_seed();
     let mut shapes: Vec<Gemm> = Vec::new();
     for &(ta, tb) in &TRANSPOSES {
@@ -302,4 +308,4 @@ kiln::test_device!(gemm_tiled_float4_every_transpose, |rt: &Runtime| {
             }
         }
     }
-});
+}

@@ -31,6 +31,10 @@ fn sequence(
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn graph_replay_equals_eager_on_fresh_inputs() {
     let Some(b) = gpu("graph_replay_equals_eager") else {
         return;
@@ -61,6 +65,10 @@ fn graph_replay_equals_eager_on_fresh_inputs() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn replays_are_ordered_like_eager_launches() {
     let Some(b) = gpu("replays_are_ordered") else {
         return;
@@ -111,6 +119,10 @@ fn stream_still_works(b: &CudaBackend) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn what_cannot_be_captured_is_refused_and_the_stream_recovers() {
     let Some(b) = gpu("what_cannot_be_captured") else {
         return;
@@ -157,6 +169,10 @@ fn what_cannot_be_captured_is_refused_and_the_stream_recovers() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn blocks_a_graph_holds_outlive_their_buffers() {
     let Some(b) = gpu("blocks_a_graph_holds") else {
         return;
@@ -202,6 +218,10 @@ fn blocks_a_graph_holds_outlive_their_buffers() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn profiler_times_ranges_per_stream_and_skips_captures() {
     let Some(b) = gpu("profiler_times_ranges") else {
         return;
@@ -249,6 +269,10 @@ fn profiler_times_ranges_per_stream_and_skips_captures() {
 /// the backend's stream: neither disturbs the other (the H200's first runs failed exactly
 /// here when captures switched off growth pool-wide and recorded on the shared stream).
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn other_threads_work_normally_during_a_capture() {
     let Some(b) = gpu("other_threads_during_capture") else {
         return;
@@ -294,6 +318,10 @@ fn other_threads_work_normally_during_a_capture() {
 /// exist: a capture cannot take new memory) replays the eager product's bits, and a GEMM on
 /// a user stream in between, with that stream's own workspace, gives the same bits too.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn a_captured_gemm_replays_the_eager_bits() {
     use kiln::linalg::{Gemm, GemmImpl, GemmPrecision};
     let Some(b) = gpu("a_captured_gemm_replays_the_eager_bits") else {

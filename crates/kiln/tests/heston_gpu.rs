@@ -53,6 +53,10 @@ fn param_sets() -> Vec<HestonParams> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_qe_step_is_kiln_cores_bit_for_bit() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_qe_step_is_kiln_cores_bit_for_bit") else {
         return;
@@ -106,6 +110,10 @@ fn gpu_qe_step_is_kiln_cores_bit_for_bit() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_heston_prices_are_bitwise_the_cpus() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_heston_prices_are_bitwise_the_cpus") else {
         return;
@@ -185,6 +193,10 @@ fn gpu_heston_prices_are_bitwise_the_cpus() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_heston_agrees_with_the_closed_form_at_a_million_paths() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_heston_agrees_with_the_closed_form") else {
         return;

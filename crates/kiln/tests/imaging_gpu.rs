@@ -349,7 +349,7 @@ fn check_device_2d(
     separable: bool,
     seed: u64,
 ) {
-    let Some(b) = rt.cuda() else { return };
+    let b = rt.cuda().expect("check_device_2d runs on a CUDA runtime");
     let n: usize = shape.iter().product();
     let x = testing::random_f32(n, -2.0, 2.0, seed);
     let path = if separable {
@@ -397,8 +397,16 @@ const TILE_SHAPES: [[usize; 3]; 14] = [
     [3, 150, 301],
 ];
 
-kiln::test_device!(filter2d_k3_both_register_kernels_every_mode, |rt: &Runtime| {
-    let Some(b) = rt.cuda() else { return };
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn filter2d_k3_both_register_kernels_every_mode() {
+    let Some(rt) = testing::cuda_runtime_or_skip("filter2d_k3_both_register_kernels_every_mode") else {
+        return;
+    };
+    let b = rt.cuda().expect("a CUDA runtime has a CUDA backend");
     let seed = testing::fresh_seed();
     let kernels = [
         Kernel2D::preset("cross4").unwrap(),
@@ -438,7 +446,7 @@ kiln::test_device!(filter2d_k3_both_register_kernels_every_mode, |rt: &Runtime| 
             }
         }
     }
-});
+}
 
 /// A separable user kernel whose row factor sums to zero, so its passes run along W first
 /// (the `hv` fused kernel), as sobel-x's do.
@@ -460,7 +468,15 @@ fn zero_sum_rows_2d(k: usize, seed: u64) -> Kernel2D {
     Kernel2D::new([k, k], w).unwrap()
 }
 
-kiln::test_device!(separable_every_radius_every_mode, |rt: &Runtime| {
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn separable_every_radius_every_mode() {
+    let Some(rt) = testing::cuda_runtime_or_skip("separable_every_radius_every_mode") else {
+        return;
+    };
     let seed = testing::fresh_seed();
     let mut kernels = Vec::new();
     // Radius int(4 sigma + 0.5) = 1..=8 (pass along H first: the vh kernel).
@@ -497,10 +513,18 @@ kiln::test_device!(separable_every_radius_every_mode, |rt: &Runtime| {
             }
         }
     }
-});
+}
 
-kiln::test_device!(separable_3d_fuses_the_last_two_passes, |rt: &Runtime| {
-    let Some(b) = rt.cuda() else { return };
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn separable_3d_fuses_the_last_two_passes() {
+    let Some(rt) = testing::cuda_runtime_or_skip("separable_3d_fuses_the_last_two_passes") else {
+        return;
+    };
+    let b = rt.cuda().expect("a CUDA runtime has a CUDA backend");
     let seed = testing::fresh_seed();
     let cpu = Runtime::cpu();
     for p in ["box:3", "box:7", "gaussian:0.8"] {
@@ -525,11 +549,19 @@ kiln::test_device!(separable_3d_fuses_the_last_two_passes, |rt: &Runtime| {
             }
         }
     }
-});
+}
 
 // The wave-balanced chunking and fixed chunks of 4 and 64 planes a block.
-kiln::test_device!(filter3d_chunkings, |rt: &Runtime| {
-    let Some(b) = rt.cuda() else { return };
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn filter3d_chunkings() {
+    let Some(rt) = testing::cuda_runtime_or_skip("filter3d_chunkings") else {
+        return;
+    };
+    let b = rt.cuda().expect("a CUDA runtime has a CUDA backend");
     let seed = testing::fresh_seed();
     let cpu = Runtime::cpu();
     for (i, k) in [
@@ -568,7 +600,7 @@ kiln::test_device!(filter3d_chunkings, |rt: &Runtime| {
             }
         }
     }
-});
+}
 
 /// Volumes for the z-marching kernels (tile 32 wide, 32 or 64 tall): degenerate ones; the
 /// 16-byte fast path (W % 4 == 0, whole 32-column tiles: W = 32, 64, 96) with partial tiles
@@ -586,8 +618,16 @@ const ZM_SHAPES: [[usize; 3]; 10] = [
     [3, 130, 32],
 ];
 
-kiln::test_device!(filter3d_direct_every_chunking_every_mode, |rt: &Runtime| {
-    let Some(b) = rt.cuda() else { return };
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn filter3d_direct_every_chunking_every_mode() {
+    let Some(rt) = testing::cuda_runtime_or_skip("filter3d_direct_every_chunking_every_mode") else {
+        return;
+    };
+    let b = rt.cuda().expect("a CUDA runtime has a CUDA backend");
     let seed = testing::fresh_seed();
     let cpu = Runtime::cpu();
     // k = 3 (filter3d_k3_f32) and k = 5 (the z-march filter3d_zm5_f32): the wave-balanced
@@ -657,4 +697,4 @@ kiln::test_device!(filter3d_direct_every_chunking_every_mode, |rt: &Runtime| {
     assert!(b
         .filter3d_direct_chunked_device(&dx, &mut dy, [3, 3, 3], &k, BoundaryMode::Reflect, Some(0))
         .is_err());
-});
+}

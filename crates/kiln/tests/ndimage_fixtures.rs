@@ -151,6 +151,10 @@ fn cpu_matches_scipy() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn cuda_matches_scipy() {
     let Some(rt) = testing::cuda_runtime_or_skip("cuda_matches_scipy") else {
         return;
@@ -160,6 +164,10 @@ fn cuda_matches_scipy() {
 
 /// GPU against CPU on fresh random data, sizes that leave partial tiles, every function.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn cuda_matches_cpu_on_random_inputs() {
     let Some(rt) = testing::cuda_runtime_or_skip("cuda_matches_cpu_on_random_inputs") else {
         return;

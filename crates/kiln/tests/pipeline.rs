@@ -8,6 +8,10 @@ use kiln_core::backend::MapOp;
 const OP: MapOp = MapOp::Unary(UnaryOp::Sigmoid);
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn pipelined_equals_one_shot_bitwise() {
     let Some(rt) = testing::cuda_runtime_or_skip("pipelined_equals_one_shot") else {
         return;
@@ -50,6 +54,10 @@ fn pipelined_equals_one_shot_bitwise() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn bad_pipeline_options_are_errors() {
     let Some(rt) = testing::cuda_runtime_or_skip("bad_pipeline_options") else {
         return;

@@ -266,6 +266,10 @@ fn windows(dims: usize, seed: u64) -> Vec<(RankFunction, RankParams)> {
 
 /// GPU == CPU on fresh inputs at odd sizes, every algorithm, every mode, every dtype.
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_equals_cpu_on_random_inputs() {
     let Some(gpu) = testing::cuda_runtime_or_skip("rank::gpu_equals_cpu_on_random_inputs") else {
         return;

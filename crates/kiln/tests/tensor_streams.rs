@@ -15,6 +15,10 @@ fn gpu(test: &str) -> Option<&'static Runtime> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn a_chain_of_three_ops_never_leaves_the_device() {
     if gpu("a_chain_of_three_ops_never_leaves_the_device").is_none() {
         return;
@@ -75,6 +79,10 @@ fn slow_volume(v: &kiln::Tensor) -> kiln::Tensor {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn a_reader_on_another_stream_waits_for_the_writer_and_races_without_the_wait() {
     let Some(rt) = gpu("a_reader_on_another_stream_waits_for_the_writer") else {
         return;
@@ -127,6 +135,10 @@ fn a_reader_on_another_stream_waits_for_the_writer_and_races_without_the_wait() 
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn a_dropped_tensor_is_not_reused_while_a_kernel_on_another_stream_reads_it() {
     let Some(rt) = gpu("a_dropped_tensor_is_not_reused_while_a_kernel_reads_it") else {
         return;
@@ -163,6 +175,10 @@ fn a_dropped_tensor_is_not_reused_while_a_kernel_on_another_stream_reads_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn streams_and_events_time_and_order_work() {
     let Some(rt) = gpu("streams_and_events_time_and_order_work") else {
         return;
@@ -194,6 +210,10 @@ fn streams_and_events_time_and_order_work() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn large_host_round_trips_are_staged_and_exact() {
     let Some(rt) = gpu("large_host_round_trips_are_staged_and_exact") else {
         return;
@@ -222,6 +242,7 @@ fn large_host_round_trips_are_staged_and_exact() {
 
 /// The child half of the next test: poisons its own context, so it runs in its own process.
 #[test]
+#[ignore = "the child process of an_error_raised_by_queued_work_surfaces_at_the_host_read_named_and_sticky"]
 fn fault_child() {
     if std::env::var("KILN_FAULT_CHILD").as_deref() != Ok("1") {
         return;
@@ -238,12 +259,22 @@ fn fault_child() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn an_error_raised_by_queued_work_surfaces_at_the_host_read_named_and_sticky() {
     if testing::cuda_runtime_or_skip("an_error_raised_by_queued_work_surfaces").is_none() {
         return;
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["fault_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "fault_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("KILN_FAULT_CHILD", "1")
         .output()
         .unwrap();
@@ -266,6 +297,10 @@ fn an_error_raised_by_queued_work_surfaces_at_the_host_read_named_and_sticky() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn pinned_buffers_feed_tensors_and_the_pipelined_map() {
     let Some(rt) = gpu("pinned_buffers_feed_tensors_and_the_pipelined_map") else {
         return;

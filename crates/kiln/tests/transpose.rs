@@ -86,10 +86,16 @@ fn check_device<T: kiln::FloatElement>(cu: &kiln::cuda::CudaBackend, rows: usize
     }
 }
 
-kiln::test_device!(transpose_device_is_exact, |rt: &Runtime| {
-    let Some(cu) = rt.cuda() else {
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn transpose_device_is_exact() {
+    let Some(rt) = testing::cuda_runtime_or_skip("transpose_device_is_exact") else {
         return;
     };
+    let cu = rt.cuda().expect("a CUDA runtime has a CUDA backend");
     let seed = testing::fresh_seed();
     let shapes = [
         (1, 1),
@@ -110,4 +116,4 @@ kiln::test_device!(transpose_device_is_exact, |rt: &Runtime| {
         check_device::<f16>(cu, r, c, seed + 100 + i as u64);
         check_device::<bf16>(cu, r, c, seed + 200 + i as u64);
     }
-});
+}

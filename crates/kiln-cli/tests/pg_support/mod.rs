@@ -7,12 +7,11 @@ pub fn admin_url(test: &str) -> Option<String> {
     match std::env::var("KILN_TEST_PG_URL") {
         Ok(u) if !u.trim().is_empty() => Some(u),
         _ => {
-            let required = std::env::var("KILN_REQUIRE_PG").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "{test}: KILN_REQUIRE_PG=1 but KILN_TEST_PG_URL is not set"
+            kiln_testkit::skip_unless_required(
+                "KILN_REQUIRE_PG",
+                test,
+                "KILN_TEST_PG_URL is not set (start a cluster with scripts/pg-test-cluster.sh)",
             );
-            println!("SKIP: {test}: KILN_TEST_PG_URL is not set (scripts/pg-test-cluster.sh)");
             None
         }
     }

@@ -27,5 +27,10 @@ class InvalidInputError(KilnError, ValueError):
 class NoDeviceError(KilnError):
     """No usable CUDA device (no driver, no device, policy, NVRTC missing, ...).
 
-    ``kiln.Runtime("auto")`` falls back to the CPU instead of raising this.
+    ``kiln.Runtime("auto")`` falls back to the CPU instead of raising this. The attribute
+    ``no_gpu`` is ``True`` where the reason is that this machine has no GPU (no NVIDIA
+    driver, or a driver that reports no device), ``False`` for a fault of a machine that has
+    one (a driver that fails to start, NVRTC missing, a policy that allows no device).
     """
+
+    no_gpu: bool = False
