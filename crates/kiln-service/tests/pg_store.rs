@@ -260,10 +260,14 @@ async fn pg_expired_leases_requeue_and_heartbeats_renew() {
     for i in 0..4 {
         a.insert(job(&format!("j_{i}"), "A", None, "h")).await.unwrap();
     }
-    let short = Duration::from_millis(600);
+    // The lease is 6 heartbeats long, so a heartbeat delayed by a loaded machine still
+    // renews it in time; the dead node's lease is checked once it has surely run out.
+    let short = Duration::from_millis(1500);
+    let beat = Duration::from_millis(250);
     // Node na holds two jobs and keeps its heartbeat; node nd holds two and dies.
     let held = a.claim("na/0", false, None, 2, short).await.unwrap();
     let dead = b.claim("nd/0", false, None, 2, short).await.unwrap();
+    let claimed = std::time::Instant::now();
     assert_eq!((held.len(), dead.len()), (2, 2));
     let info = NodeInfo {
         id: "na".into(),
@@ -272,11 +276,14 @@ async fn pg_expired_leases_requeue_and_heartbeats_renew() {
         started_ms: now_ms(),
         version: "test".into(),
     };
-    for _ in 0..4 {
+    loop {
         a.node_heartbeat(&info, short).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        if claimed.elapsed() > short + Duration::from_millis(500) {
+            break;
+        }
+        tokio::time::sleep(beat).await;
     }
-    // 1 s later: nd's leases expired, na's were renewed by its heartbeat.
+    // Past nd's lease: its jobs expired, na's were renewed by its heartbeat.
     assert_eq!(b.requeue_orphans("nb").await.unwrap(), 2);
     for j in &dead {
         let r = a.get(&j.id).await.unwrap().unwrap();

@@ -1,13 +1,14 @@
 //! The device-pool executor on CPU workers (CI): 2, 3 and 7 workers with uneven speeds
-//! (one worker sleeps per chunk) split the work, the fast ones steal from the slow one, and
+//! (one worker waits for the others before each chunk) split the work, the fast ones steal from the slow one, and
 //! the merged answers are bit for bit the single-worker and single-device answers for Monte
 //! Carlo prices, option books, batched 2-D filters and 3-D volumes, strided-batch GEMM and
 //! element-wise maps. Also calibration (probe, disk cache, drift refresh), failures, and the
 //! host collectives and sharded GEMM on CPU ranks.
 #![allow(clippy::unwrap_used)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kiln::core::finance::{McParams, OptionSpec, OptionType, Rng, Style, BLOCK_SAMPLES};
 use kiln::core::imaging::{BoundaryMode, FilterPath, Kernel2D, Kernel3D};
@@ -19,11 +20,49 @@ use kiln::finance::Method;
 use kiln::linalg::{Gemm, GemmPrecision};
 use kiln::{Runtime, UnaryOp};
 
-/// Wraps a workload: the worker labelled `slow` sleeps `delay` before each chunk.
+/// Wraps a workload: the worker labelled `slow` is the slowest by construction, not by a
+/// sleep that a loaded machine could outlast. Before each of its chunks it waits until the
+/// other workers have finished `lead` more chunks than when it last ran, or until every
+/// chunk but the one in its hand is done (nothing is left for them), polling against a
+/// deadline so that a stuck run fails instead of hanging.
 struct Slowed<W> {
     inner: W,
     slow: &'static str,
-    delay: Duration,
+    lead: usize,
+    others_done: AtomicUsize,
+    slow_done: AtomicUsize,
+    seen: AtomicUsize,
+}
+
+impl<W: Workload> Slowed<W> {
+    fn new(inner: W, slow: &'static str, lead: usize) -> Self {
+        Slowed {
+            inner,
+            slow,
+            lead,
+            others_done: AtomicUsize::new(0),
+            slow_done: AtomicUsize::new(0),
+            seen: AtomicUsize::new(0),
+        }
+    }
+
+    fn wait_for_the_others(&self, slow_done: usize) {
+        let total = self.inner.chunks();
+        let target = self.seen.load(Ordering::SeqCst) + self.lead;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let done = self.others_done.load(Ordering::SeqCst);
+            if done >= target || done + slow_done + 1 >= total {
+                self.seen.store(done, Ordering::SeqCst);
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the fast workers finished {done} chunks of {total} in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 impl<W: Workload> Workload for Slowed<W> {
@@ -40,9 +79,14 @@ impl<W: Workload> Workload for Slowed<W> {
     }
     fn run(&self, worker: &Worker, i: usize) -> kiln::Result<W::Part> {
         if worker.label() == self.slow {
-            std::thread::sleep(self.delay);
+            self.wait_for_the_others(self.slow_done.load(Ordering::SeqCst));
+            let part = self.inner.run(worker, i);
+            self.slow_done.fetch_add(1, Ordering::SeqCst);
+            return part;
         }
-        self.inner.run(worker, i)
+        let part = self.inner.run(worker, i);
+        self.others_done.fetch_add(1, Ordering::SeqCst);
+        part
     }
     fn merge(&self, parts: Vec<W::Part>) -> kiln::Result<W::Output> {
         self.inner.merge(parts)
@@ -61,11 +105,8 @@ fn run_uneven<W: Workload>(w: W, n: usize) -> W::Output {
         .unwrap()
         .with_shares(vec![1.0; n])
         .unwrap();
-    let slowed = Slowed {
-        inner: w,
-        slow: "cpu0",
-        delay: Duration::from_millis(80),
-    };
+    // each chunk of the slow worker waits for two chunks of every other worker
+    let slowed = Slowed::new(w, "cpu0", 2 * (n - 1));
     let (out, rep) = ex.run(&slowed).unwrap();
     check_split(&rep, chunks, n);
     out
