@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The finance GPU check (issue 20), one call on the H200: the GPU tests of the Sobol engine
+# The finance GPU check (issue 20), one run on the GPU machine: the GPU tests of the Sobol engine
 # and the Philox engine (KILN_REQUIRE_GPU=1), then time to a standard error of 1e-4 x price
 # for the European and the arithmetic Asian call (S=K=100, r=0.05, sigma=0.2, T=1, 256 steps)
 # with Sobol + Brownian bridge vs Philox through `kiln price --target-se`, and Numba's time
 # to the same accuracy from peer_bench.py's kernels (scripts/peers_finance.py).
 #
 # Needs (carried, built on the CPU machine): .device/bin/kiln (release), .device/t.tar.gz
-# holding the release test executables finance_qmc_gpu and finance_gpu under those names,
-# and .device/peer_bench.py (a copy of shared/peers/peer_bench.py). Logs under $OUT.
+# holding the release test executables finance_qmc_gpu and finance_gpu under those names.
+# The Numba peer comes from scripts/peer_bench.py, which travels with the checkout. Logs under $OUT.
 # Not measured here (not implemented yet): Heston QE paths/s, Longstaff-Schwartz timing.
 set -u
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
@@ -46,10 +46,10 @@ print('paths<=%s rounds=%s seconds=%.4f price=%s se=%s' % (s['max_paths_used'], 
 import csv; r=list(csv.DictReader(open('$w/$case-sd.csv')))[0]; print(r['price'], float(r['std_error'])*4194304**0.5)")
   PRICE[$case]=$p; SD[$case]=$sd
 done
-if [ -f .device/peer_bench.py ]; then
-  timeout 300 python3 scripts/peers_finance.py --peer-bench .device/peer_bench.py \
+if [ -f scripts/peer_bench.py ]; then
+  timeout 300 python3 scripts/peers_finance.py --peer-bench scripts/peer_bench.py \
     --euro ${PRICE[euro]} ${SD[euro]} --asian ${PRICE[asian]} ${SD[asian]} --rel 1e-4 > "$out/peers-finance.log" 2>&1
   echo "PEERS rc=$?"; tail -5 "$out/peers-finance.log"
 else
-  echo "PEERS skipped: .device/peer_bench.py missing"
+  echo "PEERS skipped: scripts/peer_bench.py missing"
 fi

@@ -5,7 +5,7 @@ own kernels: it measures their path rate (paths/ms on 2^24 x 256, as peer_bench.
 them), and scales it to the paths plain Monte Carlo needs for the target, using the payoff
 standard deviation kiln's Philox run measured (the same estimator, the same variance).
 
-  python3 scripts/peers_finance.py --peer-bench .device/peer_bench.py \
+  python3 scripts/peers_finance.py [--peer-bench scripts/peer_bench.py] \
       --euro PRICE SD --asian PRICE SD --rel 1e-4
 
 Prints one JSON line per workload and a table last. QuantLib (if importable): its MC engine's
@@ -47,7 +47,7 @@ def quantlib_rate(steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peer-bench", required=True)
+    ap.add_argument("--peer-bench", default="scripts/peer_bench.py")
     ap.add_argument("--euro", nargs=2, type=float, required=True, metavar=("PRICE", "SD"))
     ap.add_argument("--asian", nargs=2, type=float, required=True, metavar=("PRICE", "SD"))
     ap.add_argument("--rel", type=float, default=1e-4)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rank filters and morphology on the H200, in one call.
+# Rank filters and morphology on the GPU machine, in one run.
 #
 # Here (the build machine):  bash scripts/rank-gpu-check.sh --build
 #   builds the release test executables `rank` and `bench_rank` into .device/rank/ (ignored

@@ -50,7 +50,7 @@ summary+=("doctor on a fresh cache: $(grep -i -m2 'cold\|warm' "$out/doctor-cold
 export KILN_CACHE_DIR="$cache"
 timeout 300 "$T/kiln--bench_tensor" --ignored --nocapture > "$out/bench_tensor.log" 2>&1
 summary+=("bench_tensor rc=$?")
-PYTHONUNBUFFERED=1 timeout 300 python3 .device/peers/peer_bench.py --only h2d,user_paths --json "$out/peers-user.json" > "$out/peers-user.txt" 2>&1
+PYTHONUNBUFFERED=1 timeout 300 python3 scripts/peer_bench.py --only h2d,user_paths --json "$out/peers-user.json" > "$out/peers-user.txt" 2>&1
 summary+=("peers h2d,user_paths rc=$?")
 
 # sanitizer on the stream-ordering tests (a dropped tensor read on another stream; a chain)

@@ -80,7 +80,7 @@ pub fn draw(r: &Report, path: &Path) -> Result<()> {
     } else {
         bars(
             &bottom,
-            "kiln time / peer time (< 1: kiln is faster), same call",
+            "kiln time / peer time (< 1: kiln is faster), same run",
             &ratios,
             Some(1.0),
             &RED,

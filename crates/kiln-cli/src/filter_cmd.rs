@@ -20,7 +20,7 @@
 //!   volume by volume along `t`. NIfTI output is float32 with the input's header and
 //!   affine (and extensions) kept; an `.npy` volume written as NIfTI gets a default header.
 //!
-//! On tensors (2026-12-03): the runtime is created on its own thread while the input is
+//! On tensors: the runtime is created on its own thread while the input is
 //! read (`filter_host.rs`); 8/16-bit images cross to the device as integers and are
 //! converted there (`filter_image.rs`); volumes in `filter_volume.rs`. `--input` a
 //! directory or a glob runs a batch through one process (`filter_batch.rs`).

@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn sticky_table_matches_the_cuda_docs() {
-        // The codes DESIGN.md and the CUDA docs name as context-poisoning.
+        // The codes the CUDA docs name as context-poisoning.
         for code in [
             700, 702, 710, 714, 715, 716, 717, 718, 719, 214, 220, 225, 810, 911,
         ] {

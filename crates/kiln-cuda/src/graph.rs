@@ -19,8 +19,10 @@
 //! - a device allocation the pool cannot serve from its cache (the capture would need
 //!   `cuMemAlloc`): allocate buffers, or run the ops once, before capturing.
 //!
-//! The capture-isolation trap (DESIGN.md §3) does not arise: pool buffers are raw pointers,
-//! so cudarc inserts no cross-stream event waits into the capture.
+//! The capture-isolation trap (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, raised when cudarc's
+//! per-slice event tracking inserts a wait on a buffer last used on another stream) does not
+//! arise: pool buffers are raw pointers, so cudarc inserts no cross-stream event waits into
+//! the capture.
 #![allow(unsafe_code)]
 
 use crate::pool::{DeviceBuffer, DevicePool, GraphRefs};

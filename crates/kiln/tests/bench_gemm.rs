@@ -11,7 +11,7 @@ use kiln::linalg::{check, Gemm, GemmElement, GemmImpl, GemmPrecision};
 use kiln::testing;
 use kiln_core::backend::{bf16, f16};
 
-/// H200 floors (DESIGN.md §3 device; dense, no sparsity): FP32 SIMT 132 SMs × 128 lanes ×
+/// H200 floors (the card's dense peaks, no sparsity): FP32 SIMT 132 SMs × 128 lanes ×
 /// 2 × 1.98 GHz ≈ 67 TFLOP/s; TF32 tensor ≈ 495; BF16/FP16 tensor ≈ 989.
 fn floor_tflops(p: GemmPrecision) -> f64 {
     match p {

@@ -1,5 +1,6 @@
 //! The launch table's rank-filter and morphology rows (`kernels/rank.cu`, `rank_med.cu`,
-//! `morph.cu`): their own file so that each table stays under DESIGN.md's ~800 lines.
+//! `morph.cu`): their own file so that each table stays under ~800 lines (docs/architecture.md,
+//! "Conventions").
 
 use super::launches::{B256, B32X8};
 use super::LaunchShape;

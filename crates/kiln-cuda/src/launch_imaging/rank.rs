@@ -153,9 +153,8 @@ fn lin_fits(spec: &RankSpec, shape: [usize; 3]) -> bool {
 /// a centred 3×3 or 5×5 box in (y, x), rows of whole 4-byte words (`w % 4 == 0`) and the
 /// source 4-byte aligned (outputs are new pool blocks, 256-byte aligned).
 ///
-/// On by default since the `rank` tests passed on the H200 with them (2026-12-05: every
-/// mode, size and dtype equal to the CPU bit for bit); `KILN_MED_U8X4=0` picks the
-/// one-output kernels (an A/B knob for the bench).
+/// On by default (the `rank` GPU tests hold them to the CPU's bits in every mode, size and
+/// dtype); `KILN_MED_U8X4=0` picks the one-output kernels (an A/B knob for the bench).
 fn packs_u8x4(spec: &RankSpec, shape: [usize; 3], dt: DType, src: &CudaData) -> bool {
     let [fd, fh, fw] = spec.fshape;
     !std::env::var("KILN_MED_U8X4").is_ok_and(|v| v == "0")

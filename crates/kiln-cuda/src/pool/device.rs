@@ -4,8 +4,8 @@
 //! This module and the compiler are where kiln drops below cudarc's safe layer: the pool
 //! hands out raw device pointers carved from its own segments, which `CudaSlice` cannot
 //! represent. Kernels receive the pointers as plain `u64` arguments, so cudarc's per-slice
-//! event tracking (the cause of the graph-capture isolation trap, DESIGN.md §3) never applies
-//! to pool memory.
+//! event tracking (the cause of `CUDA_ERROR_STREAM_CAPTURE_ISOLATION` in graph captures; see
+//! [`crate::graph`]) never applies to pool memory.
 #![allow(unsafe_code)]
 
 use super::caching::{AllocError, CachingAllocator, MemoryStats, SegmentSource, SourceError};

@@ -1,7 +1,7 @@
 //! Basket options through the runtime: the geometric basket's closed form (kiln-core, CPU),
 //! and Monte Carlo on the CPU, or on the GPU when the runtime has one (Philox draws), with
 //! the same bits on both (kiln-core's `finance::basket::mc` is the path both run;
-//! `tests/basket_gpu.rs` passed on the H200 on 2026-12-05).
+//! `tests/basket_gpu.rs` checks the GPU's samples and sums against it).
 
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::{McParams, PriceResult};

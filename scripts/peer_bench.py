@@ -1,0 +1,538 @@
+#!/usr/bin/env python3
+"""The peers on kiln's workloads: what a user of PyTorch, CuPy (with cupyx.scipy.ndimage) or
+Numba CUDA would run for the same work at the same sizes, so kiln's rows can be set beside them.
+
+What it measures (one function each; `--only` takes these names):
+  copy_bw      device-to-device copy of 2^28 f32 (torch), GB/s of read + write bytes
+  h2d          host-to-device 1 GiB, pageable and pinned, and device-to-host pinned (torch)
+  sigmoid      y = 1 / (1 + exp(-x)) on 2^28 elements: torch f32 and f16, a CuPy
+               ElementwiseKernel, a Numba kernel
+  stencil      the 4-neighbour average (cross4) on 1080x1920 and 16384^2: two hand-written
+               Numba kernels (plain, and with a shared-memory tile), CuPy slicing, torch conv2d,
+               cupyx correlate; then a cupyx gaussian_filter (sigma 2, reflect, truncate 4) on 8192^2
+  conv3d       a 3x3x3 correlation of a 512^3 f32 volume: torch/cuDNN (with and without
+               cudnn.benchmark), cupyx correlate
+  monte_carlo  European and arithmetic Asian calls by GBM paths (2^24 paths x 256 steps; torch
+               vectorised, Numba kernels with xoroshiro128p), and a 10000-option portfolio
+  matmul       8192^3 GEMM: torch fp32 / tf32 / bf16 / fp16, CuPy fp32; a naive one-thread-per-
+               element Numba kernel and torch fp32 at 2048^3
+  transpose    16384^2 f32 transpose (torch, CuPy)
+  alloc        1 MiB allocate + free: CuPy's pool, torch's caching allocator, raw cudaMalloc/cudaFree
+  graphs       1000 tiny dependent kernels: eager launches against one CUDA graph replay (torch)
+  user_paths   wall clock of what a user waits for: a host array through sigmoid and back (torch
+               and CuPy pageable, torch pinned), an 8192^2 .npy through a cupyx gaussian to a
+               .npy file, and a folder of 200 1080p PNG frames through a PIL + cupyx loop (the
+               folder is printed, so kiln can filter the same frames)
+
+Device timings are medians of CUDA-event times after warm-ups; user_paths is wall-clock.
+Peer names with `seed` in them (numba-seed-v1, numba-seed-v2-shared, numba-seed-naive) are
+the plain hand-written Numba kernels a CUDA newcomer would write, kept as the baseline.
+`--quick` runs smaller sizes (a smoke test, not numbers to quote). A peer that fails prints an
+`error` row and the run goes on.
+
+Output: one JSON line per measurement ({"workload", "peer", "ms", ...figures}) as it runs, a
+table last, and with `--json FILE` the list of rows, which `kiln bench --peers FILE` merges
+with kiln's own rows (docs/bench-schema.md).
+
+Run it on the GPU machine (it needs torch, cupy, numba, numpy and PIL there; nothing to
+build), from the repository root, in the same device run as the kiln rows it is compared with:
+
+    python3 scripts/peer_bench.py [--quick] [--only a,b] [--json out.json]
+"""
+import argparse
+import json
+import math
+import time
+
+import numpy as np
+import torch
+
+if not hasattr(np, "row_stack"):  # numba 0.68 still calls it; numpy 2.5 removed it
+    np.row_stack = np.vstack
+
+RESULTS = []
+
+
+def bench(fn, warmup=3, reps=20):
+    """Median milliseconds of fn() measured with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def record(workload, peer, ms, **figures):
+    row = {"workload": workload, "peer": peer, "ms": round(ms, 4), **figures}
+    RESULTS.append(row)
+    print(json.dumps(row), flush=True)
+
+
+def gbps(nbytes, ms):
+    return round(nbytes / ms / 1e6, 1)
+
+
+def copy_bw(q):
+    n = (1 << 28) if not q else (1 << 26)
+    a = torch.rand(n, device="cuda")
+    b = torch.empty_like(a)
+    ms = bench(lambda: b.copy_(a))
+    record("copy_f32", "torch", ms, n=n, GBps=gbps(2 * 4 * n, ms))
+
+
+def sigmoid(q):
+    import cupy as cp
+    n = (1 << 28) if not q else (1 << 26)
+    a = torch.randn(n, device="cuda")
+    out = torch.empty_like(a)
+    ms = bench(lambda: torch.sigmoid(a, out=out))
+    record("sigmoid_f32", "torch", ms, n=n, GBps=gbps(8 * n, ms))
+    ah = a.half()
+    oh = torch.empty_like(ah)
+    ms = bench(lambda: torch.sigmoid(ah, out=oh))
+    record("sigmoid_f16", "torch", ms, n=n, GBps=gbps(4 * n, ms))
+    ca = cp.asarray(a)
+    co = cp.empty_like(ca)
+    k = cp.ElementwiseKernel("float32 x", "float32 y", "y = 1.0f / (1.0f + expf(-x))", "sig")
+    ms = bench(lambda: k(ca, co))
+    record("sigmoid_f32", "cupy-elementwise", ms, n=n, GBps=gbps(8 * n, ms))
+    from numba import cuda
+
+    @cuda.jit
+    def sig(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            y[i] = 1.0 / (1.0 + math.exp(-x[i]))
+
+    nx = cuda.as_cuda_array(a)
+    ny = cuda.as_cuda_array(out)
+    threads = 256
+    blocks = (n + threads - 1) // threads
+    ms = bench(lambda: sig[blocks, threads](nx, ny))
+    record("sigmoid_f32", "numba", ms, n=n, GBps=gbps(8 * n, ms))
+
+
+def stencil(q):
+    """The 4-neighbour average filter, interior points only."""
+    import cupy as cp
+    from numba import cuda, float32
+
+    @cuda.jit
+    def filter_v1(src, dst):
+        x, y = cuda.grid(2)
+        if 1 <= x < src.shape[0] - 1 and 1 <= y < src.shape[1] - 1:
+            dst[x, y] = (src[x - 1, y] + src[x + 1, y] + src[x, y - 1] + src[x, y + 1]) / 4
+
+    @cuda.jit
+    def filter_shared(src, dst):
+        # The shared-memory tile version (a full halo on all four sides).
+        sh = cuda.shared.array((34, 34), float32)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        x = cuda.blockIdx.x * 32 + tx
+        y = cuda.blockIdx.y * 32 + ty
+        h, w = src.shape
+        if x < h and y < w:
+            sh[tx + 1, ty + 1] = src[x, y]
+            if tx == 0 and x > 0:
+                sh[0, ty + 1] = src[x - 1, y]
+            if tx == 31 and x < h - 1:
+                sh[33, ty + 1] = src[x + 1, y]
+            if ty == 0 and y > 0:
+                sh[tx + 1, 0] = src[x, y - 1]
+            if ty == 31 and y < w - 1:
+                sh[tx + 1, 33] = src[x, y + 1]
+        cuda.syncthreads()
+        if 1 <= x < h - 1 and 1 <= y < w - 1:
+            dst[x, y] = (sh[tx, ty + 1] + sh[tx + 2, ty + 1] + sh[tx + 1, ty] + sh[tx + 1, ty + 2]) / 4
+
+    sizes = [(1080, 1920), (16384, 16384)] if not q else [(1080, 1920), (8192, 8192)]
+    for (h, w) in sizes:
+        tag = f"stencil5_{h}x{w}"
+        a = torch.rand(h, w, device="cuda")
+        out = torch.zeros_like(a)
+        nbytes = 2 * 4 * h * w
+        ref = (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:]) / 4
+        na = cuda.as_cuda_array(a)
+        no = cuda.as_cuda_array(out)
+        # Numba's grid(2) gives x along dim 0, the slow (strided) axis; the kernel keeps that
+        # mapping, as a user writing it this way would.
+        blocks = ((h + 15) // 16, (w + 15) // 16)
+        ms = bench(lambda: filter_v1[blocks, (16, 16)](na, no))
+        err = float((out[1:-1, 1:-1] - ref).abs().max())
+        record(tag, "numba-seed-v1", ms, GBps=gbps(nbytes, ms), maxerr=err)
+        out.zero_()
+        blocks = ((h + 31) // 32, (w + 31) // 32)
+        ms = bench(lambda: filter_shared[blocks, (32, 32)](na, no))
+        err = float((out[1:-1, 1:-1] - ref).abs().max())
+        record(tag, "numba-seed-v2-shared", ms, GBps=gbps(nbytes, ms), maxerr=err)
+        ca = cp.asarray(a)
+        ms = bench(lambda: (ca[:-2, 1:-1] + ca[2:, 1:-1] + ca[1:-1, :-2] + ca[1:-1, 2:]) / 4)
+        record(tag, "cupy-slicing", ms, GBps=gbps(nbytes, ms))
+        kern = torch.tensor([[0, .25, 0], [.25, 0, .25], [0, .25, 0]], device="cuda").view(1, 1, 3, 3)
+        a4 = a.view(1, 1, h, w)
+        ms = bench(lambda: torch.nn.functional.conv2d(a4, kern))
+        record(tag, "torch-conv2d", ms, GBps=gbps(nbytes, ms))
+        import cupyx.scipy.ndimage as ndi
+        ck = cp.asarray(kern.view(3, 3))
+        ms = bench(lambda: ndi.correlate(ca, ck, mode="constant"))
+        record(tag, "cupyx-ndimage", ms, GBps=gbps(nbytes, ms))
+    import cupyx.scipy.ndimage as ndi
+    g = 8192 if not q else 2048
+    cg = cp.random.rand(g, g, dtype=cp.float32)
+    ms = bench(lambda: ndi.gaussian_filter(cg, 2.0, mode="reflect", truncate=4.0), reps=10)
+    record(f"gaussian2_{g}x{g}", "cupyx-ndimage", ms, GBps=gbps(2 * 4 * g * g, ms))
+
+
+def conv3d(q):
+    import cupy as cp
+    import cupyx.scipy.ndimage as ndi
+    d = 512 if not q else 256
+    a = torch.rand(1, 1, d, d, d, device="cuda")
+    k = torch.rand(1, 1, 3, 3, 3, device="cuda")
+    nbytes = 2 * 4 * d ** 3
+    flops = 2 * 27 * (d - 2) ** 3
+    ms = bench(lambda: torch.nn.functional.conv3d(a, k), reps=10)
+    record(f"conv3d_{d}", "torch-cudnn", ms, GBps=gbps(nbytes, ms), TFLOPs=round(flops / ms / 1e9, 2))
+    torch.backends.cudnn.benchmark = True
+    ms = bench(lambda: torch.nn.functional.conv3d(a, k), reps=10)
+    record(f"conv3d_{d}", "torch-cudnn-benchmark", ms, GBps=gbps(nbytes, ms), TFLOPs=round(flops / ms / 1e9, 2))
+    ca = cp.asarray(a.view(d, d, d))
+    ck = cp.asarray(k.view(3, 3, 3))
+    ms = bench(lambda: ndi.correlate(ca, ck, mode="constant"), reps=10)
+    record(f"conv3d_{d}", "cupyx-ndimage", ms, GBps=gbps(nbytes, ms), TFLOPs=round(flops / ms / 1e9, 2))
+
+
+def bs_call(S, K, r, sigma, T):
+    d1 = (math.log(S / K) + (r + 0.5 * sigma * sigma) * T) / (sigma * math.sqrt(T))
+    d2 = d1 - sigma * math.sqrt(T)
+    N = lambda x: 0.5 * (1 + math.erf(x / math.sqrt(2)))
+    return S * N(d1) - K * math.exp(-r * T) * N(d2)
+
+
+def monte_carlo(q):
+    """European call by GBM paths, priced at maturity (and an arithmetic Asian, a portfolio)."""
+    from numba import cuda
+    from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_normal_float32
+    S0, K, r, sigma, T = 100.0, 100.0, 0.05, 0.2, 1.0
+    exact = bs_call(S0, K, r, sigma, T)
+    npaths = (1 << 24) if not q else (1 << 22)
+    steps = 256 if not q else 64
+    dt = T / steps
+    drift = (r - 0.5 * sigma * sigma) * dt
+    vol = sigma * math.sqrt(dt)
+
+    def torch_mc():
+        logs = torch.zeros(npaths, device="cuda")
+        for _ in range(steps):
+            logs += drift + vol * torch.randn(npaths, device="cuda")
+        payoff = torch.clamp(S0 * torch.exp(logs) - K, min=0)
+        return float(payoff.mean()) * math.exp(-r * T)
+
+    t0 = time.perf_counter()
+    price = torch_mc()
+    torch.cuda.synchronize()
+    ms = bench(torch_mc, warmup=1, reps=3)
+    record("mc_european", "torch-vectorized", ms, paths=npaths, steps=steps,
+           Gpathsteps_per_s=round(npaths * steps / ms / 1e6, 2), price=round(price, 4), exact=round(exact, 4))
+
+    @cuda.jit
+    def mc_kernel(states, out, n, steps, drift, vol, S0, K):
+        i = cuda.grid(1)
+        if i < n:
+            z = 0.0
+            for j in range(steps):
+                z += drift + vol * xoroshiro128p_normal_float32(states, i)
+            s = S0 * math.exp(z)
+            out[i] = s - K if s > K else 0.0
+
+    threads = 256
+    blocks = (npaths + threads - 1) // threads
+    states = create_xoroshiro128p_states(npaths, seed=1)
+    out = cuda.device_array(npaths, dtype=np.float32)
+    mc_kernel[blocks, threads](states, out, npaths, steps, np.float32(drift), np.float32(vol), np.float32(S0), np.float32(K))
+    cuda.synchronize()
+    ms = bench(lambda: mc_kernel[blocks, threads](states, out, npaths, steps, np.float32(drift), np.float32(vol), np.float32(S0), np.float32(K)), warmup=1, reps=5)
+    price = float(out.copy_to_host().astype(np.float64).mean()) * math.exp(-r * T)
+    record("mc_european", "numba-kernel", ms, paths=npaths, steps=steps,
+           Gpathsteps_per_s=round(npaths * steps / ms / 1e6, 2), price=round(price, 4), exact=round(exact, 4))
+
+    @cuda.jit
+    def asian_kernel(states, out, n, steps, drift, vol, S0, K):
+        i = cuda.grid(1)
+        if i < n:
+            z = 0.0
+            acc = 0.0
+            for j in range(steps):
+                z += drift + vol * xoroshiro128p_normal_float32(states, i)
+                acc += S0 * math.exp(z)
+            a = acc / steps
+            out[i] = a - K if a > K else 0.0
+
+    asian_kernel[blocks, threads](states, out, npaths, steps, np.float32(drift), np.float32(vol), np.float32(S0), np.float32(K))
+    cuda.synchronize()
+    ms = bench(lambda: asian_kernel[blocks, threads](states, out, npaths, steps, np.float32(drift), np.float32(vol), np.float32(S0), np.float32(K)), warmup=1, reps=5)
+    price = float(out.copy_to_host().astype(np.float64).mean()) * math.exp(-r * T)
+    record("mc_asian_arith", "numba-kernel", ms, paths=npaths, steps=steps,
+           Gpathsteps_per_s=round(npaths * steps / ms / 1e6, 2), price=round(price, 4))
+
+    # a portfolio: many options, one thread per (option, path), parameters per option
+    nopt = 10000 if not q else 1000
+    per = 65536 if not q else 8192
+    psteps = 64
+    total = nopt * per
+    rs = np.random.default_rng(0)
+    spot = cuda.to_device(rs.uniform(80, 120, nopt).astype(np.float32))
+    strike = cuda.to_device(rs.uniform(80, 120, nopt).astype(np.float32))
+    sig = cuda.to_device(rs.uniform(0.1, 0.5, nopt).astype(np.float32))
+    nthreads = 132 * 2048
+    pstates = create_xoroshiro128p_states(nthreads, seed=2)
+    pout = cuda.device_array(nthreads, dtype=np.float32)
+
+    @cuda.jit
+    def portfolio_kernel(states, out, total, per, steps, spot, strike, sig, r, T):
+        t = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        acc = 0.0
+        i = t
+        while i < total:  # grid-stride over (option, path); one RNG state per thread
+            o = i // per
+            dt = T / steps
+            v = sig[o]
+            drift = (r - 0.5 * v * v) * dt
+            vs = v * math.sqrt(dt)
+            z = 0.0
+            for j in range(steps):
+                z += drift + vs * xoroshiro128p_normal_float32(states, t)
+            s = spot[o] * math.exp(z)
+            if s > strike[o]:
+                acc += s - strike[o]
+            i += stride
+        out[t] = acc
+
+    pb = nthreads // threads
+    portfolio_kernel[pb, threads](pstates, pout, total, per, psteps, spot, strike, sig, np.float32(r), np.float32(T))
+    cuda.synchronize()
+    ms = bench(lambda: portfolio_kernel[pb, threads](pstates, pout, total, per, psteps, spot, strike, sig, np.float32(r), np.float32(T)), warmup=1, reps=3)
+    record("mc_portfolio", "numba-kernel", ms, options=nopt, paths_per_option=per, steps=psteps,
+           Gpathsteps_per_s=round(total * psteps / ms / 1e6, 2))
+
+
+def matmul(q):
+    import cupy as cp
+    m = 8192 if not q else 4096
+    flops = 2 * m ** 3
+    a = torch.randn(m, m, device="cuda")
+    b = torch.randn(m, m, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ms = bench(lambda: a @ b, reps=10)
+    record(f"gemm_{m}", "torch-fp32", ms, TFLOPs=round(flops / ms / 1e9, 1))
+    torch.backends.cuda.matmul.allow_tf32 = True
+    ms = bench(lambda: a @ b, reps=10)
+    record(f"gemm_{m}", "torch-tf32", ms, TFLOPs=round(flops / ms / 1e9, 1))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ab, bb = a.bfloat16(), b.bfloat16()
+    ms = bench(lambda: ab @ bb, reps=10)
+    record(f"gemm_{m}", "torch-bf16", ms, TFLOPs=round(flops / ms / 1e9, 1))
+    ah, bh = a.half(), b.half()
+    ms = bench(lambda: ah @ bh, reps=10)
+    record(f"gemm_{m}", "torch-fp16", ms, TFLOPs=round(flops / ms / 1e9, 1))
+    ca, cb = cp.asarray(a), cp.asarray(b)
+    ms = bench(lambda: ca @ cb, reps=10)
+    record(f"gemm_{m}", "cupy-fp32", ms, TFLOPs=round(flops / ms / 1e9, 1))
+    from numba import cuda
+
+    @cuda.jit
+    def matmul_kernel(A, B, C):  # the naive one-thread-per-element kernel
+        i, j = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            tmp = 0.
+            for k in range(A.shape[1]):
+                tmp += A[i, k] * B[k, j]
+            C[i, j] = tmp
+
+    n = 2048
+    A = cuda.as_cuda_array(a[:n, :n].contiguous())
+    B = cuda.as_cuda_array(b[:n, :n].contiguous())
+    C = cuda.device_array((n, n), dtype=np.float32)
+    grid = ((n + 15) // 16, (n + 15) // 16)
+    ms = bench(lambda: matmul_kernel[grid, (16, 16)](A, B, C), warmup=1, reps=3)
+    record(f"gemm_{n}", "numba-seed-naive", ms, TFLOPs=round(2 * n ** 3 / ms / 1e9, 2))
+    ms = bench(lambda: a[:n, :n] @ b[:n, :n], reps=10)
+    record(f"gemm_{n}", "torch-fp32", ms, TFLOPs=round(2 * n ** 3 / ms / 1e9, 1))
+
+
+def transpose(q):
+    import cupy as cp
+    m = 16384 if not q else 8192
+    a = torch.rand(m, m, device="cuda")
+    ms = bench(lambda: a.t().contiguous())
+    record(f"transpose_{m}", "torch", ms, GBps=gbps(2 * 4 * m * m, ms))
+    ca = cp.asarray(a)
+    ms = bench(lambda: cp.ascontiguousarray(ca.T))
+    record(f"transpose_{m}", "cupy", ms, GBps=gbps(2 * 4 * m * m, ms))
+
+
+def alloc(q):
+    """Allocation latency: caching pools against the raw driver allocation."""
+    import cupy as cp
+    n = 2000
+    size = 1 << 20
+    pool = cp.get_default_memory_pool()
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        x = cp.empty(size // 4, dtype=cp.float32)
+        del x
+    us = (time.perf_counter() - t0) / n * 1e6
+    record("alloc_free_1MiB", "cupy-pool", us / 1000, us_per_op=round(us, 3))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        p = cp.cuda.runtime.malloc(size)
+        cp.cuda.runtime.free(p)
+    us = (time.perf_counter() - t0) / n * 1e6
+    record("alloc_free_1MiB", "cudaMalloc+cudaFree", us / 1000, us_per_op=round(us, 3))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        x = torch.empty(size // 4, device="cuda")
+        del x
+    us = (time.perf_counter() - t0) / n * 1e6
+    record("alloc_free_1MiB", "torch-caching", us / 1000, us_per_op=round(us, 3))
+    pool.free_all_blocks()
+
+
+def graphs(q):
+    """1000 tiny dependent kernels: eager launches against one CUDA graph replay."""
+    x = torch.zeros(32, device="cuda")
+    def work():
+        for _ in range(1000):
+            x.add_(1.0)
+    ms_eager = bench(work, warmup=2, reps=10)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        work()
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        work()
+    ms_graph = bench(lambda: g.replay(), warmup=2, reps=10)
+    record("launch_1000_tiny", "torch-eager", ms_eager, us_per_kernel=round(ms_eager, 3))
+    record("launch_1000_tiny", "torch-cudagraph", ms_graph, us_per_kernel=round(ms_graph, 3),
+           speedup=round(ms_eager / ms_graph, 2))
+
+
+def h2d(q):
+    n = 1 << 28 if not q else 1 << 26
+    pageable = torch.rand(n)
+    pinned = pageable.pin_memory()
+    d = torch.empty(n, device="cuda")
+    ms = bench(lambda: d.copy_(pageable), warmup=1, reps=5)
+    record("h2d_1GiB", "torch-pageable", ms, GBps=gbps(4 * n, ms))
+    ms = bench(lambda: d.copy_(pinned, non_blocking=True), warmup=1, reps=5)
+    record("h2d_1GiB", "torch-pinned", ms, GBps=gbps(4 * n, ms))
+    out = torch.empty(n).pin_memory()
+    ms = bench(lambda: out.copy_(d, non_blocking=True), warmup=1, reps=5)
+    record("d2h_1GiB", "torch-pinned", ms, GBps=gbps(4 * n, ms))
+
+
+def wall_ms(fn, warmup=1, reps=5):
+    """Median wall-clock milliseconds of fn() (host to host: what a user waits for)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def user_paths(q):
+    """What a user waits for: host array in, host array out; a file in, a file out; a folder of
+    PNG frames. Wall-clock, after a warm-up (kernels compiled, context up)."""
+    import cupy as cp
+    import cupyx.scipy.ndimage as cnd
+    import glob, os, tempfile
+    from PIL import Image
+    n = (1 << 28) if not q else (1 << 24)
+    x = np.random.default_rng(0).random(n, dtype=np.float32)
+    ms = wall_ms(lambda: torch.from_numpy(x).cuda().sigmoid().cpu().numpy())
+    record("sigmoid_host_roundtrip", "torch-pageable", ms, n=n, GBps=gbps(4 * n, ms))
+    ms = wall_ms(lambda: cp.asnumpy(1 / (1 + cp.exp(-cp.asarray(x)))))
+    record("sigmoid_host_roundtrip", "cupy-pageable", ms, n=n, GBps=gbps(4 * n, ms))
+    xp = torch.from_numpy(x).pin_memory()
+    out = torch.empty_like(xp).pin_memory()
+
+    def pinned():
+        out.copy_(xp.cuda(non_blocking=True).sigmoid(), non_blocking=True)
+        torch.cuda.synchronize()
+    ms = wall_ms(pinned)
+    record("sigmoid_host_roundtrip", "torch-pinned", ms, n=n, GBps=gbps(4 * n, ms))
+    tmp = tempfile.mkdtemp()
+    side = 8192 if not q else 2048
+    np.save(f"{tmp}/big.npy", np.random.default_rng(1).random((side, side), dtype=np.float32))
+
+    def npy_e2e():
+        a = np.load(f"{tmp}/big.npy")
+        o = cnd.gaussian_filter(cp.asarray(a), 2.0, mode="reflect", truncate=4.0)
+        np.save(f"{tmp}/out.npy", cp.asnumpy(o))
+    ms = wall_ms(npy_e2e, reps=3)
+    record("gaussian2_npy_file_to_file", "cupyx-script", ms, size=f"{side}x{side}",
+           note="np.load -> cupyx gaussian_filter -> np.save, imports excluded")
+    frames = 200 if not q else 20
+    os.makedirs(f"{tmp}/frames", exist_ok=True)
+    rng = np.random.default_rng(2)
+    yy, xx = np.mgrid[0:1080, 0:1920]
+    base = 128 + 60 * np.sin(xx / 40.0) * np.cos(yy / 55.0)
+    for i in range(frames):
+        f = np.clip(base + rng.normal(0, 8, base.shape), 0, 255).astype(np.uint8)
+        Image.fromarray(f).save(f"{tmp}/frames/f{i:04d}.png")
+    files = sorted(glob.glob(f"{tmp}/frames/*.png"))
+    os.makedirs(f"{tmp}/outc", exist_ok=True)
+
+    def loop():
+        for f in files:
+            a = np.asarray(Image.open(f), dtype=np.float32)
+            o = cnd.gaussian_filter(cp.asarray(a), 2.0, mode="reflect", truncate=4.0)
+            Image.fromarray(np.clip(np.rint(cp.asnumpy(o)), 0, 255).astype(np.uint8)).save(
+                f.replace("frames", "outc"))
+    ms = wall_ms(loop, warmup=0, reps=1)
+    record("png_frames_1080p_gaussian2", "pil-cupyx-loop", ms, frames=frames,
+           frames_per_s=round(frames / (ms / 1e3), 2), folder=f"{tmp}/frames")
+
+
+ALL = [copy_bw, h2d, sigmoid, stencil, conv3d, monte_carlo, matmul, transpose, alloc, graphs, user_paths]
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    print("torch", torch.__version__, torch.cuda.get_device_name(0), flush=True)
+    for f in ALL:
+        if only and f.__name__ not in only:
+            continue
+        try:
+            f(args.quick)
+        except Exception as e:  # a failed peer is a finding, not a crash
+            print(json.dumps({"workload": f.__name__, "error": repr(e)[:400]}), flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(RESULTS, fh, indent=1)
+    print("\n%-26s %-24s %10s  %s" % ("workload", "peer", "ms", "figures"))
+    for r in RESULTS:
+        extra = {k: v for k, v in r.items() if k not in ("workload", "peer", "ms")}
+        print("%-26s %-24s %10.4f  %s" % (r["workload"], r["peer"], r["ms"], extra))
