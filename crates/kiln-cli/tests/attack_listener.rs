@@ -588,6 +588,35 @@ fn print_config_and_store_errors_show_no_secret() {
     );
 }
 
+/// With a PostgreSQL server (`KILN_TEST_PG_URL`; SKIP without it): a node whose store URL
+/// carries a password runs, with a debug log that never shows it.
+#[test]
+fn a_postgres_node_logs_no_secret() {
+    let Ok(admin) = std::env::var("KILN_TEST_PG_URL") else {
+        eprintln!("SKIP a_postgres_node_logs_no_secret: KILN_TEST_PG_URL is not set");
+        return;
+    };
+    let sep = if admin.contains('?') { '&' } else { '?' };
+    // a password the server may ignore (trust auth) or need: either way never printed
+    let url = format!("{admin}{sep}password={SECRET}");
+    let d = data_dir();
+    let s = serve(d.path(), "", &["--store-url", &url], None, "debug");
+    let r = request(
+        s.addr,
+        "POST",
+        "/v1/jobs?wait=30",
+        None,
+        &[],
+        Some(price_job(100.0, 1).to_string().as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(r.json()["state"], "succeeded", "{}", r.text());
+    drop(s);
+    let log = std::fs::read_to_string(d.path().join("stderr.log")).unwrap();
+    assert!(log.contains("PostgreSQL at"), "{log}");
+    assert!(!leaks(&log), "the store password in the log: {log}");
+}
+
 #[test]
 fn the_client_shows_no_secret_of_its_server_url() {
     for server in [
