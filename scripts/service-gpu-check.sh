@@ -44,14 +44,16 @@ stop() { kill -TERM "$PID"; wait "$PID" || true; PID=""; }
 export ADDR
 py() { python3 - "$@"; }
 
-start faults --allow-fault-injection --max-attempts 2
+# `fault` needs the flag and a token whose kinds name it
+printf 'drill drill-token kinds=fault,price\n' > "$OUT/drill.tokens"
+start faults --allow-fault-injection --max-attempts 2 --tokens-file "$OUT/drill.tokens"
 # Warm the finance module (NVRTC on a cold cache) with one MC job.
 py <<'PY' > "$OUT/fault.json"
 import json, os, time, urllib.request
 A = os.environ["ADDR"]
 def call(method, path, body=None):
     req = urllib.request.Request(A + path, method=method, data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer drill-token"})
     try:
         with urllib.request.urlopen(req, timeout=300) as r: return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e: return e.code, json.loads(e.read() or b"null")

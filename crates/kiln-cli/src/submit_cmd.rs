@@ -88,7 +88,13 @@ impl Client {
             } else {
                 ""
             };
-            anyhow::anyhow!("cannot reach {}: {e}{hint}", self.base)
+            // a server URL may carry a password or token (user:pass@, ?token=): never printed
+            let redact = kiln_service::config::redact_url;
+            anyhow::anyhow!(
+                "cannot reach {}: {}{hint}",
+                redact(&self.base),
+                redact(&e.to_string())
+            )
         })?;
         let status = r.status().as_u16();
         let text = r

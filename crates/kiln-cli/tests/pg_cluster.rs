@@ -21,9 +21,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const LEASE_MS: u64 = 3000;
+/// The nodes' token: `fault` (the sleep jobs) needs the flag and `kinds` naming it.
+const DRILL: &str = "drill-token-1";
 
 fn node_ids(s: &Server) -> HashSet<String> {
-    let r = s.get("/v1/nodes", None).unwrap();
+    let r = s.get("/v1/nodes", Some(DRILL)).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()
         .as_array()
@@ -57,7 +59,8 @@ fn run(n_jobs: usize) {
         &cfg,
         format!(
             "[store]\nurl = \"{url}\"\nlease_ms = {LEASE_MS}\n\
-             [limits]\nmax_queue = 100000\nmax_in_flight_per_token = 100000\n"
+             [limits]\nmax_queue = 100000\nmax_in_flight_per_token = 100000\n\
+             [[tokens]]\nname = \"drill\"\ntoken = \"{DRILL}\"\nkinds = [\"price\", \"fault\"]\n"
         ),
     )
     .unwrap();
@@ -120,7 +123,14 @@ fn run(n_jobs: usize) {
                     node = (node + 1) % 3;
                 }
                 loop {
-                    match request(addrs[node], "POST", "/v1/jobs", None, &[], Some(body.as_bytes())) {
+                    match request(
+                        addrs[node],
+                        "POST",
+                        "/v1/jobs",
+                        Some(DRILL),
+                        &[],
+                        Some(body.as_bytes()),
+                    ) {
                         Ok(r) if r.status == 202 || r.status == 200 => {
                             accepted
                                 .lock()
@@ -246,7 +256,7 @@ fn run(n_jobs: usize) {
         .filter(|(i, _)| *i != victim)
         .map(|(_, s)| s)
         .collect();
-    let nodes = live[0].get("/v1/nodes", None).unwrap().json();
+    let nodes = live[0].get("/v1/nodes", Some(DRILL)).unwrap().json();
     let victim_row = nodes
         .as_array()
         .unwrap()

@@ -10,6 +10,8 @@ use service_support::*;
 use std::io::Write;
 
 const TOKEN: &str = "test-token-1";
+/// The token of fault-injection jobs: `fault` needs the server's flag and `kinds=fault`.
+const DRILL: &str = "drill-token-1";
 
 fn tokens_file(dir: &std::path::Path) -> std::path::PathBuf {
     let p = dir.join("tokens");
@@ -33,6 +35,7 @@ fn tokens_file(dir: &std::path::Path) -> std::path::PathBuf {
     writeln!(f, "# test tokens").unwrap();
     writeln!(f, "main sha256:{hash}").unwrap();
     writeln!(f, "pricer price-only kinds=price max_in_flight=1").unwrap();
+    writeln!(f, "drill {DRILL} kinds=fault").unwrap();
     p
 }
 
@@ -165,11 +168,12 @@ fn auth_validation_limits_and_the_job_life() {
     let done = s.wait_job(a.json()["id"].as_str().unwrap(), t, 30);
     assert_eq!(done["state"], "succeeded");
 
-    // 429 with Retry-After when the queue is full: three sleeping jobs fill it.
+    // 429 with Retry-After when the queue is full: three sleeping jobs (the
+    // drill token's) fill it.
     let sleeper = json!({"kind": "fault", "params": {"mode": "sleep", "sleep_ms": 20000}});
     let mut sleepers = Vec::new();
     for _ in 0..3 {
-        let r = s.post_json("/v1/jobs", t, &sleeper);
+        let r = s.post_json("/v1/jobs", Some(DRILL), &sleeper);
         assert_eq!(r.status, 202, "{}", r.text());
         sleepers.push(r.json()["id"].as_str().unwrap().to_string());
     }
@@ -178,19 +182,27 @@ fn auth_validation_limits_and_the_job_life() {
     assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
 
     // Listing (newest first, paged) and cancelling.
-    let r = s.get("/v1/jobs?limit=2", t).unwrap();
+    let r = s.get("/v1/jobs?limit=2", Some(DRILL)).unwrap();
     let page = r.json();
     assert_eq!(page["jobs"].as_array().unwrap().len(), 2);
     assert_eq!(page["jobs"][0]["id"].as_str().unwrap(), sleepers[2]);
     let next = page["next_cursor"].as_str().unwrap();
     let r2 = s
-        .get(&format!("/v1/jobs?limit=2&cursor={next}"), t)
+        .get(&format!("/v1/jobs?limit=2&cursor={next}"), Some(DRILL))
         .unwrap()
         .json();
     assert_eq!(r2["jobs"][0]["id"].as_str().unwrap(), sleepers[0]);
     assert_eq!(s.get("/v1/jobs?state=bogus", t).unwrap().status, 400);
     for id in &sleepers {
-        let r = request(s.addr, "DELETE", &format!("/v1/jobs/{id}"), t, &[], None).unwrap();
+        let r = request(
+            s.addr,
+            "DELETE",
+            &format!("/v1/jobs/{id}"),
+            Some(DRILL),
+            &[],
+            None,
+        )
+        .unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.json()["state"], "cancelled");
     }

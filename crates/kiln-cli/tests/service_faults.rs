@@ -10,12 +10,25 @@ use service_support::*;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The token of these tests: `fault` needs the server's flag and `kinds=fault` on the token.
+const DRILL: &str = "drill-token-1";
+
+/// A tokens file (outside the data dir) with the one token `DRILL`, for fault and price jobs.
+fn drill_tokens(dir: &std::path::Path) -> std::path::PathBuf {
+    let p = dir.join("tokens");
+    std::fs::write(&p, format!("drill {DRILL} kinds=fault,price\n")).unwrap();
+    p
+}
+
 #[test]
 fn an_aborting_worker_is_replaced_and_its_job_retried() {
     let d = data_dir();
+    let tf = drill_tokens(d.path());
     let s = start(
-        d.path(),
+        &d.path().join("data"),
         &[
+            "--tokens-file",
+            tf.to_str().unwrap(),
             "--cpu-workers",
             "2",
             "--allow-fault-injection",
@@ -28,7 +41,7 @@ fn an_aborting_worker_is_replaced_and_its_job_retried() {
     // Jobs around the fault: they must all succeed.
     let before: Vec<String> = (0..10)
         .map(|i| {
-            s.post_json("/v1/jobs", None, &price_job(90.0 + i as f64, 5))
+            s.post_json("/v1/jobs", Some(DRILL), &price_job(90.0 + i as f64, 5))
                 .json()["id"]
                 .as_str()
                 .unwrap()
@@ -37,21 +50,21 @@ fn an_aborting_worker_is_replaced_and_its_job_retried() {
         .collect();
     let r = s.post_json(
         "/v1/jobs",
-        None,
+        Some(DRILL),
         &json!({"kind": "fault", "params": {"mode": "abort", "on_attempts": 1}}),
     );
     assert_eq!(r.status, 202, "{}", r.text());
     let fault = r.json()["id"].as_str().unwrap().to_string();
     let after: Vec<String> = (0..10)
         .map(|i| {
-            s.post_json("/v1/jobs", None, &price_job(110.0 + i as f64, 5))
+            s.post_json("/v1/jobs", Some(DRILL), &price_job(110.0 + i as f64, 5))
                 .json()["id"]
                 .as_str()
                 .unwrap()
                 .to_string()
         })
         .collect();
-    let j = s.wait_job(&fault, None, 60);
+    let j = s.wait_job(&fault, Some(DRILL), 60);
     assert_eq!(j["state"], "succeeded", "{j}");
     assert_eq!(j["attempts"], 2, "{j}");
     assert_eq!(j["result"]["attempt"], 2);
@@ -61,7 +74,7 @@ fn an_aborting_worker_is_replaced_and_its_job_retried() {
     );
     for (first, ids) in [(90.0, &before), (110.0, &after)] {
         for (i, id) in ids.iter().enumerate() {
-            let j = s.wait_job(id, None, 60);
+            let j = s.wait_job(id, Some(DRILL), 60);
             assert_eq!(j["state"], "succeeded", "{j}");
             let p = j["result"]["prices"][0]["price"].as_f64().unwrap();
             assert!((p - bs_call(first + i as f64)).abs() < 1e-5);
@@ -70,16 +83,16 @@ fn an_aborting_worker_is_replaced_and_its_job_retried() {
     // A job that always aborts fails after its attempts, with the crash as its error.
     let r = s.post_json(
         "/v1/jobs",
-        None,
+        Some(DRILL),
         &json!({"kind": "fault", "params": {"mode": "abort"}}),
     );
-    let j = s.wait_job(r.json()["id"].as_str().unwrap(), None, 60);
+    let j = s.wait_job(r.json()["id"].as_str().unwrap(), Some(DRILL), 60);
     assert_eq!(j["state"], "failed", "{j}");
     assert_eq!(j["attempts"], 3);
     assert_eq!(j["error"]["code"], "worker_crashed");
     assert!(j["error"]["message"].as_str().unwrap().contains("SIGABRT"), "{j}");
     // The workers were replaced (1 + 3 aborts) and are up again.
-    let w = s.get("/v1/workers", None).unwrap().json();
+    let w = s.get("/v1/workers", Some(DRILL)).unwrap().json();
     let restarts: u64 = w
         .as_array()
         .unwrap()
@@ -102,18 +115,28 @@ fn an_aborting_worker_is_replaced_and_its_job_retried() {
 #[test]
 fn a_hung_job_is_killed_at_its_deadline_and_the_worker_replaced() {
     let d = data_dir();
-    let s = start(d.path(), &["--cpu-workers", "1", "--allow-fault-injection"]);
+    let tf = drill_tokens(d.path());
+    let s = start(
+        &d.path().join("data"),
+        &[
+            "--tokens-file",
+            tf.to_str().unwrap(),
+            "--cpu-workers",
+            "1",
+            "--allow-fault-injection",
+        ],
+    );
     let r = s.post_json(
         "/v1/jobs",
-        None,
+        Some(DRILL),
         &json!({"kind": "fault", "params": {"mode": "sleep", "sleep_ms": 60000}, "deadline_s": 1}),
     );
     let t0 = Instant::now();
-    let j = s.wait_job(r.json()["id"].as_str().unwrap(), None, 30);
+    let j = s.wait_job(r.json()["id"].as_str().unwrap(), Some(DRILL), 30);
     assert_eq!(j["state"], "failed", "{j}");
     assert_eq!(j["error"]["code"], "deadline_exceeded");
     assert!(t0.elapsed() < Duration::from_secs(10));
-    let r = s.post_json("/v1/jobs?wait=30", None, &price_job(100.0, 1));
+    let r = s.post_json("/v1/jobs?wait=30", Some(DRILL), &price_job(100.0, 1));
     assert_eq!(r.json()["state"], "succeeded", "{}", r.text());
 }
 

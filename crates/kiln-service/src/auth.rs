@@ -21,10 +21,18 @@ pub struct Principal {
     pub max_in_flight: Option<u64>,
 }
 
+/// The fault-injection kind: accepted only with the server's flag
+/// (`allow_fault_injection`) AND from a token whose `kinds` name it.
+pub const FAULT_KIND: &str = "fault";
+
 impl Principal {
-    /// Whether it may submit `kind`.
+    /// Whether it may submit `kind`: one of its `kinds`, or, without `kinds`, any kind but
+    /// [`FAULT_KIND`] (which a token must name explicitly).
     pub fn may_submit(&self, kind: &str) -> bool {
-        self.kinds.as_ref().is_none_or(|k| k.contains(kind))
+        match &self.kinds {
+            Some(k) => k.contains(kind),
+            None => kind != FAULT_KIND,
+        }
     }
 }
 
@@ -76,20 +84,21 @@ fn entry(t: &TokenConfig) -> Result<Entry, String> {
 }
 
 /// Parse a tokens file: one token per line, `NAME sha256:HEX|TOKEN [kinds=a,b]
-/// [max_in_flight=N]`; `#` starts a comment.
+/// [max_in_flight=N]`; `#` starts a comment. Each entry is checked here, and an error names
+/// its line and what is wrong, never the line's text: a misplaced field may be the secret
+/// (a token with a space in it, a token written before the name).
 pub fn parse_tokens_file(text: &str) -> Result<Vec<TokenConfig>, String> {
+    const FORM: &str = "expected `NAME sha256:HEX|TOKEN [kinds=a,b] [max_in_flight=N]`";
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
         let mut parts = line.split_whitespace();
         let (Some(name), Some(secret)) = (parts.next(), parts.next()) else {
-            return Err(format!(
-                "line {}: expected `NAME sha256:HEX|TOKEN [kinds=a,b]`",
-                i + 1
-            ));
+            return Err(format!("line {n}: {FORM}"));
         };
         let mut t = TokenConfig {
             name: name.to_string(),
@@ -99,17 +108,24 @@ pub fn parse_tokens_file(text: &str) -> Result<Vec<TokenConfig>, String> {
             Some(h) => t.sha256 = Some(h.to_string()),
             None => t.token = Some(secret.to_string()),
         }
-        for p in parts {
+        for (j, p) in parts.enumerate() {
             if let Some(k) = p.strip_prefix("kinds=") {
                 t.kinds = Some(k.split(',').map(str::to_string).collect());
-            } else if let Some(n) = p.strip_prefix("max_in_flight=") {
+            } else if let Some(v) = p.strip_prefix("max_in_flight=") {
                 t.max_in_flight = Some(
-                    n.parse()
-                        .map_err(|_| format!("line {}: bad max_in_flight", i + 1))?,
+                    v.parse()
+                        .map_err(|_| format!("line {n}: max_in_flight is not a whole number"))?,
                 );
             } else {
-                return Err(format!("line {}: unknown field `{p}`", i + 1));
+                return Err(format!(
+                    "line {n}: field {} is neither kinds= nor max_in_flight= ({FORM}; a token \
+                     holds no spaces)",
+                    j + 3
+                ));
             }
+        }
+        if t.sha256.as_deref().is_some_and(|h| parse_hash("", h).is_err()) {
+            return Err(format!("line {n}: the sha256: value is not 64 hex digits"));
         }
         out.push(t);
     }
@@ -172,6 +188,38 @@ impl TokenSet {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bad_token_lines_name_their_line_and_none_of_the_secret() {
+        let secret = "Xq7Vb2Lm9Wz4";
+        for (text, line) in [
+            (format!("# c\nrisk {secret} frobs\n"), 2),
+            ("ok tok\n\nrisk Xq7Vb2 Lm9Wz4\n".to_string(), 3),
+            (format!("{secret}\n"), 1),
+            (format!("risk sha256:{secret}\n"), 1),
+            (format!("risk {secret} max_in_flight={secret}\n"), 1),
+            (format!("risk {secret} kinds=price {secret}\n"), 1),
+        ] {
+            let e = parse_tokens_file(&text).unwrap_err();
+            assert!(e.starts_with(&format!("line {line}:")), "{e}");
+            for w in secret.as_bytes().windows(3) {
+                let w = std::str::from_utf8(w).unwrap();
+                assert!(!e.contains(w), "`{w}` of the token in: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn fault_needs_an_explicit_kind() {
+        let s = TokenSet::from_configs(&parse_tokens_file("all a\nnamed b kinds=fault,price\n").unwrap())
+            .unwrap();
+        let all = s.authenticate(Some(b"Bearer a")).unwrap();
+        assert!(all.may_submit("price") && !all.may_submit(FAULT_KIND));
+        let named = s.authenticate(Some(b"Bearer b")).unwrap();
+        assert!(named.may_submit(FAULT_KIND) && named.may_submit("price"));
+        let anonymous = TokenSet::from_configs(&[]).unwrap().authenticate(None).unwrap();
+        assert!(!anonymous.may_submit(FAULT_KIND));
+    }
+
     use super::*;
 
     fn set() -> TokenSet {
@@ -213,6 +261,7 @@ mod tests {
     fn bad_token_lines_are_reported() {
         assert!(parse_tokens_file("lonely").is_err());
         assert!(parse_tokens_file("a b frobs=1").is_err());
+        assert!(parse_tokens_file("a sha256:abc").is_err());
         let bad = [TokenConfig {
             name: "x".into(),
             sha256: Some("zz".into()),

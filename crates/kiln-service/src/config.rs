@@ -244,6 +244,58 @@ pub struct TlsConfig {
     pub key: PathBuf,
 }
 
+/// The HTTP listener's protections (the same for the plain and the TLS listener); see
+/// `crate::listener` for how each works.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// Milliseconds a connection has to complete a request head: from its accept (TLS: from
+    /// the end of its handshake, which gets as long again) for the first request, from the
+    /// first byte of the next request on a kept-alive connection. Past it the connection is
+    /// closed (slowloris).
+    pub header_read_timeout_ms: u64,
+    /// Milliseconds a kept-alive connection may sit between requests (nothing in flight, no
+    /// byte of a next request) before it is closed.
+    pub idle_timeout_ms: u64,
+    /// Connections served at once at most (lowered to the process's open-file limit less a
+    /// headroom for the store, blobs and workers). At the cap a new connection closes the
+    /// oldest one that has no request in flight, preferring one that never completed a
+    /// request; when every connection has a request in flight it gets a `health_reserve`
+    /// slot, or is closed at once when those are taken too.
+    pub max_connections: usize,
+    /// Connections past the cap that answer only `/healthz` and `/readyz` (one request each;
+    /// anything else gets 503 `unavailable`), so a probe is answered while every ordinary
+    /// slot has a request in flight.
+    pub health_reserve: usize,
+    /// Also serve HTTP/2 (prior knowledge on the plain listener, ALPN `h2` with TLS). Off:
+    /// HTTP/1.1 only, and an HTTP/2 preface is refused.
+    pub http2: bool,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        ListenerConfig {
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            max_connections: 1024,
+            health_reserve: 8,
+            http2: false,
+        }
+    }
+}
+
+impl ListenerConfig {
+    /// The header-read timeout.
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
+    }
+
+    /// The keep-alive idle timeout.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+}
+
 /// The job store.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -299,6 +351,8 @@ pub struct ServiceConfig {
     pub tokens_file: Option<PathBuf>,
     /// TLS.
     pub tls: Option<TlsConfig>,
+    /// The listener's timeouts, connection cap and protocols.
+    pub listener: ListenerConfig,
     /// Limits.
     pub limits: Limits,
     /// Workers.
@@ -309,7 +363,8 @@ pub struct ServiceConfig {
     pub results: Results,
     /// The store.
     pub store: StoreConfig,
-    /// Accept the `fault` job kind (tests and drills only).
+    /// Accept the `fault` job kind (tests and drills only), from tokens that name it in
+    /// their `kinds`.
     pub allow_fault_injection: bool,
     /// Seconds a shutdown waits for running jobs before re-queueing them.
     pub drain_timeout_s: u64,
@@ -323,6 +378,7 @@ impl Default for ServiceConfig {
             tokens: Vec::new(),
             tokens_file: None,
             tls: None,
+            listener: ListenerConfig::default(),
             limits: Limits::default(),
             workers: Workers::default(),
             batching: Batching::default(),
@@ -404,6 +460,12 @@ impl ServiceConfig {
             ("workers.heartbeat_ms", self.workers.heartbeat_ms),
             ("workers.heartbeat_timeout_ms", self.workers.heartbeat_timeout_ms),
             ("batching.max_batch", self.batching.max_batch as u64),
+            (
+                "listener.header_read_timeout_ms",
+                self.listener.header_read_timeout_ms,
+            ),
+            ("listener.idle_timeout_ms", self.listener.idle_timeout_ms),
+            ("listener.max_connections", self.listener.max_connections as u64),
         ] {
             if v == 0 {
                 return Err(format!("{k} = 0; it must be at least 1"));
@@ -448,17 +510,162 @@ impl ServiceConfig {
     }
 }
 
-/// A URL with its password replaced by `***` (for logs and errors).
+/// A store URL or connection string with every secret replaced by `***`, for logs, errors
+/// and `--print-config`: the password of `scheme://user:PASSWORD@host`, and the value of
+/// every secret-looking key, both as a URL query parameter (`?password=...&...`) and in
+/// libpq's `key=value` form (`host=db password='...'`). Keys count as secret when they
+/// contain `password`, `passwd`, `pwd`, `token`, `secret` or `key` (so `sslkey`'s path is
+/// hidden too: a false alarm costs nothing here).
+///
+/// Written by hand: no connection-string crate redacts all three forms, and
+/// `tokio_postgres::Config`'s `Debug` drops the URL's layout along with the password.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (auth, host) = match rest.rfind('@') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***{host}"),
-        None => url.to_string(),
+    let mut s = url.to_string();
+    // userinfo: scheme://user:PASSWORD@host; the last `@` before the path ends it
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            let auth = &rest[..at];
+            if let Some((user, _)) = auth.split_once(':') {
+                s = format!("{scheme}://{user}:***{}", &rest[at..]);
+            }
+        }
+    }
+    redact_key_values(&s)
+}
+
+fn secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["password", "passwd", "pwd", "token", "secret", "key"]
+        .iter()
+        .any(|w| k.contains(w))
+}
+
+/// Replace the value of each secret `KEY=VALUE` (query parameter or conninfo pair; spaces
+/// around `=` and single-quoted values with `\` escapes, as libpq reads them).
+fn redact_key_values(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if b[i] != b'=' {
+            i += 1;
+            continue;
+        }
+        // the key: the word before `=` (spaces allowed between)
+        let mut k_end = i;
+        while k_end > 0 && b[k_end - 1] == b' ' {
+            k_end -= 1;
+        }
+        let mut k_start = k_end;
+        while k_start > 0 && (b[k_start - 1].is_ascii_alphanumeric() || b[k_start - 1] == b'_') {
+            k_start -= 1;
+        }
+        let mut v = i + 1;
+        if !secret_key(&s[k_start..k_end]) {
+            i = v;
+            continue;
+        }
+        while v < b.len() && b[v] == b' ' {
+            v += 1;
+        }
+        let mut end = v;
+        if b.get(v) == Some(&b'\'') {
+            end += 1;
+            while end < b.len() && b[end] != b'\'' {
+                end += if b[end] == b'\\' { 2 } else { 1 };
+            }
+            end = (end + 1).min(b.len());
+            while !s.is_char_boundary(end) {
+                end += 1;
+            }
+        } else {
+            while end < b.len() && !matches!(b[end], b'&' | b' ' | b'\t' | b'\n' | b'#') {
+                end += 1;
+            }
+        }
+        out.push_str(&s[copied..v]);
+        out.push_str("***");
+        copied = end;
+        i = end.max(i + 1);
+    }
+    out.push_str(&s[copied..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "hunter2-Zq9";
+
+    #[test]
+    fn every_url_form_is_redacted() {
+        for url in [
+            format!("postgres://kiln:{SECRET}@db:5432/kiln"),
+            format!("postgresql://kiln:{SECRET}@db/kiln?sslmode=disable"),
+            format!("postgres://kiln@db/kiln?password={SECRET}"),
+            format!("postgres://kiln@db/kiln?sslmode=disable&password={SECRET}&connect_timeout=5"),
+            format!("postgres://db/kiln?user=kiln&PASSWORD={SECRET}"),
+            format!("host=db user=kiln password={SECRET} dbname=kiln"),
+            format!("host=db password = {SECRET}"),
+            format!("host=db password='{SECRET} with \\' quote' dbname=kiln"),
+            format!("postgres://db/kiln?auth_token={SECRET}"),
+            format!("postgres://u:{SECRET}@db/kiln?password={SECRET}"),
+        ] {
+            let r = redact_url(&url);
+            assert!(!r.contains("hunter2"), "{url} -> {r}");
+            assert!(!r.contains("Zq9") && !r.contains("quote"), "{url} -> {r}");
+            assert!(r.contains("***"), "{url} -> {r}");
+            assert!(r.contains("db"), "the host stays: {r}");
+        }
+        assert_eq!(redact_url("sqlite"), "sqlite");
+        assert_eq!(
+            redact_url("postgres://kiln@db:5432/kiln?sslmode=disable"),
+            "postgres://kiln@db:5432/kiln?sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgres://kiln:pw@db/x?password=pw&a=b"),
+            "postgres://kiln:***@db/x?password=***&a=b"
+        );
+        // odd input never panics
+        for odd in [
+            "=",
+            "password=",
+            "password='",
+            "password='\\",
+            "k=\u{e9}",
+            "pwd='\\\u{e9}'",
+        ] {
+            let _ = redact_url(odd);
+        }
+    }
+
+    #[test]
+    fn a_bad_store_url_is_refused_without_its_secret() {
+        let c = ServiceConfig {
+            store: StoreConfig {
+                url: format!("host=db password={SECRET}"),
+                ..StoreConfig::default()
+            },
+            ..ServiceConfig::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn listener_keys_parse_and_are_checked() {
+        let c = ServiceConfig::from_toml(
+            "[listener]\nheader_read_timeout_ms = 500\nidle_timeout_ms = 700\nmax_connections = 3\nhttp2 = true\n",
+        )
+        .unwrap();
+        assert_eq!(c.listener.header_read_timeout(), Duration::from_millis(500));
+        assert_eq!(c.listener.idle_timeout(), Duration::from_millis(700));
+        assert_eq!((c.listener.max_connections, c.listener.http2), (3, true));
+        assert_eq!(c.listener.health_reserve, 8);
+        let zero = ServiceConfig::from_toml("[listener]\nmax_connections = 0\n").unwrap();
+        assert!(zero.validate().unwrap_err().contains("listener.max_connections"));
     }
 }

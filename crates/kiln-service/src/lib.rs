@@ -19,7 +19,8 @@
 //!   CUDA error; jobs are retried up to `max_attempts`.
 //! - [`worker`] / [`exec`]: the worker's loop, running tasks through the `kiln` facade.
 //! - [`server`]: startup (recovery of jobs left running), the HTTP server and graceful
-//!   shutdown.
+//!   shutdown; [`listener`]: the accept loop with its header-read and idle timeouts and
+//!   connection cap, for plain TCP and TLS alike.
 #![deny(missing_docs)]
 
 pub mod api;
@@ -29,6 +30,7 @@ pub mod error;
 pub mod exec;
 pub mod hub;
 pub mod ids;
+pub mod listener;
 pub mod metrics;
 pub mod pricing;
 pub mod protocol;

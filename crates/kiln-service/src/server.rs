@@ -170,37 +170,27 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
     ));
 
     // checked before the port is announced: a bad certificate is a config error
-    let tls = cfg.tls.as_ref().map(crate::tls::server_config).transpose()?;
+    let tls = cfg
+        .tls
+        .as_ref()
+        .map(|t| crate::tls::server_config(t, cfg.listener.http2))
+        .transpose()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| ServeError::Io(format!("cannot listen on {addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
     on_listening(local);
-    let router = app(state.clone());
-    match tls {
-        None => axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown_signal(state.clone()))
-            .await
-            .map_err(|e| ServeError::Io(format!("server: {e}")))?,
-        Some(tls) => {
-            let handle = axum_server::Handle::new();
-            let stop = handle.clone();
-            let st = state.clone();
-            let grace = Duration::from_secs(cfg.drain_timeout_s);
-            tokio::spawn(async move {
-                shutdown_signal(st).await;
-                stop.graceful_shutdown(Some(grace));
-            });
-            let std_listener = listener
-                .into_std()
-                .map_err(|e| ServeError::Io(format!("server: {e}")))?;
-            axum_server::from_tcp_rustls(std_listener, tls)
-                .handle(handle)
-                .serve(router.into_make_service())
-                .await
-                .map_err(|e| ServeError::Io(format!("server: {e}")))?;
-        }
-    }
+    // plain and TLS alike: header-read and idle timeouts, a connection cap, HTTP/1.1 only
+    // unless configured (see crate::listener)
+    crate::listener::serve(
+        listener,
+        app(state.clone()),
+        tls,
+        cfg.listener.clone(),
+        shutdown_signal(state.clone()),
+        Duration::from_secs(cfg.drain_timeout_s),
+    )
+    .await;
 
     // Drain: no more claims; running batches finish until the drain timeout.
     shared.stopping.store(true, Ordering::SeqCst);

@@ -1,5 +1,7 @@
 //! Optional TLS for `kiln serve` (`[tls] cert = "...", key = "..."`): rustls with the ring
-//! provider, through axum-server's acceptor. HTTP/1.1 only, as the plain listener. The
+//! provider, through axum-server's acceptor (driven by [`crate::listener`], with the plain
+//! listener's timeouts and cap). ALPN offers HTTP/1.1 only, or `h2` too with
+//! `listener.http2`, as the plain listener. The
 //! certificate and key are read and checked before the port is announced, so a wrong path,
 //! an empty PEM file or a key that does not match the certificate stops the start with a
 //! config error (exit 4), never a server that fails each handshake.
@@ -12,7 +14,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::sync::Arc;
 
 /// The server-side rustls configuration for `t`.
-pub fn server_config(t: &TlsConfig) -> Result<RustlsConfig, ServeError> {
+pub fn server_config(t: &TlsConfig, http2: bool) -> Result<RustlsConfig, ServeError> {
     let bad = |what: &str, path: &std::path::Path, e: &dyn std::fmt::Display| {
         ServeError::Config(format!("tls.{what} {}: {e}", path.display()))
     };
@@ -37,6 +39,10 @@ pub fn server_config(t: &TlsConfig) -> Result<RustlsConfig, ServeError> {
                 t.cert.display()
             ))
         })?;
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     Ok(RustlsConfig::from_config(Arc::new(cfg)))
 }

@@ -104,6 +104,14 @@ pub async fn submit(
     let bytes = read_body(&headers, body, st.cfg.limits.max_body_bytes).await?;
     let req: SubmitRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::MalformedRequest(format!("the body is not a valid job request: {e}")))?;
+    // Authorization before validation: a kind the token may not submit gets its 403 before
+    // any of its params or inputs (blob lookups included) are looked at. Without the fault
+    // flag `fault` is no kind at all, so validation answers `unknown_kind` as for any name.
+    let fault_off = req.kind == crate::auth::FAULT_KIND && !st.cfg.allow_fault_injection;
+    if !fault_off && !p.may_submit(&req.kind) {
+        st.metrics.rejected("forbidden");
+        return Err(ApiError::Forbidden { kind: req.kind });
+    }
     let idem = match headers.get("idempotency-key") {
         Some(v) => {
             let k = v
@@ -130,10 +138,6 @@ pub async fn submit(
         tokio::task::spawn_blocking(move || task::validate(&kind, &params, &inputs, max_el, fault, &lookup))
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))??;
-    if !p.may_submit(&req.kind) {
-        st.metrics.rejected("forbidden");
-        return Err(ApiError::Forbidden { kind: req.kind });
-    }
     let per_token = p.max_in_flight.unwrap_or(st.cfg.limits.max_in_flight_per_token);
     st.hub.admit(&p.name, per_token, st.cfg.limits.max_queue)?;
     let now = now_ms();
