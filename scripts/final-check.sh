@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# One short call on the GPU machine for what the day's last changes need checked: the
-# GPU tests of tensors and imaging, compute-sanitizer memcheck on the stream tests, the
-# monitor against real NVML (a scrape while a workload runs), and the CLI and batch
-# measurements with their peers (scripts/bench-cli.sh). Logs under $OUT.
+# One short run on the GPU machine for what a change's last check needs: the GPU tests of
+# tensors and imaging, compute-sanitizer memcheck on the stream tests, the monitor against
+# real NVML (a scrape while a workload runs), and the CLI and batch measurements with their
+# peers (scripts/bench-cli.sh). Logs under $OUT. The test executables in .device/t.tar.gz
+# are built with `cargo test --release --features gpu-tests -p kiln --test tensor --test
+# tensor_streams --test imaging_gpu --no-run` (and kiln-monitor's sampling_cost likewise):
+# without the feature their GPU tests are ignored.
 set -u
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
 B="$PWD/.device/bin/kiln"; T=.device/t
