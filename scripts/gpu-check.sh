@@ -10,7 +10,7 @@
 # (PEERS_ONLY=a,b,... picks the peer workloads; default sigmoid,copy_bw,alloc)
 set -u
 # device-bundle.sh ships the test executables gzipped
-[ -f .device/tests.tar.gz ] && [ ! -d .device/tests ] && tar -C .device -xzf .device/tests.tar.gz
+[ -f .device/tests.tar.xz ] && [ ! -d .device/tests ] && python3 -c 'import tarfile; tarfile.open(".device/tests.tar.xz").extractall(".device")'
 
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
 peers=0; demo_size=default

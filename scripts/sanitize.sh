@@ -23,7 +23,7 @@
 # Environment: COMPUTE_SANITIZER=/path/to/compute-sanitizer overrides the bundled one.
 set -u
 # device-bundle.sh ships the test executables gzipped
-[ -f .device/tests.tar.gz ] && [ ! -d .device/tests ] && tar -C .device -xzf .device/tests.tar.gz
+[ -f .device/tests.tar.xz ] && [ ! -d .device/tests ] && python3 -c 'import tarfile; tarfile.open(".device/tests.tar.xz").extractall(".device")'
 
 out="${OUT:-$PWD/gpu-out}/sanitize"; mkdir -p "$out"
 tools="memcheck,racecheck,initcheck,synccheck"; only=""; skip=""; per_run=420; demo=1; jobs=1; test_args=""

@@ -6,7 +6,7 @@
 # paths in the same call, and compute-sanitizer on the tensor stream tests.
 # Usage: bash scripts/tensor-check.sh   (logs under $OUT or ./gpu-out; a summary last)
 set -u
-[ -f .device/tests.tar.gz ] && [ ! -d .device/tests ] && tar -C .device -xzf .device/tests.tar.gz
+[ -f .device/tests.tar.xz ] && [ ! -d .device/tests ] && python3 -c 'import tarfile; tarfile.open(".device/tests.tar.xz").extractall(".device")'
 out="${OUT:-$PWD/gpu-out}"; mkdir -p "$out"
 B="$PWD/.device/bin/kiln"; T=.device/tests
 export KILN_REQUIRE_GPU=1
