@@ -237,12 +237,19 @@ fn blobs_are_deleted_by_their_owner_only_and_held_to_a_quota_per_token() {
 }
 
 #[test]
-fn expired_blobs_are_refused() {
-    let (s, _d) = serve("[blobs]\nttl_s = 1\n");
+fn expired_blobs_and_results_are_refused() {
+    let (s, _d) = serve("[blobs]\nttl_s = 1\n[results]\nttl_s = 1\n");
     let r = upload(&s, ALICE, b"1,2\n");
     assert_eq!(r.status, 201, "{}", r.text());
     let id = r.json()["id"].as_str().unwrap().to_string();
+    let r = s.post_json("/v1/jobs?wait=30", Some(ALICE), &price_job(100.0, 1));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let job = r.json()["id"].as_str().unwrap().to_string();
     std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        s.get(&format!("/v1/jobs/{job}"), Some(ALICE)).unwrap().status,
+        404
+    );
     assert_eq!(
         s.get(&format!("/v1/blobs/{id}"), Some(ALICE)).unwrap().status,
         404

@@ -231,6 +231,11 @@ async fn owned(st: &super::AppState, p: &Principal, id: &str) -> Result<JobRecor
     if job.principal != p.name {
         return Err(nf());
     }
+    // Past `results.ttl_s` a finished job is gone, whether or not the sweep has run yet.
+    let ttl = ms(st.cfg.results.ttl_s);
+    if job.finished_ms.is_some_and(|f| now_ms().saturating_sub(f) > ttl) {
+        return Err(nf());
+    }
     Ok(job)
 }
 
