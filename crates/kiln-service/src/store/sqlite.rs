@@ -6,11 +6,14 @@
 //! commit (one fsync with `synchronous = FULL`), and nothing is acknowledged before it is
 //! on disk. Reads use a second connection (WAL readers do not block the writer).
 
+mod tenancy;
+
 use super::*;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use tenancy::{fair_head, uploaded};
 use tokio::sync::oneshot;
 
 /// Writes committed together at most.
@@ -318,16 +321,6 @@ fn insert_blob(c: &Connection, b: &BlobRecord) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Bytes of uploaded blobs (no job) of `principal`.
-fn uploaded(c: &Connection, principal: &str) -> rusqlite::Result<u64> {
-    let n: i64 = c.query_row(
-        "SELECT coalesce(sum(size), 0) FROM blobs WHERE principal = ?1 AND job_id IS NULL",
-        [principal],
-        |r| r.get(0),
-    )?;
-    Ok(n.max(0) as u64)
-}
-
 /// Delete jobs (rows, results, result blobs' rows); returns the blob paths.
 fn delete_jobs(c: &Connection, ids: &[String]) -> rusqlite::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
@@ -428,26 +421,14 @@ impl JobStore for SqliteStore {
 
     fn head(&self, gpu: bool, max_workers_per_token: u32) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
         self.read(move |c| {
-            // The order of JobStore::head: fewest slots held, least recently served, oldest.
-            let h: Option<(String, i64)> = c
-                .query_row(
-                    "WITH q AS (SELECT principal, min(seq) AS first FROM jobs WHERE state = 'queued' \
-                       AND (needs_gpu = 0 OR ?1) GROUP BY principal), \
-                     r AS (SELECT principal, count(DISTINCT lease_owner) AS slots FROM jobs \
-                       WHERE state = 'running' GROUP BY principal) \
-                     SELECT j.batch_key, j.created_ms FROM q JOIN jobs j ON j.seq = q.first \
-                     LEFT JOIN r ON r.principal = q.principal \
-                     WHERE ?2 = 0 OR coalesce(r.slots, 0) < ?2 \
-                     ORDER BY coalesce(r.slots, 0), \
-                       (SELECT max(s.started_ms) FROM jobs s WHERE s.principal = q.principal) NULLS FIRST, \
-                       q.first LIMIT 1",
-                    params![gpu, max_workers_per_token],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let Some((batch_key, created_ms)) = h else {
+            let Some(seq) = fair_head(c, gpu, max_workers_per_token)? else {
                 return Ok(None);
             };
+            let (batch_key, created_ms): (String, i64) = c.query_row(
+                "SELECT batch_key, created_ms FROM jobs WHERE seq = ?1",
+                [seq],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
             let same_key: i64 = c.query_row(
                 "SELECT count(*) FROM jobs WHERE state = 'queued' AND batch_key = ?1",
                 [&batch_key],

@@ -254,20 +254,27 @@ impl JobStore for PgStore {
         Box::pin(async move {
             let c = self.conn().await?;
             // The order of JobStore::head: fewest slots held, least recently served, oldest.
-            // `same_key` is only compared with the batch size: count at most 10,000.
+            // The principals with queued work come from a skip scan of the queued index (a
+            // recursive step per principal), not a pass over every queued job. `same_key` is
+            // only compared with the batch size: count at most 10,000.
             let st = c
                 .prepare_cached(
-                    "WITH q AS (SELECT principal, min(seq) AS first FROM kiln_jobs WHERE state = 'queued' \
-                       AND (NOT needs_gpu OR $1) GROUP BY principal), \
-                     r AS (SELECT principal, count(DISTINCT lease_owner) AS slots FROM kiln_jobs \
-                       WHERE state = 'running' GROUP BY principal) \
+                    "WITH RECURSIVE p(name) AS ( \
+                       (SELECT principal FROM kiln_jobs WHERE state = 'queued' ORDER BY principal LIMIT 1) \
+                       UNION ALL SELECT (SELECT principal FROM kiln_jobs WHERE state = 'queued' \
+                         AND principal > p.name ORDER BY principal LIMIT 1) FROM p WHERE p.name IS NOT NULL), \
+                     c AS (SELECT name, \
+                       (SELECT seq FROM kiln_jobs WHERE state = 'queued' AND principal = p.name \
+                         AND (NOT needs_gpu OR $1) ORDER BY seq LIMIT 1) AS first, \
+                       (SELECT count(DISTINCT lease_owner) FROM kiln_jobs WHERE state = 'running' \
+                         AND principal = p.name) AS slots, \
+                       (SELECT max(started_ms) FROM kiln_jobs WHERE principal = p.name) AS last \
+                       FROM p WHERE name IS NOT NULL) \
                      SELECT j.batch_key, j.created_ms, (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs x \
                        WHERE x.state = 'queued' AND x.batch_key = j.batch_key LIMIT 10000) n) \
-                     FROM q JOIN kiln_jobs j ON j.seq = q.first LEFT JOIN r ON r.principal = q.principal \
-                     WHERE $2::bigint = 0 OR coalesce(r.slots, 0) < $2::bigint \
-                     ORDER BY coalesce(r.slots, 0), \
-                       (SELECT max(s.started_ms) FROM kiln_jobs s WHERE s.principal = q.principal) NULLS FIRST, \
-                       q.first LIMIT 1",
+                     FROM c JOIN kiln_jobs j ON j.seq = c.first \
+                     WHERE $2::bigint = 0 OR c.slots < $2::bigint \
+                     ORDER BY c.slots, c.last NULLS FIRST, c.first LIMIT 1",
                 )
                 .await
                 .map_err(pg_err)?;
