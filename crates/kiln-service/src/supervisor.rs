@@ -331,6 +331,8 @@ impl Shared {
             tokio::pin!(woken);
             woken.as_mut().enable();
             match self.next_batch(slot).await {
+                // only jobs past their deadline were claimed (and failed): look again
+                Ok(Some(jobs)) if jobs.is_empty() => continue,
                 Ok(Some(jobs)) => {
                     if let Some(end) = self.run_batch(slot, proc, jobs).await {
                         return end;
@@ -387,9 +389,13 @@ impl Shared {
         }
     }
 
-    /// Claim the next batch for this slot (dynamic batching), or `None` if there is no work.
+    /// Claim the next batch for this slot (dynamic batching, the store's fair order between
+    /// tokens), or `None` if there is no work. Claimed jobs already past their deadline fail
+    /// here (`deadline_exceeded`) without reaching the worker; `Some` of an empty batch
+    /// means every claimed job was such.
     async fn next_batch(&self, slot: &Slot) -> Result<Option<Vec<ClaimedJob>>, crate::store::StoreError> {
-        let Some(head) = self.store.head(slot.gpu).await? else {
+        let cap = self.cfg.scheduling.max_workers_per_token;
+        let Some(head) = self.store.head(slot.gpu, cap).await? else {
             return Ok(None);
         };
         let b = &self.cfg.batching;
@@ -411,7 +417,21 @@ impl Shared {
                 self.cfg.store.lease(),
             )
             .await?;
-        Ok((!jobs.is_empty()).then_some(jobs))
+        if jobs.is_empty() {
+            return Ok(None);
+        }
+        let now = now_ms();
+        let (expired, live): (Vec<ClaimedJob>, Vec<ClaimedJob>) = jobs
+            .into_iter()
+            .partition(|j| j.deadline_ms.is_some_and(|d| d <= now));
+        for job in &expired {
+            let out = Outcome::Failed {
+                code: "deadline_exceeded".into(),
+                message: "the job's deadline passed while it was queued; it never ran".into(),
+            };
+            self.finish(job, &self.owner(slot), out).await;
+        }
+        Ok(Some(live))
     }
 
     /// Run one batch; `Some(end)` if the worker is gone afterwards.
@@ -425,11 +445,15 @@ impl Shared {
         let started = Instant::now();
         let now = now_ms();
         let default_deadline = now + (self.cfg.limits.job_deadline_s * 1000) as i64;
-        let deadline_ms = jobs
+        // Each job's own deadline. Batches never mix tokens and a job with its own
+        // `deadline_s` runs alone (the batch key, api/jobs.rs), so in a merged batch they
+        // are all the server's, equal; should they differ, a passed deadline still fails
+        // only the jobs it is the deadline of (below).
+        let own: Vec<i64> = jobs
             .iter()
             .map(|j| j.deadline_ms.unwrap_or(default_deadline).min(default_deadline))
-            .min()
-            .unwrap_or(default_deadline);
+            .collect();
+        let deadline_ms = own.iter().copied().min().unwrap_or(default_deadline);
         let items: Vec<WorkItem> = jobs
             .iter()
             .map(|j| WorkItem {
@@ -496,12 +520,17 @@ impl Shared {
                     "the job ran past its deadline ({} s); its worker was killed",
                     ((deadline_ms - now) as f64 / 1e3).round()
                 );
-                for job in &jobs {
-                    let out = Outcome::Failed {
-                        code: "deadline_exceeded".into(),
-                        message: msg.clone(),
-                    };
-                    self.finish(job, &owner, out).await;
+                for (job, own) in jobs.iter().zip(&own) {
+                    if *own <= deadline_ms {
+                        let out = Outcome::Failed {
+                            code: "deadline_exceeded".into(),
+                            message: msg.clone(),
+                        };
+                        self.finish(job, &owner, out).await;
+                    } else {
+                        let why = "its worker was killed: another job of its batch passed its deadline";
+                        self.retry(job, &owner, "worker_killed", why).await;
+                    }
                 }
                 Some(End::Died("deadline: batch past its deadline".into()))
             }
