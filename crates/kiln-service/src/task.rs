@@ -3,7 +3,8 @@
 //!
 //! Validation does everything that needs no device: JSON shapes (unknown fields refused),
 //! option specs and Monte Carlo parameters, kernels and boundary modes, array shapes against
-//! data lengths, GEMM sizes, the element limit, blob ids. A job that passes fails on a
+//! data lengths, GEMM sizes, the element limit (a blob counts the elements its header says it
+//! decodes to, read without decoding: `kiln_io::peek_shape`), blob ids. A job that passes fails on a
 //! worker only for reasons of the device or the data's contents.
 
 use crate::error::ApiError;
@@ -125,8 +126,12 @@ pub enum Task {
     /// Fault injection (tests and drills).
     Fault {
         /// `abort` (the worker process aborts), `illegal_address` (a GPU kernel stores
-        /// through an invalid address: a sticky error), `sleep` (a hung job).
+        /// through an invalid address: a sticky error), `sleep` (a hung job), `alloc` (the
+        /// worker reserves `bytes` of memory: past its memory limit, it ends).
         mode: String,
+        /// `alloc`'s size in bytes.
+        #[serde(default)]
+        bytes: u64,
         /// Fault only while the attempt number is at most this (`None`: always).
         on_attempts: Option<u32>,
         /// `sleep`'s duration, ms.
@@ -216,6 +221,8 @@ struct FaultParams {
     on_attempts: Option<u32>,
     #[serde(default)]
     sleep_ms: u64,
+    #[serde(default)]
+    bytes: u64,
 }
 
 /// Looks blobs up for validation: a blob id to its file and format, `None` if unknown or not
@@ -241,14 +248,15 @@ pub fn validate(
         "elementwise" => elementwise(params, inputs, blobs)?,
         "fault" if allow_fault => {
             let p: FaultParams = parse("params", params)?;
-            if !matches!(p.mode.as_str(), "abort" | "illegal_address" | "sleep") {
+            if !matches!(p.mode.as_str(), "abort" | "illegal_address" | "sleep" | "alloc") {
                 return Err(bad(format!(
-                    "params.mode = `{}`; use abort, illegal_address or sleep",
+                    "params.mode = `{}`; use abort, illegal_address, sleep or alloc",
                     p.mode
                 )));
             }
             let t = Task::Fault {
                 mode: p.mode,
+                bytes: p.bytes,
                 on_attempts: p.on_attempts,
                 sleep_ms: p.sleep_ms.min(3_600_000),
             };
@@ -267,7 +275,8 @@ pub fn validate(
     };
     if elements > max_elements {
         return Err(bad(format!(
-            "the job has {elements} input elements; the limit is {max_elements}"
+            "the job's inputs decode to {elements} elements; the limit is {max_elements} \
+             (limits.max_elements)"
         )));
     }
     let batch_key = match &task {
@@ -340,20 +349,31 @@ fn array(
                     formats.join(", ")
                 )));
             }
-            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            // the decoded size from the file's header (dimensions x channels, or the NPY
+            // shape), never from its bytes: a compressed file may decode to far more
+            let header = kiln_io::peek_shape(&path)
+                .map_err(|e| bad(format!("inputs.{what}.blob: `{id}`: {}", io_reason(&e))))?;
             Ok((
                 ArrayInput {
                     shape: r.shape.unwrap_or_default(),
                     data: None,
                     blob: Some(path),
                 },
-                size / 4,
+                header.elements(),
             ))
         }
         _ => Err(bad(format!(
             "inputs.{what}: give exactly one of `data` and `blob`"
         ))),
     }
+}
+
+/// A kiln-io error without the server-side path it starts with (the tenant named the blob
+/// by its id; the data dir is not theirs to see).
+pub fn io_reason(e: &kiln_io::IoError) -> String {
+    let text = e.to_string();
+    let prefix = format!("{}: ", e.path().display());
+    text.strip_prefix(&prefix).map(str::to_string).unwrap_or(text)
 }
 
 /// Parse a boundary mode (also used by the worker).
