@@ -295,6 +295,29 @@ fn workers_are_sandboxed_with_a_minimal_environment() {
     assert_eq!(j["state"], "succeeded", "{j}");
 }
 
+/// `workers.sandbox = false` (debugging) starts workers without no_new_privs and seccomp;
+/// the environment stays minimal.
+#[test]
+fn the_sandbox_can_be_turned_off_for_debugging() {
+    let d = data_dir();
+    let s = start_with(
+        d.path(),
+        "[workers]\nsandbox = false\n",
+        &[("KILN_TOKEN", "client-token-must-not-leak")],
+    );
+    let pid = worker_pid(&s);
+    assert_eq!(
+        proc_field(pid, "status", "NoNewPrivs:").split_whitespace().nth(1),
+        Some("0")
+    );
+    assert_eq!(
+        proc_field(pid, "status", "Seccomp:").split_whitespace().nth(1),
+        Some("0")
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(!String::from_utf8_lossy(&environ).contains("client-token-must-not-leak"));
+}
+
 /// A job whose worker runs past its address-space limit fails with resource_exhausted after
 /// one attempt; the worker is replaced and the next job runs.
 #[test]
