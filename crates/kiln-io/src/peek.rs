@@ -209,8 +209,9 @@ pub fn read_volume_limited(path: impl AsRef<Path>, max_elements: u64) -> Result<
     let h = check_elements(path, max_elements)?;
     match Format::from_path(path) {
         Some(Format::Nifti | Format::NiftiGz) => {
-            // header + extensions are bounded by vox_offset, which the crate reads as an f32
-            // of at most a few MiB in practice; allow 16 MiB of them plus the data.
+            // the stream holds the header, the extensions (up to vox_offset) and the data:
+            // 16 MiB for the header and extensions (more reads as truncated) plus the
+            // bytes the checked shape needs
             let cap = h
                 .elements()
                 .saturating_mul(h.bytes_per_element)

@@ -24,7 +24,9 @@ pub fn restrict_umask() {
 
 /// Creates `data_dir` and `data_dir/blobs` (`0700`) if missing and tightens the modes of
 /// both, the SQLite files and every file in `blobs/`; returns one line per path tightened
-/// (`path: 0755 -> 0700`), each also logged as a warning.
+/// (`path: 0755 -> 0700`), each also logged as a warning. A path whose mode cannot be
+/// changed (not this user's) is left with a warning; only failing to create the
+/// directories is an error.
 pub fn prepare_data_dir(data_dir: &Path) -> Result<Vec<String>, String> {
     let blobs = data_dir.join("blobs");
     create_private_dir(data_dir)?;
@@ -42,9 +44,16 @@ pub fn prepare_data_dir(data_dir: &Path) -> Result<Vec<String>, String> {
     }
     let mut tightened = Vec::new();
     for (p, mode) in paths {
-        if let Some(line) = tighten(&p, mode)? {
-            tracing::warn!("{line}: it was readable or writable by others; tightened");
-            tightened.push(line);
+        match tighten(&p, mode) {
+            Ok(Some(line)) => {
+                tracing::warn!("{line}: it was readable or writable by others; tightened");
+                tightened.push(line);
+            }
+            Ok(None) => {}
+            // a path this user does not own, such as a volume's mount point (Kubernetes'
+            // fsGroup makes it root:GROUP 2775): left as it is; what the service creates
+            // under it is private
+            Err(e) => tracing::warn!("{e}; left as it is"),
         }
     }
     Ok(tightened)
