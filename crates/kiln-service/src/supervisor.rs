@@ -649,14 +649,15 @@ fn is_alloc_failure(line: &str) -> bool {
     line.starts_with("memory allocation of ") && line.trim_end().ends_with(" bytes failed")
 }
 
-/// Copies a worker's stderr to this process's, line by line, noting a failed allocation.
+/// Copies a worker's stderr to this process's, line by line (pieces of at most 64 KiB, so a
+/// line without an end costs no more), noting a failed allocation.
 async fn forward_stderr(stderr: tokio::process::ChildStderr, oom: Arc<AtomicBool>) {
-    use tokio::io::AsyncBufReadExt;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
     let mut r = tokio::io::BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
         line.clear();
-        match r.read_until(b'\n', &mut line).await {
+        match (&mut r).take(64 << 10).read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
                 let text = String::from_utf8_lossy(&line);
