@@ -243,9 +243,9 @@ pub fn validate(
 ) -> Result<Validated, ApiError> {
     let (task, elements) = match kind {
         "price" => crate::pricing::validate(params, inputs, blobs)?,
-        "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs)?,
-        "gemm" => gemm(params, inputs, blobs)?,
-        "elementwise" => elementwise(params, inputs, blobs)?,
+        "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs, max_elements)?,
+        "gemm" => gemm(params, inputs, blobs, max_elements)?,
+        "elementwise" => elementwise(params, inputs, blobs, max_elements)?,
         "fault" if allow_fault => {
             let p: FaultParams = parse("params", params)?;
             if !matches!(p.mode.as_str(), "abort" | "illegal_address" | "sleep" | "alloc") {
@@ -303,6 +303,7 @@ fn array(
     ranks: &[usize],
     formats: &[&str],
     blobs: &dyn BlobLookup,
+    max_elements: u64,
 ) -> Result<(ArrayInput, u64), ApiError> {
     let v = v.ok_or_else(|| bad(format!("inputs.{what} is missing")))?;
     let r: RawArray = serde_json::from_value(v.clone()).map_err(|e| bad(format!("inputs.{what}: {e}")))?;
@@ -353,6 +354,15 @@ fn array(
             // shape), never from its bytes: a compressed file may decode to far more
             let header = kiln_io::peek_shape(&path)
                 .map_err(|e| bad(format!("inputs.{what}.blob: `{id}`: {}", io_reason(&e))))?;
+            if header.elements() > max_elements {
+                return Err(bad(format!(
+                    "inputs.{what}.blob: `{id}` decodes to {} elements ({} {} by its header); \
+                     the limit is {max_elements} (limits.max_elements)",
+                    header.elements(),
+                    format,
+                    header.shape_text()
+                )));
+            }
             Ok((
                 ArrayInput {
                     shape: r.shape.unwrap_or_default(),
@@ -419,6 +429,7 @@ fn filter(
     params: &Value,
     inputs: &Value,
     blobs: &dyn BlobLookup,
+    max_elements: u64,
 ) -> Result<(Task, u64), ApiError> {
     let p: FilterParams = parse("params", params)?;
     boundary_mode(&p.mode).map_err(|e| bad(format!("params.mode: {e}")))?;
@@ -436,7 +447,7 @@ fn filter(
     if let Some(k) = obj.keys().find(|k| k.as_str() != name) {
         return Err(bad(format!("inputs.{k}: unknown field; expected `{name}`")));
     }
-    let (input, n) = array(name, obj.get(name), ranks, formats, blobs)?;
+    let (input, n) = array(name, obj.get(name), ranks, formats, blobs, max_elements)?;
     let (kernel, mode, path) = (p.kernel, p.mode, p.path);
     let task = if three {
         Task::Filter3d {
@@ -456,7 +467,7 @@ fn filter(
     Ok((task, n))
 }
 
-fn gemm(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task, u64), ApiError> {
+fn gemm(params: &Value, inputs: &Value, blobs: &dyn BlobLookup, max: u64) -> Result<(Task, u64), ApiError> {
     let p: GemmParams = parse("params", params)?;
     let obj = inputs
         .as_object()
@@ -464,8 +475,8 @@ fn gemm(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task,
     if let Some(k) = obj.keys().find(|k| !matches!(k.as_str(), "a" | "b")) {
         return Err(bad(format!("inputs.{k}: unknown field; expected `a` and `b`")));
     }
-    let (a, na) = array("a", obj.get("a"), &[1, 2], &["npy"], blobs)?;
-    let (b, nb) = array("b", obj.get("b"), &[1, 2], &["npy"], blobs)?;
+    let (a, na) = array("a", obj.get("a"), &[1, 2], &["npy"], blobs, max)?;
+    let (b, nb) = array("b", obj.get("b"), &[1, 2], &["npy"], blobs, max)?;
     let g = kiln::linalg::Gemm::new(p.m, p.n, p.k).transposed(p.trans_a, p.trans_b);
     if let (Some(da), Some(db)) = (&a.data, &b.data) {
         g.validate(da.len(), db.len())
@@ -514,7 +525,12 @@ pub fn map_op(op: &str, a: Option<f32>, b: Option<f32>) -> Result<kiln::core::ba
     Ok(m)
 }
 
-fn elementwise(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task, u64), ApiError> {
+fn elementwise(
+    params: &Value,
+    inputs: &Value,
+    blobs: &dyn BlobLookup,
+    max: u64,
+) -> Result<(Task, u64), ApiError> {
     let p: ElementwiseParams = parse("params", params)?;
     let (a, b) = if p.op == "clamp" { (p.lo, p.hi) } else { (p.a, p.b) };
     map_op(&p.op, a, b).map_err(|e| bad(format!("params.{e}")))?;
@@ -524,7 +540,7 @@ fn elementwise(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result
     if let Some(k) = obj.keys().find(|k| k.as_str() != "x") {
         return Err(bad(format!("inputs.{k}: unknown field; expected `x`")));
     }
-    let (x, n) = array("x", obj.get("x"), &[1, 2, 3, 4], &["npy"], blobs)?;
+    let (x, n) = array("x", obj.get("x"), &[1, 2, 3, 4], &["npy"], blobs, max)?;
     Ok((Task::Elementwise { op: p.op, a, b, x }, n))
 }
 
