@@ -263,7 +263,11 @@ fn workers_are_sandboxed_with_a_minimal_environment() {
         ("AWS_SECRET_ACCESS_KEY", "aws-secret-must-not-leak"),
         ("KILN_SERVE_LISTEN", "127.0.0.1:0"),
     ];
-    let s = start_with(d.path(), "[workers]\nmemory_limit = \"3GiB\"\n", &secrets);
+    let s = start_with(
+        d.path(),
+        "allow_fault_injection = true\n[workers]\nmemory_limit = \"3GiB\"\n",
+        &secrets,
+    );
     let pid = worker_pid(&s);
     assert_eq!(
         proc_field(pid, "status", "NoNewPrivs:").split_whitespace().nth(1),
@@ -294,6 +298,16 @@ fn workers_are_sandboxed_with_a_minimal_environment() {
     }
     assert!(!environ.contains(TOKEN), "the token reached the worker");
     assert!(names.contains(&"PATH"), "{names:?}");
+    // a job may start threads but not run a program
+    let r = submit(&s, &json!({"kind": "fault", "params": {"mode": "probe"}}));
+    assert_eq!(r.status, 202, "{}", r.text());
+    let j = s.wait_job(r.json()["id"].as_str().unwrap(), Some(TOKEN), 120);
+    assert_eq!(j["result"]["thread"], true, "{j}");
+    let exec = j["result"]["exec"].as_str().unwrap_or("");
+    assert!(
+        exec.starts_with("refused") && exec.contains("not permitted"),
+        "{j}"
+    );
     // the worker still works
     let r = submit(&s, &service_support::price_job(100.0, 2));
     let j = s.wait_job(r.json()["id"].as_str().unwrap(), Some(TOKEN), 120);
@@ -307,7 +321,7 @@ fn the_sandbox_can_be_turned_off_for_debugging() {
     let d = data_dir();
     let s = start_with(
         d.path(),
-        "[workers]\nsandbox = false\n",
+        "allow_fault_injection = true\n[workers]\nsandbox = false\n",
         &[("KILN_TOKEN", "client-token-must-not-leak")],
     );
     let pid = worker_pid(&s);
@@ -321,6 +335,12 @@ fn the_sandbox_can_be_turned_off_for_debugging() {
     );
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     assert!(!String::from_utf8_lossy(&environ).contains("client-token-must-not-leak"));
+    let r = submit(&s, &json!({"kind": "fault", "params": {"mode": "probe"}}));
+    let j = s.wait_job(r.json()["id"].as_str().unwrap(), Some(TOKEN), 120);
+    assert!(
+        j["result"]["exec"].as_str().unwrap_or("").starts_with("ran"),
+        "{j}"
+    );
 }
 
 /// A job whose worker runs past its address-space limit fails with resource_exhausted after

@@ -282,6 +282,24 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
                             ),
                         };
                     }
+                    "probe" => {
+                        // what the sandbox lets a job do: run a program, start a thread
+                        let exec = std::process::Command::new("/bin/sh")
+                            .args(["-c", "exit 0"])
+                            .stdin(std::process::Stdio::null())
+                            .stdout(std::process::Stdio::null())
+                            .stderr(std::process::Stdio::null())
+                            .status();
+                        let exec = match exec {
+                            Ok(s) => format!("ran ({s})"),
+                            Err(e) => format!("refused: {e}"),
+                        };
+                        let thread = std::thread::spawn(|| 1).join().is_ok();
+                        return WorkOutcome::Ok {
+                            result: json!({ "mode": mode, "exec": exec, "thread": thread }),
+                            blobs: Vec::new(),
+                        };
+                    }
                     "alloc" => {
                         // reserved, not touched: past RLIMIT_AS the reservation itself fails
                         // (Rust reports the failed allocation and aborts)

@@ -10,7 +10,9 @@
 //! with the driver version, and an allow-list that misses one takes every GPU worker down.
 //! The denied calls are those a worker never needs and an exploited decoder would want:
 //! debugging or reading other processes (`ptrace`, `process_vm_readv/writev`), changing
-//! namespaces or mounts, loading kernel code (modules, BPF, kexec), the kernel keyring,
+//! namespaces or mounts (`clone` with namespace flags too; `clone3`, whose flags a filter
+//! cannot read, answers `ENOSYS` so the C library falls back to `clone`), loading kernel
+//! code (modules, BPF, kexec), the kernel keyring,
 //! perf events, and, on CPU workers, running other programs (`execve`; GPU workers keep it
 //! because the CUDA driver may run `nvidia-modprobe` to create its device files).
 
@@ -199,7 +201,10 @@ pub fn apply(opts: &SandboxOptions) -> Result<String, String> {
 
 #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod seccomp {
-    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule, TargetArch};
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
     use std::collections::BTreeMap;
 
     /// Syscalls no worker makes (see the module docs).
@@ -246,29 +251,65 @@ mod seccomp {
     /// Programs a CPU worker may not run.
     const EXEC: &[(&str, libc::c_long)] = &[("execve", libc::SYS_execve), ("execveat", libc::SYS_execveat)];
 
-    /// Loads the filter on every thread of this process; says what it denies.
-    pub(super) fn install(gpu: bool) -> Result<String, String> {
-        let arch = if cfg!(target_arch = "x86_64") {
+    /// `clone` flags that make a new namespace: a new user namespace in particular opens
+    /// kernel interfaces an unprivileged process otherwise cannot reach. `unshare` and
+    /// `setns` are denied outright.
+    const NAMESPACE_FLAGS: [libc::c_int; 7] = [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWCGROUP,
+    ];
+
+    fn arch() -> TargetArch {
+        if cfg!(target_arch = "x86_64") {
             TargetArch::x86_64
         } else {
             TargetArch::aarch64
-        };
+        }
+    }
+
+    fn load(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: libc::c_int) -> Result<(), String> {
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(errno as u32),
+            arch(),
+        )
+        .map_err(|e| format!("seccomp filter: {e}"))?;
+        let prog: BpfProgram = filter.try_into().map_err(|e| format!("seccomp filter: {e}"))?;
+        seccompiler::apply_filter_all_threads(&prog).map_err(|e| format!("seccomp: {e}"))
+    }
+
+    /// Loads the filters on every thread of this process; says what they deny.
+    pub(super) fn install(gpu: bool) -> Result<String, String> {
         let mut denied: Vec<(&str, libc::c_long)> = DENIED.to_vec();
         if !gpu {
             denied.extend_from_slice(EXEC);
         }
-        let rules: BTreeMap<i64, Vec<SeccompRule>> = denied.iter().map(|&(_, nr)| (nr, Vec::new())).collect();
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
-            arch,
-        )
-        .map_err(|e| format!("seccomp filter: {e}"))?;
-        let prog: BpfProgram = filter.try_into().map_err(|e| format!("seccomp filter: {e}"))?;
-        seccompiler::apply_filter_all_threads(&prog).map_err(|e| format!("seccomp: {e}"))?;
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+            denied.iter().map(|&(_, nr)| (nr, Vec::new())).collect();
+        // clone with any namespace flag (rules of one syscall match if any matches)
+        let ns = NAMESPACE_FLAGS
+            .iter()
+            .map(|&f| {
+                let f = f as u64;
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(f), f)
+                    .and_then(|c| SeccompRule::new(vec![c]))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("seccomp filter: {e}"))?;
+        rules.insert(libc::SYS_clone, ns);
+        load(rules, libc::EPERM)?;
+        // clone3 passes its flags in memory a filter cannot read: it answers ENOSYS, and
+        // glibc (like Docker's default profile expects) falls back to clone, whose flags
+        // the rule above checks
+        load(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), libc::ENOSYS)?;
         Ok(format!(
-            "seccomp: {} syscalls denied{}",
+            "seccomp: {} syscalls denied{}, clone of namespaces denied, clone3 ENOSYS",
             denied.len(),
             if gpu { "" } else { " (execve included)" }
         ))

@@ -127,7 +127,9 @@ pub enum Task {
     Fault {
         /// `abort` (the worker process aborts), `illegal_address` (a GPU kernel stores
         /// through an invalid address: a sticky error), `sleep` (a hung job), `alloc` (the
-        /// worker reserves `bytes` of memory: past its memory limit, it ends).
+        /// worker reserves `bytes` of memory: past its memory limit, it ends), `probe` (the
+        /// worker tries to run `/bin/sh` and start a thread, and reports what its sandbox
+        /// allowed).
         mode: String,
         /// `alloc`'s size in bytes.
         #[serde(default)]
@@ -248,9 +250,12 @@ pub fn validate(
         "elementwise" => elementwise(params, inputs, blobs, max_elements)?,
         "fault" if allow_fault => {
             let p: FaultParams = parse("params", params)?;
-            if !matches!(p.mode.as_str(), "abort" | "illegal_address" | "sleep" | "alloc") {
+            if !matches!(
+                p.mode.as_str(),
+                "abort" | "illegal_address" | "sleep" | "alloc" | "probe"
+            ) {
                 return Err(bad(format!(
-                    "params.mode = `{}`; use abort, illegal_address, sleep or alloc",
+                    "params.mode = `{}`; use abort, illegal_address, sleep, alloc or probe",
                     p.mode
                 )));
             }
