@@ -312,6 +312,12 @@ impl Shared {
                     slot.device,
                     started.elapsed().as_millis()
                 );
+                if !self.cfg.workers.sandbox {
+                    tracing::warn!(
+                        "worker {} runs without no_new_privs and seccomp (workers.sandbox = false)",
+                        slot.device
+                    );
+                }
                 self.update(slot.index, |w| {
                     w.state = "idle".into();
                     w.pid = pid;
