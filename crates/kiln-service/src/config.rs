@@ -89,6 +89,13 @@ pub struct Workers {
     pub start_timeout_s: u64,
     /// The worker program (default: this executable, `kiln worker`).
     pub program: Option<PathBuf>,
+    /// Address-space limit (`RLIMIT_AS`) of each CPU worker: `"auto"` (from
+    /// `limits.max_elements`, see `sandbox::auto_memory_limit`), `"none"`, or bytes (`8589934592`,
+    /// `"8GiB"`). GPU workers get none (see crate::sandbox). A worker past it fails its job
+    /// with `resource_exhausted`.
+    pub memory_limit: crate::sandbox::MemoryLimit,
+    /// `no_new_privs` and a seccomp filter in every worker (`false` only for debugging).
+    pub sandbox: bool,
 }
 
 impl Default for Workers {
@@ -102,6 +109,8 @@ impl Default for Workers {
             heartbeat_timeout_ms: 5000,
             start_timeout_s: 60,
             program: None,
+            memory_limit: crate::sandbox::MemoryLimit::Auto,
+            sandbox: true,
         }
     }
 }

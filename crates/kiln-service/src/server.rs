@@ -102,7 +102,8 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
         )));
     }
     let blob_dir = cfg.data_dir.join("blobs");
-    std::fs::create_dir_all(&blob_dir).map_err(|e| ServeError::Io(format!("{}: {e}", blob_dir.display())))?;
+    crate::private::restrict_umask();
+    crate::private::prepare_data_dir(&cfg.data_dir).map_err(ServeError::Io)?;
     if let Ok(rd) = std::fs::read_dir(&blob_dir) {
         for e in rd.flatten() {
             if e.file_name().to_string_lossy().ends_with(".part") {

@@ -75,7 +75,7 @@ pub async fn put_blob(
     let tmp = st.blob_dir.join(format!(".{id}.part"));
     let path = st.blob_dir.join(format!("{id}.{format}"));
     let io = |e: std::io::Error| ApiError::Internal(format!("writing the blob: {e}"));
-    let mut file = tokio::fs::File::create(&tmp).await.map_err(io)?;
+    let mut file = tokio::fs::File::from_std(crate::private::private_create().open(&tmp).map_err(io)?);
     let mut hasher = Sha256::new();
     let mut size = 0u64;
     let mut body = body;

@@ -106,6 +106,14 @@ impl SqliteStore {
     pub fn open(dir: &Path, synchronous_full: bool) -> StoreResult<SqliteStore> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("{}: {e}", dir.display())))?;
         let path = dir.join("jobs.sqlite3");
+        // created 0600 before SQLite opens it: SQLite gives its WAL and SHM files the
+        // database file's mode (crate::private)
+        if !path.exists() {
+            crate::private::private_create()
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        }
         let w = open(&path, synchronous_full)?;
         w.execute_batch(SCHEMA).map_err(err)?;
         let v: Option<String> = w
