@@ -100,6 +100,19 @@ pub enum IoError {
         /// The limit in bytes.
         limit: u64,
     },
+    /// The file's header says it decodes to more elements than the caller allows: refused
+    /// before decoding (a small compressed file may claim a huge image).
+    #[error("{}: decodes to {elements} elements ({shape:?} by its header); the limit is {limit}", path.display())]
+    TooManyElements {
+        /// The file.
+        path: PathBuf,
+        /// The decoded shape its header gives.
+        shape: Vec<usize>,
+        /// Elements of that shape.
+        elements: u64,
+        /// The most elements allowed.
+        limit: u64,
+    },
     /// The operating system failed to read, write or rename the file.
     #[error("{}: {source}", path.display())]
     Io {
@@ -124,6 +137,7 @@ impl IoError {
             | IoError::EmptyImage { path, .. }
             | IoError::Encode { path, .. }
             | IoError::TooLarge { path, .. }
+            | IoError::TooManyElements { path, .. }
             | IoError::Io { path, .. } => path,
         }
     }

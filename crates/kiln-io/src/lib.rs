@@ -45,6 +45,7 @@ pub mod basket_csv;
 mod error;
 mod npy;
 pub mod options_csv;
+mod peek;
 mod raster;
 mod samples;
 mod volume;
@@ -57,6 +58,7 @@ pub use atomic::{durable_writes, set_durable_writes};
 pub use error::{IoError, Result};
 pub use nifti::{Extender, Extension, ExtensionSequence, NiftiHeader, NiftiType};
 pub use npy::{open_npy, read_npy, read_npy_f64, read_npy_mask, write_npy, NpyArray, NpyDtype, NpyFile};
+pub use peek::{check_elements, peek_shape, read_image_limited, read_volume_limited, ArrayHeader};
 pub use raster::{
     read_png, read_tiff, to_u16, to_u8, write_png, write_tiff, HostImage, SampleType, MAX_DECODE_BYTES,
 };

@@ -120,7 +120,7 @@ pub fn read_tiff(path: impl AsRef<Path>) -> Result<HostImage> {
 }
 
 /// The pixels of an opened file as f32 in their type's units.
-fn to_host_image(file: ImageFile) -> Result<HostImage> {
+pub(crate) fn to_host_image(file: ImageFile) -> Result<HostImage> {
     let info = file.info();
     let path = file.path().to_owned();
     let v = file.decode()?.to_f32();

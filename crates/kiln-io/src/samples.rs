@@ -218,8 +218,18 @@ pub fn open_image_file(path: impl AsRef<Path>) -> Result<ImageFile> {
 }
 
 pub(crate) fn open_bytes(path: &Path, name: &'static str, bytes: Vec<u8>) -> Result<ImageFile> {
+    open_bytes_capped(path, name, bytes, MAX_DECODE_BYTES)
+}
+
+/// [`open_bytes`] with the decoder's allocations capped at `max_bytes`.
+pub(crate) fn open_bytes_capped(
+    path: &Path,
+    name: &'static str,
+    bytes: Vec<u8>,
+    max_bytes: u64,
+) -> Result<ImageFile> {
     let mut limits = Limits::default();
-    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    limits.max_alloc = Some(max_bytes);
     let rerr = |e| image_read_error(path, name, e);
     let (decoder, (w, h), color) = if name == "PNG" {
         let mut d = PngDecoder::with_limits(Cursor::new(bytes), limits.clone()).map_err(rerr)?;
@@ -231,7 +241,7 @@ pub(crate) fn open_bytes(path: &Path, name: &'static str, bytes: Vec<u8>) -> Res
     } else {
         // `image` rejects gray f32, so look at the first IFD and take that one case ourselves.
         let mut tl = tiff::decoder::Limits::default();
-        tl.decoding_buffer_size = usize::try_from(MAX_DECODE_BYTES).unwrap_or(usize::MAX);
+        tl.decoding_buffer_size = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         let mut dec = tiff::decoder::Decoder::new(Cursor::new(&bytes[..]))
             .map_err(|e| tiff_read_error(path, e))?
             .with_limits(tl.clone());

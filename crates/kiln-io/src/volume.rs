@@ -132,13 +132,18 @@ pub fn header_affine(h: &NiftiHeader) -> [[f64; 4]; 4] {
 /// header's scaling applied. Header/image pairs (`.hdr`/`.img`), RGB and complex volumes are
 /// refused.
 pub fn read_nifti(path: impl AsRef<Path>) -> Result<Volume> {
-    let path = path.as_ref();
+    read_nifti_capped(path.as_ref(), u64::MAX)
+}
+
+/// [`read_nifti`] with the decompressed stream of a `.nii.gz` cut after `max_bytes` (a
+/// caller that checked the header's shape passes the bytes that shape needs).
+pub(crate) fn read_nifti_capped(path: &Path, max_bytes: u64) -> Result<Volume> {
     let mut file = BufReader::new(File::open(path).map_err(|e| IoError::os(path, e))?);
     let mut magic = [0u8; 2];
     let n = read_up_to(&mut file, &mut magic).map_err(|e| IoError::os(path, e))?;
     let head = std::io::Cursor::new(magic[..n].to_vec()).chain(file);
     let obj = if n == 2 && magic == [0x1f, 0x8b] {
-        InMemNiftiObject::from_reader(flate2::read::GzDecoder::new(head))
+        InMemNiftiObject::from_reader(flate2::read::GzDecoder::new(head).take(max_bytes))
     } else {
         InMemNiftiObject::from_reader(head)
     }
@@ -257,7 +262,7 @@ pub fn write_nifti(path: impl AsRef<Path>, vol: &Volume, gzip: bool) -> Result<(
 }
 
 /// Reads into `buf` until it is full or the input ends; returns the bytes read.
-fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {
@@ -270,7 +275,7 @@ fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn nifti_read_error(path: &Path, e: NiftiError) -> IoError {
+pub(crate) fn nifti_read_error(path: &Path, e: NiftiError) -> IoError {
     use std::io::ErrorKind as K;
     let reason = match e {
         NiftiError::Io(io) => match io.kind() {

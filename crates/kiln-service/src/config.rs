@@ -89,6 +89,13 @@ pub struct Workers {
     pub start_timeout_s: u64,
     /// The worker program (default: this executable, `kiln worker`).
     pub program: Option<PathBuf>,
+    /// Address-space limit (`RLIMIT_AS`) of each CPU worker: `"auto"` (from
+    /// `limits.max_elements`, see `sandbox::auto_memory_limit`), `"none"`, or bytes (`8589934592`,
+    /// `"8GiB"`). GPU workers get none (see crate::sandbox). A worker past it fails its job
+    /// with `resource_exhausted`.
+    pub memory_limit: crate::sandbox::MemoryLimit,
+    /// `no_new_privs` and a seccomp filter in every worker (`false` only for debugging).
+    pub sandbox: bool,
 }
 
 impl Default for Workers {
@@ -102,6 +109,8 @@ impl Default for Workers {
             heartbeat_timeout_ms: 5000,
             start_timeout_s: 60,
             program: None,
+            memory_limit: crate::sandbox::MemoryLimit::Auto,
+            sandbox: true,
         }
     }
 }
@@ -218,7 +227,8 @@ impl Default for Batching {
 pub struct Results {
     /// Seconds a finished job (and its result) is kept.
     pub ttl_s: u64,
-    /// Bytes of results and result blobs kept at most (oldest go first).
+    /// Bytes of results and result blobs kept per token at most: past it the token's own
+    /// oldest finished jobs go first; another token's are never touched.
     pub max_bytes: u64,
     /// Arrays with more elements than this are returned as NPY blobs, not inline JSON.
     pub inline_max_elements: usize,
@@ -232,6 +242,36 @@ impl Default for Results {
             inline_max_elements: 65_536,
         }
     }
+}
+
+/// Uploaded blobs: expiry and a quota per token.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlobLimits {
+    /// Seconds an uploaded blob is kept; then it is refused (404) and the periodic sweep
+    /// deletes it. Result blobs follow `results.ttl_s`.
+    pub ttl_s: u64,
+    /// Bytes of uploaded blobs one token may keep: an upload past it gets 413
+    /// `quota_exceeded` (delete blobs with `DELETE /v1/blobs/{id}` or let them expire).
+    pub max_bytes_per_token: u64,
+}
+
+impl Default for BlobLimits {
+    fn default() -> Self {
+        BlobLimits {
+            ttl_s: 7 * 24 * 3600,
+            max_bytes_per_token: 10 << 30,
+        }
+    }
+}
+
+/// How queued work is shared between tokens.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scheduling {
+    /// Worker slots (of all nodes sharing the store) one token's jobs may hold at once;
+    /// 0: no cap. Work of a token at its cap waits even while slots are idle.
+    pub max_workers_per_token: u32,
 }
 
 /// TLS (rustls), off by default.
@@ -361,6 +401,10 @@ pub struct ServiceConfig {
     pub batching: Batching,
     /// Results.
     pub results: Results,
+    /// Uploaded blobs.
+    pub blobs: BlobLimits,
+    /// Sharing workers between tokens.
+    pub scheduling: Scheduling,
     /// The store.
     pub store: StoreConfig,
     /// Accept the `fault` job kind (tests and drills only), from tokens that name it in
@@ -383,6 +427,8 @@ impl Default for ServiceConfig {
             workers: Workers::default(),
             batching: Batching::default(),
             results: Results::default(),
+            blobs: BlobLimits::default(),
+            scheduling: Scheduling::default(),
             store: StoreConfig::default(),
             allow_fault_injection: false,
             drain_timeout_s: 30,
@@ -466,6 +512,7 @@ impl ServiceConfig {
             ),
             ("listener.idle_timeout_ms", self.listener.idle_timeout_ms),
             ("listener.max_connections", self.listener.max_connections as u64),
+            ("blobs.ttl_s", self.blobs.ttl_s),
         ] {
             if v == 0 {
                 return Err(format!("{k} = 0; it must be at least 1"));

@@ -54,6 +54,19 @@ pub enum ApiError {
         /// The limit, bytes.
         limit: u64,
     },
+    /// The token's uploaded blobs would take more than its quota.
+    #[error(
+        "this token's uploaded blobs take {used} bytes; with this one ({size} bytes) they would \
+         pass its quota of {quota} bytes: delete blobs (DELETE /v1/blobs/ID) or let them expire"
+    )]
+    QuotaExceeded {
+        /// Bytes the token's uploads take now.
+        used: u64,
+        /// Bytes of this upload (so far, when it was refused while streaming).
+        size: u64,
+        /// The quota (`blobs.max_bytes_per_token`).
+        quota: u64,
+    },
     /// The queue is full.
     #[error("the queue is full ({depth} jobs waiting); retry after {retry_after_s} s")]
     QueueFull {
@@ -114,6 +127,7 @@ impl ApiError {
                 (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_mismatch", None)
             }
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None),
+            ApiError::QuotaExceeded { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "quota_exceeded", None),
             ApiError::QueueFull { retry_after_s, .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, "queue_full", Some(*retry_after_s))
             }

@@ -30,6 +30,10 @@ pub struct ExecOptions {
     pub blob_dir: PathBuf,
     /// Arrays with more elements are written as blobs.
     pub inline_max_elements: usize,
+    /// Elements one input may decode to (`limits.max_elements`): a blob's header is read
+    /// and checked before it is decoded, and the decoders are capped at that size, whatever
+    /// let the job in.
+    pub max_elements: u64,
 }
 
 fn fail(code: &str, message: impl Into<String>, retry: bool) -> WorkOutcome {
@@ -70,7 +74,7 @@ pub fn kiln_error(e: &Error) -> WorkOutcome {
     fail(code, message, retry)
 }
 
-fn load(x: &ArrayInput, image: bool) -> Result<(Vec<f32>, Vec<usize>), WorkOutcome> {
+fn load(x: &ArrayInput, image: bool, max_elements: u64) -> Result<(Vec<f32>, Vec<usize>), WorkOutcome> {
     if let Some(d) = &x.data {
         return Ok((d.clone(), x.shape.clone()));
     }
@@ -81,9 +85,16 @@ fn load(x: &ArrayInput, image: bool) -> Result<(Vec<f32>, Vec<usize>), WorkOutco
             false,
         ));
     };
-    let bad = |e: kiln_io::IoError| fail("invalid_input", e.to_string(), false);
+    let bad = |e: kiln_io::IoError| match e {
+        kiln_io::IoError::TooManyElements { .. } => fail(
+            "invalid_input",
+            format!("{} (limits.max_elements)", task::io_reason(&e)),
+            false,
+        ),
+        e => fail("invalid_input", task::io_reason(&e), false),
+    };
     let arr = if image {
-        let img = kiln_io::read_image(path).map_err(bad)?;
+        let img = kiln_io::read_image_limited(path, max_elements).map_err(bad)?;
         let a = img.data;
         if a.shape()[2] == 1 {
             let (h, w) = (a.shape()[0], a.shape()[1]);
@@ -91,9 +102,12 @@ fn load(x: &ArrayInput, image: bool) -> Result<(Vec<f32>, Vec<usize>), WorkOutco
         }
         a.into_dyn()
     } else if path.extension().is_some_and(|e| e == "npy") {
+        kiln_io::check_elements(path, max_elements).map_err(bad)?;
         kiln_io::read_npy(path).map_err(bad)?.data
     } else {
-        kiln_io::read_volume(path).map_err(bad)?.data
+        kiln_io::read_volume_limited(path, max_elements)
+            .map_err(bad)?
+            .data
     };
     let shape = arr.shape().to_vec();
     Ok((arr.iter().copied().collect(), shape))
@@ -112,6 +126,7 @@ fn array_result(opts: &ExecOptions, job: &str, data: Vec<f32>, shape: Vec<usize>
     let write = || -> Result<BlobRecord, String> {
         let arr = ndarray::ArrayD::from_shape_vec(shape.clone(), data).map_err(|e| e.to_string())?;
         kiln_io::write_npy(&path, &arr).map_err(|e| e.to_string())?;
+        crate::private::tighten(&path, crate::private::FILE_MODE)?;
         let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
         Ok(BlobRecord {
             id: id.clone(),
@@ -160,7 +175,7 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
                 (Ok(k), Ok(m), Ok(p)) => (k, m, p),
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail("invalid_input", e, false),
             };
-            let (data, shape) = match load(&input, true) {
+            let (data, shape) = match load(&input, true, opts.max_elements) {
                 Ok(v) => v,
                 Err(o) => return o,
             };
@@ -193,7 +208,7 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
                 (Ok(k), Ok(m), Ok(p)) => (k, m, p),
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail("invalid_input", e, false),
             };
-            let (data, shape) = match load(&input, false) {
+            let (data, shape) = match load(&input, false, opts.max_elements) {
                 Ok(v) => v,
                 Err(o) => return o,
             };
@@ -219,7 +234,10 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
             a,
             b,
         } => {
-            let (da, db) = match (load(&a, false), load(&b, false)) {
+            let (da, db) = match (
+                load(&a, false, opts.max_elements),
+                load(&b, false, opts.max_elements),
+            ) {
                 (Ok(x), Ok(y)) => (x.0, y.0),
                 (Err(o), _) | (_, Err(o)) => return o,
             };
@@ -234,7 +252,7 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
                 Ok(o) => o,
                 Err(e) => return fail("invalid_input", e, false),
             };
-            let (data, shape) = match load(&x, false) {
+            let (data, shape) = match load(&x, false, opts.max_elements) {
                 Ok(v) => v,
                 Err(o) => return o,
             };
@@ -244,6 +262,7 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
             mode,
             on_attempts,
             sleep_ms,
+            bytes,
         } => {
             let active = on_attempts.is_none_or(|n| item.attempt <= n);
             if active {
@@ -262,6 +281,30 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
                                 false,
                             ),
                         };
+                    }
+                    "probe" => {
+                        // what the sandbox lets a job do: run a program, start a thread
+                        let exec = std::process::Command::new("/bin/sh")
+                            .args(["-c", "exit 0"])
+                            .stdin(std::process::Stdio::null())
+                            .stdout(std::process::Stdio::null())
+                            .stderr(std::process::Stdio::null())
+                            .status();
+                        let exec = match exec {
+                            Ok(s) => format!("ran ({s})"),
+                            Err(e) => format!("refused: {e}"),
+                        };
+                        let thread = std::thread::spawn(|| 1).join().is_ok();
+                        return WorkOutcome::Ok {
+                            result: json!({ "mode": mode, "exec": exec, "thread": thread }),
+                            blobs: Vec::new(),
+                        };
+                    }
+                    "alloc" => {
+                        // reserved, not touched: past RLIMIT_AS the reservation itself fails
+                        // (Rust reports the failed allocation and aborts)
+                        let v: Vec<u8> = Vec::with_capacity(usize::try_from(bytes).unwrap_or(usize::MAX));
+                        std::hint::black_box(&v);
                     }
                     _ => std::thread::sleep(std::time::Duration::from_millis(sleep_ms)),
                 }
@@ -438,7 +481,7 @@ fn run_job(eng: Engine<'_>, opts: &ExecOptions, item: &WorkItem, task: Task) -> 
                     Ok(o) => o,
                     Err(e) => return fail("invalid_input", e, false),
                 };
-                let (data, shape) = match load(x, false) {
+                let (data, shape) = match load(x, false, opts.max_elements) {
                     Ok(v) => v,
                     Err(o) => return o,
                 };
@@ -512,4 +555,54 @@ fn run_batch_on(eng: Engine<'_>, opts: &ExecOptions, jobs: &[WorkItem]) -> (Vec<
         })
         .collect();
     (out, poisoned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::KernelSpec;
+
+    /// A bomb that reached a worker without the API's check (a row stored before it, a node
+    /// with a larger limit) is refused from its header with the limit named, not decoded.
+    #[test]
+    fn a_worker_refuses_a_blob_past_the_element_limit() {
+        let t = tempfile::tempdir().unwrap();
+        let png = t.path().join("b_1.png");
+        let zeros = vec![0u8; 2048 * 2048];
+        kiln_io::write_image_samples(&png, 2048, 2048, 1, kiln_io::SamplesRef::U8(&zeros)).unwrap();
+        let task = Task::Filter2d {
+            kernel: KernelSpec::Preset("box:3".into()),
+            mode: "reflect".into(),
+            path: "auto".into(),
+            input: ArrayInput {
+                shape: Vec::new(),
+                data: None,
+                blob: Some(png),
+            },
+        };
+        let item = WorkItem {
+            id: "j_1".into(),
+            attempt: 1,
+            task: serde_json::to_string(&task).unwrap(),
+        };
+        let rt = Runtime::new(kiln::DeviceRequest::Cpu, &kiln::Config::default()).unwrap();
+        let opts = ExecOptions {
+            blob_dir: t.path().to_path_buf(),
+            inline_max_elements: 16,
+            max_elements: 1_000_000,
+        };
+        let (results, poisoned) = run_batch(&rt, &opts, &[item]);
+        assert!(!poisoned);
+        let WorkOutcome::Err {
+            code, message, retry, ..
+        } = &results[0].outcome
+        else {
+            panic!("{:?}", results[0].outcome)
+        };
+        assert_eq!((code.as_str(), *retry), ("invalid_input", false));
+        for needle in ["4194304", "1000000", "limits.max_elements"] {
+            assert!(message.contains(needle), "`{needle}` not in: {message}");
+        }
+        assert!(!message.contains(&*t.path().to_string_lossy()), "{message}");
+    }
 }

@@ -17,7 +17,9 @@
 //!   `kiln worker` process, claims batches (dynamic batching), talks length-prefixed
 //!   frames ([`protocol`]) and replaces the process when it dies, hangs or hits a sticky
 //!   CUDA error; jobs are retried up to `max_attempts`.
-//! - [`worker`] / [`exec`]: the worker's loop, running tasks through the `kiln` facade.
+//! - [`worker`] / [`exec`]: the worker's loop, running tasks through the `kiln` facade;
+//!   [`sandbox`]: the worker's environment (an allow-list) and the protections it applies
+//!   to itself (memory limit, `no_new_privs`, seccomp); [`private`]: file modes.
 //! - [`server`]: startup (recovery of jobs left running), the HTTP server and graceful
 //!   shutdown; [`listener`]: the accept loop with its header-read and idle timeouts and
 //!   connection cap, for plain TCP and TLS alike.
@@ -33,7 +35,9 @@ pub mod ids;
 pub mod listener;
 pub mod metrics;
 pub mod pricing;
+pub mod private;
 pub mod protocol;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod supervisor;

@@ -83,6 +83,9 @@ pub enum FromWorker {
         device: String,
         /// `cpu` or `cuda`.
         backend: String,
+        /// The protections it applied to itself (crate::sandbox).
+        #[serde(default)]
+        protections: String,
     },
     /// Heartbeat answer.
     Pong {

@@ -102,7 +102,8 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
         )));
     }
     let blob_dir = cfg.data_dir.join("blobs");
-    std::fs::create_dir_all(&blob_dir).map_err(|e| ServeError::Io(format!("{}: {e}", blob_dir.display())))?;
+    crate::private::restrict_umask();
+    crate::private::prepare_data_dir(&cfg.data_dir).map_err(ServeError::Io)?;
     if let Ok(rd) = std::fs::read_dir(&blob_dir) {
         for e in rd.flatten() {
             if e.file_name().to_string_lossy().ends_with(".part") {
@@ -254,7 +255,7 @@ const SWEEP: Duration = Duration::from_millis(250);
 /// Every [`SWEEP`] on a shared store: expired leases back to the queue. Once a second: the
 /// node's heartbeat (renewing its leases), the queue gauges (on the elected node) and the
 /// admission counts (refreshed from a shared store, where other nodes admit and finish jobs
-/// too); once a minute, expiry of old results (on the elected node only).
+/// too); once a minute, expiry of old results and uploaded blobs (on the elected node only).
 async fn keeper(
     store: Arc<dyn JobStore>,
     hub: Arc<Hub>,
@@ -314,13 +315,16 @@ async fn keeper(
             }
         }
         if tick % 60 == 1 && exporter {
-            match store.expire(ttl, cap).await {
-                Ok(paths) => {
-                    for p in paths {
-                        let _ = std::fs::remove_file(p);
+            let blob_ttl = Duration::from_secs(cfg.blobs.ttl_s);
+            for swept in [store.expire(ttl, cap).await, store.expire_blobs(blob_ttl).await] {
+                match swept {
+                    Ok(paths) => {
+                        for p in paths {
+                            let _ = std::fs::remove_file(p);
+                        }
                     }
+                    Err(e) => tracing::warn!("expiry: {e}"),
                 }
-                Err(e) => tracing::warn!("expiry: {e}"),
             }
         }
     }

@@ -244,22 +244,36 @@ impl Shared {
             cmd.arg("--config").arg(c);
         }
         worker_args(&mut cmd, &slot.device);
+        let limits = &self.cfg.limits;
         cmd.arg("--blob-dir")
             .arg(self.cfg.data_dir.join("blobs"))
             .arg("--inline-max-elements")
             .arg(self.cfg.results.inline_max_elements.to_string())
+            .arg("--max-elements")
+            .arg(limits.max_elements.to_string());
+        if let Some(b) = self.cfg.workers.memory_limit.bytes(limits.max_elements) {
+            cmd.arg("--memory-limit").arg(b.to_string());
+        }
+        if !self.cfg.workers.sandbox {
+            cmd.arg("--no-sandbox");
+        }
+        // no store URL, token or other secret of this process's environment (crate::sandbox)
+        cmd.env_clear()
+            .envs(crate::sandbox::worker_env(std::env::vars_os()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
         let pid = child.id();
-        let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
-            (Some(i), Some(o)) => (i, o),
+        let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(i), Some(o), Some(e)) => (i, o, e),
             _ => return Err("the worker has no pipes".into()),
         };
+        let oom = Arc::new(AtomicBool::new(false));
+        let stderr = tokio::spawn(forward_stderr(stderr, oom.clone()));
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
             let mut stdout = tokio::io::BufReader::new(stdout);
@@ -278,16 +292,32 @@ impl Shared {
                 }
             }
         });
-        let mut proc = Proc { child, stdin, rx };
+        let mut proc = Proc {
+            child,
+            stdin,
+            rx,
+            oom,
+            stderr: Some(stderr),
+        };
         let started = Instant::now();
         let timeout = Duration::from_secs(self.cfg.workers.start_timeout_s);
         match tokio::time::timeout(timeout, proc.rx.recv()).await {
-            Ok(Some(Ok(FromWorker::Ready { device, backend }))) => {
+            Ok(Some(Ok(FromWorker::Ready {
+                device,
+                backend,
+                protections,
+            }))) => {
                 tracing::info!(
-                    "worker {} ready: {device} ({backend}), pid {pid:?}, in {} ms",
+                    "worker {} ready: {device} ({backend}), pid {pid:?}, in {} ms; {protections}",
                     slot.device,
                     started.elapsed().as_millis()
                 );
+                if !self.cfg.workers.sandbox {
+                    tracing::warn!(
+                        "worker {} runs without no_new_privs and seccomp (workers.sandbox = false)",
+                        slot.device
+                    );
+                }
                 self.update(slot.index, |w| {
                     w.state = "idle".into();
                     w.pid = pid;
@@ -331,6 +361,8 @@ impl Shared {
             tokio::pin!(woken);
             woken.as_mut().enable();
             match self.next_batch(slot).await {
+                // only jobs past their deadline were claimed (and failed): look again
+                Ok(Some(jobs)) if jobs.is_empty() => continue,
                 Ok(Some(jobs)) => {
                     if let Some(end) = self.run_batch(slot, proc, jobs).await {
                         return end;
@@ -387,9 +419,13 @@ impl Shared {
         }
     }
 
-    /// Claim the next batch for this slot (dynamic batching), or `None` if there is no work.
+    /// Claim the next batch for this slot (dynamic batching, the store's fair order between
+    /// tokens), or `None` if there is no work. Claimed jobs already past their deadline fail
+    /// here (`deadline_exceeded`) without reaching the worker; `Some` of an empty batch
+    /// means every claimed job was such.
     async fn next_batch(&self, slot: &Slot) -> Result<Option<Vec<ClaimedJob>>, crate::store::StoreError> {
-        let Some(head) = self.store.head(slot.gpu).await? else {
+        let cap = self.cfg.scheduling.max_workers_per_token;
+        let Some(head) = self.store.head(slot.gpu, cap).await? else {
             return Ok(None);
         };
         let b = &self.cfg.batching;
@@ -411,7 +447,21 @@ impl Shared {
                 self.cfg.store.lease(),
             )
             .await?;
-        Ok((!jobs.is_empty()).then_some(jobs))
+        if jobs.is_empty() {
+            return Ok(None);
+        }
+        let now = now_ms();
+        let (expired, live): (Vec<ClaimedJob>, Vec<ClaimedJob>) = jobs
+            .into_iter()
+            .partition(|j| j.deadline_ms.is_some_and(|d| d <= now));
+        for job in &expired {
+            let out = Outcome::Failed {
+                code: "deadline_exceeded".into(),
+                message: "the job's deadline passed while it was queued; it never ran".into(),
+            };
+            self.finish(job, &self.owner(slot), out).await;
+        }
+        Ok(Some(live))
     }
 
     /// Run one batch; `Some(end)` if the worker is gone afterwards.
@@ -425,11 +475,15 @@ impl Shared {
         let started = Instant::now();
         let now = now_ms();
         let default_deadline = now + (self.cfg.limits.job_deadline_s * 1000) as i64;
-        let deadline_ms = jobs
+        // Each job's own deadline. Batches never mix tokens and a job with its own
+        // `deadline_s` runs alone (the batch key, api/jobs.rs), so in a merged batch they
+        // are all the server's, equal; should they differ, a passed deadline still fails
+        // only the jobs it is the deadline of (below).
+        let own: Vec<i64> = jobs
             .iter()
             .map(|j| j.deadline_ms.unwrap_or(default_deadline).min(default_deadline))
-            .min()
-            .unwrap_or(default_deadline);
+            .collect();
+        let deadline_ms = own.iter().copied().min().unwrap_or(default_deadline);
         let items: Vec<WorkItem> = jobs
             .iter()
             .map(|j| WorkItem {
@@ -496,17 +550,37 @@ impl Shared {
                     "the job ran past its deadline ({} s); its worker was killed",
                     ((deadline_ms - now) as f64 / 1e3).round()
                 );
-                for job in &jobs {
-                    let out = Outcome::Failed {
-                        code: "deadline_exceeded".into(),
-                        message: msg.clone(),
-                    };
-                    self.finish(job, &owner, out).await;
+                for (job, own) in jobs.iter().zip(&own) {
+                    if *own <= deadline_ms {
+                        let out = Outcome::Failed {
+                            code: "deadline_exceeded".into(),
+                            message: msg.clone(),
+                        };
+                        self.finish(job, &owner, out).await;
+                    } else {
+                        let why = "its worker was killed: another job of its batch passed its deadline";
+                        self.retry(job, &owner, "worker_killed", why).await;
+                    }
                 }
                 Some(End::Died("deadline: batch past its deadline".into()))
             }
             Err(reason) => {
                 let status = proc.stop().await;
+                if proc.ran_out_of_memory().await {
+                    // not retried: the same job would exhaust the next worker the same way
+                    let msg = format!(
+                        "the job's worker on {} ran out of memory (workers.memory_limit) and ended ({status})",
+                        slot.device
+                    );
+                    for job in &jobs {
+                        let out = Outcome::Failed {
+                            code: "resource_exhausted".into(),
+                            message: msg.clone(),
+                        };
+                        self.finish(job, &owner, out).await;
+                    }
+                    return Some(End::Died(format!("memory: {reason}")));
+                }
                 let msg = format!(
                     "the worker on {} failed mid-job: {reason} ({status})",
                     slot.device
@@ -599,9 +673,48 @@ struct Proc {
     child: Child,
     stdin: ChildStdin,
     rx: mpsc::Receiver<Result<FromWorker, String>>,
+    /// Set when the worker reported a failed allocation on stderr.
+    oom: Arc<AtomicBool>,
+    stderr: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Whether a worker's stderr line is Rust's report of a failed allocation (printed before
+/// it aborts; under `RLIMIT_AS` this is how a worker past its memory limit ends).
+fn is_alloc_failure(line: &str) -> bool {
+    line.starts_with("memory allocation of ") && line.trim_end().ends_with(" bytes failed")
+}
+
+/// Copies a worker's stderr to this process's, line by line (pieces of at most 64 KiB, so a
+/// line without an end costs no more), noting a failed allocation.
+async fn forward_stderr(stderr: tokio::process::ChildStderr, oom: Arc<AtomicBool>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut r = tokio::io::BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut r).take(64 << 10).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                if is_alloc_failure(&text) {
+                    oom.store(true, Ordering::SeqCst);
+                }
+                eprint!("{text}");
+            }
+        }
+    }
 }
 
 impl Proc {
+    /// After the process ended: whether it died failing an allocation (its stderr is read
+    /// to its end first, for at most 2 s).
+    async fn ran_out_of_memory(&mut self) -> bool {
+        if let Some(h) = self.stderr.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), h).await;
+        }
+        self.oom.load(Ordering::SeqCst)
+    }
+
     /// Ask the worker to exit, kill it if it does not within a second; describe its end.
     async fn stop(&mut self) -> String {
         let _ = write_frame_async(&mut self.stdin, &ToWorker::Shutdown).await;
@@ -661,5 +774,13 @@ mod tests {
         assert_eq!(args("group:cpu+all"), ["worker", "--devices", "cpu+all"]);
         assert!(slot_is_gpu("cuda:0") && slot_is_gpu("group:0,1") && slot_is_gpu("group:cpu+all"));
         assert!(!slot_is_gpu("cpu") && !slot_is_gpu("group:cpu"));
+    }
+
+    #[test]
+    fn failed_allocations_are_recognised() {
+        assert!(is_alloc_failure(
+            "memory allocation of 17179869184 bytes failed\n"
+        ));
+        assert!(!is_alloc_failure("job failed: memory allocation of many bytes"));
     }
 }

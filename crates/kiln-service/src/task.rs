@@ -3,7 +3,8 @@
 //!
 //! Validation does everything that needs no device: JSON shapes (unknown fields refused),
 //! option specs and Monte Carlo parameters, kernels and boundary modes, array shapes against
-//! data lengths, GEMM sizes, the element limit, blob ids. A job that passes fails on a
+//! data lengths, GEMM sizes, the element limit (a blob counts the elements its header says it
+//! decodes to, read without decoding: `kiln_io::peek_shape`), blob ids. A job that passes fails on a
 //! worker only for reasons of the device or the data's contents.
 
 use crate::error::ApiError;
@@ -125,8 +126,14 @@ pub enum Task {
     /// Fault injection (tests and drills).
     Fault {
         /// `abort` (the worker process aborts), `illegal_address` (a GPU kernel stores
-        /// through an invalid address: a sticky error), `sleep` (a hung job).
+        /// through an invalid address: a sticky error), `sleep` (a hung job), `alloc` (the
+        /// worker reserves `bytes` of memory: past its memory limit, it ends), `probe` (the
+        /// worker tries to run `/bin/sh` and start a thread, and reports what its sandbox
+        /// allowed).
         mode: String,
+        /// `alloc`'s size in bytes.
+        #[serde(default)]
+        bytes: u64,
         /// Fault only while the attempt number is at most this (`None`: always).
         on_attempts: Option<u32>,
         /// `sleep`'s duration, ms.
@@ -216,6 +223,8 @@ struct FaultParams {
     on_attempts: Option<u32>,
     #[serde(default)]
     sleep_ms: u64,
+    #[serde(default)]
+    bytes: u64,
 }
 
 /// Looks blobs up for validation: a blob id to its file and format, `None` if unknown or not
@@ -236,19 +245,23 @@ pub fn validate(
 ) -> Result<Validated, ApiError> {
     let (task, elements) = match kind {
         "price" => crate::pricing::validate(params, inputs, blobs)?,
-        "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs)?,
-        "gemm" => gemm(params, inputs, blobs)?,
-        "elementwise" => elementwise(params, inputs, blobs)?,
+        "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs, max_elements)?,
+        "gemm" => gemm(params, inputs, blobs, max_elements)?,
+        "elementwise" => elementwise(params, inputs, blobs, max_elements)?,
         "fault" if allow_fault => {
             let p: FaultParams = parse("params", params)?;
-            if !matches!(p.mode.as_str(), "abort" | "illegal_address" | "sleep") {
+            if !matches!(
+                p.mode.as_str(),
+                "abort" | "illegal_address" | "sleep" | "alloc" | "probe"
+            ) {
                 return Err(bad(format!(
-                    "params.mode = `{}`; use abort, illegal_address or sleep",
+                    "params.mode = `{}`; use abort, illegal_address, sleep, alloc or probe",
                     p.mode
                 )));
             }
             let t = Task::Fault {
                 mode: p.mode,
+                bytes: p.bytes,
                 on_attempts: p.on_attempts,
                 sleep_ms: p.sleep_ms.min(3_600_000),
             };
@@ -267,7 +280,8 @@ pub fn validate(
     };
     if elements > max_elements {
         return Err(bad(format!(
-            "the job has {elements} input elements; the limit is {max_elements}"
+            "the job's inputs decode to {elements} elements; the limit is {max_elements} \
+             (limits.max_elements)"
         )));
     }
     let batch_key = match &task {
@@ -294,6 +308,7 @@ fn array(
     ranks: &[usize],
     formats: &[&str],
     blobs: &dyn BlobLookup,
+    max_elements: u64,
 ) -> Result<(ArrayInput, u64), ApiError> {
     let v = v.ok_or_else(|| bad(format!("inputs.{what} is missing")))?;
     let r: RawArray = serde_json::from_value(v.clone()).map_err(|e| bad(format!("inputs.{what}: {e}")))?;
@@ -340,20 +355,40 @@ fn array(
                     formats.join(", ")
                 )));
             }
-            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            // the decoded size from the file's header (dimensions x channels, or the NPY
+            // shape), never from its bytes: a compressed file may decode to far more
+            let header = kiln_io::peek_shape(&path)
+                .map_err(|e| bad(format!("inputs.{what}.blob: `{id}`: {}", io_reason(&e))))?;
+            if header.elements() > max_elements {
+                return Err(bad(format!(
+                    "inputs.{what}.blob: `{id}` decodes to {} elements ({} {} by its header); \
+                     the limit is {max_elements} (limits.max_elements)",
+                    header.elements(),
+                    format,
+                    header.shape_text()
+                )));
+            }
             Ok((
                 ArrayInput {
                     shape: r.shape.unwrap_or_default(),
                     data: None,
                     blob: Some(path),
                 },
-                size / 4,
+                header.elements(),
             ))
         }
         _ => Err(bad(format!(
             "inputs.{what}: give exactly one of `data` and `blob`"
         ))),
     }
+}
+
+/// A kiln-io error without the server-side path it starts with (the tenant named the blob
+/// by its id; the data dir is not theirs to see).
+pub fn io_reason(e: &kiln_io::IoError) -> String {
+    let text = e.to_string();
+    let prefix = format!("{}: ", e.path().display());
+    text.strip_prefix(&prefix).map(str::to_string).unwrap_or(text)
 }
 
 /// Parse a boundary mode (also used by the worker).
@@ -399,6 +434,7 @@ fn filter(
     params: &Value,
     inputs: &Value,
     blobs: &dyn BlobLookup,
+    max_elements: u64,
 ) -> Result<(Task, u64), ApiError> {
     let p: FilterParams = parse("params", params)?;
     boundary_mode(&p.mode).map_err(|e| bad(format!("params.mode: {e}")))?;
@@ -416,7 +452,7 @@ fn filter(
     if let Some(k) = obj.keys().find(|k| k.as_str() != name) {
         return Err(bad(format!("inputs.{k}: unknown field; expected `{name}`")));
     }
-    let (input, n) = array(name, obj.get(name), ranks, formats, blobs)?;
+    let (input, n) = array(name, obj.get(name), ranks, formats, blobs, max_elements)?;
     let (kernel, mode, path) = (p.kernel, p.mode, p.path);
     let task = if three {
         Task::Filter3d {
@@ -436,7 +472,7 @@ fn filter(
     Ok((task, n))
 }
 
-fn gemm(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task, u64), ApiError> {
+fn gemm(params: &Value, inputs: &Value, blobs: &dyn BlobLookup, max: u64) -> Result<(Task, u64), ApiError> {
     let p: GemmParams = parse("params", params)?;
     let obj = inputs
         .as_object()
@@ -444,8 +480,8 @@ fn gemm(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task,
     if let Some(k) = obj.keys().find(|k| !matches!(k.as_str(), "a" | "b")) {
         return Err(bad(format!("inputs.{k}: unknown field; expected `a` and `b`")));
     }
-    let (a, na) = array("a", obj.get("a"), &[1, 2], &["npy"], blobs)?;
-    let (b, nb) = array("b", obj.get("b"), &[1, 2], &["npy"], blobs)?;
+    let (a, na) = array("a", obj.get("a"), &[1, 2], &["npy"], blobs, max)?;
+    let (b, nb) = array("b", obj.get("b"), &[1, 2], &["npy"], blobs, max)?;
     let g = kiln::linalg::Gemm::new(p.m, p.n, p.k).transposed(p.trans_a, p.trans_b);
     if let (Some(da), Some(db)) = (&a.data, &b.data) {
         g.validate(da.len(), db.len())
@@ -494,7 +530,12 @@ pub fn map_op(op: &str, a: Option<f32>, b: Option<f32>) -> Result<kiln::core::ba
     Ok(m)
 }
 
-fn elementwise(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result<(Task, u64), ApiError> {
+fn elementwise(
+    params: &Value,
+    inputs: &Value,
+    blobs: &dyn BlobLookup,
+    max: u64,
+) -> Result<(Task, u64), ApiError> {
     let p: ElementwiseParams = parse("params", params)?;
     let (a, b) = if p.op == "clamp" { (p.lo, p.hi) } else { (p.a, p.b) };
     map_op(&p.op, a, b).map_err(|e| bad(format!("params.{e}")))?;
@@ -504,7 +545,7 @@ fn elementwise(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Result
     if let Some(k) = obj.keys().find(|k| k.as_str() != "x") {
         return Err(bad(format!("inputs.{k}: unknown field; expected `x`")));
     }
-    let (x, n) = array("x", obj.get("x"), &[1, 2, 3, 4], &["npy"], blobs)?;
+    let (x, n) = array("x", obj.get("x"), &[1, 2, 3, 4], &["npy"], blobs, max)?;
     Ok((Task::Elementwise { op: p.op, a, b, x }, n))
 }
 

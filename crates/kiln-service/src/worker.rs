@@ -23,7 +23,9 @@ pub mod exit {
 }
 
 /// Run the worker loop on stdin/stdout until told to stop; returns the exit code.
-pub fn run(device: DeviceRequest, cfg: &Config, opts: &ExecOptions) -> i32 {
+/// `protections` says which of crate::sandbox's protections are active (sent in the ready
+/// message).
+pub fn run(device: DeviceRequest, cfg: &Config, opts: &ExecOptions, protections: &str) -> i32 {
     let rt = match Runtime::new(device, cfg) {
         Ok(rt) => rt,
         Err(e) => {
@@ -44,13 +46,14 @@ pub fn run(device: DeviceRequest, cfg: &Config, opts: &ExecOptions) -> i32 {
     let ready = FromWorker::Ready {
         device: rt.device_name(),
         backend: backend.into(),
+        protections: protections.into(),
     };
     serve(ready, |jobs| run_batch(&rt, opts, jobs))
 }
 
 /// [`run`] for a worker owning several devices: `set` (`kiln price --devices` syntax)
 /// opened as one [`Pool`].
-pub fn run_pool(set: &kiln::executor::DeviceSet, cfg: &Config, opts: &ExecOptions) -> i32 {
+pub fn run_pool(set: &kiln::executor::DeviceSet, cfg: &Config, opts: &ExecOptions, protections: &str) -> i32 {
     let pool = match Pool::open(set, cfg) {
         Ok(p) => p,
         Err(e) => {
@@ -67,6 +70,7 @@ pub fn run_pool(set: &kiln::executor::DeviceSet, cfg: &Config, opts: &ExecOption
     let ready = FromWorker::Ready {
         device: pool.label().to_string(),
         backend: if pool.has_gpu() { "cuda" } else { "cpu" }.into(),
+        protections: protections.into(),
     };
     serve(ready, |jobs| run_batch_pool(&pool, opts, jobs))
 }

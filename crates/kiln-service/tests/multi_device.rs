@@ -108,6 +108,7 @@ fn a_pool_of_devices_gives_one_devices_results() {
     let opts = ExecOptions {
         blob_dir: dir.path().to_path_buf(),
         inline_max_elements: 1 << 20,
+        max_elements: 16 << 20,
     };
     let mc = McParams {
         paths: 4096,

@@ -55,7 +55,7 @@ async fn pg_contract_claims_results_retries_cancel() {
             Inserted::Created(_)
         ));
     }
-    let h = s.head(false).await.unwrap().unwrap();
+    let h = s.head(false, 0).await.unwrap().unwrap();
     assert_eq!((h.batch_key.as_str(), h.same_key), ("A", 3));
     let c = s.claim("n1/0", false, Some("A"), 2, LEASE).await.unwrap();
     assert_eq!(
@@ -110,8 +110,11 @@ async fn pg_contract_claims_results_retries_cancel() {
         .await
         .unwrap()
         .is_empty());
-    assert!(s.head(false).await.unwrap().is_none(), "only the GPU job is left");
-    assert_eq!(s.head(true).await.unwrap().unwrap().batch_key, "G");
+    assert!(
+        s.head(false, 0).await.unwrap().is_none(),
+        "only the GPU job is left"
+    );
+    assert_eq!(s.head(true, 0).await.unwrap().unwrap().batch_key, "G");
     // Shared store: another live node's running job is not an orphan, whatever its prefix.
     assert_eq!(s.requeue_orphans("n9").await.unwrap(), 0);
     // Shutdown of n1 returns its running job.

@@ -214,6 +214,7 @@ async fn mixed_books_price_to_the_bits_of_price_book() {
     let opts = ExecOptions {
         blob_dir: dir.path().to_path_buf(),
         inline_max_elements: 1 << 20,
+        max_elements: 16 << 20,
     };
     let steps = 8;
     let base = McParams {

@@ -36,7 +36,7 @@ async fn claims_results_retries_and_recovery() {
             Inserted::Created(_)
         ));
     }
-    let h = s.head(false).await.unwrap().unwrap();
+    let h = s.head(false, 0).await.unwrap().unwrap();
     assert_eq!((h.batch_key.as_str(), h.same_key), ("A", 3));
     // Claim by key, oldest first, at most `max`.
     let c = s.claim("n1/0", false, Some("A"), 2, LEASE).await.unwrap();
@@ -99,8 +99,11 @@ async fn claims_results_retries_and_recovery() {
         .await
         .unwrap()
         .is_empty());
-    assert!(s.head(false).await.unwrap().is_none(), "only the GPU job is left");
-    assert_eq!(s.head(true).await.unwrap().unwrap().batch_key, "G");
+    assert!(
+        s.head(false, 0).await.unwrap().is_none(),
+        "only the GPU job is left"
+    );
+    assert_eq!(s.head(true, 0).await.unwrap().unwrap().batch_key, "G");
     // Orphans: a running job of a gone node goes back to the queue; the live node's stays.
     assert_eq!(s.requeue_orphans("n1").await.unwrap(), 0);
     assert_eq!(s.requeue_orphans("n9").await.unwrap(), 1);

@@ -22,11 +22,13 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
         .map_err(|e| ApiError::MalformedRequest(format!("query string: {}", e.body_text())))
 }
 
-/// Blob lookups during validation (on a blocking thread): the caller's blobs only.
+/// Blob lookups during validation (on a blocking thread): the caller's unexpired blobs only.
 struct Blobs {
     store: Arc<dyn crate::store::JobStore>,
     principal: String,
     handle: tokio::runtime::Handle,
+    /// `blobs.ttl_s` and `results.ttl_s`, ms: uploads and result blobs older are gone.
+    ttl_ms: (i64, i64),
 }
 
 impl BlobLookup for Blobs {
@@ -35,8 +37,19 @@ impl BlobLookup for Blobs {
             return None;
         }
         let b = self.handle.block_on(self.store.get_blob(id)).ok()??;
-        (b.principal == self.principal).then_some((b.path, b.format))
+        let ttl = if b.job_id.is_some() {
+            self.ttl_ms.1
+        } else {
+            self.ttl_ms.0
+        };
+        let live = now_ms().saturating_sub(b.created_ms) <= ttl;
+        (b.principal == self.principal && live).then_some((b.path, b.format))
     }
+}
+
+/// Seconds as ms, saturating.
+fn ms(secs: u64) -> i64 {
+    secs.saturating_mul(1000).min(i64::MAX as u64) as i64
 }
 
 fn view(job: JobRecord, status: StatusCode) -> Response {
@@ -112,6 +125,11 @@ pub async fn submit(
         st.metrics.rejected("forbidden");
         return Err(ApiError::Forbidden { kind: req.kind });
     }
+    if req.deadline_s == Some(0) {
+        return Err(ApiError::InvalidParams(
+            "deadline_s = 0; it must be at least 1 (seconds from submission)".into(),
+        ));
+    }
     let idem = match headers.get("idempotency-key") {
         Some(v) => {
             let k = v
@@ -131,6 +149,7 @@ pub async fn submit(
         store: st.store.clone(),
         principal: p.name.clone(),
         handle: tokio::runtime::Handle::current(),
+        ttl_ms: (ms(st.cfg.blobs.ttl_s), ms(st.cfg.results.ttl_s)),
     };
     let (max_el, fault) = (st.cfg.limits.max_elements, st.cfg.allow_fault_injection);
     let (kind, params, inputs) = (req.kind.clone(), req.params, req.inputs);
@@ -147,7 +166,7 @@ pub async fn submit(
     let new = NewJob {
         id: id.clone(),
         kind: req.kind.clone(),
-        batch_key: v.batch_key,
+        batch_key: batch_key(&v.batch_key, &p.name, req.deadline_s.is_some(), &id),
         needs_gpu: v.needs_gpu,
         principal: p.name.clone(),
         idempotency_key: idem.clone(),
@@ -192,6 +211,18 @@ pub async fn submit(
     Ok(view(job, StatusCode::ACCEPTED))
 }
 
+/// The store's batch key: batches never mix tokens (one token's deadline, failure or
+/// batch size never reaches another's jobs), and a job with its own `deadline_s` runs in a
+/// batch of its own, so a merged batch has one deadline, the server's, for all its jobs.
+fn batch_key(task_key: &str, principal: &str, own_deadline: bool, id: &str) -> String {
+    if own_deadline {
+        format!("solo:{id}")
+    } else {
+        // the length makes the split unambiguous whatever the name holds
+        format!("{}:{principal}|{task_key}", principal.len())
+    }
+}
+
 async fn owned(st: &super::AppState, p: &Principal, id: &str) -> Result<JobRecord, ApiError> {
     let nf = || ApiError::NotFound {
         what: "job",
@@ -202,6 +233,11 @@ async fn owned(st: &super::AppState, p: &Principal, id: &str) -> Result<JobRecor
     }
     let job = st.store.get(id).await?.ok_or_else(nf)?;
     if job.principal != p.name {
+        return Err(nf());
+    }
+    // Past `results.ttl_s` a finished job is gone, whether or not the sweep has run yet.
+    let ttl = ms(st.cfg.results.ttl_s);
+    if job.finished_ms.is_some_and(|f| now_ms().saturating_sub(f) > ttl) {
         return Err(nf());
     }
     Ok(job)

@@ -58,6 +58,7 @@ type St = State<Arc<AppState>>;
         jobs::list_jobs,
         blobs::put_blob,
         blobs::get_blob,
+        blobs::delete_blob,
         ops::workers,
         ops::nodes,
         ops::healthz,
@@ -104,7 +105,7 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/v1/jobs", get(jobs::list_jobs).post(jobs::submit))
         .route("/v1/jobs/{id}", get(jobs::get_job).delete(jobs::cancel_job))
         .route("/v1/blobs", axum::routing::post(blobs::put_blob))
-        .route("/v1/blobs/{id}", get(blobs::get_blob))
+        .route("/v1/blobs/{id}", get(blobs::get_blob).delete(blobs::delete_blob))
         .route("/v1/workers", get(ops::workers))
         .route("/v1/nodes", get(ops::nodes))
         .route("/v1/openapi.json", get(ops::openapi_json))

@@ -19,8 +19,11 @@ pub struct SubmitRequest {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub inputs: Value,
-    /// The job must finish within this many seconds of its submission (at most the
-    /// server's `limits.job_deadline_s`), else it fails with `deadline_exceeded`.
+    /// The job must finish within this many seconds of its submission (at least 1, at
+    /// most the server's `limits.job_deadline_s`), else it fails with `deadline_exceeded`
+    /// (without running, if it passes while the job is queued). Such a job runs in a batch
+    /// of its own.
+    #[schema(minimum = 1)]
     pub deadline_s: Option<u64>,
 }
 

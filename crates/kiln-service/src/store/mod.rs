@@ -294,8 +294,13 @@ pub trait JobStore: Send + Sync + 'static {
     /// Cancel a queued or running job; terminal jobs are left as they are. Returns the job
     /// after the change, `None` if there is no such job.
     fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>>;
-    /// The oldest queued job a worker may run (`gpu`: the worker has a GPU).
-    fn head(&self, gpu: bool) -> BoxFuture<'_, StoreResult<Option<QueueHead>>>;
+    /// The queued job a worker should run next (`gpu`: the worker has a GPU), fair between
+    /// tokens: among the principals with queued work (and, when `max_workers_per_token` is
+    /// not 0, fewer than that many worker slots holding their jobs), the one whose jobs hold
+    /// the fewest slots, then the one served least recently (the latest start of any of its
+    /// jobs; never served first), then the one with the oldest queued job; its oldest
+    /// queued job is the head. Both stores implement this same order.
+    fn head(&self, gpu: bool, max_workers_per_token: u32) -> BoxFuture<'_, StoreResult<Option<QueueHead>>>;
     /// Claim up to `max` queued jobs (oldest first, with `batch_key` if given) for `owner`,
     /// leased until now + `lease`: they become `running`, their attempt count grows by one.
     fn claim(
@@ -325,11 +330,32 @@ pub trait JobStore: Send + Sync + 'static {
     fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>>;
     /// Counts by state and in-flight jobs by principal.
     fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>>;
-    /// Delete finished jobs older than `ttl`, then the oldest finished jobs until results
-    /// take at most `max_result_bytes`. Returns the blob files to delete.
-    fn expire(&self, ttl: Duration, max_result_bytes: u64) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>>;
+    /// Delete finished jobs older than `ttl`, then, for each principal whose results and
+    /// result blobs take more than `max_result_bytes_per_token`, that principal's oldest
+    /// finished jobs until they fit: one principal's results never evict another's.
+    /// Returns the blob files to delete.
+    fn expire(
+        &self,
+        ttl: Duration,
+        max_result_bytes_per_token: u64,
+    ) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>>;
+    /// Delete uploaded blobs (no job) created more than `ttl` ago. Returns their files.
+    fn expire_blobs(&self, ttl: Duration) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>>;
     /// Record a blob.
     fn put_blob(&self, blob: BlobRecord) -> BoxFuture<'_, StoreResult<()>>;
+    /// Record an uploaded blob if its principal's uploaded blobs, with it, take at most
+    /// `max_bytes_per_token`; else store nothing and return `Err(bytes already used)`.
+    /// Checked and recorded atomically (two uploads cannot both pass on the same room).
+    fn put_upload(
+        &self,
+        blob: BlobRecord,
+        max_bytes_per_token: u64,
+    ) -> BoxFuture<'_, StoreResult<Result<(), u64>>>;
+    /// Bytes of uploaded blobs (no job) that `principal` holds.
+    fn uploaded_bytes(&self, principal: &str) -> BoxFuture<'_, StoreResult<u64>>;
+    /// Delete blob `id` if `principal` owns it; returns the deleted record (its file is the
+    /// caller's to remove), `None` if there is no such blob of that principal.
+    fn delete_blob(&self, id: &str, principal: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>>;
     /// A blob's metadata.
     fn get_blob(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>>;
     /// Whether the store answers (readiness).

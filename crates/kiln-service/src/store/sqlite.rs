@@ -6,11 +6,14 @@
 //! commit (one fsync with `synchronous = FULL`), and nothing is acknowledged before it is
 //! on disk. Reads use a second connection (WAL readers do not block the writer).
 
+mod tenancy;
+
 use super::*;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use tenancy::{fair_head, uploaded};
 use tokio::sync::oneshot;
 
 /// Writes committed together at most.
@@ -62,6 +65,9 @@ CREATE TABLE IF NOT EXISTS blobs(
   created_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS blobs_job ON blobs(job_id);
+CREATE INDEX IF NOT EXISTS jobs_state_principal ON jobs(state, principal, seq);
+CREATE INDEX IF NOT EXISTS jobs_principal_started ON jobs(principal, started_ms);
+CREATE INDEX IF NOT EXISTS blobs_principal ON blobs(principal, created_ms);
 ";
 
 type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
@@ -100,6 +106,14 @@ impl SqliteStore {
     pub fn open(dir: &Path, synchronous_full: bool) -> StoreResult<SqliteStore> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("{}: {e}", dir.display())))?;
         let path = dir.join("jobs.sqlite3");
+        // created 0600 before SQLite opens it: SQLite gives its WAL and SHM files the
+        // database file's mode (crate::private)
+        if !path.exists() {
+            crate::private::private_create()
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        }
         let w = open(&path, synchronous_full)?;
         w.execute_batch(SCHEMA).map_err(err)?;
         let v: Option<String> = w
@@ -413,19 +427,16 @@ impl JobStore for SqliteStore {
         })
     }
 
-    fn head(&self, gpu: bool) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
+    fn head(&self, gpu: bool, max_workers_per_token: u32) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
         self.read(move |c| {
-            let h: Option<(String, i64)> = c
-                .query_row(
-                    "SELECT batch_key, created_ms FROM jobs WHERE state = 'queued' \
-                     AND (needs_gpu = 0 OR ?1) ORDER BY seq LIMIT 1",
-                    [gpu],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let Some((batch_key, created_ms)) = h else {
+            let Some(seq) = fair_head(c, gpu, max_workers_per_token)? else {
                 return Ok(None);
             };
+            let (batch_key, created_ms): (String, i64) = c.query_row(
+                "SELECT batch_key, created_ms FROM jobs WHERE seq = ?1",
+                [seq],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
             let same_key: i64 = c.query_row(
                 "SELECT count(*) FROM jobs WHERE state = 'queued' AND batch_key = ?1",
                 [&batch_key],
@@ -596,7 +607,11 @@ impl JobStore for SqliteStore {
         })
     }
 
-    fn expire(&self, ttl: Duration, max_result_bytes: u64) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
+    fn expire(
+        &self,
+        ttl: Duration,
+        max_result_bytes_per_token: u64,
+    ) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
         self.write(move |c| {
             let cutoff = now_ms() - ttl.as_millis() as i64;
             let mut st = c.prepare_cached(
@@ -605,20 +620,26 @@ impl JobStore for SqliteStore {
             )?;
             let old: Vec<String> = st.query_map([cutoff], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
             let mut paths = delete_jobs(c, &old)?;
-            let total: i64 = c.query_row(
-                "SELECT coalesce(sum(bytes), 0) + (SELECT coalesce(sum(size), 0) FROM blobs WHERE job_id IS NOT NULL) FROM results",
-                [],
-                |r| r.get(0),
+            let cap = max_result_bytes_per_token.min(i64::MAX as u64) as i64;
+            let mut st = c.prepare_cached(
+                "SELECT p, sum(n) FROM (SELECT j.principal AS p, r.bytes AS n FROM results r \
+                   JOIN jobs j ON j.id = r.job_id \
+                   UNION ALL SELECT principal, size FROM blobs WHERE job_id IS NOT NULL) \
+                 GROUP BY p HAVING sum(n) > ?1",
             )?;
-            let mut excess = total - max_result_bytes.min(i64::MAX as u64) as i64;
-            if excess > 0 {
+            let over: Vec<(String, i64)> = st
+                .query_map([cap], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (principal, total) in over {
+                let mut excess = total - cap;
                 let mut st = c.prepare_cached(
                     "SELECT j.id, coalesce(r.bytes, 0) + coalesce((SELECT sum(size) FROM blobs b WHERE b.job_id = j.id), 0) \
                      FROM jobs j LEFT JOIN results r ON r.job_id = j.id \
-                     WHERE j.state IN ('succeeded', 'failed', 'cancelled') ORDER BY j.finished_ms LIMIT 10000",
+                     WHERE j.principal = ?1 AND j.state IN ('succeeded', 'failed', 'cancelled') \
+                     ORDER BY j.finished_ms LIMIT 10000",
                 )?;
                 let rows: Vec<(String, i64)> = st
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .query_map([&principal], |r| Ok((r.get(0)?, r.get(1)?)))?
                     .collect::<rusqlite::Result<_>>()?;
                 let mut ids = Vec::new();
                 for (id, bytes) in rows {
@@ -634,8 +655,56 @@ impl JobStore for SqliteStore {
         })
     }
 
+    fn expire_blobs(&self, ttl: Duration) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
+        self.write(move |c| {
+            let cutoff = now_ms() - ttl.as_millis() as i64;
+            let mut st = c.prepare_cached(
+                "DELETE FROM blobs WHERE id IN (SELECT id FROM blobs WHERE job_id IS NULL \
+                 AND created_ms < ?1 LIMIT 10000) RETURNING path",
+            )?;
+            let paths: Vec<String> = st
+                .query_map([cutoff], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(paths.into_iter().map(PathBuf::from).collect())
+        })
+    }
+
     fn put_blob(&self, blob: BlobRecord) -> BoxFuture<'_, StoreResult<()>> {
         self.write(move |c| insert_blob(c, &blob))
+    }
+
+    fn put_upload(
+        &self,
+        blob: BlobRecord,
+        max_bytes_per_token: u64,
+    ) -> BoxFuture<'_, StoreResult<Result<(), u64>>> {
+        // One writer serializes uploads: the sum and the insert see the same blobs.
+        self.write(move |c| {
+            let used = uploaded(c, &blob.principal)?;
+            if used.saturating_add(blob.size) > max_bytes_per_token {
+                return Ok(Err(used));
+            }
+            insert_blob(c, &blob)?;
+            Ok(Ok(()))
+        })
+    }
+
+    fn uploaded_bytes(&self, principal: &str) -> BoxFuture<'_, StoreResult<u64>> {
+        let principal = principal.to_string();
+        self.read(move |c| uploaded(c, &principal))
+    }
+
+    fn delete_blob(&self, id: &str, principal: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>> {
+        let (id, principal) = (id.to_string(), principal.to_string());
+        self.write(move |c| {
+            c.query_row(
+                "DELETE FROM blobs WHERE id = ?1 AND principal = ?2 \
+                 RETURNING id, path, size, sha256, format, principal, job_id, created_ms",
+                [id, principal],
+                blob_row,
+            )
+            .optional()
+        })
     }
 
     fn get_blob(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>> {

@@ -128,3 +128,59 @@ pub async fn delete_jobs(
 pub fn ms(d: Duration) -> i64 {
     d.as_millis().min(i64::MAX as u128) as i64
 }
+
+/// The advisory-lock class of per-principal upload quotas (the second key is the principal's
+/// `hashtext`); two-key advisory locks do not overlap the one-key migration lock.
+const QUOTA_LOCK: i32 = 0x6b71_7461;
+
+/// Bytes of uploaded blobs (no job) of `principal`.
+pub async fn uploaded<C: tokio_postgres::GenericClient>(c: &C, principal: &str) -> StoreResult<u64> {
+    let n: i64 = c
+        .query_one(
+            "SELECT coalesce(sum(size), 0)::bigint FROM kiln_blobs WHERE principal = $1 AND job_id IS NULL",
+            &[&principal],
+        )
+        .await
+        .map_err(pg_err)?
+        .get(0);
+    Ok(n.max(0) as u64)
+}
+
+/// [`crate::store::JobStore::put_upload`]: under the principal's advisory lock, so that
+/// concurrent uploads of one principal (on any node) see each other.
+pub async fn put_upload(c: &mut Conn, blob: &BlobRecord, max: u64) -> StoreResult<Result<(), u64>> {
+    let tx = c.transaction().await.map_err(pg_err)?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        &[&QUOTA_LOCK, &blob.principal],
+    )
+    .await
+    .map_err(pg_err)?;
+    let used = uploaded(&*tx, &blob.principal).await?;
+    if used.saturating_add(blob.size) > max {
+        return Ok(Err(used));
+    }
+    insert_blob(&*tx, blob).await?;
+    tx.commit().await.map_err(pg_err)?;
+    Ok(Ok(()))
+}
+
+/// Principals whose results and result blobs take more than `cap` bytes, with their totals.
+pub async fn over_result_cap(
+    tx: &deadpool_postgres::Transaction<'_>,
+    cap: i64,
+) -> StoreResult<Vec<(String, i64)>> {
+    let rows = tx
+        .query(
+            "SELECT p, sum(n)::bigint FROM (SELECT j.principal AS p, r.bytes AS n FROM kiln_results r \
+               JOIN kiln_jobs j ON j.id = r.job_id \
+               UNION ALL SELECT principal, size FROM kiln_blobs WHERE job_id IS NOT NULL) u \
+             GROUP BY p HAVING sum(n) > $1::bigint",
+            &[&cap],
+        )
+        .await
+        .map_err(pg_err)?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0).map_err(pg_err)?, r.try_get(1).map_err(pg_err)?)))
+        .collect()
+}

@@ -10,13 +10,14 @@ use crate::store::{StoreError, StoreResult};
 const MIGRATION_LOCK: i64 = 0x6b69_6c6e_006d_6967;
 
 /// The schema version this build knows (the last migration's).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// `(version, description, SQL)`, in order; never edit one that has shipped, add the next.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "jobs, results, blobs, nodes; a clock function shared by every node",
-    "
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "jobs, results, blobs, nodes; a clock function shared by every node",
+        "
 CREATE FUNCTION kiln_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
   $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
 CREATE TABLE kiln_jobs(
@@ -74,7 +75,17 @@ CREATE TABLE kiln_nodes(
   version text NOT NULL
 );
 ",
-)];
+    ),
+    (
+        2,
+        "indexes by principal: fair claims between tokens, per-token quotas",
+        "
+CREATE INDEX kiln_jobs_queued_principal ON kiln_jobs(principal, seq) WHERE state = 'queued';
+CREATE INDEX kiln_jobs_principal_started ON kiln_jobs(principal, started_ms);
+CREATE INDEX kiln_blobs_principal ON kiln_blobs(principal, created_ms);
+",
+    ),
+];
 
 /// Apply the missing migrations in one transaction under the migration lock; returns the
 /// schema version after.

@@ -250,20 +250,36 @@ impl JobStore for PgStore {
         })
     }
 
-    fn head(&self, gpu: bool) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
+    fn head(&self, gpu: bool, max_workers_per_token: u32) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
         Box::pin(async move {
             let c = self.conn().await?;
-            // `same_key` is only compared with the batch size: count at most 10,000.
+            // The order of JobStore::head: fewest slots held, least recently served, oldest.
+            // The principals with queued work come from a skip scan of the queued index (a
+            // recursive step per principal), not a pass over every queued job. `same_key` is
+            // only compared with the batch size: count at most 10,000.
             let st = c
                 .prepare_cached(
-                    "SELECT h.batch_key, h.created_ms, (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs q \
-                     WHERE q.state = 'queued' AND q.batch_key = h.batch_key LIMIT 10000) n) \
-                     FROM (SELECT batch_key, created_ms FROM kiln_jobs WHERE state = 'queued' \
-                     AND (NOT needs_gpu OR $1) ORDER BY seq LIMIT 1) h",
+                    "WITH RECURSIVE p(name) AS ( \
+                       (SELECT principal FROM kiln_jobs WHERE state = 'queued' ORDER BY principal LIMIT 1) \
+                       UNION ALL SELECT (SELECT principal FROM kiln_jobs WHERE state = 'queued' \
+                         AND principal > p.name ORDER BY principal LIMIT 1) FROM p WHERE p.name IS NOT NULL), \
+                     c AS (SELECT name, \
+                       (SELECT seq FROM kiln_jobs WHERE state = 'queued' AND principal = p.name \
+                         AND (NOT needs_gpu OR $1) ORDER BY seq LIMIT 1) AS first, \
+                       (SELECT count(DISTINCT lease_owner) FROM kiln_jobs WHERE state = 'running' \
+                         AND principal = p.name) AS slots, \
+                       (SELECT max(started_ms) FROM kiln_jobs WHERE principal = p.name) AS last \
+                       FROM p WHERE name IS NOT NULL) \
+                     SELECT j.batch_key, j.created_ms, (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs x \
+                       WHERE x.state = 'queued' AND x.batch_key = j.batch_key LIMIT 10000) n) \
+                     FROM c JOIN kiln_jobs j ON j.seq = c.first \
+                     WHERE $2::bigint = 0 OR c.slots < $2::bigint \
+                     ORDER BY c.slots, c.last NULLS FIRST, c.first LIMIT 1",
                 )
                 .await
                 .map_err(pg_err)?;
-            let Some(r) = c.query_opt(&st, &[&gpu]).await.map_err(pg_err)? else {
+            let cap = i64::from(max_workers_per_token);
+            let Some(r) = c.query_opt(&st, &[&gpu, &cap]).await.map_err(pg_err)? else {
                 return Ok(None);
             };
             let n: i64 = r.try_get(2).map_err(pg_err)?;
@@ -484,7 +500,11 @@ impl JobStore for PgStore {
         })
     }
 
-    fn expire(&self, ttl: Duration, max_result_bytes: u64) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
+    fn expire(
+        &self,
+        ttl: Duration,
+        max_result_bytes_per_token: u64,
+    ) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
         Box::pin(async move {
             let mut c = self.conn().await?;
             let tx = c.transaction().await.map_err(pg_err)?;
@@ -501,24 +521,16 @@ impl JobStore for PgStore {
                 .map(|r| r.get(0))
                 .collect();
             let mut paths = delete_jobs(&tx, &old).await?;
-            let total: i64 = tx
-                .query_one(
-                    "SELECT (SELECT coalesce(sum(bytes), 0) FROM kiln_results)::bigint \
-                     + (SELECT coalesce(sum(size), 0) FROM kiln_blobs WHERE job_id IS NOT NULL)::bigint",
-                    &[],
-                )
-                .await
-                .map_err(pg_err)?
-                .get(0);
-            let mut excess = total - max_result_bytes.min(i64::MAX as u64) as i64;
-            if excess > 0 {
+            let cap = max_result_bytes_per_token.min(i64::MAX as u64) as i64;
+            for (principal, total) in over_result_cap(&tx, cap).await? {
+                let mut excess = total - cap;
                 let rows = tx
                     .query(
                         "SELECT j.id, (coalesce(r.bytes, 0) + coalesce((SELECT sum(size) FROM kiln_blobs b \
                          WHERE b.job_id = j.id), 0))::bigint FROM kiln_jobs j \
-                         LEFT JOIN kiln_results r ON r.job_id = j.id \
-                         WHERE j.state IN ('succeeded', 'failed', 'cancelled') ORDER BY j.finished_ms LIMIT 10000",
-                        &[],
+                         LEFT JOIN kiln_results r ON r.job_id = j.id WHERE j.principal = $1 \
+                         AND j.state IN ('succeeded', 'failed', 'cancelled') ORDER BY j.finished_ms LIMIT 10000",
+                        &[&principal],
                     )
                     .await
                     .map_err(pg_err)?;
@@ -537,10 +549,56 @@ impl JobStore for PgStore {
         })
     }
 
+    fn expire_blobs(&self, ttl: Duration) -> BoxFuture<'_, StoreResult<Vec<PathBuf>>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let rows = c
+                .query(
+                    "DELETE FROM kiln_blobs WHERE id IN (SELECT id FROM kiln_blobs WHERE job_id IS NULL \
+                     AND created_ms < $1 LIMIT 10000) RETURNING path",
+                    &[&(now_ms() - ms(ttl))],
+                )
+                .await
+                .map_err(pg_err)?;
+            rows.iter()
+                .map(|r| r.try_get::<_, String>(0).map(PathBuf::from).map_err(pg_err))
+                .collect()
+        })
+    }
+
     fn put_blob(&self, blob: BlobRecord) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(async move {
             let c = self.conn().await?;
             insert_blob(&**c, &blob).await
+        })
+    }
+
+    fn put_upload(
+        &self,
+        blob: BlobRecord,
+        max_bytes_per_token: u64,
+    ) -> BoxFuture<'_, StoreResult<Result<(), u64>>> {
+        Box::pin(async move { put_upload(&mut self.conn().await?, &blob, max_bytes_per_token).await })
+    }
+
+    fn uploaded_bytes(&self, principal: &str) -> BoxFuture<'_, StoreResult<u64>> {
+        let principal = principal.to_string();
+        Box::pin(async move { uploaded(&**self.conn().await?, &principal).await })
+    }
+
+    fn delete_blob(&self, id: &str, principal: &str) -> BoxFuture<'_, StoreResult<Option<BlobRecord>>> {
+        let (id, principal) = (id.to_string(), principal.to_string());
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let r = c
+                .query_opt(
+                    "DELETE FROM kiln_blobs WHERE id = $1 AND principal = $2 \
+                     RETURNING id, path, size, sha256, format, principal, job_id, created_ms",
+                    &[&id, &principal],
+                )
+                .await
+                .map_err(pg_err)?;
+            r.as_ref().map(blob_row).transpose()
         })
     }
 
