@@ -1,16 +1,26 @@
 //! Element-wise ops and the 2-D transpose, on `f32`, `f16` or `bf16` storage with `f32`
 //! arithmetic ([`Element`]): each element is widened, mapped with [`MapOp::apply`] (the
-//! definition every backend follows) and rounded back once.
+//! definition every backend follows) and rounded back once, so results are bitwise those of
+//! `apply` on any CPU.
 //!
-//! Parallel with rayon over chunks of [`CHUNK`] elements; the transpose over bands of
+//! Parallel with rayon over chunks of [`CHUNK`] elements. Within a chunk, `f32` data is
+//! mapped in place of the loop; 16-bit data is widened [`BLOCK`] elements at a time into a
+//! stack buffer, mapped there by the same `f32` loop and rounded back, so every step is a
+//! vector loop. The `f32` loops are branch-free ([`kiln_core::mathf`]) and compiled twice:
+//! for the baseline target and, chosen at run time by `multiversion`, for AVX2+FMA (twice
+//! the lanes, and a hardware fma for `scale_shift` and `axpy`, which otherwise call libm's
+//! `fmaf`; the results are the same bits either way). The transpose runs over bands of
 //! [`TILE`] source rows, each band copied tile by tile so reads and writes stay in cache.
 
 use kiln_core::backend::{Element, MapOp};
-use kiln_core::UnaryOp;
+use kiln_core::{mathf, UnaryOp};
 use rayon::prelude::*;
 
 /// Elements per rayon task: big enough that scheduling costs < 1% of the work.
 pub const CHUNK: usize = 1 << 15;
+
+/// Elements per conversion block of 16-bit storage: two `f32` buffers of 8 KiB stay in L1.
+pub const BLOCK: usize = 2048;
 
 /// `out[i] = op(x[i])` on f32; lengths are checked by the caller.
 pub(crate) fn unary_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) {
@@ -20,25 +30,59 @@ pub(crate) fn unary_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) {
 /// `out[i] = op(x[i])` in `f32` arithmetic on any storage; `x` and `out` must have equal
 /// lengths (only the common prefix is written otherwise).
 pub fn map<T: Element>(op: MapOp, x: &[T], out: &mut [T]) {
-    // One monomorphised loop per op, so the match is outside the element loop.
+    out.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(o, i)| map_chunk(op, i, o));
+}
+
+/// [`map`] on one chunk, on the calling thread.
+fn map_chunk<T: Element>(op: MapOp, x: &[T], out: &mut [T]) {
+    let n = x.len().min(out.len());
+    let (x, out) = (&x[..n], &mut out[..n]);
+    if let (Some(x), Some(o)) = (T::as_f32_slice(x), T::as_f32_slice_mut(out)) {
+        return map_f32(op, x, o);
+    }
+    let mut a = [0f32; BLOCK];
+    let mut b = [0f32; BLOCK];
+    for (xs, os) in x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)) {
+        let m = xs.len();
+        T::widen_slice(xs, &mut a[..m]);
+        map_f32(op, &a[..m], &mut b[..m]);
+        T::narrow_slice(&b[..m], os);
+    }
+}
+
+/// `out[i] = op.apply(x[i])` on `f32`, one loop per op so the match is outside the element
+/// loop and each loop body is branch-free.
+#[multiversion::multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx512bw+avx512dq+avx2+fma",
+    "x86_64+avx2+fma"
+))]
+fn map_f32(op: MapOp, x: &[f32], out: &mut [f32]) {
     macro_rules! run {
         ($f:expr) => {{
             let f = $f;
-            out.par_chunks_mut(CHUNK)
-                .zip(x.par_chunks(CHUNK))
-                .for_each(|(o, i)| {
-                    for (o, &i) in o.iter_mut().zip(i) {
-                        *o = T::from_f32(f(i.to_f32()));
-                    }
-                })
+            for (o, &i) in out.iter_mut().zip(x) {
+                *o = f(i);
+            }
         }};
     }
     match op {
-        MapOp::Unary(UnaryOp::Sigmoid) => run!(|v: f32| MapOp::Unary(UnaryOp::Sigmoid).apply(v)),
-        MapOp::Unary(UnaryOp::Tanh) => run!(|v: f32| v.tanh()),
-        MapOp::Unary(UnaryOp::Relu) => run!(|v: f32| MapOp::Unary(UnaryOp::Relu).apply(v)),
-        MapOp::Unary(UnaryOp::Exp) => run!(|v: f32| v.exp()),
-        MapOp::ScaleShift { .. } | MapOp::Clamp { .. } => run!(|v: f32| op.apply(v)),
+        MapOp::Unary(UnaryOp::Sigmoid) => run!(mathf::sigmoid),
+        MapOp::Unary(UnaryOp::Tanh) => run!(mathf::tanh),
+        MapOp::Unary(UnaryOp::Exp) => run!(mathf::exp),
+        // `x > 0 || NaN ? x : 0`, as a select: `max` would drop NaN, and branches stop
+        // the vectoriser.
+        MapOp::Unary(UnaryOp::Relu) => run!(|v: f32| if v.is_nan() || v > 0.0 { v } else { 0.0 }),
+        MapOp::ScaleShift { a, b } => run!(|v: f32| a.mul_add(v, b)),
+        MapOp::Clamp { lo, hi } => run!(|v: f32| {
+            let v = if v < lo { lo } else { v };
+            if v > hi {
+                hi
+            } else {
+                v
+            }
+        }),
     }
 }
 
@@ -47,10 +91,29 @@ pub fn axpy<T: Element>(a: f32, x: &[T], y: &mut [T]) {
     y.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .for_each(|(y, x)| {
-            for (y, &x) in y.iter_mut().zip(x) {
-                *y = T::from_f32(a.mul_add(x.to_f32(), y.to_f32()));
+            let n = x.len().min(y.len());
+            let (x, y) = (&x[..n], &mut y[..n]);
+            if let (Some(x), Some(y)) = (T::as_f32_slice(x), T::as_f32_slice_mut(y)) {
+                return axpy_f32(a, x, y);
+            }
+            let mut xb = [0f32; BLOCK];
+            let mut yb = [0f32; BLOCK];
+            for (xs, ys) in x.chunks(BLOCK).zip(y.chunks_mut(BLOCK)) {
+                let m = xs.len();
+                T::widen_slice(xs, &mut xb[..m]);
+                T::widen_slice(ys, &mut yb[..m]);
+                axpy_f32(a, &xb[..m], &mut yb[..m]);
+                T::narrow_slice(&yb[..m], ys);
             }
         });
+}
+
+/// `y[i] = a.mul_add(x[i], y[i])` on `f32` (vectorised where the target has fma).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+fn axpy_f32(a: f32, x: &[f32], y: &mut [f32]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = a.mul_add(x, *y);
+    }
 }
 
 /// Tile side of the blocked transpose (a 64×64 f32 tile is 16 KiB: two fit in L1).
