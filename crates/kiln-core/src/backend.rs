@@ -254,17 +254,19 @@ impl Element for f32 {
 
 impl Element for f16 {
     const UNIT_ROUNDOFF: f64 = 4.8828125e-4;
-    // half's slice conversions use F16C (8 per instruction) where the CPU has it, the same
-    // conversion its per-element functions use.
+    // Branch-free bit arithmetic the compiler vectorises (half's slice conversions call F16C
+    // 4 or 8 elements at a time through a run-time check and do not inline into a loop).
     #[inline]
     fn widen_slice(src: &[Self], dst: &mut [f32]) {
-        use half::slice::HalfFloatSliceExt;
-        src.convert_to_f32_slice(dst);
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f16_to_f32_branch_free(s.to_bits());
+        }
     }
     #[inline]
     fn narrow_slice(src: &[f32], dst: &mut [Self]) {
-        use half::slice::HalfFloatSliceExt;
-        dst.convert_from_f32_slice(src);
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = f16::from_bits(f16_bits_branch_free(s));
+        }
     }
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -298,6 +300,51 @@ impl Element for bf16 {
     fn from_f32(x: f32) -> Self {
         bf16::from_f32(x)
     }
+}
+
+/// `f16::from_bits(h).to_f32()` without branches: finite values are moved into f32's
+/// exponent range by one exact multiplication by 2^112 (subnormals included); inf and NaN
+/// get f32's all-ones exponent, NaN made quiet as `half` and F16C do.
+#[inline(always)]
+fn f16_to_f32_branch_free(h: u16) -> f32 {
+    let h = u32::from(h);
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7fff;
+    let finite = f32::from_bits(em << 13) * f32::from_bits(0x7780_0000); // * 2^112
+    let quiet = if em > 0x7c00 { 0x0040_0000 } else { 0 };
+    let special = (em << 13) | 0x7f80_0000 | quiet;
+    let bits = if em >= 0x7c00 { special } else { finite.to_bits() };
+    f32::from_bits(bits | sign)
+}
+
+/// `f16::from_f32(x).to_bits()` (nearest-even; overflow to inf; NaN quiet with the top
+/// payload bits) without branches: normals round by integer add with the kept lsb,
+/// subnormals by one f32 add of 0.5 that rounds at f16's subnormal ulp.
+#[inline(always)]
+fn f16_bits_branch_free(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = (b >> 16) & 0x8000;
+    let a = b & 0x7fff_ffff;
+    let special = if a > 0x7f80_0000 {
+        0x7e00 | ((a >> 13) & 0x3ff)
+    } else {
+        0x7c00
+    };
+    // |x| < 2^-14: x + 0.5 puts f16's subnormal ulp (2^-24) at f32's ulp of 0.5
+    let sub = (f32::from_bits(a) + 0.5).to_bits().wrapping_sub(0x3f00_0000);
+    // rebias the exponent (127 -> 15) and round at bit 13, nearest-even
+    let norm = a
+        .wrapping_add(0xc800_0000) // (15 - 127) << 23
+        .wrapping_add(0x0fff + ((a >> 13) & 1))
+        >> 13;
+    let o = if a >= 0x4780_0000 {
+        special // |x| >= 2^16: inf or NaN in f16
+    } else if a < 0x3880_0000 {
+        sub
+    } else {
+        norm
+    };
+    (o | sign) as u16
 }
 
 /// `bf16::from_f32(x).to_bits()` (nearest-even; NaN keeps its sign and top payload bits and
@@ -468,6 +515,39 @@ mod tests {
         }
         check::<f16>();
         check::<bf16>();
+    }
+
+    /// The branch-free f16 conversions against `half` (F16C where the CPU has it): every
+    /// f16 pattern widened, and f32 patterns around every f16 rounding boundary narrowed.
+    #[test]
+    fn f16_branch_free_conversions_equal_half() {
+        for h in 0..=u16::MAX {
+            let (got, want) = (f16_to_f32_branch_free(h), f16::from_bits(h).to_f32());
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "widen {h:#06x}: {got:e} vs {want:e}"
+            );
+            if !want.is_nan() {
+                assert_eq!(got.to_bits(), want.to_bits(), "widen {h:#06x}");
+            }
+            // f32 values at, just around and halfway past each f16 value
+            let w = want.to_bits();
+            for b in [
+                w,
+                w.wrapping_add(1),
+                w.wrapping_sub(1),
+                w + 0x1000,
+                w + 0xfff,
+                w + 0x1001,
+            ] {
+                let x = f32::from_bits(b);
+                let (g, r) = (f16_bits_branch_free(x), f16::from_f32(x).to_bits());
+                assert!(
+                    g == r || (x.is_nan() && f16::from_bits(g).is_nan()),
+                    "narrow {x:e} ({b:#010x}): {g:#06x} vs {r:#06x}"
+                );
+            }
+        }
     }
 
     #[test]
