@@ -110,12 +110,13 @@ impl MapOp {
         }
     }
 
-    /// The `f32` value every backend computes (the CPU uses exactly this).
+    /// The `f32` value every backend computes (the CPU uses exactly this; `exp`, `tanh` and
+    /// `sigmoid` are [`crate::mathf`]'s, which CUDA's `expf`/`tanhf` match to a few ulp).
     #[inline(always)]
     pub fn apply(&self, x: f32) -> f32 {
         match *self {
-            MapOp::Unary(UnaryOp::Sigmoid) => 1.0 / (1.0 + (-x).exp()),
-            MapOp::Unary(UnaryOp::Tanh) => x.tanh(),
+            MapOp::Unary(UnaryOp::Sigmoid) => crate::mathf::sigmoid(x),
+            MapOp::Unary(UnaryOp::Tanh) => crate::mathf::tanh(x),
             MapOp::Unary(UnaryOp::Relu) => {
                 if x > 0.0 || x.is_nan() {
                     x
@@ -123,13 +124,16 @@ impl MapOp {
                     0.0
                 }
             }
-            MapOp::Unary(UnaryOp::Exp) => x.exp(),
+            MapOp::Unary(UnaryOp::Exp) => crate::mathf::exp(x),
             MapOp::ScaleShift { a, b } => a.mul_add(x, b),
+            // Selects, not `max`/`min` (those drop NaN): NaN stays NaN, and an input of the
+            // other zero's sign than a bound it equals passes unchanged.
             MapOp::Clamp { lo, hi } => {
-                if x.is_nan() {
-                    x
+                let x = if x < lo { lo } else { x };
+                if x > hi {
+                    hi
                 } else {
-                    x.max(lo).min(hi)
+                    x
                 }
             }
         }
@@ -200,10 +204,44 @@ pub trait Element: crate::dtype::HasDType + std::fmt::Debug + PartialEq {
     fn from_f32(x: f32) -> Self;
     /// The unit roundoff of the storage type (`2^-24`, `2^-11`, `2^-8`).
     const UNIT_ROUNDOFF: f64;
+    /// Widen a block (`dst.len() == src.len()`), bitwise as [`Element::to_f32`] element by
+    /// element; the 16-bit types convert several elements per instruction.
+    #[inline]
+    fn widen_slice(src: &[Self], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_f32();
+        }
+    }
+    /// Round a block (`dst.len() == src.len()`), bitwise as [`Element::from_f32`] element by
+    /// element.
+    #[inline]
+    fn narrow_slice(src: &[f32], dst: &mut [Self]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = Self::from_f32(s);
+        }
+    }
+    /// The slice itself when the storage is `f32` (so a block loop can skip converting).
+    #[inline]
+    fn as_f32_slice(_: &[Self]) -> Option<&[f32]> {
+        None
+    }
+    /// The slice itself when the storage is `f32`.
+    #[inline]
+    fn as_f32_slice_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
 }
 
 impl Element for f32 {
     const UNIT_ROUNDOFF: f64 = 5.960464477539063e-8;
+    #[inline]
+    fn as_f32_slice(s: &[Self]) -> Option<&[f32]> {
+        Some(s)
+    }
+    #[inline]
+    fn as_f32_slice_mut(s: &mut [Self]) -> Option<&mut [f32]> {
+        Some(s)
+    }
     #[inline(always)]
     fn to_f32(self) -> f32 {
         self
@@ -216,6 +254,20 @@ impl Element for f32 {
 
 impl Element for f16 {
     const UNIT_ROUNDOFF: f64 = 4.8828125e-4;
+    // Branch-free bit arithmetic the compiler vectorises (half's slice conversions call F16C
+    // 4 or 8 elements at a time through a run-time check and do not inline into a loop).
+    #[inline]
+    fn widen_slice(src: &[Self], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f16_to_f32_branch_free(s.to_bits());
+        }
+    }
+    #[inline]
+    fn narrow_slice(src: &[f32], dst: &mut [Self]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = f16::from_bits(f16_bits_branch_free(s));
+        }
+    }
     #[inline(always)]
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
@@ -228,6 +280,18 @@ impl Element for f16 {
 
 impl Element for bf16 {
     const UNIT_ROUNDOFF: f64 = 3.90625e-3;
+    #[inline]
+    fn widen_slice(src: &[Self], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits(u32::from(s.to_bits()) << 16);
+        }
+    }
+    #[inline]
+    fn narrow_slice(src: &[f32], dst: &mut [Self]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = bf16::from_bits(bf16_bits_branch_free(s));
+        }
+    }
     #[inline(always)]
     fn to_f32(self) -> f32 {
         bf16::to_f32(self)
@@ -235,6 +299,67 @@ impl Element for bf16 {
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
         bf16::from_f32(x)
+    }
+}
+
+/// `f16::from_bits(h).to_f32()` without branches: finite values are moved into f32's
+/// exponent range by one exact multiplication by 2^112 (subnormals included); inf and NaN
+/// get f32's all-ones exponent, NaN made quiet as `half` and F16C do.
+#[inline(always)]
+fn f16_to_f32_branch_free(h: u16) -> f32 {
+    let h = u32::from(h);
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7fff;
+    let finite = f32::from_bits(em << 13) * f32::from_bits(0x7780_0000); // * 2^112
+    let quiet = if em > 0x7c00 { 0x0040_0000 } else { 0 };
+    let special = (em << 13) | 0x7f80_0000 | quiet;
+    let bits = if em >= 0x7c00 { special } else { finite.to_bits() };
+    f32::from_bits(bits | sign)
+}
+
+/// `f16::from_f32(x).to_bits()` (nearest-even; overflow to inf; NaN quiet with the top
+/// payload bits) without branches: normals round by integer add with the kept lsb,
+/// subnormals by one f32 add of 0.5 that rounds at f16's subnormal ulp.
+#[inline(always)]
+fn f16_bits_branch_free(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = (b >> 16) & 0x8000;
+    let a = b & 0x7fff_ffff;
+    let special = if a > 0x7f80_0000 {
+        0x7e00 | ((a >> 13) & 0x3ff)
+    } else {
+        0x7c00
+    };
+    // |x| < 2^-14: x + 0.5 puts f16's subnormal ulp (2^-24) at f32's ulp of 0.5
+    let sub = (f32::from_bits(a) + 0.5).to_bits().wrapping_sub(0x3f00_0000);
+    // rebias the exponent (127 -> 15) and round at bit 13, nearest-even
+    let norm = a
+        .wrapping_add(0xc800_0000) // (15 - 127) << 23
+        .wrapping_add(0x0fff + ((a >> 13) & 1))
+        >> 13;
+    let o = if a >= 0x4780_0000 {
+        special // |x| >= 2^16: inf or NaN in f16
+    } else if a < 0x3880_0000 {
+        sub
+    } else {
+        norm
+    };
+    (o | sign) as u16
+}
+
+/// `bf16::from_f32(x).to_bits()` (nearest-even; NaN keeps its sign and top payload bits and
+/// becomes quiet) without branches, so a block loop vectorises.
+#[inline(always)]
+fn bf16_bits_branch_free(x: f32) -> u16 {
+    let b = x.to_bits();
+    let nan = (b & 0x7fff_ffff) > 0x7f80_0000;
+    // adding 0x7fff plus the kept lsb carries into bit 16 exactly when rounding up
+    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+    let quiet = ((b >> 16) | 0x0040) as u16;
+    if nan {
+        quiet
+    } else {
+        rounded
     }
 }
 
@@ -350,4 +475,86 @@ pub fn check_same_len(op: &str, a: usize, b: usize) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block conversions equal the per-element ones bitwise (65536 stored values one
+    /// way; every 97th f32 pattern plus rounding boundaries the other way).
+    #[test]
+    fn block_conversions_equal_element_conversions() {
+        fn check<T: Element>() {
+            // every bf16 pattern, rounded to T (for f16: values of every magnitude)
+            let h: Vec<T> = (0..=u16::MAX)
+                .map(|b| T::from_f32(f32::from_bits(u32::from(b) << 16)))
+                .collect();
+            let mut w = vec![0f32; h.len()];
+            T::widen_slice(&h, &mut w);
+            for (a, b) in h.iter().zip(&w) {
+                assert_eq!(a.to_f32().to_bits(), b.to_bits(), "{:?} widen {a:?}", T::DTYPE);
+            }
+            let mut xs: Vec<f32> = (0..=u32::MAX).step_by(97).map(f32::from_bits).collect();
+            for hi in [
+                0u32, 0x7f7f, 0x7f80, 0x7fc0, 0x3f80, 0x0001, 0x8001, 0xff80, 0xffff,
+            ] {
+                for lo in [0u32, 1, 0x7fff, 0x8000, 0x8001, 0xffff] {
+                    xs.push(f32::from_bits(hi << 16 | lo));
+                }
+            }
+            xs.extend([65504.0, 65520.0, 65519.99, 6e-8, 2.9e-8, 3e-8, -0.0, f32::NAN]);
+            let mut n = vec![T::from_f32(0.0); xs.len()];
+            T::narrow_slice(&xs, &mut n);
+            for (&x, got) in xs.iter().zip(&n) {
+                let want = T::from_f32(x);
+                let same = got.to_f32().to_bits() == want.to_f32().to_bits()
+                    || (x.is_nan() && got.to_f32().is_nan() && want.to_f32().is_nan());
+                assert!(same, "{:?} narrow {x:e}: {got:?} vs {want:?}", T::DTYPE);
+            }
+        }
+        check::<f16>();
+        check::<bf16>();
+    }
+
+    /// The branch-free f16 conversions against `half` (F16C where the CPU has it): every
+    /// f16 pattern widened, and f32 patterns around every f16 rounding boundary narrowed.
+    #[test]
+    fn f16_branch_free_conversions_equal_half() {
+        for h in 0..=u16::MAX {
+            let (got, want) = (f16_to_f32_branch_free(h), f16::from_bits(h).to_f32());
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "widen {h:#06x}: {got:e} vs {want:e}"
+            );
+            if !want.is_nan() {
+                assert_eq!(got.to_bits(), want.to_bits(), "widen {h:#06x}");
+            }
+            // f32 values at, just around and halfway past each f16 value
+            let w = want.to_bits();
+            for b in [
+                w,
+                w.wrapping_add(1),
+                w.wrapping_sub(1),
+                w + 0x1000,
+                w + 0xfff,
+                w + 0x1001,
+            ] {
+                let x = f32::from_bits(b);
+                let (g, r) = (f16_bits_branch_free(x), f16::from_f32(x).to_bits());
+                assert!(
+                    g == r || (x.is_nan() && f16::from_bits(g).is_nan()),
+                    "narrow {x:e} ({b:#010x}): {g:#06x} vs {r:#06x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bf16_nan_rounding_keeps_bits() {
+        for b in [0x7f80_0001u32, 0xffc0_0000, 0x7fff_ffff, 0xff80_8000, 0x7fc1_2345] {
+            let x = f32::from_bits(b);
+            assert_eq!(bf16_bits_branch_free(x), bf16::from_f32(x).to_bits(), "{b:#x}");
+        }
+    }
 }

@@ -13,7 +13,8 @@
 //!   Philox and the path constants ([`philox`], [`finance::PathParams`]), the closed forms
 //!   and a Monte Carlo run's finishing math ([`finance::analytic`], [`finance::blocks`]),
 //!   the filter path choice ([`imaging::path_2d`]), the GEMM bounds and storage check
-//!   ([`linalg`]), and the element conversions ([`storage::cast_f64`]).
+//!   ([`linalg`]), the element conversions ([`storage::cast_f64`]), and the vectorisable
+//!   `f32` `exp`/`tanh`/`sigmoid` that define the element-wise map ([`mathf`]).
 //!
 //! No cudarc, no rayon, no I/O: what needs a thread pool or a device stays in the backends.
 #![deny(missing_docs)]
@@ -26,6 +27,7 @@ pub mod error;
 pub mod finance;
 pub mod imaging;
 pub mod linalg;
+pub mod mathf;
 pub mod philox;
 pub mod storage;
 
