@@ -59,7 +59,7 @@ for t in "$T"/*; do
   { echo "######## $name"; cat "$log"; } >> "$out/tests.log"
 done
 summary+=("test executables: $pass passed, $fail failed (log: tests.log)")
-ran=$(grep -hoE '^test result: [a-z]+\. [0-9]+ passed; [0-9]+ failed; [0-9]+ ignored' "$out/tests.log" \
+ran=$(grep -hoE '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed; [0-9]+ ignored' "$out/tests.log" \
   | awk '{p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d ignored", p, f, i}')
 summary+=("tests: $ran")
 skip_report=$(bash scripts/count-skips.sh "$KILN_SKIP_LOG"); skips_rc=$?

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn serve(dir: &Path, cert: &Path, key: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    let mut c = Command::new(kiln_bin());
     c.args([
         "--device",
         "cpu",
@@ -142,7 +142,7 @@ fn serves_https_refuses_plain_http_and_bad_keys() {
     );
 
     // The CLI client speaks plain HTTP: against HTTPS it fails saying so.
-    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let o = Command::new(kiln_bin())
         .args(["jobs", "--server", &format!("https://{addr}"), "list"])
         .env_remove("KILN_SERVER")
         .output()
@@ -163,4 +163,10 @@ fn serves_https_refuses_plain_http_and_bad_keys() {
         assert!(Instant::now() < end, "kiln serve did not stop on SIGTERM");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The binary under test: `KILN_BIN` (the device bundle's, where the path cargo built in does
+/// not exist) or the one cargo built.
+fn kiln_bin() -> std::path::PathBuf {
+    std::env::var_os("KILN_BIN").map_or_else(|| env!("CARGO_BIN_EXE_kiln").into(), Into::into)
 }

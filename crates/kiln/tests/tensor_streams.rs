@@ -105,33 +105,42 @@ fn a_reader_on_another_stream_waits_for_the_writer_and_races_without_the_wait() 
         .unwrap()
         .synchronize()
         .unwrap();
-    // Without the wait first, on blocks no earlier result of this computation ever held
-    // (so stale data cannot pass for the answer); the reference last, on one stream.
-    let mut results = Vec::new();
-    for wait in [false, true] {
-        kiln::cuda::storage::set_cross_stream_wait(wait);
+    // The reference, and the reader with the wait, first.
+    kiln::cuda::storage::set_cross_stream_wait(true);
+    let want_y = slow_volume(&v);
+    let want_t = want_y.scale_shift(2.0, 1.0).unwrap();
+    let want: Vec<f32> = want_t.to_vec().unwrap();
+    let y = rt.with_stream(&sa, || slow_volume(&v)).unwrap();
+    let z = rt.with_stream(&sb, || y.scale_shift(2.0, 1.0)).unwrap().unwrap();
+    assert_eq!(
+        z.to_vec::<f32>().unwrap(),
+        want,
+        "with the event wait the reader sees the writer's data"
+    );
+    rt.synchronize().unwrap();
+    // Without the wait the reader may run before the writer has finished: whether it does
+    // is timing, so up to 5 tries must show it once. Every result stays alive, so that no
+    // try lands on a block already holding the answer (stale data would pass for it).
+    let mut held = vec![want_y, want_t, y, z];
+    let mut raced = false;
+    kiln::cuda::storage::set_cross_stream_wait(false);
+    for _ in 0..5 {
         let y = rt.with_stream(&sa, || slow_volume(&v)).unwrap();
         let z = rt.with_stream(&sb, || y.scale_shift(2.0, 1.0)).unwrap().unwrap();
-        results.push((wait, z.to_vec::<f32>().unwrap()));
+        let got = z.to_vec::<f32>().unwrap();
         rt.synchronize().unwrap();
-    }
-    kiln::cuda::storage::set_cross_stream_wait(true);
-    let want: Vec<f32> = slow_volume(&v).scale_shift(2.0, 1.0).unwrap().to_vec().unwrap();
-    for (wait, got) in results {
-        if wait {
-            assert_eq!(got, want, "with the event wait the reader sees the writer's data");
-        } else {
-            let bad = got
-                .iter()
-                .zip(&want)
-                .filter(|(g, w)| g.to_bits() != w.to_bits())
-                .count();
-            assert!(
-                bad > 0,
-                "without the wait the reader on stream B ran before the writer finished"
-            );
+        held.extend([y, z]);
+        raced = got.iter().zip(&want).any(|(g, w)| g.to_bits() != w.to_bits());
+        if raced {
+            break;
         }
     }
+    kiln::cuda::storage::set_cross_stream_wait(true);
+    drop(held);
+    assert!(
+        raced,
+        "in 5 tries without the wait the reader on stream B never ran before the writer finished"
+    );
 }
 
 #[test]
