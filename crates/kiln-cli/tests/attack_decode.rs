@@ -15,11 +15,9 @@
 mod service_support;
 
 use serde_json::{json, Value};
-use service_support::{data_dir, request, Reply, Server};
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use service_support::{data_dir, request, serve_command, spawn_announced, wait_ready, Reply, Server};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "attack-decode-token";
@@ -33,56 +31,13 @@ fn start_with(dir: &Path, toml: &str, env: &[(&str, &str)]) -> Server {
     );
     std::fs::write(&cfg, toml).unwrap();
     let data = dir.join("data");
-    let bin = std::env::var_os("KILN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")));
-    let mut child = Command::new(bin)
-        .args([
-            "--device",
-            "cpu",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .arg("--service-config")
+    let mut cmd = serve_command(&data);
+    cmd.arg("--service-config")
         .arg(&cfg)
-        .env("KILN_LOG", "warn")
-        .env_remove("KILN_TOKENS_FILE")
         .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start kiln serve");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(l)) = lines.next() {
-            let _ = tx.send(l);
-        }
-        for _ in lines {}
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("kiln serve printed its address");
-    let addr: SocketAddr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in `{line}`"));
-    let s = Server {
-        child,
-        addr,
-        data_dir: data,
-    };
-    let end = Instant::now() + Duration::from_secs(60);
-    while s.get("/readyz", None).map(|r| r.status).ok() != Some(200) {
-        assert!(Instant::now() < end, "kiln serve did not become ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        .stderr(Stdio::inherit());
+    let (s, _) = spawn_announced(cmd, &data, None);
+    wait_ready(&s);
     s
 }
 

@@ -13,19 +13,13 @@
 mod service_support;
 
 use serde_json::json;
-use service_support::{data_dir, price_job, request, Server};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use service_support::{data_dir, kiln_bin, price_job, request, serve_command, spawn_announced, Server};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn kiln() -> PathBuf {
-    std::env::var_os("KILN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
-}
 
 /// `kiln --device cpu serve` on 127.0.0.1:0 with the service config `toml`, `args`, its
 /// stderr (with `KILN_LOG=log`) in `DIR/stderr.log`, and, where given, a lowered
@@ -35,68 +29,31 @@ fn serve(dir: &Path, toml: &str, args: &[&str], nofile: Option<u32>, log: &str) 
     let cfg = dir.join("service.toml");
     std::fs::write(&cfg, toml).unwrap();
     let stderr = std::fs::File::create(dir.join("stderr.log")).unwrap();
+    let data = dir.join("data");
+    let plain = serve_command(&data);
     let mut cmd = match nofile {
         // lowering a limit needs no privilege; `exec` keeps the pid (Drop kills the server)
         Some(n) => {
             let mut c = Command::new("sh");
             c.arg("-c")
                 .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                .arg(kiln());
+                .arg(plain.get_program())
+                .args(plain.get_args());
             c
         }
-        None => Command::new(kiln()),
+        None => plain,
     };
-    let mut child = cmd
-        .args([
-            "--device",
-            "cpu",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--cpu-workers",
-            "1",
-        ])
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--service-config")
+    cmd.args(["--cpu-workers", "1", "--service-config"])
         .arg(&cfg)
         .args(args)
         .env("KILN_LOG", log)
         .env_remove("KILN_TOKENS_FILE")
         .env_remove("KILN_SERVICE_CONFIG")
         .env_remove("KILN_STORE_URL")
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(out).lines();
-        if let Some(Ok(l)) = lines.next() {
-            let _ = tx.send(l);
-        }
-        for _ in lines {}
-    });
-    let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
-        panic!(
-            "kiln serve announced no address: {}",
-            std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
-        )
-    });
-    let addr: SocketAddr = line
-        .split("://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in `{line}`"));
-    let s = Server {
-        child,
-        addr,
-        data_dir: dir.join("data"),
-    };
+        .stderr(stderr);
+    let (s, line) = spawn_announced(cmd, &data, Some(&dir.join("stderr.log")));
     if !line.contains("https://") {
-        wait_healthz(addr, Duration::from_secs(60), "/readyz");
+        wait_healthz(s.addr, Duration::from_secs(60), "/readyz");
     }
     s
 }
@@ -534,7 +491,7 @@ fn print_config_and_store_errors_show_no_secret() {
     .unwrap();
     for url in url_forms() {
         // --print-config (a conninfo string is refused by validation: that error too)
-        let o = Command::new(kiln())
+        let o = Command::new(kiln_bin())
             .args(["--device", "cpu", "serve", "--print-config", "--store-url", &url])
             .arg("--service-config")
             .arg(&toml)
@@ -550,7 +507,7 @@ fn print_config_and_store_errors_show_no_secret() {
         assert!(!leaks(&all), "--print-config with {url}: {all}");
         assert!(all.contains("***") || all.contains("redacted"), "{all}");
         // a start against a store that is not there: the connection error and the logs
-        let o = Command::new(kiln())
+        let o = Command::new(kiln_bin())
             .args([
                 "--device",
                 "cpu",
@@ -574,7 +531,7 @@ fn print_config_and_store_errors_show_no_secret() {
         assert!(!o.status.success(), "started against a missing store: {all}");
         assert!(!leaks(&all), "start with {url}: {all}");
     }
-    let o = Command::new(kiln())
+    let o = Command::new(kiln_bin())
         .args(["--device", "cpu", "serve", "--print-config"])
         .arg("--service-config")
         .arg(&toml)
@@ -623,7 +580,7 @@ fn the_client_shows_no_secret_of_its_server_url() {
         format!("http://kiln:{SECRET}@127.0.0.1:1"),
         format!("http://127.0.0.1:1/?token={SECRET}"),
     ] {
-        let o = Command::new(kiln())
+        let o = Command::new(kiln_bin())
             .args(["jobs", "--server", &server, "list"])
             .env_remove("KILN_SERVER")
             .env_remove("KILN_TOKEN")
@@ -646,7 +603,7 @@ fn a_bad_tokens_line_names_its_line_only() {
         format!("# desk\nok sha256:{}\nrisk {a} {b} kinds=price\n", "0".repeat(64)),
     )
     .unwrap();
-    let o = Command::new(kiln())
+    let o = Command::new(kiln_bin())
         .args([
             "--device",
             "cpu",

@@ -17,30 +17,37 @@ pub struct Server {
     pub data_dir: PathBuf,
 }
 
-/// Start `kiln --device cpu serve --listen 127.0.0.1:0 --data-dir DIR ARGS...` and wait
-/// until /readyz answers 200.
-pub fn start(data_dir: &Path, args: &[&str]) -> Server {
-    // KILN_BIN: the carried binary on the GPU machine (the path cargo baked in is not there)
-    let bin = std::env::var_os("KILN_BIN")
+/// The binary under test: `KILN_BIN` (the carried binary on the GPU machine, where the path
+/// cargo baked in does not exist) or the one cargo built.
+pub fn kiln_bin() -> PathBuf {
+    std::env::var_os("KILN_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")));
-    let mut child = Command::new(bin)
-        .args([
-            "--device",
-            "cpu",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .args(args)
-        .env("KILN_LOG", "warn")
-        .env_remove("KILN_TOKENS_FILE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start kiln serve");
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
+}
+
+/// `kiln --device cpu serve --listen 127.0.0.1:0 --data-dir DIR`, the command every service
+/// test starts from (add arguments and environment, then [`spawn_announced`]).
+pub fn serve_command(data_dir: &Path) -> Command {
+    let mut c = Command::new(kiln_bin());
+    c.args([
+        "--device",
+        "cpu",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+    ])
+    .arg(data_dir)
+    .env("KILN_LOG", "warn")
+    .env_remove("KILN_TOKENS_FILE");
+    c
+}
+
+/// Spawns `cmd` (a `kiln serve` command line; its stdout is taken here) and waits, at most
+/// 60 s, for the address it announces on its first line; returns the server and that line.
+/// `stderr_log`, where the command writes its stderr to a file, is quoted if it never does.
+pub fn spawn_announced(mut cmd: Command, data_dir: &Path, stderr_log: Option<&Path>) -> (Server, String) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start kiln serve");
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -50,11 +57,12 @@ pub fn start(data_dir: &Path, args: &[&str]) -> Server {
         }
         for _ in lines {}
     });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("kiln serve printed its address");
+    let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+        let log = stderr_log.map(|p| std::fs::read_to_string(p).unwrap_or_default());
+        panic!("kiln serve announced no address: {}", log.unwrap_or_default())
+    });
     let addr: SocketAddr = line
-        .split("http://")
+        .split("://")
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
         .and_then(|a| a.parse().ok())
@@ -64,16 +72,25 @@ pub fn start(data_dir: &Path, args: &[&str]) -> Server {
         addr,
         data_dir: data_dir.to_path_buf(),
     };
+    (s, line)
+}
+
+/// Polls /readyz until it answers 200, at most 60 s.
+pub fn wait_ready(s: &Server) {
     let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(r) = s.get("/readyz", None) {
-            if r.status == 200 {
-                break;
-            }
-        }
+    while s.get("/readyz", None).map(|r| r.status).ok() != Some(200) {
         assert!(Instant::now() < end, "kiln serve did not become ready");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Start `kiln --device cpu serve --listen 127.0.0.1:0 --data-dir DIR ARGS...` and wait
+/// until /readyz answers 200.
+pub fn start(data_dir: &Path, args: &[&str]) -> Server {
+    let mut cmd = serve_command(data_dir);
+    cmd.args(args).stderr(Stdio::inherit());
+    let (s, _) = spawn_announced(cmd, data_dir, None);
+    wait_ready(&s);
     s
 }
 
