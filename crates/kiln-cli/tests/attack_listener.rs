@@ -58,6 +58,20 @@ fn serve(dir: &Path, toml: &str, args: &[&str], nofile: Option<u32>, log: &str) 
     s
 }
 
+/// An open server (no tokens) runs a small pricing job to success.
+fn a_job_succeeds(addr: SocketAddr) {
+    let r = request(
+        addr,
+        "POST",
+        "/v1/jobs?wait=30",
+        None,
+        &[],
+        Some(price_job(100.0, 1).to_string().as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(r.json()["state"], "succeeded", "{}", r.text());
+}
+
 /// Poll `path` until it answers 200 (each try bounded), or panic at `within`; how long it took.
 fn wait_healthz(addr: SocketAddr, within: Duration, path: &str) -> Duration {
     let t0 = Instant::now();
@@ -213,16 +227,7 @@ fn silent_connections_under_a_256_file_limit_do_not_stop_healthz() {
     let log = std::fs::read_to_string(d.path().join("stderr.log")).unwrap();
     assert!(log.contains("lowered to"), "the cap names the file limit: {log}");
     // a job still goes through
-    let r = request(
-        s.addr,
-        "POST",
-        "/v1/jobs?wait=30",
-        None,
-        &[],
-        Some(price_job(100.0, 1).to_string().as_bytes()),
-    )
-    .unwrap();
-    assert_eq!(r.json()["state"], "succeeded", "{}", r.text());
+    a_job_succeeds(s.addr);
 }
 
 #[test]
@@ -558,16 +563,7 @@ fn a_postgres_node_logs_no_secret() {
     let url = format!("{admin}{sep}password={SECRET}");
     let d = data_dir();
     let s = serve(d.path(), "", &["--store-url", &url], None, "debug");
-    let r = request(
-        s.addr,
-        "POST",
-        "/v1/jobs?wait=30",
-        None,
-        &[],
-        Some(price_job(100.0, 1).to_string().as_bytes()),
-    )
-    .unwrap();
-    assert_eq!(r.json()["state"], "succeeded", "{}", r.text());
+    a_job_succeeds(s.addr);
     drop(s);
     let log = std::fs::read_to_string(d.path().join("stderr.log")).unwrap();
     assert!(log.contains("PostgreSQL at"), "{log}");
