@@ -425,7 +425,7 @@ fn fuzzed_bodies_never_break_the_server() {
 #[test]
 fn a_public_bind_without_tokens_is_refused() {
     let d = data_dir();
-    let out = std::process::Command::new(kiln_bin())
+    let out = std::process::Command::new(service_support::kiln_bin())
         .args(["--device", "cpu", "serve", "--listen", "0.0.0.0:0", "--data-dir"])
         .arg(d.path())
         .env_remove("KILN_TOKENS_FILE")
@@ -442,7 +442,7 @@ fn a_public_bind_without_tokens_is_refused() {
 fn the_client_commands_submit_list_wait_and_cancel() {
     let (s, _d) = server(&[]);
     let kiln = |args: &[&str]| {
-        std::process::Command::new(kiln_bin())
+        std::process::Command::new(service_support::kiln_bin())
             .args(args)
             .env("KILN_SERVER", format!("http://{}", s.addr))
             .env("KILN_TOKEN", TOKEN)
@@ -488,7 +488,7 @@ fn the_client_commands_submit_list_wait_and_cancel() {
     let out = kiln(&["jobs", "get", "j_missing"]);
     assert_eq!(out.status.code(), Some(1));
     // A wrong token is refused.
-    let out = std::process::Command::new(kiln_bin())
+    let out = std::process::Command::new(service_support::kiln_bin())
         .args([
             "jobs",
             "list",
@@ -501,10 +501,4 @@ fn the_client_commands_submit_list_wait_and_cancel() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"), "{out:?}");
-}
-
-/// The binary under test: `KILN_BIN` (the device bundle's, where the path cargo built in does
-/// not exist) or the one cargo built.
-fn kiln_bin() -> std::path::PathBuf {
-    std::env::var_os("KILN_BIN").map_or_else(|| env!("CARGO_BIN_EXE_kiln").into(), Into::into)
 }
