@@ -425,28 +425,34 @@ impl Shared {
     /// means every claimed job was such.
     async fn next_batch(&self, slot: &Slot) -> Result<Option<Vec<ClaimedJob>>, crate::store::StoreError> {
         let cap = self.cfg.scheduling.max_workers_per_token;
-        let Some(head) = self.store.head(slot.gpu, cap).await? else {
-            return Ok(None);
-        };
         let b = &self.cfg.batching;
         let max = if b.enabled { b.max_batch.max(1) } else { 1 };
-        if max > 1 && head.same_key < max as u64 {
-            let age = now_ms() - head.created_ms;
-            let delay = b.max_queue_delay_ms as i64;
-            if age < delay {
-                tokio::time::sleep(Duration::from_millis((delay - age) as u64)).await;
+        let jobs = if max == 1 {
+            // Nothing to wait for or to group: the head is the claim.
+            self.store
+                .claim_head(&self.owner(slot), slot.gpu, cap, self.cfg.store.lease())
+                .await?
+        } else {
+            let Some(head) = self.store.head(slot.gpu, cap).await? else {
+                return Ok(None);
+            };
+            if head.same_key < max as u64 {
+                let age = now_ms() - head.created_ms;
+                let delay = b.max_queue_delay_ms as i64;
+                if age < delay {
+                    tokio::time::sleep(Duration::from_millis((delay - age) as u64)).await;
+                }
             }
-        }
-        let jobs = self
-            .store
-            .claim(
-                &self.owner(slot),
-                slot.gpu,
-                Some(&head.batch_key),
-                max,
-                self.cfg.store.lease(),
-            )
-            .await?;
+            self.store
+                .claim(
+                    &self.owner(slot),
+                    slot.gpu,
+                    Some(&head.batch_key),
+                    max,
+                    self.cfg.store.lease(),
+                )
+                .await?
+        };
         if jobs.is_empty() {
             return Ok(None);
         }

@@ -1,7 +1,8 @@
 //! Sharing between tokens, in both stores (the same checks run on SQLite and, with
 //! `KILN_TEST_PG_URL`, on PostgreSQL; SKIP without it, a failure with `KILN_REQUIRE_PG=1`):
 //! the queue head is chosen fairly between principals (fewest worker slots held, then least
-//! recently served, then oldest) and honours a per-token cap of slots; results are evicted
+//! recently served, then oldest) and honours a per-token cap of slots, and an unbatched
+//! slot's one-step claim takes the job the head names; results are evicted
 //! per principal, never another principal's; uploads are held to a quota per principal,
 //! deleted by their owner only, and expire.
 #![allow(clippy::unwrap_used)]
@@ -104,6 +105,35 @@ async fn fair_order(s: &dyn JobStore) {
     assert_eq!(head_of(s, 1).await.as_deref(), Some("carol"));
 }
 
+/// An unbatched slot's claim takes the job the head names, in the head's order, with and
+/// without a cap, one principal queued (the store's short path) or several.
+async fn claim_head_follows_the_head(s: &dyn JobStore) {
+    let claim = |owner: &'static str, cap: u32| async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let c = s.claim_head(owner, false, cap, LEASE).await.unwrap();
+        assert!(c.len() <= 1, "one job at most");
+        c.into_iter().next().map(|j| (j.id, j.principal))
+    };
+    for id in ["j_a1", "j_a2"] {
+        s.insert(job(id, "alice")).await.unwrap();
+    }
+    // One principal queued: her oldest job; with a cap she is under, the same.
+    assert_eq!(claim("n/0", 1).await, Some(("j_a1".into(), "alice".into())));
+    // At her cap of one slot: nothing, though a job is queued.
+    assert_eq!(claim("n/1", 1).await, None, "alice is at her cap");
+    for id in ["j_b1", "j_b2"] {
+        s.insert(job(id, "bob")).await.unwrap();
+    }
+    // alice holds a slot, bob none: bob first, then (both holding one) alice, served
+    // least recently.
+    assert_eq!(head_of(s, 0).await.as_deref(), Some("bob"));
+    assert_eq!(claim("n/1", 0).await, Some(("j_b1".into(), "bob".into())));
+    assert_eq!(head_of(s, 0).await.as_deref(), Some("alice"));
+    assert_eq!(claim("n/2", 0).await, Some(("j_a2".into(), "alice".into())));
+    assert_eq!(claim("n/3", 0).await, Some(("j_b2".into(), "bob".into())));
+    assert_eq!(claim("n/4", 0).await, None, "the queue is empty");
+}
+
 async fn eviction_per_principal(s: &dyn JobStore) {
     // alice: one small result; bob: three large ones, past the per-token cap.
     s.insert(job("j_a", "alice")).await.unwrap();
@@ -200,6 +230,12 @@ async fn sqlite_head_is_fair_between_tokens() {
 }
 
 #[tokio::test]
+async fn sqlite_claim_head_follows_the_head() {
+    let (_d, s) = sqlite();
+    claim_head_follows_the_head(&*s).await;
+}
+
+#[tokio::test]
 async fn sqlite_eviction_never_touches_another_token() {
     let (_d, s) = sqlite();
     eviction_per_principal(&*s).await;
@@ -215,6 +251,14 @@ async fn sqlite_uploads_have_a_quota_an_owner_and_an_expiry() {
 async fn pg_head_is_fair_between_tokens() {
     if let Some(s) = pg("fair_head").await {
         fair_order(&*s).await;
+        s.close().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn pg_claim_head_follows_the_head() {
+    if let Some(s) = pg("fair_claim_head").await {
+        claim_head_follows_the_head(&*s).await;
         s.close().await.unwrap();
     }
 }

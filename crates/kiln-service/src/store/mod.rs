@@ -311,6 +311,25 @@ pub trait JobStore: Send + Sync + 'static {
         max: usize,
         lease: Duration,
     ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>>;
+    /// Claim the one job [`JobStore::head`] names, as [`JobStore::claim`] would (an
+    /// unbatched slot's claim). A store may do both in one step; the default asks for the
+    /// head, then claims the oldest queued job of its batch key (the same job unless another
+    /// claim came between).
+    fn claim_head(
+        &self,
+        owner: &str,
+        gpu: bool,
+        max_workers_per_token: u32,
+        lease: Duration,
+    ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>> {
+        let owner = owner.to_string();
+        Box::pin(async move {
+            let Some(head) = self.head(gpu, max_workers_per_token).await? else {
+                return Ok(Vec::new());
+            };
+            self.claim(&owner, gpu, Some(&head.batch_key), 1, lease).await
+        })
+    }
     /// Extend `owner`'s leases on `ids`.
     fn renew(&self, owner: &str, ids: &[String], lease: Duration) -> BoxFuture<'_, StoreResult<()>>;
     /// Store a job's end, once: only while it is `running` under `owner`. Returns whether

@@ -472,23 +472,38 @@ impl JobStore for SqliteStore {
             )?;
             let mut jobs: Vec<(i64, ClaimedJob)> = st
                 .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
-                    Ok((
-                        r.get(8)?,
-                        ClaimedJob {
-                            id: r.get(0)?,
-                            kind: r.get(1)?,
-                            principal: r.get(2)?,
-                            task: r.get(3)?,
-                            attempt: r.get(4)?,
-                            max_attempts: r.get(5)?,
-                            created_ms: r.get(6)?,
-                            deadline_ms: r.get(7)?,
-                        },
-                    ))
+                    Ok((r.get(8)?, claimed_job(r)?))
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             jobs.sort_by_key(|(s, _)| *s);
             Ok(jobs.into_iter().map(|(_, j)| j).collect())
+        })
+    }
+
+    /// The fair head and its claim in one write: no read between, and no second query.
+    fn claim_head(
+        &self,
+        owner: &str,
+        gpu: bool,
+        max_workers_per_token: u32,
+        lease: Duration,
+    ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>> {
+        let owner = owner.to_string();
+        self.write(move |c| {
+            let Some(seq) = fair_head(c, gpu, max_workers_per_token)? else {
+                return Ok(Vec::new());
+            };
+            let now = now_ms();
+            let until = now + lease.as_millis() as i64;
+            let mut st = c.prepare_cached(
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
+                 lease_owner = ?2, lease_until_ms = ?3 WHERE seq = ?4 AND state = 'queued' \
+                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms",
+            )?;
+            let jobs = st
+                .query_map(params![now, owner, until, seq], claimed_job)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(jobs)
         })
     }
 
@@ -787,4 +802,19 @@ impl JobStore for SqliteStore {
             Ok(())
         })
     }
+}
+
+/// A claimed job from the columns `id, kind, principal, task, attempts, max_attempts,
+/// created_ms, deadline_ms` (in that order) of a claim's `RETURNING`.
+fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
+    Ok(ClaimedJob {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        principal: r.get(2)?,
+        task: r.get(3)?,
+        attempt: r.get(4)?,
+        max_attempts: r.get(5)?,
+        created_ms: r.get(6)?,
+        deadline_ms: r.get(7)?,
+    })
 }

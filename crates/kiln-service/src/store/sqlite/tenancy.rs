@@ -28,6 +28,20 @@ pub(super) fn fair_head(c: &Connection, gpu: bool, cap: u32) -> rusqlite::Result
             |r| r.get::<_, String>(0),
         )
         .optional()?;
+    // One principal with queued work (the common case): no choice to make, so neither its
+    // slots nor its last start need reading, unless a cap could rule it out.
+    if let Some(name) = &after {
+        if cap == 0
+            && next
+                .query_row([name], |r| r.get::<_, String>(0))
+                .optional()?
+                .is_none()
+        {
+            return first
+                .query_row(params![name, gpu], |r| r.get::<_, i64>(0))
+                .optional();
+        }
+    }
     while let Some(name) = after {
         if let Some(seq) = first
             .query_row(params![name, gpu], |r| r.get::<_, i64>(0))
