@@ -12,10 +12,12 @@
 
 pub mod elementwise;
 pub mod finance;
+pub mod hostbuf;
 pub mod imaging;
 pub mod linalg;
 pub mod storage;
 
+pub use hostbuf::{ExternalHost, HostBuf};
 pub use storage::{CpuStorage, StorageElement};
 
 use kiln_core::backend::check_same_len;

@@ -3,7 +3,7 @@
 //! (`elementwise::map`, `imaging::filter2d_into`, `linalg::gemm`), so a tensor op and the
 //! host-slice op give the same bits.
 
-use crate::{elementwise, imaging, linalg};
+use crate::{elementwise, imaging, linalg, HostBuf};
 use kiln_core::backend::{bf16, f16};
 use kiln_core::backend::{check_same_len, Element, MapOp};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
@@ -16,17 +16,17 @@ use rayon::prelude::*;
 #[derive(Clone, Debug, PartialEq)]
 pub enum CpuStorage {
     /// f32 elements.
-    F32(Vec<f32>),
+    F32(HostBuf<f32>),
     /// f64 elements.
-    F64(Vec<f64>),
+    F64(HostBuf<f64>),
     /// IEEE half elements.
-    F16(Vec<f16>),
+    F16(HostBuf<f16>),
     /// bfloat16 elements.
-    BF16(Vec<bf16>),
+    BF16(HostBuf<bf16>),
     /// 8-bit unsigned elements.
-    U8(Vec<u8>),
+    U8(HostBuf<u8>),
     /// 16-bit unsigned elements.
-    U16(Vec<u16>),
+    U16(HostBuf<u16>),
 }
 
 /// A Rust type a [`CpuStorage`] (and a tensor) can hold.
@@ -45,7 +45,7 @@ macro_rules! storage_element {
     ($t:ty, $variant:ident, |$x:ident| $to:expr, |$y:ident| $from:expr) => {
         impl StorageElement for $t {
             fn into_storage(v: Vec<Self>) -> CpuStorage {
-                CpuStorage::$variant(v)
+                CpuStorage::$variant(v.into())
             }
             fn slice(s: &CpuStorage) -> Option<&[Self]> {
                 match s {
@@ -103,12 +103,12 @@ fn cast_vec<S: StorageElement, D: StorageElement>(x: &[S]) -> Vec<D> {
 
 fn cast_to<S: StorageElement>(x: &[S], to: DType) -> CpuStorage {
     match to {
-        DType::F32 => CpuStorage::F32(cast_vec(x)),
-        DType::F64 => CpuStorage::F64(cast_vec(x)),
-        DType::F16 => CpuStorage::F16(cast_vec(x)),
-        DType::BF16 => CpuStorage::BF16(cast_vec(x)),
-        DType::U8 => CpuStorage::U8(cast_vec(x)),
-        DType::U16 => CpuStorage::U16(cast_vec(x)),
+        DType::F32 => CpuStorage::F32(cast_vec(x).into()),
+        DType::F64 => CpuStorage::F64(cast_vec(x).into()),
+        DType::F16 => CpuStorage::F16(cast_vec(x).into()),
+        DType::BF16 => CpuStorage::BF16(cast_vec(x).into()),
+        DType::U8 => CpuStorage::U8(cast_vec(x).into()),
+        DType::U16 => CpuStorage::U16(cast_vec(x).into()),
     }
 }
 
@@ -122,15 +122,34 @@ fn map_vec<T: Element>(op: MapOp, x: &[T]) -> Vec<T> {
 const FLOATS: &str = "f32, f16, bf16";
 
 impl CpuStorage {
+    /// Elements of `dtype` in another library's host memory, shared without a copy (see
+    /// [`crate::ExternalHost`]); `None` when the bytes are not a whole number of aligned
+    /// elements of `dtype`.
+    pub fn shared(dtype: DType, memory: std::sync::Arc<dyn crate::ExternalHost>) -> Option<Self> {
+        Some(match dtype {
+            DType::F32 => CpuStorage::F32(HostBuf::shared(memory)?),
+            DType::F64 => CpuStorage::F64(HostBuf::shared(memory)?),
+            DType::F16 => CpuStorage::F16(HostBuf::shared(memory)?),
+            DType::BF16 => CpuStorage::BF16(HostBuf::shared(memory)?),
+            DType::U8 => CpuStorage::U8(HostBuf::shared(memory)?),
+            DType::U16 => CpuStorage::U16(HostBuf::shared(memory)?),
+        })
+    }
+
+    /// Whether the elements are another library's memory (shared through DLPack).
+    pub fn is_shared(&self) -> bool {
+        crate::with_cpu_storage!(self, |v| v.is_shared())
+    }
+
     /// Zeros of `dtype`.
     pub fn zeros(dtype: DType, n: usize) -> Self {
         match dtype {
-            DType::F32 => CpuStorage::F32(vec![0.0; n]),
-            DType::F64 => CpuStorage::F64(vec![0.0; n]),
-            DType::F16 => CpuStorage::F16(vec![f16::ZERO; n]),
-            DType::BF16 => CpuStorage::BF16(vec![bf16::ZERO; n]),
-            DType::U8 => CpuStorage::U8(vec![0; n]),
-            DType::U16 => CpuStorage::U16(vec![0; n]),
+            DType::F32 => CpuStorage::F32(vec![0.0; n].into()),
+            DType::F64 => CpuStorage::F64(vec![0.0; n].into()),
+            DType::F16 => CpuStorage::F16(vec![f16::ZERO; n].into()),
+            DType::BF16 => CpuStorage::BF16(vec![bf16::ZERO; n].into()),
+            DType::U8 => CpuStorage::U8(vec![0; n].into()),
+            DType::U16 => CpuStorage::U16(vec![0; n].into()),
         }
     }
 
@@ -170,9 +189,9 @@ impl BackendStorage for CpuStorage {
     fn map(&self, op: MapOp) -> Result<Self> {
         op.validate()?;
         match self {
-            CpuStorage::F32(v) => Ok(CpuStorage::F32(map_vec(op, v))),
-            CpuStorage::F16(v) => Ok(CpuStorage::F16(map_vec(op, v))),
-            CpuStorage::BF16(v) => Ok(CpuStorage::BF16(map_vec(op, v))),
+            CpuStorage::F32(v) => Ok(CpuStorage::F32(map_vec(op, v).into())),
+            CpuStorage::F16(v) => Ok(CpuStorage::F16(map_vec(op, v).into())),
+            CpuStorage::BF16(v) => Ok(CpuStorage::BF16(map_vec(op, v).into())),
             other => Err(unsupported_dtype(op.name(), other.dtype(), FLOATS)),
         }
     }
@@ -188,9 +207,9 @@ impl BackendStorage for CpuStorage {
             out
         }
         match (self, y) {
-            (CpuStorage::F32(x), CpuStorage::F32(y)) => Ok(CpuStorage::F32(run(a, x, y))),
-            (CpuStorage::F16(x), CpuStorage::F16(y)) => Ok(CpuStorage::F16(run(a, x, y))),
-            (CpuStorage::BF16(x), CpuStorage::BF16(y)) => Ok(CpuStorage::BF16(run(a, x, y))),
+            (CpuStorage::F32(x), CpuStorage::F32(y)) => Ok(CpuStorage::F32(run(a, x, y).into())),
+            (CpuStorage::F16(x), CpuStorage::F16(y)) => Ok(CpuStorage::F16(run(a, x, y).into())),
+            (CpuStorage::BF16(x), CpuStorage::BF16(y)) => Ok(CpuStorage::BF16(run(a, x, y).into())),
             (x, y) if x.dtype() != y.dtype() => Err(Error::invalid(
                 "axpy",
                 format!("x is {} but y is {}; cast one of them", x.dtype(), y.dtype()),
@@ -218,12 +237,12 @@ impl BackendStorage for CpuStorage {
             out
         }
         Ok(match self {
-            CpuStorage::F32(v) => CpuStorage::F32(run(v, rows, cols)),
-            CpuStorage::F64(v) => CpuStorage::F64(run(v, rows, cols)),
-            CpuStorage::F16(v) => CpuStorage::F16(run(v, rows, cols)),
-            CpuStorage::BF16(v) => CpuStorage::BF16(run(v, rows, cols)),
-            CpuStorage::U8(v) => CpuStorage::U8(run(v, rows, cols)),
-            CpuStorage::U16(v) => CpuStorage::U16(run(v, rows, cols)),
+            CpuStorage::F32(v) => CpuStorage::F32(run(v, rows, cols).into()),
+            CpuStorage::F64(v) => CpuStorage::F64(run(v, rows, cols).into()),
+            CpuStorage::F16(v) => CpuStorage::F16(run(v, rows, cols).into()),
+            CpuStorage::BF16(v) => CpuStorage::BF16(run(v, rows, cols).into()),
+            CpuStorage::U8(v) => CpuStorage::U8(run(v, rows, cols).into()),
+            CpuStorage::U16(v) => CpuStorage::U16(run(v, rows, cols).into()),
         })
     }
 
@@ -237,7 +256,7 @@ impl BackendStorage for CpuStorage {
         let x = f32_only("filter2d", self)?;
         let mut out = vec![0.0f32; x.len()];
         imaging::filter2d_into(x, shape, kernel, mode, path_of(sep), &mut out)?;
-        Ok(CpuStorage::F32(out))
+        Ok(CpuStorage::F32(out.into()))
     }
 
     fn filter3d(
@@ -250,7 +269,7 @@ impl BackendStorage for CpuStorage {
         let x = f32_only("filter3d", self)?;
         let mut out = vec![0.0f32; x.len()];
         imaging::filter3d_into(x, shape, kernel, mode, path_of(sep), &mut out)?;
-        Ok(CpuStorage::F32(out))
+        Ok(CpuStorage::F32(out.into()))
     }
 
     fn ndimage_linear(
@@ -267,7 +286,7 @@ impl BackendStorage for CpuStorage {
         };
         let mut out = vec![0.0f32; x.len()];
         imaging::linear_into(&x, shape, f, &mut out)?;
-        let out = CpuStorage::F32(out);
+        let out = CpuStorage::F32(out.into());
         match self.dtype() {
             DType::F32 => Ok(out),
             to => out.cast(to),
@@ -285,9 +304,11 @@ impl BackendStorage for CpuStorage {
             });
         }
         match (self, b) {
-            (CpuStorage::F32(a), CpuStorage::F32(b)) => Ok(CpuStorage::F32(linalg::gemm(a, b, g, p)?)),
-            (CpuStorage::F16(a), CpuStorage::F16(b)) => Ok(CpuStorage::F16(linalg::gemm(a, b, g, p)?)),
-            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => Ok(CpuStorage::BF16(linalg::gemm(a, b, g, p)?)),
+            (CpuStorage::F32(a), CpuStorage::F32(b)) => Ok(CpuStorage::F32(linalg::gemm(a, b, g, p)?.into())),
+            (CpuStorage::F16(a), CpuStorage::F16(b)) => Ok(CpuStorage::F16(linalg::gemm(a, b, g, p)?.into())),
+            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => {
+                Ok(CpuStorage::BF16(linalg::gemm(a, b, g, p)?.into()))
+            }
             (a, b) if a.dtype() != b.dtype() => Err(Error::invalid(
                 "gemm",
                 format!("A is {} but B is {}; cast one of them", a.dtype(), b.dtype()),
@@ -312,27 +333,27 @@ mod tests {
 
     #[test]
     fn cast_round_trips_and_rejects() {
-        let s = CpuStorage::F32(vec![0.4, 1.5, 2.5, 300.0, -3.0, f32::NAN]);
+        let s = CpuStorage::F32(vec![0.4, 1.5, 2.5, 300.0, -3.0, f32::NAN].into());
         let u = s.cast(DType::U8).expect("cast");
-        assert_eq!(u, CpuStorage::U8(vec![0, 2, 3, 255, 0, 0]));
+        assert_eq!(u, CpuStorage::U8(vec![0, 2, 3, 255, 0, 0].into()));
         let back = u.cast(DType::F32).expect("cast back");
-        assert_eq!(back, CpuStorage::F32(vec![0.0, 2.0, 3.0, 255.0, 0.0, 0.0]));
-        assert!(CpuStorage::F64(vec![1.0]).cast(DType::F16).is_err());
+        assert_eq!(back, CpuStorage::F32(vec![0.0, 2.0, 3.0, 255.0, 0.0, 0.0].into()));
+        assert!(CpuStorage::F64(vec![1.0].into()).cast(DType::F16).is_err());
         let h = s.cast(DType::F16).expect("f16");
         assert_eq!(h.dtype(), DType::F16);
     }
 
     #[test]
     fn ops_reject_wrong_dtypes_with_a_hint() {
-        let u = CpuStorage::U8(vec![1, 2, 3]);
+        let u = CpuStorage::U8(vec![1, 2, 3].into());
         let e = u
             .map(MapOp::Unary(kiln_core::UnaryOp::Sigmoid))
             .unwrap_err()
             .to_string();
         assert!(e.contains("u8") && e.contains("cast"), "{e}");
-        let f = CpuStorage::F32(vec![1.0; 3]);
+        let f = CpuStorage::F32(vec![1.0; 3].into());
         let e = f
-            .axpy(1.0, &CpuStorage::F16(vec![f16::ONE; 3]))
+            .axpy(1.0, &CpuStorage::F16(vec![f16::ONE; 3].into()))
             .unwrap_err()
             .to_string();
         assert!(e.contains("f32") && e.contains("f16"), "{e}");

@@ -10,8 +10,9 @@
 //!
 //! Import (`kiln.from_dlpack`): kiln passes its current stream as the consumer stream (the
 //! producer makes the data ready there); CUDA memory is wrapped without a copy
-//! (`CudaStorage::from_external`, holding the producer's deleter); host memory is copied
-//! into a CPU tensor, because kiln's CPU storage owns plain `Vec`s.
+//! (`CudaStorage::from_external`, holding the producer's deleter), and so is host memory
+//! (`CpuStorage::shared`: a CPU tensor reading the producer's buffer, as the array API's
+//! `from_dlpack` asks: reuse the buffer when possible).
 
 use crate::tensor::PyTensor;
 use crate::{runtime_on, IntoPy};
@@ -120,8 +121,8 @@ fn cuda_py(e: cudarc::driver::DriverError) -> PyErr {
 }
 
 /// Import any DLPack producer (or capsule) as a kiln tensor on the device it lives on
-/// (`want`: a device the caller requires, else a ValueError). CUDA memory is wrapped without
-/// a copy; host memory is copied.
+/// (`want`: a device the caller requires, else a ValueError). CUDA and host memory are both
+/// wrapped without a copy.
 pub(crate) fn import(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
@@ -206,11 +207,19 @@ pub(crate) fn import(
             Tensor::from_parts(Storage::Cuda(s), &shape).py()?
         }
         (Device::Cpu, _) if n > 0 => {
-            // SAFETY: a validated host tensor of `n` compact, aligned elements of `dtype`
-            // (checked above), alive while `imported` is (until the end of this block).
-            let t = unsafe { copy_host(&rt, dtype, base as *const u8, n, &shape) };
-            drop(imported);
-            t?
+            // Shared, not copied (the array API's from_dlpack reuses the producer's buffer):
+            // the tensor reads the producer's memory for as long as it holds the deleter.
+            let memory = Arc::new(SharedHost {
+                base: base as *const u8,
+                len: n * dtype.size_bytes(),
+                _owner: Box::new(imported.into_deleter()),
+            });
+            let s = kiln::cpu::storage::CpuStorage::shared(dtype, memory).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "the array's data at 0x{base:x} is not a whole number of aligned {dtype} elements; copy it first (x.copy())"
+                ))
+            })?;
+            Tensor::from_parts(Storage::Cpu(s), &shape).py()?
         }
         _ => rt.zeros(&shape, dtype).py()?,
     };
@@ -221,32 +230,31 @@ fn on_stream_storage<R>(rt: &Arc<Runtime>, f: impl FnOnce() -> R) -> PyResult<R>
     crate::on_stream(rt, f).py()
 }
 
-/// A CPU tensor holding a copy of `n` elements of `dtype` at `p`.
-///
-/// # Safety
-///
-/// `p` must address `n` initialised elements of `dtype`, aligned for it, valid for the call.
-unsafe fn copy_host(rt: &Runtime, dtype: DType, p: *const u8, n: usize, shape: &[usize]) -> PyResult<Tensor> {
-    unsafe fn copy<T: kiln::TensorElement>(
-        rt: &Runtime,
-        p: *const u8,
-        n: usize,
-        shape: &[usize],
-    ) -> PyResult<Tensor> {
-        // SAFETY: the caller's contract: `n` aligned, initialised elements of T at `p`.
-        let s = unsafe { std::slice::from_raw_parts(p as *const T, n) };
-        rt.tensor_from_vec(s.to_vec(), shape).py()
+/// A host array imported through DLPack: its memory, kept alive by the producer's deleter.
+struct SharedHost {
+    base: *const u8,
+    len: usize,
+    _owner: Box<dyn Send + Sync>,
+}
+
+// SAFETY: the memory is plain host bytes that kiln only reads; the producer keeps it at this
+// address until the deleter (`_owner`, itself Send + Sync) is dropped with this value.
+unsafe impl Send for SharedHost {}
+// SAFETY: as for Send: shared reads of host memory from several threads are sound.
+unsafe impl Sync for SharedHost {}
+
+impl std::fmt::Debug for SharedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedHost({:p}, {} bytes)", self.base, self.len)
     }
-    // SAFETY: (every arm) forwarded from this function's contract, with T matching `dtype`.
-    unsafe {
-        match dtype {
-            DType::F32 => copy::<f32>(rt, p, n, shape),
-            DType::F64 => copy::<f64>(rt, p, n, shape),
-            DType::F16 => copy::<half::f16>(rt, p, n, shape),
-            DType::BF16 => copy::<half::bf16>(rt, p, n, shape),
-            DType::U8 => copy::<u8>(rt, p, n, shape),
-            DType::U16 => copy::<u16>(rt, p, n, shape),
-        }
+}
+
+impl kiln::cpu::hostbuf::ExternalHost for SharedHost {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: dlpark validated the descriptor: `len` bytes of compact elements start at
+        // `base` in host memory, which the producer keeps valid and in place while its
+        // deleter (held in `_owner`) lives, i.e. for as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.base, self.len) }
     }
 }
 
@@ -414,8 +422,8 @@ pub(crate) fn export<'py>(
     dlpark::python::export_dlpack(&ex, py, request)
 }
 
-/// `from_dlpack(x, device=None)`: a kiln tensor over `x`'s memory (no copy on a CUDA
-/// device; host arrays are copied).
+/// `from_dlpack(x, device=None)`: a kiln tensor over `x`'s memory (no copy, on a CUDA
+/// device or the host).
 #[pyfunction]
 #[pyo3(signature = (x, device = None))]
 fn from_dlpack(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<&str>) -> PyResult<PyTensor> {

@@ -1,5 +1,7 @@
 """kiln on the CPU against NumPy and scipy.ndimage (runs in CI)."""
 
+import gc
+
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -45,6 +47,19 @@ def test_cpu_export_is_zero_copy():
     assert t.__dlpack_device__() == (1, 0)
     del t  # the capsule keeps the storage alive
     assert a.shape == (4, 4) and np.isfinite(a).all()
+
+
+def test_cpu_import_is_zero_copy():
+    x = rand(4, 4)
+    t = kiln.from_dlpack(x)
+    assert t.data_ptr == x.ctypes.data, "the tensor reads the array's memory"
+    x[0, 0] = 42.0  # DLPack shares memory: a write through NumPy is seen by the tensor
+    assert t.numpy()[0, 0] == 42.0
+    want = x.copy()
+    del x  # the tensor holds the producer's deleter: the memory stays valid
+    gc.collect()
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.testing.assert_allclose(kiln.sigmoid(t).numpy(), 1 / (1 + np.exp(-want)), rtol=1e-6)
 
 
 def test_versioned_and_legacy_capsules():

@@ -69,7 +69,7 @@ pub mod core {
 /// The CPU backend's routines: the numerical reference the GPU is checked against, called
 /// directly by tools that verify or time against it without a [`Runtime`].
 pub mod cpu {
-    pub use kiln_cpu::{elementwise, finance, imaging, storage};
+    pub use kiln_cpu::{elementwise, finance, hostbuf, imaging, storage};
 }
 
 pub use kiln_cuda as cuda;

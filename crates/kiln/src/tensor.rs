@@ -192,12 +192,12 @@ impl Tensor {
         match &*self.storage {
             Storage::Cpu(c) => Ok(c.clone()),
             Storage::Cuda(g) => Ok(match g.dtype() {
-                DType::F32 => CpuStorage::F32(download(g)?),
-                DType::F64 => CpuStorage::F64(download(g)?),
-                DType::F16 => CpuStorage::F16(download(g)?),
-                DType::BF16 => CpuStorage::BF16(download(g)?),
-                DType::U8 => CpuStorage::U8(download(g)?),
-                DType::U16 => CpuStorage::U16(download(g)?),
+                DType::F32 => CpuStorage::F32(download(g)?.into()),
+                DType::F64 => CpuStorage::F64(download(g)?.into()),
+                DType::F16 => CpuStorage::F16(download(g)?.into()),
+                DType::BF16 => CpuStorage::BF16(download(g)?.into()),
+                DType::U8 => CpuStorage::U8(download(g)?.into()),
+                DType::U16 => CpuStorage::U16(download(g)?.into()),
             }),
         }
     }

@@ -75,7 +75,7 @@ pub fn binary_run(src: Vec<u8>, shape: [usize; 3], spec: &BinarySpec, mask: Opti
 pub fn binary_storage(x: &CpuStorage, shape: [usize; 3], spec: &BinarySpec) -> Result<CpuStorage> {
     let t = truth(x);
     check_shape("binary morphology", shape, t.len())?;
-    Ok(CpuStorage::U8(binary_run(t, shape, spec, None)))
+    Ok(CpuStorage::U8(binary_run(t, shape, spec, None).into()))
 }
 
 /// scipy's `binary_fill_holes` with the dilation `spec` ([`BinarySpec::fill_holes`]).
@@ -84,7 +84,9 @@ pub fn fill_holes_storage(x: &CpuStorage, shape: [usize; 3], spec: &BinarySpec) 
     check_shape("binary_fill_holes", shape, t.len())?;
     let mask: Vec<u8> = t.par_iter().map(|&v| 1 - v).collect();
     let grown = binary_run(vec![0u8; t.len()], shape, spec, Some(&mask));
-    Ok(CpuStorage::U8(grown.into_par_iter().map(|v| 1 - v).collect()))
+    Ok(CpuStorage::U8(
+        grown.into_par_iter().map(|v| 1 - v).collect::<Vec<_>>().into(),
+    ))
 }
 
 /// Coordinate `i + o` when it lies in `0..n` (outside reads the border value).

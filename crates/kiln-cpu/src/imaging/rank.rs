@@ -28,9 +28,9 @@ pub fn rank_filter_storage(
     op: &str,
 ) -> Result<CpuStorage> {
     Ok(match x {
-        CpuStorage::U8(v) => CpuStorage::U8(rank_filter(v, shape, spec)?),
-        CpuStorage::U16(v) => CpuStorage::U16(rank_filter(v, shape, spec)?),
-        CpuStorage::F32(v) => CpuStorage::F32(rank_filter(v, shape, spec)?),
+        CpuStorage::U8(v) => CpuStorage::U8(rank_filter(v, shape, spec)?.into()),
+        CpuStorage::U16(v) => CpuStorage::U16(rank_filter(v, shape, spec)?.into()),
+        CpuStorage::F32(v) => CpuStorage::F32(rank_filter(v, shape, spec)?.into()),
         other => {
             let d = match other {
                 CpuStorage::F64(_) => kiln_core::DType::F64,

@@ -3,8 +3,8 @@
 Every op takes a ``kiln.Tensor`` or any array that speaks DLPack (``torch.Tensor``,
 ``cupy.ndarray``, ``numpy.ndarray``, ``jax.Array``), runs on the device the data lives on
 and returns a ``kiln.Tensor`` there, or the caller's type with ``out_type="like"``. Arrays on
-a CUDA device are used in place (no copy); host arrays are copied once into kiln's CPU
-storage.
+a CUDA device or on the host are used in place (no copy): a NumPy array's memory is shared,
+as the array API's ``from_dlpack`` asks.
 
 >>> import numpy as np, kiln
 >>> img = np.random.default_rng(0).random((64, 64), dtype=np.float32)
