@@ -333,9 +333,10 @@ fn finance_rows(rt: &Runtime, size: &str, reps: usize) -> kiln::Result<Vec<Row>>
                 0.0
             };
             r.note = format!(
-                "price {:.5} +- {:.5} vs closed form {:.5}; {:.1} G path-steps/s",
+                "price {:.5} +- {:.5} vs {} {:.5}; {:.1} G path-steps/s",
                 c.price,
                 c.std_error,
+                c.reference,
                 c.closed_form,
                 c.path_steps_per_s / 1e9
             );
@@ -395,6 +396,15 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     Ok(ExitCode::from(if all_verified { exit::OK } else { exit::VERIFY }))
 }
 
+/// A measure in `{:.2e}` form, or `-` where the column does not apply to the row (NaN).
+fn sci_or_dash(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
 fn print_table(o: &Output) {
     if let Some(d) = &o.device.strip_prefix("cuda") {
         println!("kiln demo on cuda{d}");
@@ -416,7 +426,7 @@ fn print_table(o: &Output) {
     );
     for r in &o.rows {
         println!(
-            "{:<34} {:<7} {:>15} {:>10.3} {:>11.4} {:>4} {:<19} {:>10} {:>14.2e} {:>13.2e}  {}  ({})",
+            "{:<34} {:<7} {:>15} {:>10.3} {:>11.4} {:>4} {:<19} {:>10} {:>14} {:>13}  {}  ({})",
             r.op,
             r.device,
             r.size,
@@ -425,8 +435,8 @@ fn print_table(o: &Output) {
             r.reps,
             r.covers.name(),
             r.gbps.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into()),
-            r.max_rel_err_vs_cpu,
-            r.rel_l2_vs_f64,
+            sci_or_dash(r.max_rel_err_vs_cpu),
+            sci_or_dash(r.rel_l2_vs_f64),
             if r.verified { "ok" } else { "FAIL" },
             r.note
         );
