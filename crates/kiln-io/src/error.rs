@@ -36,6 +36,17 @@ pub enum IoError {
         /// What the decoder reported.
         reason: String,
     },
+    /// The file reads well but what it says breaks the format's rules (an option CSV whose
+    /// header names an unknown column): the file is not damaged; its content must change.
+    #[error("{}: {reason}", path.display())]
+    Content {
+        /// The file.
+        path: PathBuf,
+        /// The format it was read as (`option CSV`).
+        format: &'static str,
+        /// What is wrong and what to write instead.
+        reason: String,
+    },
     /// The pixel layout (channel count, bit depth, sample format) is one the format or kiln
     /// does not support.
     #[error("{}: unsupported pixel type {found} for {format}; supported: {supported}", path.display())]
@@ -131,6 +142,7 @@ impl IoError {
             IoError::UnknownExtension { path, .. }
             | IoError::NotFound { path }
             | IoError::Corrupt { path, .. }
+            | IoError::Content { path, .. }
             | IoError::UnsupportedPixelType { path, .. }
             | IoError::UnsupportedDtype { path, .. }
             | IoError::UnsupportedDimensionality { path, .. }

@@ -136,8 +136,8 @@ pub enum RowKind {
     American(Option<u32>),
     /// Style `basket`: a European call or put on the basket of file
     /// [`OptionsFile::baskets`]`[basket]` ([`OptionRow::basket`]); the spec carries the
-    /// type, strike, rate and maturity (its spot is the strike and its volatility 1, as
-    /// placeholders; the file gives each asset's).
+    /// type, strike, rate and maturity (its spot and volatility are 1, as placeholders;
+    /// the file gives each asset's).
     Basket {
         /// Index into [`OptionsFile::baskets`].
         basket: usize,
@@ -401,14 +401,14 @@ fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; NCOLS]> 
         }
     }
     if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
-        return Err(IoError::corrupt(
-            path,
-            FORMAT,
-            format!(
-                "the file is empty; it must start with a header row naming the columns ({})",
+        return Err(IoError::Content {
+            path: path.to_owned(),
+            format: FORMAT,
+            reason: format!(
+                "the file is empty; an {FORMAT} starts with a header row naming the columns ({})",
                 INPUT_COLUMNS.join(",")
             ),
-        ));
+        });
     }
     let missing: Vec<String> = REQUIRED_COLUMNS
         .iter()
@@ -433,15 +433,15 @@ fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; NCOLS]> 
     if problems.is_empty() {
         return Ok(idx);
     }
-    Err(IoError::corrupt(
-        path,
-        FORMAT,
-        format!(
-            "bad header: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, model, kappa, theta, xi, rho, v0, basket, average, in any order",
+    Err(IoError::Content {
+        path: path.to_owned(),
+        format: FORMAT,
+        reason: format!(
+            "bad header of the {FORMAT}: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, model, kappa, theta, xi, rho, v0, basket, average, in any order; rename or remove the other columns",
             problems.join("; "),
             REQUIRED_COLUMNS.join(", ")
         ),
-    ))
+    })
 }
 
 /// The trimmed text of a cell; empty where the column or the cell is absent.
@@ -635,7 +635,9 @@ fn parse_spec(
         let Some(kind) = basket_kind else {
             return Err(reasons);
         };
-        let spec = OptionSpec::european(option_type, strike, strike, rate, 0.0, 1.0, t);
+        // spot 1 and volatility 1 are placeholders (the file gives each asset's), so a bad
+        // strike is reported as the strike
+        let spec = OptionSpec::european(option_type, 1.0, strike, rate, 0.0, 1.0, t);
         spec.validate().map_err(why)?;
         return Ok((spec, kind));
     }

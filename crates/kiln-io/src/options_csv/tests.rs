@@ -105,6 +105,8 @@ fn header_problems_name_the_columns() {
         "{e}"
     );
     assert!(e.contains("unknown column(s) `vol`"), "{e}");
+    // the file is readable: not called truncated or corrupt, nor sent to be re-copied
+    assert!(!e.contains("corrupt") && !e.contains("re-copy"), "{e}");
     let e = header_error("type,style,spot,strike,rate,volatility,maturity,spot\n");
     assert!(e.contains("named twice: `spot`"), "{e}");
     let e = header_error("");
@@ -279,7 +281,9 @@ fn basket_rows_name_shared_files_and_bad_ones_say_why() {
          x4,call,basket,,90,0.02,,1,,b/two.csv,median\n\
          x5,call,european,100,100,0.02,0.2,1,,b/two.csv,\n\
          x6,call,basket,,90,0.02,0.2,1,0.01,,\n\
-         x7,call,basket,,90,0.02,,1,,npd.csv,\n",
+         x7,call,basket,,90,0.02,,1,,npd.csv,\n\
+         x8,call,basket,,0,0.02,,1,,b/two.csv,\n\
+         x9,put,basket,,-10,0.02,,1,,b/two.csv,\n",
     )
     .unwrap();
     let f = read_options(&book).unwrap();
@@ -319,5 +323,8 @@ fn basket_rows_name_shared_files_and_bad_ones_say_why() {
         x6.contains("volatility: `0.2`") && x6.contains("dividend: `0.01`") && x6.contains("basket is empty"),
         "{x6}"
     );
-    assert_eq!((f.options.len(), f.errors.len()), (3, 7));
+    // a bad strike is named as the strike (the spot slot holds a placeholder)
+    assert!(why("x8").starts_with("strike = 0;"), "{}", why("x8"));
+    assert!(why("x9").starts_with("strike = -10;"), "{}", why("x9"));
+    assert_eq!((f.options.len(), f.errors.len()), (3, 9));
 }
