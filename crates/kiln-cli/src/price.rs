@@ -262,8 +262,18 @@ fn same_kind(a: &OptionRow, b: &OptionRow) -> bool {
 }
 
 /// Why `method` cannot price row `o`, if it cannot.
-fn unsupported(o: &OptionRow, method: Method, target: bool) -> Option<String> {
+fn unsupported(o: &OptionRow, method: Method, mc: &McParams, target: bool) -> Option<String> {
     let style = o.spec.style.name();
+    // What the Monte Carlo engine would refuse for this row (a barrier rebate), found here so
+    // that every bad row is reported in the one pass before anything is priced.
+    if method == Method::MonteCarlo && o.kind == RowKind::Plain {
+        if let Err(e) = kiln::core::finance::PathParams::new(&o.spec, mc) {
+            return Some(match e {
+                Error::InvalidArgument { reason, .. } => reason,
+                e => e.to_string(),
+            });
+        }
+    }
     match o.kind {
         RowKind::Plain if !supports(method, o.spec.style) => Some(format!(
             "style {style} has no closed form in kiln; price it with --method mc"
@@ -417,7 +427,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let baskets = file.baskets;
     let mut good = Vec::with_capacity(file.options.len());
     for o in file.options {
-        if let Some(reason) = unsupported(&o, method, args.target_se.is_some()) {
+        if let Some(reason) = unsupported(&o, method, &mc, args.target_se.is_some()) {
             errors.push(RowError {
                 row: o.row,
                 line: o.line,

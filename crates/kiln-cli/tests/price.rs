@@ -136,6 +136,44 @@ fn bad_rows_exit_4_and_write_nothing() {
 }
 
 #[test]
+fn monte_carlo_refusals_are_reported_with_the_other_bad_rows() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "mixed.csv",
+        "id,type,style,spot,strike,rate,volatility,maturity,barrier,rebate\n\
+         good,call,european,100,100,0.05,0.2,1,,\n\
+         rebated,call,barrier_up_out,100,100,0.05,0.2,1,130,2\n\
+         broken,call,european,100,,0.05,0.2,1,,\n",
+    );
+    let o = kiln(
+        d.path(),
+        &[
+            "--input",
+            "mixed.csv",
+            "--output",
+            "out.csv",
+            "--device",
+            "cpu",
+            "--method",
+            "mc",
+            "--paths",
+            "4096",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("2 of 3 rows"), "{err}");
+    for (id, why) in [("rebated", "rebate = 2"), ("broken", "strike is empty")] {
+        assert!(
+            err.lines().any(|l| l.contains(id) && l.contains(why)),
+            "{id} not reported with `{why}`:\n{err}"
+        );
+    }
+    assert!(!d.path().join("out.csv").exists());
+}
+
+#[test]
 fn skip_invalid_writes_good_rows_and_the_errors_file() {
     let d = tempfile::tempdir().unwrap();
     write(d.path(), "bad.csv", BAD);
