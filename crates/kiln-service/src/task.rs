@@ -185,6 +185,13 @@ fn auto() -> String {
     "auto".into()
 }
 
+/// The `i`-th number of `v.data` as the request wrote it (for an error message).
+fn v_text(v: &Value, i: usize) -> String {
+    v.get("data")
+        .and_then(|d| d.get(i))
+        .map_or_else(|| "the number".into(), |n| n.to_string())
+}
+
 /// An array in a request: `{"shape": [..], "data": [..]}` or `{"blob": "b_..."}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -333,6 +340,15 @@ fn array(
                 return Err(bad(format!(
                     "inputs.{what}: shape {shape:?} holds {n} elements but data has {}",
                     data.len()
+                )));
+            }
+            // A JSON number past f32's range parses as an infinity, which the stored task
+            // would write as `null` and the worker could not read back: refused here.
+            if let Some(i) = data.iter().position(|v| !v.is_finite()) {
+                return Err(bad(format!(
+                    "inputs.{what}.data[{i}]: {} is outside float32's range (|x| <= {:e})",
+                    v_text(v, i),
+                    f32::MAX
                 )));
             }
             let len = data.len() as u64;

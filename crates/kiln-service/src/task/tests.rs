@@ -258,3 +258,30 @@ fn stored_books_keep_every_bit() {
     assert_eq!(spec.spot.to_bits(), spot.to_bits(), "{text}");
     assert_eq!(back, v.task);
 }
+
+/// A number past float32's range is refused at submission, naming the element; it used to
+/// be stored as `null` and fail in the worker.
+#[test]
+fn array_numbers_past_float32_are_refused_naming_the_element() {
+    let e = err(validate(
+        "elementwise",
+        &json!({"op": "relu"}),
+        &json!({"x": {"shape": [3], "data": [1.0, 1e39, 2.0]}}),
+        1 << 20,
+        false,
+        &OneBlob(PathBuf::new()),
+    ));
+    assert!(
+        e.contains("inputs.x.data[1]: 1e+39") && e.contains("float32"),
+        "{e}"
+    );
+    let e = err(validate(
+        "elementwise",
+        &json!({"op": "relu"}),
+        &json!({"x": {"shape": [2], "data": [1.0, null]}}),
+        1 << 20,
+        false,
+        &OneBlob(PathBuf::new()),
+    ));
+    assert!(e.contains("inputs.x") && e.contains("null"), "{e}");
+}
