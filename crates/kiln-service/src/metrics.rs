@@ -50,6 +50,7 @@ pub struct ServiceMetrics {
     nodes: Gauge,
     submitted: Family<KindLabels, Counter>,
     finished: Family<KindStateLabels, Counter>,
+    expired: Family<KindLabels, Counter>,
     queue_depth: Gauge,
     running: Gauge,
     workers_up: Gauge,
@@ -78,6 +79,7 @@ impl Default for ServiceMetrics {
             nodes: Gauge::default(),
             submitted: Family::default(),
             finished: Family::default(),
+            expired: Family::default(),
             queue_depth: Gauge::default(),
             running: Gauge::default(),
             workers_up: Gauge::default(),
@@ -97,6 +99,11 @@ impl Default for ServiceMetrics {
             "kiln_service_jobs_finished",
             "Jobs that reached a terminal state, by kind and state",
             m.finished.clone(),
+        );
+        r.register(
+            "kiln_service_jobs_expired",
+            "Jobs failed as `expired`: not started within their queue_timeout_s (also counted as finished, failed), by kind",
+            m.expired.clone(),
         );
         q.register(
             "kiln_service_queue_depth",
@@ -179,6 +186,13 @@ impl ServiceMetrics {
             })
             .inc();
         kiln_monitor::global().kiln().observe_job_latency(kind, latency_s);
+    }
+
+    /// A job of `kind` was not started within its queue timeout.
+    pub fn expired(&self, kind: &str) {
+        self.expired
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .inc();
     }
 
     /// A batch of `n` jobs of `kind` ran for `run_s`; each had queued for `queued_s`.

@@ -7,7 +7,7 @@ use crate::config::{GpuSelection, ServiceConfig, Workers};
 use crate::error::ServeError;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
-use crate::store::{JobStore, NodeInfo, PgOptions, PgStore, SqliteStore, StoreEvents};
+use crate::store::{now_ms, JobStore, NodeInfo, PgOptions, PgStore, SqliteStore, StoreEvents};
 use crate::supervisor::Shared;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -287,6 +287,18 @@ async fn keeper(
             continue;
         }
         tick += 1;
+        // queued jobs past their queue timeout fail as `expired` (claims check it too)
+        match store.expire_queued().await {
+            Ok(gone) => {
+                for j in gone {
+                    let latency = (now_ms() - j.created_ms).max(0) as f64 / 1e3;
+                    metrics.finished(&j.kind, "failed", latency);
+                    metrics.expired(&j.kind);
+                    hub.finished(&j.id, &j.principal);
+                }
+            }
+            Err(e) => tracing::debug!("queue-timeout sweep: {e}"),
+        }
         match store.node_heartbeat(&info, lease).await {
             Ok(()) if failing => {
                 tracing::warn!("node heartbeat: the store answers again");

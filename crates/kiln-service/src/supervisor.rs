@@ -420,9 +420,9 @@ impl Shared {
     }
 
     /// Claim the next batch for this slot (dynamic batching, the store's fair order between
-    /// tokens), or `None` if there is no work. Claimed jobs already past their deadline fail
-    /// here (`deadline_exceeded`) without reaching the worker; `Some` of an empty batch
-    /// means every claimed job was such.
+    /// tokens), or `None` if there is no work. Claimed jobs already past their deadline or
+    /// their queue timeout fail here (`deadline_exceeded`, `expired`) without reaching the
+    /// worker; `Some` of an empty batch means every claimed job was such.
     async fn next_batch(&self, slot: &Slot) -> Result<Option<Vec<ClaimedJob>>, crate::store::StoreError> {
         let cap = self.cfg.scheduling.max_workers_per_token;
         let b = &self.cfg.batching;
@@ -457,15 +457,24 @@ impl Shared {
             return Ok(None);
         }
         let now = now_ms();
-        let (expired, live): (Vec<ClaimedJob>, Vec<ClaimedJob>) = jobs
-            .into_iter()
-            .partition(|j| j.deadline_ms.is_some_and(|d| d <= now));
-        for job in &expired {
-            let out = Outcome::Failed {
-                code: "deadline_exceeded".into(),
-                message: "the job's deadline passed while it was queued; it never ran".into(),
+        let mut live = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let out = if job.deadline_ms.is_some_and(|d| d <= now) {
+                Outcome::Failed {
+                    code: "deadline_exceeded".into(),
+                    message: "the job's deadline passed while it was queued; it never ran".into(),
+                }
+            } else if job.queue_until_ms.is_some_and(|d| d <= now) {
+                self.metrics.expired(&job.kind);
+                Outcome::Failed {
+                    code: crate::store::EXPIRED.0.into(),
+                    message: crate::store::EXPIRED.1.into(),
+                }
+            } else {
+                live.push(job);
+                continue;
             };
-            self.finish(job, &self.owner(slot), out).await;
+            self.finish(&job, &self.owner(slot), out).await;
         }
         Ok(Some(live))
     }

@@ -97,3 +97,62 @@ async fn errors_have_one_shape_and_admission_is_bounded() {
         assert!(doc["paths"][p].is_object(), "{p} missing");
     }
 }
+
+/// `priority` and `queue_timeout_s`: out of range is a 400 naming the field; a stored job
+/// shows both; past its queue timeout a job that never started fails as `expired`.
+#[tokio::test]
+async fn priorities_and_queue_timeouts_are_checked_stored_and_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path());
+    let job = |extra: Value| {
+        let mut j = json!({"kind": "price", "inputs": {"options": [{"option_type": "put", "style": "european", "spot": 10.0, "strike": 11.0, "rate": 0.0, "dividend": 0.0, "volatility": 0.3, "maturity": 0.5}]}});
+        for (k, v) in extra.as_object().unwrap() {
+            j[k] = v.clone();
+        }
+        j.to_string()
+    };
+    for (extra, field) in [
+        (json!({"priority": 1001}), "priority = 1001"),
+        (json!({"priority": -1001}), "priority = -1001"),
+        (json!({"queue_timeout_s": 0}), "queue_timeout_s = 0"),
+        (
+            json!({"queue_timeout_s": 1_000_000_000}),
+            "queue_timeout_s = 1000000000",
+        ),
+    ] {
+        let (s, b) = call(&st, "POST", "/v1/jobs", Some("secret"), &job(extra)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+        let msg = b["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(field), "{msg}");
+    }
+    let (s, b) = call(
+        &st,
+        "POST",
+        "/v1/jobs",
+        Some("secret"),
+        &job(json!({"priority": 7, "queue_timeout_s": 1})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(b["priority"], 7);
+    let created = b["created_ms"].as_i64().unwrap();
+    assert_eq!(b["queue_until_ms"].as_i64(), Some(created + 1000));
+    let id = b["id"].as_str().unwrap().to_string();
+    // No worker runs here: past the timeout, the keeper's sweep fails it.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let gone = st.store.expire_queued().await.unwrap();
+    assert_eq!(gone.len(), 1);
+    let (s, b) = call(&st, "GET", &format!("/v1/jobs/{id}"), Some("secret"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (b["state"].as_str(), b["error"]["code"].as_str()),
+        (Some("failed"), Some("expired"))
+    );
+    assert!(b["started_ms"].is_null(), "it never ran: {b}");
+    let (_, doc) = call(&st, "GET", "/v1/openapi.json", Some("secret"), "").await;
+    let props = &doc["components"]["schemas"]["SubmitRequest"]["properties"];
+    assert!(
+        props["priority"].is_object() && props["queue_timeout_s"].is_object(),
+        "{props}"
+    );
+}

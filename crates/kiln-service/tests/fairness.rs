@@ -30,6 +30,8 @@ fn job(id: &str, principal: &str) -> NewJob {
         elements: 1,
         max_attempts: 2,
         deadline_ms: None,
+        priority: 0,
+        queue_until_ms: None,
         created_ms: now_ms(),
     }
 }

@@ -27,6 +27,8 @@ fn job(i: usize) -> NewJob {
         elements: 1,
         max_attempts: 5,
         deadline_ms: None,
+        priority: 0,
+        queue_until_ms: None,
         created_ms: now_ms(),
     }
 }

@@ -20,6 +20,8 @@ fn job(id: &str, key: &str, idem: Option<&str>, hash: &str) -> NewJob {
         elements: 1,
         max_attempts: 2,
         deadline_ms: None,
+        priority: 0,
+        queue_until_ms: None,
         created_ms: now_ms(),
     }
 }

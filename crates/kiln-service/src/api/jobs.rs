@@ -130,6 +130,20 @@ pub async fn submit(
             "deadline_s = 0; it must be at least 1 (seconds from submission)".into(),
         ));
     }
+    let limit_s = st.cfg.limits.job_deadline_s;
+    if let Some(q) = req.queue_timeout_s.filter(|&q| q == 0 || q > limit_s) {
+        return Err(ApiError::InvalidParams(format!(
+            "queue_timeout_s = {q}; it must be 1..={limit_s} (seconds from submission; the \
+             server's limits.job_deadline_s)"
+        )));
+    }
+    if let Some(p) = req.priority.filter(|p| !super::types::PRIORITIES.contains(p)) {
+        return Err(ApiError::InvalidParams(format!(
+            "priority = {p}; it must be {}..={} (higher runs first)",
+            super::types::PRIORITIES.start(),
+            super::types::PRIORITIES.end()
+        )));
+    }
     let idem = match headers.get("idempotency-key") {
         Some(v) => {
             let k = v
@@ -160,7 +174,6 @@ pub async fn submit(
     let per_token = p.max_in_flight.unwrap_or(st.cfg.limits.max_in_flight_per_token);
     st.hub.admit(&p.name, per_token, st.cfg.limits.max_queue)?;
     let now = now_ms();
-    let limit_s = st.cfg.limits.job_deadline_s;
     let id = crate::ids::new_id("j");
     let task_json = serde_json::to_string(&v.task).map_err(|e| ApiError::Internal(e.to_string()))?;
     let new = NewJob {
@@ -175,6 +188,8 @@ pub async fn submit(
         elements: v.elements,
         max_attempts: st.cfg.workers.max_attempts,
         deadline_ms: req.deadline_s.map(|d| now + (d.min(limit_s) * 1000) as i64),
+        priority: req.priority.unwrap_or(0),
+        queue_until_ms: req.queue_timeout_s.map(|q| now + (q * 1000) as i64),
         created_ms: now,
     };
     let inserted = match st.store.insert(new).await {

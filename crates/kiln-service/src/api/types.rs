@@ -25,7 +25,19 @@ pub struct SubmitRequest {
     /// of its own.
     #[schema(minimum = 1)]
     pub deadline_s: Option<u64>,
+    /// Higher runs first among the same token's queued jobs of one batch key (FIFO within a
+    /// priority); default 0. Fair sharing between tokens comes first: a priority orders a
+    /// token's own work, it does not take another token's turn.
+    #[schema(minimum = -1000, maximum = 1000)]
+    pub priority: Option<i32>,
+    /// The job must start within this many seconds of its submission (at least 1, at most
+    /// the server's `limits.job_deadline_s`), else it fails with `expired` without running.
+    #[schema(minimum = 1)]
+    pub queue_timeout_s: Option<u64>,
 }
+
+/// The range of [`SubmitRequest::priority`].
+pub const PRIORITIES: std::ops::RangeInclusive<i32> = -1000..=1000;
 
 /// A job as the API shows it.
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
@@ -48,6 +60,10 @@ pub struct JobView {
     pub finished_ms: Option<i64>,
     /// Deadline.
     pub deadline_ms: Option<i64>,
+    /// Priority (higher first within the token's jobs of one batch key).
+    pub priority: i32,
+    /// Queue timeout: not started by then (ms since the epoch), the job fails as `expired`.
+    pub queue_until_ms: Option<i64>,
     /// The result (succeeded jobs).
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
@@ -67,6 +83,8 @@ impl From<JobRecord> for JobView {
             started_ms: j.started_ms,
             finished_ms: j.finished_ms,
             deadline_ms: j.deadline_ms,
+            priority: j.priority,
+            queue_until_ms: j.queue_until_ms,
             result: j.result.and_then(|r| serde_json::from_str(&r).ok()),
             error: j.error.map(|(code, message)| ErrorBody { code, message }),
         }

@@ -120,6 +120,11 @@ pub struct NewJob {
     pub max_attempts: u32,
     /// Absolute deadline, ms since the epoch.
     pub deadline_ms: Option<i64>,
+    /// Higher runs first among the queued jobs of one principal and batch key; FIFO within
+    /// a priority.
+    pub priority: i32,
+    /// Queue timeout, ms since the epoch: not started by then, the job fails as `expired`.
+    pub queue_until_ms: Option<i64>,
     /// Submission time, ms since the epoch.
     pub created_ms: i64,
 }
@@ -163,6 +168,10 @@ pub struct JobRecord {
     pub finished_ms: Option<i64>,
     /// The deadline, if any.
     pub deadline_ms: Option<i64>,
+    /// Its priority (higher first).
+    pub priority: i32,
+    /// Its queue timeout (ms since the epoch), if any.
+    pub queue_until_ms: Option<i64>,
     /// The result (JSON text), succeeded jobs only.
     pub result: Option<String>,
     /// The error code and message, failed (or retried) jobs.
@@ -188,7 +197,28 @@ pub struct ClaimedJob {
     pub created_ms: i64,
     /// The deadline, if any.
     pub deadline_ms: Option<i64>,
+    /// The queue timeout, if any: past it the job fails as `expired` instead of running.
+    pub queue_until_ms: Option<i64>,
 }
+
+/// A queued job failed as `expired` by [`JobStore::expire_queued`].
+#[derive(Clone, Debug)]
+pub struct ExpiredJob {
+    /// The id.
+    pub id: String,
+    /// The kind.
+    pub kind: String,
+    /// Who submitted it.
+    pub principal: String,
+    /// Submission time.
+    pub created_ms: i64,
+}
+
+/// The code and message of a job that was not started within its `queue_timeout_s`.
+pub const EXPIRED: (&str, &str) = (
+    "expired",
+    "the job was not started within its queue_timeout_s; it never ran",
+);
 
 /// The oldest queued job a worker may take: what the batcher looks at before claiming.
 #[derive(Clone, Debug)]
@@ -298,10 +328,12 @@ pub trait JobStore: Send + Sync + 'static {
     /// tokens: among the principals with queued work (and, when `max_workers_per_token` is
     /// not 0, fewer than that many worker slots holding their jobs), the one whose jobs hold
     /// the fewest slots, then the one served least recently (the latest start of any of its
-    /// jobs; never served first), then the one with the oldest queued job; its oldest
-    /// queued job is the head. Both stores implement this same order.
+    /// jobs; never served first), then the one whose head is oldest, a principal's head being
+    /// its queued job of the highest priority, the oldest of those. Both stores implement
+    /// this same order.
     fn head(&self, gpu: bool, max_workers_per_token: u32) -> BoxFuture<'_, StoreResult<Option<QueueHead>>>;
-    /// Claim up to `max` queued jobs (oldest first, with `batch_key` if given) for `owner`,
+    /// Claim up to `max` queued jobs (highest priority first, then oldest, with `batch_key`
+    /// if given) for `owner`,
     /// leased until now + `lease`: they become `running`, their attempt count grows by one.
     fn claim(
         &self,
@@ -330,6 +362,8 @@ pub trait JobStore: Send + Sync + 'static {
             self.claim(&owner, gpu, Some(&head.batch_key), 1, lease).await
         })
     }
+    /// Fail every queued job whose queue timeout has passed as [`EXPIRED`]; returns them.
+    fn expire_queued(&self) -> BoxFuture<'_, StoreResult<Vec<ExpiredJob>>>;
     /// Extend `owner`'s leases on `ids`.
     fn renew(&self, owner: &str, ids: &[String], lease: Duration) -> BoxFuture<'_, StoreResult<()>>;
     /// Store a job's end, once: only while it is `running` under `owner`. Returns whether

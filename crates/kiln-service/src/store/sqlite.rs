@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 /// Writes committed together at most.
 pub const GROUP: usize = 256;
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,7 +43,9 @@ CREATE TABLE IF NOT EXISTS jobs(
   lease_owner TEXT,
   lease_until_ms INTEGER,
   error_code TEXT,
-  error_message TEXT
+  error_message TEXT,
+  priority INTEGER NOT NULL DEFAULT 0,
+  queue_until_ms INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs(principal, idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
@@ -68,6 +70,20 @@ CREATE INDEX IF NOT EXISTS blobs_job ON blobs(job_id);
 CREATE INDEX IF NOT EXISTS jobs_state_principal ON jobs(state, principal, seq);
 CREATE INDEX IF NOT EXISTS jobs_principal_started ON jobs(principal, started_ms);
 CREATE INDEX IF NOT EXISTS blobs_principal ON blobs(principal, created_ms);
+";
+
+/// Version 1 to 2: priorities and queue timeouts (the columns a version-1 file lacks).
+const TO_V2: &str = "
+ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN queue_until_ms INTEGER;
+";
+
+/// Indexes of the version-2 columns: the claim orders (highest priority, then oldest, per
+/// batch key and per principal) and the queue-timeout sweep.
+const INDEXES_V2: &str = "
+CREATE INDEX IF NOT EXISTS jobs_key_priority ON jobs(state, batch_key, priority DESC, seq);
+CREATE INDEX IF NOT EXISTS jobs_principal_priority ON jobs(state, principal, priority DESC, seq);
+CREATE INDEX IF NOT EXISTS jobs_queue_until ON jobs(state, queue_until_ms) WHERE queue_until_ms IS NOT NULL;
 ";
 
 type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
@@ -131,6 +147,17 @@ impl SqliteStore {
                 .map_err(err)?;
             }
             Some(Ok(SCHEMA_VERSION)) => {}
+            Some(Ok(1)) => {
+                // one transaction: a crash midway leaves version 1, migrated again next start
+                w.execute_batch(&format!(
+                    "BEGIN; {TO_V2} UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;"
+                ))
+                .map_err(|e| StoreError(format!("{}: migrating to schema 2: {e}", path.display())))?;
+                tracing::info!(
+                    "{}: job store migrated to schema 2 (priorities, queue timeouts)",
+                    path.display()
+                );
+            }
             Some(other) => {
                 return Err(StoreError(format!(
                     "{} has schema version {other:?}; this kiln knows {SCHEMA_VERSION}",
@@ -138,6 +165,7 @@ impl SqliteStore {
                 )))
             }
         }
+        w.execute_batch(INDEXES_V2).map_err(err)?;
         let r = open(&path, synchronous_full)?;
         let (tx, rx) = mpsc::channel::<WriteOp>();
         let thread = std::thread::Builder::new()
@@ -258,7 +286,7 @@ fn op_failed(op: WriteOp, _msg: &str) -> Reply {
 }
 
 const JOB_COLS: &str = "seq, id, kind, state, principal, attempts, max_attempts, created_ms, \
-     started_ms, finished_ms, deadline_ms, error_code, error_message";
+     started_ms, finished_ms, deadline_ms, error_code, error_message, priority, queue_until_ms";
 
 fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
     let state: String = r.get(3)?;
@@ -276,6 +304,8 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
         started_ms: r.get(8)?,
         finished_ms: r.get(9)?,
         deadline_ms: r.get(10)?,
+        priority: r.get(13)?,
+        queue_until_ms: r.get(14)?,
         result: None,
         error: code.map(|c| (c, msg.unwrap_or_default())),
     })
@@ -367,8 +397,8 @@ impl JobStore for SqliteStore {
             }
             c.execute(
                 "INSERT INTO jobs(id, kind, batch_key, needs_gpu, principal, idem_key, request_hash, \
-                 task, elements, state, max_attempts, deadline_ms, created_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', ?10, ?11, ?12)",
+                 task, elements, state, max_attempts, deadline_ms, created_ms, priority, queue_until_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', ?10, ?11, ?12, ?13, ?14)",
                 params![
                     job.id,
                     job.kind,
@@ -381,7 +411,9 @@ impl JobStore for SqliteStore {
                     job.elements as i64,
                     job.max_attempts,
                     job.deadline_ms,
-                    job.created_ms
+                    job.created_ms,
+                    job.priority,
+                    job.queue_until_ms
                 ],
             )?;
             let j = get_job(c, &job.id, false)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
@@ -467,12 +499,13 @@ impl JobStore for SqliteStore {
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
                  lease_owner = ?2, lease_until_ms = ?3 \
                  WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
-                   AND (?5 IS NULL OR batch_key = ?5) ORDER BY seq LIMIT ?6) \
-                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, seq",
+                   AND (?5 IS NULL OR batch_key = ?5) ORDER BY priority DESC, seq LIMIT ?6) \
+                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
+                   queue_until_ms, priority, seq",
             )?;
-            let mut jobs: Vec<(i64, ClaimedJob)> = st
+            let mut jobs: Vec<((i64, i64), ClaimedJob)> = st
                 .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
-                    Ok((r.get(8)?, claimed_job(r)?))
+                    Ok(((-r.get::<_, i64>(9)?, r.get::<_, i64>(10)?), claimed_job(r)?))
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             jobs.sort_by_key(|(s, _)| *s);
@@ -498,12 +531,35 @@ impl JobStore for SqliteStore {
             let mut st = c.prepare_cached(
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
                  lease_owner = ?2, lease_until_ms = ?3 WHERE seq = ?4 AND state = 'queued' \
-                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms",
+                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
+                   queue_until_ms",
             )?;
             let jobs = st
                 .query_map(params![now, owner, until, seq], claimed_job)?
                 .collect::<rusqlite::Result<_>>()?;
             Ok(jobs)
+        })
+    }
+
+    fn expire_queued(&self) -> BoxFuture<'_, StoreResult<Vec<ExpiredJob>>> {
+        self.write(|c| {
+            let now = now_ms();
+            let mut st = c.prepare_cached(
+                "UPDATE jobs SET state = 'failed', finished_ms = ?1, error_code = ?2, error_message = ?3 \
+                 WHERE state = 'queued' AND queue_until_ms IS NOT NULL AND queue_until_ms <= ?1 \
+                 RETURNING id, kind, principal, created_ms",
+            )?;
+            let gone = st
+                .query_map(params![now, EXPIRED.0, EXPIRED.1], |r| {
+                    Ok(ExpiredJob {
+                        id: r.get(0)?,
+                        kind: r.get(1)?,
+                        principal: r.get(2)?,
+                        created_ms: r.get(3)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(gone)
         })
     }
 
@@ -805,7 +861,7 @@ impl JobStore for SqliteStore {
 }
 
 /// A claimed job from the columns `id, kind, principal, task, attempts, max_attempts,
-/// created_ms, deadline_ms` (in that order) of a claim's `RETURNING`.
+/// created_ms, deadline_ms, queue_until_ms` (in that order) of a claim's `RETURNING`.
 fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
     Ok(ClaimedJob {
         id: r.get(0)?,
@@ -816,5 +872,6 @@ fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
         max_attempts: r.get(5)?,
         created_ms: r.get(6)?,
         deadline_ms: r.get(7)?,
+        queue_until_ms: r.get(8)?,
     })
 }

@@ -5,7 +5,8 @@ use crate::store::*;
 use tokio_postgres::Row;
 
 pub const JOB_COLS: &str = "j.seq, j.id, j.kind, j.state, j.principal, j.attempts, j.max_attempts, \
-     j.created_ms, j.started_ms, j.finished_ms, j.deadline_ms, j.error_code, j.error_message";
+     j.created_ms, j.started_ms, j.finished_ms, j.deadline_ms, j.error_code, j.error_message, \
+     j.priority, j.queue_until_ms";
 
 pub fn job_row(r: &Row) -> StoreResult<JobRecord> {
     let state: String = r.try_get(3).map_err(pg_err)?;
@@ -25,6 +26,8 @@ pub fn job_row(r: &Row) -> StoreResult<JobRecord> {
         started_ms: r.try_get(8).map_err(pg_err)?,
         finished_ms: r.try_get(9).map_err(pg_err)?,
         deadline_ms: r.try_get(10).map_err(pg_err)?,
+        priority: r.try_get(13).map_err(pg_err)?,
+        queue_until_ms: r.try_get(14).map_err(pg_err)?,
         result: None,
         error: code.map(|c| (c, msg.unwrap_or_default())),
     })
@@ -65,7 +68,7 @@ pub async fn get_job(
         return Ok(None);
     };
     let mut j = job_row(&row)?;
-    j.result = row.try_get(13).map_err(pg_err)?;
+    j.result = row.try_get(15).map_err(pg_err)?;
     Ok(Some(j))
 }
 

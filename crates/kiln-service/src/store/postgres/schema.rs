@@ -10,7 +10,7 @@ use crate::store::{StoreError, StoreResult};
 const MIGRATION_LOCK: i64 = 0x6b69_6c6e_006d_6967;
 
 /// The schema version this build knows (the last migration's).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// `(version, description, SQL)`, in order; never edit one that has shipped, add the next.
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
@@ -83,6 +83,17 @@ CREATE TABLE kiln_nodes(
 CREATE INDEX kiln_jobs_queued_principal ON kiln_jobs(principal, seq) WHERE state = 'queued';
 CREATE INDEX kiln_jobs_principal_started ON kiln_jobs(principal, started_ms);
 CREATE INDEX kiln_blobs_principal ON kiln_blobs(principal, created_ms);
+",
+    ),
+    (
+        3,
+        "priorities and queue timeouts: the claim orders and the expiry sweep",
+        "
+ALTER TABLE kiln_jobs ADD COLUMN priority integer NOT NULL DEFAULT 0;
+ALTER TABLE kiln_jobs ADD COLUMN queue_until_ms bigint;
+CREATE INDEX kiln_jobs_queued_key_priority ON kiln_jobs(batch_key, priority DESC, seq) WHERE state = 'queued';
+CREATE INDEX kiln_jobs_queued_principal_priority ON kiln_jobs(principal, priority DESC, seq) WHERE state = 'queued';
+CREATE INDEX kiln_jobs_queue_until ON kiln_jobs(queue_until_ms) WHERE state = 'queued' AND queue_until_ms IS NOT NULL;
 ",
     ),
 ];

@@ -145,8 +145,9 @@ impl JobStore for PgStore {
             let st = c
                 .prepare_cached(
                     "WITH ins AS (INSERT INTO kiln_jobs(id, kind, batch_key, needs_gpu, principal, \
-                     idem_key, request_hash, task, elements, state, max_attempts, deadline_ms, created_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12) \
+                     idem_key, request_hash, task, elements, state, max_attempts, deadline_ms, created_ms, \
+                     priority, queue_until_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14) \
                      ON CONFLICT (principal, idem_key) WHERE idem_key IS NOT NULL DO NOTHING \
                      RETURNING id) \
                      SELECT id, pg_notify('kiln_jobs', '') FROM ins",
@@ -171,6 +172,8 @@ impl JobStore for PgStore {
                         &max_attempts,
                         &job.deadline_ms,
                         &job.created_ms,
+                        &job.priority,
+                        &job.queue_until_ms,
                     ],
                 )
                 .await
@@ -265,7 +268,7 @@ impl JobStore for PgStore {
                          AND principal > p.name ORDER BY principal LIMIT 1) FROM p WHERE p.name IS NOT NULL), \
                      c AS (SELECT name, \
                        (SELECT seq FROM kiln_jobs WHERE state = 'queued' AND principal = p.name \
-                         AND (NOT needs_gpu OR $1) ORDER BY seq LIMIT 1) AS first, \
+                         AND (NOT needs_gpu OR $1) ORDER BY priority DESC, seq LIMIT 1) AS first, \
                        (SELECT count(DISTINCT lease_owner) FROM kiln_jobs WHERE state = 'running' \
                          AND principal = p.name) AS slots, \
                        (SELECT max(started_ms) FROM kiln_jobs WHERE principal = p.name) AS last \
@@ -308,11 +311,11 @@ impl JobStore for PgStore {
                     "UPDATE kiln_jobs j SET state = 'running', attempts = j.attempts + 1, started_ms = $1, \
                      lease_owner = $2, lease_until_ms = kiln_now_ms() + $3 \
                      FROM (SELECT seq FROM kiln_jobs WHERE state = 'queued' AND (NOT needs_gpu OR $4) \
-                       AND ($5::text IS NULL OR batch_key = $5) ORDER BY seq LIMIT $6 \
+                       AND ($5::text IS NULL OR batch_key = $5) ORDER BY priority DESC, seq LIMIT $6 \
                        FOR UPDATE SKIP LOCKED) picked \
                      WHERE j.seq = picked.seq \
                      RETURNING j.id, j.kind, j.principal, j.task, j.attempts, j.max_attempts, \
-                       j.created_ms, j.deadline_ms, j.seq",
+                       j.created_ms, j.deadline_ms, j.seq, j.priority, j.queue_until_ms",
                 )
                 .await
                 .map_err(pg_err)?;
@@ -327,8 +330,9 @@ impl JobStore for PgStore {
                     let attempt: i32 = r.try_get(4).map_err(pg_err)?;
                     let max_attempts: i32 = r.try_get(5).map_err(pg_err)?;
                     let seq: i64 = r.try_get(8).map_err(pg_err)?;
+                    let priority: i32 = r.try_get(9).map_err(pg_err)?;
                     Ok((
-                        seq,
+                        (-i64::from(priority), seq),
                         ClaimedJob {
                             id: r.try_get(0).map_err(pg_err)?,
                             kind: r.try_get(1).map_err(pg_err)?,
@@ -338,12 +342,40 @@ impl JobStore for PgStore {
                             max_attempts: max_attempts.max(0) as u32,
                             created_ms: r.try_get(6).map_err(pg_err)?,
                             deadline_ms: r.try_get(7).map_err(pg_err)?,
+                            queue_until_ms: r.try_get(10).map_err(pg_err)?,
                         },
                     ))
                 })
                 .collect::<StoreResult<Vec<_>>>()?;
             jobs.sort_by_key(|(s, _)| *s);
             Ok(jobs.into_iter().map(|(_, j)| j).collect())
+        })
+    }
+
+    fn expire_queued(&self) -> BoxFuture<'_, StoreResult<Vec<ExpiredJob>>> {
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let st = c
+                .prepare_cached(
+                    "WITH u AS (UPDATE kiln_jobs SET state = 'failed', finished_ms = kiln_now_ms(), \
+                       error_code = $1, error_message = $2 \
+                     WHERE state = 'queued' AND queue_until_ms IS NOT NULL AND queue_until_ms <= kiln_now_ms() \
+                     RETURNING id, kind, principal, created_ms) \
+                     SELECT id, kind, principal, created_ms, pg_notify('kiln_done', id) FROM u",
+                )
+                .await
+                .map_err(pg_err)?;
+            let rows = c.query(&st, &[&EXPIRED.0, &EXPIRED.1]).await.map_err(pg_err)?;
+            rows.iter()
+                .map(|r| {
+                    Ok(ExpiredJob {
+                        id: r.try_get(0).map_err(pg_err)?,
+                        kind: r.try_get(1).map_err(pg_err)?,
+                        principal: r.try_get(2).map_err(pg_err)?,
+                        created_ms: r.try_get(3).map_err(pg_err)?,
+                    })
+                })
+                .collect()
         })
     }
 

@@ -13,7 +13,7 @@ pub(super) fn fair_head(c: &Connection, gpu: bool, cap: u32) -> rusqlite::Result
     )?;
     let mut first = c.prepare_cached(
         "SELECT seq FROM jobs WHERE state = 'queued' AND principal = ?1 AND (needs_gpu = 0 OR ?2) \
-         ORDER BY seq LIMIT 1",
+         ORDER BY priority DESC, seq LIMIT 1",
     )?;
     let mut slots = c.prepare_cached(
         "SELECT count(DISTINCT lease_owner) FROM jobs WHERE state = 'running' AND principal = ?1",
