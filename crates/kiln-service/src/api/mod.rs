@@ -164,6 +164,7 @@ async fn outer(State(st): St, req: Request, next: Next) -> Response {
         Ok(r) => r,
         Err(_) => ApiError::Timeout(limit.as_secs()).into_response(),
     };
+    let r = error_shape(r).await;
     let status = r.status();
     st.metrics.response(status.as_u16());
     match status.as_u16() {
@@ -172,6 +173,52 @@ async fn outer(State(st): St, req: Request, next: Next) -> Response {
         _ => {}
     }
     r
+}
+
+/// An error answered by axum itself rather than a handler (a path that does not decode, a
+/// method the route does not take: plain text or an empty body) in the one error shape,
+/// `{"error": {"code", "message"}}`, with its status kept.
+async fn error_shape(r: Response) -> Response {
+    let status = r.status();
+    let json = r
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    use http_body_util::BodyExt;
+    let text = match http_body_util::Limited::new(body, 4096).collect().await {
+        Ok(c) => String::from_utf8_lossy(&c.to_bytes()).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let code = match status.as_u16() {
+        400 => "malformed_request",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        s if s >= 500 => "internal",
+        _ => "bad_request",
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    let body = crate::error::ErrorResponse {
+        error: crate::error::ErrorBody {
+            code: code.into(),
+            message,
+        },
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    let mut out = (status, axum::Json(body)).into_response();
+    for (k, v) in parts.headers.iter() {
+        if k != axum::http::header::CONTENT_TYPE {
+            out.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    out
 }
 
 /// Read a body up to `limit` bytes (413 beyond).

@@ -1,0 +1,185 @@
+//! A seeded fuzz of the API through the router (no socket, no workers): mutated valid job
+//! bodies of every kind, random bytes, odd headers and paths. Every answer must be a 2xx or
+//! a 4xx in the one error shape: no 5xx and no panic, and every accepted job must read back.
+//! Deterministic (one seed), bounded (`KILN_FUZZ_CASES`, default 3,000).
+#![allow(clippy::unwrap_used)]
+
+mod app_support;
+
+use axum::http::StatusCode;
+use kiln_service::config::ServiceConfig;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+fn valid_bodies() -> Vec<Value> {
+    let opt = json!({"option_type": "call", "style": "european", "spot": 100.0, "strike": 95.0,
+        "rate": 0.02, "dividend": 0.0, "volatility": 0.2, "maturity": 1.0});
+    vec![
+        json!({"kind": "price", "inputs": {"options": [opt]}}),
+        json!({"kind": "price", "params": {"method": "mc", "paths": 4096, "steps": 16, "seed": 1},
+            "inputs": {"options": [opt, opt]}, "priority": 3, "queue_timeout_s": 5}),
+        json!({"kind": "elementwise", "params": {"op": "scale_shift", "a": 2.0, "b": 1.0},
+            "inputs": {"x": {"shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}}}),
+        json!({"kind": "filter2d", "params": {"kernel": "cross4", "mode": "reflect"},
+            "inputs": {"image": {"shape": [4, 4], "data": vec![0.5f32; 16]}}}),
+        json!({"kind": "gemm", "params": {"m": 2, "n": 2, "k": 2},
+            "inputs": {"a": {"shape": [2, 2], "data": [1.0, 0.0, 0.0, 1.0]},
+                       "b": {"shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}}, "deadline_s": 30}),
+    ]
+}
+
+/// A value of some other JSON type than `v`, or an extreme one of its own.
+fn mutant(r: &mut StdRng, v: &Value) -> Value {
+    match r.random_range(0..12) {
+        0 => Value::Null,
+        1 => json!(-1),
+        2 => json!(1e39),
+        3 => json!(-0.0),
+        4 => json!(u64::MAX),
+        5 => json!("x".repeat(r.random_range(0..300))),
+        6 => json!([]),
+        7 => json!({}),
+        8 => json!(true),
+        9 => json!([null, 1, "a"]),
+        10 => match v {
+            Value::Number(n) => json!(n.as_f64().unwrap_or(0.0) * 1e6),
+            _ => json!(0),
+        },
+        _ => json!(i64::MIN),
+    }
+}
+
+/// Replace, drop or add one field somewhere in `v` (depth-first, random path).
+fn mutate(r: &mut StdRng, v: &mut Value) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            let keys: Vec<String> = m.keys().cloned().collect();
+            let k = &keys[r.random_range(0..keys.len())];
+            match r.random_range(0..6) {
+                0 => {
+                    m.remove(k);
+                }
+                1 => {
+                    m.insert(format!("{k}_extra"), json!(1));
+                }
+                2 | 3 => {
+                    let new = mutant(r, &m[k]);
+                    m.insert(k.clone(), new);
+                }
+                _ => mutate(r, m.get_mut(k).unwrap()),
+            }
+        }
+        Value::Array(a) if !a.is_empty() => {
+            let i = r.random_range(0..a.len());
+            match r.random_range(0..4) {
+                0 => {
+                    a.remove(i);
+                }
+                1 => a.push(mutant(r, &a[i].clone())),
+                _ => mutate(r, &mut a[i]),
+            }
+        }
+        other => *other = mutant(r, other),
+    }
+}
+
+#[tokio::test]
+async fn no_request_gets_a_5xx_or_a_panic() {
+    let cases: usize = std::env::var("KILN_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServiceConfig::default();
+    cfg.limits.max_queue = 1_000_000;
+    cfg.limits.max_in_flight_per_token = 1_000_000;
+    let st = app_support::state(dir.path(), cfg);
+    let mut r = StdRng::seed_from_u64(0x6b69_6c6e);
+    let bodies = valid_bodies();
+    let paths = [
+        "/v1/jobs",
+        "/v1/jobs?wait=0",
+        "/v1/jobs?wait=-1",
+        "/v1/jobs?wait=nan",
+        "/v1/jobs?limit=0",
+        "/v1/jobs?state=bogus",
+        "/v1/jobs/j_0000",
+        "/v1/jobs/..%2f..%2fetc",
+        "/v1/blobs",
+        "/v1/blobs/b_x",
+        "/v1/blobs?format=npy",
+        "/v1/blobs?format=exe",
+        "/v1/jobs?cursor=zz",
+        "/v1/openapi.json",
+        "/%00",
+        "/v1/jobs/%ff",
+    ];
+    let methods = ["GET", "POST", "DELETE", "PUT", "PATCH"];
+    let (mut accepted, mut client_errors) = (0usize, 0usize);
+    for case in 0..cases {
+        let (method, path, body): (&str, String, Vec<u8>) = match r.random_range(0..10) {
+            // mutated valid job bodies: most of the cases
+            0..=6 => {
+                let mut b = bodies[r.random_range(0..bodies.len())].clone();
+                for _ in 0..r.random_range(1..4) {
+                    mutate(&mut r, &mut b);
+                }
+                ("POST", "/v1/jobs".into(), b.to_string().into_bytes())
+            }
+            // random bytes
+            7 => {
+                let n = r.random_range(0..512);
+                (
+                    "POST",
+                    "/v1/jobs".into(),
+                    (0..n).map(|_| r.random::<u8>()).collect(),
+                )
+            }
+            // odd methods and paths
+            _ => (
+                methods[r.random_range(0..methods.len())],
+                paths[r.random_range(0..paths.len())].into(),
+                if r.random_bool(0.5) {
+                    b"{}".to_vec()
+                } else {
+                    Vec::new()
+                },
+            ),
+        };
+        let token = if r.random_range(0..20) == 0 {
+            Some("wrong")
+        } else {
+            Some("secret")
+        };
+        let (status, answer) = app_support::call(&st, method, &path, token, body.clone()).await;
+        assert!(
+            !status.is_server_error(),
+            "case {case}: {method} {path} -> {status} {answer}\nbody: {}",
+            String::from_utf8_lossy(&body)
+        );
+        if status.is_client_error() {
+            client_errors += 1;
+            let code = answer["error"]["code"].as_str();
+            assert!(
+                code.is_some_and(|c| !c.is_empty()),
+                "case {case}: {method} {path} -> {status} without the error shape: {answer}"
+            );
+        } else if status == StatusCode::ACCEPTED && method == "POST" && path.starts_with("/v1/jobs") {
+            accepted += 1;
+            let id = answer["id"].as_str().unwrap();
+            let (s, back) =
+                app_support::call(&st, "GET", &format!("/v1/jobs/{id}"), Some("secret"), vec![]).await;
+            assert_eq!(
+                s,
+                StatusCode::OK,
+                "case {case}: an accepted job reads back: {back}"
+            );
+        }
+    }
+    eprintln!("fuzz: {cases} requests, {accepted} accepted, {client_errors} refused with a 4xx, none 5xx");
+    assert!(
+        accepted > 0 && client_errors > cases / 4,
+        "the fuzz reached both outcomes"
+    );
+}
