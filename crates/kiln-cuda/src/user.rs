@@ -1,0 +1,763 @@
+//! Users' own CUDA C++ kernels (CuPy's `RawModule`/`RawKernel`): a source compiled by NVRTC
+//! for the device's exact `sm_XX`, cached on disk beside kiln's own programs, loaded once per
+//! backend, and launched with checked arguments on the stream kiln's ops use.
+//!
+//! - [`UserSource`]: the source and the user's NVRTC options, validated (kiln picks the
+//!   arch, so `-arch`/`--gpu-architecture` are refused), as one cache [`Unit`]: the cache key
+//!   is the same SHA-256 over name, source, options, arch and NVRTC version as kiln's
+//!   programs', so a second call or a second process compiles nothing.
+//! - [`UserModule`]: the loaded cubin and the parameter lists of its `__global__` functions
+//!   ([`signature`]); [`UserModule::function`] looks one up.
+//! - [`UserFunction::launch`]: checks the argument count, each argument against its
+//!   parameter (buffers of the pointed-to dtype, scalars converted exactly), and the launch
+//!   shape against the device's and the function's limits; then launches on
+//!   [`CudaBackend::stream`] (the capture stream while this thread captures a graph) inside a
+//!   profiler range `user:<name>`, mapping errors as kiln's launchers do, so a sticky fault
+//!   is classified the same way.
+#![allow(unsafe_code)]
+
+pub mod signature;
+
+use crate::cache::{KernelCache, Unit};
+use crate::pool::DeviceBuffer;
+use crate::storage::{CudaData, CudaElement};
+use crate::{nvrtc, CudaBackend};
+use cudarc::driver::sys::{CUdevice_attribute as A, CUfunction_attribute as FA};
+use cudarc::driver::{sys, CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use kiln_core::backend::{bf16, f16};
+use kiln_core::{Backend, DType, Error, Result};
+pub use signature::{Param, ParamType, ScalarType, Signature};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// The op name user-kernel errors carry.
+const OP: &str = "raw kernel";
+
+/// Options every user source gets unless it sets its own: line info for profilers and
+/// compute-sanitizer, and the C++ standard kiln's own kernels use.
+const DEFAULT_OPTIONS: &[&str] = &["-lineinfo", "--std=c++17"];
+
+/// A user's source with its validated NVRTC options: one unit of the cubin cache.
+#[derive(Clone, Debug)]
+pub struct UserSource {
+    name: String,
+    source: String,
+    options: Vec<String>,
+}
+
+impl UserSource {
+    /// Validate `options` and build the full option list: `-lineinfo` and `--std=c++17`
+    /// unless `options` gives its own `-std`, then `options` in order, then any
+    /// `KILN_NVRTC_EXTRA` (as for kiln's programs). The unit is named `user_<first kernel>`
+    /// (`user` when none is found), the prefix of its cache file and the module name of a
+    /// compile error.
+    pub fn new(source: &str, options: &[String]) -> Result<Self> {
+        validate_options(options)?;
+        let has_std = options.iter().any(|o| option_name(o) == "std");
+        let mut all: Vec<String> = DEFAULT_OPTIONS
+            .iter()
+            .filter(|d| {
+                let replaced = has_std && option_name(d) == "std";
+                let given = options.iter().any(|o| o == *d);
+                !replaced && !given
+            })
+            .map(|s| s.to_string())
+            .collect();
+        all.extend(options.iter().cloned());
+        all.extend(nvrtc::extra_options());
+        let name = match signature::kernels(source).keys().next() {
+            Some(k) => format!("user_{k}"),
+            None => "user".into(),
+        };
+        Ok(UserSource {
+            name,
+            source: source.into(),
+            options: all,
+        })
+    }
+
+    /// The cache unit.
+    pub fn unit(&self) -> Unit<'_> {
+        Unit {
+            name: &self.name,
+            source: &self.source,
+            options: &self.options,
+        }
+    }
+
+    /// The unit's name (`user_<first kernel>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The NVRTC options it compiles with, the arch apart.
+    pub fn options(&self) -> &[String] {
+        &self.options
+    }
+
+    /// The cache key for `arch` and NVRTC `version` (also the backend's key for the loaded
+    /// module).
+    pub fn key(&self, arch: &str, version: (i32, i32)) -> [u8; 32] {
+        KernelCache::key(&self.unit(), arch, version)
+    }
+
+    /// Compile to a cubin for `arch` (no GPU needed, only libnvrtc). A source that does not
+    /// compile is [`Error::Compile`] with NVRTC's log, whose lines name `<name>.cu(line)`.
+    pub fn compile(&self, arch: &str) -> Result<Vec<u8>> {
+        nvrtc::compile(&self.unit(), &format!("{}.cu", self.name), arch, &[]).map(|(c, _)| c)
+    }
+}
+
+/// An option's name without its dashes and value: `--gpu-architecture=sm_90` ->
+/// `gpu-architecture`, `-DN=4` -> `DN=4`'s `D...` stays whole but for the value.
+fn option_name(o: &str) -> &str {
+    let o = o.trim_start_matches('-');
+    o.split(['=', ' ', '\t']).next().unwrap_or(o)
+}
+
+/// Refuse what kiln decides itself or what cannot be an option.
+fn validate_options(options: &[String]) -> Result<()> {
+    for o in options {
+        let bad = |why: &str| Err(Error::invalid(OP, format!("NVRTC option `{o}`: {why}")));
+        if o.trim().is_empty() {
+            return bad("an empty option; leave it out");
+        }
+        if o.contains('\0') {
+            return bad("contains a NUL byte");
+        }
+        if !o.starts_with('-') {
+            return bad("options start with `-` (e.g. `-DN=4`, `--use_fast_math`, `-std=c++17`); give one option per string");
+        }
+        if matches!(option_name(o), "arch" | "gpu-architecture" | "gpu-name") {
+            return bad("kiln compiles for the device's exact architecture (sm_XX of its compute capability); remove this option");
+        }
+    }
+    Ok(())
+}
+
+/// A user's compiled source, loaded on one backend.
+pub struct UserModule {
+    module: Arc<CudaModule>,
+    backend: usize,
+    name: String,
+    kernels: BTreeMap<String, std::result::Result<Signature, String>>,
+}
+
+impl std::fmt::Debug for UserModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserModule")
+            .field("name", &self.name)
+            .field("kernels", &self.kernels.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl UserModule {
+    pub(crate) fn new(module: Arc<CudaModule>, backend: &CudaBackend, src: &UserSource) -> Self {
+        UserModule {
+            module,
+            backend: backend.id(),
+            name: src.name.clone(),
+            kernels: signature::kernels(&src.source),
+        }
+    }
+
+    /// The module's name (`user_<first kernel>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The `__global__` functions found in the source, each with its signature or why it
+    /// could not be parsed.
+    pub fn kernels(&self) -> &BTreeMap<String, std::result::Result<Signature, String>> {
+        &self.kernels
+    }
+
+    /// The kernel `name` (an `extern "C"` symbol). Its arguments are checked against the
+    /// parameter list parsed from the source; a kernel whose list could not be parsed can be
+    /// launched only after [`UserFunction::with_signature`].
+    pub fn function(&self, name: &str) -> Result<UserFunction> {
+        let f = self.module.load_function(name).map_err(|_| {
+            let found: Vec<&str> = self.kernels.keys().map(String::as_str).collect();
+            Error::invalid(
+                OP,
+                format!(
+                    "no kernel `{name}` in module `{}` (found: {}); a kernel must be declared `extern \"C\" __global__` so its name is not mangled",
+                    self.name,
+                    if found.is_empty() { "none".into() } else { found.join(", ") }
+                ),
+            )
+        })?;
+        let sig = match self.kernels.get(name) {
+            Some(Ok(s)) => Ok(s.params.clone()),
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!(
+                "no declaration of `{name}` was found in the source (a macro?)"
+            )),
+        };
+        UserFunction::new(f, self.backend, name, sig)
+    }
+}
+
+/// One kernel of a [`UserModule`], ready to launch (cheap to clone).
+#[derive(Clone)]
+pub struct UserFunction {
+    inner: Arc<FnInner>,
+    params: std::result::Result<Vec<Param>, String>,
+}
+
+struct FnInner {
+    func: CudaFunction,
+    backend: usize,
+    name: String,
+    /// What the driver says the parameters occupy, in bytes (`None` where the driver is older
+    /// than CUDA 12.4, which has no `cuFuncGetParamInfo`).
+    driver_sizes: Option<Vec<usize>>,
+    max_threads: u32,
+    static_shared: u32,
+    /// The function's current dynamic shared memory cap (raised on demand).
+    dynamic_cap: AtomicU32,
+}
+
+impl std::fmt::Debug for UserFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserFunction")
+            .field("name", &self.inner.name)
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+impl UserFunction {
+    fn new(
+        func: CudaFunction,
+        backend: usize,
+        name: &str,
+        params: std::result::Result<Vec<Param>, String>,
+    ) -> Result<Self> {
+        let attr = |a: FA| {
+            func.get_attribute(a)
+                .map(|v| v.max(0) as u32)
+                .map_err(|e| crate::cuda_err(&format!("cuFuncGetAttribute({name})"), "cuda", e))
+        };
+        let inner = FnInner {
+            max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            static_shared: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
+            dynamic_cap: AtomicU32::new(attr(FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?),
+            driver_sizes: driver_param_sizes(&func),
+            func,
+            backend,
+            name: name.into(),
+        };
+        let f = UserFunction {
+            inner: Arc::new(inner),
+            params: Err(String::new()),
+        };
+        Ok(match params {
+            Ok(p) => f.checked(p, "the parameter list parsed from the source")?,
+            Err(why) => UserFunction {
+                params: Err(why),
+                ..f
+            },
+        })
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The parameters arguments are checked against, or why there are none.
+    pub fn params(&self) -> std::result::Result<&[Param], &str> {
+        self.params.as_deref().map_err(String::as_str)
+    }
+
+    /// The same kernel with the parameter list `params` (written as between a declaration's
+    /// parentheses, e.g. `"const float* x, float* y, int n"`) in place of the one parsed from
+    /// the source: for kernels whose declaration kiln cannot read (templates instantiated
+    /// under an `extern "C"` wrapper, macros). kiln cannot check this list against the
+    /// kernel's code; where the driver reports parameter sizes (CUDA 12.4 and later) their
+    /// count and sizes are checked against it.
+    pub fn with_signature(&self, params: &str) -> Result<UserFunction> {
+        let p = signature::parse_params(params)
+            .map_err(|e| Error::invalid(OP, format!("{}: {e}", self.name())))?;
+        self.clone().checked(p, "the declared parameter list")
+    }
+
+    fn checked(mut self, params: Vec<Param>, what: &str) -> Result<Self> {
+        if let Some(sizes) = &self.inner.driver_sizes {
+            let ours: Vec<usize> = params.iter().map(|p| p.ty.size_bytes()).collect();
+            if &ours != sizes {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "kernel `{}`: {what} gives parameters of {ours:?} bytes but the compiled kernel's are {sizes:?}; declare it with UserFunction::with_signature",
+                        self.name()
+                    ),
+                ));
+            }
+        }
+        self.params = Ok(params);
+        Ok(self)
+    }
+
+    /// Launch on `backend` (the one whose module this is): a `grid` of `block`s with
+    /// `shared_mem` bytes of dynamic shared memory. Arguments are checked first (count, each
+    /// against its parameter), then the shape against the limits; nothing is launched on an
+    /// error. Queued on [`CudaBackend::stream`], like kiln's ops: the caller orders buffers
+    /// written on other streams ([`crate::CudaStorage::use_on`]).
+    ///
+    /// What the kernel does with its pointers is the kernel's own business: an access out of
+    /// bounds faults on the device (a sticky error, surfaced at the next host read or
+    /// synchronisation) or corrupts other device data; it cannot reach host memory.
+    pub fn launch(
+        &self,
+        backend: &CudaBackend,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem: u32,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        let name = self.name();
+        if backend.id() != self.inner.backend {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "kernel `{name}` was loaded on another backend than {}; load its module on this one",
+                    backend.name()
+                ),
+            ));
+        }
+        let values = self.check_args(args)?;
+        let cfg = self.check_shape(backend, grid, block, shared_mem)?;
+        let op = format!("user:{name}");
+        let stream = backend.stream().clone();
+        let _range = backend.range_on(&op, &stream);
+        let mut l = stream.launch_builder(&self.inner.func);
+        for v in &values {
+            match v {
+                Value::Bool(x) => l.arg(x),
+                Value::I8(x) => l.arg(x),
+                Value::I16(x) => l.arg(x),
+                Value::I32(x) => l.arg(x),
+                Value::I64(x) => l.arg(x),
+                Value::U8(x) => l.arg(x),
+                Value::U16(x) => l.arg(x),
+                Value::U32(x) => l.arg(x),
+                Value::U64(x) => l.arg(x),
+                Value::F32(x) => l.arg(x),
+                Value::F64(x) => l.arg(x),
+            };
+        }
+        // SAFETY: one argument per parameter, each of the parameter's size (the count and
+        // types were checked against the parsed or declared list, and that list's sizes
+        // against the driver's where it reports them), so the driver reads exactly the values
+        // pushed, which live until the launch returns. Pointer arguments are live device
+        // blocks borrowed by `args` for the enqueue; a block freed afterwards returns to the
+        // pool only after this stream's work (stream-ordered pool, recorded uses).
+        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(&op, &backend.name(), e))?;
+        Ok(())
+    }
+
+    fn check_args(&self, args: &[KernelArg<'_>]) -> Result<Vec<Value>> {
+        let name = self.name();
+        let params = self.params.as_ref().map_err(|why| {
+            Error::invalid(
+                OP,
+                format!(
+                    "kernel `{name}`: its parameter list could not be parsed ({why}), so its arguments cannot be checked; declare it with UserFunction::with_signature(\"const float* x, int n\") (the text between its parentheses)"
+                ),
+            )
+        })?;
+        if params.len() != args.len() {
+            let list: Vec<&str> = params.iter().map(|p| p.text.as_str()).collect();
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "kernel `{name}` takes {} arguments ({}), got {}",
+                    params.len(),
+                    list.join(", "),
+                    args.len()
+                ),
+            ));
+        }
+        params
+            .iter()
+            .zip(args)
+            .enumerate()
+            .map(|(i, (p, a))| {
+                convert(p, a).map_err(|why| {
+                    Error::invalid(
+                        OP,
+                        format!("kernel `{name}` argument {} (`{}`): {why}", i + 1, p.text),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn check_shape(
+        &self,
+        b: &CudaBackend,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem: u32,
+    ) -> Result<LaunchConfig> {
+        let name = self.name();
+        let bad = |why: String| Err(Error::invalid(OP, format!("kernel `{name}`: {why}")));
+        let dev = |a: A| -> Result<u32> {
+            b.stream()
+                .context()
+                .attribute(a)
+                .map(|v| v.max(0) as u32)
+                .map_err(|e| b.err("cuDeviceGetAttribute", e))
+        };
+        let (g, k) = ([grid.0, grid.1, grid.2], [block.0, block.1, block.2]);
+        if g.contains(&0) || k.contains(&0) {
+            return bad(format!("grid {grid:?} and block {block:?} must be at least 1 in every dimension (an empty launch does nothing: skip it)"));
+        }
+        let threads = k.iter().map(|&x| u64::from(x)).product::<u64>();
+        let max_threads = self.inner.max_threads;
+        if threads > u64::from(max_threads) {
+            return bad(format!(
+                "block {block:?} has {threads} threads; this kernel can run at most {max_threads} per block on {} (the device's and the kernel's register limit)",
+                b.name()
+            ));
+        }
+        let dims = [
+            ("block x", k[0], A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+            ("block y", k[1], A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+            ("block z", k[2], A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z),
+            ("grid x", g[0], A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
+            ("grid y", g[1], A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+            ("grid z", g[2], A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z),
+        ];
+        for (what, v, a) in dims {
+            let max = dev(a)?;
+            if v > max {
+                return bad(format!("{what} = {v} exceeds the device's maximum {max}"));
+            }
+        }
+        let static_shared = self.inner.static_shared;
+        let optin = dev(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        if u64::from(shared_mem) + u64::from(static_shared) > u64::from(optin) {
+            return bad(format!(
+                "{shared_mem} B of dynamic shared memory plus the kernel's {static_shared} B of static shared memory exceed the {optin} B a block can have on {}",
+                b.name()
+            ));
+        }
+        if shared_mem > self.inner.dynamic_cap.load(Ordering::Relaxed) {
+            // above the default cap (48 KiB less the static part) the function must opt in
+            b.stream()
+                .context()
+                .bind_to_thread()
+                .map_err(|e| b.err("cuCtxSetCurrent", e))?;
+            self.inner
+                .func
+                .set_attribute(
+                    FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_mem as i32,
+                )
+                .map_err(|e| {
+                    b.err(
+                        &format!("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {name})"),
+                        e,
+                    )
+                })?;
+            self.inner.dynamic_cap.fetch_max(shared_mem, Ordering::Relaxed);
+        }
+        Ok(LaunchConfig {
+            grid_dim: grid,
+            block_dim: block,
+            shared_mem_bytes: shared_mem,
+        })
+    }
+}
+
+/// The parameter sizes the driver reports for `f` (`cuFuncGetParamInfo`), or `None` where
+/// the driver predates it (CUDA 12.4).
+fn driver_param_sizes(f: &CudaFunction) -> Option<Vec<usize>> {
+    let mut version = 0;
+    // SAFETY: `version` is valid for writes; cuDriverGetVersion needs no context.
+    unsafe { sys::cuDriverGetVersion(&mut version) }.result().ok()?;
+    if version < 12040 {
+        return None;
+    }
+    let mut sizes = Vec::new();
+    // a kernel's parameters fit in 32 KiB, so there are at most that many
+    for i in 0..32768usize {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: the function handle is live (its module is held by `f`); the driver (12.4 or
+        // later, checked above) has this entry point; both outputs are valid for writes. An
+        // index past the last parameter returns an error, which ends the list.
+        let r = unsafe { sys::cuFuncGetParamInfo(f.cu_function(), i, &mut offset, &mut size) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            break;
+        }
+        sizes.push(size);
+    }
+    Some(sizes)
+}
+
+/// A scalar argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    /// `bool`.
+    Bool(bool),
+    /// 8-bit signed.
+    I8(i8),
+    /// 16-bit signed.
+    I16(i16),
+    /// 32-bit signed.
+    I32(i32),
+    /// 64-bit signed.
+    I64(i64),
+    /// 8-bit unsigned.
+    U8(u8),
+    /// 16-bit unsigned.
+    U16(u16),
+    /// 32-bit unsigned.
+    U32(u32),
+    /// 64-bit unsigned.
+    U64(u64),
+    /// IEEE half.
+    F16(f16),
+    /// bfloat16.
+    BF16(bf16),
+    /// `float`.
+    F32(f32),
+    /// `double`.
+    F64(f64),
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(x: $t) -> Self {
+                Scalar::$v(x)
+            }
+        }
+    )*};
+}
+scalar_from!(bool => Bool, i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16,
+    u32 => U32, u64 => U64, f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
+
+impl Scalar {
+    /// The Rust type's name, for messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Scalar::Bool(_) => "bool",
+            Scalar::I8(_) => "i8",
+            Scalar::I16(_) => "i16",
+            Scalar::I32(_) => "i32",
+            Scalar::I64(_) => "i64",
+            Scalar::U8(_) => "u8",
+            Scalar::U16(_) => "u16",
+            Scalar::U32(_) => "u32",
+            Scalar::U64(_) => "u64",
+            Scalar::F16(_) => "f16",
+            Scalar::BF16(_) => "bf16",
+            Scalar::F32(_) => "f32",
+            Scalar::F64(_) => "f64",
+        }
+    }
+
+    fn int(&self) -> Option<i128> {
+        Some(match *self {
+            Scalar::I8(x) => x.into(),
+            Scalar::I16(x) => x.into(),
+            Scalar::I32(x) => x.into(),
+            Scalar::I64(x) => x.into(),
+            Scalar::U8(x) => x.into(),
+            Scalar::U16(x) => x.into(),
+            Scalar::U32(x) => x.into(),
+            Scalar::U64(x) => x.into(),
+            _ => return None,
+        })
+    }
+
+    fn float(&self) -> Option<f64> {
+        Some(match *self {
+            Scalar::F16(x) => x.to_f64(),
+            Scalar::BF16(x) => x.to_f64(),
+            Scalar::F32(x) => x.into(),
+            Scalar::F64(x) => x,
+            _ => return None,
+        })
+    }
+}
+
+/// One launch argument.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// A device buffer, passed as a pointer to its first element.
+    Buffer(BufferArg<'a>),
+    /// A value.
+    Scalar(Scalar),
+}
+
+/// A device buffer argument: its address and dtype, borrowed for the launch.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferArg<'a> {
+    ptr: u64,
+    dtype: DType,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a ()>,
+}
+
+impl<'a> KernelArg<'a> {
+    /// A typed pool buffer.
+    pub fn buffer<T: CudaElement>(b: &'a DeviceBuffer<T>) -> Self {
+        KernelArg::Buffer(BufferArg {
+            ptr: b.device_ptr(),
+            dtype: T::DTYPE,
+            len: b.len(),
+            _borrow: std::marker::PhantomData,
+        })
+    }
+
+    /// A tensor's block (`CudaStorage::data`).
+    pub fn data(d: &'a CudaData) -> Self {
+        match d {
+            CudaData::F32(b) => Self::buffer(b),
+            CudaData::F64(b) => Self::buffer(b),
+            CudaData::F16(b) => Self::buffer(b),
+            CudaData::BF16(b) => Self::buffer(b),
+            CudaData::U8(b) => Self::buffer(b),
+            CudaData::U16(b) => Self::buffer(b),
+        }
+    }
+}
+
+impl<T: Into<Scalar>> From<T> for KernelArg<'_> {
+    fn from(x: T) -> Self {
+        KernelArg::Scalar(x.into())
+    }
+}
+
+/// A checked argument as the kernel receives it (halves as their bits).
+enum Value {
+    Bool(bool),
+    I8(i8),
+    I16(i16),
+    I32(i32),
+    I64(i64),
+    U8(u8),
+    U16(u16),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+}
+
+/// `a` as parameter `p` receives it, or why it cannot be.
+fn convert(p: &Param, a: &KernelArg<'_>) -> std::result::Result<Value, String> {
+    match (p.ty, a) {
+        (ParamType::Pointer(elem), KernelArg::Buffer(b)) => match elem {
+            None => Ok(Value::U64(b.ptr)),
+            Some(e) if e.dtype() == Some(b.dtype) => Ok(Value::U64(b.ptr)),
+            Some(e) => Err(match e.dtype() {
+                Some(d) => format!("takes a buffer of {d}, got one of {} ({} elements); cast it with cast({d})", b.dtype, b.len),
+                None => format!(
+                    "points to {}, which no kiln tensor holds (tensors hold f32, f64, f16, bf16, u8, u16); declare the parameter void* or as one of those",
+                    e.c_name()
+                ),
+            }),
+        },
+        (ParamType::Pointer(_), KernelArg::Scalar(s)) => Err(format!("takes a buffer (a tensor), got a scalar {}", s.type_name())),
+        (ParamType::Scalar(t), KernelArg::Buffer(b)) => Err(format!("takes a {} value, got a buffer of {}", t.c_name(), b.dtype)),
+        (ParamType::Scalar(t), KernelArg::Scalar(s)) => scalar(t, s),
+    }
+}
+
+/// `s` converted exactly to `t`: integers that fit, floats that round-trip, integers that a
+/// float type holds exactly; never a float to an integer or anything to and from bool.
+fn scalar(t: ScalarType, s: &Scalar) -> std::result::Result<Value, String> {
+    use ScalarType as T;
+    let inexact = |v: String| {
+        Err(format!(
+            "{v} ({}) is not exactly representable as {}; pass a value of the parameter's type",
+            s.type_name(),
+            t.c_name()
+        ))
+    };
+    if t == T::Bool || matches!(s, Scalar::Bool(_)) {
+        return match (t, s) {
+            (T::Bool, Scalar::Bool(b)) => Ok(Value::Bool(*b)),
+            _ => Err(format!(
+                "takes {}, got {}; pass a {}",
+                t.c_name(),
+                s.type_name(),
+                if t == T::Bool { "bool" } else { "number" }
+            )),
+        };
+    }
+    if !t.is_float() {
+        let Some(v) = s.int() else {
+            return Err(format!(
+                "takes the integer type {}, got the float {} ({}); pass an integer",
+                t.c_name(),
+                s.float().unwrap_or(f64::NAN),
+                s.type_name()
+            ));
+        };
+        let fits =
+            |x: std::result::Result<Value, std::num::TryFromIntError>| x.or_else(|_| inexact(v.to_string()));
+        return match t {
+            T::I8 => fits(i8::try_from(v).map(Value::I8)),
+            T::I16 => fits(i16::try_from(v).map(Value::I16)),
+            T::I32 => fits(i32::try_from(v).map(Value::I32)),
+            T::I64 => fits(i64::try_from(v).map(Value::I64)),
+            T::U8 => fits(u8::try_from(v).map(Value::U8)),
+            T::U16 => fits(u16::try_from(v).map(Value::U16)),
+            T::U32 => fits(u32::try_from(v).map(Value::U32)),
+            _ => fits(u64::try_from(v).map(Value::U64)),
+        };
+    }
+    // a float parameter: from an integer or a float, if the value survives the round trip
+    let (v, text) = match (s.int(), s.float()) {
+        (Some(i), _) => {
+            // i64/u64 beyond 2^53 are not exact in f64 either: compare in i128
+            let f = i as f64;
+            if f as i128 != i {
+                return inexact(i.to_string());
+            }
+            (f, i.to_string())
+        }
+        (None, Some(f)) => (f, f.to_string()),
+        (None, None) => return Err(format!("unsupported scalar {}", s.type_name())),
+    };
+    let same = |back: f64| back == v || (back.is_nan() && v.is_nan());
+    match t {
+        T::F16 => {
+            let h = f16::from_f64(v);
+            if same(h.to_f64()) {
+                Ok(Value::U16(h.to_bits()))
+            } else {
+                inexact(text)
+            }
+        }
+        T::BF16 => {
+            let h = bf16::from_f64(v);
+            if same(h.to_f64()) {
+                Ok(Value::U16(h.to_bits()))
+            } else {
+                inexact(text)
+            }
+        }
+        T::F32 => {
+            let x = v as f32;
+            if same(f64::from(x)) {
+                Ok(Value::F32(x))
+            } else {
+                inexact(text)
+            }
+        }
+        _ => Ok(Value::F64(v)),
+    }
+}
+
+#[cfg(test)]
+#[path = "user/tests.rs"]
+mod tests;
