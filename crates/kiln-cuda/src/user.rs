@@ -140,6 +140,7 @@ fn validate_options(options: &[String]) -> Result<()> {
 pub struct UserModule {
     module: Arc<CudaModule>,
     backend: usize,
+    device: String,
     name: String,
     kernels: BTreeMap<String, std::result::Result<Signature, String>>,
 }
@@ -158,6 +159,7 @@ impl UserModule {
         UserModule {
             module,
             backend: backend.id(),
+            device: backend.name(),
             name: src.name.clone(),
             kernels: signature::kernels(&src.source),
         }
@@ -196,7 +198,7 @@ impl UserModule {
                 "no declaration of `{name}` was found in the source (a macro?)"
             )),
         };
-        UserFunction::new(f, self.backend, name, sig)
+        UserFunction::new(f, self.backend, &self.device, name, sig)
     }
 }
 
@@ -233,13 +235,14 @@ impl UserFunction {
     fn new(
         func: CudaFunction,
         backend: usize,
+        device: &str,
         name: &str,
         params: std::result::Result<Vec<Param>, String>,
     ) -> Result<Self> {
         let attr = |a: FA| {
             func.get_attribute(a)
                 .map(|v| v.max(0) as u32)
-                .map_err(|e| crate::cuda_err(&format!("cuFuncGetAttribute({name})"), "cuda", e))
+                .map_err(|e| crate::cuda_err(&format!("cuFuncGetAttribute({name})"), device, e))
         };
         let inner = FnInner {
             max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
