@@ -28,8 +28,7 @@ use kiln_core::backend::{bf16, f16};
 use kiln_core::{Backend, DType, Error, Result};
 pub use signature::{Param, ParamType, ScalarType, Signature};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The op name user-kernel errors carry.
 const OP: &str = "raw kernel";
@@ -49,8 +48,8 @@ pub struct UserSource {
 impl UserSource {
     /// Validate `options` and build the full option list: `-lineinfo` and `--std=c++17`
     /// unless `options` gives its own `-std`, then `options` in order, then any
-    /// `KILN_NVRTC_EXTRA` (as for kiln's programs). The unit is named `user_<first kernel>`
-    /// (`user` when none is found), the prefix of its cache file and the module name of a
+    /// `KILN_NVRTC_EXTRA` (as for kiln's programs). The unit is named `user_<kernel>` after
+    /// the alphabetically first `__global__` function (`user` when none is found), the prefix of its cache file and the module name of a
     /// compile error.
     pub fn new(source: &str, options: &[String]) -> Result<Self> {
         validate_options(options)?;
@@ -86,7 +85,7 @@ impl UserSource {
         }
     }
 
-    /// The unit's name (`user_<first kernel>`).
+    /// The unit's name (`user_<kernel>`).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -165,7 +164,7 @@ impl UserModule {
         }
     }
 
-    /// The module's name (`user_<first kernel>`).
+    /// The module's name (`user_<kernel>`, as [`UserSource::name`]).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -218,8 +217,9 @@ struct FnInner {
     driver_sizes: Option<Vec<usize>>,
     max_threads: u32,
     static_shared: u32,
-    /// The function's current dynamic shared memory cap (raised on demand).
-    dynamic_cap: AtomicU32,
+    /// The function's dynamic shared memory cap (raised on demand, never lowered; a lock
+    /// so two launches raising it at once cannot leave it below either's need).
+    dynamic_cap: Mutex<u32>,
 }
 
 impl std::fmt::Debug for UserFunction {
@@ -247,7 +247,7 @@ impl UserFunction {
         let inner = FnInner {
             max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
             static_shared: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
-            dynamic_cap: AtomicU32::new(attr(FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?),
+            dynamic_cap: Mutex::new(attr(FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?),
             driver_sizes: driver_param_sizes(&func),
             func,
             backend,
@@ -450,7 +450,8 @@ impl UserFunction {
                 b.name()
             ));
         }
-        if shared_mem > self.inner.dynamic_cap.load(Ordering::Relaxed) {
+        let mut cap = crate::backend::lock(&self.inner.dynamic_cap);
+        if shared_mem > *cap {
             // above the default cap (48 KiB less the static part) the function must opt in
             b.stream()
                 .context()
@@ -468,7 +469,7 @@ impl UserFunction {
                         e,
                     )
                 })?;
-            self.inner.dynamic_cap.fetch_max(shared_mem, Ordering::Relaxed);
+            *cap = shared_mem;
         }
         Ok(LaunchConfig {
             grid_dim: grid,

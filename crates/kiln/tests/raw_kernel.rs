@@ -408,34 +408,81 @@ fn a_module_with_two_functions() {
     );
 }
 
+/// A runtime on `cache_dir` that loads `src`'s `saxpy` and checks it runs.
+fn saxpy_from(cache_dir: &std::path::Path, src: &str) -> Runtime {
+    let mut cfg = Config::load(None).unwrap();
+    cfg.cache_dir = cache_dir.to_path_buf();
+    let rt = Runtime::new(DeviceRequest::Cuda(None), &cfg).unwrap();
+    let k = rt.raw_kernel(src, "saxpy", &[]).unwrap();
+    let n = 10usize;
+    let (x, y) = (
+        rt.tensor(&vec![1.0f32; n], &[n]).unwrap(),
+        rt.tensor(&vec![1.0f32; n], &[n]).unwrap(),
+    );
+    k.launch(
+        (1, 1, 1),
+        (32, 1, 1),
+        0,
+        &[Arg::from(&x), Arg::from(&y), 2.0f32.into(), (n as i32).into()],
+    )
+    .unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0f32; n]);
+    rt
+}
+
+/// The child half of the next test: a process of its own, so NVRTC's compile count is this
+/// load's alone.
+#[test]
+#[ignore = "the child process of a_second_backend_and_a_second_process_compile_nothing"]
+fn raw_cache_child() {
+    let (Ok(dir), Ok(src)) = (
+        std::env::var("KILN_RAW_CACHE_DIR"),
+        std::env::var("KILN_RAW_CACHE_SRC"),
+    ) else {
+        return;
+    };
+    let before = kiln::cuda::nvrtc::compiles_this_process();
+    let _rt = saxpy_from(std::path::Path::new(&dir), &src);
+    println!(
+        "RAW_CACHE_CHILD compiles={}",
+        kiln::cuda::nvrtc::compiles_this_process() - before
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "gpu-tests"),
     ignore = "needs a GPU: cargo test --features gpu-tests"
 )]
-fn a_second_backend_loads_the_cached_cubin_without_compiling() {
-    if !testing::gpu_or_skip("a_second_backend_loads_the_cached_cubin_without_compiling") {
+fn a_second_backend_and_a_second_process_compile_nothing() {
+    if !testing::gpu_or_skip("a_second_backend_and_a_second_process_compile_nothing") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Config::load(None).unwrap();
-    cfg.cache_dir = dir.path().to_path_buf();
-    // a source no other run has compiled, so the first call must compile it
+    // a source no other run has compiled, so the first load must compile it
     let src = format!("// {}\n{SAXPY}", testing::fresh_seed());
-    let count = kiln::cuda::nvrtc::compiles_this_process;
-    let c0 = count();
-    let first = Runtime::new(DeviceRequest::Cuda(None), &cfg).unwrap();
-    first.raw_kernel(&src, "saxpy", &[]).unwrap();
-    assert!(count() > c0, "the first call compiles");
+    let c0 = kiln::cuda::nvrtc::compiles_this_process();
+    let first = saxpy_from(dir.path(), &src);
+    assert!(
+        kiln::cuda::nvrtc::compiles_this_process() > c0,
+        "the first load compiles"
+    );
     // the same source again on the same backend: the module it already loaded
     let loads = first.cuda().unwrap().module_loads().len();
     first.raw_kernel(&src, "saxpy", &[]).unwrap();
     assert_eq!(first.cuda().unwrap().module_loads().len(), loads);
     drop(first);
-    let fresh = Runtime::new(DeviceRequest::Cuda(None), &cfg).unwrap();
-    let k = fresh.raw_kernel(&src, "saxpy", &[]).unwrap();
-    // (other tests of this binary may compile their own sources meanwhile; this one's cubin
-    // is in a cache directory of its own, so a compile of it would show as a second file)
+    // a fresh backend in this process loads the cubin from disk (other tests of this binary
+    // compile their own sources meanwhile, so the cache event, not the count, says so here)
+    let fresh = saxpy_from(dir.path(), &src);
+    let loads = fresh.cuda().unwrap().module_loads();
+    assert!(
+        loads
+            .iter()
+            .any(|l| l.cache.program == "user_saxpy" && l.cache.outcome == kiln::cuda::Outcome::Hit),
+        "{loads:?}"
+    );
+    drop(fresh);
     let cubins = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| {
@@ -447,26 +494,25 @@ fn a_second_backend_loads_the_cached_cubin_without_compiling() {
         })
         .count();
     assert_eq!(cubins, 1);
-    let loads = fresh.cuda().unwrap().module_loads();
+    // and a second process compiles nothing at all
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "raw_cache_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KILN_RAW_CACHE_DIR", dir.path())
+        .env("KILN_RAW_CACHE_SRC", &src)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        loads
-            .iter()
-            .any(|l| l.cache.program == "user_saxpy" && l.cache.outcome == kiln::cuda::Outcome::Hit),
-        "{loads:?}"
+        text.contains("RAW_CACHE_CHILD compiles=0"),
+        "child said: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let n = 10usize;
-    let (x, y) = (
-        fresh.tensor(&vec![1.0f32; n], &[n]).unwrap(),
-        fresh.tensor(&vec![1.0f32; n], &[n]).unwrap(),
-    );
-    k.launch(
-        (1, 1, 1),
-        (32, 1, 1),
-        0,
-        &[Arg::from(&x), Arg::from(&y), 2.0f32.into(), (n as i32).into()],
-    )
-    .unwrap();
-    assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0f32; n]);
 }
 
 #[test]
