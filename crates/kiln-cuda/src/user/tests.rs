@@ -1,4 +1,7 @@
+use super::args::BufferArg;
 use super::*;
+use kiln_core::backend::{bf16, f16};
+use kiln_core::DType;
 
 fn opts(o: &[&str]) -> Vec<String> {
     o.iter().map(|s| s.to_string()).collect()
