@@ -136,11 +136,46 @@ fn validate_options(options: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The device limits a launch shape is checked against (read once per module).
+#[derive(Clone, Copy, Debug)]
+struct DeviceLimits {
+    block: [u32; 3],
+    grid: [u32; 3],
+    /// Shared memory a block can have once a function opts in.
+    shared_optin: u32,
+}
+
+impl DeviceLimits {
+    fn of(b: &CudaBackend) -> Result<Self> {
+        let dev = |a: A| -> Result<u32> {
+            b.stream()
+                .context()
+                .attribute(a)
+                .map(|v| v.max(0) as u32)
+                .map_err(|e| b.err("cuDeviceGetAttribute", e))
+        };
+        Ok(DeviceLimits {
+            block: [
+                dev(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                dev(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                dev(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            grid: [
+                dev(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                dev(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                dev(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+            shared_optin: dev(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        })
+    }
+}
+
 /// A user's compiled source, loaded on one backend.
 pub struct UserModule {
     module: Arc<CudaModule>,
     backend: usize,
     device: String,
+    limits: DeviceLimits,
     name: String,
     kernels: BTreeMap<String, std::result::Result<Signature, String>>,
 }
@@ -155,14 +190,15 @@ impl std::fmt::Debug for UserModule {
 }
 
 impl UserModule {
-    pub(crate) fn new(module: Arc<CudaModule>, backend: &CudaBackend, src: &UserSource) -> Self {
-        UserModule {
+    pub(crate) fn new(module: Arc<CudaModule>, backend: &CudaBackend, src: &UserSource) -> Result<Self> {
+        Ok(UserModule {
             module,
             backend: backend.id(),
             device: backend.name(),
+            limits: DeviceLimits::of(backend)?,
             name: src.name.clone(),
             kernels: signature::kernels(&src.source),
-        }
+        })
     }
 
     /// The module's name (`user_<kernel>`, as [`UserSource::name`]).
@@ -198,7 +234,7 @@ impl UserModule {
                 "no declaration of `{name}` was found in the source (a macro?)"
             )),
         };
-        UserFunction::new(f, self.backend, &self.device, name, sig)
+        UserFunction::new(f, self.backend, &self.device, self.limits, name, sig)
     }
 }
 
@@ -216,6 +252,7 @@ struct FnInner {
     /// What the driver says the parameters occupy, in bytes (`None` where the driver is older
     /// than CUDA 12.4, which has no `cuFuncGetParamInfo`).
     driver_sizes: Option<Vec<usize>>,
+    limits: DeviceLimits,
     max_threads: u32,
     static_shared: u32,
     /// The function's dynamic shared memory cap (raised on demand, never lowered; a lock
@@ -237,6 +274,7 @@ impl UserFunction {
         func: CudaFunction,
         backend: usize,
         device: &str,
+        limits: DeviceLimits,
         name: &str,
         params: std::result::Result<Vec<Param>, String>,
     ) -> Result<Self> {
@@ -250,6 +288,7 @@ impl UserFunction {
             static_shared: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
             dynamic_cap: Mutex::new(attr(FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?),
             driver_sizes: driver_param_sizes(&func),
+            limits,
             func,
             backend,
             name: name.into(),
@@ -258,13 +297,15 @@ impl UserFunction {
             inner: Arc::new(inner),
             params: Err(String::new()),
         };
-        Ok(match params {
-            Ok(p) => f.checked(p, "the parameter list parsed from the source")?,
-            Err(why) => UserFunction {
-                params: Err(why),
-                ..f
-            },
-        })
+        // a parsed list the driver contradicts is not used (with_signature can replace it)
+        let params = params.and_then(|p| {
+            f.clone()
+                .checked(p, "the parameter list parsed from the source")
+                .map(|f| f.params)
+                .map_err(|e| e.to_string())
+                .and_then(|p| p)
+        });
+        Ok(UserFunction { params, ..f })
     }
 
     /// The kernel's name.
@@ -410,13 +451,6 @@ impl UserFunction {
     ) -> Result<LaunchConfig> {
         let name = self.name();
         let bad = |why: String| Err(Error::invalid(OP, format!("kernel `{name}`: {why}")));
-        let dev = |a: A| -> Result<u32> {
-            b.stream()
-                .context()
-                .attribute(a)
-                .map(|v| v.max(0) as u32)
-                .map_err(|e| b.err("cuDeviceGetAttribute", e))
-        };
         let (g, k) = ([grid.0, grid.1, grid.2], [block.0, block.1, block.2]);
         if g.contains(&0) || k.contains(&0) {
             return bad(format!("grid {grid:?} and block {block:?} must be at least 1 in every dimension (an empty launch does nothing: skip it)"));
@@ -429,22 +463,22 @@ impl UserFunction {
                 b.name()
             ));
         }
+        let l = &self.inner.limits;
         let dims = [
-            ("block x", k[0], A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
-            ("block y", k[1], A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
-            ("block z", k[2], A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z),
-            ("grid x", g[0], A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
-            ("grid y", g[1], A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
-            ("grid z", g[2], A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z),
+            ("block x", k[0], l.block[0]),
+            ("block y", k[1], l.block[1]),
+            ("block z", k[2], l.block[2]),
+            ("grid x", g[0], l.grid[0]),
+            ("grid y", g[1], l.grid[1]),
+            ("grid z", g[2], l.grid[2]),
         ];
-        for (what, v, a) in dims {
-            let max = dev(a)?;
+        for (what, v, max) in dims {
             if v > max {
                 return bad(format!("{what} = {v} exceeds the device's maximum {max}"));
             }
         }
         let static_shared = self.inner.static_shared;
-        let optin = dev(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        let optin = l.shared_optin;
         if u64::from(shared_mem) + u64::from(static_shared) > u64::from(optin) {
             return bad(format!(
                 "{shared_mem} B of dynamic shared memory plus the kernel's {static_shared} B of static shared memory exceed the {optin} B a block can have on {}",
@@ -497,10 +531,13 @@ fn driver_param_sizes(f: &CudaFunction) -> Option<Vec<usize>> {
         // later, checked above) has this entry point; both outputs are valid for writes. An
         // index past the last parameter returns an error, which ends the list.
         let r = unsafe { sys::cuFuncGetParamInfo(f.cu_function(), i, &mut offset, &mut size) };
-        if r != sys::CUresult::CUDA_SUCCESS {
-            break;
+        match r {
+            sys::CUresult::CUDA_SUCCESS => sizes.push(size),
+            // past the last parameter
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => break,
+            // anything else: the driver cannot say, so nothing is checked against it
+            _ => return None,
         }
-        sizes.push(size);
     }
     Some(sizes)
 }

@@ -88,7 +88,7 @@ impl CudaBackend {
             .cache
             .get_or_compile(&src.unit(), &arch, self.nvrtc, || src.compile(&arch))?;
         let md = self.load_cubin(cubin, event)?;
-        let m = Arc::new(UserModule::new(md, self, &src));
+        let m = Arc::new(UserModule::new(md, self, &src)?);
         *slot = Some(m.clone());
         Ok(m)
     }
