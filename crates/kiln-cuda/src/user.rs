@@ -66,8 +66,9 @@ impl UserSource {
             .collect();
         all.extend(options.iter().cloned());
         all.extend(nvrtc::extra_options());
+        // (a kernel's name is ASCII; 64 characters keep the cache file's name short)
         let name = match signature::kernels(source).keys().next() {
-            Some(k) => format!("user_{k}"),
+            Some(k) => format!("user_{}", &k[..k.len().min(64)]),
             None => "user".into(),
         };
         Ok(UserSource {

@@ -63,6 +63,8 @@ fn cache_keys_differ_with_source_and_options_and_are_stable() {
     let other_opts = UserSource::new(src, &opts(&["-DN=4"])).unwrap();
     assert_ne!(key, other_opts.key("sm_90", (13, 0)));
     assert_ne!(key, a.key("sm_80", (13, 0)));
+    let long = format!("extern \"C\" __global__ void {}(float* y) {{}}", "k".repeat(300));
+    assert_eq!(UserSource::new(&long, &[]).unwrap().name().len(), 5 + 64);
     assert_ne!(key, a.key("sm_90", (13, 1)));
     // pinned: the key scheme must not drift silently (a change invalidates every cached
     // user cubin, which is allowed but must be deliberate)
