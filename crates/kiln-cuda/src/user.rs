@@ -105,8 +105,21 @@ impl UserSource {
 
     /// Compile to a cubin for `arch` (no GPU needed, only libnvrtc). A source that does not
     /// compile is [`Error::Compile`] with NVRTC's log, whose lines name `<name>.cu(line)`.
+    /// A missing header (kiln gives NVRTC no include path, and NVRTC alone has no
+    /// `cuda_fp16.h`) adds a hint to the log.
     pub fn compile(&self, arch: &str) -> Result<Vec<u8>> {
-        nvrtc::compile(&self.unit(), &format!("{}.cu", self.name), arch, &[]).map(|(c, _)| c)
+        nvrtc::compile(&self.unit(), &format!("{}.cu", self.name), arch, &[])
+            .map(|(c, _)| c)
+            .map_err(|e| match e {
+                Error::Compile { module, arch, log } if log.contains("could not open source file") => Error::Compile {
+                    module,
+                    arch,
+                    log: format!(
+                        "{log}\nkiln passes NVRTC no include path: add one to the options for the CUDA headers, e.g. -I/usr/local/cuda/include"
+                    ),
+                },
+                e => e,
+            })
     }
 }
 

@@ -156,6 +156,13 @@ fn a_compile_error_carries_nvrtc_log_with_line_numbers() {
         }
         other => panic!("expected Error::Compile, got {other:?}"),
     }
+    // a missing header says how to give NVRTC an include path
+    let with_header = "#include <cuda_fp16.h>\nextern \"C\" __global__ void h(__half* y) {}\n";
+    match UserSource::new(with_header, &[]).unwrap().compile("sm_80") {
+        Err(Error::Compile { log, .. }) => assert!(log.contains("-I/usr/local/cuda/include"), "{log}"),
+        // an NVRTC with the header built in compiles it
+        other => assert!(other.is_ok(), "{other:?}"),
+    }
     // and a good source compiles for sm_80 with user options
     let good =
         "extern \"C\" __global__ void fill(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = N; }";
