@@ -230,6 +230,13 @@ impl UserModule {
     /// parameter list parsed from the source; a kernel whose list could not be parsed can be
     /// launched only after [`UserFunction::with_signature`].
     pub fn function(&self, name: &str) -> Result<UserFunction> {
+        if name.contains('\0') {
+            // (cudarc's lookup would panic on it)
+            return Err(Error::invalid(
+                OP,
+                format!("kernel name {name:?} contains a NUL byte"),
+            ));
+        }
         let f = self.module.load_function(name).map_err(|_| {
             let found: Vec<&str> = self.kernels.keys().map(String::as_str).collect();
             Error::invalid(

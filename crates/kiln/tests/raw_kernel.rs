@@ -406,6 +406,7 @@ fn a_module_with_two_functions() {
         m.function("cube").map(drop),
         &["no kernel `cube`", "fill, square", "extern \"C\""],
     );
+    invalid(m.function("fi\0ll").map(drop), &["NUL"]);
 }
 
 /// A runtime on `cache_dir` that loads `src`'s `saxpy` and checks it runs.
