@@ -47,6 +47,9 @@ pub struct CudaBackend {
     /// calculator (grid-stride kernels launch exactly one full wave).
     resident: Mutex<HashMap<(KernelId, u32), u32>>,
     loads: Mutex<Vec<ModuleLoad>>,
+    /// Users' modules by cache key (source, options, arch, NVRTC version), each filled once
+    /// (backend/load.rs, `user_module`).
+    user_modules: Mutex<HashMap<[u8; 32], load::UserSlot>>,
     /// The cuBLAS handle and its workspace, made on the first GEMM (gemm.rs).
     pub(crate) blas: Mutex<Option<crate::gemm::Blas>>,
     /// One graph capture at a time on this backend's stream.
@@ -138,6 +141,7 @@ impl CudaBackend {
             functions: Mutex::new(HashMap::new()),
             resident: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
+            user_modules: Mutex::new(HashMap::new()),
             blas: Mutex::new(None),
             capture: Mutex::new(()),
             user_streams: (0..crate::streams::USER_STREAMS)

@@ -13,6 +13,8 @@
 //! - [`CudaBackend`] owns a context and stream, loads each kernel on first use and launches
 //!   the kernels of the [`kernels`] table; it also keeps a pool of 32 user streams with a
 //!   thread-local current stream (`with_stream`).
+//! - [`user`]: users' own CUDA C++ kernels, compiled and cached like kiln's programs, their
+//!   parameter lists read from the source so each launch's arguments are checked.
 //! - [`storage::CudaStorage`] is a tensor's device storage: a [`pool`] block written once on
 //!   the current stream, ordered across streams by a lazily recorded event; [`transfer`]
 //!   moves host data at the link's speed (staged through pinned buffers, or DMA'd directly
@@ -23,7 +25,7 @@
 //! closes it, and cudarc's first call opens it again).
 //!
 //! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
-//! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `copy`,
+//! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `user` (the driver's parameter sizes), `copy`,
 //! `storage`, `register` (page-locking a caller's vector), `libs` (the libraries' handles, through libloading), `nccl` (collectives on pool
 //! blocks; libnccl loaded at run time, absent without harm) and the launchers, where the safe
 //! layer lacks what kiln needs (pool blocks as raw pointers, pinned memory, async copies into
@@ -56,6 +58,7 @@ pub mod register;
 pub mod storage;
 mod streams;
 pub mod transfer;
+pub mod user;
 
 pub use backend::{cuda_err, CudaBackend, ModuleLoad, Startup};
 pub use cache::{CacheEvent, KernelCache, Outcome, Unit};
@@ -71,3 +74,4 @@ pub use launch_imaging::rank_algorithm;
 pub use profiler::{profiler, Profiler, Range};
 pub use storage::{CudaData, CudaElement, CudaStorage};
 pub use streams::USER_STREAMS;
+pub use user::{KernelArg, Scalar, UserFunction, UserModule};

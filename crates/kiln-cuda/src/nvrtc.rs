@@ -1,5 +1,5 @@
-//! NVRTC: compile one [`Program`] (a kernel alone, or a whole module) to a cubin for an
-//! exact `sm_XX`.
+//! NVRTC: compile one [`Program`] (a kernel alone, or a whole module), or a user's source
+//! ([`crate::user`]), to a cubin for an exact `sm_XX`, through one function ([`compile`]).
 //!
 //! cudarc's safe NVRTC layer only returns PTX, and its `result` layer has no cubin getter, so
 //! this module (one of the three FFI modules: nvrtc, discovery, backend) calls
@@ -7,6 +7,7 @@
 //! which is what makes a warm start cost nothing.
 #![allow(unsafe_code)]
 
+use crate::cache::Unit;
 use crate::kernels::Program;
 use cudarc::nvrtc::{result, sys};
 use kiln_core::{Error, Result};
@@ -31,7 +32,7 @@ pub fn options(program: Program) -> Vec<String> {
 /// machine without a rebuild (a register cap `-maxrregcount=80`, a `-D` a kernel reads),
 /// applied to every program and part of every cache key, so cubins built with and without
 /// it never mix. Unset or empty in production.
-fn extra_options() -> Vec<String> {
+pub(crate) fn extra_options() -> Vec<String> {
     std::env::var("KILN_NVRTC_EXTRA")
         .map(|v| v.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()
@@ -71,9 +72,9 @@ impl Drop for NvrtcProgram {
     }
 }
 
-fn nvrtc_err(program: Program, arch: &str, what: &str, e: impl std::fmt::Debug) -> Error {
+fn nvrtc_err(module: &str, arch: &str, what: &str, e: impl std::fmt::Debug) -> Error {
     Error::Compile {
-        module: program.name().into(),
+        module: module.into(),
         arch: arch.into(),
         log: format!("{what}: {e:?}"),
     }
@@ -83,7 +84,7 @@ fn nvrtc_err(program: Program, arch: &str, what: &str, e: impl std::fmt::Debug) 
 /// return the cubin. The compiler's log is kept in the error. Programs may be compiled on
 /// several threads at once (NVRTC is thread-safe across programs).
 pub fn compile_cubin(program: impl Into<Program>, arch: &str) -> Result<Vec<u8>> {
-    compile(program.into(), arch, &[]).map(|(cubin, _)| cubin)
+    compile_program(program.into(), arch, &[]).map(|(cubin, _)| cubin)
 }
 
 /// Compile `program` for `arch` with ptxas's verbose report and return that report: per
@@ -91,23 +92,32 @@ pub fn compile_cubin(program: impl Into<Program>, arch: &str) -> Result<Vec<u8>>
 /// libnvrtc, no GPU, so kernels can be checked for spills on a machine without one
 /// (`cargo run -p kiln-cuda --example ptxas_info`).
 pub fn ptxas_info(program: impl Into<Program>, arch: &str) -> Result<String> {
-    compile(program.into(), arch, &["--ptxas-options=-v".to_string()]).map(|(_, log)| log)
+    compile_program(program.into(), arch, &["--ptxas-options=-v".to_string()]).map(|(_, log)| log)
 }
 
-fn compile(program: Program, arch: &str, extra: &[String]) -> Result<(Vec<u8>, String)> {
+fn compile_program(program: Program, arch: &str, extra: &[String]) -> Result<(Vec<u8>, String)> {
+    let options = options(program);
+    let unit = crate::coldstart::unit(program, &options);
+    compile(&unit, &format!("{}.cu", program.module().name), arch, extra)
+}
+
+/// Compile one cache [`Unit`] (kiln's own programs and users' sources alike) for `arch`:
+/// the unit's options, then `--gpu-architecture=arch`, then `extra` (which is not part of
+/// the cache key, so only for reports such as ptxas's). `file` names the source in NVRTC's
+/// log (`file(line): error: ...`). Returns the cubin and the compiler's log; a failed
+/// compile is [`Error::Compile`] carrying the log, named after `unit.name`.
+pub fn compile(unit: &Unit, file: &str, arch: &str, extra: &[String]) -> Result<(Vec<u8>, String)> {
     if !available() {
         return Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound));
     }
-    let module = program.module();
-    let src =
-        CString::new(module.source).map_err(|e| nvrtc_err(program, arch, "source has a NUL byte", e))?;
-    let name =
-        CString::new(format!("{}.cu", module.name)).map_err(|e| nvrtc_err(program, arch, "name", e))?;
+    let module = unit.name;
+    let src = CString::new(unit.source).map_err(|e| nvrtc_err(module, arch, "source has a NUL byte", e))?;
+    let name = CString::new(file).map_err(|e| nvrtc_err(module, arch, "name", e))?;
     let prog = NvrtcProgram(
         result::create_program(&src, Some(&name))
-            .map_err(|e| nvrtc_err(program, arch, "nvrtcCreateProgram", e))?,
+            .map_err(|e| nvrtc_err(module, arch, "nvrtcCreateProgram", e))?,
     );
-    let mut opts = options(program);
+    let mut opts = unit.options.to_vec();
     opts.push(format!("--gpu-architecture={arch}"));
     opts.extend(extra.iter().cloned());
     COMPILES.fetch_add(1, Ordering::Relaxed);
@@ -119,7 +129,7 @@ fn compile(program: Program, arch: &str, extra: &[String]) -> Result<(Vec<u8>, S
             .map(|v| c_chars_to_string(&v))
             .unwrap_or_else(|_| "(no log)".into());
         return Err(Error::Compile {
-            module: program.name().into(),
+            module: module.into(),
             arch: arch.into(),
             log: format!("{e:?} with options {opts:?}\n{log}"),
         });
@@ -128,12 +138,12 @@ fn compile(program: Program, arch: &str, extra: &[String]) -> Result<(Vec<u8>, S
     // SAFETY: `prog` compiled successfully; `size` is valid for writes.
     unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
         .result()
-        .map_err(|e| nvrtc_err(program, arch, "nvrtcGetCUBINSize (is the arch an sm_XX?)", e))?;
+        .map_err(|e| nvrtc_err(module, arch, "nvrtcGetCUBINSize (is the arch an sm_XX?)", e))?;
     let mut cubin = vec![0u8; size];
     // SAFETY: `cubin` holds exactly the `size` bytes NVRTC reported for this program.
     unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut c_char) }
         .result()
-        .map_err(|e| nvrtc_err(program, arch, "nvrtcGetCUBIN", e))?;
+        .map_err(|e| nvrtc_err(module, arch, "nvrtcGetCUBIN", e))?;
     // SAFETY: `prog` is live; the log is NUL-terminated by NVRTC.
     let log = unsafe { result::get_program_log(prog.0) }
         .map(|v| c_chars_to_string(&v))

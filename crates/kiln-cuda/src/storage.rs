@@ -283,6 +283,23 @@ impl CudaStorage {
         Ok(())
     }
 
+    /// Record that work queued on `s` (a user's kernel) may have written this storage in
+    /// place: its own stream, which host reads and other streams' uses wait on, is made to
+    /// wait for `s` as it is now, and the event a cross-stream use waits on is recorded afresh
+    /// at the next such use. Nothing to do on the storage's own stream, or while this thread
+    /// captures a graph (a graph replays on kiln's main stream, in order).
+    pub fn written_on(&self, s: &Arc<CudaStream>) -> Result<()> {
+        let own = self.stream();
+        if own.cu_stream() == s.cu_stream() || self.dev.is_capturing_here() {
+            return Ok(());
+        }
+        let ev = self.dev.new_event(false)?;
+        ev.record(s).map_err(|e| self.dev.err("cuEventRecord", e))?;
+        own.wait(&ev).map_err(|e| self.dev.err("cuStreamWaitEvent", e))?;
+        *lock(&self.ready) = None;
+        Ok(())
+    }
+
     /// Fault injection: a one-element storage whose writer is a kernel that stores through
     /// an invalid address. The launch itself succeeds; the sticky error
     /// (CUDA_ERROR_ILLEGAL_ADDRESS) surfaces at the next host read or synchronisation, and

@@ -17,6 +17,9 @@
 //! wrappers over tensors. Every op exists on the CPU and CUDA, and the two agree
 //! numerically (bit for bit where the docs say so).
 //!
+//! Users' own CUDA C++ kernels run through [`Runtime::raw_kernel`] and
+//! [`Runtime::raw_module`] ([`raw_kernel`]), checked and queued like kiln's ops.
+//!
 //! Layering: front ends (the `kiln` CLI, kiln-bench) depend on this crate and on no other
 //! compute crate of kiln, so the one-way flow front end -> facade -> backend holds and a
 //! backend can be reshaped behind it. What the front ends need beyond the ops is
@@ -44,6 +47,7 @@ pub mod linalg;
 pub mod morphology;
 pub mod ndimage;
 pub mod rank;
+pub mod raw_kernel;
 mod runtime;
 pub mod stream;
 pub mod tensor;
@@ -74,6 +78,8 @@ pub mod cpu {
 
 pub use kiln_cuda as cuda;
 pub use kiln_cuda::profiler::{self, profiler, Report as ProfileReport};
+pub use kiln_cuda::user::Scalar;
+pub use raw_kernel::{Arg, RawKernel, RawModule};
 pub use runtime::{Engine, Runtime};
 pub use stream::{Event, Stream};
 pub use tensor::{FloatElement, Storage, Tensor, TensorElement};

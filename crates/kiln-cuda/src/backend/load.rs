@@ -5,9 +5,11 @@
 //! of kernels on several threads at once.
 
 use super::{lock, CudaBackend, ModuleLoad};
+use crate::cache::CacheEvent;
 use crate::coldstart;
 use crate::kernels::{KernelId, Program};
 use crate::nvrtc;
+use crate::user::{UserModule, UserSource};
 use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 use kiln_core::Result;
@@ -16,6 +18,9 @@ use std::time::Instant;
 
 /// One program's module, filled by the first thread that loads it.
 pub(super) type Slot = Arc<Mutex<Option<Arc<CudaModule>>>>;
+
+/// One user source's module, filled by the first thread that loads it.
+pub(super) type UserSlot = Arc<Mutex<Option<Arc<UserModule>>>>;
 
 impl CudaBackend {
     /// Load a program (a kernel alone, or a whole module) from the cubin cache, compiling
@@ -34,6 +39,13 @@ impl CudaBackend {
                 .get_or_compile(&coldstart::unit(p, &options), &arch, self.nvrtc, || {
                     nvrtc::compile_cubin(p, &arch)
                 })?;
+        let md = self.load_cubin(cubin, event)?;
+        *slot = Some(md.clone());
+        Ok(md)
+    }
+
+    /// Load a cubin into the context and record the load.
+    fn load_cubin(&self, cubin: Vec<u8>, event: CacheEvent) -> Result<Arc<CudaModule>> {
         let t0 = Instant::now();
         let md = self
             .ctx
@@ -43,8 +55,42 @@ impl CudaBackend {
             cache: event,
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         });
-        *slot = Some(md.clone());
         Ok(md)
+    }
+
+    /// A user's CUDA C++ `source` compiled with NVRTC `options` (validated: see
+    /// [`UserSource::new`]) for this device's exact arch, through the cubin cache kiln's own
+    /// programs use (a second call, or a second process, compiles nothing), and loaded once
+    /// per backend: a later call with the same source and options returns the same module.
+    ///
+    /// ```no_run
+    /// # fn demo(b: &kiln_cuda::CudaBackend) -> kiln_core::Result<()> {
+    /// use kiln_cuda::user::KernelArg;
+    /// let m = b.user_module(r#"extern "C" __global__ void fill(float* y, float v, int n) {
+    ///     int i = blockIdx.x * blockDim.x + threadIdx.x;
+    ///     if (i < n) y[i] = v;
+    /// }"#, &[])?;
+    /// let fill = m.function("fill")?;
+    /// let y = b.alloc::<f32>(1000)?;
+    /// fill.launch(b, (4, 1, 1), (256, 1, 1), 0, &[KernelArg::buffer(&y), 2.5f32.into(), 1000i32.into()])?;
+    /// # Ok(()) }
+    /// ```
+    pub fn user_module(&self, source: &str, options: &[String]) -> Result<Arc<UserModule>> {
+        let src = UserSource::new(source, options)?;
+        let arch = self.info.arch();
+        let key = src.key(&arch, self.nvrtc);
+        let slot = lock(&self.user_modules).entry(key).or_default().clone();
+        let mut slot = lock(&slot);
+        if let Some(m) = slot.as_ref() {
+            return Ok(m.clone());
+        }
+        let (cubin, event) = self
+            .cache
+            .get_or_compile(&src.unit(), &arch, self.nvrtc, || src.compile(&arch))?;
+        let md = self.load_cubin(cubin, event)?;
+        let m = Arc::new(UserModule::new(md, self, &src)?);
+        *slot = Some(m.clone());
+        Ok(m)
     }
 
     /// The function for a kernel (its program loaded first).

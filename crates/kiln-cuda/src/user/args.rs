@@ -1,0 +1,266 @@
+//! Launch arguments: device buffers and scalars, and their conversion to what a parameter
+//! takes (a buffer of the pointed-to dtype; a scalar converted exactly or refused).
+
+use super::signature::{Param, ParamType, ScalarType};
+use crate::pool::DeviceBuffer;
+use crate::storage::{CudaData, CudaElement};
+use kiln_core::backend::{bf16, f16};
+use kiln_core::DType;
+
+/// A scalar argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    /// `bool`.
+    Bool(bool),
+    /// 8-bit signed.
+    I8(i8),
+    /// 16-bit signed.
+    I16(i16),
+    /// 32-bit signed.
+    I32(i32),
+    /// 64-bit signed.
+    I64(i64),
+    /// 8-bit unsigned.
+    U8(u8),
+    /// 16-bit unsigned.
+    U16(u16),
+    /// 32-bit unsigned.
+    U32(u32),
+    /// 64-bit unsigned.
+    U64(u64),
+    /// IEEE half.
+    F16(f16),
+    /// bfloat16.
+    BF16(bf16),
+    /// `float`.
+    F32(f32),
+    /// `double`.
+    F64(f64),
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(x: $t) -> Self {
+                Scalar::$v(x)
+            }
+        }
+    )*};
+}
+scalar_from!(bool => Bool, i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16,
+    u32 => U32, u64 => U64, f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
+
+impl Scalar {
+    /// The Rust type's name, for messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Scalar::Bool(_) => "bool",
+            Scalar::I8(_) => "i8",
+            Scalar::I16(_) => "i16",
+            Scalar::I32(_) => "i32",
+            Scalar::I64(_) => "i64",
+            Scalar::U8(_) => "u8",
+            Scalar::U16(_) => "u16",
+            Scalar::U32(_) => "u32",
+            Scalar::U64(_) => "u64",
+            Scalar::F16(_) => "f16",
+            Scalar::BF16(_) => "bf16",
+            Scalar::F32(_) => "f32",
+            Scalar::F64(_) => "f64",
+        }
+    }
+
+    fn int(&self) -> Option<i128> {
+        Some(match *self {
+            Scalar::I8(x) => x.into(),
+            Scalar::I16(x) => x.into(),
+            Scalar::I32(x) => x.into(),
+            Scalar::I64(x) => x.into(),
+            Scalar::U8(x) => x.into(),
+            Scalar::U16(x) => x.into(),
+            Scalar::U32(x) => x.into(),
+            Scalar::U64(x) => x.into(),
+            _ => return None,
+        })
+    }
+
+    fn float(&self) -> Option<f64> {
+        Some(match *self {
+            Scalar::F16(x) => x.to_f64(),
+            Scalar::BF16(x) => x.to_f64(),
+            Scalar::F32(x) => x.into(),
+            Scalar::F64(x) => x,
+            _ => return None,
+        })
+    }
+}
+
+/// One launch argument.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// A device buffer, passed as a pointer to its first element.
+    Buffer(BufferArg<'a>),
+    /// A value.
+    Scalar(Scalar),
+}
+
+/// A device buffer argument: its address and dtype, borrowed for the launch.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferArg<'a> {
+    pub(super) ptr: u64,
+    pub(super) dtype: DType,
+    pub(super) len: usize,
+    pub(super) _borrow: std::marker::PhantomData<&'a ()>,
+}
+
+impl<'a> KernelArg<'a> {
+    /// A typed pool buffer.
+    pub fn buffer<T: CudaElement>(b: &'a DeviceBuffer<T>) -> Self {
+        KernelArg::Buffer(BufferArg {
+            ptr: b.device_ptr(),
+            dtype: T::DTYPE,
+            len: b.len(),
+            _borrow: std::marker::PhantomData,
+        })
+    }
+
+    /// A tensor's block (`CudaStorage::data`).
+    pub fn data(d: &'a CudaData) -> Self {
+        match d {
+            CudaData::F32(b) => Self::buffer(b),
+            CudaData::F64(b) => Self::buffer(b),
+            CudaData::F16(b) => Self::buffer(b),
+            CudaData::BF16(b) => Self::buffer(b),
+            CudaData::U8(b) => Self::buffer(b),
+            CudaData::U16(b) => Self::buffer(b),
+        }
+    }
+}
+
+impl<T: Into<Scalar>> From<T> for KernelArg<'_> {
+    fn from(x: T) -> Self {
+        KernelArg::Scalar(x.into())
+    }
+}
+
+/// A checked argument as the kernel receives it (halves as their bits).
+pub(super) enum Value {
+    Bool(bool),
+    I8(i8),
+    I16(i16),
+    I32(i32),
+    I64(i64),
+    U8(u8),
+    U16(u16),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+}
+
+/// `a` as parameter `p` receives it, or why it cannot be.
+pub(super) fn convert(p: &Param, a: &KernelArg<'_>) -> std::result::Result<Value, String> {
+    match (p.ty, a) {
+        (ParamType::Pointer(elem), KernelArg::Buffer(b)) => match elem {
+            None => Ok(Value::U64(b.ptr)),
+            Some(e) if e.dtype() == Some(b.dtype) => Ok(Value::U64(b.ptr)),
+            Some(e) => Err(match e.dtype() {
+                Some(d) => format!("takes a buffer of {d}, got one of {} ({} elements); cast it with cast({d})", b.dtype, b.len),
+                None => format!(
+                    "points to {}, which no kiln tensor holds (tensors hold f32, f64, f16, bf16, u8, u16); declare the parameter void* or as one of those",
+                    e.c_name()
+                ),
+            }),
+        },
+        (ParamType::Pointer(_), KernelArg::Scalar(s)) => Err(format!("takes a buffer (a tensor), got a scalar {}", s.type_name())),
+        (ParamType::Scalar(t), KernelArg::Buffer(b)) => Err(format!("takes a {} value, got a buffer of {}", t.c_name(), b.dtype)),
+        (ParamType::Scalar(t), KernelArg::Scalar(s)) => scalar(t, s),
+    }
+}
+
+/// `s` converted exactly to `t`: integers that fit, floats that round-trip, integers that a
+/// float type holds exactly; never a float to an integer or anything to and from bool.
+fn scalar(t: ScalarType, s: &Scalar) -> std::result::Result<Value, String> {
+    use ScalarType as T;
+    let inexact = |v: String| {
+        Err(format!(
+            "{v} ({}) is not exactly representable as {}; pass a value of the parameter's type",
+            s.type_name(),
+            t.c_name()
+        ))
+    };
+    if t == T::Bool || matches!(s, Scalar::Bool(_)) {
+        return match (t, s) {
+            (T::Bool, Scalar::Bool(b)) => Ok(Value::Bool(*b)),
+            _ => Err(format!(
+                "takes {}, got {}; pass a {}",
+                t.c_name(),
+                s.type_name(),
+                if t == T::Bool { "bool" } else { "number" }
+            )),
+        };
+    }
+    if !t.is_float() {
+        let Some(v) = s.int() else {
+            return Err(format!(
+                "takes the integer type {}, got the float {} ({}); pass an integer",
+                t.c_name(),
+                s.float().unwrap_or(f64::NAN),
+                s.type_name()
+            ));
+        };
+        let fits =
+            |x: std::result::Result<Value, std::num::TryFromIntError>| x.or_else(|_| inexact(v.to_string()));
+        return match t {
+            T::I8 => fits(i8::try_from(v).map(Value::I8)),
+            T::I16 => fits(i16::try_from(v).map(Value::I16)),
+            T::I32 => fits(i32::try_from(v).map(Value::I32)),
+            T::I64 => fits(i64::try_from(v).map(Value::I64)),
+            T::U8 => fits(u8::try_from(v).map(Value::U8)),
+            T::U16 => fits(u16::try_from(v).map(Value::U16)),
+            T::U32 => fits(u32::try_from(v).map(Value::U32)),
+            _ => fits(u64::try_from(v).map(Value::U64)),
+        };
+    }
+    // a float parameter: from an integer or a float, if the value survives the round trip
+    let (v, text) = match (s.int(), s.float()) {
+        (Some(i), _) => {
+            // i64/u64 beyond 2^53 are not exact in f64 either: compare in i128
+            let f = i as f64;
+            if f as i128 != i {
+                return inexact(i.to_string());
+            }
+            (f, i.to_string())
+        }
+        (None, Some(f)) => (f, f.to_string()),
+        (None, None) => return Err(format!("unsupported scalar {}", s.type_name())),
+    };
+    let same = |back: f64| back == v || (back.is_nan() && v.is_nan());
+    match t {
+        T::F16 => {
+            let h = f16::from_f64(v);
+            if same(h.to_f64()) {
+                Ok(Value::U16(h.to_bits()))
+            } else {
+                inexact(text)
+            }
+        }
+        T::BF16 => {
+            let h = bf16::from_f64(v);
+            if same(h.to_f64()) {
+                Ok(Value::U16(h.to_bits()))
+            } else {
+                inexact(text)
+            }
+        }
+        T::F32 => {
+            let x = v as f32;
+            if same(f64::from(x)) {
+                Ok(Value::F32(x))
+            } else {
+                inexact(text)
+            }
+        }
+        _ => Ok(Value::F64(v)),
+    }
+}
