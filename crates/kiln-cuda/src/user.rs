@@ -20,7 +20,7 @@ mod args;
 pub mod signature;
 
 use args::{convert, Value};
-pub use args::{BufferArg, KernelArg, Scalar};
+pub use args::{BufferArg, ExternalArg, KernelArg, Scalar};
 
 use crate::cache::{KernelCache, Unit};
 use crate::{nvrtc, CudaBackend};
@@ -424,6 +424,63 @@ impl UserFunction {
         // pool only after this stream's work (stream-ordered pool, recorded uses).
         unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(&op, &backend.name(), e))?;
         Ok(())
+    }
+
+    /// [`UserFunction::launch`] on `stream`, a stream another library owns in this
+    /// backend's context (CuPy's or torch's current stream, so the kernel is ordered with the
+    /// caller's own work without an event in either direction), or 0, the legacy default
+    /// stream. The same checks of the arguments, grid, block and shared memory; no profiler
+    /// range (kiln's profiler records on its own streams). Errors map as kiln's launches do,
+    /// a sticky fault included.
+    ///
+    /// # Safety
+    ///
+    /// `stream` must be 0 or a live `CUstream` of this backend's context, and every pointer
+    /// argument (buffers, [`KernelArg::external`] arrays) must address device memory of that
+    /// context that stays valid until the kernel has run in `stream`'s order.
+    pub unsafe fn launch_on_stream(
+        &self,
+        backend: &CudaBackend,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem: u32,
+        args: &[KernelArg<'_>],
+        stream: u64,
+    ) -> Result<()> {
+        let name = self.name();
+        if backend.id() != self.inner.backend {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "kernel `{name}` was loaded on another backend than {}; load its module on this one",
+                    backend.name()
+                ),
+            ));
+        }
+        let values = self.check_args(args)?;
+        let cfg = self.check_shape(backend, grid, block, shared_mem)?;
+        let op = format!("user:{name}");
+        backend
+            .stream()
+            .context()
+            .bind_to_thread()
+            .map_err(|e| crate::cuda_err(&op, &backend.name(), e))?;
+        let mut params: Vec<*mut std::ffi::c_void> = values.iter().map(|v| v.as_param()).collect();
+        // SAFETY: the function belongs to this backend's context (checked above); one
+        // parameter address per checked value, each living in `values` until the call returns
+        // (cuLaunchKernel copies them); the stream and the pointers' memory are the caller's
+        // contract.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                self.inner.func.cu_function(),
+                cfg.grid_dim,
+                cfg.block_dim,
+                cfg.shared_mem_bytes,
+                stream as cudarc::driver::sys::CUstream,
+                &mut params,
+            )
+        }
+        .map_err(|e| crate::cuda_err(&op, &backend.name(), e))
     }
 
     fn check_args(&self, args: &[KernelArg<'_>]) -> Result<Vec<Value>> {

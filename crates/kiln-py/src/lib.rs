@@ -18,6 +18,7 @@
 mod dlpack;
 mod errors;
 mod finance;
+mod kernels;
 mod ndimage;
 mod ops;
 mod runtime;
@@ -129,6 +130,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     finance::register(m)?;
     ndimage::register(m)?;
+    kernels::register(m)?;
     Ok(())
 }
 

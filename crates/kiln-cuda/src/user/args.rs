@@ -100,8 +100,19 @@ impl Scalar {
 pub enum KernelArg<'a> {
     /// A device buffer, passed as a pointer to its first element.
     Buffer(BufferArg<'a>),
+    /// Another library's device array (CuPy, torch) of any element type, passed as its
+    /// address; its owner keeps it alive for the launch ([`KernelArg::external`]).
+    External(ExternalArg),
     /// A value.
     Scalar(Scalar),
+}
+
+/// Another library's device array: address, element type and length.
+#[derive(Clone, Copy, Debug)]
+pub struct ExternalArg {
+    pub(super) ptr: u64,
+    pub(super) elem: ScalarType,
+    pub(super) len: usize,
 }
 
 /// A device buffer argument: its address and dtype, borrowed for the launch.
@@ -124,6 +135,13 @@ impl<'a> KernelArg<'a> {
         })
     }
 
+    /// Another library's device array at `ptr`: `len` elements of `elem`. The caller keeps
+    /// the memory alive until the launch's work is done (in its stream order); the address
+    /// is checked against nothing but the parameter's element type.
+    pub fn external(ptr: u64, elem: ScalarType, len: usize) -> Self {
+        KernelArg::External(ExternalArg { ptr, elem, len })
+    }
+
     /// A tensor's block (`CudaStorage::data`).
     pub fn data(d: &'a CudaData) -> Self {
         match d {
@@ -144,6 +162,7 @@ impl<T: Into<Scalar>> From<T> for KernelArg<'_> {
 }
 
 /// A checked argument as the kernel receives it (halves as their bits).
+#[derive(Debug)]
 pub(super) enum Value {
     Bool(bool),
     I8(i8),
@@ -172,8 +191,19 @@ pub(super) fn convert(p: &Param, a: &KernelArg<'_>) -> std::result::Result<Value
                 ),
             }),
         },
+        (ParamType::Pointer(elem), KernelArg::External(x)) => match elem {
+            None => Ok(Value::U64(x.ptr)),
+            Some(e) if e == x.elem => Ok(Value::U64(x.ptr)),
+            Some(e) => Err(format!(
+                "takes a pointer to {}, got an array of {} ({} elements); pass an array of that type or declare the parameter void*",
+                e.c_name(),
+                x.elem.c_name(),
+                x.len
+            )),
+        },
         (ParamType::Pointer(_), KernelArg::Scalar(s)) => Err(format!("takes a buffer (a tensor), got a scalar {}", s.type_name())),
         (ParamType::Scalar(t), KernelArg::Buffer(b)) => Err(format!("takes a {} value, got a buffer of {}", t.c_name(), b.dtype)),
+        (ParamType::Scalar(t), KernelArg::External(x)) => Err(format!("takes a {} value, got an array of {}", t.c_name(), x.elem.c_name())),
         (ParamType::Scalar(t), KernelArg::Scalar(s)) => scalar(t, s),
     }
 }
@@ -262,5 +292,24 @@ fn scalar(t: ScalarType, s: &Scalar) -> std::result::Result<Value, String> {
             }
         }
         _ => Ok(Value::F64(v)),
+    }
+}
+
+impl Value {
+    /// The address of the value, as `cuLaunchKernel`'s parameter array takes it.
+    pub(super) fn as_param(&self) -> *mut std::ffi::c_void {
+        match self {
+            Value::Bool(x) => x as *const bool as *mut _,
+            Value::I8(x) => x as *const i8 as *mut _,
+            Value::I16(x) => x as *const i16 as *mut _,
+            Value::I32(x) => x as *const i32 as *mut _,
+            Value::I64(x) => x as *const i64 as *mut _,
+            Value::U8(x) => x as *const u8 as *mut _,
+            Value::U16(x) => x as *const u16 as *mut _,
+            Value::U32(x) => x as *const u32 as *mut _,
+            Value::U64(x) => x as *const u64 as *mut _,
+            Value::F32(x) => x as *const f32 as *mut _,
+            Value::F64(x) => x as *const f64 as *mut _,
+        }
     }
 }

@@ -48,7 +48,8 @@ __all__ = [
     "InvalidInputError", "NoDeviceError", "from_dlpack", "asarray", "zeros", "sigmoid", "tanh",
     "relu", "exp", "scale_shift", "clamp", "axpy", "transpose", "cast", "matmul", "filter2d",
     "filter3d", "correlate", "price", "memory_stats", "empty_cache", "synchronize", "doctor",
-    "profile", "profiler_report", "ndimage", "__version__",
+    "profile", "profiler_report", "ndimage", "ElementwiseKernel", "ReductionKernel", "RawKernel",
+    "RawModule", "KernelArgumentError", "__version__",
 ]
 
 
@@ -354,3 +355,10 @@ def profiler_report() -> dict:
 
 
 from . import ndimage  # noqa: E402  (scipy.ndimage's functions: kiln.ndimage)
+from ._userkernel import (  # noqa: E402  (users' kernels with CuPy's API)
+    ElementwiseKernel,
+    KernelArgumentError,
+    RawKernel,
+    RawModule,
+    ReductionKernel,
+)

@@ -17,6 +17,53 @@ class OutOfMemoryError(KilnError, MemoryError): ...
 class DeviceFaultError(KilnError): ...
 class InvalidInputError(KilnError, ValueError): ...
 class NoDeviceError(KilnError): ...
+class KernelArgumentError(InvalidInputError, TypeError): ...
+
+class ElementwiseKernel:
+    """A user element-wise kernel with CuPy's API (``cupy.ElementwiseKernel``)."""
+    name: str
+    nin: int
+    nout: int
+    nargs: int
+    def __init__(self, in_params: str, out_params: str, operation: str, name: str = "kernel",
+                 reduce_dims: bool = True, preamble: str = "", no_return: bool = False,
+                 return_tuple: bool = False, **kwargs: Any) -> None: ...
+    def __call__(self, *args: Any, size: int | None = None, block_size: int | None = None,
+                 stream: Any = None) -> Any: ...
+
+class ReductionKernel:
+    """A user reduction kernel with CuPy's API (``cupy.ReductionKernel``)."""
+    name: str
+    nin: int
+    nout: int
+    nargs: int
+    def __init__(self, in_params: str, out_params: str, map_expr: str, reduce_expr: str,
+                 post_map_expr: str, identity: Any, name: str = "reduce_kernel",
+                 reduce_type: str | None = None, reduce_dims: bool = True, preamble: str = "",
+                 options: Sequence[str] = ()) -> None: ...
+    def __call__(self, *args: Any, out: Any = None, axis: int | Sequence[int] | None = None,
+                 keepdims: bool = False, stream: Any = None) -> Any: ...
+
+class RawKernel:
+    """A user CUDA kernel with CuPy's API (``cupy.RawKernel``)."""
+    code: str
+    name: str
+    options: tuple[str, ...]
+    def __init__(self, code: str, name: str, options: Sequence[str] = (), backend: str = "nvrtc",
+                 *, translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
+                 jitify: Any = None) -> None: ...
+    def compile(self, log_stream: Any = None) -> None: ...
+    def __call__(self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any],
+                 *, shared_mem: int = 0, stream: Any = None) -> None: ...
+
+class RawModule:
+    """A user CUDA module with CuPy's API (``cupy.RawModule``)."""
+    def __init__(self, code: str | None = None, *, path: str | None = None,
+                 options: Sequence[str] = (), backend: str = "nvrtc",
+                 translate_cucomplex: bool = False, log_stream: Any = None,
+                 name_expressions: Sequence[str] | None = None, jitify: bool = False) -> None: ...
+    def compile(self, log_stream: Any = None) -> None: ...
+    def get_function(self, name: str) -> RawKernel: ...
 
 class Runtime:
     """A compute device, shared per device (``Runtime("cuda:0")`` twice is one engine)."""

@@ -1,0 +1,468 @@
+"""Users' own kernels with CuPy's API: ``ElementwiseKernel``, ``ReductionKernel``,
+``RawKernel`` and ``RawModule``.
+
+A kernel runs where its arrays live. Arrays on a CUDA device (kiln tensors, torch, CuPy,
+JAX; shared through DLPack, on the caller's current stream) run the fused CUDA kernel kiln
+generates and compiles with NVRTC (cached on disk like kiln's own kernels). NumPy arrays and
+kiln CPU tensors run the same kernel on the CPU: kiln compiles the expression (a C subset)
+into a vectorised, multi-threaded evaluator, so one kernel runs on a machine without a GPU
+and its GPU result can be checked against the CPU. Results come back in the caller's type.
+
+The calling conventions, argument rules and error types are CuPy's, so that code written for
+CuPy runs after ``import kiln as cupy``-style renaming of the kernel classes (kiln runs
+CuPy's own tests of these classes: ``crates/kiln-py/cupy_suite``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import _native
+from ._errors import InvalidInputError
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+# DLPack device types that are CUDA memory: CUDA, CUDA host (pinned), CUDA managed
+_CUDA_DEVICES = (2, 3, 13)
+
+
+class KernelArgumentError(InvalidInputError, TypeError):
+    """A kernel call whose arguments do not fit its parameters (count or types): a kiln
+    ``InvalidInputError`` that is also a ``TypeError``, as CuPy raises."""
+
+
+def _check_name(name):
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f'Invalid kernel name: "{name}"')
+
+
+def _retype(e):
+    """CuPy raises TypeError for argument counts and types: re-raise those as such."""
+    msg = str(e)
+    if msg.startswith(("Wrong number of arguments", "Type is mismatched", "Output arguments")):
+        return KernelArgumentError(msg)
+    return e
+
+
+def _on_gpu(x):
+    if isinstance(x, _native.Tensor):
+        return x.device != "cpu"
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None:
+        return hasattr(x, "__cuda_array_interface__")
+    try:
+        return dev()[0] in _CUDA_DEVICES
+    except Exception:  # a producer that cannot say: not a CUDA array
+        return False
+
+
+def _is_scalar(x):
+    return isinstance(x, (bool, int, float, complex, np.generic))
+
+
+def _scalar_desc(x):
+    if isinstance(x, np.generic):
+        return ("scalar", np.dtype(type(x)).name)
+    if isinstance(x, bool):
+        return ("scalar", "bool")
+    if isinstance(x, int):
+        return ("scalar", "int64")
+    if isinstance(x, float):
+        return ("scalar", "float64")
+    return ("scalar", "complex128")
+
+
+def _host_array(x, what):
+    """A NumPy view of a host argument (kiln CPU tensors shared, not copied)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, _native.Tensor):
+        return np.from_dlpack(x)
+    raise KernelArgumentError(
+        f"{what}: unsupported type {type(x).__name__}; pass a NumPy array, a kiln tensor, a "
+        "CUDA array (torch, CuPy, JAX) or a scalar"
+    )
+
+
+class DeviceArray:
+    """A CUDA array as a kernel argument: its address, dtype, shape and strides (in
+    elements), and the object that keeps its memory alive (read from
+    ``__cuda_array_interface__``: CuPy, torch, Numba, JAX; or a kiln tensor)."""
+
+    __slots__ = ("ptr", "dtype", "shape", "strides", "owner", "stream")
+
+    def __init__(self, x, what):
+        self.owner = x
+        if isinstance(x, _native.Tensor):
+            self.ptr, self.dtype, self.shape = x.data_ptr, np.dtype(x.dtype), tuple(x.shape)
+            self.strides = _c_strides(self.shape)
+            self.stream = None
+            return
+        cai = getattr(x, "__cuda_array_interface__", None)
+        if cai is None:
+            raise KernelArgumentError(
+                f"{what}: a CUDA array without __cuda_array_interface__ ({type(x).__name__}); "
+                "pass a CuPy array, a torch tensor or a kiln tensor"
+            )
+        self.ptr = int(cai["data"][0])
+        self.dtype = np.dtype(cai["typestr"])
+        self.shape = tuple(int(n) for n in cai["shape"])
+        item = self.dtype.itemsize
+        if cai.get("strides") is None:
+            self.strides = _c_strides(self.shape)
+        else:
+            if any(b % item for b in cai["strides"]):
+                raise KernelArgumentError(f"{what}: strides {cai['strides']} are not whole elements")
+            self.strides = tuple(int(b) // item for b in cai["strides"])
+        # CAI v3: the stream the producer last used (None: already synchronised)
+        self.stream = cai.get("stream")
+
+
+def _c_strides(shape):
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(out))
+
+
+def _empty_like_caller(like, shape, dtype):
+    """A new CUDA array of the caller's library (CuPy, torch; kiln for kiln tensors)."""
+    mod = type(like).__module__.split(".")[0]
+    if mod == "cupy":
+        import cupy
+
+        return cupy.empty(shape, dtype=dtype)
+    if mod == "torch":
+        import torch
+
+        t = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+        return torch.empty(shape, dtype=t, device=like.device)
+    if isinstance(like, _native.Tensor):
+        return _native.Runtime(like.device).zeros(list(shape), np.dtype(dtype).name)
+    raise KernelArgumentError(
+        f"cannot allocate the outputs for a {type(like).__name__} input; pass the outputs too"
+    )
+
+
+class _Call:
+    """One call's arguments split by device and described for the native binder."""
+
+    def __init__(self, args, nin, what):
+        self.gpu = any(_on_gpu(a) for a in args if not _is_scalar(a))
+        self.like = next((a for a in args if not _is_scalar(a)), None)
+        self.values = []
+        self.descs = []
+        for k, a in enumerate(args):
+            name = f"{what} argument {k}"
+            if _is_scalar(a):
+                self.values.append(a)
+                self.descs.append(_scalar_desc(a))
+            elif self.gpu:
+                if not _on_gpu(a):
+                    raise KernelArgumentError(
+                        f"{name} is on the host while other arguments are on a CUDA device; "
+                        "move it first (kiln.asarray(x, device='cuda'))"
+                    )
+                d = DeviceArray(a, name)
+                self.values.append(d)
+                self.descs.append(("array", d.dtype.name, d.shape))
+            else:
+                h = _host_array(a, name)
+                self.values.append(h)
+                self.descs.append(("array", h.dtype.name, h.shape))
+        self.ins, self.in_descs = self.values[:nin], self.descs[:nin]
+        self.outs, self.out_descs = self.values[nin:], self.descs[nin:]
+
+
+class ElementwiseKernel:
+    """User-defined element-wise kernel, as ``cupy.ElementwiseKernel``.
+
+    ``in_params`` and ``out_params`` are ``[raw] TYPE NAME`` lists (``TYPE`` a dtype name or
+    a placeholder such as ``T``, bound from the arguments); ``operation`` is the loop body in
+    C, run for every element of the broadcast shape with each non-raw parameter naming its
+    element, ``i`` the flat index and ``_ind.size()`` the size. Call with the inputs (and
+    optionally every output); ``size=`` when every array is raw.
+    """
+
+    def __init__(self, in_params, out_params, operation, name="kernel", reduce_dims=True,
+                 preamble="", no_return=False, return_tuple=False, **kwargs):
+        _check_name(name)
+        self.name = self.__name__ = name
+        self.operation = operation
+        self.preamble = preamble
+        self.reduce_dims = reduce_dims
+        self.no_return = no_return
+        self.return_tuple = return_tuple
+        self.kwargs = kwargs
+        self.options = tuple(kwargs.get("options", ()))
+        self._k = _native._ElementwiseKernel(in_params, out_params, operation, name, preamble)
+        self.nin, self.nout = self._k.nin, self._k.nout
+        self.nargs = self.nin + self.nout
+        self._cached_codes = {}
+
+    def __call__(self, *args, size=None, block_size=None, stream=None, **kwargs):
+        if kwargs:
+            raise TypeError(f"Wrong arguments {kwargs}")
+        if block_size is not None and block_size <= 0:
+            raise ValueError("block_size must be greater than zero")
+        if len(args) not in (self.nin, self.nargs):
+            raise KernelArgumentError(
+                f"Wrong number of arguments for {self.name!r}. It must be either {self.nin} or "
+                f"{self.nargs} (with outputs), but given {len(args)}."
+            )
+        c = _Call(args, self.nin, self.name)
+        try:
+            shape, out_dtypes = self._k.bind(c.in_descs, c.out_descs, size)
+        except InvalidInputError as e:
+            raise _retype(e) from None
+        key = tuple(d[1] for d in c.descs if d[0] == "array")
+        outs = list(c.outs)
+        if c.gpu:
+            made = [] if outs else [_empty_like_caller(c.like, shape, dt) for dt in out_dtypes]
+            outs = outs or [DeviceArray(o, "output") for o in made]
+            src = self._k.launch_gpu(c.ins, outs, size, block_size or 128)
+            self._cached_codes.setdefault(key, src)
+            results = made or list(args[self.nin:])
+        else:
+            if not outs:
+                outs = [np.empty(shape, dtype=dt) for dt in out_dtypes]
+            work = [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
+            self._k.call_cpu(c.ins, work, size)
+            for o, w in zip(outs, work):
+                if o is not w:
+                    np.copyto(o, w)
+            self._cached_codes.setdefault(key, self._k.cuda_source(c.in_descs, c.out_descs, size))
+            results = outs if not c.outs else list(args[self.nin:])
+        if self.no_return:
+            return None
+        if self.nout == 1 and not self.return_tuple:
+            return results[0]
+        return tuple(results)
+
+
+class ReductionKernel:
+    """User-defined reduction kernel, as ``cupy.ReductionKernel``.
+
+    For every output element: ``a = identity``, then ``a = reduce_expr`` over the mapped
+    inputs (``map_expr``) along the reduced axes (``a`` and ``b`` the two operands), then
+    ``post_map_expr`` assigns the outputs from ``a``. Call with the inputs, ``axis=``
+    (``None``, an int or a tuple) and ``keepdims=``.
+    """
+
+    def __init__(self, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity,
+                 name="reduce_kernel", reduce_type=None, reduce_dims=True, preamble="",
+                 options=()):
+        _check_name(name)
+        self.name = self.__name__ = name
+        self.identity = identity
+        self.map_expr, self.reduce_expr, self.post_map_expr = map_expr, reduce_expr, post_map_expr
+        self.reduce_type = reduce_type
+        self.preamble = preamble
+        self.options = tuple(options)
+        self._k = _native._ReductionKernel(
+            in_params, out_params, map_expr, reduce_expr, post_map_expr,
+            None if identity is None else str(identity), name, reduce_type, preamble,
+        )
+        self.nin, self.nout = self._k.nin, self._k.nout
+        self.nargs = self.nin + self.nout
+        self._cached_codes = {}
+
+    def __call__(self, *args, out=None, axis=None, keepdims=False, stream=None, **kwargs):
+        if kwargs:
+            raise TypeError(f"Wrong arguments {kwargs}")
+        if len(args) not in (self.nin, self.nargs):
+            raise KernelArgumentError(f"Wrong number of arguments for {self.name}")
+        if out is not None:
+            if self.nout != 1:
+                raise NotImplementedError("out= with several outputs")
+            if len(args) != self.nin:
+                raise ValueError("cannot specify 'out' as both a positional and keyword argument")
+            args = args + (out,)
+        if isinstance(axis, (list, tuple)):
+            axis = tuple(int(a) for a in axis)
+        elif axis is not None:
+            axis = (int(axis),)
+        c = _Call(args, self.nin, self.name)
+        try:
+            shape, out_dtypes = self._k.bind(c.in_descs, c.out_descs, axis, bool(keepdims))
+        except InvalidInputError as e:
+            raise _retype(e) from None
+        key = tuple(d[1] for d in c.in_descs if d[0] == "array")
+        outs = list(c.outs)
+        if c.gpu:
+            made = [] if outs else [_empty_like_caller(c.like, shape, dt) for dt in out_dtypes]
+            outs = outs or [DeviceArray(o, "output") for o in made]
+            src = self._k.launch_gpu(c.ins, outs, axis, bool(keepdims))
+            self._cached_codes.setdefault(key, src)
+            results = made or list(args[self.nin:])
+        else:
+            if not outs:
+                outs = [np.empty(shape, dtype=dt) for dt in out_dtypes]
+            work = [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
+            self._k.call_cpu(c.ins, work, axis, bool(keepdims))
+            for o, w in zip(outs, work):
+                if o is not w:
+                    np.copyto(o, w)
+            self._cached_codes.setdefault(key, self._k.cuda_source(c.in_descs, c.out_descs, axis, bool(keepdims)))
+            results = outs if not c.outs else list(args[self.nin:])
+        if self.nout == 1:
+            return results[0]
+        return tuple(results)
+
+
+def _dim3(v, what):
+    if isinstance(v, int):
+        v = (v,)
+    v = tuple(int(x) for x in v)
+    if not 1 <= len(v) <= 3:
+        raise ValueError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v}")
+    return v + (1,) * (3 - len(v))
+
+
+def _stream_ptr(stream, like):
+    """The CUstream to launch on: ``stream`` (an int or an object with ``.ptr`` or
+    ``.cuda_stream``), else the current stream of the first array's library (CuPy, torch),
+    else kiln's current stream (``None``)."""
+    if stream is not None:
+        for attr in ("ptr", "cuda_stream"):
+            if hasattr(stream, attr):
+                return int(getattr(stream, attr))
+        return int(stream)
+    mod = type(like).__module__.split(".")[0] if like is not None else ""
+    if mod == "cupy":
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    if mod == "torch":
+        import torch
+
+        return int(torch.cuda.current_stream(like.device).cuda_stream)
+    return None
+
+
+def _device_of(arrays):
+    for a in arrays:
+        if isinstance(a, _native.Tensor):
+            return int(a.device.split(":")[1]) if ":" in a.device else 0
+        dev = getattr(a, "__dlpack_device__", None)
+        if dev is not None:
+            try:
+                return int(dev()[1])
+            except Exception:
+                pass
+    return 0
+
+
+def _raw_args(args):
+    """``(launch arguments, arrays)`` from a RawKernel call's ``args`` tuple."""
+    out, arrays = [], []
+    for k, a in enumerate(args):
+        if isinstance(a, (bool, np.bool_)):
+            out.append(("scalar", "bool", bool(a)))
+        elif isinstance(a, np.generic):
+            out.append(("scalar", np.dtype(type(a)).name, a.item()))
+        elif isinstance(a, int):
+            out.append(("scalar", "int64", a))
+        elif isinstance(a, float):
+            out.append(("scalar", "float64", a))
+        elif isinstance(a, np.ndarray):
+            raise KernelArgumentError(
+                f"argument {k}: a NumPy array is host memory; a CUDA kernel needs a device array "
+                "(kiln.asarray(x, device='cuda'), cupy.asarray(x), torch.as_tensor(x, device='cuda'))"
+            )
+        elif _on_gpu(a):
+            d = DeviceArray(a, f"argument {k}")
+            size = int(np.prod(d.shape)) if d.shape else 1
+            out.append(("ptr", d.ptr, d.dtype.name, size))
+            arrays.append(a)
+        else:
+            raise KernelArgumentError(f"argument {k}: unsupported type {type(a).__name__}")
+    return out, arrays
+
+
+class RawModule:
+    """A CUDA C++ module compiled by kiln, as ``cupy.RawModule``: ``get_function(name)``
+    returns a :class:`RawKernel` of it. Compiled with NVRTC for the device's exact
+    architecture on first use, cached on disk under the same content hash as kiln's own
+    kernels (a second process compiles nothing); a compile error is a ``kiln.KilnError``
+    carrying NVRTC's log with line numbers."""
+
+    def __init__(self, code=None, *, path=None, options=(), backend="nvrtc",
+                 translate_cucomplex=False, log_stream=None, name_expressions=None,
+                 jitify=False):
+        if (code is None) == (path is None):
+            raise TypeError("One of code and path must be given")
+        if path is not None:
+            with open(path) as f:
+                code = f.read()
+        if backend != "nvrtc":
+            raise ValueError(f"backend {backend!r}: kiln compiles with NVRTC only")
+        if name_expressions:
+            raise NotImplementedError("name_expressions (C++ templates) are not supported by kiln")
+        if jitify:
+            raise NotImplementedError("jitify is not supported by kiln")
+        self.code = code
+        self.options = tuple(options)
+        self.backend = backend
+        self._modules = {}
+
+    def _module(self, device):
+        m = self._modules.get(device)
+        if m is None:
+            m = self._modules[device] = _native._RawModule(self.code, list(self.options), device)
+        return m
+
+    def compile(self, log_stream=None):
+        """Compile now (on device 0) rather than at the first launch."""
+        self._module(0)
+
+    def get_function(self, name):
+        """The kernel ``name`` of this module."""
+        return RawKernel(self.code, name, self.options, _module=self)
+
+
+class RawKernel:
+    """A user's CUDA kernel, as ``cupy.RawKernel``: ``k(grid, block, args, shared_mem=0,
+    stream=None)``. ``args`` are CUDA arrays (CuPy, torch, kiln tensors; any dtype) and
+    scalars (NumPy scalars for an exact C type; Python ints and floats converted exactly or
+    refused), checked against the kernel's ``extern "C"`` parameter list. The launch runs on
+    ``stream`` or the arrays' library's current stream."""
+
+    def __init__(self, code, name, options=(), backend="nvrtc", *, translate_cucomplex=False,
+                 enable_cooperative_groups=False, jitify=None, _module=None):
+        self.code = code
+        self.name = name
+        self.options = tuple(options)
+        self.backend = backend
+        self.enable_cooperative_groups = enable_cooperative_groups
+        if enable_cooperative_groups:
+            raise NotImplementedError("cooperative launches are not supported by kiln")
+        self._mod = _module or RawModule(code=code, options=options, backend=backend)
+        self._functions = {}
+
+    def _function(self, device):
+        f = self._functions.get(device)
+        if f is None:
+            f = self._functions[device] = self._mod._module(device).function(self.name)
+        return f
+
+    @property
+    def kernel(self):
+        """The compiled kernel on device 0 (compiles it if needed)."""
+        return self._function(0)
+
+    def compile(self, log_stream=None):
+        """Compile now rather than at the first launch."""
+        self._function(0)
+
+    def __call__(self, grid, block, args, *, shared_mem=0, stream=None):
+        if not isinstance(args, (tuple, list)):
+            raise TypeError("args must be a tuple")
+        launch, arrays = _raw_args(args)
+        device = _device_of(arrays)
+        self._function(device).launch(
+            _dim3(grid, "grid"), _dim3(block, "block"), launch, int(shared_mem),
+            _stream_ptr(stream, arrays[0] if arrays else None),
+        )
