@@ -435,6 +435,12 @@ pub fn black(forward: f64, strike: f64, sigma: f64, maturity: f64, kind: OptionT
 /// threads on a book of 10^5 quotes.
 pub const BOOK_CHUNK: usize = 1024;
 
+/// The threads [`implied_volatility_book`] solves on: rayon's current pool (all cores, or
+/// `RAYON_NUM_THREADS`).
+pub fn book_threads() -> usize {
+    rayon::current_num_threads()
+}
+
 /// The implied volatility of every quote of a book, in order, each `Ok(sigma)` or its
 /// [`NoVolatility`] reason, solved in parallel on rayon's current pool in chunks of
 /// [`BOOK_CHUNK`].
