@@ -202,6 +202,18 @@ fn positive(field: &'static str, value: f64) -> Result<(), NoVolatility> {
     }
 }
 
+/// `ln(F/K)`: of the ratio where it is a normal f64 (one rounding), else `ln F - ln K`
+/// (forwards and strikes far apart, whose ratio over- or underflows).
+#[inline]
+fn log_moneyness(forward: f64, strike: f64) -> f64 {
+    let ratio = forward / strike;
+    if ratio.is_normal() {
+        ratio.ln()
+    } else {
+        forward.ln() - strike.ln()
+    }
+}
+
 /// The bounds of a price in the units it is quoted in: refuses a price below `intrinsic`
 /// or at or above `bound`. A price within 4 ulp below the intrinsic value is taken as at it
 /// (the rounding of a discounted intrinsic value computed elsewhere), not as an arbitrage.
@@ -262,7 +274,7 @@ fn solve_forward(
     if fwd_price >= fwd_bound {
         return Err(above);
     }
-    let x = (forward / strike).ln();
+    let x = log_moneyness(forward, strike);
     let mut p = fwd_price;
     let mut q = q;
     // In the money: subtract the intrinsic value in price units (as the original does) and
@@ -426,7 +438,7 @@ pub fn black(forward: f64, strike: f64, sigma: f64, maturity: f64, kind: OptionT
     let q = q_of(kind);
     let intrinsic = (q * (forward - strike)).max(0.0);
     let otm = if q * (forward - strike) > 0.0 { -q } else { q };
-    let b = lbr::normalised_black((forward / strike).ln(), sigma * maturity.sqrt(), otm);
+    let b = lbr::normalised_black(log_moneyness(forward, strike), sigma * maturity.sqrt(), otm);
     intrinsic + (forward.sqrt() * strike.sqrt()) * b
 }
 

@@ -421,3 +421,78 @@ fn book_matches_quote_by_quote() {
     assert!(book.iter().filter(|r| r.is_err()).count() >= n / 101);
     assert!(implied_volatility_book(&[]).is_empty());
 }
+
+/// Extreme inputs (strikes and spots across 1e-200..1e200, prices anywhere between the
+/// bounds and outside them): every answer is a finite positive volatility or a reason, and
+/// a volatility reprices the quote.
+#[test]
+fn extreme_inputs_give_a_volatility_or_a_reason() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut u = || {
+        // splitmix64
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let (mut solved, mut refused) = (0, 0);
+    let mut reasons = std::collections::BTreeMap::new();
+    for _ in 0..20_000 {
+        let kind = if u() < 0.5 { CALL } else { PUT };
+        let spot = 10f64.powf(400.0 * u() - 200.0);
+        let strike = spot
+            * 10f64.powf(if u() < 0.5 {
+                8.0 * u() - 4.0
+            } else {
+                600.0 * u() - 300.0
+            });
+        if !(strike.is_normal() && strike.is_finite()) {
+            continue;
+        }
+        let maturity = 10f64.powf(8.0 * u() - 6.0);
+        let (rate, dividend) = (u() - 0.5, 0.2 * u() - 0.1);
+        let df = (-rate * maturity).exp();
+        let spot_df = spot * (-dividend * maturity).exp();
+        let intrinsic = (kind.sign() * (spot_df - strike * df)).max(0.0);
+        let bound = if kind == CALL { spot_df } else { strike * df };
+        let w = 1.2 * u() - 0.1;
+        let price = intrinsic + w * (bound - intrinsic);
+        match implied_volatility(price, spot, strike, maturity, rate, dividend, kind) {
+            Ok(v) => {
+                solved += 1;
+                assert!(
+                    v.is_finite() && v > 0.0,
+                    "{kind:?} {price} {spot} {strike} {maturity}: {v}"
+                );
+                let forward = spot * ((rate - dividend) * maturity).exp();
+                let again = df * black(forward, strike, v, maturity, kind);
+                // Near the subnormal range prices carry fewer digits: finiteness only.
+                if price > 1e-280 && strike.min(spot) > 1e-280 {
+                    assert!(
+                        (again - price).abs() <= 1e-9 * price.max(bound * 1e-6),
+                        "{kind:?} price {price:e} spot {spot:e} strike {strike:e} T {maturity}: \
+                         sigma {v} reprices to {again:e}"
+                    );
+                }
+            }
+            Err(e) => {
+                refused += 1;
+                *reasons.entry(e.code()).or_insert(0) += 1;
+                // Strictly inside the bounds, only prices whose time value is lost in f64, or
+                // that lie within rounding (of the move to forward terms) of the upper
+                // bound, are refused.
+                if price > intrinsic && price < bound {
+                    let near_bound = bound - price <= 16.0 * f64::EPSILON * bound;
+                    assert!(
+                        matches!(e, NoVolatility::AtIntrinsic { .. })
+                            || (near_bound && matches!(e, NoVolatility::AboveUpperBound { .. })),
+                        "{kind:?} price {price:e} spot {spot:e} strike {strike:e} T {maturity} r {rate} q {dividend} intrinsic {intrinsic:e} bound {bound:e}: {e}"
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("extreme inputs: {solved} solved, {refused} refused: {reasons:?}");
+    assert!(solved > 10_000, "{solved} solved");
+}
