@@ -35,7 +35,9 @@
 //! e^{-rT}, 0)` and the discounted forward `S e^{-qT}`; a put's between `max(K e^{-rT} - S
 //! e^{-qT}, 0)` and the discounted strike `K e^{-rT}`. A price at intrinsic (no time value)
 //! has no unique volatility (every small enough one prices it in `f64`) and is refused as
-//! [`NoVolatility::AtIntrinsic`].
+//! [`NoVolatility::AtIntrinsic`]; so is a price a few ulp below it (the rounding of an
+//! intrinsic value computed elsewhere) or whose time value is lost when it is moved to
+//! forward terms. A price within that rounding of the upper bound is refused as at it.
 
 mod lbr;
 mod special;
