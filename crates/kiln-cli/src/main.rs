@@ -19,6 +19,7 @@ mod filter_pipeline;
 mod filter_volume;
 mod gemm_cmd;
 mod gemm_devices;
+mod implied_vol_cmd;
 mod jobs_cmd;
 mod kernels_cmd;
 mod monitor_cmd;
@@ -91,6 +92,14 @@ enum Command {
     /// nothing written) unless --skip-invalid. Example:
     /// kiln price --input book.csv --output prices.csv --method mc --paths 200000 --json
     Price(price::Args),
+    /// Imply the Black-Scholes volatility of every European quote of a CSV into a CSV of
+    /// volatilities, with the reason where a quote has none.
+    ///
+    /// Jäckel's "Let's Be Rational" on the CPU: machine precision for any moneyness and
+    /// total volatility. Every bad row is reported with its row number, column and reason
+    /// (exit 4, nothing written) unless --skip-invalid. Example:
+    /// kiln implied-vol --input quotes.csv --output vols.csv --json
+    ImpliedVol(implied_vol_cmd::Args),
     /// Filter a 2-D image (PNG, TIFF, NPY) with a preset or .npy kernel into a file of the
     /// same kind.
     ///
@@ -188,6 +197,7 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a, cli.device, &cfg),
             Command::Cache(a) => cache_cmd::run(a, cli.device, &cfg),
             Command::Price(a) => price::run(a, cli.device, &cfg),
+            Command::ImpliedVol(a) => implied_vol_cmd::run(a, cli.device, &cfg),
             Command::Filter2d(a) => filter_cmd::run_2d(a, cli.device, &cfg),
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
             Command::Ndimage(a) => ndimage_cmd::run(a, cli.device, &cfg),

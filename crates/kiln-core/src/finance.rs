@@ -23,6 +23,7 @@ pub mod barrier;
 pub mod basket;
 pub mod blocks;
 pub mod heston;
+pub mod implied;
 pub mod invnorm;
 pub mod qmc;
 pub mod sobol;

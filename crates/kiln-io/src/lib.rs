@@ -46,6 +46,7 @@ mod error;
 mod npy;
 pub mod options_csv;
 mod peek;
+pub mod quotes_csv;
 mod raster;
 mod samples;
 mod volume;

@@ -3,14 +3,15 @@
 //! Carlo on the `auto` device (or one named), with the GIL released. Records are a mixed
 //! book (`kiln::finance::BookOption`: Black-Scholes, Heston, American), priced as `kiln
 //! price` prices the same rows: option `i` on stream `first_option + i`, so a book gives
-//! the CLI's bits.
+//! the CLI's bits. Implied volatilities (`implied_vol`) take and return packed float64
+//! columns, solved on the CPU's cores.
 
 use crate::errors::invalid;
 use crate::runtime_for;
 use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng};
 use kiln::finance::{BookOption, Method, TargetSe};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use serde_json::Value;
 
 /// One record (a JSON object from the Python layer, its defaults already applied) as a
@@ -157,7 +158,103 @@ fn price(
     Ok(d.into_any().unbind())
 }
 
+/// The reason codes [`implied_vol`] returns, by index (0: a volatility was found); the
+/// Python layer maps them back to these names.
+const NO_VOLATILITY_CODES: [&str; 7] = [
+    "",
+    "not_finite",
+    "not_positive",
+    "out_of_range",
+    "below_intrinsic",
+    "at_intrinsic",
+    "above_upper_bound",
+];
+
+/// `n` little-endian f64 from `bytes`, or why not.
+fn f64s(name: &str, bytes: &[u8], n: usize) -> PyResult<Vec<f64>> {
+    if bytes.len() != 8 * n {
+        return Err(invalid(format!(
+            "implied_vol: {name} has {} bytes; {n} float64 values take {}",
+            bytes.len(),
+            8 * n
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            f64::from_le_bytes(a)
+        })
+        .collect())
+}
+
+/// `implied_vol(price, spot, strike, maturity, rate, dividend, is_put)`: the Black-Scholes
+/// implied volatility of each quote (`kiln::finance::implied`, solved in parallel with the
+/// GIL released). The first six are `n` little-endian float64 each, `is_put` `n` bytes (0
+/// call, 1 put), all already broadcast by the Python layer. Returns `(vols, codes)`: `n`
+/// little-endian float64 (NaN where a quote has no volatility) and `n` bytes indexing
+/// [`NO_VOLATILITY_CODES`].
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn implied_vol<'py>(
+    py: Python<'py>,
+    price: &[u8],
+    spot: &[u8],
+    strike: &[u8],
+    maturity: &[u8],
+    rate: &[u8],
+    dividend: &[u8],
+    is_put: &[u8],
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    use kiln::core::finance::OptionType;
+    use kiln::finance::implied::{implied_volatility_book, Quote};
+    let n = is_put.len();
+    let cols = [
+        f64s("price", price, n)?,
+        f64s("spot", spot, n)?,
+        f64s("strike", strike, n)?,
+        f64s("maturity", maturity, n)?,
+        f64s("rate", rate, n)?,
+        f64s("dividend", dividend, n)?,
+    ];
+    let quotes: Vec<Quote> = (0..n)
+        .map(|i| Quote {
+            kind: if is_put[i] == 0 {
+                OptionType::Call
+            } else {
+                OptionType::Put
+            },
+            price: cols[0][i],
+            spot: cols[1][i],
+            strike: cols[2][i],
+            maturity: cols[3][i],
+            rate: cols[4][i],
+            dividend: cols[5][i],
+        })
+        .collect();
+    let results = py.detach(move || implied_volatility_book(&quotes));
+    let mut vols = Vec::with_capacity(8 * n);
+    let mut codes = Vec::with_capacity(n);
+    for r in &results {
+        let (v, code) = match r {
+            Ok(v) => (*v, 0u8),
+            Err(e) => (
+                f64::NAN,
+                NO_VOLATILITY_CODES
+                    .iter()
+                    .position(|c| *c == e.code())
+                    .unwrap_or(0) as u8,
+            ),
+        };
+        vols.extend_from_slice(&v.to_le_bytes());
+        codes.push(code);
+    }
+    Ok((PyBytes::new(py, &vols), PyBytes::new(py, &codes)))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(price, m)?)?;
+    m.add_function(wrap_pyfunction!(implied_vol, m)?)?;
     Ok(())
 }

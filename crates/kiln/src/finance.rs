@@ -13,6 +13,9 @@ use crate::verify::{time_host, Covers, Timing};
 use crate::Runtime;
 
 pub use kiln_core::finance;
+/// Implied volatility of European quotes (Jäckel's "Let's Be Rational"), one quote or a
+/// whole book on the CPU's cores.
+pub use kiln_core::finance::implied;
 
 pub mod american;
 mod basket;
