@@ -195,14 +195,14 @@ fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 8]> {
         }
     }
     if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
-        return Err(IoError::corrupt(
-            path,
-            FORMAT,
-            format!(
-                "the file is empty; it must start with a header row naming the columns ({})",
+        return Err(IoError::Content {
+            path: path.to_owned(),
+            format: FORMAT,
+            reason: format!(
+                "the file is empty; a {FORMAT} starts with a header row naming the columns ({})",
                 QUOTE_COLUMNS.join(",")
             ),
-        ));
+        });
     }
     let missing: Vec<String> = REQUIRED_QUOTE_COLUMNS
         .iter()
@@ -227,15 +227,15 @@ fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 8]> {
     if problems.is_empty() {
         return Ok(idx);
     }
-    Err(IoError::corrupt(
-        path,
-        FORMAT,
-        format!(
-            "bad header: {}. The header must name {} and may add id and dividend, in any order",
+    Err(IoError::Content {
+        path: path.to_owned(),
+        format: FORMAT,
+        reason: format!(
+            "bad header of the {FORMAT}: {}. The header must name {} and may add id and dividend, in any order; rename or remove the other columns",
             problems.join("; "),
             REQUIRED_QUOTE_COLUMNS.join(", ")
         ),
-    ))
+    })
 }
 
 /// The trimmed text of a cell; empty where the column or the cell is absent.
