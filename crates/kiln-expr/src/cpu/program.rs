@@ -1,0 +1,492 @@
+//! The typed AST compiled to a register program over chunks of lanes.
+//!
+//! Every register holds one chunk of values of one lane type; every instruction is one loop
+//! over a chunk. `if` becomes two masks: both branches' expressions run only when some lane
+//! takes them, and assignments inside blend under the mask. Nothing but a raw load or store
+//! can fail, so expressions evaluate on every lane (integer division by zero gives 0 and never
+//! traps) and only raw accesses look at the mask.
+
+use kiln_core::Error;
+
+use super::num::{lane_of, Buf, Lane};
+use crate::parse::{BinOp, UnOp};
+use crate::typed::{Func, Special, Var, VarKind, TE, TS, TX};
+use crate::types::{ScalarType, Value};
+
+pub(crate) type Reg = usize;
+
+#[derive(Clone, Debug)]
+pub(crate) enum Ins {
+    Splat {
+        dst: Reg,
+        v: Value,
+    },
+    Special {
+        dst: Reg,
+        s: Special,
+    },
+    LoadIn {
+        dst: Reg,
+        param: usize,
+    },
+    LoadOut {
+        dst: Reg,
+        param: usize,
+    },
+    StoreOut {
+        src: Reg,
+        param: usize,
+    },
+    RawLoad {
+        dst: Reg,
+        param: usize,
+        idx: Reg,
+        mask: Option<Reg>,
+    },
+    RawStore {
+        param: usize,
+        idx: Reg,
+        val: Reg,
+        mask: Option<Reg>,
+    },
+    Cast {
+        dst: Reg,
+        src: Reg,
+        to: ScalarType,
+    },
+    Un {
+        op: UnOp,
+        dst: Reg,
+        a: Reg,
+        f16: bool,
+    },
+    Not {
+        dst: Reg,
+        a: Reg,
+    },
+    Bin {
+        op: BinOp,
+        dst: Reg,
+        a: Reg,
+        b: Reg,
+        f16: bool,
+    },
+    Cmp {
+        op: BinOp,
+        dst: Reg,
+        a: Reg,
+        b: Reg,
+    },
+    Logic {
+        op: BinOp,
+        dst: Reg,
+        a: Reg,
+        b: Reg,
+    },
+    Select {
+        dst: Reg,
+        c: Reg,
+        a: Reg,
+        b: Reg,
+    },
+    Call {
+        f: Func,
+        dst: Reg,
+        a: Reg,
+        b: Reg,
+        f16: bool,
+    },
+    Copy {
+        dst: Reg,
+        src: Reg,
+    },
+    Blend {
+        dst: Reg,
+        m: Reg,
+        src: Reg,
+    },
+    If {
+        mt: Reg,
+        me: Reg,
+        then: Vec<Ins>,
+        els: Vec<Ins>,
+    },
+}
+
+/// A compiled body.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Program {
+    /// Run once per worker (constants, scalars, sizes).
+    pub setup: Vec<Ins>,
+    /// Run per chunk.
+    pub body: Vec<Ins>,
+    pub lanes: Vec<Lane>,
+    /// Registers of the reduction operands `a` and `b`.
+    pub acc: [Option<Reg>; 2],
+    /// The value of an expression program.
+    pub result: Option<Reg>,
+}
+
+struct Lower<'v> {
+    p: Program,
+    vars: &'v [Var],
+    var_regs: Vec<Option<Reg>>,
+    prologue: Vec<Ins>,
+    out_load: Vec<bool>,
+    out_store: Vec<bool>,
+    scalars: &'v [Option<Value>],
+}
+
+impl<'v> Lower<'v> {
+    fn reg(&mut self, t: ScalarType) -> Reg {
+        self.p.lanes.push(lane_of(t));
+        self.p.lanes.len() - 1
+    }
+
+    fn var(&mut self, id: usize) -> Reg {
+        if let Some(r) = self.var_regs[id] {
+            return r;
+        }
+        let v = &self.vars[id];
+        let (ty, kind) = (v.ty, v.kind.clone());
+        let r = self.reg(ty);
+        self.var_regs[id] = Some(r);
+        match kind {
+            VarKind::In(p) => self.prologue.push(Ins::LoadIn { dst: r, param: p }),
+            VarKind::Scalar(p) => {
+                let v = self.scalars.get(p).copied().flatten().unwrap_or(Value::I(0));
+                self.p.setup.push(Ins::Splat { dst: r, v });
+            }
+            VarKind::Acc(k) => self.p.acc[k as usize] = Some(r),
+            VarKind::Local | VarKind::Out(_) => {}
+        }
+        r
+    }
+
+    fn stmts(&mut self, ss: &[TS], mask: Option<Reg>, out: &mut Vec<Ins>) {
+        for s in ss {
+            match s {
+                TS::Assign(id, x) => {
+                    let src = self.expr(x, mask, out);
+                    if let VarKind::Out(_) = self.vars[*id].kind {
+                        self.out_store[*id] = true;
+                        if mask.is_some() {
+                            self.out_load[*id] = true;
+                        }
+                    }
+                    let dst = self.var(*id);
+                    if dst == src {
+                        continue;
+                    }
+                    match mask {
+                        None => out.push(Ins::Copy { dst, src }),
+                        Some(m) => out.push(Ins::Blend { dst, m, src }),
+                    }
+                }
+                TS::RawStore(p, idx, val) => {
+                    let idx = self.expr(idx, mask, out);
+                    let val = self.expr(val, mask, out);
+                    out.push(Ins::RawStore {
+                        param: *p,
+                        idx,
+                        val,
+                        mask,
+                    });
+                }
+                TS::If(c, t, e) => {
+                    let c = self.expr(c, mask, out);
+                    let nc = self.reg(ScalarType::Bool);
+                    out.push(Ins::Not { dst: nc, a: c });
+                    let (mt, me) = match mask {
+                        None => (c, nc),
+                        Some(m) => {
+                            let mt = self.reg(ScalarType::Bool);
+                            let me = self.reg(ScalarType::Bool);
+                            out.push(Ins::Logic {
+                                op: BinOp::And,
+                                dst: mt,
+                                a: m,
+                                b: c,
+                            });
+                            out.push(Ins::Logic {
+                                op: BinOp::And,
+                                dst: me,
+                                a: m,
+                                b: nc,
+                            });
+                            (mt, me)
+                        }
+                    };
+                    let mut then = Vec::new();
+                    self.stmts(t, Some(mt), &mut then);
+                    let mut els = Vec::new();
+                    self.stmts(e, Some(me), &mut els);
+                    out.push(Ins::If { mt, me, then, els });
+                }
+            }
+        }
+    }
+
+    /// `mask & c` (or `c`), for the raw accesses of a conditionally evaluated operand.
+    fn narrow(&mut self, mask: Option<Reg>, c: Reg, negate: bool, out: &mut Vec<Ins>) -> Reg {
+        let c = if negate {
+            let n = self.reg(ScalarType::Bool);
+            out.push(Ins::Not { dst: n, a: c });
+            n
+        } else {
+            c
+        };
+        match mask {
+            None => c,
+            Some(m) => {
+                let d = self.reg(ScalarType::Bool);
+                out.push(Ins::Logic {
+                    op: BinOp::And,
+                    dst: d,
+                    a: m,
+                    b: c,
+                });
+                d
+            }
+        }
+    }
+
+    fn expr(&mut self, x: &TX, mask: Option<Reg>, out: &mut Vec<Ins>) -> Reg {
+        let f16 = x.ty == ScalarType::F16;
+        match &x.e {
+            TE::Const(v) => {
+                let r = self.reg(x.ty);
+                self.p.setup.push(Ins::Splat { dst: r, v: *v });
+                r
+            }
+            TE::Var(id) => {
+                if let VarKind::Out(_) = self.vars[*id].kind {
+                    self.out_load[*id] = true;
+                }
+                self.var(*id)
+            }
+            TE::Special(s) => {
+                let r = self.reg(ScalarType::I64);
+                if *s == Special::Index {
+                    self.prologue.push(Ins::Special { dst: r, s: *s });
+                } else {
+                    self.p.setup.push(Ins::Special { dst: r, s: *s });
+                }
+                r
+            }
+            TE::RawLoad(p, idx) => {
+                let idx = self.expr(idx, mask, out);
+                let r = self.reg(x.ty);
+                out.push(Ins::RawLoad {
+                    dst: r,
+                    param: *p,
+                    idx,
+                    mask,
+                });
+                r
+            }
+            TE::Unary(op, a) => {
+                let a = self.expr(a, mask, out);
+                let r = self.reg(x.ty);
+                out.push(Ins::Un {
+                    op: *op,
+                    dst: r,
+                    a,
+                    f16,
+                });
+                r
+            }
+            TE::Not(a) => {
+                let a = self.expr(a, mask, out);
+                let r = self.reg(ScalarType::Bool);
+                out.push(Ins::Not { dst: r, a });
+                r
+            }
+            TE::Bin(op, a, b) => {
+                let a = self.expr(a, mask, out);
+                let b = self.expr(b, mask, out);
+                let r = self.reg(x.ty);
+                out.push(Ins::Bin {
+                    op: *op,
+                    dst: r,
+                    a,
+                    b,
+                    f16,
+                });
+                r
+            }
+            TE::Cmp(op, a, b) => {
+                let a = self.expr(a, mask, out);
+                let b = self.expr(b, mask, out);
+                let r = self.reg(ScalarType::Bool);
+                out.push(Ins::Cmp {
+                    op: *op,
+                    dst: r,
+                    a,
+                    b,
+                });
+                r
+            }
+            TE::Logic(op, a, b) => {
+                let ra = self.expr(a, mask, out);
+                let mb = if has_raw(b) {
+                    Some(self.narrow(mask, ra, *op == BinOp::Or, out))
+                } else {
+                    mask
+                };
+                let rb = self.expr(b, mb, out);
+                let r = self.reg(ScalarType::Bool);
+                out.push(Ins::Logic {
+                    op: *op,
+                    dst: r,
+                    a: ra,
+                    b: rb,
+                });
+                r
+            }
+            TE::Select(c, a, b) => {
+                let rc = self.expr(c, mask, out);
+                let ma = if has_raw(a) {
+                    Some(self.narrow(mask, rc, false, out))
+                } else {
+                    mask
+                };
+                let ra = self.expr(a, ma, out);
+                let mb = if has_raw(b) {
+                    Some(self.narrow(mask, rc, true, out))
+                } else {
+                    mask
+                };
+                let rb = self.expr(b, mb, out);
+                let r = self.reg(x.ty);
+                out.push(Ins::Select {
+                    dst: r,
+                    c: rc,
+                    a: ra,
+                    b: rb,
+                });
+                r
+            }
+            TE::Cast(a) => {
+                let src = self.expr(a, mask, out);
+                let r = self.reg(x.ty);
+                out.push(Ins::Cast {
+                    dst: r,
+                    src,
+                    to: x.ty,
+                });
+                r
+            }
+            TE::Call(f, args) => {
+                let a = self.expr(&args[0], mask, out);
+                let b = if args.len() > 1 {
+                    self.expr(&args[1], mask, out)
+                } else {
+                    a
+                };
+                let r = self.reg(x.ty);
+                out.push(Ins::Call {
+                    f: *f,
+                    dst: r,
+                    a,
+                    b,
+                    f16,
+                });
+                r
+            }
+        }
+    }
+}
+
+fn has_raw(x: &TX) -> bool {
+    match &x.e {
+        TE::RawLoad(..) => true,
+        TE::Const(_) | TE::Var(_) | TE::Special(_) => false,
+        TE::Unary(_, a) | TE::Not(a) | TE::Cast(a) => has_raw(a),
+        TE::Bin(_, a, b) | TE::Cmp(_, a, b) | TE::Logic(_, a, b) => has_raw(a) || has_raw(b),
+        TE::Select(c, a, b) => has_raw(c) || has_raw(a) || has_raw(b),
+        TE::Call(_, args) => args.iter().any(has_raw),
+    }
+}
+
+/// Compiles a statement body; outputs read or conditionally written are loaded first, and
+/// every output written is stored last.
+pub(crate) fn compile_body(body: &[TS], vars: &[Var], scalars: &[Option<Value>]) -> Program {
+    let mut l = Lower {
+        p: Program::default(),
+        vars,
+        var_regs: vec![None; vars.len()],
+        prologue: Vec::new(),
+        out_load: vec![false; vars.len()],
+        out_store: vec![false; vars.len()],
+        scalars,
+    };
+    let mut main = Vec::new();
+    l.stmts(body, None, &mut main);
+    let mut body = std::mem::take(&mut l.prologue);
+    for (id, v) in vars.iter().enumerate() {
+        if let (VarKind::Out(p), true) = (&v.kind, l.out_load[id]) {
+            let dst = l.var(id);
+            body.push(Ins::LoadOut { dst, param: *p });
+        }
+    }
+    // Loading an input may have been requested by the output pass above.
+    body.append(&mut l.prologue);
+    body.extend(main);
+    for (id, v) in vars.iter().enumerate() {
+        if let (VarKind::Out(p), true) = (&v.kind, l.out_store[id]) {
+            if let Some(src) = l.var_regs[id] {
+                body.push(Ins::StoreOut { src, param: *p });
+            }
+        }
+    }
+    l.p.body = body;
+    l.p
+}
+
+/// Compiles one expression; `result` holds its value.
+pub(crate) fn compile_expr(x: &TX, vars: &[Var], scalars: &[Option<Value>]) -> Program {
+    let mut l = Lower {
+        p: Program::default(),
+        vars,
+        var_regs: vec![None; vars.len()],
+        prologue: Vec::new(),
+        out_load: vec![false; vars.len()],
+        out_store: vec![false; vars.len()],
+        scalars,
+    };
+    for (id, v) in vars.iter().enumerate() {
+        if let VarKind::Acc(_) = v.kind {
+            l.var(id);
+        }
+    }
+    let mut main = Vec::new();
+    let r = l.expr(x, None, &mut main);
+    let mut body = std::mem::take(&mut l.prologue);
+    body.extend(main);
+    l.p.body = body;
+    l.p.result = Some(r);
+    l.p
+}
+
+/// Registers of one worker.
+pub(crate) struct Regs {
+    pub bufs: Vec<Buf>,
+    pub scratch: Vec<isize>,
+}
+
+impl Regs {
+    pub(crate) fn new(p: &Program, chunk: usize) -> Regs {
+        Regs {
+            bufs: p.lanes.iter().map(|&l| Buf::new(l, chunk)).collect(),
+            scratch: Vec::with_capacity(chunk),
+        }
+    }
+}
+
+pub(crate) fn internal(what: &str) -> Error {
+    Error::invalid(
+        "kiln-expr",
+        format!("internal error: {what}; please report this kernel"),
+    )
+}
