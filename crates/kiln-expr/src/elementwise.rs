@@ -314,6 +314,17 @@ impl ElementwiseKernel {
             })
             .collect();
         let b = self.bind(&in_specs, &out_specs, size)?;
+        self.call_bound(inputs, outputs, &b)
+    }
+
+    /// Runs a bound kernel (outputs already checked against the binding).
+    fn call_bound(
+        &self,
+        inputs: &[Arg<'_>],
+        outputs: &mut [HostArrayMut<'_>],
+        b: &Binding,
+    ) -> Result<(), Error> {
+        let op = &self.name;
         for (p, o) in self.outs.iter().zip(outputs.iter()) {
             let need = o.shape.iter().product::<usize>() * o.dtype.size();
             if o.bytes.len() < need {
@@ -333,7 +344,7 @@ impl ElementwiseKernel {
         if total == 0 {
             return Ok(());
         }
-        let t = self.typed(&b)?;
+        let t = self.typed(b)?;
         let mut scalars = vec![None; self.ins.len() + self.outs.len()];
         let mut params = Vec::new();
         for (k, (p, a)) in self.ins.iter().zip(inputs).enumerate() {
@@ -400,7 +411,10 @@ impl ElementwiseKernel {
             .map(|k| OwnedArray::zeros(b.param_types[nin + k], &b.shape))
             .collect();
         let mut views: Vec<HostArrayMut<'_>> = outs.iter_mut().map(OwnedArray::view_mut).collect();
-        self.call(inputs, &mut views, size)?;
+        if !self.preamble.is_empty() {
+            return Err(Error::invalid(&self.name, "a kernel with a preamble runs only on the GPU (kiln cannot evaluate preamble code on the CPU)"));
+        }
+        self.call_bound(inputs, &mut views, &b)?;
         Ok(outs)
     }
 }

@@ -570,12 +570,14 @@ impl<'a> Checker<'a> {
                     "_out_ind" if self.reduction => Special::OutSize,
                     _ => match self.raws.get(obj) {
                         Some(&(p, _, _)) => Special::RawSize(p),
-                        None => return Err(self.err(
-                            pos,
-                            format!(
+                        None => {
+                            return Err(self.err(
+                                pos,
+                                format!(
                                 "`{obj}.size()`: `{obj}` is not a raw parameter or an indexer of this kernel"
                             ),
-                        )),
+                            ))
+                        }
                     },
                 };
                 TX {

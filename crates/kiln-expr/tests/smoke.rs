@@ -62,3 +62,24 @@ fn smoke() {
     let rb = r.bind(&specs, &[], &Axis::One(0), false).unwrap();
     println!("{}", r.cuda_source(&rb).unwrap());
 }
+
+#[test]
+fn show_sources() {
+    use kiln_expr::ScalarType::*;
+    let arr = |t: ScalarType, shape: &[usize]| ArgSpec::Array {
+        dtype: t,
+        shape: shape.to_vec(),
+    };
+    let k = ElementwiseKernel::new(
+        "float16 x, float16 y, raw T r",
+        "float16 z, float32 w, uint8 u",
+        "z = x * y + x; w = x * y; u = w; if (w > 0) { z = r[i]; }",
+        "h",
+    )
+    .unwrap();
+    let b = k
+        .bind(&[arr(F16, &[4, 5]), arr(F16, &[5]), arr(F64, &[3])], &[], None)
+        .unwrap();
+    println!("{}", k.cuda_source(&b).unwrap());
+    println!("{:?}", k.kernel_params(&b));
+}

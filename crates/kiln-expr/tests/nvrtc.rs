@@ -1,0 +1,93 @@
+//! Every generated kernel of the test corpus compiles with NVRTC (no GPU needed). Fails when
+//! NVRTC cannot be loaded, unless `KILN_REQUIRE_NVRTC` is not `1`, where it skips instead.
+
+mod common;
+
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+
+/// Compiles `src` for sm_80 and sm_90; `Err` carries NVRTC's log.
+fn compile(name: &str, src: &str) -> Result<(), String> {
+    for arch in ["sm_80", "sm_90"] {
+        let opts = CompileOptions {
+            arch: Some(arch),
+            name: Some(format!("{name}.cu")),
+            ..Default::default()
+        };
+        compile_ptx_with_opts(src, opts).map_err(|e| format!("{name} for {arch}: {e:?}\n{src}"))?;
+    }
+    Ok(())
+}
+
+/// Whether NVRTC loads here (cudarc panics on first use when the library is missing).
+fn nvrtc_loads() -> bool {
+    std::panic::catch_unwind(|| {
+        let _ = compile_ptx_with_opts("extern \"C\" __global__ void k() {}", CompileOptions::default());
+    })
+    .is_ok()
+}
+
+#[test]
+fn every_corpus_kernel_compiles_with_nvrtc() {
+    if !nvrtc_loads() {
+        kiln_testkit::skip_unless_required(
+            "KILN_REQUIRE_NVRTC",
+            "every_corpus_kernel_compiles_with_nvrtc",
+            "libnvrtc cannot be loaded (set LD_LIBRARY_PATH to a CUDA lib dir; scripts/fetch-nvrtc.sh)",
+        );
+        return;
+    }
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for k in common::EW {
+        let kern = common::ew(k.3);
+        for (specs, size) in common::ew_bindings(k.3) {
+            let b = kern.bind(&specs, &[], size).unwrap();
+            let src = kern.cuda_source(&b).unwrap();
+            count += 1;
+            if let Err(e) = compile(k.3, &src) {
+                failures.push(e);
+            }
+        }
+    }
+    for r in common::RED {
+        let kern = common::red(r.6);
+        for (specs, axis, keep) in common::red_bindings(r.6) {
+            let b = kern.bind(&specs, &[], &axis, keep).unwrap();
+            let src = kern.cuda_source(&b).unwrap();
+            count += 1;
+            if let Err(e) = compile(r.6, &src) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} kernels failed to compile:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    assert!(count > 40, "only {count} kernels compiled");
+}
+
+#[test]
+fn a_kernel_with_a_preamble_compiles_verbatim_preamble() {
+    if !nvrtc_loads() {
+        kiln_testkit::skip_unless_required(
+            "KILN_REQUIRE_NVRTC",
+            "a_kernel_with_a_preamble_compiles_verbatim_preamble",
+            "libnvrtc cannot be loaded (set LD_LIBRARY_PATH to a CUDA lib dir; scripts/fetch-nvrtc.sh)",
+        );
+        return;
+    }
+    let k = kiln_expr::ElementwiseKernel::new("T x", "T y", "y = x * 2", "pre")
+        .unwrap()
+        .with_preamble("#define KILN_TEST_MACRO 1\n");
+    let specs = vec![kiln_expr::ArgSpec::Array {
+        dtype: kiln_expr::ScalarType::F32,
+        shape: vec![10],
+    }];
+    let b = k.bind(&specs, &[], None).unwrap();
+    let src = k.cuda_source(&b).unwrap();
+    assert!(src.contains("KILN_TEST_MACRO"));
+    compile("pre", &src).unwrap();
+}
