@@ -491,27 +491,37 @@ pub(crate) fn run_chunks(
             _ => None,
         })
         .collect();
-    let mut per: Vec<Vec<&mut [u8]>> = (0..nchunks).map(|_| Vec::with_capacity(outs.len())).collect();
+    // A few contiguous blocks of chunks per thread: each block sets up its registers once and
+    // owns its piece of every output.
+    let blocks = nchunks.min(rayon::current_num_threads().max(1) * 4);
+    let per_block = nchunks.div_ceil(blocks) * CHUNK;
+    let mut per: Vec<Vec<&mut [u8]>> = (0..total.div_ceil(per_block))
+        .map(|_| Vec::with_capacity(outs.len()))
+        .collect();
     for (o, t) in outs.iter_mut().zip(&out_types) {
-        for (c, piece) in o.chunks_mut(CHUNK * t.size()).enumerate() {
+        for (c, piece) in o.chunks_mut(per_block * t.size()).enumerate() {
             per[c].push(piece);
         }
     }
-    per.into_par_iter()
-        .enumerate()
-        .with_min_len(4)
-        .try_for_each_init(init, |regs, (ci, mut pieces)| {
-            let start = ci * CHUNK;
-            let n = CHUNK.min(total - start);
+    per.into_par_iter().enumerate().try_for_each(|(bi, mut pieces)| {
+        let mut regs = init();
+        let b0 = bi * per_block;
+        let b1 = (b0 + per_block).min(total);
+        let mut start = b0;
+        while start < b1 {
+            let n = CHUNK.min(b1 - start);
             let mut c = Chunk {
                 start,
                 n,
                 params,
                 outs: &mut pieces,
-                out_shift: start,
+                out_shift: b0,
                 kernel,
                 names,
             };
-            exec::run(prog, regs, &mut c)
-        })
+            exec::run(prog, &mut regs, &mut c)?;
+            start += n;
+        }
+        Ok(())
+    })
 }

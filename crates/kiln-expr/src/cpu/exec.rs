@@ -3,7 +3,7 @@
 use kiln_core::Error;
 
 use super::io::{read_value, write_range, write_value, InView};
-use super::num::{self, Buf};
+use super::num::{self, Buf, Src};
 use super::program::{internal, Ins, Program, Regs};
 use crate::parse::BinOp;
 use crate::typed::{Func, Special};
@@ -102,16 +102,30 @@ macro_rules! num_match {
     };
 }
 
+macro_rules! src_match {
+    ($buf:expr, $v:ident => $e:expr, $else:expr) => {
+        match $buf {
+            Src::I32($v) => $e,
+            Src::U32($v) => $e,
+            Src::I64($v) => $e,
+            Src::U64($v) => $e,
+            Src::F32($v) => $e,
+            Src::F64($v) => $e,
+            Src::B(_) => $else,
+        }
+    };
+}
+
 /// Applies a same-lane-type operation `f(d, a, b)` over the numeric lane types.
 macro_rules! same3 {
     ($d:expr, $a:expr, $b:expr, |$x:ident, $y:ident, $z:ident| $e:expr) => {
         match ($d, $a, $b) {
-            (Buf::I32($x), Buf::I32($y), Buf::I32($z)) => $e,
-            (Buf::U32($x), Buf::U32($y), Buf::U32($z)) => $e,
-            (Buf::I64($x), Buf::I64($y), Buf::I64($z)) => $e,
-            (Buf::U64($x), Buf::U64($y), Buf::U64($z)) => $e,
-            (Buf::F32($x), Buf::F32($y), Buf::F32($z)) => $e,
-            (Buf::F64($x), Buf::F64($y), Buf::F64($z)) => $e,
+            (Buf::I32($x), Src::I32($y), Src::I32($z)) => $e,
+            (Buf::U32($x), Src::U32($y), Src::U32($z)) => $e,
+            (Buf::I64($x), Src::I64($y), Src::I64($z)) => $e,
+            (Buf::U64($x), Src::U64($y), Src::U64($z)) => $e,
+            (Buf::F32($x), Src::F32($y), Src::F32($z)) => $e,
+            (Buf::F64($x), Src::F64($y), Src::F64($z)) => $e,
             _ => return Err(internal("operand lane types differ")),
         }
     };
@@ -125,12 +139,13 @@ fn round16(d: &mut Buf, n: usize) {
     }
 }
 
-fn cast(d: &mut Buf, s: &Buf, to: ScalarType, n: usize) {
+fn cast(d: &mut Buf, s: Src<'_>, n: usize) {
     match (d, s) {
+        (Buf::B(d), Src::B(s)) => d[..n].copy_from_slice(&s[..n]),
         (Buf::B(d), s) => {
-            num_match!(s, s => d[..n].iter_mut().zip(&s[..n]).for_each(|(d, &x)| *d = num::Num::nonzero(x)), d[..n].copy_from_slice(&s.as_bool()[..n]))
+            src_match!(s, s => d[..n].iter_mut().zip(&s[..n]).for_each(|(d, &x)| *d = num::Num::nonzero(x)), {})
         }
-        (d, Buf::B(s)) => {
+        (d, Src::B(s)) => {
             num_match!(d, d => d[..n].iter_mut().zip(&s[..n]).for_each(|(d, &x)| *d = num::Num::from_i64(x as i64)), {})
         }
         (d, s) => {
@@ -139,10 +154,9 @@ fn cast(d: &mut Buf, s: &Buf, to: ScalarType, n: usize) {
                     num_match!(d, d => num::convert(d, $s, n), {})
                 };
             }
-            num_match!(s, s => from!(s), {})
+            src_match!(s, s => from!(s), {})
         }
     }
-    let _ = to;
 }
 
 fn normalise(d: &mut Buf, to: ScalarType, n: usize) {
@@ -185,19 +199,25 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 v.load(c.start, n, &mut d, &mut regs.scratch);
                 regs.bufs[*dst] = d;
             }
+            Ins::LoadGroup(items) => load_group(items, regs, c)?,
             Ins::LoadOut { dst, param } => {
                 let PData::Out { k, dtype, .. } = c.params[*param] else {
                     return Err(internal("output not bound"));
                 };
                 let at = c.start - c.out_shift;
-                super::io::read_range(dtype, c.outs[k], at, n, &mut regs.bufs[*dst]);
+                super::io::read_range(dtype, c.outs[k], at, n, &mut regs.bufs[*dst], 0);
             }
             Ins::StoreOut { src, param } => {
                 let PData::Out { k, dtype, .. } = c.params[*param] else {
                     return Err(internal("output not bound"));
                 };
                 let at = c.start - c.out_shift;
-                write_range(dtype, c.outs[k], at, n, &regs.bufs[*src]);
+                let v = view(regs, c.params, c.start, c.n, *src);
+                write_range(dtype, c.outs[k], at, n, v);
+                // The next chunk's lines of the output, requested now (see `touch_next`).
+                let sz = dtype.size();
+                let out: &[u8] = c.outs[k];
+                touch(out, (at + n) * sz, ((at + 2 * n) * sz).min(out.len()));
             }
             Ins::RawLoad {
                 dst,
@@ -206,7 +226,8 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 mask,
             } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
-                let r = raw_access(c, &regs.bufs, *param, *idx, *mask, |c, k, at, dtype, view| {
+                let ix = idx_vec(regs, c, *idx);
+                let r = raw_access(c, &ix, &regs.bufs, *param, *mask, |c, k, at, dtype, view| {
                     let v = match view {
                         Some(v) => read_value(dtype, v.bytes, v.elem(at) as usize),
                         None => {
@@ -228,7 +249,8 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 mask,
             } => {
                 let vals = std::mem::take(&mut regs.bufs[*val]);
-                let r = raw_access(c, &regs.bufs, *param, *idx, *mask, |c, k, at, dtype, _| {
+                let ix = idx_vec(regs, c, *idx);
+                let r = raw_access(c, &ix, &regs.bufs, *param, *mask, |c, k, at, dtype, _| {
                     if let PData::Out { k: o, .. } = c.params[*param] {
                         write_value(dtype, c.outs[o], at, vals.get(k));
                     }
@@ -238,19 +260,19 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
             }
             Ins::Cast { dst, src, to } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
-                cast(&mut d, &regs.bufs[*src], *to, n);
+                cast(&mut d, view(regs, c.params, c.start, c.n, *src), n);
                 normalise(&mut d, *to, n);
                 regs.bufs[*dst] = d;
             }
             Ins::Un { op, dst, a, f16 } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
-                match (&mut d, &regs.bufs[*a]) {
-                    (Buf::I32(d), Buf::I32(a)) => num::unary(*op, d, a, n),
-                    (Buf::U32(d), Buf::U32(a)) => num::unary(*op, d, a, n),
-                    (Buf::I64(d), Buf::I64(a)) => num::unary(*op, d, a, n),
-                    (Buf::U64(d), Buf::U64(a)) => num::unary(*op, d, a, n),
-                    (Buf::F32(d), Buf::F32(a)) => num::unary(*op, d, a, n),
-                    (Buf::F64(d), Buf::F64(a)) => num::unary(*op, d, a, n),
+                match (&mut d, view(regs, c.params, c.start, c.n, *a)) {
+                    (Buf::I32(d), Src::I32(a)) => num::unary(*op, d, a, n),
+                    (Buf::U32(d), Src::U32(a)) => num::unary(*op, d, a, n),
+                    (Buf::I64(d), Src::I64(a)) => num::unary(*op, d, a, n),
+                    (Buf::U64(d), Src::U64(a)) => num::unary(*op, d, a, n),
+                    (Buf::F32(d), Src::F32(a)) => num::unary(*op, d, a, n),
+                    (Buf::F64(d), Src::F64(a)) => num::unary(*op, d, a, n),
                     _ => return Err(internal("unary operand lane")),
                 }
                 if *f16 {
@@ -267,9 +289,12 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
             }
             Ins::Bin { op, dst, a, b, f16 } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
-                same3!(&mut d, &regs.bufs[*a], &regs.bufs[*b], |x, y, z| num::bin(
-                    *op, x, y, z, n
-                ));
+                same3!(
+                    &mut d,
+                    view(regs, c.params, c.start, c.n, *a),
+                    view(regs, c.params, c.start, c.n, *b),
+                    |x, y, z| num::bin(*op, x, y, z, n)
+                );
                 if *f16 {
                     round16(&mut d, n);
                 }
@@ -280,14 +305,17 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 let Buf::B(dv) = &mut d else {
                     return Err(internal("comparison result lane"));
                 };
-                match (&regs.bufs[*a], &regs.bufs[*b]) {
-                    (Buf::I32(x), Buf::I32(y)) => num::cmp(*op, dv, x, y, n),
-                    (Buf::U32(x), Buf::U32(y)) => num::cmp(*op, dv, x, y, n),
-                    (Buf::I64(x), Buf::I64(y)) => num::cmp(*op, dv, x, y, n),
-                    (Buf::U64(x), Buf::U64(y)) => num::cmp(*op, dv, x, y, n),
-                    (Buf::F32(x), Buf::F32(y)) => num::cmp(*op, dv, x, y, n),
-                    (Buf::F64(x), Buf::F64(y)) => num::cmp(*op, dv, x, y, n),
-                    (Buf::B(x), Buf::B(y)) => {
+                match (
+                    view(regs, c.params, c.start, c.n, *a),
+                    view(regs, c.params, c.start, c.n, *b),
+                ) {
+                    (Src::I32(x), Src::I32(y)) => num::cmp(*op, dv, x, y, n),
+                    (Src::U32(x), Src::U32(y)) => num::cmp(*op, dv, x, y, n),
+                    (Src::I64(x), Src::I64(y)) => num::cmp(*op, dv, x, y, n),
+                    (Src::U64(x), Src::U64(y)) => num::cmp(*op, dv, x, y, n),
+                    (Src::F32(x), Src::F32(y)) => num::cmp(*op, dv, x, y, n),
+                    (Src::F64(x), Src::F64(y)) => num::cmp(*op, dv, x, y, n),
+                    (Src::B(x), Src::B(y)) => {
                         let (x, y): (Vec<i32>, Vec<i32>) = (
                             x[..n].iter().map(|&v| v as i32).collect(),
                             y[..n].iter().map(|&v| v as i32).collect(),
@@ -313,19 +341,26 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
             Ins::Select { dst, c: cr, a, b } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
                 let cv = regs.bufs[*cr].as_bool();
-                match (&mut d, &regs.bufs[*a], &regs.bufs[*b]) {
-                    (Buf::B(x), Buf::B(y), Buf::B(z)) => num::select(x, cv, y, z, n),
+                match (
+                    &mut d,
+                    view(regs, c.params, c.start, c.n, *a),
+                    view(regs, c.params, c.start, c.n, *b),
+                ) {
+                    (Buf::B(x), Src::B(y), Src::B(z)) => num::select(x, cv, y, z, n),
                     (d, a, b) => same3!(d, a, b, |x, y, z| num::select(x, cv, y, z, n)),
                 }
                 regs.bufs[*dst] = d;
             }
             Ins::Call { f, dst, a, b, f16 } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
-                let (av, bv) = (&regs.bufs[*a], &regs.bufs[*b]);
+                let (av, bv) = (
+                    view(regs, c.params, c.start, c.n, *a),
+                    view(regs, c.params, c.start, c.n, *b),
+                );
                 match (&mut d, av, bv) {
-                    (Buf::B(d), a, _) => num_match!(a, a => num::classify(*f, d, a, n), {}),
-                    (Buf::F32(d), Buf::F32(x), Buf::F32(y)) => num::call_f32(*f, d, x, y, n),
-                    (Buf::F64(d), Buf::F64(x), Buf::F64(y)) => num::call_f64(*f, d, x, y, n),
+                    (Buf::B(d), a, _) => src_match!(a, a => num::classify(*f, d, a, n), {}),
+                    (Buf::F32(d), Src::F32(x), Src::F32(y)) => num::call_f32(*f, d, x, y, n),
+                    (Buf::F64(d), Src::F64(x), Src::F64(y)) => num::call_f64(*f, d, x, y, n),
                     (d, x, y) => same3!(d, x, y, |p, q, r| num::call_num(*f, p, q, r, n)),
                 }
                 if *f16 && !matches!(f, Func::Isnan | Func::Isinf | Func::Isfinite) {
@@ -335,20 +370,20 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
             }
             Ins::Copy { dst, src } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
-                d.copy_lanes(0, &regs.bufs[*src], 0, n);
+                d.copy_from_src(view(regs, c.params, c.start, c.n, *src), n);
                 regs.bufs[*dst] = d;
             }
             Ins::Blend { dst, m, src } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
                 let mv = regs.bufs[*m].as_bool();
-                match (&mut d, &regs.bufs[*src]) {
-                    (Buf::B(x), Buf::B(y)) => num::blend(x, mv, y, n),
-                    (Buf::I32(x), Buf::I32(y)) => num::blend(x, mv, y, n),
-                    (Buf::U32(x), Buf::U32(y)) => num::blend(x, mv, y, n),
-                    (Buf::I64(x), Buf::I64(y)) => num::blend(x, mv, y, n),
-                    (Buf::U64(x), Buf::U64(y)) => num::blend(x, mv, y, n),
-                    (Buf::F32(x), Buf::F32(y)) => num::blend(x, mv, y, n),
-                    (Buf::F64(x), Buf::F64(y)) => num::blend(x, mv, y, n),
+                match (&mut d, view(regs, c.params, c.start, c.n, *src)) {
+                    (Buf::B(x), Src::B(y)) => num::blend(x, mv, y, n),
+                    (Buf::I32(x), Src::I32(y)) => num::blend(x, mv, y, n),
+                    (Buf::U32(x), Src::U32(y)) => num::blend(x, mv, y, n),
+                    (Buf::I64(x), Src::I64(y)) => num::blend(x, mv, y, n),
+                    (Buf::U64(x), Src::U64(y)) => num::blend(x, mv, y, n),
+                    (Buf::F32(x), Src::F32(y)) => num::blend(x, mv, y, n),
+                    (Buf::F64(x), Src::F64(y)) => num::blend(x, mv, y, n),
                     _ => return Err(internal("blend lanes")),
                 }
                 regs.bufs[*dst] = d;
@@ -370,15 +405,12 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
 /// dtype, input view or None for an output)`.
 fn raw_access<'a, 'o>(
     c: &mut Chunk<'a, 'o, '_>,
+    ix: &[i64],
     bufs: &[Buf],
     param: usize,
-    idx: usize,
     mask: Option<usize>,
     mut f: impl FnMut(&mut Chunk<'a, 'o, '_>, usize, usize, ScalarType, Option<&InView<'a>>),
 ) -> Result<(), Error> {
-    let Buf::I64(ix) = &bufs[idx] else {
-        return Err(internal("raw index lane"));
-    };
     let m = mask.map(|m| bufs[m].as_bool());
     let (len, dtype, view) = match &c.params[param] {
         PData::In(v) => (v.len, v.dtype, Some(v.clone())),
@@ -399,4 +431,107 @@ fn raw_access<'a, 'o>(
         f(c, k, j as usize, dtype, view.as_ref());
     }
     Ok(())
+}
+
+/// Loads several inputs for the chunk. Contiguous ones are copied in interleaved blocks, so
+/// their memory streams are read concurrently (one burst per input at a time leaves the
+/// memory system idle between bursts).
+fn load_group(items: &[(usize, usize)], regs: &mut Regs, c: &Chunk<'_, '_, '_>) -> Result<(), Error> {
+    const BLOCK: usize = 256;
+    let mut contiguous = Vec::with_capacity(items.len());
+    for &(dst, param) in items {
+        let PData::In(v) = &c.params[param] else {
+            return Err(internal("input not bound"));
+        };
+        regs.alias[dst] = None;
+        if v.contiguous {
+            touch_next(v, c);
+        }
+        if v.contiguous && aliasable(v, c) {
+            regs.alias[dst] = Some(param);
+            continue;
+        }
+        if v.contiguous && items.len() > 1 {
+            contiguous.push((dst, v));
+        } else {
+            let mut d = std::mem::take(&mut regs.bufs[dst]);
+            v.load(c.start, c.n, &mut d, &mut regs.scratch);
+            regs.bufs[dst] = d;
+        }
+    }
+    let mut k = 0;
+    while k < c.n {
+        let m = BLOCK.min(c.n - k);
+        for (dst, v) in &contiguous {
+            let first = (v.offset + (c.start + k) as isize) as usize;
+            super::io::read_range(v.dtype, v.bytes, first, m, &mut regs.bufs[*dst], k);
+        }
+        k += m;
+    }
+    Ok(())
+}
+
+/// The lanes of register `r`: an input's memory when the register aliases it.
+fn view<'x>(regs: &'x Regs, params: &'x [PData<'_>], start: usize, n: usize, r: usize) -> Src<'x> {
+    if let Some(p) = regs.alias[r] {
+        if let PData::In(v) = &params[p] {
+            let sz = v.dtype.size();
+            let first = (v.offset + start as isize) as usize * sz;
+            let b = &v.bytes[first..first + n * sz];
+            let aliased = match v.dtype {
+                ScalarType::I32 => bytemuck::try_cast_slice(b).ok().map(Src::I32),
+                ScalarType::U32 => bytemuck::try_cast_slice(b).ok().map(Src::U32),
+                ScalarType::I64 => bytemuck::try_cast_slice(b).ok().map(Src::I64),
+                ScalarType::U64 => bytemuck::try_cast_slice(b).ok().map(Src::U64),
+                ScalarType::F32 => bytemuck::try_cast_slice(b).ok().map(Src::F32),
+                ScalarType::F64 => bytemuck::try_cast_slice(b).ok().map(Src::F64),
+                _ => None,
+            };
+            if let Some(s) = aliased {
+                return s;
+            }
+        }
+    }
+    regs.bufs[r].src()
+}
+
+/// A raw access's indices as `i64` lanes.
+fn idx_vec(regs: &Regs, c: &Chunk<'_, '_, '_>, r: usize) -> Vec<i64> {
+    match view(regs, c.params, c.start, c.n, r) {
+        Src::I64(v) => v[..c.n].to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a contiguous input can stand for its register: same lane type, aligned.
+fn aliasable(v: &InView<'_>, c: &Chunk<'_, '_, '_>) -> bool {
+    let sz = v.dtype.size();
+    let first = (v.offset + c.start as isize) as usize * sz;
+    let b = &v.bytes[first..first + c.n * sz];
+    match v.dtype {
+        ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => b.as_ptr().align_offset(4) == 0,
+        ScalarType::I64 | ScalarType::U64 | ScalarType::F64 => b.as_ptr().align_offset(8) == 0,
+        _ => false,
+    }
+}
+
+/// Reads one byte of every cache line of the input's next chunk, so those lines are on their
+/// way from memory while this chunk computes: the loads are independent, so the core keeps
+/// many in flight (a software prefetch without `unsafe`). Streams read one at a time, a
+/// register at a time, otherwise leave the memory system idle between bursts.
+fn touch_next(v: &InView<'_>, c: &Chunk<'_, '_, '_>) {
+    let sz = v.dtype.size();
+    let from = (v.offset + (c.start + c.n) as isize) as usize * sz;
+    touch(v.bytes, from, (from + c.n * sz).min(v.bytes.len()));
+}
+
+/// Reads one byte per cache line of `b[from..to]`.
+fn touch(b: &[u8], from: usize, to: usize) {
+    let mut acc = 0u8;
+    let mut k = from;
+    while k < to {
+        acc ^= b[k];
+        k += 64;
+    }
+    std::hint::black_box(acc);
 }

@@ -4,7 +4,7 @@
 use bytemuck::Pod;
 use half::f16;
 
-use super::num::Buf;
+use super::num::{Buf, Src};
 use crate::types::{ScalarType, Value};
 
 /// An input array seen through the loop's shape: broadcast axes have stride 0.
@@ -74,6 +74,7 @@ impl<'a> InView<'a> {
                 (self.offset + start as isize) as usize,
                 n,
                 dst,
+                0,
             );
             return;
         }
@@ -127,23 +128,23 @@ fn conv<S: Pod, D>(b: &[u8], d: &mut [D], f: impl Fn(S) -> D) {
 }
 
 /// Elements `start..start+n` of a contiguous buffer into the lane buffer.
-pub(crate) fn read_range(t: ScalarType, bytes: &[u8], start: usize, n: usize, dst: &mut Buf) {
+pub(crate) fn read_range(t: ScalarType, bytes: &[u8], start: usize, n: usize, dst: &mut Buf, at: usize) {
     use ScalarType as S;
     let sz = t.size();
     let b = &bytes[start * sz..(start + n) * sz];
     match (t, dst) {
-        (S::Bool, Buf::B(d)) => d[..n].iter_mut().zip(b).for_each(|(d, &x)| *d = x != 0),
-        (S::I8, Buf::I32(d)) => conv(b, &mut d[..n], |x: i8| x as i32),
-        (S::I16, Buf::I32(d)) => conv(b, &mut d[..n], |x: i16| x as i32),
-        (S::I32, Buf::I32(d)) => conv(b, &mut d[..n], |x: i32| x),
-        (S::U8, Buf::I32(d)) => conv(b, &mut d[..n], |x: u8| x as i32),
-        (S::U16, Buf::I32(d)) => conv(b, &mut d[..n], |x: u16| x as i32),
-        (S::U32, Buf::U32(d)) => conv(b, &mut d[..n], |x: u32| x),
-        (S::I64, Buf::I64(d)) => conv(b, &mut d[..n], |x: i64| x),
-        (S::U64, Buf::U64(d)) => conv(b, &mut d[..n], |x: u64| x),
-        (S::F16, Buf::F32(d)) => conv(b, &mut d[..n], |x: f16| x.to_f32()),
-        (S::F32, Buf::F32(d)) => conv(b, &mut d[..n], |x: f32| x),
-        (S::F64, Buf::F64(d)) => conv(b, &mut d[..n], |x: f64| x),
+        (S::Bool, Buf::B(d)) => d[at..at + n].iter_mut().zip(b).for_each(|(d, &x)| *d = x != 0),
+        (S::I8, Buf::I32(d)) => conv(b, &mut d[at..at + n], |x: i8| x as i32),
+        (S::I16, Buf::I32(d)) => conv(b, &mut d[at..at + n], |x: i16| x as i32),
+        (S::I32, Buf::I32(d)) => conv(b, &mut d[at..at + n], |x: i32| x),
+        (S::U8, Buf::I32(d)) => conv(b, &mut d[at..at + n], |x: u8| x as i32),
+        (S::U16, Buf::I32(d)) => conv(b, &mut d[at..at + n], |x: u16| x as i32),
+        (S::U32, Buf::U32(d)) => conv(b, &mut d[at..at + n], |x: u32| x),
+        (S::I64, Buf::I64(d)) => conv(b, &mut d[at..at + n], |x: i64| x),
+        (S::U64, Buf::U64(d)) => conv(b, &mut d[at..at + n], |x: u64| x),
+        (S::F16, Buf::F32(d)) => conv(b, &mut d[at..at + n], |x: f16| x.to_f32()),
+        (S::F32, Buf::F32(d)) => conv(b, &mut d[at..at + n], |x: f32| x),
+        (S::F64, Buf::F64(d)) => conv(b, &mut d[at..at + n], |x: f64| x),
         _ => {}
     }
 }
@@ -207,23 +208,23 @@ fn store<S: Pod, D: Copy>(b: &mut [u8], s: &[D], f: impl Fn(D) -> S) {
 }
 
 /// Writes lanes `0..n` of `src` to elements `start..start+n` of a contiguous buffer.
-pub(crate) fn write_range(t: ScalarType, bytes: &mut [u8], start: usize, n: usize, src: &Buf) {
+pub(crate) fn write_range(t: ScalarType, bytes: &mut [u8], start: usize, n: usize, src: Src<'_>) {
     use ScalarType as S;
     let sz = t.size();
     let b = &mut bytes[start * sz..(start + n) * sz];
     match (t, src) {
-        (S::Bool, Buf::B(s)) => b.iter_mut().zip(&s[..n]).for_each(|(d, &x)| *d = x as u8),
-        (S::I8, Buf::I32(s)) => store(b, &s[..n], |x| x as i8),
-        (S::I16, Buf::I32(s)) => store(b, &s[..n], |x| x as i16),
-        (S::I32, Buf::I32(s)) => store(b, &s[..n], |x| x),
-        (S::U8, Buf::I32(s)) => store(b, &s[..n], |x| x as u8),
-        (S::U16, Buf::I32(s)) => store(b, &s[..n], |x| x as u16),
-        (S::U32, Buf::U32(s)) => store(b, &s[..n], |x| x),
-        (S::I64, Buf::I64(s)) => store(b, &s[..n], |x| x),
-        (S::U64, Buf::U64(s)) => store(b, &s[..n], |x| x),
-        (S::F16, Buf::F32(s)) => store(b, &s[..n], f16::from_f32),
-        (S::F32, Buf::F32(s)) => store(b, &s[..n], |x| x),
-        (S::F64, Buf::F64(s)) => store(b, &s[..n], |x| x),
+        (S::Bool, Src::B(s)) => b.iter_mut().zip(&s[..n]).for_each(|(d, &x)| *d = x as u8),
+        (S::I8, Src::I32(s)) => store(b, &s[..n], |x| x as i8),
+        (S::I16, Src::I32(s)) => store(b, &s[..n], |x| x as i16),
+        (S::I32, Src::I32(s)) => store(b, &s[..n], |x| x),
+        (S::U8, Src::I32(s)) => store(b, &s[..n], |x| x as u8),
+        (S::U16, Src::I32(s)) => store(b, &s[..n], |x| x as u16),
+        (S::U32, Src::U32(s)) => store(b, &s[..n], |x| x),
+        (S::I64, Src::I64(s)) => store(b, &s[..n], |x| x),
+        (S::U64, Src::U64(s)) => store(b, &s[..n], |x| x),
+        (S::F16, Src::F32(s)) => store(b, &s[..n], f16::from_f32),
+        (S::F32, Src::F32(s)) => store(b, &s[..n], |x| x),
+        (S::F64, Src::F64(s)) => store(b, &s[..n], |x| x),
         _ => {}
     }
 }

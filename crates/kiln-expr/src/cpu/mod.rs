@@ -8,4 +8,4 @@ pub(crate) mod program;
 
 /// Lanes per chunk: large enough that each instruction's loop amortises its dispatch and
 /// vectorises, small enough that a program's registers stay in L1/L2.
-pub(crate) const CHUNK: usize = 2048;
+pub(crate) const CHUNK: usize = 4096;

@@ -19,6 +19,18 @@ pub(crate) enum Buf {
     F64(Vec<f64>),
 }
 
+/// A read-only view of a register's lanes, or of an input's memory standing in for it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Src<'x> {
+    B(&'x [bool]),
+    I32(&'x [i32]),
+    U32(&'x [u32]),
+    I64(&'x [i64]),
+    U64(&'x [u64]),
+    F32(&'x [f32]),
+    F64(&'x [f64]),
+}
+
 impl Default for Buf {
     fn default() -> Self {
         Buf::B(Vec::new())
@@ -94,6 +106,33 @@ impl Buf {
             Buf::U64(d) => Value::U(d[k]),
             Buf::F32(d) => Value::F(d[k] as f64),
             Buf::F64(d) => Value::F(d[k]),
+        }
+    }
+
+    /// The lanes as a view.
+    pub(crate) fn src(&self) -> Src<'_> {
+        match self {
+            Buf::B(v) => Src::B(v),
+            Buf::I32(v) => Src::I32(v),
+            Buf::U32(v) => Src::U32(v),
+            Buf::I64(v) => Src::I64(v),
+            Buf::U64(v) => Src::U64(v),
+            Buf::F32(v) => Src::F32(v),
+            Buf::F64(v) => Src::F64(v),
+        }
+    }
+
+    /// Copies `n` lanes of a view (same lane type).
+    pub(crate) fn copy_from_src(&mut self, src: Src<'_>, n: usize) {
+        match (self, src) {
+            (Buf::B(d), Src::B(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Buf::I32(d), Src::I32(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Buf::U32(d), Src::U32(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Buf::I64(d), Src::I64(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Buf::U64(d), Src::U64(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Buf::F32(d), Src::F32(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Buf::F64(d), Src::F64(s)) => d[..n].copy_from_slice(&s[..n]),
+            _ => {}
         }
     }
 

@@ -29,6 +29,8 @@ pub(crate) enum Ins {
         dst: Reg,
         param: usize,
     },
+    /// Every input of a body, loaded together.
+    LoadGroup(Vec<(Reg, usize)>),
     LoadOut {
         dst: Reg,
         param: usize,
@@ -177,6 +179,15 @@ impl<'v> Lower<'v> {
                     let dst = self.var(*id);
                     if dst == src {
                         continue;
+                    }
+                    // Unconditional: let the instruction that computed the value write the
+                    // variable directly (one pass fewer), unless it also reads it.
+                    if mask.is_none() && !self.var_regs.contains(&Some(src)) {
+                        if let Some(last) = out.last_mut() {
+                            if retarget(last, src, dst) {
+                                continue;
+                            }
+                        }
                     }
                     match mask {
                         None => out.push(Ins::Copy { dst, src }),
@@ -423,7 +434,7 @@ pub(crate) fn compile_body(body: &[TS], vars: &[Var], scalars: &[Option<Value>])
     };
     let mut main = Vec::new();
     l.stmts(body, None, &mut main);
-    let mut body = std::mem::take(&mut l.prologue);
+    let mut body = group_loads(std::mem::take(&mut l.prologue));
     for (id, v) in vars.iter().enumerate() {
         if let (VarKind::Out(p), true) = (&v.kind, l.out_load[id]) {
             let dst = l.var(id);
@@ -461,8 +472,21 @@ pub(crate) fn compile_expr(x: &TX, vars: &[Var], scalars: &[Option<Value>]) -> P
         }
     }
     let mut main = Vec::new();
-    let r = l.expr(x, None, &mut main);
-    let mut body = std::mem::take(&mut l.prologue);
+    let mut r = l.expr(x, None, &mut main);
+    // An input register may stand for the input's memory (see `Regs::alias`); the result
+    // is read as a buffer, so copy it.
+    if l.var_regs
+        .iter()
+        .zip(vars)
+        .any(|(vr, v)| *vr == Some(r) && matches!(v.kind, VarKind::In(_)))
+    {
+        let t = l.p.lanes[r];
+        l.p.lanes.push(t);
+        let d = l.p.lanes.len() - 1;
+        main.push(Ins::Copy { dst: d, src: r });
+        r = d;
+    }
+    let mut body = group_loads(std::mem::take(&mut l.prologue));
     body.extend(main);
     l.p.body = body;
     l.p.result = Some(r);
@@ -473,13 +497,22 @@ pub(crate) fn compile_expr(x: &TX, vars: &[Var], scalars: &[Option<Value>]) -> P
 pub(crate) struct Regs {
     pub bufs: Vec<Buf>,
     pub scratch: Vec<isize>,
+    /// Registers that stand for an input's memory in the current chunk (the parameter),
+    /// instead of a copy.
+    pub alias: Vec<Option<usize>>,
 }
 
 impl Regs {
     pub(crate) fn new(p: &Program, chunk: usize) -> Regs {
         Regs {
-            bufs: p.lanes.iter().map(|&l| Buf::new(l, chunk)).collect(),
+            bufs: p
+                .lanes
+                .iter()
+                .enumerate()
+                .map(|(k, &l)| Buf::new(l, chunk + 16 * (k % 8)))
+                .collect(),
             scratch: Vec::with_capacity(chunk),
+            alias: vec![None; p.lanes.len()],
         }
     }
 }
@@ -489,4 +522,40 @@ pub(crate) fn internal(what: &str) -> Error {
         "kiln-expr",
         format!("internal error: {what}; please report this kernel"),
     )
+}
+
+/// Replaces the `LoadIn`s of a prologue by one `LoadGroup`.
+fn group_loads(prologue: Vec<Ins>) -> Vec<Ins> {
+    let mut group = Vec::new();
+    let mut rest = Vec::new();
+    for ins in prologue {
+        match ins {
+            Ins::LoadIn { dst, param } => group.push((dst, param)),
+            other => rest.push(other),
+        }
+    }
+    if !group.is_empty() {
+        rest.insert(0, Ins::LoadGroup(group));
+    }
+    rest
+}
+
+/// Makes `ins`, which writes `from`, write `to` instead, when it does not read `to` (an
+/// instruction's destination is taken out of the register file while it runs).
+fn retarget(ins: &mut Ins, from: Reg, to: Reg) -> bool {
+    let (d, reads): (&mut Reg, Vec<Reg>) = match ins {
+        Ins::Cast { dst, src, .. } => (dst, vec![*src]),
+        Ins::Un { dst, a, .. } | Ins::Not { dst, a } => (dst, vec![*a]),
+        Ins::Bin { dst, a, b, .. } | Ins::Cmp { dst, a, b, .. } | Ins::Logic { dst, a, b, .. } => {
+            (dst, vec![*a, *b])
+        }
+        Ins::Select { dst, c, a, b } => (dst, vec![*c, *a, *b]),
+        Ins::Call { dst, a, b, .. } => (dst, vec![*a, *b]),
+        _ => return false,
+    };
+    if *d != from || reads.contains(&to) {
+        return false;
+    }
+    *d = to;
+    true
 }
