@@ -278,7 +278,13 @@ impl ElementwiseKernel {
         ))
     }
 
-    /// The generated kernel's parameters, in order, for a binding.
+    /// The generated kernel's parameters, in order, for a binding: every parameter (arrays
+    /// as device pointers, scalars by value), `Size`, then, when some operand is broadcast,
+    /// the loop's extents and each broadcast operand's strides (in elements, 0 along
+    /// broadcast axes), then each raw array's element count. A non-raw array whose shape is
+    /// the loop's is indexed as C-contiguous: the launcher passes a C-contiguous array
+    /// there (a copy of a strided view); raw arrays are indexed by flat C-order index and
+    /// must be C-contiguous too.
     pub fn kernel_params(&self, b: &Binding) -> Vec<KernelParam> {
         cuda::elementwise_params(&self.ins, &self.outs, b)
     }

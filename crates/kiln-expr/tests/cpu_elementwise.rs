@@ -7,7 +7,8 @@ mod common;
 use half::f16;
 use kiln_expr::{Arg, HostArray, OwnedArray, Scalar, ScalarType};
 
-const SIZES: [usize; 7] = [0, 1, 7, 2047, 2048, 2049, 10007];
+/// Around the 4096-lane chunk of the evaluator, and 0.
+const SIZES: [usize; 9] = [0, 1, 7, 2049, 4095, 4096, 4097, 8193, 20011];
 
 /// Deterministic values in [-3, 3), never exactly 0.
 fn vals(n: usize, seed: u64) -> Vec<f64> {

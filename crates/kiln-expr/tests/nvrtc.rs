@@ -91,3 +91,84 @@ fn a_kernel_with_a_preamble_compiles_verbatim_preamble() {
     assert!(src.contains("KILN_TEST_MACRO"));
     compile("pre", &src).unwrap();
 }
+
+#[test]
+fn loops_of_2_pow_31_elements_or_more_use_64_bit_indices() {
+    use kiln_expr::{ArgSpec, KernelParam, ScalarType};
+    let k = common::ew("add");
+    let small = vec![
+        ArgSpec::Array {
+            dtype: ScalarType::F32,
+            shape: vec![1000],
+        },
+        ArgSpec::Scalar(ScalarType::F32),
+    ];
+    let b = k.bind(&small, &[], None).unwrap();
+    assert!(k.cuda_source(&b).unwrap().contains("for (unsigned int _i"));
+    assert_eq!(
+        k.kernel_params(&b),
+        vec![
+            KernelParam::Array {
+                name: "x".into(),
+                dtype: ScalarType::F32,
+                output: false
+            },
+            KernelParam::Scalar {
+                name: "y".into(),
+                dtype: ScalarType::F32
+            },
+            KernelParam::Array {
+                name: "z".into(),
+                dtype: ScalarType::F32,
+                output: true
+            },
+            KernelParam::Size,
+        ]
+    );
+    let big = vec![
+        ArgSpec::Array {
+            dtype: ScalarType::F32,
+            shape: vec![1 << 31],
+        },
+        ArgSpec::Scalar(ScalarType::F32),
+    ];
+    let b = k.bind(&big, &[], None).unwrap();
+    let src = k.cuda_source(&b).unwrap();
+    assert!(src.contains("for (unsigned long long _i"), "{src}");
+    // A broadcast operand is addressed through its strides, passed after the extents.
+    let bc = vec![
+        ArgSpec::Array {
+            dtype: ScalarType::F32,
+            shape: vec![3, 1],
+        },
+        ArgSpec::Array {
+            dtype: ScalarType::F32,
+            shape: vec![4],
+        },
+    ];
+    let b = k.bind(&bc, &[], None).unwrap();
+    let ps = k.kernel_params(&b);
+    assert_eq!(
+        &ps[4..],
+        &[
+            KernelParam::Extent { axis: 0 },
+            KernelParam::Extent { axis: 1 },
+            KernelParam::Stride {
+                name: "x".into(),
+                axis: 0
+            },
+            KernelParam::Stride {
+                name: "x".into(),
+                axis: 1
+            },
+            KernelParam::Stride {
+                name: "y".into(),
+                axis: 0
+            },
+            KernelParam::Stride {
+                name: "y".into(),
+                axis: 1
+            }
+        ]
+    );
+}

@@ -47,6 +47,8 @@ pub const EW: &[Ew] = &[
     ("float64 x", "bool n, bool f", "n = isnan(x); f = isinf(x)", "classify"),
     ("int32 a, int32 b", "int32 m, int32 n, int32 c", "m = min(a, b); n = max(a, b); c = abs(a)", "int_funcs"),
     ("T x, T y", "T z", "z = x; z += y", "out_read"),
+    ("raw T x", "T z", "z = i + 1 < _ind.size() ? x[i + 1] : x[0]", "shift"),
+    ("raw T x", "bool z", "z = i > 0 && x[i - 1] > 0", "guard_and"),
 ];
 
 pub const RED: &[Red] = &[
@@ -140,7 +142,7 @@ pub fn ew_bindings(name: &str) -> Vec<(Vec<ArgSpec>, Option<usize>)> {
             (vec![arr(Bool, &n), arr(Bool, &n)], None),
         ],
         "scale" => vec![(vec![arr(F32, &n), ArgSpec::Scalar(F64)], None)],
-        "reverse" => vec![(vec![arr(F64, &n)], Some(1000))],
+        "reverse" | "shift" | "guard_and" => vec![(vec![arr(F64, &n)], Some(1000))],
         "raw_add" => vec![(vec![arr(F32, &n), arr(F32, &n)], Some(1000))],
         "iota" => vec![(vec![], Some(1000))],
         "rawsize" => vec![(vec![arr(F32, &n)], Some(1000))],
