@@ -748,3 +748,80 @@ pub(crate) fn reduction_source(
     let _ = writeln!(s, "    }}\n    __syncthreads();\n  }}\n}}");
     s
 }
+
+/// CuPy's emission of a body kiln does not compile: the text as written, with its names
+/// bound as CuPy binds them. `Err` says why even that is impossible.
+pub(crate) fn elementwise_verbatim(
+    name: &str,
+    ins: &[Param],
+    outs: &[Param],
+    b: &Binding,
+    operation: &str,
+    preamble: &str,
+) -> Result<String, String> {
+    if b.param_types.contains(&ScalarType::F16) {
+        return Err(
+            "float16 parameters need a body within kiln's C subset (verbatim CUDA has no half type here)"
+                .into(),
+        );
+    }
+    let params = elementwise_params(ins, outs, b);
+    let raw: Vec<String> = ins
+        .iter()
+        .chain(outs)
+        .filter(|p| p.raw)
+        .map(|p| p.name.clone())
+        .collect();
+    let nd = b.shape.len();
+    let idx = index_type(b.size());
+    let strided = params.iter().any(|p| matches!(p, KernelParam::Stride { .. }));
+    let nin = ins.len();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// kiln-expr element-wise kernel `{name}` (body emitted verbatim)."
+    );
+    for (ph, t) in &b.types {
+        let _ = writeln!(s, "typedef {} {ph};", t.c_name());
+    }
+    s.push_str("struct _kiln_indexer { long long n; __device__ long long size() const { return n; } };\n");
+    if !preamble.is_empty() {
+        s.push_str(preamble);
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "extern \"C\" __global__ void {name}(\n    {}) {{",
+        param_decls(&params, &raw)
+    );
+    let _ = writeln!(s, "  const _kiln_indexer _ind = {{_n}};");
+    let _ = writeln!(s, "  for ({idx} _i = ({idx})blockIdx.x * blockDim.x + threadIdx.x; _i < ({idx})_n; _i += ({idx})gridDim.x * blockDim.x) {{");
+    let _ = writeln!(s, "    const ptrdiff_t i = (ptrdiff_t)_i;");
+    if strided {
+        unravel("_i", nd, idx, "    ", &mut s);
+    }
+    for (k, p) in ins.iter().chain(outs).enumerate() {
+        let t = b.param_types[k].c_name();
+        let is_out = k >= nin;
+        if k < nin && b.scalar[k] {
+            continue;
+        }
+        if p.raw {
+            let c = if is_out { "" } else { "const " };
+            let _ = writeln!(s, "    {c}{t}* const {} = _p_{};", p.name, p.name);
+            continue;
+        }
+        let shape = b
+            .shapes
+            .get(k)
+            .cloned()
+            .flatten()
+            .unwrap_or_else(|| b.shape.clone());
+        let off = offset_expr(addr_of(&b.shape, &shape), &p.name, nd, "_i");
+        let c = if is_out { "" } else { "const " };
+        let _ = writeln!(s, "    {c}{t}& {} = _p_{}[{off}];", p.name, p.name);
+    }
+    let _ = writeln!(s, "    {operation};");
+    s.push_str("  }\n}\n");
+    Ok(s)
+}

@@ -52,6 +52,8 @@ pub struct ElementwiseKernel {
     name: String,
     ins: Vec<Param>,
     outs: Vec<Param>,
+    /// The body as written (emitted verbatim for the GPU when kiln's compiler rejects it).
+    operation: String,
     preamble: String,
     /// The parsed body, or why it does not parse (kept: a GPU-only body may still be
     /// emitted verbatim).
@@ -99,6 +101,7 @@ impl ElementwiseKernel {
             name: name.into(),
             ins,
             outs,
+            operation: operation.into(),
             preamble: String::new(),
             body,
         })
@@ -266,16 +269,39 @@ impl ElementwiseKernel {
     }
 
     /// The fused CUDA C++ source for a binding (see [`crate::cuda`] for its parameters).
+    ///
+    /// A body kiln's compiler rejects (a loop, a call to a preamble function, any CUDA
+    /// beyond the C subset) is emitted verbatim, as CuPy does: placeholders become
+    /// `typedef`s, non-raw parameters references to their element, raw ones pointers; NVRTC
+    /// then judges it. Such a kernel runs only on the GPU.
     pub fn cuda_source(&self, b: &Binding) -> Result<String, Error> {
-        let t = self.typed(b)?;
-        Ok(cuda::elementwise_source(
-            &self.name,
-            &self.ins,
-            &self.outs,
-            b,
-            &t,
-            &self.preamble,
-        ))
+        match self.typed(b) {
+            Ok(t) => Ok(cuda::elementwise_source(
+                &self.name,
+                &self.ins,
+                &self.outs,
+                b,
+                &t,
+                &self.preamble,
+            )),
+            Err(e) => cuda::elementwise_verbatim(
+                &self.name,
+                &self.ins,
+                &self.outs,
+                b,
+                &self.operation,
+                &self.preamble,
+            )
+            .map_err(|v| {
+                Error::invalid(
+                    &self.name,
+                    format!(
+                        "{}; and it cannot be emitted verbatim: {v}",
+                        crate::parse::reason(e)
+                    ),
+                )
+            }),
+        }
     }
 
     /// The generated kernel's parameters, in order, for a binding: every parameter (arrays

@@ -1,22 +1,16 @@
 //! Every kind of bad input is a clear error naming the problem, never a panic.
 
-use kiln_expr::{
-    Arg, ArgSpec, Axis, ElementwiseKernel, HostArray, HostArrayMut, ReductionKernel, Scalar, ScalarType,
-};
+use kiln_expr::{Arg, Axis, ElementwiseKernel, HostArray, HostArrayMut, ReductionKernel, Scalar, ScalarType};
 
 fn ew_err(i: &str, o: &str, op: &str) -> String {
     match ElementwiseKernel::new(i, o, op, "k") {
         Err(e) => e.to_string(),
         Ok(k) => {
-            let specs = vec![
-                ArgSpec::Array {
-                    dtype: ScalarType::F32,
-                    shape: vec![4]
-                };
-                k.in_params().len()
-            ];
-            k.bind(&specs, &[], None)
-                .and_then(|b| k.cuda_source(&b))
+            let x = [1f32, 2.0, 3.0, 4.0];
+            let args: Vec<Arg<'_>> = (0..k.in_params().len())
+                .map(|_| Arg::Array(HostArray::from_slice(&[4], &x)))
+                .collect();
+            k.call_alloc(&args, None)
                 .expect_err("the kernel was accepted")
                 .to_string()
         }

@@ -172,3 +172,70 @@ fn loops_of_2_pow_31_elements_or_more_use_64_bit_indices() {
         ]
     );
 }
+
+#[test]
+fn bodies_outside_the_c_subset_are_emitted_verbatim_for_the_gpu() {
+    use kiln_expr::{Arg, ArgSpec, ElementwiseKernel, HostArray, ScalarType};
+    let k = ElementwiseKernel::new(
+        "T x, raw T w, int32 n",
+        "T y",
+        "T s = 0; for (int j = 0; j < n; ++j) { s += w[j] * sq(x); } y = s;",
+        "loop_pre",
+    )
+    .unwrap()
+    .with_preamble("template <class T> __device__ T sq(T v) { return v * v; }");
+    let specs = vec![
+        ArgSpec::Array {
+            dtype: ScalarType::F64,
+            shape: vec![10],
+        },
+        ArgSpec::Array {
+            dtype: ScalarType::F64,
+            shape: vec![3],
+        },
+        ArgSpec::Scalar(ScalarType::I32),
+    ];
+    let b = k.bind(&specs, &[], None).unwrap();
+    let src = k.cuda_source(&b).unwrap();
+    assert!(
+        src.contains("typedef double T;") && src.contains("for (int j = 0;"),
+        "{src}"
+    );
+    // The CPU refuses it, naming the construct.
+    let x = [1f64; 10];
+    let e = k
+        .call_alloc(
+            &[
+                Arg::Array(HostArray::from_slice(&[10], &x)),
+                Arg::Array(HostArray::from_slice(&[10], &x)),
+                Arg::Scalar(kiln_expr::Scalar::I32(3)),
+            ],
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("preamble"), "{e}");
+    let k2 = ElementwiseKernel::new(
+        "T x",
+        "T y",
+        "y = 0; for (int j = 0; j < 3; ++j) y += x",
+        "loop_only",
+    )
+    .unwrap();
+    let e = k2
+        .call_alloc(&[Arg::Array(HostArray::from_slice(&[10], &x))], None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`for` loops are not supported"), "{e}");
+    if !nvrtc_loads() {
+        kiln_testkit::skip_unless_required(
+            "KILN_REQUIRE_NVRTC",
+            "bodies_outside_the_c_subset_are_emitted_verbatim_for_the_gpu",
+            "libnvrtc cannot be loaded (set LD_LIBRARY_PATH to a CUDA lib dir; scripts/fetch-nvrtc.sh)",
+        );
+        return;
+    }
+    compile("loop_pre", &src).unwrap();
+    let b2 = k2.bind(&specs[..1], &[], None).unwrap();
+    compile("loop_only", &k2.cuda_source(&b2).unwrap()).unwrap();
+}
