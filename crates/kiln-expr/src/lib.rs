@@ -17,7 +17,10 @@
 
 mod cpu;
 pub mod cuda;
+mod cuda_reduction;
 mod elementwise;
+mod func;
+mod lex;
 mod params;
 mod parse;
 mod reduction;

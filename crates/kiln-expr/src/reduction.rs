@@ -374,7 +374,7 @@ impl ReductionKernel {
     pub fn cuda_source(&self, rb: &ReductionBinding) -> Result<String, Error> {
         let t = self.typed(rb)?;
         let ident = self.identity_value(&t, rb.reduce_type)?;
-        Ok(crate::cuda::reduction_source(
+        Ok(crate::cuda_reduction::reduction_source(
             &self.name,
             &self.ins,
             &self.outs,
@@ -393,7 +393,7 @@ impl ReductionKernel {
     /// elements), `ReduceSize`, the extents of the loop axes ([`ReductionBinding::loop_axes`])
     /// and each non-uniform input's strides along them.
     pub fn kernel_params(&self, rb: &ReductionBinding) -> Vec<KernelParam> {
-        crate::cuda::reduction_params(&self.ins, &self.outs, rb)
+        crate::cuda_reduction::reduction_params(&self.ins, &self.outs, rb)
     }
 
     /// Runs the reduction on the CPU, allocating the outputs.
