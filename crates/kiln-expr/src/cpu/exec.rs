@@ -300,6 +300,29 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 }
                 regs.bufs[*dst] = d;
             }
+            Ins::BinS {
+                op,
+                dst,
+                a,
+                v,
+                swap,
+                f16,
+            } => {
+                let mut d = std::mem::take(&mut regs.bufs[*dst]);
+                match (&mut d, view(regs, c.params, c.start, c.n, *a)) {
+                    (Buf::I32(d), Src::I32(x)) => num::bin_s(*op, d, x, num::lane_value(*v), *swap, n),
+                    (Buf::U32(d), Src::U32(x)) => num::bin_s(*op, d, x, num::lane_value(*v), *swap, n),
+                    (Buf::I64(d), Src::I64(x)) => num::bin_s(*op, d, x, num::lane_value(*v), *swap, n),
+                    (Buf::U64(d), Src::U64(x)) => num::bin_s(*op, d, x, num::lane_value(*v), *swap, n),
+                    (Buf::F32(d), Src::F32(x)) => num::bin_s(*op, d, x, num::lane_value(*v), *swap, n),
+                    (Buf::F64(d), Src::F64(x)) => num::bin_s(*op, d, x, num::lane_value(*v), *swap, n),
+                    _ => return Err(internal("operand lane types differ")),
+                }
+                if *f16 {
+                    round16(&mut d, n);
+                }
+                regs.bufs[*dst] = d;
+            }
             Ins::Cmp { op, dst, a, b } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
                 let Buf::B(dv) = &mut d else {

@@ -447,6 +447,45 @@ pub(crate) fn bin<T: Num>(op: BinOp, d: &mut [T], a: &[T], b: &[T], n: usize) {
     }
 }
 
+/// A value as lane type `T` (the value is already of the lane's C type).
+#[inline(always)]
+pub(crate) fn lane_value<T: Num>(v: Value) -> T {
+    match v {
+        Value::F(f) => T::from_f64(f),
+        Value::I(i) => T::from_i64(i),
+        Value::U(u) => T::from_u64(u),
+        Value::B(b) => T::from_i64(b as i64),
+    }
+}
+
+/// `d[..n] = a op s` (or `s op a` when `swap`).
+#[inline(never)]
+pub(crate) fn bin_s<T: Num>(op: BinOp, d: &mut [T], a: &[T], s: T, swap: bool, n: usize) {
+    let (d, a) = (&mut d[..n], &a[..n]);
+    macro_rules! lp {
+        ($f:path) => {
+            if swap {
+                d.iter_mut().zip(a).for_each(|(d, &a)| *d = $f(s, a));
+            } else {
+                d.iter_mut().zip(a).for_each(|(d, &a)| *d = $f(a, s));
+            }
+        };
+    }
+    match op {
+        BinOp::Add => lp!(T::add),
+        BinOp::Sub => lp!(T::sub),
+        BinOp::Mul => lp!(T::mul),
+        BinOp::Div => lp!(T::div),
+        BinOp::Rem => lp!(T::rem),
+        BinOp::BitAnd => lp!(T::and),
+        BinOp::BitOr => lp!(T::or),
+        BinOp::BitXor => lp!(T::xor),
+        BinOp::Shl => lp!(T::shl),
+        BinOp::Shr => lp!(T::shr),
+        _ => {}
+    }
+}
+
 /// `d[..n] = a cmp b`.
 #[inline(never)]
 pub(crate) fn cmp<T: Num>(op: BinOp, d: &mut [bool], a: &[T], b: &[T], n: usize) {

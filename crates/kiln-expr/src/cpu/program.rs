@@ -73,6 +73,15 @@ pub(crate) enum Ins {
         b: Reg,
         f16: bool,
     },
+    /// `a op v` (or `v op a` when `swap`) with `v` the same in every lane.
+    BinS {
+        op: BinOp,
+        dst: Reg,
+        a: Reg,
+        v: Value,
+        swap: bool,
+        f16: bool,
+    },
     Cmp {
         op: BinOp,
         dst: Reg,
@@ -137,6 +146,8 @@ struct Lower<'v> {
     out_load: Vec<bool>,
     out_store: Vec<bool>,
     scalars: &'v [Option<Value>],
+    /// Registers holding one value in every lane (constants, scalar parameters).
+    uniform: std::collections::HashMap<Reg, Value>,
 }
 
 impl<'v> Lower<'v> {
@@ -158,6 +169,7 @@ impl<'v> Lower<'v> {
             VarKind::Scalar(p) => {
                 let v = self.scalars.get(p).copied().flatten().unwrap_or(Value::I(0));
                 self.p.setup.push(Ins::Splat { dst: r, v });
+                self.uniform.insert(r, v);
             }
             VarKind::Acc(k) => self.p.acc[k as usize] = Some(r),
             VarKind::Local | VarKind::Out(_) => {}
@@ -268,6 +280,7 @@ impl<'v> Lower<'v> {
             TE::Const(v) => {
                 let r = self.reg(x.ty);
                 self.p.setup.push(Ins::Splat { dst: r, v: *v });
+                self.uniform.insert(r, *v);
                 r
             }
             TE::Var(id) => {
@@ -317,6 +330,29 @@ impl<'v> Lower<'v> {
                 let a = self.expr(a, mask, out);
                 let b = self.expr(b, mask, out);
                 let r = self.reg(x.ty);
+                // One operand the same in every lane: read it once, not once per lane.
+                if let Some(&v) = self.uniform.get(&b) {
+                    out.push(Ins::BinS {
+                        op: *op,
+                        dst: r,
+                        a,
+                        v,
+                        swap: false,
+                        f16,
+                    });
+                    return r;
+                }
+                if let Some(&v) = self.uniform.get(&a) {
+                    out.push(Ins::BinS {
+                        op: *op,
+                        dst: r,
+                        a: b,
+                        v,
+                        swap: true,
+                        f16,
+                    });
+                    return r;
+                }
                 out.push(Ins::Bin {
                     op: *op,
                     dst: r,
@@ -431,6 +467,7 @@ pub(crate) fn compile_body(body: &[TS], vars: &[Var], scalars: &[Option<Value>])
         out_load: vec![false; vars.len()],
         out_store: vec![false; vars.len()],
         scalars,
+        uniform: Default::default(),
     };
     let mut main = Vec::new();
     l.stmts(body, None, &mut main);
@@ -465,6 +502,7 @@ pub(crate) fn compile_expr(x: &TX, vars: &[Var], scalars: &[Option<Value>]) -> P
         out_load: vec![false; vars.len()],
         out_store: vec![false; vars.len()],
         scalars,
+        uniform: Default::default(),
     };
     for (id, v) in vars.iter().enumerate() {
         if let VarKind::Acc(_) = v.kind {
@@ -545,7 +583,7 @@ fn group_loads(prologue: Vec<Ins>) -> Vec<Ins> {
 fn retarget(ins: &mut Ins, from: Reg, to: Reg) -> bool {
     let (d, reads): (&mut Reg, Vec<Reg>) = match ins {
         Ins::Cast { dst, src, .. } => (dst, vec![*src]),
-        Ins::Un { dst, a, .. } | Ins::Not { dst, a } => (dst, vec![*a]),
+        Ins::Un { dst, a, .. } | Ins::Not { dst, a } | Ins::BinS { dst, a, .. } => (dst, vec![*a]),
         Ins::Bin { dst, a, b, .. } | Ins::Cmp { dst, a, b, .. } | Ins::Logic { dst, a, b, .. } => {
             (dst, vec![*a, *b])
         }
