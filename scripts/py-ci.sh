@@ -2,7 +2,8 @@
 # CI's Python step: a virtualenv with maturin, pytest, numpy and scipy from PyPI; the kiln
 # wheel built with maturin (profile `dev`: the workspace's dependencies are built optimised
 # there and shared with `cargo test`, so only pyo3, dlpark and kiln-py compile here); pip
-# install; pytest. Exit 5 from pytest (no tests collected) fails the step.
+# install; pytest; CuPy's user-kernel tests on the CPU path. Exit 5 from pytest (no tests
+# collected) fails the step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${KILN_PY_VENV:-${CARGO_TARGET_DIR:-target}/py-venv}
@@ -23,9 +24,15 @@ set +e
 (cd crates/kiln-py && "$venv/bin/python" -m pytest -q -ra tests)
 rc=$?
 set -e
-echo "== python step took $(( $(date +%s) - start )) s (pytest exit $rc)"
+# CuPy's own tests of ElementwiseKernel and ReductionKernel, on kiln's CPU path with NumPy
+# arrays (crates/kiln-py/cupy_suite/README.md): every counted case passes or is listed with
+# its reason; the GPU run of all three files is in scripts/py-gpu-check.sh.
+cupy_rc=0
+"$venv/bin/python" crates/kiln-py/cupy_suite/run.py --device cpu --min-pass 0 || cupy_rc=$?
+echo "== python step took $(( $(date +%s) - start )) s (pytest exit $rc, CuPy suite exit $cupy_rc)"
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2
   exit 1
 fi
+[ "$rc" -eq 0 ] && exit "$cupy_rc"
 exit "$rc"

@@ -349,8 +349,10 @@ impl ElementwiseKernel {
         self.call_bound(inputs, outputs, &b)
     }
 
-    /// Runs a bound kernel (outputs already checked against the binding).
-    fn call_bound(
+    /// Runs a kernel bound by [`ElementwiseKernel::bind`] into `outputs` (C-contiguous, of
+    /// the binding's shape and output types). The binding decides the size rule: outputs
+    /// the caller allocated after binding without them do not count as given (CuPy's rule).
+    pub fn call_bound(
         &self,
         inputs: &[Arg<'_>],
         outputs: &mut [HostArrayMut<'_>],

@@ -168,6 +168,16 @@ impl ReductionKernel {
         &self.name
     }
 
+    /// Input parameters.
+    pub fn in_params(&self) -> &[Param] {
+        &self.ins
+    }
+
+    /// Output parameters.
+    pub fn out_params(&self) -> &[Param] {
+        &self.outs
+    }
+
     /// Binds types and shapes and normalises `axis`.
     pub fn bind(
         &self,

@@ -51,7 +51,13 @@ INTERNAL = {
 }
 
 # (device, file, glob) -> why kiln fails the case today.
-KNOWN = {}
+_COMPLEX = ("complex64/complex128 arguments: kiln's kernels have no complex type yet (the "
+            "case loops over every dtype and stops at the first complex one)")
+KNOWN = {
+    (dev, "test_userkernel.py", case): _COMPLEX
+    for dev in ("cpu", "gpu")
+    for case in ("TestUserkernel::test_numpy_scalar", "TestUserkernelScalar_param_*::test_scalar")
+}
 
 PATCH = [
     (r"\bcupy\.ElementwiseKernel\b", "kiln.ElementwiseKernel"),

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use std::sync::Arc;
 
 /// The CUDA backend of device `device` (a `NoDeviceError` where there is none).
-fn cuda(py: Python<'_>, device: usize) -> PyResult<(Arc<Runtime>, Arc<CudaBackend>)> {
+pub(crate) fn cuda_backend(py: Python<'_>, device: usize) -> PyResult<(Arc<Runtime>, Arc<CudaBackend>)> {
     let rt = crate::runtime_for(py, &format!("cuda:{device}"))?;
     let c = match rt.engine() {
         Engine::Cuda(c) => c.clone(),
@@ -104,7 +104,7 @@ impl PyRawModule {
     #[new]
     #[pyo3(signature = (code, options, device = 0))]
     fn new(py: Python<'_>, code: &str, options: Vec<String>, device: usize) -> PyResult<Self> {
-        let (_rt, cuda) = cuda(py, device)?;
+        let (_rt, cuda) = cuda_backend(py, device)?;
         let c = cuda.clone();
         let code = code.to_string();
         let module = py.detach(move || c.user_module(&code, &options)).py()?;
@@ -151,7 +151,11 @@ impl PyRawFunction {
         // SAFETY: `stream` is the caller's current stream of this device (or kiln's own),
         // as `_userkernel.py` passes it; the arrays' owners are held by the Python call
         // for its duration and by their libraries' stream-ordered allocators after.
-        unsafe { self.f.launch_on_stream(&self.cuda, grid, block, shared_mem, &args, stream) }.py()
+        unsafe {
+            self.f
+                .launch_on_stream(&self.cuda, grid, block, shared_mem, &args, stream)
+        }
+        .py()
     }
 
     /// The kernel's name.

@@ -23,6 +23,7 @@ mod ndimage;
 mod ops;
 mod runtime;
 mod tensor;
+mod userexpr;
 
 use kiln::{Config, DeviceRequest, Runtime};
 use pyo3::prelude::*;
@@ -131,6 +132,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     finance::register(m)?;
     ndimage::register(m)?;
     kernels::register(m)?;
+    userexpr::register(m)?;
     Ok(())
 }
 

@@ -127,6 +127,18 @@ def _c_strides(shape):
     return tuple(reversed(out))
 
 
+def _contiguous(x):
+    """A C-contiguous copy of a CUDA array, by its own library."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "cupy":
+        import cupy
+
+        return cupy.ascontiguousarray(x)
+    if mod == "torch":
+        return x.contiguous()
+    raise KernelArgumentError(f"a non-contiguous {type(x).__name__}; make it contiguous first")
+
+
 def _empty_like_caller(like, shape, dtype):
     """A new CUDA array of the caller's library (CuPy, torch; kiln for kiln tensors)."""
     mod = type(like).__module__.split(".")[0]
@@ -166,6 +178,13 @@ class _Call:
                         "move it first (kiln.asarray(x, device='cuda'))"
                     )
                 d = DeviceArray(a, name)
+                if d.strides != _c_strides(d.shape):
+                    # the generated kernels address same-shaped arrays as C-contiguous
+                    if k >= nin:
+                        raise KernelArgumentError(
+                            f"{name}: an output CUDA array must be C-contiguous"
+                        )
+                    d = DeviceArray(_contiguous(a), name)
                 self.values.append(d)
                 self.descs.append(("array", d.dtype.name, d.shape))
             else:
@@ -222,14 +241,17 @@ class ElementwiseKernel:
         if c.gpu:
             made = [] if outs else [_empty_like_caller(c.like, shape, dt) for dt in out_dtypes]
             outs = outs or [DeviceArray(o, "output") for o in made]
-            src = self._k.launch_gpu(c.ins, outs, size, block_size or 128)
+            src = self._k.launch_gpu(
+                c.ins, outs, size, block_size or 128, _stream_ptr(stream, c.like),
+                _device_of([c.like]), list(self.options), bool(c.outs),
+            )
             self._cached_codes.setdefault(key, src)
             results = made or list(args[self.nin:])
         else:
             if not outs:
                 outs = [np.empty(shape, dtype=dt) for dt in out_dtypes]
             work = [o if o.flags.c_contiguous else np.ascontiguousarray(o) for o in outs]
-            self._k.call_cpu(c.ins, work, size)
+            self._k.call_cpu(c.ins, work, size, bool(c.outs))
             for o, w in zip(outs, work):
                 if o is not w:
                     np.copyto(o, w)
@@ -294,7 +316,10 @@ class ReductionKernel:
         if c.gpu:
             made = [] if outs else [_empty_like_caller(c.like, shape, dt) for dt in out_dtypes]
             outs = outs or [DeviceArray(o, "output") for o in made]
-            src = self._k.launch_gpu(c.ins, outs, axis, bool(keepdims))
+            src = self._k.launch_gpu(
+                c.ins, outs, axis, bool(keepdims), _stream_ptr(stream, c.like),
+                _device_of([c.like]), list(self.options),
+            )
             self._cached_codes.setdefault(key, src)
             results = made or list(args[self.nin:])
         else:

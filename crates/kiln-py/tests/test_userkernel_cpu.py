@@ -1,0 +1,92 @@
+"""Users' kernels with CuPy's API on the CPU path (NumPy arrays in, NumPy arrays out),
+checked against NumPy (runs in CI; CuPy's own tests of these classes run beside it through
+crates/kiln-py/cupy_suite)."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+RNG = np.random.default_rng(30)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 4096, 4097, 100_003])
+def test_elementwise_axpy_matches_numpy(n):
+    k = kiln.ElementwiseKernel("T x, T y, T a", "T z", "z = a * x + y", "axpy_user")
+    x = RNG.random(n, dtype=np.float32)
+    y = RNG.random(n, dtype=np.float32)
+    z = k(x, y, np.float32(0.75))
+    assert isinstance(z, np.ndarray) and z.dtype == np.float32 and z.shape == (n,)
+    np.testing.assert_array_equal(z, np.float32(0.75) * x + y)
+
+
+def test_elementwise_broadcast_locals_if_and_math():
+    k = kiln.ElementwiseKernel(
+        "float32 x, float32 y", "float32 z",
+        "float t = x - y; if (t > 0) { z = expf(-t); } else { z = t * t; }", "branchy",
+    )
+    x = RNG.standard_normal((33, 17), dtype=np.float32)
+    y = RNG.standard_normal((17,), dtype=np.float32)
+    t = x - y
+    want = np.where(t > 0, np.exp(-np.maximum(t, 0)), t * t).astype(np.float32)
+    np.testing.assert_allclose(k(x, y), want, rtol=2e-6, atol=0)
+
+
+def test_elementwise_index_raw_and_output_given():
+    k = kiln.ElementwiseKernel("raw T x", "T y", "y = x[_ind.size() - 1 - i] + (T)i", "rev")
+    x = np.arange(10, dtype=np.int64)
+    out = np.empty(10, dtype=np.int64)
+    r = k(x, out)
+    assert r is out
+    np.testing.assert_array_equal(out, x[::-1] + np.arange(10))
+
+
+def test_elementwise_strided_inputs_and_c_conversions():
+    k = kiln.ElementwiseKernel("int32 a, int32 b", "int32 q, float64 f", "q = a / b; f = a / 2.0", "conv")
+    a = np.arange(-20, 20, dtype=np.int32).reshape(5, 8)[:, ::2]
+    b = np.full((5, 4), 3, dtype=np.int32)
+    q, f = k(a, b)
+    np.testing.assert_array_equal(q, np.trunc(a / 3).astype(np.int32))  # C truncates
+    np.testing.assert_array_equal(f, a / 2.0)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
+def test_reduction_sum_of_squares(axis):
+    k = kiln.ReductionKernel("T x", "T y", "x * x", "a + b", "y = a", "0", "sumsq")
+    x = RNG.integers(-100, 100, size=(4, 5, 6), dtype=np.int64)
+    np.testing.assert_array_equal(k(x, axis=axis), (x * x).sum(axis=axis))
+    np.testing.assert_array_equal(
+        k(x, axis=axis, keepdims=True), (x * x).sum(axis=axis, keepdims=True)
+    )
+
+
+def test_reduction_float_max_with_identity():
+    k = kiln.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a", "-INFINITY", "mymax")
+    x = RNG.standard_normal((50, 3)).astype(np.float64)
+    np.testing.assert_array_equal(k(x, axis=0), x.max(axis=0))
+
+
+def test_errors_are_clear():
+    k = kiln.ElementwiseKernel("T x, T y", "T z", "z = x + y", "add")
+    with pytest.raises(TypeError, match="Wrong number of arguments"):
+        k(np.ones(3))
+    with pytest.raises(TypeError, match="Type is mismatched"):
+        k(np.ones(3, np.float32), np.ones(3, np.float64))
+    with pytest.raises(ValueError, match="broadcast|shape"):
+        k(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="Invalid kernel name"):
+        kiln.ElementwiseKernel("T x", "T y", "y = x", "1bad")
+    bad = kiln.ElementwiseKernel("T x", "T y", "for (int j = 0; j < 3; j++) { y = x; }", "loop")
+    with pytest.raises(kiln.InvalidInputError, match="for"):
+        bad(np.ones(3))
+    with pytest.raises(kiln.KernelArgumentError, match="unsupported type list"):
+        k([1.0, 2.0], np.ones(2))
+
+
+def test_raw_kernel_without_a_gpu_says_so():
+    k = kiln.RawKernel('extern "C" __global__ void f(float* x) { x[0] = 1; }', "f")
+    if kiln.Runtime("auto").kind == "cpu":
+        with pytest.raises(kiln.NoDeviceError):
+            k.compile()
+    with pytest.raises(TypeError, match="host memory"):
+        k((1,), (1,), (np.zeros(1, np.float32),))
