@@ -543,6 +543,8 @@ pub(crate) struct Regs {
 impl Regs {
     pub(crate) fn new(p: &Program, chunk: usize) -> Regs {
         Regs {
+            // Registers of slightly different lengths, so they do not all start at the same offset
+            // modulo 4 KiB (which maps them to the same L1 sets).
             bufs: p
                 .lanes
                 .iter()
