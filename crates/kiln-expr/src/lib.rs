@@ -5,7 +5,7 @@
 //! Design: the body is parsed once ([`parse`]), type-checked per binding into a typed AST
 //! where every C conversion is explicit ([`typed`]), and from that one tree the CUDA
 //! generator ([`cuda`]) prints source and the CPU compiler ([`cpu`]) builds a register
-//! program over chunks of 2048 lanes (one loop per instruction, so it vectorises), run in
+//! program over chunks of 4096 lanes (one loop per instruction, so it vectorises), run in
 //! parallel with rayon. Both paths compute in the same C types, so a GPU result can be
 //! checked against the CPU one.
 //!

@@ -534,3 +534,41 @@ fn math_functions_f32_and_f64() {
     let r: Vec<f32> = out(&o[0]);
     assert!((0..n).all(|i| close(r[i] as f64, 1.0 / (1.0 + (-(xf[i] as f64)).exp()), 2e-6)));
 }
+
+#[test]
+fn misaligned_buffers_take_the_copying_path() {
+    let k = common::ew("fma4");
+    let n = 5000;
+    let x: Vec<f32> = vals(n, 40).iter().map(|&v| v as f32).collect();
+    let y: Vec<f32> = vals(n, 41).iter().map(|&v| v as f32).collect();
+    // The same values one byte into a byte buffer: no f32 view of them is aligned.
+    let shift = |v: &[f32]| {
+        let mut b = vec![0u8; v.len() * 4 + 1];
+        b[1..].copy_from_slice(bytemuck::cast_slice(v));
+        b
+    };
+    let (xb, yb) = (shift(&x), shift(&y));
+    let xa = Arg::Array(HostArray::contiguous(ScalarType::F32, &[n], &xb[1..]));
+    let ya = Arg::Array(HostArray::contiguous(ScalarType::F32, &[n], &yb[1..]));
+    let mut zb = vec![0u8; n * 4 + 1];
+    let mut outs = [kiln_expr::HostArrayMut {
+        dtype: ScalarType::F32,
+        shape: vec![n],
+        bytes: &mut zb[1..],
+    }];
+    k.call(
+        &[
+            xa,
+            ya,
+            Arg::Scalar(Scalar::F32(0.5)),
+            Arg::Scalar(Scalar::F32(2.0)),
+        ],
+        &mut outs,
+        None,
+    )
+    .unwrap();
+    for i in 0..n {
+        let z = f32::from_ne_bytes(zb[1 + 4 * i..5 + 4 * i].try_into().unwrap());
+        assert_eq!(z, (0.5 * x[i] + y[i]) * x[i] - 2.0, "{i}");
+    }
+}

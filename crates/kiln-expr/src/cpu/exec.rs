@@ -287,7 +287,32 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 }
                 regs.bufs[*dst] = d;
             }
-            Ins::Bin { op, dst, a, b, f16 } => {
+            Ins::Bin {
+                op,
+                dst,
+                a,
+                b,
+                f16,
+                out,
+            } => {
+                if let Some(p) = out {
+                    let (x, y) = (
+                        view(regs, c.params, c.start, c.n, *a),
+                        view(regs, c.params, c.start, c.n, *b),
+                    );
+                    if let Some(o) = out_slice(c, *p) {
+                        match (o, x, y) {
+                            (Dst::I32(d), Src::I32(x), Src::I32(y)) => num::bin(*op, d, x, y, n),
+                            (Dst::U32(d), Src::U32(x), Src::U32(y)) => num::bin(*op, d, x, y, n),
+                            (Dst::I64(d), Src::I64(x), Src::I64(y)) => num::bin(*op, d, x, y, n),
+                            (Dst::U64(d), Src::U64(x), Src::U64(y)) => num::bin(*op, d, x, y, n),
+                            (Dst::F32(d), Src::F32(x), Src::F32(y)) => num::bin(*op, d, x, y, n),
+                            (Dst::F64(d), Src::F64(x), Src::F64(y)) => num::bin(*op, d, x, y, n),
+                            _ => return Err(internal("direct output lane")),
+                        }
+                        continue;
+                    }
+                }
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
                 same3!(
                     &mut d,
@@ -299,6 +324,9 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                     round16(&mut d, n);
                 }
                 regs.bufs[*dst] = d;
+                if let Some(p) = out {
+                    store_out(regs, c, *dst, *p)?;
+                }
             }
             Ins::BinS {
                 op,
@@ -307,7 +335,35 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 v,
                 swap,
                 f16,
+                out,
             } => {
+                if let Some(p) = out {
+                    let x = view(regs, c.params, c.start, c.n, *a);
+                    if let Some(o) = out_slice(c, *p) {
+                        match (o, x) {
+                            (Dst::I32(d), Src::I32(x)) => {
+                                num::bin_s(*op, d, x, num::lane_value(*v), *swap, n)
+                            }
+                            (Dst::U32(d), Src::U32(x)) => {
+                                num::bin_s(*op, d, x, num::lane_value(*v), *swap, n)
+                            }
+                            (Dst::I64(d), Src::I64(x)) => {
+                                num::bin_s(*op, d, x, num::lane_value(*v), *swap, n)
+                            }
+                            (Dst::U64(d), Src::U64(x)) => {
+                                num::bin_s(*op, d, x, num::lane_value(*v), *swap, n)
+                            }
+                            (Dst::F32(d), Src::F32(x)) => {
+                                num::bin_s(*op, d, x, num::lane_value(*v), *swap, n)
+                            }
+                            (Dst::F64(d), Src::F64(x)) => {
+                                num::bin_s(*op, d, x, num::lane_value(*v), *swap, n)
+                            }
+                            _ => return Err(internal("direct output lane")),
+                        }
+                        continue;
+                    }
+                }
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
                 match (&mut d, view(regs, c.params, c.start, c.n, *a)) {
                     (Buf::I32(d), Src::I32(x)) => num::bin_s(*op, d, x, num::lane_value(*v), *swap, n),
@@ -322,6 +378,9 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                     round16(&mut d, n);
                 }
                 regs.bufs[*dst] = d;
+                if let Some(p) = out {
+                    store_out(regs, c, *dst, *p)?;
+                }
             }
             Ins::Cmp { op, dst, a, b } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
@@ -557,4 +616,43 @@ fn touch(b: &[u8], from: usize, to: usize) {
         k += 64;
     }
     std::hint::black_box(acc);
+}
+
+/// The chunk's piece of an output, typed, when its memory holds lanes as they are (aligned).
+enum Dst<'x> {
+    I32(&'x mut [i32]),
+    U32(&'x mut [u32]),
+    I64(&'x mut [i64]),
+    U64(&'x mut [u64]),
+    F32(&'x mut [f32]),
+    F64(&'x mut [f64]),
+}
+
+fn out_slice<'x>(c: &'x mut Chunk<'_, '_, '_>, param: usize) -> Option<Dst<'x>> {
+    let PData::Out { k, dtype, .. } = c.params[param] else {
+        return None;
+    };
+    let sz = dtype.size();
+    let at = c.start - c.out_shift;
+    let b = &mut c.outs[k][at * sz..(at + c.n) * sz];
+    match dtype {
+        ScalarType::I32 => bytemuck::try_cast_slice_mut(b).ok().map(Dst::I32),
+        ScalarType::U32 => bytemuck::try_cast_slice_mut(b).ok().map(Dst::U32),
+        ScalarType::I64 => bytemuck::try_cast_slice_mut(b).ok().map(Dst::I64),
+        ScalarType::U64 => bytemuck::try_cast_slice_mut(b).ok().map(Dst::U64),
+        ScalarType::F32 => bytemuck::try_cast_slice_mut(b).ok().map(Dst::F32),
+        ScalarType::F64 => bytemuck::try_cast_slice_mut(b).ok().map(Dst::F64),
+        _ => None,
+    }
+}
+
+/// Stores register `src` into output `param` (the fallback of a direct write).
+fn store_out(regs: &Regs, c: &mut Chunk<'_, '_, '_>, src: usize, param: usize) -> Result<(), Error> {
+    let PData::Out { k, dtype, .. } = c.params[param] else {
+        return Err(internal("output not bound"));
+    };
+    let at = c.start - c.out_shift;
+    let v = view(regs, c.params, c.start, c.n, src);
+    write_range(dtype, c.outs[k], at, c.n, v);
+    Ok(())
 }

@@ -72,6 +72,9 @@ pub(crate) enum Ins {
         a: Reg,
         b: Reg,
         f16: bool,
+        /// The output parameter this result is the final value of, written straight into
+        /// its memory (no register pass, no separate store).
+        out: Option<usize>,
     },
     /// `a op v` (or `v op a` when `swap`) with `v` the same in every lane.
     BinS {
@@ -81,6 +84,8 @@ pub(crate) enum Ins {
         v: Value,
         swap: bool,
         f16: bool,
+        /// As `Bin::out`.
+        out: Option<usize>,
     },
     Cmp {
         op: BinOp,
@@ -339,6 +344,7 @@ impl<'v> Lower<'v> {
                         v,
                         swap: false,
                         f16,
+                        out: None,
                     });
                     return r;
                 }
@@ -350,6 +356,7 @@ impl<'v> Lower<'v> {
                         v,
                         swap: true,
                         f16,
+                        out: None,
                     });
                     return r;
                 }
@@ -359,6 +366,7 @@ impl<'v> Lower<'v> {
                     a,
                     b,
                     f16,
+                    out: None,
                 });
                 r
             }
@@ -484,6 +492,9 @@ pub(crate) fn compile_body(body: &[TS], vars: &[Var], scalars: &[Option<Value>])
     for (id, v) in vars.iter().enumerate() {
         if let (VarKind::Out(p), true) = (&v.kind, l.out_store[id]) {
             if let Some(src) = l.var_regs[id] {
+                if !l.out_load[id] && direct_lane(v.ty) && write_direct(&mut body, src, *p) {
+                    continue;
+                }
                 body.push(Ins::StoreOut { src, param: *p });
             }
         }
@@ -543,6 +554,8 @@ pub(crate) struct Regs {
 impl Regs {
     pub(crate) fn new(p: &Program, chunk: usize) -> Regs {
         Regs {
+            // Registers of slightly different lengths, so they do not all start at the same offset
+            // modulo 4 KiB (which maps them to the same L1 sets).
             bufs: p
                 .lanes
                 .iter()
@@ -596,4 +609,48 @@ fn retarget(ins: &mut Ins, from: Reg, to: Reg) -> bool {
     }
     *d = to;
     true
+}
+
+/// Whether values of `t` are stored exactly as their lanes (so a result can be computed in
+/// the output's memory).
+fn direct_lane(t: ScalarType) -> bool {
+    use ScalarType::*;
+    matches!(t, I32 | U32 | I64 | U64 | F32 | F64)
+}
+
+/// When the only top-level write of register `reg` is one `Bin`/`BinS` and nothing writes it
+/// inside an `if`, makes that instruction write output `param` directly.
+fn write_direct(body: &mut [Ins], reg: Reg, param: usize) -> bool {
+    fn writes(i: &Ins, reg: Reg) -> bool {
+        match i {
+            Ins::If { then, els, .. } => then.iter().chain(els).any(|i| writes(i, reg)),
+            Ins::Splat { dst, .. }
+            | Ins::Special { dst, .. }
+            | Ins::LoadIn { dst, .. }
+            | Ins::LoadOut { dst, .. }
+            | Ins::RawLoad { dst, .. }
+            | Ins::Cast { dst, .. }
+            | Ins::Un { dst, .. }
+            | Ins::Not { dst, .. }
+            | Ins::Bin { dst, .. }
+            | Ins::BinS { dst, .. }
+            | Ins::Cmp { dst, .. }
+            | Ins::Logic { dst, .. }
+            | Ins::Select { dst, .. }
+            | Ins::Call { dst, .. }
+            | Ins::Copy { dst, .. }
+            | Ins::Blend { dst, .. } => *dst == reg,
+            Ins::LoadGroup(items) => items.iter().any(|(d, _)| *d == reg),
+            Ins::StoreOut { .. } | Ins::RawStore { .. } => false,
+        }
+    }
+    let at: Vec<usize> = (0..body.len()).filter(|&k| writes(&body[k], reg)).collect();
+    let [k] = at[..] else { return false };
+    match &mut body[k] {
+        Ins::Bin { out, f16: false, .. } | Ins::BinS { out, f16: false, .. } => {
+            *out = Some(param);
+            true
+        }
+        _ => false,
+    }
 }
