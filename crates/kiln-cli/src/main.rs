@@ -21,6 +21,7 @@ mod gemm_cmd;
 mod gemm_devices;
 mod implied_vol_cmd;
 mod jobs_cmd;
+mod kernel_cmd;
 mod kernels_cmd;
 mod monitor_cmd;
 mod ndimage_cmd;
@@ -92,6 +93,11 @@ enum Command {
     /// nothing written) unless --skip-invalid. Example:
     /// kiln price --input book.csv --output prices.csv --method mc --paths 200000 --json
     Price(price::Args),
+    /// Review a user's CUDA kernel: registers, shared and local memory, spills and
+    /// occupancy for each target (no GPU needed), and compute-sanitizer's memcheck and
+    /// racecheck on one launch (--sanitize). Example:
+    /// kiln kernel check saxpy.cu --arch sm_80,sm_90 --block 256
+    Kernel(kernel_cmd::Args),
     /// Imply the Black-Scholes volatility of every European quote of a CSV into a CSV of
     /// volatilities, with the reason where a quote has none.
     ///
@@ -202,6 +208,7 @@ fn main() -> ExitCode {
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
             Command::Ndimage(a) => ndimage_cmd::run(a, cli.device, &cfg),
             Command::Bench(a) => bench_cmd::run(a, cli.device, &cfg),
+            Command::Kernel(a) => kernel_cmd::run(a, cli.device, &cfg),
             Command::Kernels(a) => kernels_cmd::run(a, cli.device, &cfg),
             Command::Gemm(a) => gemm_cmd::run(a, cli.device, &cfg),
             Command::Monitor(a) => monitor_cmd::run(a, cli.device, &cfg),

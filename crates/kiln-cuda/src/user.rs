@@ -17,6 +17,7 @@
 #![allow(unsafe_code)]
 
 mod args;
+pub mod resources;
 pub mod signature;
 
 use args::{convert, Value};
