@@ -188,6 +188,21 @@ fn check(
     request: DeviceRequest,
     cfg: &Config,
 ) -> anyhow::Result<ExitCode> {
+    // With a driver present NVRTC goes through the driver's compute cache, and a cubin it
+    // finds there comes without ptxas's report: the check runs with the cache off (in a
+    // child process, since the variable is read when the driver loads).
+    if std::env::var_os("CUDA_CACHE_DISABLE").is_none_or(|v| v != "1") {
+        let status = std::process::Command::new(std::env::current_exe()?)
+            .args(std::env::args_os().skip(1))
+            .env("CUDA_CACHE_DISABLE", "1")
+            .status()?;
+        return Ok(ExitCode::from(
+            status
+                .code()
+                .and_then(|c| u8::try_from(c).ok())
+                .unwrap_or(exit::INTERNAL),
+        ));
+    }
     let code = read(file)?;
     let source = UserSource::new(&code, options)?;
     let archs: Vec<String> = if arch.is_empty() {

@@ -20,8 +20,15 @@ extern "C" __global__ void tile(float* out) {
 }
 "#;
 
+/// The binary under test: `KILN_BIN` (for the device bundle) or the one cargo built.
+fn bin() -> std::path::PathBuf {
+    std::env::var_os("KILN_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
+}
+
 fn kiln(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
+    Command::new(bin())
         .args(["--device", "cpu", "kernel", "check"])
         .args(args)
         .current_dir(dir)
