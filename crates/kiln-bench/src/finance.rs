@@ -26,7 +26,7 @@ use crate::harness::{params, percentile, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::suites::pow2_label;
 use kiln::core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
 use kiln::cpu::finance as cpu;
-use kiln::cuda::{KernelId, McProbe};
+use kiln::cuda::{Kernel, McProbe};
 use kiln::finance::Method;
 use kiln::{Error, Result};
 
@@ -105,11 +105,11 @@ pub fn plan(ctx: &Ctx) -> Vec<Case> {
 
 fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, mode: Mode) -> Case {
     let kernel = match (kind, mode.fast) {
-        (Kind::Asian, false) => KernelId::McAsianArithmeticF64,
-        (Kind::Asian, true) => KernelId::McAsianArithmeticFastF64,
+        (Kind::Asian, false) => Kernel::MC_ASIAN_ARITHMETIC_F64,
+        (Kind::Asian, true) => Kernel::MC_ASIAN_ARITHMETIC_FAST_F64,
         (Kind::Probe(probe), _) => probe.kernel(),
-        (_, false) => KernelId::McEuropeanF64,
-        (_, true) => KernelId::McEuropeanFastF64,
+        (_, false) => Kernel::MC_EUROPEAN_F64,
+        (_, true) => Kernel::MC_EUROPEAN_FAST_F64,
     };
     // the peers have one row per workload: the fast variant is set against the same one;
     // antithetic and probe rows are not the peers' workload
@@ -141,7 +141,7 @@ fn case(kind: Kind, name: &str, options: usize, paths: u64, steps: u32, mode: Mo
             bytes: 0.0,
             flops: 0.0,
             floor: Floor::None,
-            kernels: vec![kernel.symbol(), KernelId::McCombineF64.symbol()],
+            kernels: vec![kernel.symbol(), Kernel::MC_COMBINE_F64.symbol()],
             peer_workload: peer,
         },
         run: Box::new(move |ctx| run(ctx, kind, options, paths, steps, mode)),

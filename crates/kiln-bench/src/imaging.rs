@@ -12,7 +12,7 @@ use crate::verify::{self, Verdict};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
 use kiln::cpu::imaging::{filter2d_into, filter3d_into, path_2d, path_3d};
 use kiln::cuda::pool::DeviceBuffer;
-use kiln::cuda::KernelId;
+use kiln::cuda::Kernel;
 use kiln::imaging::{filter_tolerance, FilterPath};
 use kiln::testing;
 use kiln::Result;
@@ -62,14 +62,14 @@ fn direct_2d_ids(ctx: &Ctx, k: usize, h: usize, w: usize) -> Vec<&'static str> {
             return match pick {
                 Some((id, _)) => vec![id.symbol()],
                 None => vec![
-                    KernelId::Filter2dK3r8F32.symbol(),
-                    KernelId::Filter2dK3r4F32.symbol(),
+                    Kernel::FILTER2D_K3R8_F32.symbol(),
+                    Kernel::FILTER2D_K3R4_F32.symbol(),
                 ],
             };
         }
-        5 => KernelId::Filter2dK5F32,
-        7 => KernelId::Filter2dK7F32,
-        _ => KernelId::Filter2dKnF32,
+        5 => Kernel::FILTER2D_K5_F32,
+        7 => Kernel::FILTER2D_K7_F32,
+        _ => Kernel::FILTER2D_KN_F32,
     };
     vec![id.symbol()]
 }
@@ -90,7 +90,7 @@ fn separable_2d_ids(sep: &Separable) -> Vec<&'static str> {
         if let Some(&(b, len2)) = passes.get(i + 1) {
             if a != b && len == len2 && len % 2 == 1 && (3..=17).contains(&len) {
                 let sym = format!("sep2d_{}_r{}_f32", if a == 0 { "vh" } else { "hv" }, len / 2);
-                if let Some(k) = KernelId::ALL.iter().find(|k| k.symbol() == sym) {
+                if let Some(k) = Kernel::ALL.iter().find(|k| k.symbol() == sym) {
                     ids.push(k.symbol());
                     i += 2;
                     continue;
@@ -98,9 +98,9 @@ fn separable_2d_ids(sep: &Separable) -> Vec<&'static str> {
             }
         }
         ids.push(if a == 1 {
-            KernelId::Filter1dXF32.symbol()
+            Kernel::FILTER1D_X_F32.symbol()
         } else {
-            KernelId::Filter1dStridedF32.symbol()
+            Kernel::FILTER1D_S_F32.symbol()
         });
         i += 1;
     }
@@ -221,7 +221,7 @@ fn filter3d_case(d: usize) -> Case {
             bytes: (2 * 4 * d * d * d) as f64,
             flops: (2 * 27 * d * d * d) as f64,
             floor: Floor::Memory,
-            kernels: vec![KernelId::Filter3dK3F32.symbol()],
+            kernels: vec![Kernel::FILTER3D_K3_F32.symbol()],
             peer_workload: Some(format!("conv3d_{d}")),
         },
         run: Box::new(move |ctx| run_filter3d(ctx, d)),

@@ -11,7 +11,7 @@ use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::verify;
 use kiln::core::backend::{bf16, f16, MapOp};
 use kiln::cpu::elementwise as cpu;
-use kiln::cuda::KernelId;
+use kiln::cuda::Kernel;
 use kiln::{testing, DType, Error, Result, UnaryOp};
 
 /// A suite: name, one line of description, and its planner.
@@ -88,13 +88,13 @@ fn elementwise(ctx: &Ctx) -> Vec<Case> {
         (false, false) => 1 << 16,
     };
     vec![
-        sigmoid_case::<f32>(n, KernelId::MapF32),
-        sigmoid_case::<f16>(n, KernelId::MapF16),
-        sigmoid_case::<bf16>(n, KernelId::MapBf16),
+        sigmoid_case::<f32>(n, Kernel::MAP_F32),
+        sigmoid_case::<f16>(n, Kernel::MAP_F16),
+        sigmoid_case::<bf16>(n, Kernel::MAP_BF16),
     ]
 }
 
-fn sigmoid_case<T: kiln::FloatElement>(n: usize, k: KernelId) -> Case {
+fn sigmoid_case<T: kiln::FloatElement>(n: usize, k: Kernel) -> Case {
     let s = std::mem::size_of::<T>();
     let name = format!("sigmoid_{}", T::DTYPE);
     Case {
@@ -183,7 +183,7 @@ fn transpose(ctx: &Ctx) -> Vec<Case> {
             bytes: (2 * 4 * m * m) as f64,
             flops: 0.0,
             floor: Floor::Memory,
-            kernels: vec![KernelId::TransposeB32.symbol()],
+            kernels: vec![Kernel::TRANSPOSE_B32.symbol()],
             peer_workload: Some(format!("transpose_{m}")),
         },
         run: Box::new(move |ctx| run_transpose(ctx, m)),
@@ -262,7 +262,7 @@ fn memory(ctx: &Ctx) -> Vec<Case> {
                 bytes: (4 * n) as f64,
                 flops: (4 * n) as f64,
                 floor: Floor::HostToDevice,
-                kernels: vec![KernelId::MapF32.symbol()],
+                kernels: vec![Kernel::MAP_F32.symbol()],
                 peer_workload: None,
             },
             run: Box::new(move |ctx| run_pipeline(ctx, n)),

@@ -2,7 +2,7 @@
 
 use crate::exit;
 use kiln::core::device::Admission;
-use kiln::cuda::{coldstart, discovery, nvrtc, CacheEvent, CudaBackend, KernelCache, KernelId, Outcome};
+use kiln::cuda::{coldstart, discovery, nvrtc, CacheEvent, CudaBackend, Kernel, KernelCache, Outcome};
 use kiln::{Config, DeviceRequest, Error};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -87,7 +87,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             }
             let v = nvrtc::version().ok_or(Error::NoDevice(kiln::NoDeviceReason::NvrtcNotFound))?;
             let t0 = Instant::now();
-            let events = coldstart::compile_all(&cache, arch, v, KernelId::ALL)?;
+            let events = coldstart::compile_all(&cache, arch, v, Kernel::ALL)?;
             report(&[warmed(arch.clone(), None, events, t0)], *json)?;
         }
         Action::Warm { arch: None, json } => {

@@ -4,7 +4,7 @@
 //! the first allowed GPU, and without one it exits 3 with the reason.
 
 use crate::exit;
-use kiln::cuda::KernelId;
+use kiln::cuda::Kernel;
 use kiln::Runtime;
 use kiln::{Config, DeviceRequest, Error};
 use kiln_bench::report::KernelsReport;
@@ -36,7 +36,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         return Err(Error::invalid("kernels", "no CUDA backend was selected").into());
     };
     let limits = b.sm_limits()?;
-    let kernels = KernelId::ALL
+    let kernels = Kernel::ALL
         .iter()
         .map(|k| b.kernel_attributes(*k, &limits))
         .collect::<kiln::Result<Vec<_>>>()?;

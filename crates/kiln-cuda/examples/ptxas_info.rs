@@ -7,13 +7,13 @@
 //! to `DIR/NAME.ARCH.cubin`, for `cuobjdump -sass` / `nvdisasm` (PyPI: nvidia-cuda-cuobjdump,
 //! nvidia-cuda-nvdisasm).
 
-use kiln_cuda::{kernels, nvrtc, KernelId, Program};
+use kiln_cuda::{kernels, nvrtc, Kernel, Program};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arch = args.first().map(String::as_str).unwrap_or("sm_90");
     let only = args.get(1).map(String::as_str);
-    let programs: Vec<Program> = match KernelId::ALL.iter().find(|k| Some(k.symbol()) == only) {
+    let programs: Vec<Program> = match Kernel::ALL.iter().find(|k| Some(k.symbol()) == only) {
         Some(&k) => vec![k.into()],
         None => kernels::MODULES
             .iter()

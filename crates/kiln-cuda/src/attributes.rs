@@ -3,59 +3,16 @@
 //! kernel reaches at the block size and dynamic shared memory its launcher uses
 //! (`kiln kernels`, `docs/kernels.md`).
 //!
-//! The launch shapes are a table ([`launches`]: [`LAUNCHES`] in `attributes/launches.rs`,
-//! [`RANK_LAUNCHES`] in `attributes/launches_rank.rs`) keyed by symbol rather than a `match`, so a
-//! kernel added to [`KernelId`] without a row still compiles (`kiln kernels` lists it as
-//! unrecorded) and the test below names it. The driver calls go through cudarc's safe layer (`cuFuncGetAttribute`,
-//! `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`, `cuDeviceGetAttribute`), so this
-//! module needs no `unsafe`.
+//! The launch shape each kernel is measured at is part of its declaration
+//! ([`Kernel::block`], [`Kernel::dynamic_shared_bytes`]). The driver calls go through
+//! cudarc's safe layer (`cuFuncGetAttribute`, `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`,
+//! `cuDeviceGetAttribute`), so this module needs no `unsafe`.
 
-mod launches;
-mod launches_rank;
-
-pub use launches::LAUNCHES;
-pub use launches_rank::RANK_LAUNCHES;
-
-/// Every row of the launch table ([`LAUNCHES`], then [`RANK_LAUNCHES`]).
-pub fn launches() -> impl Iterator<Item = &'static LaunchShape> {
-    LAUNCHES.iter().chain(RANK_LAUNCHES)
-}
-
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::CudaBackend;
 use cudarc::driver::sys::CUdevice_attribute as A;
 use kiln_core::Result;
 use serde::{Deserialize, Serialize};
-
-/// How kiln launches one kernel, and what it computes.
-#[derive(Clone, Copy, Debug)]
-pub struct LaunchShape {
-    /// The kernel's `extern "C"` name (a name, not a [`KernelId`], so rows can be written
-    /// for kernels being added).
-    pub symbol: &'static str,
-    /// What it computes, in a sentence.
-    pub computes: &'static str,
-    /// Threads per block (x, y, z).
-    pub block: [u32; 3],
-    /// The grid, as the launcher computes it.
-    pub grid: &'static str,
-    /// Dynamic shared memory at the representative launch the occupancy is computed for.
-    pub dynamic_shared_bytes: u32,
-    /// What [`Self::dynamic_shared_bytes`] depends on (empty when it is always 0).
-    pub dynamic_shared_note: &'static str,
-}
-
-impl LaunchShape {
-    /// Threads per block.
-    pub fn threads(&self) -> u32 {
-        self.block.iter().product()
-    }
-}
-
-/// The launch shape of `k`, if the table has it.
-pub fn launch_shape(k: KernelId) -> Option<&'static LaunchShape> {
-    launches().find(|l| l.symbol == k.symbol())
-}
 
 /// The SM limits occupancy is measured against.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -83,7 +40,8 @@ pub struct KernelAttributes {
     pub module: String,
     /// What it computes.
     pub computes: String,
-    /// Threads per block at launch (x, y, z); `None` when the launch table lacks the kernel.
+    /// Threads per block at launch (x, y, z); `None` in files written before the table
+    /// declared every kernel's launch.
     pub block: Option<[u32; 3]>,
     /// The grid, as the launcher computes it.
     pub grid: String,
@@ -175,8 +133,8 @@ impl CudaBackend {
     }
 
     /// Load `k` (compiling its module on a cache miss) and read its attributes and its
-    /// occupancy at the launch shape of [`launches`].
-    pub fn kernel_attributes(&self, k: KernelId, limits: &SmLimits) -> Result<KernelAttributes> {
+    /// occupancy at its declared launch shape.
+    pub fn kernel_attributes(&self, k: Kernel, limits: &SmLimits) -> Result<KernelAttributes> {
         let f = self.function(k)?;
         let dev = format!("cuda:{}", self.info().desc.ordinal);
         let e = |op: &str| {
@@ -195,9 +153,8 @@ impl CudaBackend {
             "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)",
         )?;
         let binary_version = get(f.binary_version(), "cuFuncGetAttribute(BINARY_VERSION)")?;
-        let shape = launch_shape(k);
-        let (threads, dyn_smem) = shape.map_or((0, 0), |s| (s.threads(), s.dynamic_shared_bytes));
-        let blocks_per_sm = if shape.is_some() && threads <= max_threads_per_block {
+        let (threads, dyn_smem) = (k.threads(), k.dynamic_shared_bytes());
+        let blocks_per_sm = if threads <= max_threads_per_block {
             f.occupancy_max_active_blocks_per_multiprocessor(threads, dyn_smem as usize, None)
                 .map_err(e("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
         } else {
@@ -208,13 +165,13 @@ impl CudaBackend {
         Ok(KernelAttributes {
             symbol: k.symbol().into(),
             module: k.module().name.into(),
-            computes: shape.map_or("(not in the launch table)", |s| s.computes).into(),
-            block: shape.map(|s| s.block),
-            grid: shape.map_or("", |s| s.grid).into(),
+            computes: k.computes().into(),
+            block: Some(k.block()),
+            grid: k.grid().into(),
             registers,
             static_shared_bytes,
             dynamic_shared_bytes: dyn_smem,
-            dynamic_shared_note: shape.map_or("", |s| s.dynamic_shared_note).into(),
+            dynamic_shared_note: k.dynamic_shared_note().into(),
             local_bytes,
             const_bytes,
             max_threads_per_block,
@@ -222,17 +179,13 @@ impl CudaBackend {
             blocks_per_sm,
             active_warps_per_sm,
             occupancy: f64::from(active_warps_per_sm) / f64::from(max_warps),
-            limited_by: if shape.is_none() {
-                "unknown launch".into()
-            } else {
-                limiter(
-                    limits,
-                    threads,
-                    registers,
-                    static_shared_bytes + dyn_smem,
-                    blocks_per_sm,
-                )
-            },
+            limited_by: limiter(
+                limits,
+                threads,
+                registers,
+                static_shared_bytes + dyn_smem,
+                blocks_per_sm,
+            ),
         })
     }
 }
@@ -240,25 +193,6 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_kernel_has_exactly_one_launch_row() {
-        for k in KernelId::ALL {
-            let n = launches().filter(|l| l.symbol == k.symbol()).count();
-            assert_eq!(n, 1, "{}: {n} rows in the launch table", k.symbol());
-        }
-        for l in launches() {
-            assert_eq!(
-                launches().filter(|m| m.symbol == l.symbol).count(),
-                1,
-                "{} twice",
-                l.symbol
-            );
-            assert!(l.threads() >= 32 && l.threads() <= 1024, "{}", l.symbol);
-            assert!(l.dynamic_shared_bytes <= 48 * 1024, "{}", l.symbol);
-            assert!(!l.computes.is_empty());
-        }
-    }
 
     #[test]
     fn limiter_names_the_binding_resource() {

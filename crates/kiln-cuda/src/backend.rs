@@ -6,7 +6,7 @@ mod load;
 
 use crate::cache::{CacheEvent, KernelCache};
 use crate::discovery::DeviceInfo;
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::nvrtc;
 use crate::pool::{DeviceBuffer, DevicePool, MemoryStats, PinnedPool};
 use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaStream};
@@ -42,10 +42,10 @@ pub struct CudaBackend {
     modules: Mutex<HashMap<&'static str, load::Slot>>,
     /// Functions already looked up: `cuModuleGetFunction` is a driver call, and a launch of
     /// a tiny kernel must cost little more than `cuLaunchKernel` itself.
-    functions: Mutex<HashMap<KernelId, CudaFunction>>,
+    functions: Mutex<HashMap<Kernel, CudaFunction>>,
     /// Blocks of a kernel resident per SM at a block size, from the driver's occupancy
     /// calculator (grid-stride kernels launch exactly one full wave).
-    resident: Mutex<HashMap<(KernelId, u32), u32>>,
+    resident: Mutex<HashMap<(Kernel, u32), u32>>,
     loads: Mutex<Vec<ModuleLoad>>,
     /// Users' modules by cache key (source, options, arch, NVRTC version), each filled once
     /// (backend/load.rs, `user_module`).
@@ -245,7 +245,7 @@ impl CudaBackend {
 
     /// Blocks of `k` that fit on one SM at once with `threads`-thread blocks and no dynamic
     /// shared memory (at least 1), from `cuOccupancyMaxActiveBlocksPerMultiprocessor`.
-    pub fn resident_blocks_per_sm(&self, k: KernelId, threads: u32) -> Result<u32> {
+    pub fn resident_blocks_per_sm(&self, k: Kernel, threads: u32) -> Result<u32> {
         if let Some(&n) = lock(&self.resident).get(&(k, threads)) {
             return Ok(n);
         }

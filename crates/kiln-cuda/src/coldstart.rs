@@ -3,12 +3,12 @@
 //! A process compiles, on a cache miss, only the kernels it launches (each kernel is its
 //! own NVRTC program: [`crate::kernels::Program`]). [`census`] says, without a GPU, how
 //! many kernels an arch's cache already holds and about how many seconds of NVRTC the
-//! missing ones cost ([`KernelId::compile_ms_estimate`]); [`compile_all`] fills the cache
+//! missing ones cost ([`Kernel::compile_ms_estimate`]); [`compile_all`] fills the cache
 //! for an arch on every CPU at once (`kiln cache warm --arch`), as
 //! [`CudaBackend::warm`](crate::CudaBackend::warm) does for a device.
 
 use crate::cache::{CacheEvent, KernelCache, Unit};
-use crate::kernels::{KernelId, Program};
+use crate::kernels::{Kernel, Program};
 use crate::nvrtc;
 use kiln_core::Result;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,7 +30,7 @@ pub struct Census {
     pub missing: Vec<&'static str>,
     /// Estimated NVRTC seconds to compile the missing kernels one after another (the most a
     /// first run of commands that launch all of them pays); from
-    /// [`KernelId::compile_ms_estimate`], an estimate, not a measurement of this machine.
+    /// [`Kernel::compile_ms_estimate`], an estimate, not a measurement of this machine.
     pub missing_compile_s_estimate: f64,
     /// Estimated seconds `kiln cache warm` takes for them on this machine's CPUs: the
     /// longer of the slowest kernel and the sum over the threads (an estimate).
@@ -56,7 +56,7 @@ pub fn threads() -> usize {
 /// How many of every kernel's cubins for `arch` and NVRTC `version` are in `cache`, and an
 /// estimate of what compiling the rest costs.
 pub fn census(cache: &KernelCache, arch: &str, version: (i32, i32)) -> Census {
-    let missing: Vec<KernelId> = KernelId::ALL
+    let missing: Vec<Kernel> = Kernel::ALL
         .iter()
         .copied()
         .filter(|&k| {
@@ -72,8 +72,8 @@ pub fn census(cache: &KernelCache, arch: &str, version: (i32, i32)) -> Census {
     let longest = ms.iter().copied().fold(0.0, f64::max);
     Census {
         arch: arch.into(),
-        kernels: KernelId::ALL.len(),
-        cached: KernelId::ALL.len() - missing.len(),
+        kernels: Kernel::ALL.len(),
+        cached: Kernel::ALL.len() - missing.len(),
         missing: missing.iter().map(|k| k.symbol()).collect(),
         missing_compile_s_estimate: sum / 1e3,
         warm_s_estimate: longest.max(sum / threads() as f64) / 1e3,
@@ -87,7 +87,7 @@ pub fn compile_all(
     cache: &KernelCache,
     arch: &str,
     version: (i32, i32),
-    kernels: &[KernelId],
+    kernels: &[Kernel],
 ) -> Result<Vec<CacheEvent>> {
     let events = Mutex::new(Vec::with_capacity(kernels.len()));
     run_parallel(kernels, |&k| {
@@ -104,7 +104,7 @@ pub fn compile_all(
 /// Run `f` on every kernel of `kernels` (once each), longest estimated compile first, on up
 /// to [`threads`] threads; the first error is returned after every thread has stopped
 /// (kernels not started by then are skipped).
-pub(crate) fn run_parallel(kernels: &[KernelId], f: impl Fn(&KernelId) -> Result<()> + Sync) -> Result<()> {
+pub(crate) fn run_parallel(kernels: &[Kernel], f: impl Fn(&Kernel) -> Result<()> + Sync) -> Result<()> {
     let mut todo = kernels.to_vec();
     todo.sort_by_key(|k| (std::cmp::Reverse(k.compile_ms_estimate()), k.symbol()));
     todo.dedup();
@@ -144,10 +144,10 @@ mod tests {
     fn an_empty_cache_misses_every_kernel_and_estimates_its_cost() {
         let dir = tempfile::tempdir().unwrap();
         let c = census(&KernelCache::new(dir.path()), "sm_90", (13, 0));
-        assert_eq!(c.kernels, KernelId::ALL.len());
+        assert_eq!(c.kernels, Kernel::ALL.len());
         assert_eq!(c.cached, 0);
         assert_eq!(c.missing.len(), c.kernels);
-        let sum: u32 = KernelId::ALL.iter().map(|k| k.compile_ms_estimate()).sum();
+        let sum: u32 = Kernel::ALL.iter().map(|k| k.compile_ms_estimate()).sum();
         assert!((c.missing_compile_s_estimate - f64::from(sum) / 1e3).abs() < 1e-9);
         assert!(c.warm_s_estimate > 0.0 && c.warm_s_estimate <= c.missing_compile_s_estimate);
         assert_eq!(c.warm_command, "kiln cache warm");
@@ -157,7 +157,7 @@ mod tests {
     fn a_cached_kernel_is_counted_for_its_arch_and_nvrtc_only() {
         let dir = tempfile::tempdir().unwrap();
         let cache = KernelCache::new(dir.path());
-        let k = KernelId::MapF32;
+        let k = Kernel::MAP_F32;
         let options = nvrtc::options(k.into());
         cache
             .get_or_compile(&unit(k.into(), &options), "sm_90", (13, 0), || Ok(vec![7u8; 100]))
@@ -175,20 +175,20 @@ mod tests {
     #[test]
     fn run_parallel_runs_each_kernel_once_and_returns_the_first_error() {
         let seen = Mutex::new(Vec::new());
-        let mut twice = KernelId::ALL.to_vec();
-        twice.extend_from_slice(KernelId::ALL);
+        let mut twice = Kernel::ALL.to_vec();
+        twice.extend_from_slice(Kernel::ALL);
         run_parallel(&twice, |&k| {
             lock(&seen).push(k);
             Ok(())
         })
         .unwrap();
         let mut seen = seen.into_inner().unwrap();
-        assert_eq!(seen.len(), KernelId::ALL.len());
+        assert_eq!(seen.len(), Kernel::ALL.len());
         seen.sort_by_key(|k| k.symbol());
         seen.dedup();
-        assert_eq!(seen.len(), KernelId::ALL.len());
-        let e = run_parallel(KernelId::ALL, |&k| {
-            if k == KernelId::GemmNaiveF32 {
+        assert_eq!(seen.len(), Kernel::ALL.len());
+        let e = run_parallel(Kernel::ALL, |&k| {
+            if k == Kernel::GEMM_NAIVE_F32 {
                 Err(kiln_core::Error::invalid("test", "boom"))
             } else {
                 Ok(())

@@ -101,7 +101,7 @@ impl CudaBackend {
         if n == 0 {
             return Ok(());
         }
-        let k = crate::KernelId::CastAny;
+        let k = crate::Kernel::CAST_ANY;
         let f = self.function(k)?;
         let threads = 256u32;
         let per_sm = u64::from(self.resident_blocks_per_sm(k, threads)?);
@@ -128,7 +128,7 @@ impl CudaBackend {
 
     /// Launch the fault-injection kernel (kernels/fault.cu) on the current stream.
     pub(crate) fn launch_fault(&self, out: &DeviceBuffer<f32>) -> Result<()> {
-        let k = crate::KernelId::FaultIllegalAddress;
+        let k = crate::Kernel::FAULT_ILLEGAL_ADDRESS;
         let f = self.function(k)?;
         let cfg = cudarc::driver::LaunchConfig {
             grid_dim: (1, 1, 1),

@@ -17,7 +17,7 @@
 //! swapped and each operand's own transpose flag, with no copies.
 #![allow(unsafe_code)]
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::cublas::result::{self as blas, CublasError};
@@ -101,17 +101,17 @@ fn op(t: bool) -> sys::cublasOperation_t {
 }
 
 /// The tiled kernel for a layout: float4 loads when `vec`, else the scalar-load kernel.
-fn tiled_kernel(vec: bool, ta: bool, tb: bool) -> KernelId {
-    use KernelId as K;
+fn tiled_kernel(vec: bool, ta: bool, tb: bool) -> Kernel {
+    use Kernel as K;
     match (vec, ta, tb) {
-        (false, false, false) => K::GemmTiledNnSF32,
-        (false, false, true) => K::GemmTiledNtSF32,
-        (false, true, false) => K::GemmTiledTnSF32,
-        (false, true, true) => K::GemmTiledTtSF32,
-        (true, false, false) => K::GemmTiledNnF32,
-        (true, false, true) => K::GemmTiledNtF32,
-        (true, true, false) => K::GemmTiledTnF32,
-        (true, true, true) => K::GemmTiledTtF32,
+        (false, false, false) => K::GEMM_TILED_NN_S_F32,
+        (false, false, true) => K::GEMM_TILED_NT_S_F32,
+        (false, true, false) => K::GEMM_TILED_TN_S_F32,
+        (false, true, true) => K::GEMM_TILED_TT_S_F32,
+        (true, false, false) => K::GEMM_TILED_NN_F32,
+        (true, false, true) => K::GEMM_TILED_NT_F32,
+        (true, true, false) => K::GEMM_TILED_TN_F32,
+        (true, true, true) => K::GEMM_TILED_TT_F32,
     }
 }
 
@@ -390,12 +390,12 @@ impl CudaBackend {
         let (lda, ldb) = (g.lda(), g.ldb());
         let vec = [lda, ldb, g.stride_a, g.stride_b].iter().all(|v| v % 4 == 0) && a % 16 == 0 && b % 16 == 0;
         let id = if imp == GemmImpl::Naive {
-            KernelId::GemmNaiveF32
+            Kernel::GEMM_NAIVE_F32
         } else {
             tiled_kernel(vec, g.trans_a, g.trans_b)
         };
         let zs = g.batch.min(MAX_GRID_YZ) as u32;
-        let cfg = if id == KernelId::GemmNaiveF32 {
+        let cfg = if id == Kernel::GEMM_NAIVE_F32 {
             LaunchConfig {
                 grid_dim: (
                     g.m.div_ceil(16) as u32,

@@ -19,7 +19,7 @@
 //! flows and 64 bytes a block for the sums.
 #![allow(unsafe_code)]
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::launch_finance::{too_many, KeySchedule};
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -108,7 +108,7 @@ impl<'a> GpuLsm<'a> {
 
 impl LsmBackend for GpuLsm<'_> {
     fn simulate(&mut self, plan: &LsmPlan) -> Result<()> {
-        let f = self.be.function(KernelId::LsmPathsF32)?;
+        let f = self.be.function(Kernel::LSM_PATHS_F32)?;
         let cfg = self.per_path()?;
         let keys = KeySchedule(kiln_core::philox::key_schedule(plan.key));
         let (mp, vp) = (self.m.device_ptr(), self.v.device_ptr());
@@ -135,7 +135,7 @@ impl LsmBackend for GpuLsm<'_> {
 
     fn regress(&mut self, plan: &LsmPlan, d: u32) -> Result<Vec<RegressionSums>> {
         self.check_date(plan, d)?;
-        let f = self.be.function(KernelId::LsmRegressF64)?;
+        let f = self.be.function(Kernel::LSM_REGRESS_F64)?;
         let cfg = self.per_block()?;
         let (mp, vp, sp) = (self.m.device_ptr(), self.v.device_ptr(), self.sums.device_ptr());
         let (spot, strike, df) = (plan.spec.spot, plan.spec.strike, plan.df_step);
@@ -171,7 +171,7 @@ impl LsmBackend for GpuLsm<'_> {
 
     fn exercise(&mut self, plan: &LsmPlan, d: u32, beta: &[f64; LSM_BASIS]) -> Result<()> {
         self.check_date(plan, d)?;
-        let f = self.be.function(KernelId::LsmExerciseF64)?;
+        let f = self.be.function(Kernel::LSM_EXERCISE_F64)?;
         let cfg = self.per_path()?;
         let (mp, vp) = (self.m.device_ptr(), self.v.device_ptr());
         let (spot, strike) = (plan.spec.spot, plan.spec.strike);
@@ -194,7 +194,7 @@ impl LsmBackend for GpuLsm<'_> {
     }
 
     fn final_sums(&mut self, plan: &LsmPlan) -> Result<Vec<[f64; 2]>> {
-        let f = self.be.function(KernelId::LsmFinalF64)?;
+        let f = self.be.function(Kernel::LSM_FINAL_F64)?;
         let cfg = self.per_block()?;
         let (vp, sp) = (self.v.device_ptr(), self.sums.device_ptr());
         let df = plan.df_step;

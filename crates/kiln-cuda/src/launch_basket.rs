@@ -22,7 +22,7 @@ use kiln_core::finance::basket::{finish_basket, BasketPathParams, BasketSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
 use kiln_core::{Error, Result};
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::launch_finance::{sums_from, too_many, GpuMcOptions};
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -239,7 +239,7 @@ impl CudaBackend {
         let dev = self.upload_params(&params)?;
         let n = count as usize;
         let out = self.alloc::<f64>(2 * n)?;
-        let f = self.function(KernelId::BasketSamplesF64)?;
+        let f = self.function(Kernel::BASKET_SAMPLES_F64)?;
         let cfg = LaunchConfig {
             grid_dim: (count.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
@@ -295,7 +295,7 @@ impl CudaBackend {
         };
         let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
         let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let combine = self.function(KernelId::McCombineF64)?;
+        let combine = self.function(Kernel::MC_COMBINE_F64)?;
         let mut o0 = 0u64;
         while o0 < n as u64 {
             let on = opt_chunk.min(n as u64 - o0);
@@ -368,7 +368,7 @@ impl CudaBackend {
             ));
         }
         let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
-        let f = self.function(KernelId::BasketBlocksF64)?;
+        let f = self.function(Kernel::BASKET_BLOCKS_F64)?;
         let up = dev.u.device_ptr() + row0 * (OPT_U as u64) * 4;
         let (fp, dp) = (dev.f.device_ptr(), dev.d.device_ptr());
         let op = out.device_ptr();

@@ -13,7 +13,7 @@
 //! every launch.
 #![allow(unsafe_code)]
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -38,13 +38,13 @@ impl CudaBackend {
         self.upload_slice(&vec![T::from_f32(f32::NAN); n])
     }
 
-    fn grid_for(&self, k: KernelId, n: u64, bytes: usize) -> Result<LaunchConfig> {
+    fn grid_for(&self, k: Kernel, n: u64, bytes: usize) -> Result<LaunchConfig> {
         self.grid_shaped(k, n, bytes, false)
     }
 
     /// `flat`: enough blocks for every thread to take one step of [`UNROLL`] vectors; else
     /// at most one full wave.
-    fn grid_shaped(&self, k: KernelId, n: u64, bytes: usize, flat: bool) -> Result<LaunchConfig> {
+    fn grid_shaped(&self, k: Kernel, n: u64, bytes: usize, flat: bool) -> Result<LaunchConfig> {
         let vecs = n.div_ceil((16 / bytes) as u64);
         let want = vecs.div_ceil(THREADS as u64 * UNROLL);
         let blocks = if flat {
@@ -100,9 +100,9 @@ impl CudaBackend {
             return Ok(());
         }
         let k = match T::DTYPE {
-            DType::F32 => KernelId::MapF32,
-            DType::F16 => KernelId::MapF16,
-            DType::BF16 => KernelId::MapBf16,
+            DType::F32 => Kernel::MAP_F32,
+            DType::F16 => Kernel::MAP_F16,
+            DType::BF16 => Kernel::MAP_BF16,
             d => return Err(Error::invalid(op.name(), format!("storage {d} is not supported"))),
         };
         let f = self.function(k)?;
@@ -136,7 +136,7 @@ impl CudaBackend {
     ) -> Result<f64> {
         op.validate()?;
         check_same_len(op.name(), x.len(), y.len())?;
-        let f = self.function(KernelId::MapF32)?;
+        let f = self.function(Kernel::MAP_F32)?;
         let (code, (pa, pb)) = (op.code(), op.params());
         let (xp, yp, n) = (x.device_ptr(), y.device_ptr(), x.len() as u64);
         let cfg = LaunchConfig {
@@ -176,9 +176,9 @@ impl CudaBackend {
             return Ok(());
         }
         let k = match T::DTYPE {
-            DType::F32 => KernelId::AxpyF32,
-            DType::F16 => KernelId::AxpyF16,
-            DType::BF16 => KernelId::AxpyBf16,
+            DType::F32 => Kernel::AXPY_F32,
+            DType::F16 => Kernel::AXPY_F16,
+            DType::BF16 => Kernel::AXPY_BF16,
             d => return Err(Error::invalid("axpy", format!("storage {d} is not supported"))),
         };
         let f = self.function(k)?;

@@ -20,7 +20,7 @@
 //! totals chain across chunks in block order, so chunking changes no bit.
 #![allow(unsafe_code)]
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use kiln_core::finance::{
@@ -70,31 +70,31 @@ pub enum McProbe {
 
 impl McProbe {
     /// The kernel the probe runs.
-    pub fn kernel(self) -> KernelId {
+    pub fn kernel(self) -> Kernel {
         match self {
-            McProbe::Philox => KernelId::McProbePhiloxF64,
-            McProbe::Normals => KernelId::McProbeNormalsF64,
-            McProbe::NormalsFast => KernelId::McProbeNormalsFastF64,
+            McProbe::Philox => Kernel::MC_PROBE_PHILOX_F64,
+            McProbe::Normals => Kernel::MC_PROBE_NORMALS_F64,
+            McProbe::NormalsFast => Kernel::MC_PROBE_NORMALS_FAST_F64,
         }
     }
 }
 
-fn kernel_for(style: Style, fast: bool) -> KernelId {
+fn kernel_for(style: Style, fast: bool) -> Kernel {
     match (style, fast) {
-        (Style::European, false) => KernelId::McEuropeanF64,
-        (Style::AsianArithmetic, false) => KernelId::McAsianArithmeticF64,
-        (Style::AsianGeometric, false) => KernelId::McAsianGeometricF64,
-        (Style::BarrierUpOut, false) => KernelId::McBarrierUpOutF64,
-        (Style::BarrierUpIn, false) => KernelId::McBarrierUpInF64,
-        (Style::BarrierDownOut, false) => KernelId::McBarrierDownOutF64,
-        (Style::BarrierDownIn, false) => KernelId::McBarrierDownInF64,
-        (Style::European, true) => KernelId::McEuropeanFastF64,
-        (Style::AsianArithmetic, true) => KernelId::McAsianArithmeticFastF64,
-        (Style::AsianGeometric, true) => KernelId::McAsianGeometricFastF64,
-        (Style::BarrierUpOut, true) => KernelId::McBarrierUpOutFastF64,
-        (Style::BarrierUpIn, true) => KernelId::McBarrierUpInFastF64,
-        (Style::BarrierDownOut, true) => KernelId::McBarrierDownOutFastF64,
-        (Style::BarrierDownIn, true) => KernelId::McBarrierDownInFastF64,
+        (Style::European, false) => Kernel::MC_EUROPEAN_F64,
+        (Style::AsianArithmetic, false) => Kernel::MC_ASIAN_ARITHMETIC_F64,
+        (Style::AsianGeometric, false) => Kernel::MC_ASIAN_GEOMETRIC_F64,
+        (Style::BarrierUpOut, false) => Kernel::MC_BARRIER_UP_OUT_F64,
+        (Style::BarrierUpIn, false) => Kernel::MC_BARRIER_UP_IN_F64,
+        (Style::BarrierDownOut, false) => Kernel::MC_BARRIER_DOWN_OUT_F64,
+        (Style::BarrierDownIn, false) => Kernel::MC_BARRIER_DOWN_IN_F64,
+        (Style::European, true) => Kernel::MC_EUROPEAN_FAST_F64,
+        (Style::AsianArithmetic, true) => Kernel::MC_ASIAN_ARITHMETIC_FAST_F64,
+        (Style::AsianGeometric, true) => Kernel::MC_ASIAN_GEOMETRIC_FAST_F64,
+        (Style::BarrierUpOut, true) => Kernel::MC_BARRIER_UP_OUT_FAST_F64,
+        (Style::BarrierUpIn, true) => Kernel::MC_BARRIER_UP_IN_FAST_F64,
+        (Style::BarrierDownOut, true) => Kernel::MC_BARRIER_DOWN_OUT_FAST_F64,
+        (Style::BarrierDownIn, true) => Kernel::MC_BARRIER_DOWN_IN_FAST_F64,
     }
 }
 
@@ -326,14 +326,7 @@ impl CudaBackend {
     }
 
     /// Totals (7 per option, block order) of one style group, chunk by chunk.
-    fn group_totals(
-        &self,
-        g: &Group,
-        k: KernelId,
-        nb: u64,
-        mc: &McParams,
-        max_items: u64,
-    ) -> Result<Vec<f64>> {
+    fn group_totals(&self, g: &Group, k: Kernel, nb: u64, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
         let n = g.slots.len();
         let du = self.upload_any(&g.u)?;
         let dd = self.upload_any(&g.d)?;
@@ -346,7 +339,7 @@ impl CudaBackend {
         };
         let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
         let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let combine = self.function(KernelId::McCombineF64)?;
+        let combine = self.function(Kernel::MC_COMBINE_F64)?;
         let mut o0 = 0u64;
         while o0 < n as u64 {
             let on = opt_chunk.min(n as u64 - o0);
@@ -389,7 +382,7 @@ impl CudaBackend {
     #[allow(clippy::too_many_arguments)] // the kernel's arguments
     fn launch_blocks_at(
         &self,
-        k: KernelId,
+        k: Kernel,
         du: &crate::pool::DeviceBuffer<u32>,
         dd: &crate::pool::DeviceBuffer<f64>,
         row0: u64,
@@ -472,7 +465,7 @@ impl CudaBackend {
         let dx = self.upload_any(x)?;
         let out = self.alloc::<u32>(w.len() * 7)?;
         let ph = self.alloc::<u32>(w.len() * 4)?;
-        let f = self.function(KernelId::FinanceSelftestF32)?;
+        let f = self.function(Kernel::FINANCE_SELFTEST_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
@@ -513,7 +506,7 @@ impl CudaBackend {
             return Err(Error::invalid("finance_sqrt_check", "first + count past 2^32"));
         }
         let bad = self.upload_any(&[0u32, 0u32])?;
-        let f = self.function(KernelId::FinanceSqrtCheckF32)?;
+        let f = self.function(Kernel::FINANCE_SQRT_CHECK_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (1024, 1, 1),
             block_dim: (256, 1, 1),

@@ -12,7 +12,7 @@
 //! to the last bit, whatever the chunking.
 #![allow(unsafe_code)]
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::launch_finance::{param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS};
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -27,15 +27,15 @@ use kiln_core::{Error, Result};
 /// Threads of a QMC CTA (`KILN_QMC_THREADS` in finance_qmc.cu).
 const QMC_THREADS: u32 = 256;
 
-fn qmc_kernel(style: Style) -> KernelId {
+fn qmc_kernel(style: Style) -> Kernel {
     match style {
-        Style::European => KernelId::QmcEuropeanF64,
-        Style::AsianArithmetic => KernelId::QmcAsianArithmeticF64,
-        Style::AsianGeometric => KernelId::QmcAsianGeometricF64,
-        Style::BarrierUpOut => KernelId::QmcBarrierUpOutF64,
-        Style::BarrierUpIn => KernelId::QmcBarrierUpInF64,
-        Style::BarrierDownOut => KernelId::QmcBarrierDownOutF64,
-        Style::BarrierDownIn => KernelId::QmcBarrierDownInF64,
+        Style::European => Kernel::QMC_EUROPEAN_F64,
+        Style::AsianArithmetic => Kernel::QMC_ASIAN_ARITHMETIC_F64,
+        Style::AsianGeometric => Kernel::QMC_ASIAN_GEOMETRIC_F64,
+        Style::BarrierUpOut => Kernel::QMC_BARRIER_UP_OUT_F64,
+        Style::BarrierUpIn => Kernel::QMC_BARRIER_UP_IN_F64,
+        Style::BarrierDownOut => Kernel::QMC_BARRIER_DOWN_OUT_F64,
+        Style::BarrierDownIn => Kernel::QMC_BARRIER_DOWN_IN_F64,
     }
 }
 
@@ -237,7 +237,7 @@ impl CudaBackend {
             ));
         }
         let n_rows = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let f = self.function(KernelId::McCombineF64)?;
+        let f = self.function(Kernel::MC_COMBINE_F64)?;
         let (bp, tp) = (blocks.device_ptr(), totals.device_ptr() + row0 * SUMS as u64 * 8);
         let threads = 256u32;
         let cfg = LaunchConfig {
@@ -260,7 +260,7 @@ impl CudaBackend {
     #[allow(clippy::too_many_arguments)] // the kernel's arguments
     fn launch_qmc_at(
         &self,
-        k: KernelId,
+        k: Kernel,
         du: &DeviceBuffer<u32>,
         dd: &DeviceBuffer<f64>,
         plan: &DevicePlan,
@@ -354,7 +354,7 @@ impl CudaBackend {
         let dirs = self.upload_any(kiln_core::finance::sobol::direction_numbers_for(dims))?;
         let inv = self.alloc::<u32>(w.len())?;
         let sob = self.alloc::<u32>(w.len())?;
-        let f = self.function(KernelId::QmcSelftestF32)?;
+        let f = self.function(Kernel::QMC_SELFTEST_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),

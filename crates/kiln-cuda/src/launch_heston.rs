@@ -20,7 +20,7 @@ use kiln_core::finance::heston::{finish_heston, HestonPathParams, HestonSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
 use kiln_core::{Error, Result};
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::launch_finance::{sums_from, too_many, GpuMcOptions};
 use crate::CudaBackend;
 
@@ -190,7 +190,7 @@ impl CudaBackend {
             self.upload_any(w)?,
         );
         let out = self.alloc::<u32>(v.len() * 2)?;
-        let f = self.function(KernelId::HestonStepSelftestF32)?;
+        let f = self.function(Kernel::HESTON_STEP_SELFTEST_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
@@ -238,7 +238,7 @@ impl CudaBackend {
         };
         let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
         let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let combine = self.function(KernelId::McCombineF64)?;
+        let combine = self.function(Kernel::MC_COMBINE_F64)?;
         let mut o0 = 0u64;
         while o0 < n as u64 {
             let on = opt_chunk.min(n as u64 - o0);
@@ -311,7 +311,7 @@ impl CudaBackend {
             ));
         }
         let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
-        let f = self.function(KernelId::HestonBlocksF64)?;
+        let f = self.function(Kernel::HESTON_BLOCKS_F64)?;
         let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
         let dp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
         let op = out.device_ptr();

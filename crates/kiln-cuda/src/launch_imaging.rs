@@ -25,7 +25,7 @@ mod transpose;
 
 pub use rank::rank_algorithm;
 
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::CudaBackend;
 use cudarc::driver::DeviceRepr;
 use kiln_core::imaging::BoundaryMode;
@@ -115,7 +115,7 @@ fn grid(n: usize) -> u32 {
 }
 
 impl CudaBackend {
-    fn launch_err(&self, k: KernelId, e: cudarc::driver::result::DriverError) -> Error {
+    fn launch_err(&self, k: Kernel, e: cudarc::driver::result::DriverError) -> Error {
         crate::cuda_err(k.symbol(), &format!("cuda:{}", self.info().desc.ordinal), e)
     }
 }

@@ -66,7 +66,7 @@ pub use cache::{CacheEvent, KernelCache, Outcome, Unit};
 pub use cudarc::driver::CudaEvent;
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use graph::Graph;
-pub use kernels::{KernelId, Module, Program};
+pub use kernels::{Kernel, Module, Program};
 #[doc(hidden)]
 pub use launch_basket::basket_param_arrays;
 pub use launch_finance::{GpuMcOptions, McProbe};

@@ -4,7 +4,7 @@
 //! .ci/run), so there a missing libnvrtc fails; elsewhere the tests skip, printed and counted
 //! (`kiln_testkit`).
 
-use kiln_cuda::{coldstart, kernels, nvrtc, KernelCache, KernelId};
+use kiln_cuda::{coldstart, kernels, nvrtc, Kernel, KernelCache};
 
 fn nvrtc_or_skip(test: &str) -> bool {
     if nvrtc::available() {
@@ -49,9 +49,9 @@ fn every_kernel_compiles_alone_into_its_own_cubin() {
     let cache = KernelCache::new(dir.path());
     let version = nvrtc::version().unwrap();
     // In parallel, through the cache, as `kiln cache warm --arch` does.
-    let events = coldstart::compile_all(&cache, "sm_90", version, KernelId::ALL).unwrap();
-    assert_eq!(events.len(), KernelId::ALL.len());
-    for k in KernelId::ALL {
+    let events = coldstart::compile_all(&cache, "sm_90", version, Kernel::ALL).unwrap();
+    assert_eq!(events.len(), Kernel::ALL.len());
+    for k in Kernel::ALL {
         let ev = events
             .iter()
             .find(|e| e.program == k.symbol())
@@ -62,7 +62,7 @@ fn every_kernel_compiles_alone_into_its_own_cubin() {
             "{}: symbol missing",
             k.symbol()
         );
-        for o in KernelId::ALL {
+        for o in Kernel::ALL {
             if o != k && o.module() == k.module() && !k.symbol().contains(o.symbol()) {
                 assert!(
                     !contains(&cubin, o.symbol().as_bytes()),
@@ -74,13 +74,8 @@ fn every_kernel_compiles_alone_into_its_own_cubin() {
         }
     }
     let census = coldstart::census(&cache, "sm_90", version);
-    assert_eq!(
-        census.cached,
-        KernelId::ALL.len(),
-        "missing: {:?}",
-        census.missing
-    );
+    assert_eq!(census.cached, Kernel::ALL.len(), "missing: {:?}", census.missing);
     // A second warm reads every cubin back without compiling.
-    let again = coldstart::compile_all(&cache, "sm_90", version, KernelId::ALL).unwrap();
+    let again = coldstart::compile_all(&cache, "sm_90", version, Kernel::ALL).unwrap();
     assert!(again.iter().all(|e| e.outcome == kiln_cuda::Outcome::Hit));
 }

@@ -6,7 +6,7 @@
 //! naive float64 correlate written here.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
-use kiln::cuda::KernelId;
+use kiln::cuda::Kernel;
 use kiln::imaging::{filter_tolerance, FilterPath};
 use kiln::{testing, Runtime};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
@@ -427,7 +427,7 @@ fn filter2d_k3_both_register_kernels_every_mode() {
     };
     for (si, &shape) in TILE_SHAPES.iter().chain(large).enumerate() {
         let [_, h, w] = shape;
-        let takes_r8 = |n| b.filter2d_k3_choice(n, h, w).unwrap().0 == KernelId::Filter2dK3r8F32;
+        let takes_r8 = |n| b.filter2d_k3_choice(n, h, w).unwrap().0 == Kernel::FILTER2D_K3R8_F32;
         let mut n8 = shape[0];
         while !takes_r8(n8) && n8 < 1 << 16 {
             n8 *= 2;

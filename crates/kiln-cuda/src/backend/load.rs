@@ -7,7 +7,7 @@
 use super::{lock, CudaBackend, ModuleLoad};
 use crate::cache::CacheEvent;
 use crate::coldstart;
-use crate::kernels::{KernelId, Program};
+use crate::kernels::{Kernel, Program};
 use crate::nvrtc;
 use crate::user::{UserModule, UserSource};
 use cudarc::driver::{CudaFunction, CudaModule};
@@ -94,7 +94,7 @@ impl CudaBackend {
     }
 
     /// The function for a kernel (its program loaded first).
-    pub fn function(&self, k: KernelId) -> Result<CudaFunction> {
+    pub fn function(&self, k: Kernel) -> Result<CudaFunction> {
         if let Some(f) = lock(&self.functions).get(&k) {
             return Ok(f.clone());
         }
@@ -110,8 +110,8 @@ impl CudaBackend {
     /// thread per CPU at once (longest estimated compile first), so a caller that needs
     /// several kernels waits about as long as the slowest, not the sum. The first error is
     /// returned after every thread has stopped.
-    pub fn prepare(&self, kernels: &[KernelId]) -> Result<()> {
-        let todo: Vec<KernelId> = {
+    pub fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
+        let todo: Vec<Kernel> = {
             let have = lock(&self.functions);
             kernels
                 .iter()
@@ -124,6 +124,6 @@ impl CudaBackend {
 
     /// Compile (or load) every kernel, in parallel, as `kiln cache warm` does.
     pub fn warm(&self) -> Result<()> {
-        self.prepare(KernelId::ALL)
+        self.prepare(Kernel::ALL)
     }
 }

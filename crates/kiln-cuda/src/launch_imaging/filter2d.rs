@@ -2,7 +2,7 @@
 #![allow(unsafe_code)]
 
 use super::{check_shape, grid, mode_args, w32, BLOCK, W1, W2};
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -78,9 +78,9 @@ impl CudaBackend {
             *d = w32(s);
         }
         let id = match k {
-            5 => KernelId::Filter2dK5F32,
-            7 => KernelId::Filter2dK7F32,
-            _ => KernelId::Filter2dKnF32,
+            5 => Kernel::FILTER2D_K5_F32,
+            7 => Kernel::FILTER2D_K7_F32,
+            _ => Kernel::FILTER2D_KN_F32,
         };
         let f = self.function(id)?;
         let r = k / 2;
@@ -119,15 +119,15 @@ impl CudaBackend {
     /// them is a rule, not a measured crossover.
     ///
     /// Both kernels are loaded at once (a cold start compiles them side by side).
-    pub fn filter2d_k3_choice(&self, n: usize, h: usize, w: usize) -> Result<(KernelId, usize)> {
-        self.prepare(&[KernelId::Filter2dK3r8F32, KernelId::Filter2dK3r4F32])?;
+    pub fn filter2d_k3_choice(&self, n: usize, h: usize, w: usize) -> Result<(Kernel, usize)> {
+        self.prepare(&[Kernel::FILTER2D_K3R8_F32, Kernel::FILTER2D_K3R4_F32])?;
         let sms = (self.info().desc.multiprocessors as usize).max(1);
-        let resident = self.resident_blocks_per_sm(KernelId::Filter2dK3r8F32, 128)? as usize * sms;
+        let resident = self.resident_blocks_per_sm(Kernel::FILTER2D_K3R8_F32, 128)? as usize * sms;
         let blocks = w.div_ceil(128) * grid(h.div_ceil(32)) as usize * grid(n) as usize;
         Ok(if blocks < 2 * resident {
-            (KernelId::Filter2dK3r4F32, 4)
+            (Kernel::FILTER2D_K3R4_F32, 4)
         } else {
-            (KernelId::Filter2dK3r8F32, 8)
+            (Kernel::FILTER2D_K3R8_F32, 8)
         })
     }
 }

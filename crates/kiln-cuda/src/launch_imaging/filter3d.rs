@@ -2,7 +2,7 @@
 #![allow(unsafe_code)]
 
 use super::{check_shape, mode_args, w32, BLOCK, MAX_GRID_YZ, W3};
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -81,9 +81,9 @@ impl CudaBackend {
         let k = kernel.size();
         // (kernel, rows a thread: the tile is 32 wide and 8 × rows tall)
         let (id, rows) = match k {
-            3 => (KernelId::Filter3dK3F32, 4usize),
-            5 => (KernelId::Filter3dZm5F32, 4),
-            7 => (KernelId::Filter3dK7F32, 4),
+            3 => (Kernel::FILTER3D_K3_F32, 4usize),
+            5 => (Kernel::FILTER3D_ZM5_F32, 4),
+            7 => (Kernel::FILTER3D_K7_F32, 4),
             _ => {
                 return Err(Error::invalid(
                     "filter3d",

@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use super::rank::{check_dims, flat_offsets, point_cfg};
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::storage::{CudaData, CudaStorage};
 use crate::CudaBackend;
@@ -150,7 +150,7 @@ impl CudaBackend {
         cnt: i32,
         changed: u64,
     ) -> Result<()> {
-        let k = KernelId::BinaryStep;
+        let k = Kernel::BINARY_STEP;
         let f = self.function(k)?;
         let [d, h, w] = run.shape;
         let (mp, mdt, minv) = run.mask.unwrap_or((0, 0, 0));
@@ -181,7 +181,7 @@ impl CudaBackend {
     }
 
     fn binary_not(&self, x: &CudaStorage) -> Result<()> {
-        let k = KernelId::BinaryNotU8;
+        let k = Kernel::BINARY_NOT_U8;
         let f = self.function(k)?;
         let n = x.len() as i64;
         let p = u8_ptr(x);

@@ -15,7 +15,7 @@
 #![allow(unsafe_code)]
 
 use super::{check_shape, grid, mode_args, w32, BLOCK};
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::storage::CudaData;
 use crate::CudaBackend;
@@ -263,11 +263,11 @@ impl CudaBackend {
     /// type, the last writes `d`'s. Fused stages (f32 only) never touch an 8/16-bit end
     /// ([`Self::nd_typed`] sends those plans through f32).
     fn nd_run_passes(&self, s: Ep, d: Ep, shape: [usize; 3], st: &[Stage], f: &LinearFilter) -> Result<()> {
-        let ids: Vec<KernelId> = st
+        let ids: Vec<Kernel> = st
             .iter()
             .filter_map(|s| match s {
-                Stage::Pass(p) if p.axis == 2 => Some(KernelId::NdPassXAny),
-                Stage::Pass(_) => Some(KernelId::NdPassSAny),
+                Stage::Pass(p) if p.axis == 2 => Some(Kernel::ND_PASS_X_ANY),
+                Stage::Pass(_) => Some(Kernel::ND_PASS_S_ANY),
                 Stage::Fused(vh, a, _) => super::separable::sep2d_kernel(*vh, a.weights.len() / 2),
             })
             .collect();
@@ -330,7 +330,7 @@ impl CudaBackend {
         }
         let w: Vec<f32> = k.weights.iter().map(|&x| w32(x)).collect();
         let wb = self.upload(&w)?;
-        let id = KernelId::NdDirectAny;
+        let id = Kernel::ND_DIRECT_ANY;
         let func = self.function(id)?;
         let [d0, h, wd] = shape;
         let cfg = LaunchConfig {
@@ -384,9 +384,9 @@ impl CudaBackend {
         let [d0, h, wd] = shape;
         let (id, smem) = if p.axis == 2 {
             let sl = 256 + k - 1;
-            (KernelId::NdPassXAny, (8 * (sl + sl / 8 + 1) + k) * 4)
+            (Kernel::ND_PASS_X_ANY, (8 * (sl + sl / 8 + 1) + k) * 4)
         } else {
-            (KernelId::NdPassSAny, ((64 + k - 1) * 32 + k) * 4)
+            (Kernel::ND_PASS_S_ANY, ((64 + k - 1) * 32 + k) * 4)
         };
         if smem > SHARED_LIMIT {
             return Err(Error::invalid(
@@ -452,7 +452,7 @@ impl CudaBackend {
 
     /// `nd_combine_f32` on `n` elements: `acc op= t` (op codes in ndimage.cu).
     fn nd_combine(&self, acc: u64, t: u64, n: usize, op: i32) -> Result<()> {
-        let id = KernelId::NdCombineF32;
+        let id = Kernel::ND_COMBINE_F32;
         let func = self.function(id)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256).clamp(1, 65535) as u32, 1, 1),

@@ -15,7 +15,7 @@
 #![allow(unsafe_code)]
 
 use super::{grid, MAX_AXIS};
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::storage::{CudaData, CudaStorage};
 use crate::CudaBackend;
@@ -68,28 +68,28 @@ const SMEM_LIMIT: usize = 48 * 1024;
 
 /// The kernel the GPU runs for `spec` on elements of `dtype` (the z pass of a 3-D box
 /// min/max is a second launch of `minmax_fp`).
-pub fn rank_algorithm(spec: &RankSpec, dtype: DType) -> KernelId {
+pub fn rank_algorithm(spec: &RankSpec, dtype: DType) -> Kernel {
     let n = spec.count();
     let [fd, fh, fw] = spec.fshape;
     if spec.structure.is_some() {
-        return KernelId::MinmaxFp;
+        return Kernel::MINMAX_FP;
     }
     match spec.op {
         RankOp::Min | RankOp::Max => {
             if spec.is_box() && box2d_smem(fh, fw) <= SMEM_LIMIT {
-                KernelId::MinmaxBox2d
+                Kernel::MINMAX_BOX2D
             } else {
-                KernelId::MinmaxFp
+                Kernel::MINMAX_FP
             }
         }
         RankOp::Rank(r) => match n {
-            9 if r == 4 => KernelId::RankMed9,
-            25 if r == 12 => KernelId::RankMed25,
-            0..=9 => KernelId::RankNet9,
-            10..=25 => KernelId::RankNet25,
-            26..=49 => KernelId::RankNet49,
-            _ if dtype == DType::U8 && spec.is_box() && fd == 1 && n <= 65535 => KernelId::RankHistU8,
-            _ => KernelId::RankBisect,
+            9 if r == 4 => Kernel::RANK_MED9,
+            25 if r == 12 => Kernel::RANK_MED25,
+            0..=9 => Kernel::RANK_NET9,
+            10..=25 => Kernel::RANK_NET25,
+            26..=49 => Kernel::RANK_NET49,
+            _ if dtype == DType::U8 && spec.is_box() && fd == 1 && n <= 65535 => Kernel::RANK_HIST_U8,
+            _ => Kernel::RANK_BISECT,
         },
     }
 }
@@ -188,16 +188,26 @@ impl CudaStorage {
         let dev = self.backend().clone();
         self.use_on(dev.stream())?;
         let out = CudaStorage::alloc(&dev, dt, self.len(), op)?;
-        let algo = match rank_algorithm(spec, dt) {
+        let algo = rank_algorithm(spec, dt);
+        let (med9, med25) = (algo == Kernel::RANK_MED9, algo == Kernel::RANK_MED25);
+        let algo = if (med9 || med25) && !lin_fits(spec, shape) {
             // the median kernels take 32-bit linear offsets; a window spanning more (a tall
             // 3-D window on huge planes) runs the general network, same result
-            KernelId::RankMed9 if !lin_fits(spec, shape) => KernelId::RankNet9,
-            KernelId::RankMed25 if !lin_fits(spec, shape) => KernelId::RankNet25,
-            KernelId::RankMed9 if packs_u8x4(spec, shape, dt, self.data()) => KernelId::RankMed9U8x4,
-            KernelId::RankMed25 if packs_u8x4(spec, shape, dt, self.data()) => KernelId::RankMed25U8x4,
-            a => a,
+            if med9 {
+                Kernel::RANK_NET9
+            } else {
+                Kernel::RANK_NET25
+            }
+        } else if (med9 || med25) && packs_u8x4(spec, shape, dt, self.data()) {
+            if med9 {
+                Kernel::RANK_MED9_U8X4
+            } else {
+                Kernel::RANK_MED25_U8X4
+            }
+        } else {
+            algo
         };
-        if algo == KernelId::MinmaxBox2d && spec.fshape[0] > 1 {
+        if algo == Kernel::MINMAX_BOX2D && spec.fshape[0] > 1 {
             // (y, x) box per plane, then the z pass over [kz, 1, 1]
             let tmp = CudaStorage::alloc(&dev, dt, self.len(), op)?;
             let mut plane = spec.clone();
@@ -209,7 +219,7 @@ impl CudaStorage {
             zs.fshape = [spec.fshape[0], 1, 1];
             zs.origin = [spec.origin[0], 0, 0];
             zs.mask = vec![true; spec.fshape[0]];
-            dev.rank_launch(tmp.data(), out.data(), shape, &zs, KernelId::MinmaxFp)?;
+            dev.rank_launch(tmp.data(), out.data(), shape, &zs, Kernel::MINMAX_FP)?;
         } else {
             dev.rank_launch(self.data(), out.data(), shape, spec, algo)?;
         }
@@ -262,7 +272,7 @@ impl CudaBackend {
         dst: &CudaData,
         shape: [usize; 3],
         spec: &RankSpec,
-        k: KernelId,
+        k: Kernel,
     ) -> Result<()> {
         let dt = data_dtype(src);
         let op = k.symbol();
@@ -289,126 +299,121 @@ impl CudaBackend {
         let _range = self.range(op);
         let stream = self.stream();
         let mx = i32::from(spec.op == RankOp::Max);
-        match k {
-            KernelId::RankNet9
-            | KernelId::RankNet25
-            | KernelId::RankNet49
-            | KernelId::RankMed9
-            | KernelId::RankMed25
-            | KernelId::RankMed9U8x4
-            | KernelId::RankMed25U8x4 => {
-                let mut no = NetOffs {
-                    dz: [0; 49],
-                    dy: [0; 49],
-                    dx: [0; 49],
-                    lin: [0; 49],
+        let networks = [
+            Kernel::RANK_NET9,
+            Kernel::RANK_NET25,
+            Kernel::RANK_NET49,
+            Kernel::RANK_MED9,
+            Kernel::RANK_MED25,
+            Kernel::RANK_MED9_U8X4,
+            Kernel::RANK_MED25_U8X4,
+        ];
+        if networks.contains(&k) {
+            let mut no = NetOffs {
+                dz: [0; 49],
+                dy: [0; 49],
+                dx: [0; 49],
+                lin: [0; 49],
+            };
+            for (i, o) in offs.iter().enumerate().take(49) {
+                let c = |v: isize| {
+                    i16::try_from(v)
+                        .map_err(|_| Error::invalid(op, format!("window offset {v} is too large")))
                 };
-                for (i, o) in offs.iter().enumerate().take(49) {
-                    let c = |v: isize| {
-                        i16::try_from(v)
-                            .map_err(|_| Error::invalid(op, format!("window offset {v} is too large")))
-                    };
-                    (no.dz[i], no.dy[i], no.dx[i]) = (c(o[0])?, c(o[1])?, c(o[2])?);
-                    // |offset| < 2^15 and every axis < 2^31 (check_dims): no i64 overflow;
-                    // rank_algorithm sends windows whose offsets pass i32 elsewhere
-                    let lin = (o[0] as i64 * h as i64 + o[1] as i64) * w as i64 + o[2] as i64;
-                    no.lin[i] = i32::try_from(lin).unwrap_or(0);
-                }
-                let cfg = match k {
-                    KernelId::RankMed9U8x4 | KernelId::RankMed25U8x4 => point_cfg([d, h, w / 4]),
-                    _ => point_cfg(shape),
-                };
-                let mut l = stream.launch_builder(&f);
-                l.arg(&sp).arg(&dp).arg(&win).arg(&no);
-                // SAFETY: src and dst hold d*h*w elements of the type `dt` names (the caller
-                // checked the length against shape; dst is a new allocation); the kernel
-                // writes only x < w, y < h, z < d and reads in-range (mapped) indices; the
-                // window count is <= the network size (rank_algorithm); stream order keeps
-                // the buffers alive. The u8x4 kernels read and write whole 4-byte words of
-                // rows of w % 4 == 0 bytes from 4-byte aligned buffers (packs_u8x4; dst is
-                // a pool block) and load the words beside x only inside the row.
-                unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+                (no.dz[i], no.dy[i], no.dx[i]) = (c(o[0])?, c(o[1])?, c(o[2])?);
+                // |offset| < 2^15 and every axis < 2^31 (check_dims): no i64 overflow;
+                // rank_algorithm sends windows whose offsets pass i32 elsewhere
+                let lin = (o[0] as i64 * h as i64 + o[1] as i64) * w as i64 + o[2] as i64;
+                no.lin[i] = i32::try_from(lin).unwrap_or(0);
             }
-            KernelId::RankBisect | KernelId::MinmaxFp => {
-                let table = self.small_table(&flat_offsets(op, &offs)?)?;
-                let sv = match spec.structure_values() {
-                    Some(v) => Some(self.small_table(&v)?),
-                    None => None,
-                };
-                let (tp, svp) = (table.device_ptr(), sv.as_ref().map_or(0u64, |b| b.device_ptr()));
-                let mut l = stream.launch_builder(&f);
-                l.arg(&sp).arg(&dp).arg(&win).arg(&tp);
-                if k == KernelId::MinmaxFp {
-                    l.arg(&svp).arg(&mx);
-                }
-                // SAFETY: as above; the offset table holds 3*cnt i32 and the structure table
-                // cnt f64 (or is null, and then unread); both were allocated on this stream
-                // and are freed in its order after the kernel.
-                unsafe { l.launch(point_cfg(shape)) }.map_err(|e| self.launch_err(k, e))?;
+            let cfg = if k == Kernel::RANK_MED9_U8X4 || k == Kernel::RANK_MED25_U8X4 {
+                point_cfg([d, h, w / 4])
+            } else {
+                point_cfg(shape)
+            };
+            let mut l = stream.launch_builder(&f);
+            l.arg(&sp).arg(&dp).arg(&win).arg(&no);
+            // SAFETY: src and dst hold d*h*w elements of the type `dt` names (the caller
+            // checked the length against shape; dst is a new allocation); the kernel
+            // writes only x < w, y < h, z < d and reads in-range (mapped) indices; the
+            // window count is <= the network size (rank_algorithm); stream order keeps
+            // the buffers alive. The u8x4 kernels read and write whole 4-byte words of
+            // rows of w % 4 == 0 bytes from 4-byte aligned buffers (packs_u8x4; dst is
+            // a pool block) and load the words beside x only inside the row.
+            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+        } else if k == Kernel::RANK_BISECT || k == Kernel::MINMAX_FP {
+            let table = self.small_table(&flat_offsets(op, &offs)?)?;
+            let sv = match spec.structure_values() {
+                Some(v) => Some(self.small_table(&v)?),
+                None => None,
+            };
+            let (tp, svp) = (table.device_ptr(), sv.as_ref().map_or(0u64, |b| b.device_ptr()));
+            let mut l = stream.launch_builder(&f);
+            l.arg(&sp).arg(&dp).arg(&win).arg(&tp);
+            if k == Kernel::MINMAX_FP {
+                l.arg(&svp).arg(&mx);
             }
-            KernelId::RankHistU8 => {
-                let [_, fh, fw] = spec.fshape;
-                let strip = (4 * fh).max(64).min(h);
-                if d > 65535 || h.div_ceil(strip) > 65535 {
-                    return Err(Error::invalid(
-                        op,
-                        format!("{d} planes exceed the 65535 the histogram kernel takes"),
-                    ));
-                }
-                let (fhi, fwi) = (fh as i32, fw as i32);
-                let cy = (fh / 2) as i32 + spec.origin[1] as i32;
-                let cx = (fw / 2) as i32 + spec.origin[2] as i32;
-                let si = strip as i32;
-                let cfg = LaunchConfig {
-                    grid_dim: (w.div_ceil(64) as u32, h.div_ceil(strip) as u32, d as u32),
-                    block_dim: (64, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let mut l = stream.launch_builder(&f);
-                l.arg(&sp)
-                    .arg(&dp)
-                    .arg(&win)
-                    .arg(&fhi)
-                    .arg(&fwi)
-                    .arg(&cy)
-                    .arg(&cx)
-                    .arg(&si);
-                // SAFETY: u8 buffers of d*h*w (the algorithm is only chosen for u8); each
-                // thread writes its column of its strip (x < w, y < h); reads are mapped into
-                // range; the window count fits the u16 bins (<= 65535, rank_algorithm).
-                unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
-            }
-            KernelId::MinmaxBox2d => {
-                let [_, fh, fw] = spec.fshape;
-                let smem = box2d_smem(fh, fw);
-                let cy = (fh / 2) as i32 + spec.origin[1] as i32;
-                let cx = (fw / 2) as i32 + spec.origin[2] as i32;
-                let (kyi, kxi) = (fh as i32, fw as i32);
-                let cfg = LaunchConfig {
-                    grid_dim: (w.div_ceil(64) as u32, grid(h.div_ceil(32)), grid(d)),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: smem as u32,
-                };
-                let mut l = stream.launch_builder(&f);
-                l.arg(&sp)
-                    .arg(&dp)
-                    .arg(&win)
-                    .arg(&kyi)
-                    .arg(&kxi)
-                    .arg(&cy)
-                    .arg(&cx)
-                    .arg(&mx);
-                // SAFETY: buffers of d*h*w elements of `dt`; outputs guarded by y < h, x < w;
-                // the shared size is the kernel's (32+ky-1)(64+kx-1) + (32+ky-1)64 keys and
-                // at most 48 KiB (rank_algorithm); inputs are mapped into range.
-                unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
-            }
-            other => {
+            // SAFETY: as above; the offset table holds 3*cnt i32 and the structure table
+            // cnt f64 (or is null, and then unread); both were allocated on this stream
+            // and are freed in its order after the kernel.
+            unsafe { l.launch(point_cfg(shape)) }.map_err(|e| self.launch_err(k, e))?;
+        } else if k == Kernel::RANK_HIST_U8 {
+            let [_, fh, fw] = spec.fshape;
+            let strip = (4 * fh).max(64).min(h);
+            if d > 65535 || h.div_ceil(strip) > 65535 {
                 return Err(Error::invalid(
                     op,
-                    format!("{} is not a rank kernel", other.symbol()),
+                    format!("{d} planes exceed the 65535 the histogram kernel takes"),
                 ));
             }
+            let (fhi, fwi) = (fh as i32, fw as i32);
+            let cy = (fh / 2) as i32 + spec.origin[1] as i32;
+            let cx = (fw / 2) as i32 + spec.origin[2] as i32;
+            let si = strip as i32;
+            let cfg = LaunchConfig {
+                grid_dim: (w.div_ceil(64) as u32, h.div_ceil(strip) as u32, d as u32),
+                block_dim: (64, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(&f);
+            l.arg(&sp)
+                .arg(&dp)
+                .arg(&win)
+                .arg(&fhi)
+                .arg(&fwi)
+                .arg(&cy)
+                .arg(&cx)
+                .arg(&si);
+            // SAFETY: u8 buffers of d*h*w (the algorithm is only chosen for u8); each
+            // thread writes its column of its strip (x < w, y < h); reads are mapped into
+            // range; the window count fits the u16 bins (<= 65535, rank_algorithm).
+            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+        } else if k == Kernel::MINMAX_BOX2D {
+            let [_, fh, fw] = spec.fshape;
+            let smem = box2d_smem(fh, fw);
+            let cy = (fh / 2) as i32 + spec.origin[1] as i32;
+            let cx = (fw / 2) as i32 + spec.origin[2] as i32;
+            let (kyi, kxi) = (fh as i32, fw as i32);
+            let cfg = LaunchConfig {
+                grid_dim: (w.div_ceil(64) as u32, grid(h.div_ceil(32)), grid(d)),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: smem as u32,
+            };
+            let mut l = stream.launch_builder(&f);
+            l.arg(&sp)
+                .arg(&dp)
+                .arg(&win)
+                .arg(&kyi)
+                .arg(&kxi)
+                .arg(&cy)
+                .arg(&cx)
+                .arg(&mx);
+            // SAFETY: buffers of d*h*w elements of `dt`; outputs guarded by y < h, x < w;
+            // the shared size is the kernel's (32+ky-1)(64+kx-1) + (32+ky-1)64 keys and
+            // at most 48 KiB (rank_algorithm); inputs are mapped into range.
+            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+        } else {
+            return Err(Error::invalid(op, format!("{} is not a rank kernel", k.symbol())));
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 #![allow(unsafe_code)]
 
 use super::{check_shape, grid, mode_args, BLOCK, W1};
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -18,27 +18,27 @@ enum Stage<'a> {
 }
 
 /// The fused 2-D kernel of radius `r` (1..=8), `vh`: along H first.
-pub(super) fn sep2d_kernel(vh: bool, r: usize) -> Option<KernelId> {
-    use KernelId as K;
-    const VH: [KernelId; 8] = [
-        K::Sep2dVhR1F32,
-        K::Sep2dVhR2F32,
-        K::Sep2dVhR3F32,
-        K::Sep2dVhR4F32,
-        K::Sep2dVhR5F32,
-        K::Sep2dVhR6F32,
-        K::Sep2dVhR7F32,
-        K::Sep2dVhR8F32,
+pub(super) fn sep2d_kernel(vh: bool, r: usize) -> Option<Kernel> {
+    use Kernel as K;
+    const VH: [Kernel; 8] = [
+        K::SEP2D_VH_R1_F32,
+        K::SEP2D_VH_R2_F32,
+        K::SEP2D_VH_R3_F32,
+        K::SEP2D_VH_R4_F32,
+        K::SEP2D_VH_R5_F32,
+        K::SEP2D_VH_R6_F32,
+        K::SEP2D_VH_R7_F32,
+        K::SEP2D_VH_R8_F32,
     ];
-    const HV: [KernelId; 8] = [
-        K::Sep2dHvR1F32,
-        K::Sep2dHvR2F32,
-        K::Sep2dHvR3F32,
-        K::Sep2dHvR4F32,
-        K::Sep2dHvR5F32,
-        K::Sep2dHvR6F32,
-        K::Sep2dHvR7F32,
-        K::Sep2dHvR8F32,
+    const HV: [Kernel; 8] = [
+        K::SEP2D_HV_R1_F32,
+        K::SEP2D_HV_R2_F32,
+        K::SEP2D_HV_R3_F32,
+        K::SEP2D_HV_R4_F32,
+        K::SEP2D_HV_R5_F32,
+        K::SEP2D_HV_R6_F32,
+        K::SEP2D_HV_R7_F32,
+        K::SEP2D_HV_R8_F32,
     ];
     let table = if vh { &VH } else { &HV };
     r.checked_sub(1).and_then(|i| table.get(i)).copied()
@@ -94,9 +94,9 @@ impl CudaBackend {
         let (mc, cval) = mode_args(mode);
         let ki = k as i32;
         let id = if axis == 2 {
-            KernelId::Filter1dXF32
+            Kernel::FILTER1D_X_F32
         } else {
-            KernelId::Filter1dStridedF32
+            Kernel::FILTER1D_S_F32
         };
         let f = self.function(id)?;
         let _range = self.range(id.symbol());
@@ -199,11 +199,11 @@ impl CudaBackend {
             i += 1;
         }
         // A cold start compiles the stages' kernels at once, not one after another.
-        let ids: Vec<KernelId> = stages
+        let ids: Vec<Kernel> = stages
             .iter()
             .filter_map(|st| match *st {
-                Stage::Pass(2, _) => Some(KernelId::Filter1dXF32),
-                Stage::Pass(..) => Some(KernelId::Filter1dStridedF32),
+                Stage::Pass(2, _) => Some(Kernel::FILTER1D_X_F32),
+                Stage::Pass(..) => Some(Kernel::FILTER1D_S_F32),
                 Stage::Fused(vh, w, _) => sep2d_kernel(vh, w.len() / 2),
             })
             .collect();

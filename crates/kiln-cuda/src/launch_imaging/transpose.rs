@@ -2,7 +2,7 @@
 #![allow(unsafe_code)]
 
 use super::{grid, BLOCK, MAX_AXIS};
-use crate::kernels::KernelId;
+use crate::kernels::Kernel;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -36,9 +36,9 @@ impl CudaBackend {
         }
         let pairs = rows % 2 == 0 && cols % 2 == 0 && x.device_ptr() % 4 == 0 && out.device_ptr() % 4 == 0;
         let id = match std::mem::size_of::<T>() {
-            4 => KernelId::TransposeB32,
-            2 if pairs => KernelId::TransposeB16,
-            2 => KernelId::TransposeHB16,
+            4 => Kernel::TRANSPOSE_B32,
+            2 if pairs => Kernel::TRANSPOSE_B16,
+            2 => Kernel::TRANSPOSE_H_B16,
             b => {
                 return Err(Error::invalid(
                     "transpose",
@@ -47,9 +47,10 @@ impl CudaBackend {
             }
         };
         let f = self.function(id)?;
-        let tile = match id {
-            KernelId::TransposeB32 | KernelId::TransposeB16 => 64,
-            _ => 32,
+        let tile = if id == Kernel::TRANSPOSE_B32 || id == Kernel::TRANSPOSE_B16 {
+            64
+        } else {
+            32
         };
         let cfg = LaunchConfig {
             grid_dim: (

@@ -1,114 +1,151 @@
-//! The launch table's rank-filter and morphology rows (`kernels/rank.cu`, `rank_med.cu`,
-//! `morph.cu`): their own file so that each table stays under ~800 lines (docs/architecture.md,
-//! "Conventions").
+//! Rank filters and binary morphology (`rank.cu`, `rank_med.cu`, `morph.cu`).
 
-use super::launches::{B256, B32X8};
-use super::LaunchShape;
+use super::{B256, B32X8};
+use crate::kernels::{MORPH, RANK};
 
-/// One row per rank / morphology kernel, as [`super::LAUNCHES`] has for the rest.
-pub const RANK_LAUNCHES: &[LaunchShape] = &[
-    LaunchShape {
+declare_kernels! { FAMILY:
+    // rank.cu / morph.cu: guesses until measured (the networks are the slow ones)
+    /// Rank filter: any footprint of up to 9 elements, any rank, keys sorted in registers (Batcher network).
+    RANK_NET9 {
         symbol: "rank_net9",
+        module: RANK,
+        compile_ms: 900,
         computes: "rank of a footprint of up to 9 elements (any dtype as total-order keys), sorted in registers by Batcher's odd-even merge network",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Rank filter: up to 25 elements, registers, Batcher network.
+    RANK_NET25 {
         symbol: "rank_net25",
+        module: RANK,
+        compile_ms: 1500,
         computes: "rank of up to 25 elements, Batcher network in registers",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Rank filter: up to 49 elements, registers, Batcher network.
+    RANK_NET49 {
         symbol: "rank_net49",
+        module: RANK,
+        compile_ms: 3000,
         computes: "rank of up to 49 elements, Batcher network in registers",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Median of exactly 9 elements (3x3): the pruned network for the middle rank.
+    RANK_MED9 {
         symbol: "rank_med9",
+        module: RANK,
+        compile_ms: 700,
         computes: "median of exactly 9 elements (3x3), the network pruned to the middle rank",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Median of exactly 25 elements (5x5): the pruned network for the middle rank.
+    RANK_MED25 {
         symbol: "rank_med25",
+        module: RANK,
+        compile_ms: 1200,
         computes: "median of exactly 25 elements (5x5), the network pruned to the middle rank",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Median 3x3 of u8, a centred box: four outputs a thread on packed bytes.
+    RANK_MED9_U8X4 {
         symbol: "rank_med9_u8x4",
+        module: RANK,
+        compile_ms: 700,
         computes: "median 3x3 of u8 (a centred box), four outputs a thread on packed bytes",
         block: B32X8,
         grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Median 5x5 of u8, a centred box: four outputs a thread on packed bytes.
+    RANK_MED25_U8X4 {
         symbol: "rank_med25_u8x4",
+        module: RANK,
+        compile_ms: 1200,
         computes: "median 5x5 of u8 (a centred box), four outputs a thread on packed bytes",
         block: B32X8,
         grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Rank filter fallback: any footprint and rank, bisection on the total-order key.
+    RANK_BISECT {
         symbol: "rank_bisect",
+        module: RANK,
+        compile_ms: 300,
         computes: "rank over any footprint by bisection on the total-order key (a count over the window a step)",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Min/max over any footprint; with a structure, min(x - s) / max(x + s) in double.
+    MINMAX_FP {
         symbol: "minmax_fp",
+        module: RANK,
+        compile_ms: 300,
         computes: "min/max over any footprint; with a structure min(x - s) / max(x + s) in double",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// u8 rank over a 2-D box: Huang's sliding histogram down columns, a histogram a thread.
+    RANK_HIST_U8 {
         symbol: "rank_hist_u8",
+        module: RANK,
+        compile_ms: 300,
         computes: "u8 rank over a 2-D box: Huang's sliding histogram down each column of a strip, a 256-bin u16 histogram a thread in static shared memory (32 KiB a block)",
         block: [64, 1, 1],
         grid: "(ceil(W/64), ceil(H/strip), planes); strip = max(64, 4*box height) rows",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// Min/max over a full 2-D box, fused tile: van Herk / Gil-Werman along rows then columns.
+    MINMAX_BOX2D {
         symbol: "minmax_box2d",
+        module: RANK,
+        compile_ms: 400,
         computes: "min/max over a full 2-D box: a 64x32 output tile with its halo in shared memory, van Herk / Gil-Werman along rows then columns",
         block: B256,
         grid: "(ceil(W/64), min(ceil(H/32), 65535), min(D, 65535)), grid-stride over tiles and planes",
         dynamic_shared_bytes: (((32 + 15 - 1) * (64 + 15 - 1)) + (32 + 15 - 1) * 64) * 4,
         dynamic_shared_note: "keys of (32+ky-1)(64+kx-1) + (32+ky-1)64; shown at 15x15",
-    },
-    LaunchShape {
+    }
+    /// One binary erosion or dilation step (scipy semantics), sets a changed flag.
+    BINARY_STEP {
         symbol: "binary_step",
+        module: MORPH,
+        compile_ms: 200,
         computes: "one binary erosion (AND) or dilation (OR) step over a structure, border value outside, optional mask; sets a changed flag",
         block: B32X8,
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-    LaunchShape {
+    }
+    /// x = 1 - x on a u8 0/1 mask (binary_fill_holes' complement).
+    BINARY_NOT_U8 {
         symbol: "binary_not_u8",
+        module: MORPH,
+        compile_ms: 60,
         computes: "x = 1 - x on a u8 mask",
         block: B256,
         grid: "min(ceil(n/256), 65535) blocks, grid-stride",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-    },
-];
+    }
+}
