@@ -281,6 +281,8 @@ pub fn validate(
             preamble,
             size,
         } => {
+            // an empty preamble is none (it would make the job GPU-only for nothing)
+            let preamble = preamble.filter(|p| !p.trim().is_empty());
             let text = [&in_params, &out_params, &operation]
                 .iter()
                 .map(|s| s.len())

@@ -84,6 +84,9 @@ fn an_elementwise_kernel_is_checked_counted_and_stored() {
     let pre = json!({"type": "elementwise", "in_params": "float32 x", "out_params": "float32 z",
         "operation": "z = twice(x)", "preamble": "__device__ float twice(float v) { return 2 * v; }"});
     assert!(job(pre, json!({"x": data(&[4])})).unwrap().needs_gpu);
+    let mut blank = add();
+    blank["preamble"] = json!("  ");
+    assert!(!job(blank, xy(data(&[3]), data(&[3]))).unwrap().needs_gpu);
 }
 
 #[test]
