@@ -116,11 +116,13 @@ fn run_kernel(
     args: Vec<UserArg>,
 ) -> Result<WorkOutcome, WorkOutcome> {
     let invalid = |e: Error| fail("invalid_input", e.to_string(), false);
-    // A kernel on the GPU can address anything mapped in this context: the pool's cached
-    // free blocks (data of earlier jobs, perhaps another token's) go back to the driver
-    // first, so reading them faults instead.
-    if rt.cuda().is_some() {
-        rt.empty_cache();
+    // A kernel on the GPU can address anything mapped in this context: the device pool's
+    // cached free blocks and the pinned staging buffers (page-locked host memory is
+    // device-addressable under unified addressing), which hold data of earlier jobs,
+    // perhaps another token's, go back to the driver first, so reading them faults instead.
+    if let Some(dev) = rt.cuda() {
+        dev.empty_cache();
+        dev.pinned_pool().empty_cache();
     }
     match kernel {
         UserKernel::Elementwise {
