@@ -268,6 +268,14 @@ impl ElementwiseKernel {
         Ok(Typed { vars: ck.vars, body })
     }
 
+    /// Checks the body against a binding as the CPU path compiles it (kiln's C subset, C's
+    /// conversions), without running it: an error names the construct and its line. A body
+    /// that passes runs on the CPU and emits as typed CUDA; one that fails could still be
+    /// emitted verbatim for the GPU ([`ElementwiseKernel::cuda_source`]).
+    pub fn type_check(&self, b: &Binding) -> Result<(), Error> {
+        self.typed(b).map(|_| ())
+    }
+
     /// The fused CUDA C++ source for a binding (see [`crate::cuda`] for its parameters).
     ///
     /// A body kiln's compiler rejects (a loop, a call to a preamble function, any CUDA

@@ -222,13 +222,15 @@ pub(crate) fn decide_types(
         }
     }
     for (p, a) in ins.iter().zip(in_args) {
+        if matches!(a, ArgSpec::Scalar(_)) && p.raw {
+            // the body indexes a raw parameter (`x[j]`): a scalar has no elements to index,
+            // whatever the parameter's declared type
+            return Err(Error::invalid(
+                op,
+                format!("the raw parameter `{}` needs an array, not a scalar", p.name),
+            ));
+        }
         if let (ArgSpec::Scalar(t), ParamType::Placeholder(ph)) = (a, &p.ty) {
-            if p.raw {
-                return Err(Error::invalid(
-                    op,
-                    format!("the raw parameter `{}` needs an array, not a scalar", p.name),
-                ));
-            }
             map.entry(ph.clone()).or_insert((*t, p.name.clone()));
         }
     }

@@ -378,6 +378,14 @@ impl ReductionKernel {
         Ok(regs.bufs[r].get(0))
     }
 
+    /// Checks `map_expr`, `reduce_expr`, `post_map_expr` and `identity` against a binding
+    /// (types, the C subset, the identity's value) without running anything: what
+    /// [`ReductionKernel::cuda_source`] and the CPU path would refuse, refused here.
+    pub fn type_check(&self, rb: &ReductionBinding) -> Result<(), Error> {
+        let t = self.typed(rb)?;
+        self.identity_value(&t, rb.reduce_type).map(|_| ())
+    }
+
     /// The fused CUDA source for a binding: one block of [`crate::REDUCTION_BLOCK`]
     /// threads per output element (grid-stride over outputs), a shared-memory tree in the
     /// block. See [`ReductionKernel::kernel_params`] for its parameters.

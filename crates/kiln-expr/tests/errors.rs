@@ -198,6 +198,14 @@ fn binding_errors() {
             .to_string(),
         &["raw parameter `x` needs an array"],
     );
+    // the same for a raw parameter of a concrete type
+    let kf = ElementwiseKernel::new("raw float32 x", "float32 y", "y = x[i]", "rawf").unwrap();
+    has(
+        &kf.call_alloc(&[Arg::Scalar(Scalar::F32(1.0))], Some(3))
+            .unwrap_err()
+            .to_string(),
+        &["raw parameter `x` needs an array"],
+    );
     // A placeholder nothing binds.
     let ku = ElementwiseKernel::new("T x", "U y", "y = x", "unbound").unwrap();
     has(

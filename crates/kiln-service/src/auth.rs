@@ -25,6 +25,11 @@ pub struct Principal {
 /// (`allow_fault_injection`) AND from a token whose `kinds` name it.
 pub const FAULT_KIND: &str = "fault";
 
+/// Users' own kernels: accepted only with the server's `allow_user_kernels` (a 403 naming
+/// the setting otherwise, before the token's `kinds` are looked at); then like any kind, a
+/// token without `kinds` may submit them, one with `kinds` only if they name it.
+pub const USER_KERNEL_KIND: &str = crate::user_kernel::KIND;
+
 impl Principal {
     /// Whether it may submit `kind`: one of its `kinds`, or, without `kinds`, any kind but
     /// [`FAULT_KIND`] (which a token must name explicitly).
@@ -218,6 +223,24 @@ mod tests {
         assert!(named.may_submit(FAULT_KIND) && named.may_submit("price"));
         let anonymous = TokenSet::from_configs(&[]).unwrap().authenticate(None).unwrap();
         assert!(!anonymous.may_submit(FAULT_KIND));
+    }
+
+    #[test]
+    fn user_kernels_follow_a_tokens_kinds() {
+        let s = TokenSet::from_configs(
+            &parse_tokens_file("all a\nprice b kinds=price\nuk c kinds=user_kernel\n").unwrap(),
+        )
+        .unwrap();
+        assert!(s
+            .authenticate(Some(b"Bearer a"))
+            .unwrap()
+            .may_submit(USER_KERNEL_KIND));
+        assert!(!s
+            .authenticate(Some(b"Bearer b"))
+            .unwrap()
+            .may_submit(USER_KERNEL_KIND));
+        let uk = s.authenticate(Some(b"Bearer c")).unwrap();
+        assert!(uk.may_submit(USER_KERNEL_KIND) && !uk.may_submit("price"));
     }
 
     use super::*;

@@ -410,6 +410,11 @@ pub struct ServiceConfig {
     /// Accept the `fault` job kind (tests and drills only), from tokens that name it in
     /// their `kinds`.
     pub allow_fault_injection: bool,
+    /// Accept the `user_kernel` job kind: users' own element-wise, reduction and raw CUDA
+    /// kernels, each run in a supervised worker (a kernel that faults ends its worker, never
+    /// the server). Off, such a job is refused with 403 `forbidden` naming this setting.
+    /// Tokens' `kinds` still apply.
+    pub allow_user_kernels: bool,
     /// Seconds a shutdown waits for running jobs before re-queueing them.
     pub drain_timeout_s: u64,
 }
@@ -431,6 +436,7 @@ impl Default for ServiceConfig {
             scheduling: Scheduling::default(),
             store: StoreConfig::default(),
             allow_fault_injection: false,
+            allow_user_kernels: false,
             drain_timeout_s: 30,
         }
     }
@@ -453,7 +459,7 @@ impl ServiceConfig {
 
     /// Defaults, then `file`, then the environment (`KILN_SERVE_LISTEN`,
     /// `KILN_SERVE_DATA_DIR`, `KILN_STORE_URL`, `KILN_TOKENS_FILE`,
-    /// `KILN_ALLOW_FAULT_INJECTION`).
+    /// `KILN_ALLOW_FAULT_INJECTION`, `KILN_ALLOW_USER_KERNELS`).
     pub fn load(
         file: Option<&std::path::Path>,
         env: &dyn Fn(&str) -> Option<String>,
@@ -479,6 +485,9 @@ impl ServiceConfig {
         }
         if let Some(v) = env("KILN_ALLOW_FAULT_INJECTION") {
             c.allow_fault_injection = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = env("KILN_ALLOW_USER_KERNELS") {
+            c.allow_user_kernels = matches!(v.as_str(), "1" | "true" | "yes");
         }
         Ok(c)
     }
@@ -700,6 +709,21 @@ mod tests {
         };
         let e = c.validate().unwrap_err();
         assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn user_kernels_are_off_unless_the_file_or_the_environment_turns_them_on() {
+        let none = |_: &str| None;
+        assert!(!ServiceConfig::load(None, &none).unwrap().allow_user_kernels);
+        let on = |k: &str| (k == "KILN_ALLOW_USER_KERNELS").then(|| "1".to_string());
+        assert!(ServiceConfig::load(None, &on).unwrap().allow_user_kernels);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("service.toml");
+        std::fs::write(&f, "allow_user_kernels = true\n").unwrap();
+        assert!(ServiceConfig::load(Some(&f), &none).unwrap().allow_user_kernels);
+        // the environment comes after the file
+        let off = |k: &str| (k == "KILN_ALLOW_USER_KERNELS").then(|| "0".to_string());
+        assert!(!ServiceConfig::load(Some(&f), &off).unwrap().allow_user_kernels);
     }
 
     #[test]

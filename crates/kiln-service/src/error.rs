@@ -18,6 +18,10 @@ pub enum ApiError {
         /// The kind refused.
         kind: String,
     },
+    /// The kind is one this server has switched off (`user_kernel` without
+    /// `allow_user_kernels`); the message names the setting that turns it on.
+    #[error("{0}")]
+    KindOff(String),
     /// The body is not JSON, or not the request's shape.
     #[error("{0}")]
     MalformedRequest(String),
@@ -118,7 +122,7 @@ impl ApiError {
     pub fn parts(&self) -> (StatusCode, &'static str, Option<u64>) {
         match self {
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized", None),
-            ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden", None),
+            ApiError::Forbidden { .. } | ApiError::KindOff(_) => (StatusCode::FORBIDDEN, "forbidden", None),
             ApiError::MalformedRequest(_) => (StatusCode::BAD_REQUEST, "malformed_request", None),
             ApiError::UnknownKind { .. } => (StatusCode::BAD_REQUEST, "unknown_kind", None),
             ApiError::InvalidParams(_) => (StatusCode::BAD_REQUEST, "invalid_params", None),

@@ -12,6 +12,7 @@
 //! the same per kind of device); a filter or GEMM job is one image, volume or product, with
 //! nothing to split, and runs on the pool's first device, as does a mixed book
 //! ([`Task::PriceBook`]: a solo job, `Runtime::price_book` on one runtime; crate::pricing).
+//! A user kernel ([`Task::UserKernel`], crate::user_kernel) runs on the pool's first GPU.
 
 use crate::protocol::{JobResult, WorkItem, WorkOutcome};
 use crate::store::{now_ms, BlobRecord};
@@ -36,7 +37,7 @@ pub struct ExecOptions {
     pub max_elements: u64,
 }
 
-fn fail(code: &str, message: impl Into<String>, retry: bool) -> WorkOutcome {
+pub(crate) fn fail(code: &str, message: impl Into<String>, retry: bool) -> WorkOutcome {
     WorkOutcome::Err {
         code: code.into(),
         message: message.into(),
@@ -74,7 +75,13 @@ pub fn kiln_error(e: &Error) -> WorkOutcome {
     fail(code, message, retry)
 }
 
-fn load(x: &ArrayInput, image: bool, max_elements: u64) -> Result<(Vec<f32>, Vec<usize>), WorkOutcome> {
+/// An array input's values and shape: inline, or decoded from its blob (an image as 2-D
+/// or 3-D, anything else as NPY or a volume), the element limit checked from the header.
+pub(crate) fn load(
+    x: &ArrayInput,
+    image: bool,
+    max_elements: u64,
+) -> Result<(Vec<f32>, Vec<usize>), WorkOutcome> {
     if let Some(d) = &x.data {
         return Ok((d.clone(), x.shape.clone()));
     }
@@ -258,6 +265,7 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
             };
             wrap(rt.map(op, &data).map(|y| array_result(opts, &item.id, y, shape)))
         }
+        Task::UserKernel { kernel, args } => crate::user_kernel::run(rt, opts, &item.id, kernel, args),
         Task::Fault {
             mode,
             on_attempts,
@@ -491,8 +499,13 @@ fn run_job(eng: Engine<'_>, opts: &ExecOptions, item: &WorkItem, task: Task) -> 
                     Err(e) => kiln_error(&e),
                 };
             }
-            p.first()
-                .run(|rt| Ok(run_one(rt, opts, item, task)))
+            // a user kernel on the group's first GPU (a raw one needs it; an expression
+            // kernel is faster there), anything else on its first device
+            let w = match &task {
+                Task::UserKernel { .. } => p.ex.workers().iter().find(|w| w.is_gpu()).unwrap_or(p.first()),
+                _ => p.first(),
+            };
+            w.run(|rt| Ok(run_one(rt, opts, item, task)))
                 .unwrap_or_else(|e| kiln_error(&e))
         }
     }

@@ -7,7 +7,8 @@
 //!   timeouts), errors mapped to HTTP in one exhaustive match ([`error`]), an OpenAPI
 //!   document generated from the handlers.
 //! - [`task`]: validation of each kind's params and inputs into the [`task::Task`] a worker
-//!   runs ([`pricing`]: `price` jobs, mixed books of every option kind).
+//!   runs ([`pricing`]: `price` jobs, mixed books of every option kind; [`user_kernel`]:
+//!   users' own kernels, only with `allow_user_kernels`).
 //! - [`store`]: the [`store::JobStore`] trait (claims under leases, results stored once)
 //!   and its implementations: SQLite (WAL, group commit; one node) and PostgreSQL (many
 //!   nodes sharing one queue: `FOR UPDATE SKIP LOCKED` claims, leases renewed by each
@@ -43,6 +44,7 @@ pub mod store;
 pub mod supervisor;
 pub mod task;
 pub mod tls;
+pub mod user_kernel;
 pub mod worker;
 
 pub use config::ServiceConfig;

@@ -157,6 +157,11 @@ impl Shared {
         self.metrics.set_workers_up(up);
     }
 
+    /// Whether any slot runs a GPU worker (claims GPU-only jobs), started or not.
+    pub fn has_gpu_slot(&self) -> bool {
+        lock(&self.workers).iter().any(|w| slot_is_gpu(&w.device))
+    }
+
     /// Workers ready (idle or busy).
     pub fn workers_up(&self) -> usize {
         lock(&self.workers)

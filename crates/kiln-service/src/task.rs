@@ -15,8 +15,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::PathBuf;
 
-/// The kinds every server runs (`fault` only with `allow_fault_injection`).
-pub const KINDS: [&str; 5] = ["price", "filter2d", "filter3d", "gemm", "elementwise"];
+/// The kinds of the service (`user_kernel` runs only with `allow_user_kernels`; `fault`,
+/// not listed, only with `allow_fault_injection`).
+pub const KINDS: [&str; 6] = [
+    "price",
+    "filter2d",
+    "filter3d",
+    "gemm",
+    "elementwise",
+    crate::user_kernel::KIND,
+];
 
 /// An n-d f32 array, inline or in a blob file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -122,6 +130,14 @@ pub enum Task {
         b: Option<f32>,
         /// The input.
         x: ArrayInput,
+    },
+    /// A user's own kernel (`user_kernel`; crate::user_kernel).
+    UserKernel {
+        /// The kernel.
+        kernel: crate::user_kernel::UserKernel,
+        /// Its arguments: an expression kernel's inputs in parameter order, a raw kernel's
+        /// arguments in launch order.
+        args: Vec<crate::user_kernel::UserArg>,
     },
     /// Fault injection (tests and drills).
     Fault {
@@ -241,13 +257,15 @@ pub trait BlobLookup {
     fn blob(&self, id: &str) -> Option<(PathBuf, String)>;
 }
 
-/// Check a submission and normalize it into a [`Task`].
+/// Check a submission and normalize it into a [`Task`]. `allow_fault` and
+/// `allow_user_kernels` are the server's switches of the `fault` and `user_kernel` kinds.
 pub fn validate(
     kind: &str,
     params: &Value,
     inputs: &Value,
     max_elements: u64,
     allow_fault: bool,
+    allow_user_kernels: bool,
     blobs: &dyn BlobLookup,
 ) -> Result<Validated, ApiError> {
     let (task, elements) = match kind {
@@ -255,6 +273,17 @@ pub fn validate(
         "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs, max_elements)?,
         "gemm" => gemm(params, inputs, blobs, max_elements)?,
         "elementwise" => elementwise(params, inputs, blobs, max_elements)?,
+        crate::user_kernel::KIND if !allow_user_kernels => {
+            return Err(ApiError::KindOff(crate::user_kernel::OFF_MESSAGE.into()))
+        }
+        crate::user_kernel::KIND => {
+            let c = crate::user_kernel::validate(params, inputs, blobs, max_elements)?;
+            let task = Task::UserKernel {
+                kernel: c.kernel,
+                args: c.args,
+            };
+            (task, c.elements)
+        }
         "fault" if allow_fault => {
             let p: FaultParams = parse("params", params)?;
             if !matches!(
@@ -299,7 +328,11 @@ pub fn validate(
         ),
         _ => format!("solo:{}", crate::ids::new_id("k")),
     };
-    let needs_gpu = matches!(&task, Task::Fault { mode, .. } if mode == "illegal_address");
+    let needs_gpu = match &task {
+        Task::Fault { mode, .. } => mode == "illegal_address",
+        Task::UserKernel { kernel, .. } => kernel.needs_gpu(),
+        _ => false,
+    };
     Ok(Validated {
         task,
         batch_key,
@@ -309,7 +342,7 @@ pub fn validate(
 }
 
 /// An array input: inline data checked against its shape, or a blob of an allowed format.
-fn array(
+pub(crate) fn array(
     what: &str,
     v: Option<&Value>,
     ranks: &[usize],

@@ -1,6 +1,7 @@
 //! A seeded fuzz of the API through the router (no socket, no workers): mutated valid job
-//! bodies of every kind, random bytes, odd headers and paths. Every answer must be a 2xx or
-//! a 4xx in the one error shape: no 5xx and no panic, and every accepted job must read back.
+//! bodies of every kind (users' kernels of every form included), random bytes, odd headers
+//! and paths. Every answer must be a 2xx or a 4xx in the one error shape: no 5xx and no
+//! panic, and every accepted job must read back.
 //! Deterministic (one seed), bounded (`KILN_FUZZ_CASES`, default 3,000).
 #![allow(clippy::unwrap_used)]
 
@@ -26,6 +27,18 @@ fn valid_bodies() -> Vec<Value> {
         json!({"kind": "gemm", "params": {"m": 2, "n": 2, "k": 2},
             "inputs": {"a": {"shape": [2, 2], "data": [1.0, 0.0, 0.0, 1.0]},
                        "b": {"shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}}, "deadline_s": 30}),
+        json!({"kind": "user_kernel", "params": {"type": "elementwise", "in_params": "T x, raw T r, float32 a",
+                "out_params": "T z, int32 n", "operation": "z = a * x + r[i % 2]; n = (int)x;", "name": "k"},
+            "inputs": {"x": {"shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}, "r": {"data": [0.5, 1.5]},
+                       "a": {"scalar": 2, "dtype": "float32"}}}),
+        json!({"kind": "user_kernel", "params": {"type": "reduction", "in_params": "T x, T w", "out_params": "T y",
+                "map_expr": "x * w", "reduce_expr": "fmax(a, b)", "post_map_expr": "y = a",
+                "identity": "-INFINITY", "axis": [0], "keepdims": true},
+            "inputs": {"x": {"shape": [3, 2], "data": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}, "w": 0.5}}),
+        json!({"kind": "user_kernel", "params": {"type": "raw", "name": "saxpy", "grid": [1, 1], "block": [32],
+                "source": "extern \"C\" __global__ void saxpy(const float* x, float* y, float a, int n) { int i = threadIdx.x; if (i < n) y[i] = a * x[i] + y[i]; }",
+                "args": [{"input": "x"}, {"output": "y", "from": "y0"}, {"scalar": 2.0}, {"scalar": 2}]},
+            "inputs": {"x": {"data": [1.0, 2.0]}, "y0": {"data": [3.0, 4.0]}}}),
     ]
 }
 
@@ -94,6 +107,8 @@ async fn no_request_gets_a_5xx_or_a_panic() {
     let mut cfg = ServiceConfig::default();
     cfg.limits.max_queue = 1_000_000;
     cfg.limits.max_in_flight_per_token = 1_000_000;
+    // user kernels on, so their bodies reach validation (off, they are all 403s)
+    cfg.allow_user_kernels = true;
     let st = app_support::state(dir.path(), cfg);
     let mut r = StdRng::seed_from_u64(0x6b69_6c6e);
     let bodies = valid_bodies();

@@ -18,7 +18,9 @@
 //! numerically (bit for bit where the docs say so).
 //!
 //! Users' own CUDA C++ kernels run through [`Runtime::raw_kernel`] and
-//! [`Runtime::raw_module`] ([`raw_kernel`]), checked and queued like kiln's ops.
+//! [`Runtime::raw_module`] ([`raw_kernel`]), checked and queued like kiln's ops; their
+//! element-wise and reduction expressions ([`expr`]) through [`Runtime::elementwise_kernel`]
+//! and [`Runtime::reduction_kernel`] ([`expr_kernel`]), on the GPU or the CPU.
 //!
 //! Layering: front ends (the `kiln` CLI, kiln-bench) depend on this crate and on no other
 //! compute crate of kiln, so the one-way flow front end -> facade -> backend holds and a
@@ -41,6 +43,7 @@
 pub mod adaptive;
 pub mod elementwise;
 pub mod executor;
+pub mod expr_kernel;
 pub mod finance;
 pub mod imaging;
 pub mod linalg;
@@ -79,6 +82,10 @@ pub mod cpu {
 pub use kiln_cuda as cuda;
 pub use kiln_cuda::profiler::{self, profiler, Report as ProfileReport};
 pub use kiln_cuda::user::Scalar;
+/// Users' element-wise and reduction kernels (CuPy's `ElementwiseKernel` and
+/// `ReductionKernel`): declare, bind and type-check here, run with
+/// [`Runtime::elementwise_kernel`] and [`Runtime::reduction_kernel`] ([`expr_kernel`]).
+pub use kiln_expr as expr;
 pub use raw_kernel::{Arg, RawKernel, RawModule};
 pub use runtime::{Engine, Runtime};
 pub use stream::{Event, Stream};

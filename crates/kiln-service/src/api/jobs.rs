@@ -117,9 +117,14 @@ pub async fn submit(
     let bytes = read_body(&headers, body, st.cfg.limits.max_body_bytes).await?;
     let req: SubmitRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::MalformedRequest(format!("the body is not a valid job request: {e}")))?;
-    // Authorization before validation: a kind the token may not submit gets its 403 before
-    // any of its params or inputs (blob lookups included) are looked at. Without the fault
-    // flag `fault` is no kind at all, so validation answers `unknown_kind` as for any name.
+    // Authorization before validation: a kind the server has switched off, or the token may
+    // not submit, gets its 403 before any of its params or inputs (blob lookups included)
+    // are looked at. Without the fault flag `fault` is no kind at all, so validation answers
+    // `unknown_kind` as for any name.
+    if req.kind == crate::auth::USER_KERNEL_KIND && !st.cfg.allow_user_kernels {
+        st.metrics.rejected("forbidden");
+        return Err(ApiError::KindOff(crate::user_kernel::OFF_MESSAGE.into()));
+    }
     let fault_off = req.kind == crate::auth::FAULT_KIND && !st.cfg.allow_fault_injection;
     if !fault_off && !p.may_submit(&req.kind) {
         st.metrics.rejected("forbidden");
@@ -165,12 +170,22 @@ pub async fn submit(
         handle: tokio::runtime::Handle::current(),
         ttl_ms: (ms(st.cfg.blobs.ttl_s), ms(st.cfg.results.ttl_s)),
     };
-    let (max_el, fault) = (st.cfg.limits.max_elements, st.cfg.allow_fault_injection);
+    let max_el = st.cfg.limits.max_elements;
+    let (fault, user) = (st.cfg.allow_fault_injection, st.cfg.allow_user_kernels);
     let (kind, params, inputs) = (req.kind.clone(), req.params, req.inputs);
-    let v =
-        tokio::task::spawn_blocking(move || task::validate(&kind, &params, &inputs, max_el, fault, &lookup))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let v = tokio::task::spawn_blocking(move || {
+        task::validate(&kind, &params, &inputs, max_el, fault, user, &lookup)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    if v.needs_gpu && no_gpu_anywhere(&st) {
+        return Err(ApiError::InvalidParams(format!(
+            "this `{}` job needs a GPU worker (a raw CUDA kernel, or an element-wise kernel with a \
+             preamble) and this server has none (workers.gpus, workers.groups): no worker could \
+             ever run it",
+            req.kind
+        )));
+    }
     let per_token = p.max_in_flight.unwrap_or(st.cfg.limits.max_in_flight_per_token);
     st.hub.admit(&p.name, per_token, st.cfg.limits.max_queue)?;
     let now = now_ms();
@@ -224,6 +239,13 @@ pub async fn submit(
         return Ok(view(job, StatusCode::OK));
     }
     Ok(view(job, StatusCode::ACCEPTED))
+}
+
+/// Whether no worker could claim a GPU-only job: this server runs its slots without a GPU
+/// and no other node shares its queue. (With a shared store another node's GPU worker may
+/// claim it, so it is accepted.)
+fn no_gpu_anywhere(st: &super::AppState) -> bool {
+    !st.store.is_shared() && st.supervisor.as_ref().is_some_and(|s| !s.has_gpu_slot())
 }
 
 /// The store's batch key: batches never mix tokens (one token's deadline, failure or

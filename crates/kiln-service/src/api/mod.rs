@@ -50,7 +50,7 @@ type St = State<Arc<AppState>>;
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "kiln job service", description = "Durable GPU jobs: pricing, filtering, GEMM, element-wise maps."),
+    info(title = "kiln job service", description = "Durable GPU jobs: pricing, filtering, GEMM, element-wise maps, users' own kernels."),
     paths(
         jobs::submit,
         jobs::get_job,

@@ -9,7 +9,8 @@ use serde_json::Value;
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
-    /// `price`, `filter2d`, `filter3d`, `gemm`, `elementwise` (and `fault` where enabled).
+    /// `price`, `filter2d`, `filter3d`, `gemm`, `elementwise`, `user_kernel` (where
+    /// `allow_user_kernels` is on; else 403 `forbidden`), and `fault` where enabled.
     pub kind: String,
     /// Kind-specific parameters (see docs/operations.md).
     #[serde(default)]

@@ -18,7 +18,7 @@ fn err(r: Result<Validated, ApiError>) -> String {
 }
 
 fn price(params: Value, inputs: Value, blobs: &dyn BlobLookup) -> Result<Validated, ApiError> {
-    validate("price", &params, &inputs, 1 << 20, false, blobs)
+    validate("price", &params, &inputs, 1 << 20, false, false, blobs)
 }
 
 fn heston_rec() -> Value {
@@ -269,6 +269,7 @@ fn array_numbers_past_float32_are_refused_naming_the_element() {
         &json!({"x": {"shape": [3], "data": [1.0, 1e39, 2.0]}}),
         1 << 20,
         false,
+        false,
         &OneBlob(PathBuf::new()),
     ));
     assert!(
@@ -280,6 +281,7 @@ fn array_numbers_past_float32_are_refused_naming_the_element() {
         &json!({"op": "relu"}),
         &json!({"x": {"shape": [2], "data": [1.0, null]}}),
         1 << 20,
+        false,
         false,
         &OneBlob(PathBuf::new()),
     ));

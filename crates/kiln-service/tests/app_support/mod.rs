@@ -15,20 +15,59 @@ use tower::ServiceExt;
 
 /// The server's state with `cfg`, a SQLite store and blobs in `dir`, and the token `secret`.
 pub fn state(dir: &std::path::Path, cfg: ServiceConfig) -> Arc<AppState> {
-    let tokens = TokenSet::from_configs(&[TokenConfig {
+    let token = TokenConfig {
         name: "t".into(),
         sha256: Some(hash_token("secret")),
         ..Default::default()
-    }])
-    .unwrap();
+    };
+    state_with(dir, cfg, &[token], &[])
+}
+
+/// [`state`] with these tokens instead of `secret`.
+pub fn state_with_tokens(dir: &std::path::Path, cfg: ServiceConfig, tokens: &[TokenConfig]) -> Arc<AppState> {
+    state_with(dir, cfg, tokens, &[])
+}
+
+/// [`state`] with a supervisor over worker slots of these devices (`cpu`, `cuda:0`, ...),
+/// none of them started: what the API sees of a server's workers.
+pub fn state_with_slots(dir: &std::path::Path, cfg: ServiceConfig, slots: &[&str]) -> Arc<AppState> {
+    let token = TokenConfig {
+        name: "t".into(),
+        sha256: Some(hash_token("secret")),
+        ..Default::default()
+    };
+    state_with(dir, cfg, &[token], slots)
+}
+
+fn state_with(
+    dir: &std::path::Path,
+    cfg: ServiceConfig,
+    tokens: &[TokenConfig],
+    slots: &[&str],
+) -> Arc<AppState> {
+    let tokens = TokenSet::from_configs(tokens).unwrap();
     let store: Arc<dyn JobStore> = Arc::new(SqliteStore::open(dir, false).unwrap());
+    let hub: Arc<kiln_service::hub::Hub> = Default::default();
+    let metrics: Arc<kiln_service::metrics::ServiceMetrics> = Default::default();
+    let supervisor = (!slots.is_empty()).then(|| {
+        let devices: Vec<String> = slots.iter().map(|d| d.to_string()).collect();
+        Arc::new(kiln_service::supervisor::Shared::new(
+            store.clone(),
+            cfg.clone(),
+            hub.clone(),
+            metrics.clone(),
+            "n_test".into(),
+            None,
+            &devices,
+        ))
+    });
     Arc::new(AppState {
         store,
         cfg,
         tokens,
-        hub: Default::default(),
-        metrics: Default::default(),
-        supervisor: None,
+        hub,
+        metrics,
+        supervisor,
         accepting: true.into(),
         blob_dir: dir.to_path_buf(),
     })
