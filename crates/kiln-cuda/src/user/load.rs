@@ -1,0 +1,213 @@
+//! Loading users' modules other than through [`CudaBackend::user_module`]: a source with C++
+//! name expressions (its cache entry holds the lowered names before the cubin), a fresh
+//! compile whose NVRTC log the caller wants (CuPy's `compile(log_stream=...)`), and binaries
+//! (a cubin, PTX or fatbin, in memory or in a file). These modules are the caller's to keep
+//! (kiln's Python classes keep one per device), not entries of the backend's per-source map.
+
+use super::{UserModule, UserSource, OP};
+use crate::cache::KernelCache;
+use crate::CudaBackend;
+use cudarc::driver::DriverError;
+use cudarc::nvrtc::Ptx;
+use kiln_core::{Backend, Error, Result};
+use std::sync::Arc;
+
+/// The first bytes of a cache entry that holds lowered names before the cubin.
+const LOWERED: &[u8; 8] = b"KILNLOWR";
+
+/// A driver error as kiln's [`Error::Cuda`], its `op` naming the call, the driver's own
+/// description of the code (`named symbol not found`) and `detail` where given.
+pub(crate) fn driver_err(call: &str, device: &str, e: DriverError, detail: &str) -> Error {
+    // (cudarc panics on a missing library; without a driver there is no description)
+    let what = if crate::libs::present(crate::libs::Lib::Cuda) {
+        e.error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let mut op = call.to_string();
+    if !what.is_empty() {
+        op = format!("{op}: {what}");
+    }
+    if !detail.is_empty() {
+        op = format!("{op} ({detail})");
+    }
+    crate::cuda_err(&op, device, e)
+}
+
+/// A module's compiled code: the cubin and each name expression's symbol, in order.
+fn encode(lowered: &[(String, String)], cubin: &[u8]) -> Vec<u8> {
+    let mut out = LOWERED.to_vec();
+    out.extend((lowered.len() as u32).to_le_bytes());
+    for (expr, sym) in lowered {
+        for s in [expr, sym] {
+            out.extend((s.len() as u32).to_le_bytes());
+            out.extend(s.as_bytes());
+        }
+    }
+    out.extend(cubin);
+    out
+}
+
+/// The symbols and cubin of an [`encode`]d entry, if it is one and names exactly `exprs`.
+fn decode<'a>(bytes: &'a [u8], exprs: &[String]) -> Option<(Vec<String>, &'a [u8])> {
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
+        *rest = tail;
+        Some(head)
+    }
+    fn word(rest: &mut &[u8]) -> Option<usize> {
+        Some(u32::from_le_bytes(take(rest, 4)?.try_into().ok()?) as usize)
+    }
+    let mut rest = bytes.strip_prefix(LOWERED.as_slice())?;
+    if word(&mut rest)? != exprs.len() {
+        return None;
+    }
+    let mut lowered = Vec::with_capacity(exprs.len());
+    for want in exprs {
+        let n = word(&mut rest)?;
+        if take(&mut rest, n)? != want.as_bytes() {
+            return None;
+        }
+        let n = word(&mut rest)?;
+        lowered.push(String::from_utf8(take(&mut rest, n)?.to_vec()).ok()?);
+    }
+    Some((lowered, rest))
+}
+
+impl UserModule {
+    /// Compile `src` for `backend`'s arch and load it, with its name expressions' symbols:
+    /// read from `cache` (the backend's cache directory, `Config::cache_dir`) where an entry
+    /// exists, else compiled and stored; with `fresh`, compiled whatever the cache holds, and
+    /// NVRTC's log (its warnings) returned too. A compile error is [`Error::Compile`] with
+    /// NVRTC's log.
+    pub fn load(
+        backend: &CudaBackend,
+        cache: &KernelCache,
+        src: &UserSource,
+        fresh: bool,
+    ) -> Result<(Arc<UserModule>, Option<String>)> {
+        let arch = backend.info().arch();
+        let exprs = src.name_expressions();
+        let (cubin, lowered, log) = if fresh {
+            let c = src.compile_full(&arch)?;
+            (c.cubin, c.lowered, Some(c.log))
+        } else {
+            let (bytes, _event) =
+                cache.get_or_compile(&src.key_unit(), &arch, backend.nvrtc_version(), || {
+                    let c = src.compile_full(&arch)?;
+                    Ok(if exprs.is_empty() {
+                        c.cubin
+                    } else {
+                        let pairs: Vec<(String, String)> = exprs.iter().cloned().zip(c.lowered).collect();
+                        encode(&pairs, &c.cubin)
+                    })
+                })?;
+            if exprs.is_empty() {
+                (bytes, Vec::new(), None)
+            } else if let Some((lowered, cubin)) = decode(&bytes, exprs) {
+                (cubin.to_vec(), lowered, None)
+            } else {
+                // an entry of this key that is not in this form: compile rather than trust it
+                tracing::warn!(
+                    module = src.name(),
+                    "cached module without its lowered names; recompiling"
+                );
+                let c = src.compile_full(&arch)?;
+                (c.cubin, c.lowered, None)
+            }
+        };
+        let md = backend
+            .stream()
+            .context()
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(|e| driver_err("cuModuleLoadData", &backend.name(), e, src.name()))?;
+        let mut m = UserModule::new(md, backend, src)?;
+        m.lowered = exprs.iter().cloned().zip(lowered).collect();
+        Ok((Arc::new(m), log))
+    }
+
+    /// Load a compiled module from memory (`cuModuleLoadData`): a cubin, a fatbin, or PTX
+    /// text (which the driver compiles for the device). `name` names it in messages. Its
+    /// kernels are looked up by symbol and their arguments checked by the sizes the driver
+    /// reports. An image the driver cannot load is its error ([`Error::Cuda`]:
+    /// `CUDA_ERROR_INVALID_IMAGE`, `CUDA_ERROR_NO_BINARY_FOR_GPU`, ...).
+    pub fn from_image(backend: &CudaBackend, image: &[u8], name: &str) -> Result<UserModule> {
+        if image.is_empty() {
+            return Err(Error::invalid(OP, format!("module `{name}`: the image is empty")));
+        }
+        // PTX is read as a C string: end it (a cubin or fatbin ignores what follows it)
+        let mut data = image.to_vec();
+        data.push(0);
+        let md = backend
+            .stream()
+            .context()
+            .load_module(Ptx::from_binary(data))
+            .map_err(|e| driver_err("cuModuleLoadData", &backend.name(), e, name))?;
+        UserModule::bare(md, backend, name, true)
+    }
+
+    /// Load a compiled module from the file at `path` (`cuModuleLoad`: a `.cubin`, `.ptx`
+    /// or `.fatbin`), as [`UserModule::from_image`]. A missing file is the driver's
+    /// `CUDA_ERROR_FILE_NOT_FOUND`.
+    pub fn from_file(backend: &CudaBackend, path: &str) -> Result<UserModule> {
+        if path.is_empty() || path.contains('\0') {
+            return Err(Error::invalid(
+                OP,
+                format!("module path {path:?}: give a file's path"),
+            ));
+        }
+        let md = backend
+            .stream()
+            .context()
+            .load_module(Ptx::from_file(path))
+            .map_err(|e| driver_err("cuModuleLoad", &backend.name(), e, path))?;
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
+        UserModule::bare(md, backend, &name, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowered_names_round_trip_and_foreign_entries_are_refused() {
+        let exprs = vec!["k<float>".to_string(), "k<int>".to_string()];
+        let pairs: Vec<(String, String)> = exprs
+            .iter()
+            .cloned()
+            .zip(["_Z1kIfEvv".to_string(), "_Z1kIiEvv".to_string()])
+            .collect();
+        let bytes = encode(&pairs, b"\x7fELFcubin");
+        let (lowered, cubin) = decode(&bytes, &exprs).unwrap();
+        assert_eq!(lowered, ["_Z1kIfEvv", "_Z1kIiEvv"]);
+        assert_eq!(cubin, b"\x7fELFcubin");
+        // another list of expressions, a bare cubin, a truncated entry: not this module's
+        assert!(decode(&bytes, &exprs[..1]).is_none());
+        assert!(decode(&bytes, &["k<double>".to_string(), "k<int>".to_string()]).is_none());
+        assert!(decode(b"\x7fELF and a cubin", &exprs).is_none());
+        for n in 0..bytes.len() - b"\x7fELFcubin".len() {
+            assert!(decode(&bytes[..n], &exprs).is_none(), "{n}");
+        }
+    }
+
+    #[test]
+    fn driver_errors_name_the_call_and_the_code() {
+        let e = driver_err(
+            "cuModuleGetFunction(`k`)",
+            "cuda:0",
+            DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND),
+            "no kernel `k`",
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("CUDA_ERROR_NOT_FOUND") && msg.contains("no kernel `k`"),
+            "{msg}"
+        );
+        assert!(!e.is_sticky());
+    }
+}
