@@ -212,6 +212,15 @@ fn validate_options(options: &[String]) -> Result<()> {
         if matches!(option_name(o), "arch" | "gpu-architecture" | "gpu-name") {
             return bad("kiln compiles for the device's exact architecture (sm_XX of its compute capability); remove this option");
         }
+        let value = o.split_once(['=', ' ']).map(|(_, v)| v.trim());
+        let relocatable = match option_name(o) {
+            "dc" | "device-c" => true,
+            "rdc" | "relocatable-device-code" => value == Some("true"),
+            _ => false,
+        };
+        if relocatable {
+            return bad("relocatable device code (what dynamic parallelism needs) must be linked with libcudadevrt, a step kiln does not run; remove this option");
+        }
     }
     Ok(())
 }

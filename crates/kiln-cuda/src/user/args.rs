@@ -236,6 +236,8 @@ pub(super) fn convert(p: &Param, a: &KernelArg<'_>) -> std::result::Result<Value
                 ),
             }),
         },
+        // a null pointer (Python's None) fills any pointer parameter
+        (ParamType::Pointer(_), KernelArg::External(ExternalArg { ptr: 0, elem: None, .. })) => Ok(Value::U64(0)),
         (ParamType::Pointer(elem), KernelArg::External(x)) => match (elem, x.elem) {
             (None, _) => Ok(Value::U64(x.ptr)),
             (Some(e), Some(have)) if e == have => Ok(Value::U64(x.ptr)),
@@ -283,7 +285,7 @@ pub(super) fn convert_sized(size: usize, a: &KernelArg<'_>) -> std::result::Resu
         1 => " (np.int8, np.uint8 or np.bool_)",
         2 => " (np.int16, np.uint16 or np.float16)",
         4 => " (np.int32, np.uint32 or np.float32)",
-        8 => " (np.int64, np.uint64 or np.float64)",
+        8 => " (np.int64, np.uint64, np.float64 or np.complex64)",
         16 => " (np.complex128)",
         _ => "",
     };

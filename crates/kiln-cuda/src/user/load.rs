@@ -16,13 +16,17 @@ use std::sync::Arc;
 const LOWERED: &[u8; 8] = b"KILNLOWR";
 
 /// A driver error as kiln's [`Error::Cuda`], its `op` naming the call, the driver's own
-/// description of the code (`named symbol not found`) and `detail` where given.
+/// description of the code (`named symbol not found`) and `detail` where given, and its
+/// `name` the driver's symbolic name where kiln's table lacks the code
+/// (`CUDA_ERROR_FILE_NOT_FOUND`).
 pub(crate) fn driver_err(call: &str, device: &str, e: DriverError, detail: &str) -> Error {
     // (cudarc panics on a missing library; without a driver there is no description)
-    let what = if crate::libs::present(crate::libs::Lib::Cuda) {
-        e.error_string()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
+    let driver = crate::libs::present(crate::libs::Lib::Cuda);
+    let text = |s: std::result::Result<&std::ffi::CStr, DriverError>| {
+        s.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    };
+    let what = if driver {
+        text(e.error_string())
     } else {
         String::new()
     };
@@ -33,7 +37,32 @@ pub(crate) fn driver_err(call: &str, device: &str, e: DriverError, detail: &str)
     if !detail.is_empty() {
         op = format!("{op} ({detail})");
     }
-    crate::cuda_err(&op, device, e)
+    match crate::cuda_err(&op, device, e) {
+        Error::Cuda {
+            op,
+            device,
+            code,
+            name,
+        } => {
+            let known = if driver {
+                text(e.error_name())
+            } else {
+                String::new()
+            };
+            let name = if name == format!("CUDA_ERROR_{code}") && !known.is_empty() {
+                known
+            } else {
+                name
+            };
+            Error::Cuda {
+                op,
+                device,
+                code,
+                name,
+            }
+        }
+        other => other,
+    }
 }
 
 /// A module's compiled code: the cubin and each name expression's symbol, in order.

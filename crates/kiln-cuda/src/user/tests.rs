@@ -34,6 +34,11 @@ fn arch_options_are_refused_and_others_pass_through() {
         let e = UserSource::new("", &opts(&[bad])).unwrap_err().to_string();
         assert!(e.contains("exact architecture") && e.contains(bad), "{bad}: {e}");
     }
+    for bad in ["-dc", "--device-c", "-rdc=true", "--relocatable-device-code=true"] {
+        let e = UserSource::new("", &opts(&[bad])).unwrap_err().to_string();
+        assert!(e.contains("libcudadevrt") && e.contains(bad), "{bad}: {e}");
+    }
+    assert!(UserSource::new("", &opts(&["-rdc=false"])).is_ok());
     for bad in ["", " ", "DN=4"] {
         assert!(UserSource::new("", &opts(&[bad])).is_err(), "{bad:?}");
     }
@@ -257,6 +262,11 @@ fn untyped_integers_and_raw_values_against_known_types() {
     let e = convert(&p("float* x"), &KernelArg::external_untyped(0x10, 4)).unwrap_err();
     assert!(e.contains("complex"), "{e}");
     assert!(convert(&p("void* x"), &KernelArg::external_untyped(0x10, 4)).is_ok());
+    // a null pointer fills any pointer parameter
+    assert!(matches!(
+        convert(&p("const float* x"), &KernelArg::external_untyped(0, 0)),
+        Ok(Value::U64(0))
+    ));
 }
 
 fn nvrtc_or_skip(test: &str) -> bool {
