@@ -317,7 +317,13 @@ impl PyRawFunction {
             })
             .collect();
         let stream = stream.unwrap_or_else(|| self.cuda.stream().cu_stream() as u64);
-        let f = self.f.cooperative(cooperative);
+        let coop;
+        let f = if cooperative {
+            coop = self.f.cooperative(true);
+            &coop
+        } else {
+            &self.f
+        };
         // SAFETY: `stream` is the caller's current stream of this device (or kiln's own),
         // as `_rawkernel.py` passes it; the arrays' owners are held by the Python call
         // for its duration and by their libraries' stream-ordered allocators after.
