@@ -54,10 +54,13 @@ pub struct UserSource {
     source: String,
     options: Vec<String>,
     name_expressions: Vec<String>,
-    /// `options` and one `--kiln-name-expression=` entry per name expression: the options
-    /// of the cache key, never given to NVRTC (a source with other name expressions is
-    /// another entry, since its entry holds the lowered names too).
+    /// `options` and one `--kiln-name-expression=` entry per name expression (and one
+    /// `--kiln-device-link=` per linked library): the options of the cache key, never given
+    /// to NVRTC (a source with other name expressions is another entry, since its entry
+    /// holds the lowered names too; a linked one holds the linked code).
     key_options: Vec<String>,
+    /// Libraries relocatable device code is linked with.
+    device_link: Vec<std::path::PathBuf>,
 }
 
 impl UserSource {
@@ -91,7 +94,42 @@ impl UserSource {
             key_options: all.clone(),
             options: all,
             name_expressions: Vec::new(),
+            device_link: Vec::new(),
         })
+    }
+
+    /// Whether the options ask for relocatable device code (`-dc`, `-rdc=true`: what a
+    /// kernel launching kernels, dynamic parallelism, needs). Such a source loads only
+    /// through [`UserModule::load`] after [`UserSource::with_device_runtime`], which links
+    /// it.
+    pub fn relocatable(&self) -> bool {
+        self.options.iter().any(|o| is_relocatable(o))
+    }
+
+    /// The same source linked, after NVRTC, with the device runtime library at `path`
+    /// (`libcudadevrt.a` of the CUDA toolkit, `lib64/` under its root) by the driver's
+    /// linker (`cuLinkCreate`): what relocatable device code needs before it loads. The
+    /// library's path, size and modification time are part of the cache key.
+    pub fn with_device_runtime(mut self, path: &std::path::Path) -> Result<Self> {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| Error::invalid(OP, format!("device runtime library {}: {e}", path.display())))?;
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        self.key_options.push(format!(
+            "--kiln-device-link={}:{}:{mtime}",
+            path.display(),
+            meta.len()
+        ));
+        self.device_link.push(path.to_path_buf());
+        Ok(self)
+    }
+
+    /// The libraries [`UserModule::load`] links the compiled code with.
+    pub fn device_link(&self) -> &[std::path::PathBuf] {
+        &self.device_link
     }
 
     /// The same source with C++ name expressions (`my_kernel<float>`, `ns::k`, a
@@ -111,7 +149,8 @@ impl UserSource {
                 kept.push(e.clone());
             }
         }
-        self.key_options = self.options.clone();
+        self.key_options
+            .retain(|o| !o.starts_with("--kiln-name-expression="));
         self.key_options
             .extend(kept.iter().map(|e| format!("--kiln-name-expression={e}")));
         self.name_expressions = kept;
@@ -173,7 +212,15 @@ impl UserSource {
 
     /// [`UserSource::compile`] with NVRTC's log (its warnings) and the symbol each name
     /// expression was lowered to.
+    /// Relocatable device code ([`UserSource::relocatable`]) compiles only where it will be
+    /// linked ([`UserSource::with_device_runtime`]): loaded as it is, it would fail.
     pub fn compile_full(&self, arch: &str) -> Result<nvrtc::Compiled> {
+        if self.relocatable() && self.device_link.is_empty() {
+            return Err(Error::invalid(
+                OP,
+                "relocatable device code (-dc, -rdc=true: what dynamic parallelism needs) must be linked with the device runtime, libcudadevrt: load it with UserModule::load after UserSource::with_device_runtime (Python does so by itself)",
+            ));
+        }
         let file = format!("{}.cu", self.name);
         nvrtc::compile_named(&self.unit(), &file, arch, &[], &self.name_expressions)
             .map_err(|e| match e {
@@ -212,17 +259,19 @@ fn validate_options(options: &[String]) -> Result<()> {
         if matches!(option_name(o), "arch" | "gpu-architecture" | "gpu-name") {
             return bad("kiln compiles for the device's exact architecture (sm_XX of its compute capability); remove this option");
         }
-        let value = o.split_once(['=', ' ']).map(|(_, v)| v.trim());
-        let relocatable = match option_name(o) {
-            "dc" | "device-c" => true,
-            "rdc" | "relocatable-device-code" => value == Some("true"),
-            _ => false,
-        };
-        if relocatable {
-            return bad("relocatable device code (what dynamic parallelism needs) must be linked with libcudadevrt, a step kiln does not run; remove this option");
-        }
     }
     Ok(())
+}
+
+/// Whether option `o` asks for relocatable device code (`-dc`, `--device-c`, `-rdc=true`,
+/// `--relocatable-device-code=true`), which must be linked before it loads.
+fn is_relocatable(o: &str) -> bool {
+    let value = o.split_once(['=', ' ']).map(|(_, v)| v.trim());
+    match option_name(o) {
+        "dc" | "device-c" => true,
+        "rdc" | "relocatable-device-code" => value == Some("true"),
+        _ => false,
+    }
 }
 
 /// The device limits a launch shape is checked against (read once per module).

@@ -77,9 +77,6 @@ KNOWN = {
     for dev in ("cpu", "gpu")
     for case in ("TestUserkernel::test_numpy_scalar", "TestUserkernelScalar_param_*::test_scalar")
 }
-KNOWN[("gpu", "test_raw.py", "TestRaw::test_dynamical_parallelism[[]*")] = (
-    "dynamic parallelism: options=('-dc',) builds relocatable device code, which must be "
-    "linked with libcudadevrt; kiln runs no device link step and refuses the option")
 
 PATCH = [
     (r"\bcupy\.ElementwiseKernel\b", "kiln.ElementwiseKernel"),

@@ -185,10 +185,11 @@ pub struct PyRawModule {
 impl PyRawModule {
     /// Compile `code` with NVRTC options `options` for device `device` (cached on disk
     /// under the same content hash as kiln's own kernels), instantiating the C++
-    /// `name_expressions`; with `fresh`, compile even when the cache holds the module, and
-    /// keep NVRTC's log (`log`).
+    /// `name_expressions` and linking with the device runtime library `device_runtime`
+    /// (relocatable device code); with `fresh`, compile even when the cache holds the
+    /// module, and keep NVRTC's log (`log`).
     #[new]
-    #[pyo3(signature = (code, options, device = 0, name_expressions = Vec::new(), fresh = false))]
+    #[pyo3(signature = (code, options, device = 0, name_expressions = Vec::new(), fresh = false, device_runtime = None))]
     fn new(
         py: Python<'_>,
         code: &str,
@@ -196,13 +197,17 @@ impl PyRawModule {
         device: usize,
         name_expressions: Vec<String>,
         fresh: bool,
+        device_runtime: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let (_rt, cuda) = cuda_backend(py, device)?;
         let c = cuda.clone();
-        let src = UserSource::new(code, &options)
+        let mut src = UserSource::new(code, &options)
             .and_then(|s| s.with_name_expressions(&name_expressions))
             .py()?;
-        let plain = name_expressions.is_empty() && !fresh;
+        if let Some(lib) = &device_runtime {
+            src = src.with_device_runtime(lib).py()?;
+        }
+        let plain = name_expressions.is_empty() && !fresh && !src.relocatable();
         let cache_dir = Config::load(None).py()?.cache_dir;
         let loaded = py.detach(|| {
             if plain {

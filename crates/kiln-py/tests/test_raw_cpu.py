@@ -245,6 +245,18 @@ def test_compile_errors_carry_nvrtc_log_and_warnings_come_back():
     _, log, _ = _native._raw_compile(
         'extern "C" __global__ void k(float* y) { int j; y[0] = 1; }', [], "sm_80")
     assert "warning" in log and '"j"' in log
-    # relocatable device code needs a link step kiln does not run
+    # relocatable device code compiles only where it is linked with the device runtime
     with pytest.raises(kiln.InvalidInputError, match="libcudadevrt"):
         _native._raw_compile(SAXPY, ["-dc"], "sm_90")
+
+
+def test_relocatable_code_finds_the_device_runtime(monkeypatch, tmp_path):
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert _rawkernel._device_runtime(("-DN=1", "-rdc=false")) is None
+    monkeypatch.setattr(_rawkernel, "_cuda_roots", lambda: [str(tmp_path)])
+    with pytest.raises(ValueError, match="CUDA_PATH"):
+        _rawkernel._device_runtime(("-dc",))
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libcudadevrt.a").write_bytes(b"!<arch>\n")
+    for rdc in ("-dc", "--device-c", "-rdc=true", "--relocatable-device-code=true"):
+        assert _rawkernel._device_runtime(("-DN=1", rdc)) == str(tmp_path / "lib64" / "libcudadevrt.a")

@@ -222,6 +222,28 @@ def test_cooperative_launch_synchronises_the_grid(cupy):
         k((1 << 20,), (1024,), (x1, x2, y, n))
 
 
+def test_dynamic_parallelism_links_the_device_runtime(cupy):
+    # CuPy's _test_source4: -dc compiles relocatable code, linked with libcudadevrt
+    src = r'''extern "C"{
+    __global__ void test_kernel_inner(float *arr, int N) {
+        unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+        if (tid < N) arr[tid] = 1.0;
+    }
+    __global__ void test_kernel(float *arr, int N, int inner_blk) {
+        unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+        if (tid < N/inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr+tid*inner_blk, inner_blk);
+    }
+    }'''
+    ker = kiln.RawKernel(src, "test_kernel", options=("-dc",))
+    n, inner = 169, 13
+    x = cupy.zeros((n,), dtype=cupy.float32)
+    ker((1,), (n // inner,), (x, n, inner))
+    assert bool((x == 1.0).all())
+    # without -dc NVRTC refuses the device-side launch
+    with pytest.raises(cupy.cuda.compiler.CompileException):
+        kiln.RawKernel(src, "test_kernel")((1,), (n // inner,), (x, n, inner))
+
+
 def test_memory_pointers_and_null_pointers(cupy):
     src = r'''extern "C" __global__ void my_func(void* input, const float* maybe, int N) {
       double* arr = (double*)(input);

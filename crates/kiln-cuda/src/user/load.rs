@@ -1,15 +1,17 @@
 //! Loading users' modules other than through [`CudaBackend::user_module`]: a source with C++
-//! name expressions (its cache entry holds the lowered names before the cubin), a fresh
-//! compile whose NVRTC log the caller wants (CuPy's `compile(log_stream=...)`), and binaries
-//! (a cubin, PTX or fatbin, in memory or in a file). These modules are the caller's to keep
+//! name expressions (its cache entry holds the lowered names before the cubin), relocatable
+//! device code linked with the device runtime (dynamic parallelism; the entry holds the
+//! linked cubin), a fresh compile whose NVRTC log the caller wants (CuPy's
+//! `compile(log_stream=...)`), and binaries (a cubin, PTX or fatbin, in memory or in a file). These modules are the caller's to keep
 //! (kiln's Python classes keep one per device), not entries of the backend's per-source map.
 
 use super::{UserModule, UserSource, OP};
 use crate::cache::KernelCache;
 use crate::CudaBackend;
-use cudarc::driver::DriverError;
+use cudarc::driver::{sys, DriverError};
 use cudarc::nvrtc::Ptx;
 use kiln_core::{Backend, Error, Result};
+use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
 /// The first bytes of a cache entry that holds lowered names before the cubin.
@@ -119,13 +121,21 @@ impl UserModule {
     ) -> Result<(Arc<UserModule>, Option<String>)> {
         let arch = backend.info().arch();
         let exprs = src.name_expressions();
+        // compiled, and linked where the source asks for it
+        let build = || -> Result<crate::nvrtc::Compiled> {
+            let mut c = src.compile_full(&arch)?;
+            if !src.device_link().is_empty() {
+                c.cubin = device_link(backend, &c.cubin, src)?;
+            }
+            Ok(c)
+        };
         let (cubin, lowered, log) = if fresh {
-            let c = src.compile_full(&arch)?;
+            let c = build()?;
             (c.cubin, c.lowered, Some(c.log))
         } else {
             let (bytes, _event) =
                 cache.get_or_compile(&src.key_unit(), &arch, backend.nvrtc_version(), || {
-                    let c = src.compile_full(&arch)?;
+                    let c = build()?;
                     Ok(if exprs.is_empty() {
                         c.cubin
                     } else {
@@ -143,7 +153,7 @@ impl UserModule {
                     module = src.name(),
                     "cached module without its lowered names; recompiling"
                 );
-                let c = src.compile_full(&arch)?;
+                let c = build()?;
                 (c.cubin, c.lowered, None)
             }
         };
@@ -197,6 +207,104 @@ impl UserModule {
             .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
         UserModule::bare(md, backend, &name, true)
     }
+}
+
+/// Owns a pending link and destroys it on every path out.
+struct LinkState(sys::CUlinkState);
+
+impl Drop for LinkState {
+    fn drop(&mut self) {
+        // SAFETY: the state came from cuLinkCreate and is destroyed exactly once; the linked
+        // image it owned was copied out before.
+        let _ = unsafe { sys::cuLinkDestroy(self.0) };
+    }
+}
+
+/// Link relocatable `image` (NVRTC's cubin of a `-dc` compile) with `src`'s device runtime
+/// libraries by the driver's linker, into a cubin that loads. The linker's error log is kept
+/// in the error.
+fn device_link(backend: &CudaBackend, image: &[u8], src: &UserSource) -> Result<Vec<u8>> {
+    let device = backend.name();
+    let fail = |call: &str, e: sys::CUresult, log: &[u8]| {
+        let log = log.split(|&b| b == 0).next().unwrap_or_default();
+        driver_err(call, &device, DriverError(e), String::from_utf8_lossy(log).trim())
+    };
+    backend
+        .stream()
+        .context()
+        .bind_to_thread()
+        .map_err(|e| driver_err("cuCtxSetCurrent", &device, e, ""))?;
+    let mut log = vec![0u8; 16 * 1024];
+    let mut opts = [
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    // the buffer's address, and its size passed as a pointer-sized value (the JIT options'
+    // convention)
+    let mut vals = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+    let mut raw: sys::CUlinkState = std::ptr::null_mut();
+    // SAFETY: two options with their values (the log buffer outlives the link state, which
+    // `state` destroys before `log` is dropped); `raw` is valid for writes; the context is
+    // bound to this thread.
+    let r = unsafe { sys::cuLinkCreate_v2(2, opts.as_mut_ptr(), vals.as_mut_ptr(), &mut raw) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(fail("cuLinkCreate", r, &[]));
+    }
+    let state = LinkState(raw);
+    let name =
+        CString::new(format!("{}.cubin", src.name())).map_err(|e| Error::invalid(OP, e.to_string()))?;
+    // SAFETY: `image` is a live slice of `image.len()` bytes the linker only reads (the
+    // signature's `*mut` notwithstanding) during the call; `name` is NUL-terminated; no
+    // options.
+    let r = unsafe {
+        sys::cuLinkAddData_v2(
+            state.0,
+            sys::CUjitInputType::CU_JIT_INPUT_CUBIN,
+            image.as_ptr() as *mut c_void,
+            image.len(),
+            name.as_ptr(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(fail("cuLinkAddData", r, &log));
+    }
+    for lib in src.device_link() {
+        let path = CString::new(lib.to_string_lossy().as_bytes())
+            .map_err(|_| Error::invalid(OP, format!("library path {} has a NUL byte", lib.display())))?;
+        // SAFETY: `path` is NUL-terminated and outlives the call; no options.
+        let r = unsafe {
+            sys::cuLinkAddFile_v2(
+                state.0,
+                sys::CUjitInputType::CU_JIT_INPUT_LIBRARY,
+                path.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(fail(&format!("cuLinkAddFile({})", lib.display()), r, &log));
+        }
+    }
+    let (mut out, mut size): (*mut c_void, usize) = (std::ptr::null_mut(), 0);
+    // SAFETY: both outputs are valid for writes; the image they describe belongs to `state`.
+    let r = unsafe { sys::cuLinkComplete(state.0, &mut out, &mut size) };
+    if r != sys::CUresult::CUDA_SUCCESS || out.is_null() {
+        let r = if out.is_null() && r == sys::CUresult::CUDA_SUCCESS {
+            sys::CUresult::CUDA_ERROR_UNKNOWN
+        } else {
+            r
+        };
+        return Err(fail("cuLinkComplete", r, &log));
+    }
+    // SAFETY: the linker returned `size` bytes at `out`, owned by `state`, which is still
+    // live; they are copied before `state` is destroyed.
+    let linked = unsafe { std::slice::from_raw_parts(out as *const u8, size) }.to_vec();
+    drop(state);
+    Ok(linked)
 }
 
 #[cfg(test)]

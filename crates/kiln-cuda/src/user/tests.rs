@@ -34,11 +34,10 @@ fn arch_options_are_refused_and_others_pass_through() {
         let e = UserSource::new("", &opts(&[bad])).unwrap_err().to_string();
         assert!(e.contains("exact architecture") && e.contains(bad), "{bad}: {e}");
     }
-    for bad in ["-dc", "--device-c", "-rdc=true", "--relocatable-device-code=true"] {
-        let e = UserSource::new("", &opts(&[bad])).unwrap_err().to_string();
-        assert!(e.contains("libcudadevrt") && e.contains(bad), "{bad}: {e}");
+    for rdc in ["-dc", "--device-c", "-rdc=true", "--relocatable-device-code=true"] {
+        assert!(UserSource::new("", &opts(&[rdc])).unwrap().relocatable(), "{rdc}");
     }
-    assert!(UserSource::new("", &opts(&["-rdc=false"])).is_ok());
+    assert!(!UserSource::new("", &opts(&["-rdc=false"])).unwrap().relocatable());
     for bad in ["", " ", "DN=4"] {
         assert!(UserSource::new("", &opts(&[bad])).is_err(), "{bad:?}");
     }
@@ -367,4 +366,52 @@ fn a_successful_compile_returns_nvrtc_warnings() {
         .unwrap();
     assert!(c.log.contains("warning") && c.log.contains("\"j\""), "{}", c.log);
     assert!(c.lowered.is_empty());
+}
+
+/// CuPy's `_test_source4`: a kernel launching a kernel needs relocatable device code, which
+/// compiles only where it will be linked with the device runtime (the link itself needs a
+/// driver: tests/test_raw_gpu.py).
+#[test]
+fn relocatable_code_compiles_only_with_a_device_runtime_to_link() {
+    if !nvrtc_or_skip("relocatable_code_compiles_only_with_a_device_runtime_to_link") {
+        return;
+    }
+    let src = r#"extern "C"{
+__global__ void test_kernel_inner(float *arr, int N) {
+    unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+    if (tid < N) arr[tid] = 1.0;
+}
+__global__ void test_kernel(float *arr, int N, int inner_blk) {
+    unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+    if (tid < N/inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr+tid*inner_blk, inner_blk);
+}
+}"#;
+    // without -dc NVRTC refuses the launch in device code
+    assert!(matches!(
+        UserSource::new(src, &[]).unwrap().compile("sm_90"),
+        Err(Error::Compile { .. })
+    ));
+    let s = UserSource::new(src, &opts(&["-dc"])).unwrap();
+    let e = s.compile_full("sm_90").unwrap_err().to_string();
+    assert!(
+        e.contains("libcudadevrt") && e.contains("with_device_runtime"),
+        "{e}"
+    );
+    let missing = std::path::Path::new("/nonexistent/libcudadevrt.a");
+    assert!(s
+        .clone()
+        .with_device_runtime(missing)
+        .unwrap_err()
+        .to_string()
+        .contains("nonexistent"));
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libcudadevrt.a");
+    std::fs::write(&lib, b"!<arch>\n").unwrap();
+    let linked = s.clone().with_device_runtime(&lib).unwrap();
+    assert_ne!(linked.key("sm_90", (13, 0)), s.key("sm_90", (13, 0)));
+    assert_eq!(linked.device_link(), std::slice::from_ref(&lib));
+    // NVRTC's output is relocatable (ELF type 1), for the driver's linker
+    let c = linked.compile_full("sm_90").unwrap();
+    assert_eq!(&c.cubin[..4], b"\x7fELF");
+    assert_eq!(u16::from_le_bytes([c.cubin[16], c.cubin[17]]), 1);
 }

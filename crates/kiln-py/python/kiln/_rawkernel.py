@@ -40,6 +40,8 @@ _ATTRIBUTES = ("max_threads_per_block", "shared_size_bytes", "const_size_bytes",
                "cache_mode_ca", "max_dynamic_shared_size_bytes",
                "preferred_shared_memory_carveout")
 _SETTABLE = ("max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout")
+# options asking for relocatable device code (dynamic parallelism), linked with libcudadevrt
+_RDC = re.compile(r"^--?(dc|device-c|(rdc|relocatable-device-code)(=|\s+)true)$")
 
 
 def _check_backend(backend, jitify):
@@ -90,11 +92,39 @@ def _cupy_include_dir():
     return inc if os.path.isdir(inc) else None
 
 
+_CUDA_ROOTS = ("CUDA_PATH", "CUDA_HOME")
+
+
+def _cuda_roots():
+    return [r for r in [os.environ.get(v) for v in _CUDA_ROOTS] + ["/usr/local/cuda"] if r]
+
+
 def _cuda_include_dir():
-    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if root and os.path.isfile(os.path.join(root, "include", "cuda.h")):
+    for root in _cuda_roots():
+        if os.path.isfile(os.path.join(root, "include", "cuda.h")):
             return os.path.join(root, "include")
     return None
+
+
+def _device_runtime(options):
+    """The CUDA toolkit's ``libcudadevrt.a`` where ``options`` ask for relocatable device
+    code (``-dc``, ``-rdc=true``: dynamic parallelism), which kiln links with it, as CuPy
+    does; else None."""
+    if not any(_RDC.match(o.strip()) for o in options):
+        return None
+    for root in _cuda_roots():
+        for sub in ("lib64", "lib"):
+            path = os.path.join(root, sub, "libcudadevrt.a")
+            if os.path.isfile(path):
+                return path
+    if "cupy" in sys.modules:
+        try:
+            return importlib.import_module("cupy.cuda.compiler")._get_cudadevrt_path()
+        except Exception:  # CuPy cannot find it either: the error below
+            pass
+    raise ValueError(
+        "relocatable device code (-dc, -rdc=true) is linked with the CUDA toolkit's "
+        "libcudadevrt.a, which kiln cannot find: set CUDA_PATH to the toolkit's root")
 
 
 def _compile_options(options, required=False):
@@ -318,7 +348,7 @@ class RawModule:
         else:
             code, options = self._compiled_source()
             m = _native._RawModule(code, list(options), device, list(self.name_expressions or ()),
-                                   log_stream is not None)
+                                   log_stream is not None, _device_runtime(options))
             if log_stream is not None:
                 log_stream.write(m.log or "")
                 self._log_stream = None
