@@ -212,6 +212,7 @@ impl UserSource {
 
     /// [`UserSource::compile`] with NVRTC's log (its warnings) and the symbol each name
     /// expression was lowered to.
+    ///
     /// Relocatable device code ([`UserSource::relocatable`]) compiles only where it will be
     /// linked ([`UserSource::with_device_runtime`]): loaded as it is, it would fail.
     pub fn compile_full(&self, arch: &str) -> Result<nvrtc::Compiled> {
