@@ -107,6 +107,32 @@ fn compile_program(program: Program, arch: &str, extra: &[String]) -> Result<(Ve
 /// log (`file(line): error: ...`). Returns the cubin and the compiler's log; a failed
 /// compile is [`Error::Compile`] carrying the log, named after `unit.name`.
 pub fn compile(unit: &Unit, file: &str, arch: &str, extra: &[String]) -> Result<(Vec<u8>, String)> {
+    compile_named(unit, file, arch, extra, &[]).map(|c| (c.cubin, c.log))
+}
+
+/// What [`compile_named`] returns.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// The cubin.
+    pub cubin: Vec<u8>,
+    /// NVRTC's log (warnings; empty when there are none).
+    pub log: String,
+    /// The symbol each name expression was lowered to, in the order given.
+    pub lowered: Vec<String>,
+}
+
+/// [`compile`] with C++ name expressions (`my_kernel<float>`, `ns::f`): each is added to the
+/// program before compiling (`nvrtcAddNameExpression`, which also instantiates a template)
+/// and its mangled symbol read back after (`nvrtcGetLoweredName`), so a kernel that is not
+/// `extern "C"` can be looked up in the loaded module. An expression NVRTC cannot parse
+/// fails the compile, with NVRTC's log.
+pub fn compile_named(
+    unit: &Unit,
+    file: &str,
+    arch: &str,
+    extra: &[String],
+    name_expressions: &[String],
+) -> Result<Compiled> {
     if !available() {
         return Err(Error::NoDevice(kiln_core::NoDeviceReason::NvrtcNotFound));
     }
@@ -117,6 +143,20 @@ pub fn compile(unit: &Unit, file: &str, arch: &str, extra: &[String]) -> Result<
         result::create_program(&src, Some(&name))
             .map_err(|e| nvrtc_err(module, arch, "nvrtcCreateProgram", e))?,
     );
+    let exprs = name_expressions
+        .iter()
+        .map(|e| {
+            CString::new(e.as_str())
+                .map_err(|err| nvrtc_err(module, arch, "name expression has a NUL byte", err))
+        })
+        .collect::<Result<Vec<CString>>>()?;
+    for e in &exprs {
+        // SAFETY: `prog` is a live program not compiled yet; `e` is NUL-terminated and NVRTC
+        // copies it.
+        unsafe { sys::nvrtcAddNameExpression(prog.0, e.as_ptr()) }
+            .result()
+            .map_err(|err| nvrtc_err(module, arch, &format!("nvrtcAddNameExpression({e:?})"), err))?;
+    }
     let mut opts = unit.options.to_vec();
     opts.push(format!("--gpu-architecture={arch}"));
     opts.extend(extra.iter().cloned());
@@ -148,7 +188,26 @@ pub fn compile(unit: &Unit, file: &str, arch: &str, extra: &[String]) -> Result<
     let log = unsafe { result::get_program_log(prog.0) }
         .map(|v| c_chars_to_string(&v))
         .unwrap_or_default();
-    Ok((cubin, log))
+    let mut lowered = Vec::with_capacity(exprs.len());
+    for e in &exprs {
+        let mut name: *const c_char = std::ptr::null();
+        // SAFETY: `prog` compiled successfully with `e` added; `name` is valid for writes.
+        unsafe { sys::nvrtcGetLoweredName(prog.0, e.as_ptr(), &mut name) }
+            .result()
+            .map_err(|err| nvrtc_err(module, arch, &format!("nvrtcGetLoweredName({e:?})"), err))?;
+        if name.is_null() {
+            return Err(nvrtc_err(
+                module,
+                arch,
+                &format!("nvrtcGetLoweredName({e:?})"),
+                "no name",
+            ));
+        }
+        // SAFETY: NVRTC returned a NUL-terminated string owned by `prog`, which is still live;
+        // it is copied before `prog` is destroyed.
+        lowered.push(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned());
+    }
+    Ok(Compiled { cubin, log, lowered })
 }
 
 fn c_chars_to_string(v: &[c_char]) -> String {

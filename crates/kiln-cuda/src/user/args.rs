@@ -1,5 +1,7 @@
 //! Launch arguments: device buffers and scalars, and their conversion to what a parameter
-//! takes (a buffer of the pointed-to dtype; a scalar converted exactly or refused).
+//! takes: where kiln knows the parameter's type, a buffer of the pointed-to dtype and a
+//! scalar converted exactly or refused ([`convert`]); where it knows only the parameter's
+//! size (the driver's `cuFuncGetParamInfo`), a value of exactly that size ([`convert_sized`]).
 
 use super::signature::{Param, ParamType, ScalarType};
 use crate::pool::DeviceBuffer;
@@ -36,6 +38,27 @@ pub enum Scalar {
     F32(f32),
     /// `double`.
     F64(f64),
+}
+
+impl Scalar {
+    /// The value's bytes as the kernel receives them (little-endian; halves as their bits).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match *self {
+            Scalar::Bool(x) => vec![u8::from(x)],
+            Scalar::I8(x) => x.to_le_bytes().to_vec(),
+            Scalar::I16(x) => x.to_le_bytes().to_vec(),
+            Scalar::I32(x) => x.to_le_bytes().to_vec(),
+            Scalar::I64(x) => x.to_le_bytes().to_vec(),
+            Scalar::U8(x) => x.to_le_bytes().to_vec(),
+            Scalar::U16(x) => x.to_le_bytes().to_vec(),
+            Scalar::U32(x) => x.to_le_bytes().to_vec(),
+            Scalar::U64(x) => x.to_le_bytes().to_vec(),
+            Scalar::F16(x) => x.to_bits().to_le_bytes().to_vec(),
+            Scalar::BF16(x) => x.to_bits().to_le_bytes().to_vec(),
+            Scalar::F32(x) => x.to_le_bytes().to_vec(),
+            Scalar::F64(x) => x.to_le_bytes().to_vec(),
+        }
+    }
 }
 
 macro_rules! scalar_from {
@@ -105,13 +128,22 @@ pub enum KernelArg<'a> {
     External(ExternalArg),
     /// A value.
     Scalar(Scalar),
+    /// An integer of no declared C type (a Python `int`): converted exactly to the
+    /// parameter's type where kiln knows it, else stored in the parameter's size (1, 2, 4 or
+    /// 8 bytes) if it fits there as a signed or an unsigned integer.
+    Int(i128),
+    /// The bytes of a value of a type kiln has no scalar for (a complex number, a struct),
+    /// passed as they are to a parameter of the same size whose type kiln does not check;
+    /// refused by a parameter whose type it checks.
+    Bytes(&'a [u8]),
 }
 
-/// Another library's device array: address, element type and length.
+/// Another library's device array: address, element type (`None`: one kiln has no scalar
+/// for, e.g. complex) and length.
 #[derive(Clone, Copy, Debug)]
 pub struct ExternalArg {
     pub(super) ptr: u64,
-    pub(super) elem: ScalarType,
+    pub(super) elem: Option<ScalarType>,
     pub(super) len: usize,
 }
 
@@ -139,7 +171,18 @@ impl<'a> KernelArg<'a> {
     /// the memory alive until the launch's work is done (in its stream order); the address
     /// is checked against nothing but the parameter's element type.
     pub fn external(ptr: u64, elem: ScalarType, len: usize) -> Self {
-        KernelArg::External(ExternalArg { ptr, elem, len })
+        KernelArg::External(ExternalArg {
+            ptr,
+            elem: Some(elem),
+            len,
+        })
+    }
+
+    /// [`KernelArg::external`] for an array of an element type kiln has no scalar for
+    /// (complex, structured): it fills a `void*` parameter, or any 8-byte parameter of a
+    /// kernel whose parameter types kiln does not know. `ptr` 0 is a null pointer.
+    pub fn external_untyped(ptr: u64, len: usize) -> Self {
+        KernelArg::External(ExternalArg { ptr, elem: None, len })
     }
 
     /// A tensor's block (`CudaStorage::data`).
@@ -175,6 +218,8 @@ pub(super) enum Value {
     U64(u64),
     F32(f32),
     F64(f64),
+    /// A value given as its bytes (a parameter known by its size only).
+    Bytes(Vec<u8>),
 }
 
 /// `a` as parameter `p` receives it, or why it cannot be.
@@ -191,20 +236,105 @@ pub(super) fn convert(p: &Param, a: &KernelArg<'_>) -> std::result::Result<Value
                 ),
             }),
         },
-        (ParamType::Pointer(elem), KernelArg::External(x)) => match elem {
-            None => Ok(Value::U64(x.ptr)),
-            Some(e) if e == x.elem => Ok(Value::U64(x.ptr)),
-            Some(e) => Err(format!(
+        // a null pointer (Python's None) fills any pointer parameter
+        (ParamType::Pointer(_), KernelArg::External(ExternalArg { ptr: 0, elem: None, .. })) => Ok(Value::U64(0)),
+        (ParamType::Pointer(elem), KernelArg::External(x)) => match (elem, x.elem) {
+            (None, _) => Ok(Value::U64(x.ptr)),
+            (Some(e), Some(have)) if e == have => Ok(Value::U64(x.ptr)),
+            (Some(e), have) => Err(format!(
                 "takes a pointer to {}, got an array of {} ({} elements); pass an array of that type or declare the parameter void*",
                 e.c_name(),
-                x.elem.c_name(),
+                have.map_or("a type kiln has no C scalar for (complex?)", ScalarType::c_name),
                 x.len
             )),
         },
         (ParamType::Pointer(_), KernelArg::Scalar(s)) => Err(format!("takes a buffer (a tensor), got a scalar {}", s.type_name())),
+        (ParamType::Pointer(_), KernelArg::Int(v)) => Err(format!("takes a buffer (a device array), got the integer {v}")),
+        (ParamType::Pointer(_), KernelArg::Bytes(b)) => Err(format!("takes a buffer (a device array), got a {}-byte value", b.len())),
         (ParamType::Scalar(t), KernelArg::Buffer(b)) => Err(format!("takes a {} value, got a buffer of {}", t.c_name(), b.dtype)),
-        (ParamType::Scalar(t), KernelArg::External(x)) => Err(format!("takes a {} value, got an array of {}", t.c_name(), x.elem.c_name())),
+        (ParamType::Scalar(t), KernelArg::External(x)) => Err(format!(
+            "takes a {} value, got an array of {}",
+            t.c_name(),
+            x.elem.map_or("a type kiln has no C scalar for", ScalarType::c_name)
+        )),
         (ParamType::Scalar(t), KernelArg::Scalar(s)) => scalar(t, s),
+        (ParamType::Scalar(t), KernelArg::Int(v)) => {
+            let s = if let Ok(i) = i64::try_from(*v) {
+                Scalar::I64(i)
+            } else if let Ok(u) = u64::try_from(*v) {
+                Scalar::U64(u)
+            } else {
+                return Err(format!("takes {}, got the integer {v}, which no C integer type holds", t.c_name()));
+            };
+            scalar(t, &s).map_err(|e| e.replace(&format!(" ({})", s.type_name()), ""))
+        }
+        (ParamType::Scalar(t), KernelArg::Bytes(b)) => Err(format!(
+            "takes a {} value, got a {}-byte value of a type kiln has no C scalar for (a complex number?); pass a value of the parameter's type",
+            t.c_name(),
+            b.len()
+        )),
+    }
+}
+
+/// `a` as a parameter of `size` bytes whose type kiln does not know receives it: a device
+/// array's address (8 bytes), a scalar of exactly that size, an untyped integer that fits in
+/// it, or raw bytes of that length; anything else is refused rather than truncated or
+/// padded (a 4-byte `float` given a `double` would read the wrong bits).
+pub(super) fn convert_sized(size: usize, a: &KernelArg<'_>) -> std::result::Result<Value, String> {
+    let hint = match size {
+        1 => " (np.int8, np.uint8 or np.bool_)",
+        2 => " (np.int16, np.uint16 or np.float16)",
+        4 => " (np.int32, np.uint32 or np.float32)",
+        8 => " (np.int64, np.uint64, np.float64 or np.complex64)",
+        16 => " (np.complex128)",
+        _ => "",
+    };
+    match a {
+        KernelArg::Buffer(BufferArg { ptr, .. }) | KernelArg::External(ExternalArg { ptr, .. }) => {
+            if size == 8 {
+                Ok(Value::U64(*ptr))
+            } else {
+                Err(format!("a device array is passed as an 8-byte pointer, but the kernel's parameter takes {size} bytes"))
+            }
+        }
+        KernelArg::Scalar(s) => {
+            let bytes = s.to_le_bytes();
+            if bytes.len() == size {
+                Ok(Value::Bytes(bytes))
+            } else {
+                Err(format!(
+                    "a {} is {} bytes, but the kernel's parameter takes {size}; pass a scalar of that size{hint}",
+                    s.type_name(),
+                    bytes.len()
+                ))
+            }
+        }
+        KernelArg::Int(v) => {
+            let bits = 8 * size as u32;
+            let fits =
+                matches!(size, 1 | 2 | 4 | 8) && (*v >= -(1i128 << (bits - 1)) && *v < (1i128 << bits));
+            if fits {
+                Ok(Value::Bytes(v.to_le_bytes()[..size].to_vec()))
+            } else if matches!(size, 1 | 2 | 4 | 8) {
+                Err(format!(
+                    "the integer {v} does not fit in the kernel's {size}-byte parameter"
+                ))
+            } else {
+                Err(format!(
+                    "an integer cannot fill the kernel's {size}-byte parameter; pass a value of that size"
+                ))
+            }
+        }
+        KernelArg::Bytes(b) => {
+            if b.len() == size {
+                Ok(Value::Bytes(b.to_vec()))
+            } else {
+                Err(format!(
+                    "a {}-byte value, but the kernel's parameter takes {size} bytes; pass a value of that size{hint}",
+                    b.len()
+                ))
+            }
+        }
     }
 }
 
@@ -310,6 +440,7 @@ impl Value {
             Value::U64(x) => x as *const u64 as *mut _,
             Value::F32(x) => x as *const f32 as *mut _,
             Value::F64(x) => x as *const f64 as *mut _,
+            Value::Bytes(x) => x.as_ptr() as *mut _,
         }
     }
 }

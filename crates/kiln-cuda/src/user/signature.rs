@@ -139,18 +139,155 @@ pub struct Signature {
 
 /// Every `__global__` function of `source` by name, each with its parsed signature or why it
 /// cannot be parsed. Functions whose name cannot be found at all are left out.
+/// A name declared twice with different parameter lists (C++ overloads, or templates of one
+/// name) maps to why it cannot be told apart; a declaration repeated with the same list (a
+/// forward declaration and its definition) is one kernel.
 pub fn kernels(source: &str) -> BTreeMap<String, std::result::Result<Signature, String>> {
     let toks = tokens(source);
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<String, std::result::Result<Signature, String>> = BTreeMap::new();
     for (i, t) in toks.iter().enumerate() {
         if t != "__global__" {
             continue;
         }
         if let Some((name, parsed)) = declaration(&toks, i) {
-            out.insert(name, parsed);
+            let same = match (out.get(&name), &parsed) {
+                (None, _) => true,
+                (Some(Ok(a)), Ok(b)) => a.params.iter().map(|p| p.ty).eq(b.params.iter().map(|p| p.ty)),
+                (Some(Err(_)), Err(_)) => continue,
+                _ => false,
+            };
+            let entry = if same {
+                parsed
+            } else {
+                Err(format!(
+                    "`{name}` is declared more than once with different parameters (overloads): kiln cannot tell which one a launch means"
+                ))
+            };
+            out.insert(name, entry);
         }
     }
     out
+}
+
+/// The parameters of the template kernel instantiation `expr` (a name expression such as
+/// `my_sqrt<int>` or `axpy<float, double>`), read from `source` by putting the arguments in
+/// place of the template's type parameters, when every template parameter is a type
+/// (`typename T`, `class T`, no default), every argument is a scalar type kiln checks
+/// (`int`, `unsigned int`, `float`, `double`, `int64_t`, ...) and one template of that name
+/// is declared. `None` otherwise: the arguments are then checked by size alone.
+pub fn instantiate(source: &str, expr: &str) -> Option<Vec<Param>> {
+    let (base, args) = split_name_expression(expr)?;
+    let toks = tokens(source);
+    let mut found = None;
+    for (i, t) in toks.iter().enumerate() {
+        if t != "__global__" {
+            continue;
+        }
+        let Some(tpl) = template_before(&toks, i) else {
+            continue;
+        };
+        let Some((name, inner)) = declaration_tokens(&toks, i) else {
+            continue;
+        };
+        if name != base {
+            continue;
+        }
+        if found.is_some() {
+            // two templates of one name: which one `expr` means is C++ overload resolution
+            return None;
+        }
+        found = Some((tpl, inner));
+    }
+    let (tpl, inner) = found?;
+    let names: Vec<&str> = split_top(tpl)
+        .into_iter()
+        .map(|p| match p {
+            [kw, name] if (kw == "typename" || kw == "class") && is_ident(name) => Some(name.as_str()),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    if names.len() != args.len() {
+        return None;
+    }
+    let mut subst: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (n, a) in names.iter().zip(&args) {
+        let words: Vec<&str> = a.iter().map(String::as_str).collect();
+        if !words.iter().all(|w| is_ident(w)) {
+            return None;
+        }
+        scalar_type(&words)?;
+        subst.insert(n, a.clone());
+    }
+    let replaced: Vec<String> = inner
+        .iter()
+        .flat_map(|t| subst.get(t.as_str()).cloned().unwrap_or_else(|| vec![t.clone()]))
+        .collect();
+    params(&replaced).ok()
+}
+
+/// `my_sqrt<int, float>` -> (`my_sqrt`, [[`int`], [`float`]]); `None` for anything but a
+/// plain identifier followed by a template argument list.
+fn split_name_expression(expr: &str) -> Option<(String, Vec<Vec<String>>)> {
+    let toks = tokens(expr);
+    let (base, rest) = toks.split_first()?;
+    if !is_ident(base)
+        || rest.first().map(String::as_str) != Some("<")
+        || rest.last().map(String::as_str) != Some(">")
+    {
+        return None;
+    }
+    let inner = &rest[1..rest.len() - 1];
+    let args: Vec<Vec<String>> = split_top(inner).into_iter().map(<[String]>::to_vec).collect();
+    if args.iter().any(Vec::is_empty) {
+        return None;
+    }
+    Some((base.clone(), args))
+}
+
+/// `toks` split at the commas outside brackets.
+fn split_top(toks: &[String]) -> Vec<&[String]> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (k, t) in toks.iter().enumerate() {
+        match t.as_str() {
+            "(" | "<" | "[" => depth += 1,
+            ")" | ">" | "]" => depth -= 1,
+            "," if depth == 0 => {
+                out.push(&toks[start..k]);
+                start = k + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < toks.len() || !out.is_empty() {
+        out.push(&toks[start..]);
+    }
+    out
+}
+
+/// The tokens between `template <` and its `>` when the declaration at `toks[at]` (its
+/// `__global__`) is a template.
+fn template_before(toks: &[String], at: usize) -> Option<&[String]> {
+    let kw = toks[..at]
+        .iter()
+        .rposition(|t| t == "template" || t == ";" || t == "}" || t == "{")?;
+    if toks[kw] != "template" || toks.get(kw + 1).map(String::as_str) != Some("<") {
+        return None;
+    }
+    let mut depth = 0i32;
+    for (k, t) in toks.iter().enumerate().take(at).skip(kw + 1) {
+        match t.as_str() {
+            "<" => depth += 1,
+            ">" => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&toks[kw + 2..k]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Parse a parameter list written out by the caller, e.g. `"const float* x, int n"` (the
@@ -173,6 +310,25 @@ fn declaration(toks: &[String], at: usize) -> Option<(String, std::result::Resul
         .rev()
         .take_while(|t| *t != ";" && *t != "}" && *t != "{")
         .any(|t| t == "template");
+    let (name, inner) = declaration_tokens(toks, at)?;
+    if templated {
+        return Some((
+            name.clone(),
+            Err(format!(
+                "`{name}` is a template: its symbol is mangled and its parameter types depend on the instantiation (name it in name_expressions)"
+            )),
+        ));
+    }
+    let parsed = params(inner).map(|params| Signature {
+        name: name.clone(),
+        params,
+    });
+    Some((name, parsed))
+}
+
+/// The name and the tokens between the parentheses of the `__global__` declaration whose
+/// keyword is `toks[at]`.
+fn declaration_tokens(toks: &[String], at: usize) -> Option<(String, &[String])> {
     let mut j = at + 1;
     while j + 1 < toks.len() {
         let t = &toks[j];
@@ -184,22 +340,8 @@ fn declaration(toks: &[String], at: usize) -> Option<(String, std::result::Resul
             continue;
         }
         if is_ident(t) && toks[j + 1] == "(" {
-            let name = t.clone();
             let close = skip_parens(toks, j + 1)?;
-            let inner = &toks[j + 2..close - 1];
-            if templated {
-                return Some((
-                    name.clone(),
-                    Err(format!(
-                        "`{name}` is a template: its symbol is mangled and its parameter types depend on the instantiation"
-                    )),
-                ));
-            }
-            let parsed = params(inner).map(|params| Signature {
-                name: name.clone(),
-                params,
-            });
-            return Some((name, parsed));
+            return Some((t.clone(), &toks[j + 2..close - 1]));
         }
         if t == ";" || t == "{" || t == "(" {
             return None;
@@ -453,6 +595,14 @@ fn tokens(src: &str) -> Vec<String> {
         }
         if c.is_ascii_whitespace() {
             i += 1;
+            continue;
+        }
+        // a backslash ending a line splices it to the next (translation phase 2)
+        if c == b'\\'
+            && (b.get(i + 1) == Some(&b'\n')
+                || (b.get(i + 1) == Some(&b'\r') && b.get(i + 2) == Some(&b'\n')))
+        {
+            i += if b[i + 1] == b'\r' { 3 } else { 2 };
             continue;
         }
         if line_start && c == b'#' {

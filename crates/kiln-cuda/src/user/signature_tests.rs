@@ -165,3 +165,83 @@ fn sizes_and_dtypes() {
     assert_eq!(F32.dtype(), Some(DType::F32));
     assert_eq!(I32.dtype(), None);
 }
+
+/// CuPy's `_test_source2`: a parameter list continued with a backslash at the line's end.
+#[test]
+fn backslash_continued_lines_are_one_line() {
+    let src = "extern \"C\"{\n\n__global__ void test_sum(const float* x1, const float* x2, float* y, \\\n                         unsigned int N)\n{}\n\n__global__ void test_multiply(const float* x1, const float* x2, float* y, \\\r\n unsigned int N) {}\n}\n";
+    let want = vec![
+        ParamType::Pointer(Some(F32)),
+        ParamType::Pointer(Some(F32)),
+        ParamType::Pointer(Some(F32)),
+        ParamType::Scalar(U32),
+    ];
+    assert_eq!(sig(src, "test_sum"), want);
+    assert_eq!(sig(src, "test_multiply"), want);
+}
+
+#[test]
+fn overloads_are_refused_and_a_repeated_declaration_is_one_kernel() {
+    let src = r#"
+    __global__ void twice(float* x, int n);
+    __global__ void twice(float* y, int count) {}
+    __global__ void over(float* x) {}
+    __global__ void over(double* x) {}
+    "#;
+    assert_eq!(
+        sig(src, "twice"),
+        vec![ParamType::Pointer(Some(F32)), ParamType::Scalar(I32)]
+    );
+    assert_eq!(
+        kernels(src)["twice"].as_ref().unwrap().params[1].name.as_deref(),
+        Some("count")
+    );
+    assert!(why(src, "over").contains("overloads"), "{}", why(src, "over"));
+}
+
+/// Template kernels named by a name expression: type parameters given scalar types are
+/// substituted; anything else is left to the driver's parameter sizes.
+#[test]
+fn template_instantiations_substitute_scalar_type_arguments() {
+    let src = r#"
+    #include <cupy/complex.cuh>
+    template<typename T>
+    __global__ void my_sqrt(T* input, int N) {}
+    template <class A, typename B> __global__ void axpy(const A* x, B* y, A a, unsigned n) {}
+    template<typename T, int N> __global__ void non_type(T* x) {}
+    template<typename T, typename = typename std::enable_if<std::is_integral<T>::value>::type>
+    __global__ void shift(T* a, int N) {}
+    __global__ void my_func(double* input, int N) {}
+    "#;
+    let types = |e: &str| instantiate(src, e).map(|p| p.into_iter().map(|p| p.ty).collect::<Vec<_>>());
+    assert_eq!(
+        types("my_sqrt<int>"),
+        Some(vec![ParamType::Pointer(Some(I32)), ParamType::Scalar(I32)])
+    );
+    assert_eq!(
+        types("my_sqrt<unsigned int>"),
+        Some(vec![ParamType::Pointer(Some(U32)), ParamType::Scalar(I32)])
+    );
+    assert_eq!(
+        types("axpy<float, double>"),
+        Some(vec![
+            ParamType::Pointer(Some(F32)),
+            ParamType::Pointer(Some(F64)),
+            ParamType::Scalar(F32),
+            ParamType::Scalar(U32)
+        ])
+    );
+    for left in [
+        "my_sqrt<complex<double>>",
+        "my_sqrt<float *>",
+        "my_sqrt<int, int>",
+        "non_type<float, 3>",
+        "shift<int>",
+        "my_func",
+        "ns::my_sqrt<int>",
+        "missing<int>",
+        "my_sqrt<>",
+    ] {
+        assert_eq!(types(left), None, "{left}");
+    }
+}

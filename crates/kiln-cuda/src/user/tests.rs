@@ -34,6 +34,10 @@ fn arch_options_are_refused_and_others_pass_through() {
         let e = UserSource::new("", &opts(&[bad])).unwrap_err().to_string();
         assert!(e.contains("exact architecture") && e.contains(bad), "{bad}: {e}");
     }
+    for rdc in ["-dc", "--device-c", "-rdc=true", "--relocatable-device-code=true"] {
+        assert!(UserSource::new("", &opts(&[rdc])).unwrap().relocatable(), "{rdc}");
+    }
+    assert!(!UserSource::new("", &opts(&["-rdc=false"])).unwrap().relocatable());
     for bad in ["", " ", "DN=4"] {
         assert!(UserSource::new("", &opts(&[bad])).is_err(), "{bad:?}");
     }
@@ -171,4 +175,243 @@ fn a_compile_error_carries_nvrtc_log_with_line_numbers() {
         .compile("sm_80")
         .unwrap();
     assert!(cubin.windows(4).any(|w| w == b"fill"));
+}
+
+fn sized_ok(size: usize, a: KernelArg<'_>) -> Vec<u8> {
+    match convert_sized(size, &a) {
+        Ok(Value::Bytes(b)) => b,
+        Ok(Value::U64(p)) => p.to_le_bytes().to_vec(),
+        other => panic!("{size} {a:?}: {other:?}"),
+    }
+}
+
+fn sized_err(size: usize, a: KernelArg<'_>) -> String {
+    match convert_sized(size, &a) {
+        Ok(v) => panic!("{size} {a:?}: expected an error, got {v:?}"),
+        Err(e) => e,
+    }
+}
+
+/// Kernels whose parameter types kiln cannot read take arguments of exactly each
+/// parameter's size: pointers are 8 bytes, scalars their own size, untyped integers any
+/// size they fit, raw bytes (complex values) their length.
+#[test]
+fn arguments_by_size_pack_exactly_or_are_refused() {
+    assert_eq!(
+        sized_ok(8, KernelArg::external_untyped(0x1234, 3)),
+        0x1234u64.to_le_bytes()
+    );
+    assert_eq!(
+        sized_ok(8, KernelArg::external(0x10, ScalarType::F32, 3)),
+        0x10u64.to_le_bytes()
+    );
+    assert!(sized_err(4, KernelArg::external(0x10, ScalarType::F32, 3)).contains("8-byte pointer"));
+    assert_eq!(sized_ok(4, KernelArg::from(7i32)), 7i32.to_le_bytes());
+    assert_eq!(sized_ok(4, KernelArg::from(1.5f32)), 1.5f32.to_le_bytes());
+    assert_eq!(
+        sized_ok(2, KernelArg::from(f16::from_f32(1.0))),
+        f16::from_f32(1.0).to_bits().to_le_bytes()
+    );
+    assert_eq!(sized_ok(1, KernelArg::from(true)), [1]);
+    let e = sized_err(4, KernelArg::from(7i64));
+    assert!(
+        e.contains("i64") && e.contains("8 bytes") && e.contains("np.int32"),
+        "{e}"
+    );
+    assert!(sized_err(4, KernelArg::from(1.0f64)).contains("np.float32"));
+    // an untyped integer: any size it fits in, as signed or unsigned
+    assert_eq!(sized_ok(4, KernelArg::Int(100)), 100u32.to_le_bytes());
+    assert_eq!(sized_ok(4, KernelArg::Int(-1)), (-1i32).to_le_bytes());
+    assert_eq!(
+        sized_ok(4, KernelArg::Int(u32::MAX.into())),
+        u32::MAX.to_le_bytes()
+    );
+    assert_eq!(sized_ok(8, KernelArg::Int(-5)), (-5i64).to_le_bytes());
+    assert_eq!(sized_ok(1, KernelArg::Int(255)), [255]);
+    assert!(sized_err(4, KernelArg::Int(1 << 32)).contains("does not fit"));
+    assert!(sized_err(1, KernelArg::Int(-129)).contains("does not fit"));
+    assert!(sized_err(16, KernelArg::Int(1)).contains("16-byte"));
+    // raw bytes: complex64 (8), complex128 (16)
+    let c64 = [0u8, 0, 0, 64, 0, 0, 64, 64];
+    assert_eq!(sized_ok(8, KernelArg::Bytes(&c64)), c64);
+    assert!(sized_err(16, KernelArg::Bytes(&c64)).contains("np.complex128"));
+}
+
+#[test]
+fn untyped_integers_and_raw_values_against_known_types() {
+    let int = |decl: &str, v: i128| convert(&p(decl), &KernelArg::Int(v));
+    assert!(matches!(int("unsigned int n", 100), Ok(Value::U32(100))));
+    assert!(matches!(int("long long n", -3), Ok(Value::I64(-3))));
+    assert!(matches!(
+        int("unsigned long long n", u64::MAX.into()),
+        Ok(Value::U64(u64::MAX))
+    ));
+    assert!(matches!(int("float a", 3), Ok(Value::F32(x)) if x == 3.0));
+    let e = int("unsigned char c", 300).unwrap_err();
+    assert!(
+        e.contains("300 is not exactly representable") && !e.contains("i64"),
+        "{e}"
+    );
+    assert!(int("int n", i128::from(u64::MAX) + 1)
+        .unwrap_err()
+        .contains("no C integer"));
+    assert!(int("float* x", 1).unwrap_err().contains("device array"));
+    let e = convert(&p("float a"), &KernelArg::Bytes(&[0; 8])).unwrap_err();
+    assert!(e.contains("8-byte value"), "{e}");
+    let e = convert(&p("float* x"), &KernelArg::external_untyped(0x10, 4)).unwrap_err();
+    assert!(e.contains("complex"), "{e}");
+    assert!(convert(&p("void* x"), &KernelArg::external_untyped(0x10, 4)).is_ok());
+    // a null pointer fills any pointer parameter
+    assert!(matches!(
+        convert(&p("const float* x"), &KernelArg::external_untyped(0, 0)),
+        Ok(Value::U64(0))
+    ));
+}
+
+fn nvrtc_or_skip(test: &str) -> bool {
+    if nvrtc::available() {
+        return true;
+    }
+    kiln_testkit::skip_unless_required("KILN_REQUIRE_NVRTC", test, "libnvrtc cannot be loaded");
+    false
+}
+
+/// CuPy's `test_cxx_template` and `_test_name_expr_cache` sources: NVRTC instantiates each
+/// name expression and reports its mangled symbol, which the cubin holds.
+#[test]
+fn name_expressions_are_lowered_to_the_cubin_symbols() {
+    if !nvrtc_or_skip("name_expressions_are_lowered_to_the_cubin_symbols") {
+        return;
+    }
+    let src = r#"
+namespace mylib { enum class Tag { A, B }; }
+template<typename T> __global__ void my_sqrt(T* input, int N) {
+  unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
+  if (x < N) input[x] *= input[x];
+}
+__global__ void my_func(double* input, int N) {}
+template<typename Tv, typename Tp> __global__ void multi_param() { }
+template<typename T> __global__ void ptr_param(T* p) { }
+template<typename T, int N> __global__ void non_type_param() { }
+template<mylib::Tag t> __global__ void enum_param() { }
+"#;
+    let exprs = opts(&[
+        "my_sqrt<int>",
+        "my_sqrt<unsigned int>",
+        "my_func",
+        "multi_param<float, double>",
+        "ptr_param<float *>",
+        "ptr_param<size_t>",
+        "non_type_param<float, (int)3>",
+        "enum_param<mylib::Tag::B>",
+        "my_sqrt<int>",
+    ]);
+    let s = UserSource::new(src, &[])
+        .unwrap()
+        .with_name_expressions(&exprs)
+        .unwrap();
+    // repeats are dropped; the key covers the expressions, NVRTC's options do not
+    assert_eq!(s.name_expressions().len(), 8);
+    assert!(!s.options().iter().any(|o| o.contains("kiln-name-expression")));
+    let plain = UserSource::new(src, &[]).unwrap();
+    assert_ne!(s.key("sm_90", (13, 0)), plain.key("sm_90", (13, 0)));
+    assert_eq!(plain.key_unit().options, plain.unit().options);
+    let c = s.compile_full("sm_90").unwrap();
+    assert_eq!(
+        c.lowered,
+        [
+            "_Z7my_sqrtIiEvPT_i",
+            "_Z7my_sqrtIjEvPT_i",
+            "_Z7my_funcPdi",
+            "_Z11multi_paramIfdEvv",
+            "_Z9ptr_paramIPfEvPT_",
+            "_Z9ptr_paramImEvPT_",
+            "_Z14non_type_paramIfLi3EEvv",
+            "_Z10enum_paramILN5mylib3TagE1EEvv",
+        ]
+    );
+    for sym in &c.lowered {
+        assert!(c.cubin.windows(sym.len()).any(|w| w == sym.as_bytes()), "{sym}");
+    }
+    // an expression NVRTC cannot resolve fails the compile with its log
+    let bad = UserSource::new(src, &[])
+        .unwrap()
+        .with_name_expressions(&opts(&["my_sqrt<nonexistent>"]))
+        .unwrap();
+    match bad.compile_full("sm_90") {
+        Err(Error::Compile { log, .. }) => assert!(log.contains("name expression"), "{log}"),
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    for e in ["", "  ", "k\0"] {
+        assert!(
+            UserSource::new(src, &[])
+                .unwrap()
+                .with_name_expressions(&opts(&[e]))
+                .is_err(),
+            "{e:?}"
+        );
+    }
+}
+
+/// NVRTC's warnings come back with the cubin (CuPy's `compile(log_stream=...)`).
+#[test]
+fn a_successful_compile_returns_nvrtc_warnings() {
+    if !nvrtc_or_skip("a_successful_compile_returns_nvrtc_warnings") {
+        return;
+    }
+    let src = "extern \"C\" __global__ void test_op(const float* x1, float* y, unsigned int N) {\n    int j;\n    y[0] = x1[0] OP 1.0f;\n}\n";
+    let c = UserSource::new(src, &opts(&["-DOP=+"]))
+        .unwrap()
+        .compile_full("sm_80")
+        .unwrap();
+    assert!(c.log.contains("warning") && c.log.contains("\"j\""), "{}", c.log);
+    assert!(c.lowered.is_empty());
+}
+
+/// CuPy's `_test_source4`: a kernel launching a kernel needs relocatable device code, which
+/// compiles only where it will be linked with the device runtime (the link itself needs a
+/// driver: tests/test_raw_gpu.py).
+#[test]
+fn relocatable_code_compiles_only_with_a_device_runtime_to_link() {
+    if !nvrtc_or_skip("relocatable_code_compiles_only_with_a_device_runtime_to_link") {
+        return;
+    }
+    let src = r#"extern "C"{
+__global__ void test_kernel_inner(float *arr, int N) {
+    unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+    if (tid < N) arr[tid] = 1.0;
+}
+__global__ void test_kernel(float *arr, int N, int inner_blk) {
+    unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;
+    if (tid < N/inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr+tid*inner_blk, inner_blk);
+}
+}"#;
+    // without -dc NVRTC refuses the launch in device code
+    assert!(matches!(
+        UserSource::new(src, &[]).unwrap().compile("sm_90"),
+        Err(Error::Compile { .. })
+    ));
+    let s = UserSource::new(src, &opts(&["-dc"])).unwrap();
+    let e = s.compile_full("sm_90").unwrap_err().to_string();
+    assert!(
+        e.contains("libcudadevrt") && e.contains("with_device_runtime"),
+        "{e}"
+    );
+    let missing = std::path::Path::new("/nonexistent/libcudadevrt.a");
+    assert!(s
+        .clone()
+        .with_device_runtime(missing)
+        .unwrap_err()
+        .to_string()
+        .contains("nonexistent"));
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libcudadevrt.a");
+    std::fs::write(&lib, b"!<arch>\n").unwrap();
+    let linked = s.clone().with_device_runtime(&lib).unwrap();
+    assert_ne!(linked.key("sm_90", (13, 0)), s.key("sm_90", (13, 0)));
+    assert_eq!(linked.device_link(), std::slice::from_ref(&lib));
+    // NVRTC's output is relocatable (ELF type 1), for the driver's linker
+    let c = linked.compile_full("sm_90").unwrap();
+    assert_eq!(&c.cubin[..4], b"\x7fELF");
+    assert_eq!(u16::from_le_bytes([c.cubin[16], c.cubin[17]]), 1);
 }

@@ -49,7 +49,8 @@ __all__ = [
     "relu", "exp", "scale_shift", "clamp", "axpy", "transpose", "cast", "matmul", "filter2d",
     "filter3d", "correlate", "price", "implied_vol", "memory_stats", "empty_cache", "synchronize",
     "doctor", "profile", "profiler_report", "ndimage", "ElementwiseKernel", "ReductionKernel",
-    "RawKernel", "RawModule", "KernelArgumentError", "__version__",
+    "RawKernel", "RawModule", "KernelArgumentError", "CompileException", "CUDADriverError",
+    "GlobalPointer", "__version__",
 ]
 
 
@@ -413,10 +414,15 @@ def profiler_report() -> dict:
 
 
 from . import ndimage  # noqa: E402  (scipy.ndimage's functions: kiln.ndimage)
+from ._rawkernel import (  # noqa: E402  (users' CUDA C++ kernels with CuPy's API)
+    CompileException,
+    CUDADriverError,
+    GlobalPointer,
+    RawKernel,
+    RawModule,
+)
 from ._userkernel import (  # noqa: E402  (users' kernels with CuPy's API)
     ElementwiseKernel,
     KernelArgumentError,
-    RawKernel,
-    RawModule,
     ReductionKernel,
 )

@@ -18,6 +18,23 @@ class DeviceFaultError(KilnError): ...
 class InvalidInputError(KilnError, ValueError): ...
 class NoDeviceError(KilnError): ...
 class KernelArgumentError(InvalidInputError, TypeError): ...
+class CompileException(KilnError):
+    """NVRTC could not compile a raw kernel's source (``cupy.cuda.compiler.CompileException``)."""
+    source: str | None
+    name: str | None
+    options: tuple[str, ...]
+    backend: str
+    def get_message(self) -> str: ...
+    def dump(self, f: Any) -> None: ...
+class CUDADriverError(KilnError, RuntimeError):
+    """A CUDA driver call failed (``cupy.cuda.driver.CUDADriverError``)."""
+    status: int
+class GlobalPointer:
+    """A module global's device address (``RawModule.get_global`` without CuPy)."""
+    ptr: int
+    size: int
+    device_id: int
+    def __int__(self) -> int: ...
 
 class ElementwiseKernel:
     """A user element-wise kernel with CuPy's API (``cupy.ElementwiseKernel``)."""
@@ -46,24 +63,57 @@ class ReductionKernel:
 
 class RawKernel:
     """A user CUDA kernel with CuPy's API (``cupy.RawKernel``)."""
-    code: str
+    code: str | bytes | None
     name: str
     options: tuple[str, ...]
+    backend: str
+    translate_cucomplex: bool
+    enable_cooperative_groups: bool
+    file_path: str | None
+    name_expressions: tuple[str, ...] | None
     def __init__(self, code: str, name: str, options: Sequence[str] = (), backend: str = "nvrtc",
                  *, translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
-                 jitify: Any = None) -> None: ...
+                 jitify: bool | None = None) -> None: ...
     def compile(self, log_stream: Any = None) -> None: ...
     def __call__(self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any],
                  *, shared_mem: int = 0, stream: Any = None) -> None: ...
+    @property
+    def kernel(self) -> Any: ...
+    @property
+    def attributes(self) -> dict[str, int]: ...
+    @property
+    def max_threads_per_block(self) -> int: ...
+    @property
+    def shared_size_bytes(self) -> int: ...
+    @property
+    def const_size_bytes(self) -> int: ...
+    @property
+    def local_size_bytes(self) -> int: ...
+    @property
+    def num_regs(self) -> int: ...
+    @property
+    def ptx_version(self) -> int: ...
+    @property
+    def binary_version(self) -> int: ...
+    @property
+    def cache_mode_ca(self) -> int: ...
+    max_dynamic_shared_size_bytes: int
+    preferred_shared_memory_carveout: int
 
 class RawModule:
     """A user CUDA module with CuPy's API (``cupy.RawModule``)."""
-    def __init__(self, code: str | None = None, *, path: str | None = None,
+    code: str | bytes | None
+    file_path: str | None
+    options: tuple[str, ...]
+    name_expressions: tuple[str, ...] | None
+    def __init__(self, code: str | bytes | None = None, *, path: str | None = None,
                  options: Sequence[str] = (), backend: str = "nvrtc",
-                 translate_cucomplex: bool = False, log_stream: Any = None,
-                 name_expressions: Sequence[str] | None = None, jitify: bool = False) -> None: ...
+                 translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
+                 name_expressions: Sequence[str] | None = None, jitify: bool | None = None,
+                 log_stream: Any = None) -> None: ...
     def compile(self, log_stream: Any = None) -> None: ...
     def get_function(self, name: str) -> RawKernel: ...
+    def get_global(self, name: str) -> Any: ...
 
 class Runtime:
     """A compute device, shared per device (``Runtime("cuda:0")`` twice is one engine)."""

@@ -1,5 +1,5 @@
-"""Users' own kernels with CuPy's API: ``ElementwiseKernel``, ``ReductionKernel``,
-``RawKernel`` and ``RawModule``.
+"""Users' own kernels with CuPy's API: ``ElementwiseKernel`` and ``ReductionKernel`` (and
+the array handling ``RawKernel`` and ``RawModule``, in ``_rawkernel.py``, share).
 
 A kernel runs where its arrays live. Arrays on a CUDA device (kiln tensors, torch, CuPy,
 JAX; shared through DLPack, on the caller's current stream) run the fused CUDA kernel kiln
@@ -337,15 +337,6 @@ class ReductionKernel:
         return tuple(results)
 
 
-def _dim3(v, what):
-    if isinstance(v, int):
-        v = (v,)
-    v = tuple(int(x) for x in v)
-    if not 1 <= len(v) <= 3:
-        raise ValueError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v}")
-    return v + (1,) * (3 - len(v))
-
-
 def _stream_ptr(stream, like):
     """The CUstream to launch on: ``stream`` (an int or an object with ``.ptr`` or
     ``.cuda_stream``), else the current stream of the first array's library (CuPy, torch),
@@ -378,116 +369,3 @@ def _device_of(arrays):
             except Exception:
                 pass
     return 0
-
-
-def _raw_args(args):
-    """``(launch arguments, arrays)`` from a RawKernel call's ``args`` tuple."""
-    out, arrays = [], []
-    for k, a in enumerate(args):
-        if isinstance(a, (bool, np.bool_)):
-            out.append(("scalar", "bool", bool(a)))
-        elif isinstance(a, np.generic):
-            out.append(("scalar", np.dtype(type(a)).name, a.item()))
-        elif isinstance(a, int):
-            out.append(("scalar", "int64", a))
-        elif isinstance(a, float):
-            out.append(("scalar", "float64", a))
-        elif isinstance(a, np.ndarray):
-            raise KernelArgumentError(
-                f"argument {k}: a NumPy array is host memory; a CUDA kernel needs a device array "
-                "(kiln.asarray(x, device='cuda'), cupy.asarray(x), torch.as_tensor(x, device='cuda'))"
-            )
-        elif _on_gpu(a):
-            d = DeviceArray(a, f"argument {k}")
-            size = int(np.prod(d.shape)) if d.shape else 1
-            out.append(("ptr", d.ptr, d.dtype.name, size))
-            arrays.append(a)
-        else:
-            raise KernelArgumentError(f"argument {k}: unsupported type {type(a).__name__}")
-    return out, arrays
-
-
-class RawModule:
-    """A CUDA C++ module compiled by kiln, as ``cupy.RawModule``: ``get_function(name)``
-    returns a :class:`RawKernel` of it. Compiled with NVRTC for the device's exact
-    architecture on first use, cached on disk under the same content hash as kiln's own
-    kernels (a second process compiles nothing); a compile error is a ``kiln.KilnError``
-    carrying NVRTC's log with line numbers."""
-
-    def __init__(self, code=None, *, path=None, options=(), backend="nvrtc",
-                 translate_cucomplex=False, log_stream=None, name_expressions=None,
-                 jitify=False):
-        if (code is None) == (path is None):
-            raise TypeError("One of code and path must be given")
-        if path is not None:
-            with open(path) as f:
-                code = f.read()
-        if backend != "nvrtc":
-            raise ValueError(f"backend {backend!r}: kiln compiles with NVRTC only")
-        if name_expressions:
-            raise NotImplementedError("name_expressions (C++ templates) are not supported by kiln")
-        if jitify:
-            raise NotImplementedError("jitify is not supported by kiln")
-        self.code = code
-        self.options = tuple(options)
-        self.backend = backend
-        self._modules = {}
-
-    def _module(self, device):
-        m = self._modules.get(device)
-        if m is None:
-            m = self._modules[device] = _native._RawModule(self.code, list(self.options), device)
-        return m
-
-    def compile(self, log_stream=None):
-        """Compile now (on device 0) rather than at the first launch."""
-        self._module(0)
-
-    def get_function(self, name):
-        """The kernel ``name`` of this module."""
-        return RawKernel(self.code, name, self.options, _module=self)
-
-
-class RawKernel:
-    """A user's CUDA kernel, as ``cupy.RawKernel``: ``k(grid, block, args, shared_mem=0,
-    stream=None)``. ``args`` are CUDA arrays (CuPy, torch, kiln tensors; any dtype) and
-    scalars (NumPy scalars for an exact C type; Python ints and floats converted exactly or
-    refused), checked against the kernel's ``extern "C"`` parameter list. The launch runs on
-    ``stream`` or the arrays' library's current stream."""
-
-    def __init__(self, code, name, options=(), backend="nvrtc", *, translate_cucomplex=False,
-                 enable_cooperative_groups=False, jitify=None, _module=None):
-        self.code = code
-        self.name = name
-        self.options = tuple(options)
-        self.backend = backend
-        self.enable_cooperative_groups = enable_cooperative_groups
-        if enable_cooperative_groups:
-            raise NotImplementedError("cooperative launches are not supported by kiln")
-        self._mod = _module or RawModule(code=code, options=options, backend=backend)
-        self._functions = {}
-
-    def _function(self, device):
-        f = self._functions.get(device)
-        if f is None:
-            f = self._functions[device] = self._mod._module(device).function(self.name)
-        return f
-
-    @property
-    def kernel(self):
-        """The compiled kernel on device 0 (compiles it if needed)."""
-        return self._function(0)
-
-    def compile(self, log_stream=None):
-        """Compile now rather than at the first launch."""
-        self._function(0)
-
-    def __call__(self, grid, block, args, *, shared_mem=0, stream=None):
-        if not isinstance(args, (tuple, list)):
-            raise TypeError("args must be a tuple")
-        launch, arrays = _raw_args(args)
-        device = _device_of(arrays)
-        self._function(device).launch(
-            _dim3(grid, "grid"), _dim3(block, "block"), launch, int(shared_mem),
-            _stream_ptr(stream, arrays[0] if arrays else None),
-        )
