@@ -14,10 +14,13 @@ cp "${CARGO_TARGET_DIR:-target}/release/kiln" .device/bin/kiln
 # counter gpu-check.sh proves first), built in release; the CPU-only crates' tests run in
 # CI and would not fit the carried folder's 64 MiB. Names: <crate>--<target>[-lib].
 GPU_CRATES="kiln kiln-cli kiln-cuda kiln-monitor kiln-testkit"
+# Single test targets of other crates that have GPU tests (crate:target).
+GPU_TARGETS="kiln-service:user_kernel_worker"
 cargo test --release --workspace --features gpu-tests --no-run --message-format=json 2>/dev/null \
-  | GPU_CRATES="$GPU_CRATES" python3 -c '
+  | GPU_CRATES="$GPU_CRATES" GPU_TARGETS="$GPU_TARGETS" python3 -c '
 import json, sys, os, shutil
 keep = set(os.environ["GPU_CRATES"].split())
+targets = set(os.environ["GPU_TARGETS"].split())
 for line in sys.stdin:
     try:
         m = json.loads(line)
@@ -25,7 +28,7 @@ for line in sys.stdin:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
         crate = os.path.basename(os.path.dirname(m["manifest_path"]))
-        if crate not in keep:
+        if crate not in keep and crate + ":" + m["target"]["name"] not in targets:
             continue
         exe = m["executable"]
         name = m["target"]["name"] + ("-lib" if "lib" in m["target"]["kind"] else "")
