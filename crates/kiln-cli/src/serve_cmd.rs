@@ -59,6 +59,11 @@ pub struct Args {
     /// Accept the `fault` job kind (drills and tests only).
     #[arg(long)]
     allow_fault_injection: bool,
+    /// Accept the `user_kernel` job kind: tenants' own element-wise, reduction and raw CUDA
+    /// kernels, each run in a supervised worker (off by default: 403 `forbidden`). A raw
+    /// kernel can read any memory its worker's context maps; see docs/operations.md.
+    #[arg(long)]
+    allow_user_kernels: bool,
     /// Serve HTTPS with this PEM certificate chain (with --tls-key; or `[tls]` in the
     /// service config).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -138,6 +143,9 @@ fn effective(args: &Args, device: DeviceRequest) -> anyhow::Result<ServiceConfig
     }
     if args.allow_fault_injection {
         c.allow_fault_injection = true;
+    }
+    if args.allow_user_kernels {
+        c.allow_user_kernels = true;
     }
     c.validate()
         .map_err(|e| anyhow::anyhow!(kiln::Error::invalid("service config", e)))?;

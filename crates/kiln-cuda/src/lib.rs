@@ -13,8 +13,12 @@
 //! - [`CudaBackend`] owns a context and stream, loads each kernel on first use and launches
 //!   the kernels of the [`kernels`] table; it also keeps a pool of 32 user streams with a
 //!   thread-local current stream (`with_stream`).
-//! - [`user`]: users' own CUDA C++ kernels, compiled and cached like kiln's programs, their
-//!   parameter lists read from the source so each launch's arguments are checked.
+//! - [`user`]: users' own CUDA C++ kernels, compiled and cached like kiln's programs (C++
+//!   templates through NVRTC's name expressions; relocatable code linked with the device
+//!   runtime through the driver's linker; cubin, PTX or fatbin images loaded as given), their
+//!   parameter lists read from the source so each launch's arguments are checked (by the
+//!   driver's parameter sizes where the source's types cannot be read); plain and
+//!   cooperative launches.
 //! - [`storage::CudaStorage`] is a tensor's device storage: a [`pool`] block written once on
 //!   the current stream, ordered across streams by a lazily recorded event; [`transfer`]
 //!   moves host data at the link's speed (staged through pinned buffers, or DMA'd directly
@@ -25,7 +29,7 @@
 //! closes it, and cudarc's first call opens it again).
 //!
 //! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
-//! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `user` (the driver's parameter sizes), `copy`,
+//! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `user` (raw and cooperative launches, the driver's parameter sizes, `cuLink`, module globals), `copy`,
 //! `storage`, `register` (page-locking a caller's vector), `libs` (the libraries' handles, through libloading), `nccl` (collectives on pool
 //! blocks; libnccl loaded at run time, absent without harm) and the launchers, where the safe
 //! layer lacks what kiln needs (pool blocks as raw pointers, pinned memory, async copies into
