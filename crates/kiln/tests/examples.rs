@@ -59,7 +59,11 @@ fn every_example_kernel_compiles_without_warnings() {
     }
     for (file, src, kernel) in [
         ("matmul_naive.cu", matmul_naive::SOURCE, "matmul_naive"),
-        ("filter3x3_shared.cu", filter3x3_shared::SOURCE, "filter3x3_shared"),
+        (
+            "filter3x3_shared.cu",
+            filter3x3_shared::SOURCE,
+            "filter3x3_shared",
+        ),
         ("conv3x3x3.cu", conv3x3x3::SOURCE, "conv3x3x3"),
         ("mc_gbm.cu", mc_gbm::SOURCE, "mc_gbm_call"),
     ] {
@@ -114,7 +118,13 @@ kiln::test_device!(sigmoid_f16_matches_the_builtin_sigmoid, |rt: &Runtime| {
     x.extend([f16::INFINITY, f16::NEG_INFINITY, f16::NAN]);
     let n = x.len();
     let got = sigmoid_f16::sigmoid(rt, &x).unwrap();
-    let want = rt.tensor(&x, &[n]).unwrap().sigmoid().unwrap().to_vec::<f16>().unwrap();
+    let want = rt
+        .tensor(&x, &[n])
+        .unwrap()
+        .sigmoid()
+        .unwrap()
+        .to_vec::<f16>()
+        .unwrap();
     assert_eq!(got.len(), n);
     let on_cpu = rt.cuda().is_none();
     for j in 0..n {
@@ -130,7 +140,11 @@ kiln::test_device!(sigmoid_f16_matches_the_builtin_sigmoid, |rt: &Runtime| {
         }
         // and within 1 half ulp of the correctly rounded value
         let exact = f16::from_f64(1.0 / (1.0 + (-x[j].to_f64()).exp()));
-        assert!(half_ulps(g, exact) <= 1, "seed {seed} x={}: {g} vs exact {exact}", x[j]);
+        assert!(
+            half_ulps(g, exact) <= 1,
+            "seed {seed} x={}: {g} vs exact {exact}",
+            x[j]
+        );
     }
 });
 
@@ -152,7 +166,11 @@ fn matmul_naive_matches_the_builtin_matmul() {
         let b = testing::random_f32(k * n, -1.0, 1.0, seed + 2 * i as u64 + 1);
         let got = matmul_naive::matmul(rt, &a, &b, m, k, n).unwrap();
         let (ta, tb) = (rt.tensor(&a, &[m, k]).unwrap(), rt.tensor(&b, &[k, n]).unwrap());
-        let want = ta.matmul(&tb, GemmPrecision::F32).unwrap().to_vec::<f32>().unwrap();
+        let want = ta
+            .matmul(&tb, GemmPrecision::F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
         for r in 0..m {
             for c in 0..n {
                 // each side is within k·eps/2·Σ|a||b| of the exact dot product
@@ -292,8 +310,11 @@ fn mc_gbm_matches_black_scholes_and_kilns_monte_carlo() {
     };
     let exact = rt.price(&specs, Method::Analytic, &mc).remove(0).unwrap();
     let kiln_mc = rt.price(&specs, Method::MonteCarlo, &mc).remove(0).unwrap();
-    let what = format!("seed {seed}: example {got:?}, closed form {}, kiln MC {}", exact.price, kiln_mc.price);
-    // the standard error is what the payoff's spread implies (about 14.6 / sqrt(paths) here)
+    let what = format!(
+        "seed {seed}: example {got:?}, closed form {}, kiln MC {}",
+        exact.price, kiln_mc.price
+    );
+    // the same option and path count: the standard errors measure the same payoff spread
     assert!(
         got.std_error > 0.5 * kiln_mc.std_error && got.std_error < 2.0 * kiln_mc.std_error,
         "{what}"
@@ -308,5 +329,8 @@ fn mc_gbm_matches_black_scholes_and_kilns_monte_carlo() {
     assert_ne!(other.price.to_bits(), got.price.to_bits(), "{what}");
     // one step (the terminal price drawn directly) prices the same option
     let one = mc_gbm::price_call(rt, &c, paths, 1, seed).unwrap();
-    assert!((one.price - exact.price).abs() <= 4.0 * one.std_error, "seed {seed}: one step {one:?}");
+    assert!(
+        (one.price - exact.price).abs() <= 4.0 * one.std_error,
+        "seed {seed}: one step {one:?}"
+    );
 }

@@ -2,9 +2,11 @@
 ``kiln.ElementwiseKernel`` (CuPy's API). The same kernel runs on NumPy arrays (kiln's CPU
 path) and on CuPy arrays (the GPU).
 
-In CuPy's typing, arithmetic on float16 values stays float16, rounded back to half after
-every operation: ``y = 1 / (1 + exp(-x))`` written on ``x`` would round four times.
-Converting ``x`` to a ``float`` local first keeps the intermediates in float; the
+Arithmetic on float16 values stays float16, rounded back to half after every operation,
+and whether a math function of a half returns half or float depends on the half type in
+scope (kiln's expressions follow <cmath>'s overloads: ``exp`` of a half is a float;
+``cuda_fp16.h`` has a half ``hexp``). Converting ``x`` to a ``float``
+local first keeps every intermediate in float under either typing; the
 assignment to ``y`` rounds to half once, as ``kiln.sigmoid`` does on a float16 array.
 
     import numpy as np, kiln

@@ -19,7 +19,8 @@ pub fn filter3x3(rt: &Runtime, image: &[f32], h: usize, w: usize, weights: &[f32
     let wts = rt.tensor(weights, &[3, 3])?;
     let out = rt.tensor(&vec![f32::NAN; h * w], &[h, w])?; // poisoned
     let side = |x: usize| {
-        i32::try_from(x).map_err(|_| kiln::Error::invalid("filter3x3_shared", format!("{x} does not fit an int")))
+        i32::try_from(x)
+            .map_err(|_| kiln::Error::invalid("filter3x3_shared", format!("{x} does not fit an int")))
     };
     let grid = (
         w.div_ceil(TILE as usize) as u32,

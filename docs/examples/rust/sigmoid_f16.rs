@@ -3,10 +3,12 @@
 //! on a GPU (generated CUDA C), and shows how a float16 kernel computes in float and rounds
 //! to half once.
 //!
-//! In kiln's (and CuPy's) typing, arithmetic on `float16` values stays `float16`, rounded
-//! back to half after every operation: `y = 1 / (1 + exp(-x))` written on `x` directly
-//! would round `-x`, `exp(-x)`, the sum and the quotient to half in turn. Converting `x` to
-//! a `float` local first keeps every intermediate in float; the assignment to `y` rounds to
+//! Arithmetic on `float16` values stays `float16`, rounded back to half after every
+//! operation; whether a math function of a half returns half or float depends on the
+//! half type in scope (kiln's expressions follow `<cmath>`'s overloads: `exp` of a half
+//! is a float; `cuda_fp16.h` has a half `hexp`). Converting
+//! `x` to a `float` local first keeps every intermediate in float under either typing, so
+//! the kernel means the same in CuPy and in kiln; the assignment to `y` rounds to
 //! half once, which is what kiln's built-in `Tensor::sigmoid` on a float16 tensor does.
 
 use kiln::core::backend::f16;
@@ -25,9 +27,16 @@ pub fn kernel() -> Result<ElementwiseKernel> {
 
 /// `1 / (1 + exp(-x))` of every element of `x` on `rt`'s device (CPU or GPU).
 pub fn sigmoid(rt: &Runtime, x: &[f16]) -> Result<Vec<f16>> {
-    let out = rt.elementwise_kernel(&kernel()?, &[Arg::Array(HostArray::from_slice(&[x.len()], x))], None)?;
+    let out = rt.elementwise_kernel(
+        &kernel()?,
+        &[Arg::Array(HostArray::from_slice(&[x.len()], x))],
+        None,
+    )?;
     match out.first() {
         Some(y) => y.to_vec::<f16>(),
-        None => Err(kiln::Error::invalid("sigmoid_f16", "the kernel returned no output")),
+        None => Err(kiln::Error::invalid(
+            "sigmoid_f16",
+            "the kernel returned no output",
+        )),
     }
 }
