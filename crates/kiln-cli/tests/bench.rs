@@ -442,7 +442,15 @@ fn kernels_md_is_generated_from_kernels_and_bench_json() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.contains("### `transpose_b32` (transpose.cu)"), "{text}");
-    assert!(text.contains("2-D transpose of 32-bit elements."), "{text}");
+    // what it computes comes from kiln's kernel table, the registers from the JSON, and a
+    // kernel the JSON lacks says so
+    assert!(
+        text.contains("2-D transpose of 32-bit elements through"),
+        "{text}"
+    );
+    assert!(text.contains("- Resources: 22 registers a thread"), "{text}");
+    assert!(text.contains("### `map_f32` (map.cu)"), "{text}");
+    assert!(text.contains("not read on a GPU yet"), "{text}");
     assert!(text.contains("| transpose_f32 | 256x256 |"), "{text}");
     assert!(text.contains("Test GPU"), "{text}");
     // the row efficiency appears in the summary as a percentage of the floor

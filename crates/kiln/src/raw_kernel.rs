@@ -116,6 +116,13 @@ impl RawKernel {
         self.f.name()
     }
 
+    /// The parameter sizes in bytes the driver reports (CUDA 12.4 and later), which check
+    /// the arguments of a kernel whose declaration kiln cannot read; `None` on an older
+    /// driver (then such a kernel launches only with [`RawKernel::with_signature`]).
+    pub fn param_sizes(&self) -> Option<&[usize]> {
+        self.f.param_sizes()
+    }
+
     /// The same kernel with its parameter list given explicitly (the text between a
     /// declaration's parentheses, e.g. `"const float* x, int n"`), for a kernel whose
     /// declaration kiln cannot read; see [`UserFunction::with_signature`].

@@ -99,11 +99,22 @@ impl UserFunction {
                 .map(|v| v.max(0) as u32)
                 .map_err(|e| driver_err(&format!("cuFuncGetAttribute({name})"), device, e, ""))
         };
+        // With a parsed list of n parameters only indices 0..n are asked for: asking past the
+        // last parameter is how the count is found, and that call's error would show under
+        // compute-sanitizer's memcheck as an API error of every checked kernel. Where the
+        // sizes disagree (or nothing was parsed), the whole list is read.
+        let parsed_len = params.as_ref().ok().map(Vec::len);
+        let mut driver_sizes = driver_param_sizes(&func, parsed_len);
+        if let (Ok(p), Some(s)) = (&params, &driver_sizes) {
+            if !p.iter().map(|p| p.ty.size_bytes()).eq(s.iter().copied()) {
+                driver_sizes = driver_param_sizes(&func, None);
+            }
+        }
         let inner = FnInner {
             max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
             static_shared: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
             dynamic_cap: Mutex::new(attr(FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?),
-            driver_sizes: driver_param_sizes(&func),
+            driver_sizes,
             limits,
             func,
             ctx,
@@ -514,8 +525,9 @@ impl UserFunction {
 }
 
 /// The parameter sizes the driver reports for `f` (`cuFuncGetParamInfo`), or `None` where
-/// the driver predates it (CUDA 12.4).
-fn driver_param_sizes(f: &CudaFunction) -> Option<Vec<usize>> {
+/// the driver predates it (CUDA 12.4): the first `known` of them where the count is known,
+/// else all (asking until the driver answers that the index is past the last).
+fn driver_param_sizes(f: &CudaFunction, known: Option<usize>) -> Option<Vec<usize>> {
     let mut version = 0;
     // SAFETY: `version` is valid for writes; cuDriverGetVersion needs no context.
     unsafe { sys::cuDriverGetVersion(&mut version) }.result().ok()?;
@@ -524,7 +536,7 @@ fn driver_param_sizes(f: &CudaFunction) -> Option<Vec<usize>> {
     }
     let mut sizes = Vec::new();
     // a kernel's parameters fit in 32 KiB, so there are at most that many
-    for i in 0..32768usize {
+    for i in 0..known.unwrap_or(32768) {
         let (mut offset, mut size) = (0usize, 0usize);
         // SAFETY: the function handle is live (its module is held by `f`); the driver (12.4 or
         // later, checked above) has this entry point; both outputs are valid for writes. An
