@@ -10,18 +10,23 @@
 //! slot then starts a fresh process. Shutdown stops claiming, lets batches finish until the
 //! drain timeout, then kills workers and re-queues what was still running.
 
+mod process;
+
 use crate::config::ServiceConfig;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
 use crate::protocol::{read_frame_async, write_frame_async, FromWorker, ToWorker, WorkItem, WorkOutcome};
 use crate::store::{now_ms, ClaimedJob, JobState, JobStore, Outcome};
+#[cfg(test)]
+use process::is_alloc_failure;
+use process::{forward_stderr, Proc};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 
 /// One worker slot as `/v1/workers` shows it.
@@ -686,91 +691,6 @@ impl Shared {
         let latency = (now_ms() - job.created_ms).max(0) as f64 / 1e3;
         self.metrics.finished(&job.kind, state, latency);
         self.hub.finished(&job.id, &job.principal);
-    }
-}
-
-struct Proc {
-    child: Child,
-    stdin: ChildStdin,
-    rx: mpsc::Receiver<Result<FromWorker, String>>,
-    /// Set when the worker reported a failed allocation on stderr.
-    oom: Arc<AtomicBool>,
-    stderr: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// Whether a worker's stderr line is Rust's report of a failed allocation (printed before
-/// it aborts; under `RLIMIT_AS` this is how a worker past its memory limit ends).
-fn is_alloc_failure(line: &str) -> bool {
-    line.starts_with("memory allocation of ") && line.trim_end().ends_with(" bytes failed")
-}
-
-/// Copies a worker's stderr to this process's, line by line (pieces of at most 64 KiB, so a
-/// line without an end costs no more), noting a failed allocation.
-async fn forward_stderr(stderr: tokio::process::ChildStderr, oom: Arc<AtomicBool>) {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
-    let mut r = tokio::io::BufReader::new(stderr);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match (&mut r).take(64 << 10).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                if is_alloc_failure(&text) {
-                    oom.store(true, Ordering::SeqCst);
-                }
-                eprint!("{text}");
-            }
-        }
-    }
-}
-
-impl Proc {
-    /// After the process ended: whether it died failing an allocation (its stderr is read
-    /// to its end first, for at most 2 s).
-    async fn ran_out_of_memory(&mut self) -> bool {
-        if let Some(h) = self.stderr.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(2), h).await;
-        }
-        self.oom.load(Ordering::SeqCst)
-    }
-
-    /// Ask the worker to exit, kill it if it does not within a second; describe its end.
-    async fn stop(&mut self) -> String {
-        let _ = write_frame_async(&mut self.stdin, &ToWorker::Shutdown).await;
-        let status = match tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = self.child.start_kill();
-                self.child.wait().await
-            }
-        };
-        match status {
-            Ok(s) => describe(s),
-            Err(e) => format!("wait failed: {e}"),
-        }
-    }
-}
-
-fn describe(s: std::process::ExitStatus) -> String {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = s.signal() {
-            let name = match sig {
-                6 => "SIGABRT",
-                9 => "SIGKILL",
-                11 => "SIGSEGV",
-                15 => "SIGTERM",
-                _ => "signal",
-            };
-            return format!("killed by signal {sig} ({name})");
-        }
-    }
-    match s.code() {
-        Some(8) => "exit code 8: sticky CUDA error".into(),
-        Some(c) => format!("exit code {c}"),
-        None => "exited".into(),
     }
 }
 

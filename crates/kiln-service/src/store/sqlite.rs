@@ -6,10 +6,14 @@
 //! commit (one fsync with `synchronous = FULL`), and nothing is acknowledged before it is
 //! on disk. Reads use a second connection (WAL readers do not block the writer).
 
+mod rows;
+mod schema;
 mod tenancy;
 
 use super::*;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, job_row, JOB_COLS};
+use rusqlite::{params, Connection, OptionalExtension};
+use schema::{INDEXES_V2, SCHEMA, SCHEMA_VERSION, TO_V2};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -18,74 +22,6 @@ use tokio::sync::oneshot;
 
 /// Writes committed together at most.
 pub const GROUP: usize = 256;
-const SCHEMA_VERSION: i64 = 2;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS jobs(
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE,
-  kind TEXT NOT NULL,
-  batch_key TEXT NOT NULL,
-  needs_gpu INTEGER NOT NULL,
-  principal TEXT NOT NULL,
-  idem_key TEXT,
-  request_hash TEXT NOT NULL,
-  task TEXT NOT NULL,
-  elements INTEGER NOT NULL,
-  state TEXT NOT NULL,
-  attempts INTEGER NOT NULL DEFAULT 0,
-  max_attempts INTEGER NOT NULL,
-  deadline_ms INTEGER,
-  created_ms INTEGER NOT NULL,
-  started_ms INTEGER,
-  finished_ms INTEGER,
-  lease_owner TEXT,
-  lease_until_ms INTEGER,
-  error_code TEXT,
-  error_message TEXT,
-  priority INTEGER NOT NULL DEFAULT 0,
-  queue_until_ms INTEGER
-);
-CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs(principal, idem_key) WHERE idem_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
-CREATE INDEX IF NOT EXISTS jobs_key ON jobs(state, batch_key, seq);
-CREATE TABLE IF NOT EXISTS results(
-  job_id TEXT PRIMARY KEY,
-  body TEXT NOT NULL,
-  bytes INTEGER NOT NULL,
-  stored_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS blobs(
-  id TEXT PRIMARY KEY,
-  path TEXT NOT NULL,
-  size INTEGER NOT NULL,
-  sha256 TEXT NOT NULL,
-  format TEXT NOT NULL,
-  principal TEXT NOT NULL,
-  job_id TEXT,
-  created_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS blobs_job ON blobs(job_id);
-CREATE INDEX IF NOT EXISTS jobs_state_principal ON jobs(state, principal, seq);
-CREATE INDEX IF NOT EXISTS jobs_principal_started ON jobs(principal, started_ms);
-CREATE INDEX IF NOT EXISTS blobs_principal ON blobs(principal, created_ms);
-";
-
-/// Version 1 to 2: priorities and queue timeouts (the columns a version-1 file lacks).
-const TO_V2: &str = "
-ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN queue_until_ms INTEGER;
-";
-
-/// Indexes of the version-2 columns: the claim orders (highest priority, then oldest, per
-/// batch key and per principal) and the queue-timeout sweep.
-const INDEXES_V2: &str = "
-CREATE INDEX IF NOT EXISTS jobs_key_priority ON jobs(state, batch_key, priority DESC, seq);
-CREATE INDEX IF NOT EXISTS jobs_principal_priority ON jobs(state, principal, priority DESC, seq);
-CREATE INDEX IF NOT EXISTS jobs_queue_until ON jobs(state, queue_until_ms) WHERE queue_until_ms IS NOT NULL;
-";
-
 type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
 type WriteOp = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
 
@@ -283,96 +219,6 @@ fn op_failed(op: WriteOp, _msg: &str) -> Reply {
         Ok(mem) => op(&mem).1,
         Err(_) => Box::new(|_| {}),
     }
-}
-
-const JOB_COLS: &str = "seq, id, kind, state, principal, attempts, max_attempts, created_ms, \
-     started_ms, finished_ms, deadline_ms, error_code, error_message, priority, queue_until_ms";
-
-fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
-    let state: String = r.get(3)?;
-    let code: Option<String> = r.get(11)?;
-    let msg: Option<String> = r.get(12)?;
-    Ok(JobRecord {
-        seq: r.get(0)?,
-        id: r.get(1)?,
-        kind: r.get(2)?,
-        state: JobState::parse(&state).unwrap_or(JobState::Failed),
-        principal: r.get(4)?,
-        attempts: r.get(5)?,
-        max_attempts: r.get(6)?,
-        created_ms: r.get(7)?,
-        started_ms: r.get(8)?,
-        finished_ms: r.get(9)?,
-        deadline_ms: r.get(10)?,
-        priority: r.get(13)?,
-        queue_until_ms: r.get(14)?,
-        result: None,
-        error: code.map(|c| (c, msg.unwrap_or_default())),
-    })
-}
-
-fn get_job(c: &Connection, id: &str, with_result: bool) -> rusqlite::Result<Option<JobRecord>> {
-    let mut job = c
-        .query_row(
-            &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
-            [id],
-            job_row,
-        )
-        .optional()?;
-    if let (Some(j), true) = (job.as_mut(), with_result) {
-        j.result = c
-            .query_row("SELECT body FROM results WHERE job_id = ?1", [id], |r| r.get(0))
-            .optional()?;
-    }
-    Ok(job)
-}
-
-fn blob_row(r: &Row<'_>) -> rusqlite::Result<BlobRecord> {
-    let path: String = r.get(1)?;
-    Ok(BlobRecord {
-        id: r.get(0)?,
-        path: PathBuf::from(path),
-        size: r.get::<_, i64>(2)? as u64,
-        sha256: r.get(3)?,
-        format: r.get(4)?,
-        principal: r.get(5)?,
-        job_id: r.get(6)?,
-        created_ms: r.get(7)?,
-    })
-}
-
-fn insert_blob(c: &Connection, b: &BlobRecord) -> rusqlite::Result<()> {
-    c.execute(
-        "INSERT OR REPLACE INTO blobs(id, path, size, sha256, format, principal, job_id, created_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            b.id,
-            b.path.to_string_lossy(),
-            b.size as i64,
-            b.sha256,
-            b.format,
-            b.principal,
-            b.job_id,
-            b.created_ms
-        ],
-    )?;
-    Ok(())
-}
-
-/// Delete jobs (rows, results, result blobs' rows); returns the blob paths.
-fn delete_jobs(c: &Connection, ids: &[String]) -> rusqlite::Result<Vec<PathBuf>> {
-    let mut paths = Vec::new();
-    for id in ids {
-        let mut st = c.prepare_cached("SELECT path FROM blobs WHERE job_id = ?1")?;
-        let ps: Vec<String> = st
-            .query_map([id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        paths.extend(ps.into_iter().map(PathBuf::from));
-        c.execute("DELETE FROM blobs WHERE job_id = ?1", [id])?;
-        c.execute("DELETE FROM results WHERE job_id = ?1", [id])?;
-        c.execute("DELETE FROM jobs WHERE id = ?1", [id])?;
-    }
-    Ok(paths)
 }
 
 impl JobStore for SqliteStore {
@@ -858,20 +704,4 @@ impl JobStore for SqliteStore {
             Ok(())
         })
     }
-}
-
-/// A claimed job from the columns `id, kind, principal, task, attempts, max_attempts,
-/// created_ms, deadline_ms, queue_until_ms` (in that order) of a claim's `RETURNING`.
-fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
-    Ok(ClaimedJob {
-        id: r.get(0)?,
-        kind: r.get(1)?,
-        principal: r.get(2)?,
-        task: r.get(3)?,
-        attempt: r.get(4)?,
-        max_attempts: r.get(5)?,
-        created_ms: r.get(6)?,
-        deadline_ms: r.get(7)?,
-        queue_until_ms: r.get(8)?,
-    })
 }

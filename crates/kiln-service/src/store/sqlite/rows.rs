@@ -1,0 +1,112 @@
+//! Rows to records and back: the job and blob columns the SQLite store reads and writes,
+//! and the few statements several of its methods share.
+
+use super::super::*;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::path::PathBuf;
+
+pub(super) const JOB_COLS: &str = "seq, id, kind, state, principal, attempts, max_attempts, created_ms, \
+     started_ms, finished_ms, deadline_ms, error_code, error_message, priority, queue_until_ms";
+
+pub(super) fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
+    let state: String = r.get(3)?;
+    let code: Option<String> = r.get(11)?;
+    let msg: Option<String> = r.get(12)?;
+    Ok(JobRecord {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        kind: r.get(2)?,
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        principal: r.get(4)?,
+        attempts: r.get(5)?,
+        max_attempts: r.get(6)?,
+        created_ms: r.get(7)?,
+        started_ms: r.get(8)?,
+        finished_ms: r.get(9)?,
+        deadline_ms: r.get(10)?,
+        priority: r.get(13)?,
+        queue_until_ms: r.get(14)?,
+        result: None,
+        error: code.map(|c| (c, msg.unwrap_or_default())),
+    })
+}
+
+pub(super) fn get_job(c: &Connection, id: &str, with_result: bool) -> rusqlite::Result<Option<JobRecord>> {
+    let mut job = c
+        .query_row(
+            &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
+            [id],
+            job_row,
+        )
+        .optional()?;
+    if let (Some(j), true) = (job.as_mut(), with_result) {
+        j.result = c
+            .query_row("SELECT body FROM results WHERE job_id = ?1", [id], |r| r.get(0))
+            .optional()?;
+    }
+    Ok(job)
+}
+
+pub(super) fn blob_row(r: &Row<'_>) -> rusqlite::Result<BlobRecord> {
+    let path: String = r.get(1)?;
+    Ok(BlobRecord {
+        id: r.get(0)?,
+        path: PathBuf::from(path),
+        size: r.get::<_, i64>(2)? as u64,
+        sha256: r.get(3)?,
+        format: r.get(4)?,
+        principal: r.get(5)?,
+        job_id: r.get(6)?,
+        created_ms: r.get(7)?,
+    })
+}
+
+pub(super) fn insert_blob(c: &Connection, b: &BlobRecord) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT OR REPLACE INTO blobs(id, path, size, sha256, format, principal, job_id, created_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            b.id,
+            b.path.to_string_lossy(),
+            b.size as i64,
+            b.sha256,
+            b.format,
+            b.principal,
+            b.job_id,
+            b.created_ms
+        ],
+    )?;
+    Ok(())
+}
+
+/// Delete jobs (rows, results, result blobs' rows); returns the blob paths.
+pub(super) fn delete_jobs(c: &Connection, ids: &[String]) -> rusqlite::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for id in ids {
+        let mut st = c.prepare_cached("SELECT path FROM blobs WHERE job_id = ?1")?;
+        let ps: Vec<String> = st
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        paths.extend(ps.into_iter().map(PathBuf::from));
+        c.execute("DELETE FROM blobs WHERE job_id = ?1", [id])?;
+        c.execute("DELETE FROM results WHERE job_id = ?1", [id])?;
+        c.execute("DELETE FROM jobs WHERE id = ?1", [id])?;
+    }
+    Ok(paths)
+}
+
+/// A claimed job from the columns `id, kind, principal, task, attempts, max_attempts,
+/// created_ms, deadline_ms, queue_until_ms` (in that order) of a claim's `RETURNING`.
+pub(super) fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
+    Ok(ClaimedJob {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        principal: r.get(2)?,
+        task: r.get(3)?,
+        attempt: r.get(4)?,
+        max_attempts: r.get(5)?,
+        created_ms: r.get(6)?,
+        deadline_ms: r.get(7)?,
+        queue_until_ms: r.get(8)?,
+    })
+}
