@@ -4,8 +4,9 @@
 # summaries go to stdout. Runs, for what was carried:
 # - .device/bin + .device/tests.tar.xz (scripts/device-bundle.sh): gpu-check.sh (every GPU
 #   test executable, KILN_REQUIRE_GPU=1, skips counted), kernel-check-gpu.sh (compute-
-#   sanitizer on users' kernels) and `kiln kernels --json` (kernels.json: the attributes
-#   docs/kernels.md renders; copy it to docs/bench/ and regenerate the page);
+#   sanitizer on users' kernels);
+# - .device/bin/kiln: `kiln kernels --json` (kernels.json: the attributes docs/kernels.md
+#   renders; copy it to docs/bench/ and regenerate the page);
 # - .device/wheels (scripts/py-device-wheel.sh): py-gpu-check.sh (the Python GPU tests,
 #   CuPy's own user-kernel tests, the user-kernel bench against CuPy).
 # The Rust bundle and the wheel together exceed what one call may carry: carry
@@ -20,6 +21,8 @@ if [ -f .device/tests.tar.xz ] || [ -d .device/tests ]; then
   sed -n '/==== summary/,$p' "$work/gpu-check.txt"
   PATH="$PATH:/usr/local/cuda/bin" bash scripts/kernel-check-gpu.sh > "$work/kernel-check.txt" 2>&1
   echo "kernel-check-gpu rc=$?"; grep -E "exit [0-9]+ \(want" "$work/kernel-check.txt"
+fi
+if [ -x .device/bin/kiln ]; then
   .device/bin/kiln kernels --json > "$work/kernels.json" 2> "$work/kernels.err"; echo "kiln kernels rc=$?"
 fi
 if [ -d .device/wheels ]; then
