@@ -554,6 +554,9 @@ pub(crate) fn elementwise_source(
         let _ = writeln!(s, "{st}");
     }
     s.push_str("  }\n}\n");
+    if let Some(plan) = crate::cuda_vector::plan(name, ins, outs, b) {
+        s.push_str(&crate::cuda_vector::source(&plan, &params, ins, outs, b, t));
+    }
     s
 }
 

@@ -312,6 +312,15 @@ impl ElementwiseKernel {
         }
     }
 
+    /// How to launch the vectorised form the source holds for this binding, if it has one
+    /// (see [`VectorPlan`]): every array of the loop contiguous or broadcast from one
+    /// element, none raw, a body within kiln's C subset. The launcher checks the arrays'
+    /// alignment with [`VectorPlan::fits`] and otherwise launches the scalar kernel.
+    pub fn vector_plan(&self, b: &Binding) -> Option<crate::VectorPlan> {
+        self.typed(b).ok()?;
+        crate::cuda_vector::plan(&self.name, &self.ins, &self.outs, b)
+    }
+
     /// The generated kernel's parameters, in order, for a binding: every parameter (arrays
     /// as device pointers, scalars by value), `Size`, then, when some operand is broadcast,
     /// the loop's extents and each broadcast operand's strides (in elements, 0 along

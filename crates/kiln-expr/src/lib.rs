@@ -18,6 +18,7 @@
 mod cpu;
 pub mod cuda;
 mod cuda_reduction;
+mod cuda_vector;
 mod elementwise;
 mod func;
 mod lex;
@@ -28,6 +29,7 @@ mod typed;
 mod types;
 
 pub use cuda::{KernelParam, REDUCTION_BLOCK};
+pub use cuda_vector::{VectorPlan, VECTOR_BLOCK};
 pub use elementwise::{Arg, ElementwiseKernel};
 pub use params::{broadcast_shapes, is_valid_kernel_name, parse_params, ArgSpec, Binding, Param, ParamType};
 pub use reduction::{Axis, ReductionBinding, ReductionKernel};

@@ -58,16 +58,20 @@ def fake_cupy(monkeypatch):
         def __init__(self, status):
             raise AssertionError("kiln must not call CuPy's constructor (it asks the driver)")
 
+    # CuPy's layout: `cupy.cuda.compiler` is a module of its own, while `cupy.cuda.driver`
+    # is cupy_backends' module bound as an attribute in cupy/cuda/__init__.py, so
+    # sys.modules has no "cupy.cuda.driver" and importing that name fails
     cupy = types.ModuleType("cupy")
     cuda = types.ModuleType("cupy.cuda")
     compiler = types.ModuleType("cupy.cuda.compiler")
-    driver = types.ModuleType("cupy.cuda.driver")
+    driver = types.ModuleType("cupy_backends.cuda.api.driver")
     compiler.CompileException = CompileException
     driver.CUDADriverError = CUDADriverError
     cupy.cuda, cuda.compiler, cuda.driver = cuda, compiler, driver
     for name, mod in [("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.compiler", compiler),
-                      ("cupy.cuda.driver", driver)]:
+                      ("cupy_backends.cuda.api.driver", driver)]:
         monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.delitem(sys.modules, "cupy.cuda.driver", raising=False)
     return types.SimpleNamespace(CompileException=CompileException, CUDADriverError=CUDADriverError)
 
 

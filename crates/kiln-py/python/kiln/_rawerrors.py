@@ -98,7 +98,13 @@ def _cupy_class(module, name):
     if "cupy" not in sys.modules:
         return None
     try:
-        return getattr(importlib.import_module(module), name)
+        # by attribute from the top package: CuPy's `cupy.cuda.driver` is an attribute
+        # (cupy_backends' module bound in cupy/cuda/__init__.py), not an importable
+        # submodule, so importlib.import_module("cupy.cuda.driver") fails
+        obj = importlib.import_module(module.split(".")[0])
+        for part in module.split(".")[1:] + [name]:
+            obj = getattr(obj, part)
+        return obj if isinstance(obj, type) else None
     except Exception:  # a CuPy without it, or one that fails to import: kiln's class alone
         return None
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -193,10 +194,22 @@ def _is_memory_pointer(a):
 def _dim3(v, what):
     if isinstance(v, (int, np.integer)):
         v = (v,)
-    v = tuple(int(x) for x in v)
+    v = tuple(map(int, v))
     if not 1 <= len(v) <= 3:
         raise ValueError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v}")
     return v + (1,) * (3 - len(v))
+
+
+# numpy's dtype names by typestr or scalar type: `dtype.name` is a Python-level property
+# costing microseconds, and a launch asks it once an argument
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(key):
+    name = _DTYPE_NAMES.get(key)
+    if name is None:
+        name = _DTYPE_NAMES[key] = np.dtype(key).name
+    return name
 
 
 def _raw_args(args):
@@ -211,7 +224,7 @@ def _raw_args(args):
         elif isinstance(a, (bool, np.bool_)):
             out.append(("scalar", "bool", bool(a)))
         elif isinstance(a, np.generic):
-            name = a.dtype.name
+            name = _dtype_name(type(a))
             if name in _SCALARS:
                 out.append(("scalar", name, a.item()))
             else:
@@ -233,9 +246,15 @@ def _raw_args(args):
             out.append(("ptr", int(a.ptr), None, 0))
             owners.append(a)
         elif _on_gpu(a):
-            d = DeviceArray(a, f"argument {k}")
-            size = int(np.prod(d.shape)) if d.shape else 1
-            out.append(("ptr", d.ptr, d.dtype.name, size))
+            cai = None if isinstance(a, _native.Tensor) else getattr(a, "__cuda_array_interface__", None)
+            if cai is not None:
+                # the address, dtype and size are all a raw launch needs (strides do not
+                # matter to a pointer), read without DeviceArray's checks of the layout
+                out.append(("ptr", int(cai["data"][0]), _dtype_name(cai["typestr"]),
+                            math.prod(cai["shape"])))
+            else:
+                d = DeviceArray(a, f"argument {k}")
+                out.append(("ptr", d.ptr, d.dtype.name, math.prod(d.shape)))
             owners.append(a)
         else:
             raise KernelArgumentError(
