@@ -192,6 +192,8 @@ def _is_memory_pointer(a):
 
 
 def _dim3(v, what):
+    if type(v) is tuple and len(v) == 1 and type(v[0]) is int and v[0] >= 0:
+        return (v[0], 1, 1)  # the common call, `k((blocks,), (threads,), args)`
     if isinstance(v, (int, np.integer)):
         v = (v,)
     v = tuple(map(int, v))
@@ -242,9 +244,6 @@ def _raw_args(args):
                 f"argument {k}: a NumPy array is host memory; a CUDA kernel needs a device array "
                 "(kiln.asarray(x, device='cuda'), cupy.asarray(x), torch.as_tensor(x, device='cuda'))"
             )
-        elif _is_memory_pointer(a):
-            out.append(("ptr", int(a.ptr), None, 0))
-            owners.append(a)
         elif _on_gpu(a):
             cai = None if isinstance(a, _native.Tensor) else getattr(a, "__cuda_array_interface__", None)
             if cai is not None:
@@ -255,6 +254,9 @@ def _raw_args(args):
             else:
                 d = DeviceArray(a, f"argument {k}")
                 out.append(("ptr", d.ptr, d.dtype.name, math.prod(d.shape)))
+            owners.append(a)
+        elif _is_memory_pointer(a):
+            out.append(("ptr", int(a.ptr), None, 0))
             owners.append(a)
         else:
             raise KernelArgumentError(
