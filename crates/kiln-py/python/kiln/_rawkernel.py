@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _native
 from ._rawerrors import CompileException, CUDADriverError  # noqa: F401  (re-exported)
-from ._userkernel import DeviceArray, KernelArgumentError, _on_gpu, _stream_ptr
+from ._userkernel import DeviceArray, KernelArgumentError, _dtype_name, _on_gpu, _stream_ptr
 
 # CuPy's translate_cucomplex: its include line, and the headers CuPy puts before the source
 _CUCOMPLEX_INCLUDE = re.compile(r"\s*#\s*include\s*<\s*cuComplex\.h\s*>")
@@ -200,18 +200,6 @@ def _dim3(v, what):
     if not 1 <= len(v) <= 3:
         raise ValueError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v}")
     return v + (1,) * (3 - len(v))
-
-
-# numpy's dtype names by typestr or scalar type: `dtype.name` is a Python-level property
-# costing microseconds, and a launch asks it once an argument
-_DTYPE_NAMES = {}
-
-
-def _dtype_name(key):
-    name = _DTYPE_NAMES.get(key)
-    if name is None:
-        name = _DTYPE_NAMES[key] = np.dtype(key).name
-    return name
 
 
 def _raw_args(args):

@@ -57,13 +57,25 @@ def _on_gpu(x):
         return False
 
 
+# numpy's dtype names by dtype, typestr or scalar type: `dtype.name` is a Python-level
+# property costing microseconds, asked once an argument a call
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(key):
+    name = _DTYPE_NAMES.get(key)
+    if name is None:
+        name = _DTYPE_NAMES[key] = np.dtype(key).name
+    return name
+
+
 def _is_scalar(x):
     return isinstance(x, (bool, int, float, complex, np.generic))
 
 
 def _scalar_desc(x):
     if isinstance(x, np.generic):
-        return ("scalar", np.dtype(type(x)).name)
+        return ("scalar", _dtype_name(type(x)))
     if isinstance(x, bool):
         return ("scalar", "bool")
     if isinstance(x, int):
@@ -90,13 +102,15 @@ class DeviceArray:
     elements), and the object that keeps its memory alive (read from
     ``__cuda_array_interface__``: CuPy, torch, Numba, JAX; or a kiln tensor)."""
 
-    __slots__ = ("ptr", "dtype", "shape", "strides", "owner", "stream")
+    __slots__ = ("ptr", "dtype", "name", "shape", "strides", "contiguous", "owner", "stream")
 
     def __init__(self, x, what):
         self.owner = x
         if isinstance(x, _native.Tensor):
             self.ptr, self.dtype, self.shape = x.data_ptr, np.dtype(x.dtype), tuple(x.shape)
+            self.name = _dtype_name(self.dtype)
             self.strides = _c_strides(self.shape)
+            self.contiguous = True
             self.stream = None
             return
         cai = getattr(x, "__cuda_array_interface__", None)
@@ -106,15 +120,20 @@ class DeviceArray:
                 "pass a CuPy array, a torch tensor or a kiln tensor"
             )
         self.ptr = int(cai["data"][0])
-        self.dtype = np.dtype(cai["typestr"])
-        self.shape = tuple(int(n) for n in cai["shape"])
+        typestr = cai["typestr"]
+        self.dtype = np.dtype(typestr)
+        self.name = _dtype_name(typestr)
+        self.shape = tuple(map(int, cai["shape"]))
         item = self.dtype.itemsize
+        self.strides = _c_strides(self.shape)
         if cai.get("strides") is None:
-            self.strides = _c_strides(self.shape)
+            self.contiguous = True  # CAI: no strides means C order
         else:
             if any(b % item for b in cai["strides"]):
                 raise KernelArgumentError(f"{what}: strides {cai['strides']} are not whole elements")
-            self.strides = tuple(int(b) // item for b in cai["strides"])
+            strides = tuple(int(b) // item for b in cai["strides"])
+            self.contiguous = strides == self.strides
+            self.strides = strides
         # CAI v3: the stream the producer last used (None: already synchronised)
         self.stream = cai.get("stream")
 
@@ -178,7 +197,7 @@ class _Call:
                         "move it first (kiln.asarray(x, device='cuda'))"
                     )
                 d = DeviceArray(a, name)
-                if d.strides != _c_strides(d.shape):
+                if not d.contiguous:
                     # the generated kernels address same-shaped arrays as C-contiguous
                     if k >= nin:
                         raise KernelArgumentError(
@@ -186,11 +205,11 @@ class _Call:
                         )
                     d = DeviceArray(_contiguous(a), name)
                 self.values.append(d)
-                self.descs.append(("array", d.dtype.name, d.shape))
+                self.descs.append(("array", d.name, d.shape))
             else:
                 h = _host_array(a, name)
                 self.values.append(h)
-                self.descs.append(("array", h.dtype.name, h.shape))
+                self.descs.append(("array", _dtype_name(h.dtype), h.shape))
         self.ins, self.in_descs = self.values[:nin], self.descs[:nin]
         self.outs, self.out_descs = self.values[nin:], self.descs[nin:]
 
