@@ -471,10 +471,21 @@ fn parse_spec(
         let Some(kind) = basket_kind else {
             return Err(reasons);
         };
-        // spot 1 and volatility 1 are placeholders (the file gives each asset's), so a bad
-        // strike is reported as the strike
+        // The contract is checked by the basket engine's own rules (a single-asset option's
+        // spot and strike rules are not a basket's), so the row is refused here exactly
+        // when the engine would refuse it, naming the field. The spec's spot and volatility
+        // of 1 are placeholders: the file gives each asset's.
+        if let RowKind::Basket {
+            basket: i, average, ..
+        } = kind
+        {
+            if let Some(file) = baskets.files.get(i) {
+                file.spec(option_type, strike, rate, t, average)
+                    .validate()
+                    .map_err(why)?;
+            }
+        }
         let spec = OptionSpec::european(option_type, 1.0, strike, rate, 0.0, 1.0, t);
-        spec.validate().map_err(why)?;
         return Ok((spec, kind));
     }
     if american {
