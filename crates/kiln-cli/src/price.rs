@@ -4,8 +4,7 @@
 //! Bad rows (the file's own, styles the method cannot price, a non-finite result) are all
 //! collected before anything is written: without `--skip-invalid` they are listed on stderr
 //! and the command exits 4 writing nothing; with it the good rows are written and the bad
-//! ones go to `<output stem>.errors.csv` beside the output (always written, header only when
-//! there are none, so it never shows a previous run's rows).
+//! ones go to `<output stem>.errors.csv` beside the output (`crate::row_files`).
 //!
 //! Reproducibility: the option on data row `r` uses Monte Carlo stream `r - 1`, and the
 //! portfolio is priced in batches through `Runtime::price_batch`, which keeps every price
@@ -19,6 +18,7 @@
 //! a CSV and a list of dicts give the same bits (`tests/price_book.rs`).
 
 use crate::exit;
+use crate::row_files::{io_error, RowFiles};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng, Style};
 use kiln::finance::BookOption;
@@ -29,7 +29,7 @@ use kiln_io::basket_csv::BasketFile;
 use kiln_io::options_csv::{self, OptionRow, PriceRecord, RowError, RowKind};
 use serde::Serialize;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -211,35 +211,6 @@ fn parse_target(s: &str) -> Result<kiln::finance::TargetSe, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
 
-/// `<stem>.errors.csv` beside `output`.
-fn errors_path(output: &Path) -> PathBuf {
-    let stem = output
-        .file_stem()
-        .map_or_else(|| "prices".into(), |s| s.to_string_lossy().into_owned());
-    output.with_file_name(format!("{stem}.errors.csv"))
-}
-
-/// Whether writing `out` would replace `input` (compared after resolving links).
-fn is_same_file(input: &Path, out: &Path) -> bool {
-    let Ok(a) = std::fs::canonicalize(input) else {
-        return false;
-    };
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    match (std::fs::canonicalize(parent), out.file_name()) {
-        (Ok(d), Some(n)) => d.join(n) == a,
-        _ => false,
-    }
-}
-
-/// A file error as an exit-code-4 error whose message names the flag and the path (flattened
-/// to text: `Error::Io`'s message would repeat its source under `{:#}`).
-fn io_error(flag: &'static str) -> impl Fn(kiln_io::IoError) -> Error {
-    move |e| Error::invalid(flag, e.to_string())
-}
-
 /// Path-steps one option costs: paths times steps (Asian, discrete barriers: fixings;
 /// Heston's Asian: whole steps between fixings; American: exercise dates).
 fn work(o: &OptionRow, mc: &McParams) -> u64 {
@@ -352,24 +323,6 @@ fn batches(rows: &[OptionRow], mc: Option<&McParams>, batch_work: u64) -> Vec<st
     out
 }
 
-/// Every bad row on stderr, then the error that makes the exit code 4.
-fn fail_invalid(args: &Args, errors: &[RowError], total: usize) -> anyhow::Error {
-    for e in errors {
-        eprintln!("invalid: {e}");
-    }
-    Error::invalid(
-        "kiln price",
-        format!(
-            "{} of {total} rows of {} are invalid (listed above); nothing was written. Fix them, or \
-             pass --skip-invalid to price the rest and list these in {}",
-            errors.len(),
-            args.input.display(),
-            errors_path(&args.output).display()
-        ),
-    )
-    .into()
-}
-
 /// Price the input file into the output file; see the module docs.
 pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let t_start = Instant::now();
@@ -411,16 +364,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     if is_mc {
         mc.validate()?;
     }
-    let errors_out = errors_path(&args.output);
-    for out in [&args.output, &errors_out] {
-        if is_same_file(&args.input, out) {
-            return Err(Error::invalid(
-                "kiln price",
-                format!("{} is the input file; write the prices elsewhere", out.display()),
-            )
-            .into());
-        }
-    }
+    let files = RowFiles::new("kiln price", "price", &args.input, &args.output, "prices");
+    files.check_outputs("prices")?;
     let file = options_csv::read_options(&args.input).map_err(io_error("--input"))?;
     let total = file.rows();
     let mut errors = file.errors;
@@ -447,7 +392,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     }
     if !errors.is_empty() && !args.skip_invalid {
         errors.sort_by_key(|e| e.row);
-        return Err(fail_invalid(args, &errors, total));
+        return Err(files.fail_invalid(&errors, total));
     }
 
     if args.devices.is_some() && args.target_se.is_some() {
@@ -555,12 +500,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     }
     errors.sort_by_key(|e| e.row);
     if !errors.is_empty() && !args.skip_invalid {
-        return Err(fail_invalid(args, &errors, total));
+        return Err(files.fail_invalid(&errors, total));
     }
 
     options_csv::write_prices(&args.output, &records).map_err(io_error("--output"))?;
     if args.skip_invalid {
-        options_csv::write_errors(&errors_out, &errors).map_err(io_error("--output"))?;
+        files.write_errors(&errors)?;
     }
     let path_steps = match (is_mc, args.target_se) {
         (true, Some(_)) => extra_work,
@@ -570,7 +515,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let summary = Summary {
         input: args.input.display().to_string(),
         output: args.output.display().to_string(),
-        errors_output: args.skip_invalid.then(|| errors_out.display().to_string()),
+        errors_output: args.skip_invalid.then(|| files.errors().display().to_string()),
         options: total,
         priced: records.len(),
         invalid: errors.len(),
@@ -631,13 +576,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             max_paths
         );
     }
-    if args.skip_invalid && !errors.is_empty() {
-        eprintln!(
-            "warning: {} invalid row{} skipped; listed in {}",
-            errors.len(),
-            if errors.len() == 1 { "" } else { "s" },
-            errors_out.display()
-        );
+    if args.skip_invalid {
+        files.warn_skipped(errors.len(), total);
     }
     Ok(ExitCode::from(exit::OK))
 }
@@ -673,14 +613,5 @@ mod tests {
         let mut mixed: Vec<OptionRow> = (1..=4).map(row).collect();
         mixed[2].kind = RowKind::American(Some(3));
         assert_eq!(batches(&mixed, None, u64::MAX), vec![0..2, 2..3, 3..4]);
-    }
-
-    #[test]
-    fn errors_file_sits_beside_the_output() {
-        assert_eq!(
-            errors_path(Path::new("out/prices.csv")),
-            Path::new("out/prices.errors.csv")
-        );
-        assert_eq!(errors_path(Path::new("book")), Path::new("book.errors.csv"));
     }
 }
