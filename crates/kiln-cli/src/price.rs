@@ -1,10 +1,12 @@
 //! `kiln price`: a portfolio CSV in, one row of price, standard error and Greeks per option
 //! out (the file rules are `kiln_io::options_csv`'s).
 //!
-//! Bad rows (the file's own, styles the method cannot price, a non-finite result) are all
-//! collected before anything is written: without `--skip-invalid` they are listed on stderr
-//! and the command exits 4 writing nothing; with it the good rows are written and the bad
-//! ones go to `<output stem>.errors.csv` beside the output (`crate::row_files`).
+//! Bad rows (the file's own, styles the method cannot price, what each Monte Carlo engine
+//! refuses for the run's flags, a non-finite result) are all collected before anything is
+//! written, and all but a non-finite result (known only once priced) in one pass before any
+//! pricing: without `--skip-invalid` they are listed on stderr and the command exits 4
+//! writing nothing; with it the good rows are written and the bad ones go to
+//! `<output stem>.errors.csv` beside the output (`crate::row_files`).
 //!
 //! Reproducibility: the option on data row `r` uses Monte Carlo stream `r - 1`, and the
 //! portfolio is priced in batches through `Runtime::price_batch`, which keeps every price
@@ -80,9 +82,12 @@ Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average 
   analytic prices geometric baskets (closed form); mc prices both in one exact step
   (--rng sobol gives each asset a Sobol dimension, on the CPU engine; --control-variate uses
   the geometric basket; --steps does not apply).
-Bad rows: every one is reported (row, file line, id, reasons); exit 4 and nothing written,
-  unless --skip-invalid: then the good rows are written and the bad ones to
-  <output stem>.errors.csv (row,id,reason) beside the output.
+Bad rows: every one is reported at once (file, row, file line, id, reasons: the file's own
+  problems and what the method and flags cannot price, e.g. a rebate or --antithetic where
+  the engine has none); exit 4 and nothing written, unless --skip-invalid: then the good
+  rows are written and the bad ones to <output stem>.errors.csv (row,id,reason) beside the
+  output. A header naming an unknown column is refused whole (exit 4) with the accepted
+  columns.
 Reproducible: row r uses Monte Carlo stream r-1, so its price depends only on its row, the
   seed and --paths/--steps/--antithetic/--control-variate, not on the device or other rows:
   CPU and GPU give the same bits. --fast-math trades that for speed on a GPU (about twice
@@ -232,17 +237,42 @@ fn same_kind(a: &OptionRow, b: &OptionRow) -> bool {
     std::mem::discriminant(&a.kind) == std::mem::discriminant(&b.kind)
 }
 
+/// What the Monte Carlo engine of row `o`'s kind would refuse in this run (a barrier rebate,
+/// Sobol or antithetic paths for Heston, antithetic or control variates for American
+/// options, ...): each engine's own check of the option and the run, so that every bad row
+/// is reported in the one pass before anything is priced.
+fn mc_refusal(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<String> {
+    use kiln::core::finance::{american::LsmPlan, basket::BasketPathParams, heston::HestonPathParams};
+    let checked = match o.kind {
+        RowKind::Plain => kiln::core::finance::PathParams::new(&o.spec, mc).map(drop),
+        RowKind::Heston(_) => o
+            .heston()
+            .map_or(Ok(()), |h| HestonPathParams::new(&h, mc).map(drop)),
+        RowKind::American(_) => o
+            .american(mc.steps)
+            .map_or(Ok(()), |a| LsmPlan::new(&a, mc, 0).map(drop)),
+        RowKind::Basket { .. } => o
+            .basket(baskets)
+            .map_or(Ok(()), |b| BasketPathParams::new(&b, mc).map(drop)),
+    };
+    checked.err().map(|e| match e {
+        Error::InvalidArgument { reason, .. } => reason,
+        e => e.to_string(),
+    })
+}
+
 /// Why `method` cannot price row `o`, if it cannot.
-fn unsupported(o: &OptionRow, method: Method, mc: &McParams, target: bool) -> Option<String> {
+fn unsupported(
+    o: &OptionRow,
+    method: Method,
+    mc: &McParams,
+    target: bool,
+    baskets: &[BasketFile],
+) -> Option<String> {
     let style = o.spec.style.name();
-    // What the Monte Carlo engine would refuse for this row (a barrier rebate), found here so
-    // that every bad row is reported in the one pass before anything is priced.
-    if method == Method::MonteCarlo && o.kind == RowKind::Plain {
-        if let Err(e) = kiln::core::finance::PathParams::new(&o.spec, mc) {
-            return Some(match e {
-                Error::InvalidArgument { reason, .. } => reason,
-                e => e.to_string(),
-            });
+    if method == Method::MonteCarlo {
+        if let Some(reason) = mc_refusal(o, mc, baskets) {
+            return Some(reason);
         }
     }
     match o.kind {
@@ -372,7 +402,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let baskets = file.baskets;
     let mut good = Vec::with_capacity(file.options.len());
     for o in file.options {
-        if let Some(reason) = unsupported(&o, method, &mc, args.target_se.is_some()) {
+        if let Some(reason) = unsupported(&o, method, &mc, args.target_se.is_some(), &baskets) {
             errors.push(RowError {
                 row: o.row,
                 line: o.line,
