@@ -404,6 +404,26 @@ fn file_problems_exit_4_naming_the_file() {
         "{}",
         stderr(&o)
     );
+    // an unknown column is a header error (exit 4, as README's exit codes say for invalid
+    // input): named, with the accepted columns, and not called a damaged file
+    write(
+        d.path(),
+        "exercise.csv",
+        "id,type,style,spot,strike,rate,volatility,maturity,exercise\n1,put,european,36,40,0.06,0.2,1,american\n",
+    );
+    let o = kiln(d.path(), &["--input", "exercise.csv", "--output", "p.csv"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("exercise.csv")
+            && err.contains("unknown column(s) `exercise` (the exercise style goes in `style`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("may add id, dividend, fixings, barrier, rebate"),
+        "{err}"
+    );
+    assert!(!err.contains("corrupt") && !err.contains("re-copy"), "{err}");
     write(d.path(), "book.csv", BOOK);
     let o = kiln(d.path(), &["--input", "book.csv", "--output", "./book.csv"]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
