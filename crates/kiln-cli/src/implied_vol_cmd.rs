@@ -10,15 +10,16 @@
 //! volatility (a price below the intrinsic value, at or above the upper bound, zero or
 //! negative) is not a bad row: its output row has an empty volatility and the reason.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use kiln::finance::implied::{book_threads, implied_volatility_book, Quote};
-use kiln::{Config, DeviceRequest, Error};
-use kiln_io::options_csv::{self, RowError};
+use kiln::{Config, DeviceRequest};
 use kiln_io::quotes_csv::{self, VolRecord};
 use serde::Serialize;
+
+use crate::row_files::{io_error, RowFiles};
 
 const AFTER_HELP: &str = "\
 Input: a CSV with a header row; columns in any order, names case-insensitive.
@@ -95,75 +96,18 @@ struct Summary {
     total_seconds: f64,
 }
 
-/// `<stem>.errors.csv` beside `output`.
-fn errors_path(output: &Path) -> PathBuf {
-    let stem = output
-        .file_stem()
-        .map_or_else(|| "vols".into(), |s| s.to_string_lossy().into_owned());
-    output.with_file_name(format!("{stem}.errors.csv"))
-}
-
-/// Whether writing `out` would replace `input` (compared after resolving links).
-fn is_same_file(input: &Path, out: &Path) -> bool {
-    let Ok(a) = std::fs::canonicalize(input) else {
-        return false;
-    };
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    match (std::fs::canonicalize(parent), out.file_name()) {
-        (Ok(d), Some(n)) => d.join(n) == a,
-        _ => false,
-    }
-}
-
-/// A file error as an exit-code-4 error naming the flag and the path.
-fn io_error(flag: &'static str) -> impl Fn(kiln_io::IoError) -> Error {
-    move |e| Error::invalid(flag, e.to_string())
-}
-
-/// Every bad row on stderr, then the error that makes the exit code 4.
-fn fail_invalid(args: &Args, errors: &[RowError], total: usize) -> anyhow::Error {
-    for e in errors {
-        eprintln!("invalid: {}: {e}", args.input.display());
-    }
-    Error::invalid(
-        "kiln implied-vol",
-        format!(
-            "{} of {total} rows of {} are invalid (listed above); nothing was written. Fix them, or \
-             pass --skip-invalid to solve the rest and list these in {}",
-            errors.len(),
-            args.input.display(),
-            errors_path(&args.output).display()
-        ),
-    )
-    .into()
-}
-
 /// Solve the input file into the output file; see the module docs.
 pub fn run(args: &Args, request: DeviceRequest, _cfg: &Config) -> anyhow::Result<ExitCode> {
     let t_start = Instant::now();
     if !matches!(request, DeviceRequest::Auto | DeviceRequest::Cpu) {
         tracing::warn!("implied volatility runs on the CPU; --device {request} is not used");
     }
-    let errors_out = errors_path(&args.output);
-    for out in [&args.output, &errors_out] {
-        if is_same_file(&args.input, out) {
-            return Err(Error::invalid(
-                "kiln implied-vol",
-                format!(
-                    "{} is the input file; write the volatilities elsewhere",
-                    out.display()
-                ),
-            )
-            .into());
-        }
-    }
+    let files = RowFiles::new("kiln implied-vol", "solve", &args.input, &args.output, "vols");
+    files.check_outputs("volatilities")?;
     let file = quotes_csv::read_quotes(&args.input).map_err(io_error("--input"))?;
     let total = file.rows();
     if !file.errors.is_empty() && !args.skip_invalid {
-        return Err(fail_invalid(args, &file.errors, total));
+        return Err(files.fail_invalid(&file.errors, total));
     }
     let quotes: Vec<Quote> = file.quotes.iter().map(|q| q.quote).collect();
     let t_solve = Instant::now();
@@ -184,22 +128,15 @@ pub fn run(args: &Args, request: DeviceRequest, _cfg: &Config) -> anyhow::Result
         .collect();
     quotes_csv::write_vols(&args.output, &records).map_err(io_error("--output"))?;
     if args.skip_invalid {
-        options_csv::write_errors(&errors_out, &file.errors).map_err(io_error("--output"))?;
+        files.write_errors(&file.errors)?;
+        files.warn_skipped(file.errors.len(), total);
     }
     let solved = records.iter().filter(|r| r.result.is_ok()).count();
-    if !file.errors.is_empty() {
-        eprintln!(
-            "warning: {} of {total} rows of {} are invalid; listed in {}",
-            file.errors.len(),
-            args.input.display(),
-            errors_out.display()
-        );
-    }
     if args.json {
         let summary = Summary {
             input: args.input.display().to_string(),
             output: args.output.display().to_string(),
-            errors_output: args.skip_invalid.then(|| errors_out.display().to_string()),
+            errors_output: args.skip_invalid.then(|| files.errors().display().to_string()),
             quotes: total,
             solved,
             no_volatility,

@@ -29,6 +29,7 @@ mod ndimage_rank;
 mod power_cmd;
 mod price;
 mod price_devices;
+mod row_files;
 mod serve_cmd;
 mod submit_cmd;
 mod worker_cmd;

@@ -1,11 +1,12 @@
 //! `kiln price`: a portfolio CSV in, one row of price, standard error and Greeks per option
 //! out (the file rules are `kiln_io::options_csv`'s).
 //!
-//! Bad rows (the file's own, styles the method cannot price, a non-finite result) are all
-//! collected before anything is written: without `--skip-invalid` they are listed on stderr
-//! and the command exits 4 writing nothing; with it the good rows are written and the bad
-//! ones go to `<output stem>.errors.csv` beside the output (always written, header only when
-//! there are none, so it never shows a previous run's rows).
+//! Bad rows (the file's own, styles the method cannot price, what each Monte Carlo engine
+//! refuses for the run's flags, a non-finite result) are all collected before anything is
+//! written, and all but a non-finite result (known only once priced) in one pass before any
+//! pricing: without `--skip-invalid` they are listed on stderr and the command exits 4
+//! writing nothing; with it the good rows are written and the bad ones go to
+//! `<output stem>.errors.csv` beside the output (`crate::row_files`).
 //!
 //! Reproducibility: the option on data row `r` uses Monte Carlo stream `r - 1`, and the
 //! portfolio is priced in batches through `Runtime::price_batch`, which keeps every price
@@ -19,6 +20,7 @@
 //! a CSV and a list of dicts give the same bits (`tests/price_book.rs`).
 
 use crate::exit;
+use crate::row_files::{io_error, RowFiles};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng, Style};
 use kiln::finance::BookOption;
@@ -29,7 +31,7 @@ use kiln_io::basket_csv::BasketFile;
 use kiln_io::options_csv::{self, OptionRow, PriceRecord, RowError, RowKind};
 use serde::Serialize;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -80,9 +82,12 @@ Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average 
   analytic prices geometric baskets (closed form); mc prices both in one exact step
   (--rng sobol gives each asset a Sobol dimension, on the CPU engine; --control-variate uses
   the geometric basket; --steps does not apply).
-Bad rows: every one is reported (row, file line, id, reasons); exit 4 and nothing written,
-  unless --skip-invalid: then the good rows are written and the bad ones to
-  <output stem>.errors.csv (row,id,reason) beside the output.
+Bad rows: every one is reported at once (file, row, file line, id, reasons: the file's own
+  problems and what the method and flags cannot price, e.g. a rebate or --antithetic where
+  the engine has none); exit 4 and nothing written, unless --skip-invalid: then the good
+  rows are written and the bad ones to <output stem>.errors.csv (row,id,reason) beside the
+  output. A header naming an unknown column is refused whole (exit 4) with the accepted
+  columns.
 Reproducible: row r uses Monte Carlo stream r-1, so its price depends only on its row, the
   seed and --paths/--steps/--antithetic/--control-variate, not on the device or other rows:
   CPU and GPU give the same bits. --fast-math trades that for speed on a GPU (about twice
@@ -211,35 +216,6 @@ fn parse_target(s: &str) -> Result<kiln::finance::TargetSe, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
 
-/// `<stem>.errors.csv` beside `output`.
-fn errors_path(output: &Path) -> PathBuf {
-    let stem = output
-        .file_stem()
-        .map_or_else(|| "prices".into(), |s| s.to_string_lossy().into_owned());
-    output.with_file_name(format!("{stem}.errors.csv"))
-}
-
-/// Whether writing `out` would replace `input` (compared after resolving links).
-fn is_same_file(input: &Path, out: &Path) -> bool {
-    let Ok(a) = std::fs::canonicalize(input) else {
-        return false;
-    };
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    match (std::fs::canonicalize(parent), out.file_name()) {
-        (Ok(d), Some(n)) => d.join(n) == a,
-        _ => false,
-    }
-}
-
-/// A file error as an exit-code-4 error whose message names the flag and the path (flattened
-/// to text: `Error::Io`'s message would repeat its source under `{:#}`).
-fn io_error(flag: &'static str) -> impl Fn(kiln_io::IoError) -> Error {
-    move |e| Error::invalid(flag, e.to_string())
-}
-
 /// Path-steps one option costs: paths times steps (Asian, discrete barriers: fixings;
 /// Heston's Asian: whole steps between fixings; American: exercise dates).
 fn work(o: &OptionRow, mc: &McParams) -> u64 {
@@ -261,17 +237,42 @@ fn same_kind(a: &OptionRow, b: &OptionRow) -> bool {
     std::mem::discriminant(&a.kind) == std::mem::discriminant(&b.kind)
 }
 
+/// What the Monte Carlo engine of row `o`'s kind would refuse in this run (a barrier rebate,
+/// Sobol or antithetic paths for Heston, antithetic or control variates for American
+/// options, ...): each engine's own check of the option and the run, so that every bad row
+/// is reported in the one pass before anything is priced.
+fn mc_refusal(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<String> {
+    use kiln::core::finance::{american::LsmPlan, basket::BasketPathParams, heston::HestonPathParams};
+    let checked = match o.kind {
+        RowKind::Plain => kiln::core::finance::PathParams::new(&o.spec, mc).map(drop),
+        RowKind::Heston(_) => o
+            .heston()
+            .map_or(Ok(()), |h| HestonPathParams::new(&h, mc).map(drop)),
+        RowKind::American(_) => o
+            .american(mc.steps)
+            .map_or(Ok(()), |a| LsmPlan::new(&a, mc, 0).map(drop)),
+        RowKind::Basket { .. } => o
+            .basket(baskets)
+            .map_or(Ok(()), |b| BasketPathParams::new(&b, mc).map(drop)),
+    };
+    checked.err().map(|e| match e {
+        Error::InvalidArgument { reason, .. } => reason,
+        e => e.to_string(),
+    })
+}
+
 /// Why `method` cannot price row `o`, if it cannot.
-fn unsupported(o: &OptionRow, method: Method, mc: &McParams, target: bool) -> Option<String> {
+fn unsupported(
+    o: &OptionRow,
+    method: Method,
+    mc: &McParams,
+    target: bool,
+    baskets: &[BasketFile],
+) -> Option<String> {
     let style = o.spec.style.name();
-    // What the Monte Carlo engine would refuse for this row (a barrier rebate), found here so
-    // that every bad row is reported in the one pass before anything is priced.
-    if method == Method::MonteCarlo && o.kind == RowKind::Plain {
-        if let Err(e) = kiln::core::finance::PathParams::new(&o.spec, mc) {
-            return Some(match e {
-                Error::InvalidArgument { reason, .. } => reason,
-                e => e.to_string(),
-            });
+    if method == Method::MonteCarlo {
+        if let Some(reason) = mc_refusal(o, mc, baskets) {
+            return Some(reason);
         }
     }
     match o.kind {
@@ -352,24 +353,6 @@ fn batches(rows: &[OptionRow], mc: Option<&McParams>, batch_work: u64) -> Vec<st
     out
 }
 
-/// Every bad row on stderr, then the error that makes the exit code 4.
-fn fail_invalid(args: &Args, errors: &[RowError], total: usize) -> anyhow::Error {
-    for e in errors {
-        eprintln!("invalid: {e}");
-    }
-    Error::invalid(
-        "kiln price",
-        format!(
-            "{} of {total} rows of {} are invalid (listed above); nothing was written. Fix them, or \
-             pass --skip-invalid to price the rest and list these in {}",
-            errors.len(),
-            args.input.display(),
-            errors_path(&args.output).display()
-        ),
-    )
-    .into()
-}
-
 /// Price the input file into the output file; see the module docs.
 pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let t_start = Instant::now();
@@ -411,23 +394,15 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     if is_mc {
         mc.validate()?;
     }
-    let errors_out = errors_path(&args.output);
-    for out in [&args.output, &errors_out] {
-        if is_same_file(&args.input, out) {
-            return Err(Error::invalid(
-                "kiln price",
-                format!("{} is the input file; write the prices elsewhere", out.display()),
-            )
-            .into());
-        }
-    }
+    let files = RowFiles::new("kiln price", "price", &args.input, &args.output, "prices");
+    files.check_outputs("prices")?;
     let file = options_csv::read_options(&args.input).map_err(io_error("--input"))?;
     let total = file.rows();
     let mut errors = file.errors;
     let baskets = file.baskets;
     let mut good = Vec::with_capacity(file.options.len());
     for o in file.options {
-        if let Some(reason) = unsupported(&o, method, &mc, args.target_se.is_some()) {
+        if let Some(reason) = unsupported(&o, method, &mc, args.target_se.is_some(), &baskets) {
             errors.push(RowError {
                 row: o.row,
                 line: o.line,
@@ -447,7 +422,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     }
     if !errors.is_empty() && !args.skip_invalid {
         errors.sort_by_key(|e| e.row);
-        return Err(fail_invalid(args, &errors, total));
+        return Err(files.fail_invalid(&errors, total));
     }
 
     if args.devices.is_some() && args.target_se.is_some() {
@@ -555,12 +530,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     }
     errors.sort_by_key(|e| e.row);
     if !errors.is_empty() && !args.skip_invalid {
-        return Err(fail_invalid(args, &errors, total));
+        return Err(files.fail_invalid(&errors, total));
     }
 
     options_csv::write_prices(&args.output, &records).map_err(io_error("--output"))?;
     if args.skip_invalid {
-        options_csv::write_errors(&errors_out, &errors).map_err(io_error("--output"))?;
+        files.write_errors(&errors)?;
     }
     let path_steps = match (is_mc, args.target_se) {
         (true, Some(_)) => extra_work,
@@ -570,7 +545,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let summary = Summary {
         input: args.input.display().to_string(),
         output: args.output.display().to_string(),
-        errors_output: args.skip_invalid.then(|| errors_out.display().to_string()),
+        errors_output: args.skip_invalid.then(|| files.errors().display().to_string()),
         options: total,
         priced: records.len(),
         invalid: errors.len(),
@@ -631,13 +606,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             max_paths
         );
     }
-    if args.skip_invalid && !errors.is_empty() {
-        eprintln!(
-            "warning: {} invalid row{} skipped; listed in {}",
-            errors.len(),
-            if errors.len() == 1 { "" } else { "s" },
-            errors_out.display()
-        );
+    if args.skip_invalid {
+        files.warn_skipped(errors.len(), total);
     }
     Ok(ExitCode::from(exit::OK))
 }
@@ -673,14 +643,5 @@ mod tests {
         let mut mixed: Vec<OptionRow> = (1..=4).map(row).collect();
         mixed[2].kind = RowKind::American(Some(3));
         assert_eq!(batches(&mixed, None, u64::MAX), vec![0..2, 2..3, 3..4]);
-    }
-
-    #[test]
-    fn errors_file_sits_beside_the_output() {
-        assert_eq!(
-            errors_path(Path::new("out/prices.csv")),
-            Path::new("out/prices.errors.csv")
-        );
-        assert_eq!(errors_path(Path::new("book")), Path::new("book.errors.csv"));
     }
 }

@@ -174,6 +174,53 @@ fn monte_carlo_refusals_are_reported_with_the_other_bad_rows() {
 }
 
 #[test]
+fn every_engines_monte_carlo_refusals_join_the_one_pass() {
+    // Heston and American rows are refused by their own engines under --antithetic; with a
+    // row of the file bad too, all three are reported at once, each naming the file.
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "engines.csv",
+        "id,type,style,spot,strike,rate,volatility,maturity,fixings,model,kappa,theta,xi,rho,v0\n\
+         good,call,european,100,100,0.05,0.2,1,,,,,,,\n\
+         hes,call,european,100,100,0.02,,1,,heston,1.5,0.04,0.5,-0.6,0.04\n\
+         amer,put,american,36,40,0.06,0.2,1,50,,,,,,\n\
+         broken,call,european,100,,0.05,0.2,1,,,,,,,\n",
+    );
+    let o = kiln(
+        d.path(),
+        &[
+            "--input",
+            "engines.csv",
+            "--output",
+            "out.csv",
+            "--device",
+            "cpu",
+            "--method",
+            "mc",
+            "--paths",
+            "4096",
+            "--antithetic",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("3 of 4 rows of engines.csv are invalid"), "{err}");
+    for (id, why) in [
+        ("hes", "no antithetic variates"),
+        ("amer", "antithetic variates are not supported"),
+        ("broken", "strike is empty"),
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("invalid: engines.csv: row") && l.contains(id) && l.contains(why)),
+            "{id} not reported with `{why}`:\n{err}"
+        );
+    }
+    assert!(!d.path().join("out.csv").exists());
+}
+
+#[test]
 fn skip_invalid_writes_good_rows_and_the_errors_file() {
     let d = tempfile::tempdir().unwrap();
     write(d.path(), "bad.csv", BAD);
@@ -357,6 +404,26 @@ fn file_problems_exit_4_naming_the_file() {
         "{}",
         stderr(&o)
     );
+    // an unknown column is a header error (exit 4, as README's exit codes say for invalid
+    // input): named, with the accepted columns, and not called a damaged file
+    write(
+        d.path(),
+        "exercise.csv",
+        "id,type,style,spot,strike,rate,volatility,maturity,exercise\n1,put,european,36,40,0.06,0.2,1,american\n",
+    );
+    let o = kiln(d.path(), &["--input", "exercise.csv", "--output", "p.csv"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("exercise.csv")
+            && err.contains("unknown column(s) `exercise` (the exercise style goes in `style`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("may add id, dividend, fixings, barrier, rebate"),
+        "{err}"
+    );
+    assert!(!err.contains("corrupt") && !err.contains("re-copy"), "{err}");
     write(d.path(), "book.csv", BOOK);
     let o = kiln(d.path(), &["--input", "book.csv", "--output", "./book.csv"]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));

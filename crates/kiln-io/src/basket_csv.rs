@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use kiln_core::finance::basket::{cholesky_named, validate_assets, BasketAsset, BasketAverage, BasketSpec};
 use kiln_core::finance::OptionType;
 
+use crate::table::Lines;
+
 /// The fixed leading columns of a basket file.
 pub const BASKET_COLUMNS: [&str; 5] = ["asset", "weight", "spot", "volatility", "dividend"];
 
@@ -127,17 +129,26 @@ pub fn parse_basket(path: &Path, data: &[u8]) -> Result<BasketFile, BasketFileEr
     let mut assets = Vec::new();
     let mut correlation = Vec::new();
     let mut seen = HashSet::new();
-    for (r, rec) in rdr.records().enumerate() {
-        let row = r + 1;
+    let lines = Lines::new(data);
+    let mut row = 0;
+    for rec in rdr.records() {
+        // rows are counted as in the option CSV: lines of only empty cells are skipped
         let rec = match rec {
             Ok(rec) if rec.iter().all(str::is_empty) => continue,
-            Ok(rec) => rec,
+            Ok(rec) => {
+                row += 1;
+                rec
+            }
             Err(e) => {
-                problems.push(format!("row {row}: unreadable: {e}"));
+                row += 1;
+                problems.push(format!(
+                    "row {row} (line {}): unreadable: {e}",
+                    lines.at(e.position())
+                ));
                 continue;
             }
         };
-        let line = rec.position().map_or(row as u64 + 1, |p| p.line());
+        let line = lines.at(rec.position());
         let name = rec.get(0).unwrap_or("").to_string();
         let at = if name.is_empty() {
             format!("row {row} (line {line})")
@@ -298,6 +309,12 @@ mod tests {
         let e = err("asset,weight,spot,volatility,dividend,A,B,C\n\
              A,1,100,0.2,0,1,0.9,0.9\nB,1,50,0.3,0,0.9,1,-0.9\nC,1,70,0.3,0,0.9,-0.9,1\n");
         assert!(e.contains("not positive definite: pivot 3 (asset `C`)"), "{e}");
+        // the line is the file's, counted past blank lines and CRLF endings
+        let e = err("asset,weight,spot,volatility,dividend,A,B\r\n\r\nA,1,100,0.2,0,1,0.3\r\n,,,,,,\r\n\r\nB,1,50,x,0,0.3,1\r\n");
+        assert!(
+            e.contains("row 2 (line 6, asset `B`), column `volatility`"),
+            "{e}"
+        );
         let e = read_basket("/nonexistent/basket.csv").unwrap_err().to_string();
         assert!(
             e.contains("/nonexistent/basket.csv") && e.contains("cannot be read"),

@@ -49,6 +49,7 @@ mod peek;
 pub mod quotes_csv;
 mod raster;
 mod samples;
+mod table;
 mod volume;
 
 use std::path::Path;

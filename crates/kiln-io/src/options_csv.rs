@@ -9,7 +9,10 @@
 //!   (barrier styles' cash rebate; absent or empty: 0), `model` (`bs`, the default, or
 //!   `heston`) and Heston's `kappa,theta,xi,rho,v0` (heston rows only; all five needed
 //!   there), `basket` and `average` (basket rows only, below). Any other column, or a column
-//!   named twice, is an error for the whole file that names it.
+//!   named twice, is a header error for the whole file
+//!   ([`IoError::Content`](crate::IoError::Content): the file is readable, its header breaks
+//!   the rules) that names each such column, lists the accepted ones and, where an unknown
+//!   name nearly spells one (`vol`, `strke`), suggests it.
 //! - `type` is `call` or `put`, `style` one of [`Style::name`]'s names (`european`,
 //!   `asian_arithmetic`, `asian_geometric`, `barrier_up_out`, `barrier_up_in`,
 //!   `barrier_down_out`, `barrier_down_in`), `american` ([`RowKind::American`]: its
@@ -39,24 +42,39 @@
 //! the same bits. Writes are atomic (a temporary file in the target's directory, renamed).
 
 use std::collections::HashMap;
-use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use csv::ByteRecord;
 use kiln_core::finance::american::AmericanSpec;
 use kiln_core::finance::heston::{HestonParams, HestonSpec};
 use kiln_core::finance::{OptionSpec, OptionType, Style};
 
 use crate::basket_csv::{read_basket, BasketFile};
 use crate::error::{IoError, Result};
+use crate::table::{read_rows, Row, Schema};
 use kiln_core::finance::basket::{BasketAverage, BasketSpec};
+
+pub use crate::table::RowError;
 
 mod prices;
 pub use prices::{read_prices, write_errors, write_prices, PriceRecord, ERROR_COLUMNS, PRICE_COLUMNS};
 
-const FORMAT: &str = "option CSV";
+/// The option CSV's columns, for the shared reader.
+const SCHEMA: Schema = Schema {
+    format: "option CSV",
+    columns: &INPUT_COLUMNS,
+    required: &REQUIRED_COLUMNS,
+    id: ID,
+    hints: &[
+        (
+            "exercise",
+            "the exercise style goes in `style` (american, or european and the other styles); an American option's exercise dates in `fixings`",
+        ),
+        ("sigma", "did you mean `volatility`?"),
+        ("expiry", "did you mean `maturity`? (in years)"),
+    ],
+};
 
 /// Input columns.
 const NCOLS: usize = 20;
@@ -210,29 +228,6 @@ fn american_spec(s: &OptionSpec, dates: u32) -> AmericanSpec {
     }
 }
 
-/// One bad row: where it is and why it cannot be priced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RowError {
-    /// Data row number, 1-based (the first row after the header is 1).
-    pub row: usize,
-    /// The file line the row starts on, 1-based.
-    pub line: u64,
-    /// The row's id as written (the data row number where the file has none).
-    pub id: String,
-    /// Every problem found in the row, separated by `; `.
-    pub reason: String,
-}
-
-impl fmt::Display for RowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "row {} (line {}, id `{}`): {}",
-            self.row, self.line, self.id, self.reason
-        )
-    }
-}
-
 /// What [`read_options`] found: the good rows and the bad ones, each in file order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OptionsFile {
@@ -287,177 +282,38 @@ pub fn read_options(path: impl AsRef<Path>) -> Result<OptionsFile> {
 }
 
 /// [`read_options`] from any reader; `path` is only used in error messages.
-pub fn parse_options<R: Read>(path: &Path, mut reader: R) -> Result<OptionsFile> {
-    // Read whole: the csv crate's line numbers drift on blank lines and CRLF, so the line a
-    // row starts on is counted here from its byte offset.
-    let mut data = Vec::new();
-    reader.read_to_end(&mut data).map_err(|e| IoError::os(path, e))?;
-    let newlines: Vec<usize> = data
-        .iter()
-        .enumerate()
-        .filter_map(|(i, b)| (*b == b'\n').then_some(i))
-        .collect();
-    let line_at = |pos: Option<&csv::Position>| -> u64 {
-        let mut b = pos.map_or(0, |p| p.byte() as usize);
-        while b < data.len() && data[b].is_ascii_whitespace() {
-            b += 1;
-        }
-        1 + newlines.partition_point(|&n| n < b) as u64
-    };
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(data.as_slice());
-    let headers = rdr.byte_headers().map_err(|e| csv_error(path, e))?.clone();
-    let cols = columns(path, &headers)?;
-    let mut out = OptionsFile::default();
+pub fn parse_options<R: Read>(path: &Path, reader: R) -> Result<OptionsFile> {
     let mut baskets = Baskets {
         dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
         seen: HashMap::new(),
         files: Vec::new(),
     };
-    let mut first_row_of_id: HashMap<String, usize> = HashMap::new();
-    let mut row = 0;
-    for rec in rdr.byte_records() {
-        let rec = match rec {
-            // Lines of nothing but empty cells (`,,,`) are skipped like blank lines.
-            Ok(r) if r.iter().all(|f| f.is_empty()) => continue,
-            Ok(r) => {
-                row += 1;
-                r
-            }
-            Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => return Err(csv_error(path, e)),
-            Err(e) => {
-                row += 1;
-                let line = line_at(e.position());
-                out.errors.push(RowError {
-                    row,
-                    line,
-                    id: row.to_string(),
-                    reason: format!("unreadable row: {e}"),
-                });
-                continue;
-            }
-        };
-        let line = line_at(rec.position());
-        let explicit_id = text(&rec, cols[ID]);
-        let id = if explicit_id.is_empty() {
-            row.to_string()
-        } else {
-            explicit_id
-        };
-        let mut reasons = Vec::new();
-        if rec.len() > headers.len() {
-            reasons.push(format!(
-                "{} fields, but the header names {} columns",
-                rec.len(),
-                headers.len()
-            ));
-        }
-        let parsed = parse_spec(&rec, &cols, &mut baskets);
-        if let Err(r) = &parsed {
-            reasons.extend(r.iter().cloned());
-        }
-        if cols[ID].is_some() && !text(&rec, cols[ID]).is_empty() {
-            match first_row_of_id.get(&id) {
-                Some(first) => reasons.push(format!("id `{id}` is already used by row {first}")),
-                None => {
-                    first_row_of_id.insert(id.clone(), row);
-                }
-            }
-        }
-        match parsed {
-            Ok((spec, kind)) if reasons.is_empty() => out.options.push(OptionRow {
-                row,
-                line,
-                id,
-                spec,
-                kind,
-            }),
-            _ => out.errors.push(RowError {
-                row,
-                line,
-                id,
-                reason: reasons.join("; "),
-            }),
-        }
-    }
-    out.baskets = baskets.files;
-    Ok(out)
-}
-
-/// Maps the header to a cell index per input column, or says everything wrong with it.
-fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; NCOLS]> {
-    let mut idx = [None; NCOLS];
-    let (mut unknown, mut twice) = (Vec::new(), Vec::new());
-    for (i, h) in headers.iter().enumerate() {
-        let name = String::from_utf8_lossy(h).trim().to_ascii_lowercase();
-        match INPUT_COLUMNS.iter().position(|c| *c == name) {
-            Some(c) if idx[c].is_some() => twice.push(format!("`{name}`")),
-            Some(c) => idx[c] = Some(i),
-            None if name.is_empty() => unknown.push(format!("an unnamed column (number {})", i + 1)),
-            None => unknown.push(format!("`{name}`")),
-        }
-    }
-    if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
-        return Err(IoError::Content {
-            path: path.to_owned(),
-            format: FORMAT,
-            reason: format!(
-                "the file is empty; an {FORMAT} starts with a header row naming the columns ({})",
-                INPUT_COLUMNS.join(",")
-            ),
-        });
-    }
-    let missing: Vec<String> = REQUIRED_COLUMNS
-        .iter()
-        .filter(|c| {
-            INPUT_COLUMNS
-                .iter()
-                .position(|x| x == *c)
-                .is_some_and(|p| idx[p].is_none())
-        })
-        .map(|c| format!("`{c}`"))
-        .collect();
-    let mut problems = Vec::new();
-    if !missing.is_empty() {
-        problems.push(format!("missing required column(s) {}", missing.join(", ")));
-    }
-    if !unknown.is_empty() {
-        problems.push(format!("unknown column(s) {}", unknown.join(", ")));
-    }
-    if !twice.is_empty() {
-        problems.push(format!("column(s) named twice: {}", twice.join(", ")));
-    }
-    if problems.is_empty() {
-        return Ok(idx);
-    }
-    Err(IoError::Content {
-        path: path.to_owned(),
-        format: FORMAT,
-        reason: format!(
-            "bad header of the {FORMAT}: {}. The header must name {} and may add id, dividend, fixings, barrier, rebate, model, kappa, theta, xi, rho, v0, basket, average, in any order; rename or remove the other columns",
-            problems.join("; "),
-            REQUIRED_COLUMNS.join(", ")
-        ),
+    let rows = read_rows(path, reader, &SCHEMA, |row, reasons| {
+        parse_spec(row, &mut baskets).map_err(|r| reasons.extend(r)).ok()
+    })?;
+    Ok(OptionsFile {
+        options: rows
+            .good
+            .into_iter()
+            .map(|g| OptionRow {
+                row: g.row,
+                line: g.line,
+                id: g.id,
+                spec: g.value.0,
+                kind: g.value.1,
+            })
+            .collect(),
+        errors: rows.errors,
+        baskets: baskets.files,
     })
 }
 
-/// The trimmed text of a cell; empty where the column or the cell is absent.
-fn text(rec: &ByteRecord, col: Option<usize>) -> String {
-    col.and_then(|i| rec.get(i))
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .unwrap_or_default()
-}
-
 fn parse_spec(
-    rec: &ByteRecord,
-    cols: &[Option<usize>; NCOLS],
+    row: &Row<'_>,
     baskets: &mut Baskets,
 ) -> std::result::Result<(OptionSpec, RowKind), Vec<String>> {
     let mut reasons = Vec::new();
-    let cell = |c: usize| text(rec, cols[c]);
+    let cell = |c: usize| row.text(c);
     let model_text = cell(MODEL).to_ascii_lowercase();
     let heston = match model_text.as_str() {
         "" | "bs" | "black_scholes" => false,
@@ -514,27 +370,7 @@ fn parse_spec(
             format!("unknown style `{}`; use one of {}", cell(STYLE), names.join(", "))
         });
     }
-    let mut num = |c: usize, default: Option<f64>| -> Option<f64> {
-        let t = cell(c);
-        let name = INPUT_COLUMNS[c];
-        if t.is_empty() {
-            if default.is_none() {
-                reasons.push(format!("{name} is empty"));
-            }
-            return default;
-        }
-        match t.parse::<f64>() {
-            Ok(v) if v.is_finite() => Some(v),
-            Ok(_) => {
-                reasons.push(format!("{name}: `{t}` is not a finite number"));
-                None
-            }
-            Err(_) => {
-                reasons.push(format!("{name}: `{t}` is not a number"));
-                None
-            }
-        }
-    };
+    let mut num = |c: usize, default: Option<f64>| row.num(c, default, &mut reasons);
     // Heston rows need no volatility: NaN marks "not given" until theta is known
     let [spot, strike, rate, dividend, volatility, maturity, rebate] =
         [SPOT, STRIKE, RATE, DIVIDEND, VOLATILITY, MATURITY, REBATE].map(|c| {
@@ -635,10 +471,21 @@ fn parse_spec(
         let Some(kind) = basket_kind else {
             return Err(reasons);
         };
-        // spot 1 and volatility 1 are placeholders (the file gives each asset's), so a bad
-        // strike is reported as the strike
+        // The contract is checked by the basket engine's own rules (a single-asset option's
+        // spot and strike rules are not a basket's), so the row is refused here exactly
+        // when the engine would refuse it, naming the field. The spec's spot and volatility
+        // of 1 are placeholders: the file gives each asset's.
+        if let RowKind::Basket {
+            basket: i, average, ..
+        } = kind
+        {
+            if let Some(file) = baskets.files.get(i) {
+                file.spec(option_type, strike, rate, t, average)
+                    .validate()
+                    .map_err(why)?;
+            }
+        }
         let spec = OptionSpec::european(option_type, 1.0, strike, rate, 0.0, 1.0, t);
-        spec.validate().map_err(why)?;
         return Ok((spec, kind));
     }
     if american {
@@ -744,15 +591,6 @@ fn basket_cells(
             average,
         }),
         _ => None,
-    }
-}
-
-/// A csv error as an I/O error (the OS's) or a corrupt-file error.
-fn csv_error(path: &Path, e: csv::Error) -> IoError {
-    if e.is_io_error() {
-        IoError::os(path, std::io::Error::from(e))
-    } else {
-        IoError::corrupt(path, FORMAT, e)
     }
 }
 

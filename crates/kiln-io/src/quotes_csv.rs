@@ -6,7 +6,10 @@
 //! - A header row names the columns, in any order, case-insensitively, surrounding spaces
 //!   ignored. Required: `type,price,spot,strike,rate,maturity`. Optional: `id` (absent or
 //!   empty: the data row number) and `dividend` (absent or empty: 0). Any other column, or
-//!   a column named twice, is an error for the whole file that names it.
+//!   a column named twice, is a header error for the whole file
+//!   ([`IoError::Content`](crate::IoError::Content): the file is readable, its header breaks
+//!   the rules) that names each such column, lists the accepted ones and, where an unknown
+//!   name nearly spells one (`vol`, `strke`), suggests it.
 //! - `type` is `call` or `put`; `price` is the option's discounted price (what it costs
 //!   today); `rate` and `dividend` are continuously compounded per year, `maturity` in years.
 //! - Rows are numbered from 1 at the first row after the header (blank lines and lines of
@@ -23,20 +26,40 @@
 //! (0.2 for 20%) in Rust's shortest round-trip form, or an empty cell with the reason's code
 //! ([`NoVolatility::code`]) and its message. Writes are atomic.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use csv::ByteRecord;
 use kiln_core::finance::implied::{NoVolatility, Quote};
 use kiln_core::finance::OptionType;
 
 use crate::atomic::write_atomic;
 use crate::error::{IoError, Result};
 use crate::options_csv::RowError;
+use crate::table::{self, number, read_rows, Row, Schema};
 
-const FORMAT: &str = "quote CSV";
+/// The quote CSV's columns, for the shared reader.
+const SCHEMA: Schema = Schema {
+    format: "quote CSV",
+    columns: &QUOTE_COLUMNS,
+    required: &REQUIRED_QUOTE_COLUMNS,
+    id: ID,
+    hints: &[
+        (
+            "volatility",
+            "the volatility is what kiln implied-vol computes; leave it out",
+        ),
+        (
+            "vol",
+            "the volatility is what kiln implied-vol computes; leave it out",
+        ),
+        (
+            "sigma",
+            "the volatility is what kiln implied-vol computes; leave it out",
+        ),
+        ("expiry", "did you mean `maturity`? (in years)"),
+    ],
+};
 const VOL_FORMAT: &str = "volatility CSV";
 
 /// Every input column, in the documented order.
@@ -98,157 +121,26 @@ pub fn read_quotes(path: impl AsRef<Path>) -> Result<QuotesFile> {
 }
 
 /// [`read_quotes`] from any reader; `path` is only used in error messages.
-pub fn parse_quotes<R: Read>(path: &Path, mut reader: R) -> Result<QuotesFile> {
-    // Read whole: the csv crate's line numbers drift on blank lines and CRLF, so the line a
-    // row starts on is counted here from its byte offset.
-    let mut data = Vec::new();
-    reader.read_to_end(&mut data).map_err(|e| IoError::os(path, e))?;
-    let newlines: Vec<usize> = data
-        .iter()
-        .enumerate()
-        .filter_map(|(i, b)| (*b == b'\n').then_some(i))
-        .collect();
-    let line_at = |pos: Option<&csv::Position>| -> u64 {
-        let mut b = pos.map_or(0, |p| p.byte() as usize);
-        while b < data.len() && data[b].is_ascii_whitespace() {
-            b += 1;
-        }
-        1 + newlines.partition_point(|&n| n < b) as u64
-    };
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(data.as_slice());
-    let headers = rdr.byte_headers().map_err(|e| csv_error(path, e))?.clone();
-    let cols = columns(path, &headers)?;
-    let mut out = QuotesFile::default();
-    let mut first_row_of_id: HashMap<String, usize> = HashMap::new();
-    let mut row = 0;
-    for rec in rdr.byte_records() {
-        let rec = match rec {
-            Ok(r) if r.iter().all(|f| f.is_empty()) => continue,
-            Ok(r) => {
-                row += 1;
-                r
-            }
-            Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => return Err(csv_error(path, e)),
-            Err(e) => {
-                row += 1;
-                out.errors.push(RowError {
-                    row,
-                    line: line_at(e.position()),
-                    id: row.to_string(),
-                    reason: format!("unreadable row: {e}"),
-                });
-                continue;
-            }
-        };
-        let line = line_at(rec.position());
-        let explicit_id = text(&rec, cols[ID]);
-        let id = if explicit_id.is_empty() {
-            row.to_string()
-        } else {
-            explicit_id
-        };
-        let mut reasons = Vec::new();
-        if rec.len() > headers.len() {
-            reasons.push(format!(
-                "{} fields, but the header names {} columns",
-                rec.len(),
-                headers.len()
-            ));
-        }
-        let quote = parse_quote(&rec, &cols, &mut reasons);
-        if !text(&rec, cols[ID]).is_empty() {
-            match first_row_of_id.get(&id) {
-                Some(first) => reasons.push(format!("id `{id}` is already used by row {first}")),
-                None => {
-                    first_row_of_id.insert(id.clone(), row);
-                }
-            }
-        }
-        match quote {
-            Some(quote) if reasons.is_empty() => out.quotes.push(QuoteRow { row, line, id, quote }),
-            _ => out.errors.push(RowError {
-                row,
-                line,
-                id,
-                reason: reasons.join("; "),
-            }),
-        }
-    }
-    Ok(out)
-}
-
-/// Maps the header to a cell index per input column, or says everything wrong with it.
-fn columns(path: &Path, headers: &ByteRecord) -> Result<[Option<usize>; 8]> {
-    let mut idx = [None; 8];
-    let (mut unknown, mut twice) = (Vec::new(), Vec::new());
-    for (i, h) in headers.iter().enumerate() {
-        let name = String::from_utf8_lossy(h).trim().to_ascii_lowercase();
-        match QUOTE_COLUMNS.iter().position(|c| *c == name) {
-            Some(c) if idx[c].is_some() => twice.push(format!("`{name}`")),
-            Some(c) => idx[c] = Some(i),
-            None if name.is_empty() => unknown.push(format!("an unnamed column (number {})", i + 1)),
-            None => unknown.push(format!("`{name}`")),
-        }
-    }
-    if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
-        return Err(IoError::Content {
-            path: path.to_owned(),
-            format: FORMAT,
-            reason: format!(
-                "the file is empty; a {FORMAT} starts with a header row naming the columns ({})",
-                QUOTE_COLUMNS.join(",")
-            ),
-        });
-    }
-    let missing: Vec<String> = REQUIRED_QUOTE_COLUMNS
-        .iter()
-        .filter(|c| {
-            QUOTE_COLUMNS
-                .iter()
-                .position(|x| x == *c)
-                .is_some_and(|p| idx[p].is_none())
-        })
-        .map(|c| format!("`{c}`"))
-        .collect();
-    let mut problems = Vec::new();
-    if !missing.is_empty() {
-        problems.push(format!("missing required column(s) {}", missing.join(", ")));
-    }
-    if !unknown.is_empty() {
-        problems.push(format!("unknown column(s) {}", unknown.join(", ")));
-    }
-    if !twice.is_empty() {
-        problems.push(format!("column(s) named twice: {}", twice.join(", ")));
-    }
-    if problems.is_empty() {
-        return Ok(idx);
-    }
-    Err(IoError::Content {
-        path: path.to_owned(),
-        format: FORMAT,
-        reason: format!(
-            "bad header of the {FORMAT}: {}. The header must name {} and may add id and dividend, in any order; rename or remove the other columns",
-            problems.join("; "),
-            REQUIRED_QUOTE_COLUMNS.join(", ")
-        ),
+pub fn parse_quotes<R: Read>(path: &Path, reader: R) -> Result<QuotesFile> {
+    let rows = read_rows(path, reader, &SCHEMA, parse_quote)?;
+    Ok(QuotesFile {
+        quotes: rows
+            .good
+            .into_iter()
+            .map(|g| QuoteRow {
+                row: g.row,
+                line: g.line,
+                id: g.id,
+                quote: g.value,
+            })
+            .collect(),
+        errors: rows.errors,
     })
 }
 
-/// The trimmed text of a cell; empty where the column or the cell is absent.
-fn text(rec: &ByteRecord, col: Option<usize>) -> String {
-    col.and_then(|i| rec.get(i))
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .unwrap_or_default()
-}
-
 /// The quote of a row, or `None` with every reason added to `reasons`.
-fn parse_quote(rec: &ByteRecord, cols: &[Option<usize>; 8], reasons: &mut Vec<String>) -> Option<Quote> {
-    let cell = |c: usize| text(rec, cols[c]);
-    let kind = match cell(TYPE).to_ascii_lowercase().as_str() {
+fn parse_quote(row: &Row<'_>, reasons: &mut Vec<String>) -> Option<Quote> {
+    let kind = match row.text(TYPE).to_ascii_lowercase().as_str() {
         "call" => Some(OptionType::Call),
         "put" => Some(OptionType::Put),
         "" => {
@@ -256,26 +148,18 @@ fn parse_quote(rec: &ByteRecord, cols: &[Option<usize>; 8], reasons: &mut Vec<St
             None
         }
         _ => {
-            reasons.push(format!("unknown type `{}`; use call or put", cell(TYPE)));
+            reasons.push(format!("unknown type `{}`; use call or put", row.text(TYPE)));
             None
         }
     };
     let mut num = |c: usize, default: Option<f64>, positive: bool| -> Option<f64> {
-        let t = cell(c);
-        let name = QUOTE_COLUMNS[c];
-        if t.is_empty() {
-            if default.is_none() {
-                reasons.push(format!("{name} is empty"));
+        match row.num(c, default, reasons) {
+            Some(v) if positive && v <= 0.0 => {
+                reasons.push(format!("{} = {}; it must be > 0", row.name(c), row.text(c)));
+                None
             }
-            return default;
+            v => v,
         }
-        match t.parse::<f64>() {
-            Ok(v) if !v.is_finite() => reasons.push(format!("{name}: `{t}` is not a finite number")),
-            Ok(v) if positive && v <= 0.0 => reasons.push(format!("{name} = {t}; it must be > 0")),
-            Ok(v) => return Some(v),
-            Err(_) => reasons.push(format!("{name}: `{t}` is not a number")),
-        }
-        None
     };
     let price = num(PRICE, None, false);
     let spot = num(SPOT, None, true);
@@ -391,24 +275,8 @@ pub fn read_vols(path: impl AsRef<Path>) -> Result<Vec<VolRow>> {
     Ok(out)
 }
 
-/// Shortest round-trip text of a finite `v`, in the prices file's form (exponent notation
-/// outside `1e-5..1e16`).
-fn number(v: f64) -> String {
-    if v == 0.0 {
-        "0".to_string()
-    } else if (1e-5..1e16).contains(&v.abs()) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    }
-}
-
 fn csv_error(path: &Path, e: csv::Error) -> IoError {
-    if e.is_io_error() {
-        IoError::os(path, std::io::Error::from(e))
-    } else {
-        IoError::corrupt(path, FORMAT, e)
-    }
+    table::csv_error(path, VOL_FORMAT, e)
 }
 
 #[cfg(test)]
@@ -476,6 +344,21 @@ mod tests {
             m.contains("missing required column(s) `rate`") && m.contains("unknown column(s) `vol`"),
             "{m}"
         );
+        assert!(matches!(e, IoError::Content { .. }), "{e:?}");
+        // the volatility is the output: the message says so rather than guess a column
+        assert!(
+            m.contains("`vol` (did you mean") || m.contains("leave it out"),
+            "{m}"
+        );
+        assert!(m.contains("may add id, dividend"), "{m}");
+        assert!(!m.contains("corrupt"), "{m}");
+        let m = parse_quotes(
+            Path::new("q.csv"),
+            "type,price,spot,strike,rate,maturty\n".as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(m.contains("`maturty` (did you mean `maturity`?)"), "{m}");
     }
 
     #[test]

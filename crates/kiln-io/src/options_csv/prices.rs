@@ -7,11 +7,17 @@ use std::path::Path;
 
 use kiln_core::finance::PriceResult;
 
-use super::{csv_error, RowError};
+use super::RowError;
 use crate::atomic::write_atomic;
 use crate::error::{IoError, Result};
+use crate::table::{self, number};
 
 const PRICE_FORMAT: &str = "price CSV";
+const ERRORS_FORMAT: &str = "errors CSV";
+
+fn csv_error(path: &Path, e: csv::Error) -> IoError {
+    table::csv_error(path, PRICE_FORMAT, e)
+}
 
 /// The columns of the prices file, in order.
 pub const PRICE_COLUMNS: [&str; 8] = [
@@ -77,17 +83,6 @@ impl PriceRecord {
             .into_iter()
             .chain(greeks)
             .find_map(|(c, v)| v.filter(|v| !v.is_finite()).map(|v| (c, v)))
-    }
-}
-
-/// Shortest round-trip text of a finite `v`; exponent notation outside `1e-5..1e16`.
-fn number(v: f64) -> String {
-    if v == 0.0 {
-        "0".to_string()
-    } else if (1e-5..1e16).contains(&v.abs()) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
     }
 }
 
@@ -171,10 +166,11 @@ pub fn write_errors(path: impl AsRef<Path>, errors: &[RowError]) -> Result<()> {
     let path = path.as_ref();
     write_atomic(path, ".csv", |w| {
         let mut wtr = csv::Writer::from_writer(w);
-        wtr.write_record(ERROR_COLUMNS).map_err(|e| csv_error(path, e))?;
+        wtr.write_record(ERROR_COLUMNS)
+            .map_err(|e| table::csv_error(path, ERRORS_FORMAT, e))?;
         for e in errors {
             wtr.write_record([e.row.to_string().as_str(), e.id.as_str(), e.reason.as_str()])
-                .map_err(|err| csv_error(path, err))?;
+                .map_err(|err| table::csv_error(path, ERRORS_FORMAT, err))?;
         }
         wtr.flush().map_err(|e| IoError::os(path, e))
     })

@@ -107,11 +107,41 @@ fn header_problems_name_the_columns() {
     assert!(e.contains("unknown column(s) `vol`"), "{e}");
     // the file is readable: not called truncated or corrupt, nor sent to be re-copied
     assert!(!e.contains("corrupt") && !e.contains("re-copy"), "{e}");
+    // a near miss is answered with the column it nearly spells
+    assert!(e.contains("`vol` (did you mean `volatility`?)"), "{e}");
     let e = header_error("type,style,spot,strike,rate,volatility,maturity,spot\n");
     assert!(e.contains("named twice: `spot`"), "{e}");
     let e = header_error("");
     assert!(e.contains("empty"), "{e}");
     assert!(e.contains("test.csv"), "{e}");
+}
+
+#[test]
+fn an_unknown_column_is_a_header_error_listing_the_accepted_ones() {
+    let e = parse_options(
+        Path::new("book.csv"),
+        "id,type,style,spot,strike,rate,volatility,maturity,exercise,strke\n".as_bytes(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, IoError::Content { .. }), "{e:?}");
+    let e = e.to_string();
+    // each column named, with where its content goes or the column it nearly spells
+    assert!(
+        e.contains("unknown column(s) `exercise` (the exercise style goes in `style`"),
+        "{e}"
+    );
+    assert!(e.contains("`strke` (did you mean `strike`?)"), "{e}");
+    // every accepted column listed, nothing said about damage
+    for c in INPUT_COLUMNS {
+        assert!(e.contains(c), "{c} not listed: {e}");
+    }
+    assert!(
+        !e.contains("corrupt") && !e.contains("truncated") && !e.contains("re-copy"),
+        "{e}"
+    );
+    // a name nothing is near gets no guess
+    let e = header_error("type,style,spot,strike,rate,volatility,maturity,notional\n");
+    assert!(e.contains("unknown column(s) `notional`. The header"), "{e}");
 }
 
 #[test]
