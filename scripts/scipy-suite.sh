@@ -348,7 +348,7 @@ bad = sorted(n for n in kiln if rel(n) and base.get(n, {}).get("outcome") in ("p
 
 
 def func_of(r):
-    m = re.match(r"[\w.]*InvalidInputError: (\w+):", r.get("exc_text", ""))
+    m = re.match(r"[\w.]*(?:InvalidInputError|ScipyRuntimeError|ScipyTypeError): (\w+):", r.get("exc_text", ""))
     if m:
         return m.group(1)
     c = r.get("raising_call") or r.get("last_call") or ""
@@ -426,7 +426,7 @@ for n in bad:
     ctx = in_raises(r)
     if "PanicException" in et or "panicked" in txt:
         c = ("d", "panic")
-    elif et.endswith("InvalidInputError"):
+    elif et.endswith(("InvalidInputError", "ScipyRuntimeError", "ScipyTypeError")):
         if ctx and re.search(r"input dtype (float64|u?int\d+|bool) is not supported", txt):
             c = ("b", "dtype refusal fires before the invalid argument scipy's test expects an error for: " + refusal_reason(txt))
         elif ctx:
