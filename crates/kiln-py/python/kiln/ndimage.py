@@ -153,9 +153,10 @@ class _Call:
             # NumPy inputs of every dtype run on the CPU (_ndimage_rank._host); this is the
             # tensor path: the GPU kernels (and kiln tensors) select in these three types
             raise InvalidInputError(
-                f"{fname}: input dtype {self.dtype} is not supported for {type(input).__name__} input or device={device!r}: "
-                "the GPU rank filters and grey morphology take float32, uint8, uint16; a NumPy array of any "
-                "real dtype (bool, int8..int64, uint8..uint64, float32, float64) runs on the CPU with device=None")
+                f"{fname}: input dtype {self.dtype} is not supported here ({type(input).__name__} input, device={device!r}): "
+                "kiln tensors and the GPU's rank filters and grey morphology take float32, uint8, uint16; a NumPy "
+                "array of any real dtype (bool, int8..int64, uint8..uint64, float32, float64) runs on the CPU "
+                "with device=None or 'cpu'")
         if np is not None:
             x = np.ascontiguousarray(x)
         if device is not None:
