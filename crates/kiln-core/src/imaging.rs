@@ -22,6 +22,7 @@ mod mode;
 pub mod morphology;
 mod path;
 pub mod rank;
+pub mod rank_value;
 
 pub use mode::BoundaryMode;
 pub use path::{path_2d, path_3d, resolve_2d, resolve_3d, FilterPath};

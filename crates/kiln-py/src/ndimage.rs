@@ -21,7 +21,9 @@ use kiln::core::imaging::BoundaryMode;
 use kiln::morphology::{BinaryFunction, BinaryParams};
 use kiln::ndimage::{ndimage_tolerance, LinearFilter};
 use kiln::rank::{Footprint, RankFunction, RankParams};
+use kiln::rank_host::{rank_bytes, NdDType};
 use pyo3::prelude::*;
+use pyo3::types::PyByteArray;
 
 /// scipy's mode names (filters' `grid-*` synonyms included); anything else is refused
 /// here, so kiln's own `constant:V` spelling does not leak into the Python API.
@@ -192,18 +194,9 @@ fn footprint(what: &str, shape: Vec<usize>, mask: Vec<bool>) -> PyResult<Footpri
     Footprint::new(&shape, mask).map_err(|e| invalid(format!("{what}: {e}")))
 }
 
-/// `ndimage_rank(x, function, ...)`: a rank filter or grey morphology op (median_filter,
-/// rank_filter, percentile_filter, minimum_filter, maximum_filter, grey_erosion,
-/// grey_dilation, grey_opening, grey_closing) with a full-rank window (`size` per axis, or
-/// a `footprint` / `structure` given as shape and row-major values).
-#[pyfunction]
-#[pyo3(signature = (x, function, *, size = None, footprint_shape = None, footprint_mask = None,
-    structure_shape = None, structure_values = None, mode = "reflect", cval = 0.0,
-    origin = vec![], rank = None, percentile = None))]
+/// The function and window of a rank filter or grey morphology call (see [`ndimage_rank`]).
 #[allow(clippy::too_many_arguments)]
-fn ndimage_rank(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
+fn rank_call(
     function: &str,
     size: Option<Vec<usize>>,
     footprint_shape: Option<Vec<usize>>,
@@ -215,7 +208,7 @@ fn ndimage_rank(
     origin: Vec<isize>,
     rank: Option<isize>,
     percentile: Option<f64>,
-) -> PyResult<PyTensor> {
+) -> PyResult<(RankFunction, RankParams)> {
     let func = match function {
         "median_filter" => RankFunction::Median,
         "rank_filter" => RankFunction::Rank(rank.ok_or_else(|| invalid("rank_filter needs `rank`"))?),
@@ -251,9 +244,102 @@ fn ndimage_rank(
         mode: boundary(mode, cval)?,
         origin,
     };
+    Ok((func, p))
+}
+
+/// `ndimage_rank(x, function, ...)`: a rank filter or grey morphology op (median_filter,
+/// rank_filter, percentile_filter, minimum_filter, maximum_filter, grey_erosion,
+/// grey_dilation, grey_opening, grey_closing) with a full-rank window (`size` per axis, or
+/// a `footprint` / `structure` given as shape and row-major values).
+#[pyfunction]
+#[pyo3(signature = (x, function, *, size = None, footprint_shape = None, footprint_mask = None,
+    structure_shape = None, structure_values = None, mode = "reflect", cval = 0.0,
+    origin = vec![], rank = None, percentile = None))]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_rank(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    function: &str,
+    size: Option<Vec<usize>>,
+    footprint_shape: Option<Vec<usize>>,
+    footprint_mask: Option<Vec<bool>>,
+    structure_shape: Option<Vec<usize>>,
+    structure_values: Option<Vec<f64>>,
+    mode: &str,
+    cval: f64,
+    origin: Vec<isize>,
+    rank: Option<isize>,
+    percentile: Option<f64>,
+) -> PyResult<PyTensor> {
+    let (func, p) = rank_call(
+        function,
+        size,
+        footprint_shape,
+        footprint_mask,
+        structure_shape,
+        structure_values,
+        mode,
+        cval,
+        origin,
+        rank,
+        percentile,
+    )?;
     let (t, rt, keep) = coerce(py, x, None)?;
     let out = run(py, &rt, || t.rank_apply(func, &p))?;
     Ok(PyTensor::with_inputs(out, rt, keep))
+}
+
+/// `ndimage_rank_host(data, dtype, shape, out_dtype, function, ...)`: [`ndimage_rank`] on the
+/// CPU over a host buffer (native-endian bytes of any dtype scipy takes: bool, int8..int64,
+/// uint8..uint64, float32, float64), with scipy's results stored as `out_dtype`
+/// (`kiln::rank_host`; `exact`: 64-bit integers not rounded through a double, as scipy's 1-D
+/// rank filter); returns the output's bytes.
+#[pyfunction]
+#[pyo3(signature = (data, dtype, shape, out_dtype, function, *, size = None,
+    footprint_shape = None, footprint_mask = None, structure_shape = None,
+    structure_values = None, mode = "reflect", cval = 0.0, origin = vec![], rank = None,
+    percentile = None, exact = false))]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_rank_host<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    dtype: &str,
+    shape: Vec<usize>,
+    out_dtype: &str,
+    function: &str,
+    size: Option<Vec<usize>>,
+    footprint_shape: Option<Vec<usize>>,
+    footprint_mask: Option<Vec<bool>>,
+    structure_shape: Option<Vec<usize>>,
+    structure_values: Option<Vec<f64>>,
+    mode: &str,
+    cval: f64,
+    origin: Vec<isize>,
+    rank: Option<isize>,
+    percentile: Option<f64>,
+    exact: bool,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let (func, p) = rank_call(
+        function,
+        size,
+        footprint_shape,
+        footprint_mask,
+        structure_shape,
+        structure_values,
+        mode,
+        cval,
+        origin,
+        rank,
+        percentile,
+    )?;
+    let dt: NdDType = dtype.parse().map_err(|e| invalid(format!("{function}: {e}")))?;
+    let ot: NdDType = out_dtype
+        .parse()
+        .map_err(|e| invalid(format!("{function}: output {e}")))?;
+    let out = py
+        .detach(|| rank_bytes(data, dt, &shape, func, &p, ot, exact))
+        .py()?;
+    Ok(PyByteArray::new(py, &out))
 }
 
 /// `ndimage_binary(x, function, ...)`: binary_erosion, binary_dilation, binary_opening,
@@ -311,6 +397,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage_linear, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_tolerance_of, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_rank_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_binary, m)?)?;
     m.add_function(wrap_pyfunction!(binary_structure, m)?)?;
     Ok(())

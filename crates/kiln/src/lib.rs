@@ -50,6 +50,7 @@ pub mod linalg;
 pub mod morphology;
 pub mod ndimage;
 pub mod rank;
+pub mod rank_host;
 pub mod raw_kernel;
 mod runtime;
 pub mod stream;

@@ -16,3 +16,4 @@ pub use kiln_core::imaging::{path_2d, path_3d, FilterPath};
 pub use linear::linear_into;
 pub mod morphology;
 pub mod rank;
+pub mod rank_scipy;

@@ -18,9 +18,11 @@ use rayon::prelude::*;
 use crate::CpuStorage;
 
 /// The element types the rank filters take.
-pub const RANK_DTYPES: &str = "u8, u16, f32";
+pub const RANK_DTYPES: &str = "u8, u16, f32, f64";
 
-/// Runs `spec` on a `(d, h, w)` storage of u8, u16 or f32, returning the same dtype.
+/// Runs `spec` on a `(d, h, w)` storage of u8, u16, f32 or f64, returning the same dtype
+/// (f64 with scipy's comparisons, [`super::rank_scipy`]; the others by total order, as the
+/// GPU computes them).
 pub fn rank_filter_storage(
     x: &CpuStorage,
     shape: [usize; 3],
@@ -31,9 +33,12 @@ pub fn rank_filter_storage(
         CpuStorage::U8(v) => CpuStorage::U8(rank_filter(v, shape, spec)?.into()),
         CpuStorage::U16(v) => CpuStorage::U16(rank_filter(v, shape, spec)?.into()),
         CpuStorage::F32(v) => CpuStorage::F32(rank_filter(v, shape, spec)?.into()),
+        CpuStorage::F64(v) => {
+            let cval = spec.mode.cval().unwrap_or(0.0);
+            CpuStorage::F64(super::rank_scipy::rank_scipy(v, shape, spec, cval)?.into())
+        }
         other => {
             let d = match other {
-                CpuStorage::F64(_) => kiln_core::DType::F64,
                 CpuStorage::F16(_) => kiln_core::DType::F16,
                 _ => kiln_core::DType::BF16,
             };
@@ -175,31 +180,31 @@ fn structure_fold<T: RankElement>(vals: &[T], terms: &[f64], max: bool) -> f64 {
 /// One separable min (max) pass of window `k`, origin `o` along `axis` (van Herk /
 /// Gil-Werman on each line, boundary extended per axis).
 #[allow(clippy::too_many_arguments)]
-fn minmax_pass(
-    src: &[u32],
+pub(crate) fn minmax_pass<K: Ord + Copy + Default + Send + Sync>(
+    src: &[K],
     shape: [usize; 3],
     axis: usize,
     k: usize,
     o: isize,
     mode: BoundaryMode,
-    cval: Option<u32>,
+    cval: Option<K>,
     max: bool,
-) -> Vec<u32> {
+) -> Vec<K> {
     let n = shape[axis];
     let stride: usize = shape[axis + 1..].iter().product();
     let c = (k / 2) as isize + o;
-    let pick = |a: u32, b: u32| if max { a.max(b) } else { a.min(b) };
-    let mut out = vec![0u32; src.len()];
+    let pick = |a: K, b: K| if max { a.max(b) } else { a.min(b) };
+    let mut out = vec![K::default(); src.len()];
     let line_of = |l: usize| (l / stride) * stride * n + l % stride;
     // Lines are gathered into rows of `n` so that each rayon task writes its own chunk.
-    let mut tmp = vec![0u32; src.len()];
+    let mut tmp = vec![K::default(); src.len()];
     tmp.par_chunks_mut(n).enumerate().for_each(|(l, dst)| {
         let base = line_of(l);
         let len = n + k - 1;
-        let ext: Vec<u32> = (0..len)
+        let ext: Vec<K> = (0..len)
             .map(|j| match mode.map_index(j as isize - c, n) {
                 Some(i) => src[base + i * stride],
-                None => cval.unwrap_or(0),
+                None => cval.unwrap_or_default(),
             })
             .collect();
         let mut g = ext.clone();
@@ -231,7 +236,13 @@ fn minmax_pass(
 
 /// Huang's sliding histogram for `u8` keys over a 2-D box (`fshape[0] == 1`): one
 /// histogram per row, moved one column at a time.
-fn huang_u8(keys: &[u32], shape: [usize; 3], spec: &RankSpec, r: usize, cval: Option<u32>) -> Vec<u32> {
+pub(crate) fn huang_u8(
+    keys: &[u32],
+    shape: [usize; 3],
+    spec: &RankSpec,
+    r: usize,
+    cval: Option<u32>,
+) -> Vec<u32> {
     let [_, h, w] = shape;
     let [_, fh, fw] = spec.fshape;
     let cy = (fh / 2) as isize + spec.origin[1];

@@ -90,9 +90,64 @@ def _tophat(fname, white, input, size, footprint, structure, output, mode, cval,
     return _finish(_as(x, dt) - y if white else y - _as(x, dt), out)
 
 
+# NumPy inputs on the CPU: scipy's own code, line for line, over kiln's grey steps (which
+# take every dtype there), so dtypes, output arrays and bool inputs behave as scipy's.
+
+def _host(input, device):
+    return device in (None, "cpu") and _is_numpy(input) and not isinstance(input, _native.Tensor)
+
+
+def _np_tophat(white, input, size, footprint, structure, output, mode, cval, origin, axes):
+    np = _np()
+    input = np.asarray(input)
+    if size is not None and footprint is not None:
+        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+    first, second = (grey_erosion, grey_dilation) if white else (grey_dilation, grey_erosion)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        tmp = first(input, size, footprint, structure, None, mode, cval, origin, axes=axes)
+        tmp = second(tmp, size, footprint, structure, output, mode, cval, origin, axes=axes)
+    if tmp is None:
+        tmp = output
+    a, b = (input, tmp) if white else (tmp, input)
+    if input.dtype == np.bool_ and tmp.dtype == np.bool_:
+        np.bitwise_xor(a, b, out=tmp)
+    else:
+        np.subtract(a, b, out=tmp)
+    return tmp
+
+
+def _np_gradient(input, size, footprint, structure, output, mode, cval, origin, axes):
+    np = _np()
+    tmp = grey_dilation(input, size, footprint, structure, None, mode, cval, origin, axes=axes)
+    if isinstance(output, np.ndarray):
+        grey_erosion(input, size, footprint, structure, output, mode, cval, origin, axes=axes)
+        return np.subtract(tmp, output, output)
+    return tmp - grey_erosion(input, size, footprint, structure, None, mode, cval, origin,
+                              axes=axes)
+
+
+def _np_laplace(input, size, footprint, structure, output, mode, cval, origin, axes):
+    np = _np()
+    input = np.asarray(input)
+    tmp1 = grey_dilation(input, size, footprint, structure, None, mode, cval, origin, axes=axes)
+    if isinstance(output, np.ndarray):
+        grey_erosion(input, size, footprint, structure, output, mode, cval, origin, axes=axes)
+        np.add(tmp1, output, output)
+        np.subtract(output, input, output)
+        return np.subtract(output, input, output)
+    tmp2 = grey_erosion(input, size, footprint, structure, None, mode, cval, origin, axes=axes)
+    np.add(tmp1, tmp2, tmp2)
+    np.subtract(tmp2, input, tmp2)
+    np.subtract(tmp2, input, tmp2)
+    return tmp2
+
+
 def white_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect",
                  cval=0.0, origin=0, *, axes=None, device=None):
     """scipy.ndimage.white_tophat: ``input - grey_opening(input)``."""
+    if _host(input, device):
+        return _np_tophat(True, input, size, footprint, structure, output, mode, cval, origin, axes)
     return _tophat("white_tophat", True, input, size, footprint, structure, output, mode, cval,
                    origin, axes, device)
 
@@ -100,6 +155,8 @@ def white_tophat(input, size=None, footprint=None, structure=None, output=None, 
 def black_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect",
                  cval=0.0, origin=0, *, axes=None, device=None):
     """scipy.ndimage.black_tophat: ``grey_closing(input) - input``."""
+    if _host(input, device):
+        return _np_tophat(False, input, size, footprint, structure, output, mode, cval, origin, axes)
     return _tophat("black_tophat", False, input, size, footprint, structure, output, mode, cval,
                    origin, axes, device)
 
@@ -107,6 +164,8 @@ def black_tophat(input, size=None, footprint=None, structure=None, output=None, 
 def morphological_gradient(input, size=None, footprint=None, structure=None, output=None,
                            mode="reflect", cval=0.0, origin=0, *, axes=None, device=None):
     """scipy.ndimage.morphological_gradient: ``grey_dilation - grey_erosion``."""
+    if _host(input, device):
+        return _np_gradient(input, size, footprint, structure, output, mode, cval, origin, axes)
     x, out, dt = _prep("morphological_gradient", input, output, False, structure)
     if out is not None:
         dt = out.dtype
@@ -118,6 +177,8 @@ def morphological_laplace(input, size=None, footprint=None, structure=None, outp
                           mode="reflect", cval=0.0, origin=0, *, axes=None, device=None):
     """scipy.ndimage.morphological_laplace: ``grey_dilation + grey_erosion - 2 * input``, in
     the input's dtype (uint8 wraps, as scipy's does) or an output array's."""
+    if _host(input, device):
+        return _np_laplace(input, size, footprint, structure, output, mode, cval, origin, axes)
     x, out, dt = _prep("morphological_laplace", input, output, False, structure)
     if out is not None:
         dt = out.dtype

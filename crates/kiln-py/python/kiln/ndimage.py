@@ -18,8 +18,10 @@ kiln tensors.
 
 Dtypes: float32, uint8 and uint16 keep their type. float64 is accepted by the linear
 filters and computed in float32 (returned as float64: about 1e-7 relative difference from
-scipy's double arithmetic); rank filters and grey morphology refuse it (selection in
-float32 would change the values); binary morphology takes any dtype (non-zero is true).
+scipy's double arithmetic). Rank filters and grey morphology take a NumPy array of every
+real dtype scipy takes (bool, int8..int64, uint8..uint64, float32, float64) on the CPU,
+with scipy's results bit for bit; on the GPU and for tensors, float32, uint8 and uint16.
+Binary morphology takes any dtype (non-zero is true).
 8/16-bit linear results are rounded half away from zero and clamped (scipy truncates and
 wraps, and rounds between the passes of separable filters).
 
@@ -30,9 +32,11 @@ Rank filters and grey morphology give the input's dtype or one that holds every 
 it (uint8 to uint16 or float32, say), converted exactly. Binary morphology gives bool
 whatever the dtype, as scipy does. An array is filled and returned; it may be the input.
 
-What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter:
-``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ,
-``mask=`` of the binary ops on a non-NumPy input, ``brute_force=True``, grey morphology with both a
+What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter (its
+subclasses ``ScipyRuntimeError`` and ``ScipyTypeError`` where scipy raises those):
+``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ
+(rank filters and grey morphology on NumPy inputs take them where scipy does),
+``mask=`` of the binary ops on a non-NumPy input, grey morphology on tensors with both a
 ``structure`` and ``axes`` that leave an axis out, inputs of more than 3 axes unless
 ``axes`` names one axis or the last two, or ``axis`` is given (those are folded by a
 reshape: ``(n, c, h, w)`` with ``axes=(2, 3)`` runs as ``(n*c, h, w)``).
@@ -58,6 +62,16 @@ __all__ = [
     "morphological_gradient", "morphological_laplace", "binary_propagation",
     "binary_hit_or_miss", "iterate_structure",
 ]
+
+class ScipyRuntimeError(InvalidInputError, RuntimeError):
+    """An argument kiln rejects where scipy.ndimage raises ``RuntimeError`` (catchable as
+    either)."""
+
+
+class ScipyTypeError(InvalidInputError, TypeError):
+    """An argument kiln rejects where scipy.ndimage raises ``TypeError`` (catchable as
+    either)."""
+
 
 _KEEP = ("float32", "uint8", "uint16")
 _FLOATS = ("float32", "float64")
@@ -100,6 +114,9 @@ class _Call:
             x = np.asarray(input)
             if x.dtype.kind == "c":
                 raise InvalidInputError(f"{fname}: complex input is not supported")
+            if not x.dtype.isnative:
+                # big-endian (or swapped) data: converted, as scipy reads it
+                x = x.astype(x.dtype.newbyteorder("="))
         else:
             x = input
         self.dtype = _dtype_name(x)
@@ -113,6 +130,9 @@ class _Call:
             # computed in float32 from any real input, returned as the float type asked for
             want = self.out_dtype or self.dtype
             if want not in _FLOATS:
+                if self.dtype == "float16":
+                    # scipy's C code has no float16 ("array type not supported")
+                    raise ScipyRuntimeError(f"{fname}: input dtype float16 is not supported (scipy raises too); convert to float32")
                 if self.out_dtype is not None:
                     raise InvalidInputError(
                         f"{fname}: output dtype {want} from {self.dtype} input is not supported: the input's dtype, float32 or float64")
@@ -130,8 +150,13 @@ class _Call:
                     x.to(__import__("torch").uint8) if type(x).__module__.startswith("torch")
                     else x.astype("uint8"))
         elif kind == "rank" and self.dtype not in _KEEP:
+            # NumPy inputs of every dtype run on the CPU (_ndimage_rank._host); this is the
+            # tensor path: the GPU kernels (and kiln tensors) select in these three types
             raise InvalidInputError(
-                f"{fname}: input dtype {self.dtype} is not supported: float32, uint8, uint16; convert first, e.g. x.astype(np.float32)")
+                f"{fname}: input dtype {self.dtype} is not supported here ({type(input).__name__} input, device={device!r}): "
+                "kiln tensors and the GPU's rank filters and grey morphology take float32, uint8, uint16; a NumPy "
+                "array of any real dtype (bool, int8..int64, uint8..uint64, float32, float64) runs on the CPU "
+                "with device=None or 'cpu'")
         if np is not None:
             x = np.ascontiguousarray(x)
         if device is not None:
@@ -255,7 +280,9 @@ class _Call:
 
         r = _like(y, self.like, "like")
         if self.kind == "binary":
-            return r.view(bool) if _is_numpy(self.like) else (r != 0)
+            if _is_numpy(self.like):
+                return r.view(bool) if r.dtype.itemsize == 1 else (r != 0)
+            return r != 0
         return r.astype(self.out_dtype) if cast and to_numpy else r
 
 
@@ -267,7 +294,9 @@ def _seq(v, n, what, fname, conv=float):
         return [conv(v)] * n
     v = [conv(a) for a in v]
     if len(v) != n:
-        raise InvalidInputError(f"{fname}: {what} has {len(v)} values; give one or {n}")
+        # scipy's _normalize_sequence raises RuntimeError here
+        raise ScipyRuntimeError(
+            f"{fname}: {what}: sequence argument must have length equal to input rank (one value or {n}, got {len(v)})")
     return v
 
 
@@ -296,9 +325,13 @@ def _mode(mode, n, fname):
     if isinstance(mode, str):
         return mode
     modes = list(mode)
-    if len(modes) in (1, n) and len(set(modes)) == 1:
+    if len(modes) != n:
+        raise ScipyRuntimeError(
+            f"{fname}: mode: sequence argument must have length equal to input rank (one value or {n}, got {len(modes)})")
+    if len(set(modes)) == 1:
         return modes[0]
-    raise InvalidInputError(
+    # scipy raises RuntimeError for a sequence where it takes none (correlate, rank filters)
+    raise ScipyRuntimeError(
         f"{fname}: mode: a sequence of different modes per axis is not supported; give one mode")
 
 
@@ -318,6 +351,14 @@ def _linear(call, function, **p):
     max_in = getattr(_TOLERANCE, "max_in", None)
     if max_in is not None:  # _tolerance(): the bound, not the result
         return _native.ndimage_tolerance_of(function, call.ndim, max_in, **p)
+    if 0 in call.shape and _is_numpy(call.like):
+        # an empty input filters to an empty output, as scipy's does
+        np = _np()
+        r = np.zeros(call.shape, dtype="float64" if call.f64 else (call.out_dtype or call.dtype))
+        if call.out_array is not None:
+            np.copyto(call.out_array, r, casting="unsafe")
+            return call.out_array
+        return r
     y = _native.ndimage_linear(call.x, function, **p)
     return call.done(y)
 
@@ -345,7 +386,7 @@ def _correlate(fname, input, weights, output, mode, cval, origin, axes, device, 
     w = np.asarray(weights, dtype=np.float64)
     ax = call.axes(axes)
     if w.ndim != len(ax):
-        raise InvalidInputError(f"{fname}: weights have {w.ndim} axes but {len(ax)} axes are filtered")
+        raise ScipyRuntimeError(f"{fname}: weights.ndim ({w.ndim}) must match len(axes) ({len(ax)})")
     return _linear(call, fname, weights=w.ravel().tolist(),
                    wshape=list(w.shape), origin=_seq(origin, len(ax), "origin", fname, _index),
                    axes=None if axes is None else ax, **_mode_cval(mode, cval, len(ax), fname))
@@ -394,6 +435,8 @@ def _gauss(fname, call, sigma, order, truncate, radius, axes, mode, cval, n):
     p = {"sigma": _seq(sigma, n, "sigma", fname), "truncate": float(truncate)}
     if order is not None:
         p["order"] = _seq(order, n, "order", fname, _index)
+        if any(o < 0 for o in p["order"]):
+            raise InvalidInputError(f"{fname}: order must be non-negative, got {order!r}")
     if radius is not None:
         p["radius"] = _seq(radius, n, "radius", fname, _index)
     if axes is not None:
@@ -415,9 +458,13 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
                       truncate=4.0, *, radius=None, device=None, out_type=None):
     """scipy.ndimage.gaussian_filter1d along ``axis``."""
     call = _Call("gaussian_filter1d", input, "linear", output, device, out_type)
+    if operator.index(order) < 0:
+        raise InvalidInputError(f"gaussian_filter1d: order must be non-negative, got {order!r}")
     p = {"sigma": [float(sigma)], "order": [operator.index(order)], "truncate": float(truncate),
          "axis": call.axis(axis)}
     if radius is not None:
+        if isinstance(radius, float) or operator.index(radius) < 0:
+            raise InvalidInputError(f"gaussian_filter1d: radius must be a nonnegative integer, got {radius!r}")
         p["radius"] = [operator.index(radius)]
     return _linear(call, "gaussian_filter1d", **p, **_mode_cval(mode, cval, 1, "gaussian_filter1d"))
 

@@ -8,7 +8,10 @@ from typing import Any, Literal, Sequence, Union
 
 import numpy as np
 
-from . import Tensor
+from . import Tensor, InvalidInputError
+
+class ScipyRuntimeError(InvalidInputError, RuntimeError): ...
+class ScipyTypeError(InvalidInputError, TypeError): ...
 
 Mode = Literal["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant", "grid-wrap"]
 OutType = Literal["kiln", "like"] | None
