@@ -6,8 +6,8 @@ use super::host::python_scalar_type;
 use super::{dtype, py_scalar};
 use crate::errors::IntoPy;
 use crate::kernels;
-use kiln::cuda::user::{KernelArg, Scalar as CudaScalar};
-use kiln::cuda::CudaBackend;
+use kiln::device::CudaBackend;
+use kiln::kernels::{KernelArg, Scalar as CudaScalar};
 use kiln_expr::{ArgSpec, KernelParam, ReductionBinding, Scalar, ScalarType};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -34,8 +34,8 @@ pub(super) fn dev_array(d: &Bound<'_, PyAny>) -> PyResult<DevArray> {
 
 /// kiln-cuda's element type for an array of `t` as the generated source declares it (half
 /// as its 16-bit storage).
-pub(super) fn storage_type(t: ScalarType) -> kiln::cuda::user::ScalarType {
-    use kiln::cuda::user::ScalarType as C;
+pub(super) fn storage_type(t: ScalarType) -> kiln::kernels::ScalarType {
+    use kiln::kernels::ScalarType as C;
     match t {
         ScalarType::Bool => C::Bool,
         ScalarType::I8 => C::I8,
