@@ -1,6 +1,7 @@
 //! Memory shared with other libraries (DLPack, CuPy, torch, NumPy): the two storages a
 //! [`Tensor`](crate::Tensor)'s [`Storage`](crate::Storage) holds, with their constructors
 //! over memory another library owns, and the mapping of a raw CUDA driver error.
+//! [`expr_kernel`](crate::expr_kernel) runs users' expression kernels on such memory in place.
 
 /// A tensor's storage on a CUDA device; `from_external` wraps another library's device
 /// memory without a copy (holding its deleter).
