@@ -17,17 +17,17 @@
 //!   the same workloads with antithetic pairs (2^24 paths are 2^23 pairs, so half the
 //!   Philox calls and normals a path), checked as the plain rows;
 //! - `mc_probe_philox`, `mc_probe_normals[_fast]`: the European launch with the path loop cut
-//!   to the Philox words, or to the words and their normals (`kiln::cuda::McProbe`), so the
+//!   to the Philox words, or to the words and their normals (`McProbe`), so the
 //!   record can say what each part of a path-step costs. Checked on a 4096-path run against
 //!   the same sums computed here from `kiln::core::philox` (exact probes bitwise, the fast one
 //!   within 1e-5 relative).
 
 use crate::harness::{params, percentile, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::suites::pow2_label;
+use kiln::bench_support::McProbe;
 use kiln::core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
-use kiln::cpu::finance as cpu;
-use kiln::cuda::{Kernel, McProbe};
 use kiln::finance::Method;
+use kiln::kernels::Kernel;
 use kiln::{Error, Result};
 
 #[derive(Clone, Copy)]
@@ -179,7 +179,7 @@ fn price(ctx: &Ctx, specs: &[OptionSpec], mc: &McParams) -> Result<Vec<PriceResu
 
 /// Black-Scholes for the (European) spec; NaN if the spec were invalid, so the check fails.
 fn closed(s: &OptionSpec) -> f64 {
-    cpu::price_analytic(s).map_or(f64::NAN, |r| r.price)
+    kiln::core::finance::price_analytic(s).map_or(f64::NAN, |r| r.price)
 }
 
 /// A probe's per-option total computed on the CPU from `kiln::core::philox`, in the
@@ -211,7 +211,7 @@ fn probe_total_cpu(probe: McProbe, mc: &McParams, option: u32) -> f64 {
     let mut total = 0.0f64;
     let mut start = 0u64;
     while start < n {
-        let end = (start + cpu::BLOCK_SAMPLES).min(n);
+        let end = (start + kiln::core::finance::BLOCK_SAMPLES).min(n);
         total += (start..end).fold(0.0f64, |acc, s| acc + value(s as u32));
         start = end;
     }
@@ -298,7 +298,7 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, mode: Mode
         }
         Kind::Asian => {
             let s = &specs[0];
-            let g = cpu::geometric_asian(
+            let g = kiln::core::finance::geometric_asian(
                 s.option_type,
                 s.spot,
                 s.strike,
@@ -339,7 +339,7 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, mode: Mode
         let k = specs.len().min(4);
         let g = price(ctx, &specs[..k], &small)?;
         let same = (0..k).try_fold(true, |acc, i| {
-            let c = cpu::price_mc(&specs[i], &small, i as u32)?;
+            let c = kiln::bench_support::cpu::price_mc(&specs[i], &small, i as u32)?;
             Ok::<_, Error>(
                 acc && if fast {
                     (c.price - g[i].price).abs() <= 0.05 * c.std_error

@@ -4,7 +4,7 @@
 
 use crate::ceilings::Ceilings;
 use crate::schema::BenchResult;
-use kiln::cuda::CudaBackend;
+use kiln::device::CudaBackend;
 use kiln::Runtime;
 use kiln::{Error, Result};
 use std::collections::BTreeMap;

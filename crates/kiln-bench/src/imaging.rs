@@ -1,7 +1,7 @@
 //! The imaging suite: the cross4 stencil (the seed's 4-neighbour filter), a separable
 //! gaussian (sigma 2, reflect) and a 3x3x3 random-weight volume correlation (constant 0),
 //! at the sizes the peers run. Each path is the one the facade would take
-//! (`kiln::cpu::imaging::path_2d` / `path_3d`), launched on device-resident buffers.
+//! (`kiln::imaging::path_2d` / `path_3d`), launched on device-resident buffers.
 //!
 //! Verification: on a GPU every output element against the CPU backend within
 //! [`kiln::imaging::filter_tolerance`]; on the CPU, sampled points (corners, edges,
@@ -9,11 +9,11 @@
 
 use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::verify::{self, Verdict};
+use kiln::bench_support::cpu::{filter2d_into, filter3d_into};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
-use kiln::cpu::imaging::{filter2d_into, filter3d_into, path_2d, path_3d};
-use kiln::cuda::pool::DeviceBuffer;
-use kiln::cuda::Kernel;
-use kiln::imaging::{filter_tolerance, FilterPath};
+use kiln::imaging::{filter_tolerance, path_2d, path_3d, FilterPath};
+use kiln::kernels::Kernel;
+use kiln::memory::DeviceBuffer;
 use kiln::testing;
 use kiln::Result;
 

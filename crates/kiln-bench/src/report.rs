@@ -6,8 +6,8 @@
 //! supersedes the earlier record for their kernels only).
 
 use crate::schema::{BenchResult, Report};
-use kiln::cuda::attributes::{KernelAttributes, SmLimits};
-use kiln::cuda::Kernel;
+use kiln::kernels::Kernel;
+use kiln::kernels::{KernelAttributes, SmLimits};
 use kiln::Error;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;

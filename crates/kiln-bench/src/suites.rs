@@ -9,9 +9,9 @@
 
 use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::verify;
+use kiln::bench_support::cpu;
 use kiln::core::backend::{bf16, f16, MapOp};
-use kiln::cpu::elementwise as cpu;
-use kiln::cuda::Kernel;
+use kiln::kernels::Kernel;
 use kiln::{testing, DType, Error, Result, UnaryOp};
 
 /// A suite: name, one line of description, and its planner.
@@ -318,7 +318,7 @@ fn run_alloc(ctx: &Ctx) -> Result<Measured> {
 }
 
 fn run_pipeline(ctx: &Ctx, n: usize) -> Result<Measured> {
-    use kiln::cuda::pipeline::PipelineOptions;
+    use kiln::memory::PipelineOptions;
     let Some(b) = ctx.cuda else {
         return Err(Error::invalid("bench", "the pipeline case needs a GPU"));
     };

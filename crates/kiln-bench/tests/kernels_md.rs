@@ -68,9 +68,9 @@ fn kernels_md_is_generated_from_the_table() {
 #[test]
 fn every_kernel_of_the_table_has_a_section() {
     let md = std::fs::read_to_string(root().join("docs/kernels.md")).expect("docs/kernels.md exists");
-    for k in kiln::cuda::Kernel::ALL {
+    for k in kiln::kernels::Kernel::ALL {
         let heading = format!("### `{}` ({}.cu)", k.symbol(), k.module().name);
         assert_eq!(md.matches(&heading).count(), 1, "{heading}");
     }
-    assert_eq!(md.matches("\n### `").count(), kiln::cuda::Kernel::ALL.len());
+    assert_eq!(md.matches("\n### `").count(), kiln::kernels::Kernel::ALL.len());
 }

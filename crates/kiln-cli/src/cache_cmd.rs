@@ -2,7 +2,8 @@
 
 use crate::exit;
 use kiln::core::device::Admission;
-use kiln::cuda::{coldstart, discovery, nvrtc, CacheEvent, CudaBackend, Kernel, KernelCache, Outcome};
+use kiln::device::{self, CudaBackend};
+use kiln::kernels::{self, CacheEvent, Kernel, KernelCache, Outcome};
 use kiln::{Config, DeviceRequest, Error};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -85,13 +86,13 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 )
                 .into());
             }
-            let v = nvrtc::version().ok_or(Error::NoDevice(kiln::NoDeviceReason::NvrtcNotFound))?;
+            let v = device::nvrtc_version().ok_or(Error::NoDevice(kiln::NoDeviceReason::NvrtcNotFound))?;
             let t0 = Instant::now();
-            let events = coldstart::compile_all(&cache, arch, v, Kernel::ALL)?;
+            let events = kernels::compile_all(&cache, arch, v, Kernel::ALL)?;
             report(&[warmed(arch.clone(), None, events, t0)], *json)?;
         }
         Action::Warm { arch: None, json } => {
-            let probe = discovery::probe()?;
+            let probe = device::probe()?;
             let mut targets = Vec::new();
             for info in &probe.devices {
                 let wanted = match request {
@@ -146,7 +147,7 @@ fn warmed(arch: String, device: Option<String>, mut programs: Vec<CacheEvent>, t
     Warmed {
         arch,
         device,
-        threads: coldstart::threads(),
+        threads: kernels::compile_threads(),
         kernels: programs.len(),
         compiled: programs.iter().filter(|e| e.outcome != Outcome::Hit).count(),
         total_s: t0.elapsed().as_secs_f64(),

@@ -79,8 +79,8 @@ struct Output {
     device: String,
     fallback_reason: Option<String>,
     rows: Vec<Row>,
-    memory: Option<kiln::cuda::pool::MemoryStats>,
-    pinned: Option<kiln::cuda::pool::PinnedStats>,
+    memory: Option<kiln::memory::MemoryStats>,
+    pinned: Option<kiln::memory::PinnedStats>,
     all_verified: bool,
 }
 
@@ -189,7 +189,7 @@ fn pool_rows(rt: &Runtime, reps: usize) -> kiln::Result<Vec<Row>> {
 /// leave every element equal to the number of kernels run.
 fn launch_rows(rt: &Runtime, reps: usize) -> kiln::Result<Vec<Row>> {
     use kiln::core::backend::MapOp;
-    use kiln::cuda::pool::DeviceBuffer;
+    use kiln::memory::DeviceBuffer;
     let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
     let op = MapOp::ScaleShift { a: 1.0, b: 1.0 };
     let mut x = b.upload(&[0f32; 32])?;
@@ -251,7 +251,7 @@ fn launch_rows(rt: &Runtime, reps: usize) -> kiln::Result<Vec<Row>> {
 /// against the one-shot device op.
 fn pipeline_rows(rt: &Runtime, size: &str, reps: usize) -> kiln::Result<Vec<Row>> {
     use kiln::core::backend::MapOp;
-    use kiln::cuda::pipeline::PipelineOptions;
+    use kiln::memory::PipelineOptions;
     let Some(b) = rt.cuda() else { return Ok(Vec::new()) };
     let n: usize = match size {
         "quick" => 16 << 20,

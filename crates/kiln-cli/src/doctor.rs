@@ -2,8 +2,8 @@
 
 use crate::exit;
 use kiln::core::device::Admission;
-use kiln::cuda::coldstart::{self, Census};
-use kiln::cuda::{discovery, nvrtc, CudaBackend, DeviceInfo, KernelCache, ModuleLoad};
+use kiln::device::{self, CudaBackend, DeviceInfo, ModuleLoad};
+use kiln::kernels::{self, Census, KernelCache, Outcome};
 use kiln::verify::max_rel_f32;
 use kiln::{Backend, CpuBackend, UnaryOp};
 use kiln::{Config, DeviceRequest, Error};
@@ -26,7 +26,7 @@ pub struct Args {
 struct Report {
     kiln_version: &'static str,
     host: Host,
-    libraries: discovery::Libraries,
+    libraries: device::Libraries,
     nvrtc_version: Option<String>,
     cublas_version: Option<String>,
     driver: Option<Driver>,
@@ -155,11 +155,11 @@ fn ver(v: (i32, i32)) -> String {
 
 /// Run the checks, print the report, and return 0 when the requested backend is usable.
 pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
-    let libraries = discovery::libraries();
+    let libraries = device::libraries();
     let cache = KernelCache::new(&cfg.cache_dir);
     let mut advice = Vec::new();
     let t_probe = Instant::now();
-    let (probe, driver_problem) = match discovery::probe() {
+    let (probe, driver_problem) = match device::probe() {
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
@@ -194,8 +194,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             } else if admission == Admission::Usable && libraries.nvrtc && args.no_trial {
                 usable.push(format!("cuda:{} (untested)", info.desc.ordinal));
             }
-            let cold_start = match nvrtc::version() {
-                Some(v) if admission == Admission::Usable => Some(coldstart::census(&cache, &info.arch(), v)),
+            let cold_start = match device::nvrtc_version() {
+                Some(v) if admission == Admission::Usable => Some(kernels::census(&cache, &info.arch(), v)),
                 _ => None,
             };
             devices.push(Device {
@@ -253,7 +253,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         .unwrap_or_default();
     let selection: Result<Option<usize>, Error> = match (&probe, request) {
         (_, DeviceRequest::Cpu) => Ok(None),
-        (None, _) => Err(discovery::probe()
+        (None, _) => Err(device::probe()
             .err()
             .unwrap_or(Error::NoDevice(kiln::NoDeviceReason::NoDevices))),
         (Some(_), _) if !libraries.nvrtc => Err(Error::NoDevice(kiln::NoDeviceReason::NvrtcNotFound)),
@@ -287,12 +287,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             arch: std::env::consts::ARCH,
             cpu_threads: CpuBackend::new().threads(),
         },
-        nvrtc_version: nvrtc::version().map(ver),
-        cublas_version: discovery::cublas_version()
+        nvrtc_version: device::nvrtc_version().map(ver),
+        cublas_version: device::cublas_version()
             .map(|v| format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)),
         libraries,
         driver: probe.as_ref().map(|p| Driver {
-            cuda_driver_api: discovery::format_driver_version(p.driver_version),
+            cuda_driver_api: device::format_driver_version(p.driver_version),
             nvidia_driver: nvml.as_ref().map(|s| s.driver_version.clone()),
             init_ms,
         }),
@@ -316,7 +316,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         active_backend: active,
         fallback_reason,
         usable_backends: usable,
-        nvrtc_compiles_this_process: nvrtc::compiles_this_process(),
+        nvrtc_compiles_this_process: device::nvrtc_compiles_this_process(),
         advice,
     };
     if args.json {
@@ -372,7 +372,7 @@ fn cold_start_line(ordinal: usize, c: &Census) -> String {
         c.missing.len(),
         c.warm_command,
         c.warm_s_estimate,
-        coldstart::threads()
+        kernels::compile_threads()
     )
 }
 
@@ -463,19 +463,19 @@ fn print_text(r: &Report) {
         if let Some(t) = &d.trial {
             for m in &t.module_loads {
                 let how = match &m.cache.outcome {
-                    kiln::cuda::Outcome::Hit => {
+                    Outcome::Hit => {
                         format!("cache hit, read in {:.2} ms (NVRTC not called)", m.cache.ms)
                     }
-                    kiln::cuda::Outcome::Compiled => {
+                    Outcome::Compiled => {
                         format!("compiled by NVRTC in {:.1} ms, stored", m.cache.ms)
                     }
-                    kiln::cuda::Outcome::Recompiled { reason } => {
+                    Outcome::Recompiled { reason } => {
                         format!(
                             "cache entry rejected ({reason}); recompiled in {:.1} ms",
                             m.cache.ms
                         )
                     }
-                    kiln::cuda::Outcome::CompiledNotStored { reason } => {
+                    Outcome::CompiledNotStored { reason } => {
                         format!("compiled in {:.1} ms, NOT stored ({reason})", m.cache.ms)
                     }
                 };
@@ -553,7 +553,7 @@ mod tests {
     #[test]
     fn the_cold_start_line_gives_counts_the_estimate_and_the_command() {
         let dir = tempfile::tempdir().unwrap();
-        let c = coldstart::census(&KernelCache::new(dir.path()), "sm_90", (13, 0));
+        let c = kernels::census(&KernelCache::new(dir.path()), "sm_90", (13, 0));
         let line = cold_start_line(0, &c);
         assert!(line.contains("cuda:0 (sm_90): 0 of"), "{line}");
         assert!(

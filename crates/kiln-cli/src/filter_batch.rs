@@ -580,7 +580,7 @@ pub(crate) fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> any
     };
     match kernel_2d_any(&c.kernel, mode)? {
         AnyKernel::Classic(k) => {
-            let path = path_name(kiln::cpu::imaging::path_2d(&k, mode, FilterPath::Auto)?);
+            let path = path_name(kiln::imaging::path_2d(&k, mode, FilterPath::Auto)?);
             run_images(
                 c,
                 args.batch,
@@ -632,7 +632,7 @@ pub(crate) fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> any
     };
     match kernel_3d_any(&c.kernel, mode)? {
         AnyKernel::Classic(k) => {
-            let path = path_name(kiln::cpu::imaging::path_3d(&k, mode, FilterPath::Auto)?);
+            let path = path_name(kiln::imaging::path_3d(&k, mode, FilterPath::Auto)?);
             run_volumes(
                 c,
                 Filter3::Kernel(&k, mode),

@@ -511,7 +511,7 @@ pub fn run_2d(args: &Args2d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     };
     match kernel_2d_any(&c.kernel, mode)? {
         AnyKernel::Classic(k) => {
-            let path = path_name(kiln::cpu::imaging::path_2d(&k, mode, FilterPath::Auto)?);
+            let path = path_name(kiln::imaging::path_2d(&k, mode, FilterPath::Auto)?);
             let desc = d(k.name().into(), k.size(), path);
             run_image(
                 c,
@@ -658,7 +658,7 @@ pub fn run_3d(args: &Args3d, request: DeviceRequest, cfg: &Config) -> anyhow::Re
     };
     match kernel_3d_any(&c.kernel, mode)? {
         AnyKernel::Classic(k) => {
-            let path = path_name(kiln::cpu::imaging::path_3d(&k, mode, FilterPath::Auto)?);
+            let path = path_name(kiln::imaging::path_3d(&k, mode, FilterPath::Auto)?);
             let desc = d(k.name().into(), k.size(), path);
             run_volume(c, fin, Filter3::Kernel(&k, mode), &desc, t_start, request, cfg)
         }

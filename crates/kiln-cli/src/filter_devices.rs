@@ -184,7 +184,7 @@ pub(crate) fn run_2d(
     let d = describe("filter2d", mode);
     match kernel_2d_any(&c.kernel, mode)? {
         AnyKernel::Classic(k) => {
-            let path = path_name(kiln::cpu::imaging::path_2d(&k, mode, FilterPath::Auto)?);
+            let path = path_name(kiln::imaging::path_2d(&k, mode, FilterPath::Auto)?);
             let desc = d(k.name().into(), k.size(), path);
             images(
                 args,
@@ -324,7 +324,7 @@ pub(crate) fn run_3d(
     let d = describe("filter3d", mode);
     match kernel_3d_any(&c.kernel, mode)? {
         AnyKernel::Classic(k) => {
-            let path = path_name(kiln::cpu::imaging::path_3d(&k, mode, FilterPath::Auto)?);
+            let path = path_name(kiln::imaging::path_3d(&k, mode, FilterPath::Auto)?);
             let desc = d(k.name().into(), k.size(), path);
             volumes(c, fin, Filter3::Kernel(&k, mode), &desc, t_start, set, cfg)
         }

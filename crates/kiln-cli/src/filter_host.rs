@@ -14,8 +14,8 @@
 //! - [`RuntimeStart`]: `Runtime::new` on its own thread, so creating the CUDA context
 //!   (about 370 ms on the H200 machine) overlaps reading and decoding the input.
 
-use kiln::cuda::pool::PinnedBuffer;
-use kiln::cuda::register::RegisteredVec;
+use kiln::memory::PinnedBuffer;
+use kiln::memory::RegisteredVec;
 use kiln::{Config, DType, DeviceRequest, Runtime, Tensor};
 use kiln_io::{SampleType, SamplesMut, SamplesRef};
 use std::ops::{Deref, DerefMut};
@@ -151,9 +151,7 @@ impl<'a> Alloc<'a> {
         ) -> anyhow::Result<HostBuf<T>> {
             Ok(match rt {
                 Some(rt) => HostBuf::Pinned(rt.pinned::<T>(n)?),
-                None if n * std::mem::size_of::<T>() >= TOUCH_FROM => {
-                    HostBuf::Vec(kiln::cuda::transfer::host_vec(n))
-                }
+                None if n * std::mem::size_of::<T>() >= TOUCH_FROM => HostBuf::Vec(kiln::memory::host_vec(n)),
                 None => HostBuf::Vec(vec![T::default(); n]),
             })
         }

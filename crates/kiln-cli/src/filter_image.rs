@@ -249,7 +249,7 @@ pub(crate) struct Timings {
     /// Where creating a CUDA runtime went, in ms: the driver's probe, the context, and
     /// the wait for libnvrtc (which loads beside both). Absent on the CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) runtime_parts: Option<kiln::cuda::Startup>,
+    pub(crate) runtime_parts: Option<kiln::device::Startup>,
     /// The one-file device filter's stages (`FilterParts`); absent on the CPU and batches.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) filter_parts: Option<FilterParts>,

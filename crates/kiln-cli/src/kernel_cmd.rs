@@ -6,8 +6,8 @@
 
 use crate::exit;
 use kiln::core::backend::{bf16, f16};
-use kiln::cuda::user::resources::{occupancy, sm_limits, KernelResources};
-use kiln::cuda::user::{KernelArg, Scalar, ScalarType, UserSource};
+use kiln::kernels::resources::{occupancy, sm_limits, KernelResources};
+use kiln::kernels::{KernelArg, Scalar, ScalarType, UserSource};
 use kiln::{Config, DeviceRequest, Error, Runtime};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

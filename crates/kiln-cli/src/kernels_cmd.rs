@@ -4,7 +4,7 @@
 //! the first allowed GPU, and without one it exits 3 with the reason.
 
 use crate::exit;
-use kiln::cuda::Kernel;
+use kiln::kernels::Kernel;
 use kiln::Runtime;
 use kiln::{Config, DeviceRequest, Error};
 use kiln_bench::report::KernelsReport;

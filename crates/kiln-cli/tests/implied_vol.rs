@@ -2,8 +2,8 @@
 //! volatilities read back and checked against the volatilities the prices were made from.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+use kiln::core::finance::bsm;
 use kiln::core::finance::OptionType;
-use kiln::cpu::finance::bsm;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -43,7 +43,7 @@ fn text(o: &Output) -> String {
 }
 
 fn nvrtc_or_skip(test: &str) -> bool {
-    if kiln::cuda::nvrtc::available() {
+    if kiln::device::nvrtc_available() {
         return true;
     }
     kiln_testkit::skip_unless_required(

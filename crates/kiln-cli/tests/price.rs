@@ -1,9 +1,9 @@
 //! `kiln price` end to end: the binary on small CSVs, the outputs parsed back and checked
-//! against the closed forms of `kiln::cpu::finance`.
+//! against the closed forms of `kiln::core::finance`.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use kiln::core::finance::OptionType;
-use kiln::cpu::finance::{bsm, geometric_asian};
+use kiln::core::finance::{bsm, geometric_asian};
 use kiln_io::options_csv::{read_prices, PriceRecord};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

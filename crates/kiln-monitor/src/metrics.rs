@@ -72,7 +72,7 @@ struct OpLabels {
     op: String,
 }
 
-/// kiln's caching-pool figures for one device (what `kiln::cuda::pool::MemoryStats` holds;
+/// kiln's caching-pool figures for one device (what `kiln::memory::MemoryStats` holds;
 /// copied here so that kiln-monitor does not depend on the CUDA backend).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PoolFigures {

@@ -84,7 +84,7 @@ fn kiln_device(d: DLDevice) -> PyResult<Device> {
 }
 
 /// The consumer stream kiln hands a producer: kiln's current stream on the device.
-struct KilnStream(Option<Arc<kiln::cuda::CudaBackend>>);
+struct KilnStream(Option<Arc<kiln::device::CudaBackend>>);
 
 // SAFETY: the handle is the backend's current stream (a live CUstream of the device the
 // producer reported, owned by the backend, which outlives the `__dlpack__` call), or None
@@ -117,7 +117,7 @@ unsafe impl DlpackStream for KilnStream {
 }
 
 fn cuda_py(e: cudarc::driver::DriverError) -> PyErr {
-    crate::errors::to_py(kiln::cuda::cuda_err("dlpack stream handshake", "cuda", e))
+    crate::errors::to_py(kiln::interop::cuda_error("dlpack stream handshake", "cuda", e))
 }
 
 /// Import any DLPack producer (or capsule) as a kiln tensor on the device it lives on
@@ -202,7 +202,7 @@ pub(crate) fn import(
             // is dropped, and it made the data ready on kiln's current stream (the stream we
             // passed to `__dlpack__`, or the wait in `wait_for_producer`).
             let s = on_stream_storage(&rt, || unsafe {
-                kiln::cuda::CudaStorage::from_external(c, dtype, base, n, owner)
+                kiln::interop::CudaStorage::from_external(c, dtype, base, n, owner)
             })?;
             Tensor::from_parts(Storage::Cuda(s), &shape).py()?
         }
@@ -214,7 +214,7 @@ pub(crate) fn import(
                 len: n * dtype.size_bytes(),
                 _owner: Box::new(imported.into_deleter()),
             });
-            let s = kiln::cpu::storage::CpuStorage::shared(dtype, memory).ok_or_else(|| {
+            let s = kiln::interop::CpuStorage::shared(dtype, memory).ok_or_else(|| {
                 PyValueError::new_err(format!(
                     "the array's data at 0x{base:x} is not a whole number of aligned {dtype} elements; copy it first (x.copy())"
                 ))
@@ -249,7 +249,7 @@ impl std::fmt::Debug for SharedHost {
     }
 }
 
-impl kiln::cpu::hostbuf::ExternalHost for SharedHost {
+impl kiln::interop::ExternalHost for SharedHost {
     fn bytes(&self) -> &[u8] {
         // SAFETY: dlpark validated the descriptor: `len` bytes of compact elements start at
         // `base` in host memory, which the producer keeps valid and in place while its
@@ -380,7 +380,7 @@ pub(crate) fn data_ptr(t: &Tensor) -> *mut c_void {
     match t.storage() {
         Storage::Cuda(s) => s.device_ptr() as *mut c_void,
         Storage::Cpu(c) => {
-            use kiln::cpu::storage::CpuStorage as C;
+            use kiln::interop::CpuStorage as C;
             match c {
                 C::F32(v) => v.as_ptr() as *mut c_void,
                 C::F64(v) => v.as_ptr() as *mut c_void,

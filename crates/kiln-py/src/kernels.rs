@@ -13,8 +13,9 @@
 //! which also makes them CuPy's classes when CuPy is loaded.
 
 use crate::errors::{IntoPy, Kind};
-use kiln::cuda::user::{KernelArg, Scalar, ScalarType, UserFunction, UserModule, UserSource};
-use kiln::cuda::{CudaBackend, KernelCache};
+use kiln::device::CudaBackend;
+use kiln::kernels::KernelCache;
+use kiln::kernels::{KernelArg, Scalar, ScalarType, UserFunction, UserModule, UserSource};
 use kiln::{Config, Engine, Error, Runtime};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

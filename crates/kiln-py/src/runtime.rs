@@ -226,8 +226,8 @@ fn doctor(py: Python<'_>) -> PyResult<Py<PyAny>> {
     d.set_item("version", env!("CARGO_PKG_VERSION"))?;
     let (probe, nvrtc, config) = py.detach(|| {
         (
-            kiln::cuda::discovery::probe(),
-            kiln::cuda::nvrtc::available(),
+            kiln::device::probe(),
+            kiln::device::nvrtc_available(),
             Config::load(None),
         )
     });

@@ -1,20 +1,19 @@
 //! The native half of `kiln.ElementwiseKernel` and `kiln.ReductionKernel` (CuPy's calling
 //! conventions live in `python/kiln/_userkernel.py`): kiln-expr parses and types the kernel,
 //! then either evaluates it on the CPU over NumPy arrays (read in place through
-//! `__array_interface__`, any strides) or generates its CUDA source, compiles it through
-//! kiln's NVRTC path and cubin cache, and launches it on the caller's stream over CUDA arrays
-//! given as `(address, dtype, shape, strides)`.
+//! `__array_interface__`, any strides) or, through the facade's `ExprLaunch`, generates its
+//! CUDA source, compiles it through kiln's NVRTC path and cubin cache, and launches it on the
+//! caller's stream over CUDA arrays given as `(address, dtype, shape, strides)`.
 
-use kiln_expr::{
-    ArgSpec, Axis, Binding, ElementwiseKernel, ReductionBinding, ReductionKernel, Scalar, ScalarType,
-};
+use kiln::expr_kernel::ExprLaunch;
+use kiln_expr::{ArgSpec, Axis, ElementwiseKernel, ReductionKernel, Scalar, ScalarType};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 mod device;
 mod host;
 
-use device::{describe_gpu, launch, GpuCall};
+use device::{describe_gpu, launch};
 use host::{cpu_args, describe_cpu, out_mut, out_views};
 
 /// A kernel error as `InvalidInputError` carrying only its reason, CuPy's message where
@@ -182,50 +181,19 @@ impl PyElementwise {
         options: Vec<String>,
         given: bool,
     ) -> PyResult<String> {
-        let (call, b) = self.gpu_call(&ins, &outs, size, given)?;
-        let source = self.k.cuda_source(&b).map_err(expr_err)?;
-        if call.size == 0 {
-            return Ok(source);
+        let l = ExprLaunch::elementwise(
+            &self.k,
+            &describe_gpu(&ins)?,
+            &describe_gpu(&outs)?,
+            size,
+            Some(block_size),
+            given,
+        )
+        .map_err(expr_err)?;
+        if l.size() > 0 {
+            launch(py, device, &l, &options, stream)?;
         }
-        let args = call.args(&self.k.kernel_params(&b))?;
-        let block = block_size.clamp(1, 1024);
-        let grid = call.size.div_ceil(block as usize).min(i32::MAX as usize) as u32;
-        launch(
-            py,
-            device,
-            &source,
-            self.k.name(),
-            &options,
-            grid,
-            block,
-            &args,
-            stream,
-        )?;
-        Ok(source)
-    }
-}
-
-impl PyElementwise {
-    fn gpu_call(
-        &self,
-        ins: &[Bound<'_, PyAny>],
-        outs: &[Bound<'_, PyAny>],
-        size: Option<usize>,
-        given: bool,
-    ) -> PyResult<(GpuCall, Binding)> {
-        let (in_specs, mut call) = describe_gpu(ins, self.k.in_params().iter().map(|p| p.name.clone()))?;
-        let (out_specs, out_call) = describe_gpu(outs, self.k.out_params().iter().map(|p| p.name.clone()))?;
-        call.arrays.extend(out_call.arrays);
-        let out_specs = if given { out_specs } else { Vec::new() };
-        let b = self.k.bind(&in_specs, &out_specs, size).map_err(expr_err)?;
-        for (k, p) in self.k.in_params().iter().enumerate() {
-            if let Some(s) = call.scalars.get_mut(&p.name) {
-                *s = s.cast(b.param_types[k]);
-            }
-        }
-        call.extents = b.shape.clone();
-        call.size = b.size();
-        Ok((call, b))
+        Ok(l.source().to_string())
     }
 }
 
@@ -367,42 +335,18 @@ impl PyReduction {
         device: usize,
         options: Vec<String>,
     ) -> PyResult<String> {
-        let (in_specs, mut call) = describe_gpu(&ins, self.k.in_params().iter().map(|p| p.name.clone()))?;
-        let (out_specs, out_call) = describe_gpu(&outs, self.k.out_params().iter().map(|p| p.name.clone()))?;
-        call.arrays.extend(out_call.arrays);
-        let rb: ReductionBinding = self
-            .k
-            .bind(&in_specs, &out_specs, &axis(axis_), keepdims)
-            .map_err(expr_err)?;
-        for (k, p) in self.k.in_params().iter().enumerate() {
-            if let Some(s) = call.scalars.get_mut(&p.name) {
-                *s = s.cast(rb.binding.param_types[k]);
-            }
+        let l = ExprLaunch::reduction(
+            &self.k,
+            &describe_gpu(&ins)?,
+            &describe_gpu(&outs)?,
+            &axis(axis_),
+            keepdims,
+        )
+        .map_err(expr_err)?;
+        if l.size() > 0 {
+            launch(py, device, &l, &options, stream)?;
         }
-        let loop_axes = rb.loop_axes();
-        call.extents = loop_axes.iter().map(|&a| rb.binding.shape[a]).collect();
-        call.loop_axes = Some(loop_axes);
-        call.size = rb.out_size();
-        call.reduce_size = rb.reduce_size();
-        // Stride params index loop axes; extents are per loop axis already
-        let source = self.k.cuda_source(&rb).map_err(expr_err)?;
-        if call.size == 0 {
-            return Ok(source);
-        }
-        let args = call.args_reduction(&self.k.kernel_params(&rb), &rb)?;
-        let grid = call.size.min(i32::MAX as usize) as u32;
-        launch(
-            py,
-            device,
-            &source,
-            self.k.name(),
-            &options,
-            grid,
-            kiln_expr::REDUCTION_BLOCK,
-            &args,
-            stream,
-        )?;
-        Ok(source)
+        Ok(l.source().to_string())
     }
 }
 

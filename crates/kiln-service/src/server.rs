@@ -51,7 +51,7 @@ pub fn gpu_ordinals(sel: &GpuSelection, core: &kiln::Config) -> Vec<usize> {
     match sel {
         GpuSelection::None => Vec::new(),
         GpuSelection::List(l) => l.clone(),
-        GpuSelection::Auto => match kiln::cuda::discovery::probe() {
+        GpuSelection::Auto => match kiln::device::probe() {
             Ok(p) => p
                 .devices
                 .iter()

@@ -14,6 +14,10 @@
 //!
 //! On a CPU runtime the same typed body runs in kiln-expr's evaluator (`call_alloc`).
 //!
+//! Both GPU paths, this one over uploaded host arrays and the Python package's over CuPy's
+//! or torch's arrays in place, bind and fill the generated kernel's parameters through one
+//! [`ExprLaunch`] over [`DeviceArray`]s.
+//!
 //! ```no_run
 //! use kiln::expr::{Arg, ElementwiseKernel, HostArray, Scalar};
 //! use kiln::{Config, DeviceRequest, Runtime};
@@ -32,23 +36,16 @@
 use crate::{Engine, Runtime};
 use kiln_core::{Error, Result};
 use kiln_cuda::pool::DeviceBuffer;
-use kiln_cuda::user::{KernelArg, Scalar as CudaScalar, ScalarType as CudaType};
 use kiln_cuda::CudaBackend;
-use kiln_expr::{
-    Arg, ArgSpec, Axis, ElementwiseKernel, HostArray, KernelParam, OwnedArray, ReductionKernel, Scalar,
-    ScalarType,
-};
+use kiln_expr::{Arg, ArgSpec, Axis, ElementwiseKernel, HostArray, OwnedArray, ReductionKernel};
 use std::borrow::Cow;
-use std::collections::HashMap;
 
-/// Threads per block of an element-wise launch (the generated loop is grid-stride, so any
-/// block size covers every element; CuPy's default).
-const ELEMENTWISE_BLOCK: u32 = 128;
+mod launch;
 
-/// NVRTC options of every generated kernel: no FMA contraction (see the module docs).
-fn options() -> Vec<String> {
-    vec!["--fmad=false".to_string()]
-}
+use launch::Named;
+/// Expression kernels on arrays in device memory (kiln's blocks or another library's, in
+/// place): bound, compiled and queued by [`ExprLaunch`].
+pub use launch::{DeviceArg, DeviceArray, ExprLaunch, ELEMENTWISE_BLOCK};
 
 impl Runtime {
     /// Runs an element-wise kernel on this runtime's device: `inputs` in `k`'s input order
@@ -69,13 +66,12 @@ impl Runtime {
         k.check_arg_count(inputs.len())?;
         let specs: Vec<ArgSpec> = inputs.iter().map(Arg::spec).collect();
         let b = k.bind(&specs, &[], size)?;
-        let source = k.cuda_source(&b)?;
         let nin = k.in_params().len();
         let mut outs: Vec<OwnedArray> = (0..k.out_params().len())
             .map(|j| OwnedArray::zeros(b.param_types[nin + j], &b.shape))
             .collect();
-        let n = b.size();
-        if n == 0 {
+        if b.size() == 0 {
+            k.cuda_source(&b)?;
             return Ok(outs);
         }
         let names = k
@@ -83,17 +79,8 @@ impl Runtime {
             .iter()
             .chain(k.out_params())
             .map(|p| p.name.as_str());
-        let call = DeviceCall::upload(dev, k.name(), names, inputs, &outs)?;
-        let geometry = Geometry {
-            rank: b.shape.len(),
-            extents: b.shape.clone(),
-            loop_axes: (0..b.shape.len()).collect(),
-            size: n,
-            reduce_size: 0,
-        };
-        let args = call.args(&k.kernel_params(&b), &geometry, k.name())?;
-        let grid = n.div_ceil(ELEMENTWISE_BLOCK as usize).min(i32::MAX as usize) as u32;
-        launch(dev, &source, k.name(), grid, ELEMENTWISE_BLOCK, &args)?;
+        let call = Uploaded::new(dev, k.name(), names, inputs, &outs)?;
+        ExprLaunch::elementwise_bound(k, &b, &call.named, None)?.queue(dev, &[])?;
         call.download(dev, &mut outs)?;
         Ok(outs)
     }
@@ -114,13 +101,12 @@ impl Runtime {
         };
         let specs: Vec<ArgSpec> = inputs.iter().map(Arg::spec).collect();
         let rb = k.bind(&specs, &[], axis, keepdims)?;
-        let source = k.cuda_source(&rb)?;
         let nin = k.in_params().len();
         let mut outs: Vec<OwnedArray> = (0..k.out_params().len())
             .map(|j| OwnedArray::zeros(rb.binding.param_types[nin + j], &rb.out_shape))
             .collect();
-        let n = rb.out_size();
-        if n == 0 {
+        if rb.out_size() == 0 {
+            k.cuda_source(&rb)?;
             return Ok(outs);
         }
         let names = k
@@ -128,176 +114,91 @@ impl Runtime {
             .iter()
             .chain(k.out_params())
             .map(|p| p.name.as_str());
-        let call = DeviceCall::upload(dev, k.name(), names, inputs, &outs)?;
-        let loop_axes = rb.loop_axes();
-        let geometry = Geometry {
-            rank: rb.binding.shape.len(),
-            extents: loop_axes.iter().map(|&a| rb.binding.shape[a]).collect(),
-            loop_axes,
-            size: n,
-            reduce_size: rb.reduce_size(),
-        };
-        let args = call.args(&k.kernel_params(&rb), &geometry, k.name())?;
-        // one block per output element, grid-stride over the outputs
-        let grid = n.min(i32::MAX as usize) as u32;
-        launch(dev, &source, k.name(), grid, kiln_expr::REDUCTION_BLOCK, &args)?;
+        let call = Uploaded::new(dev, k.name(), names, inputs, &outs)?;
+        ExprLaunch::reduction_bound(k, &rb, &call.named)?.queue(dev, &[])?;
         call.download(dev, &mut outs)?;
         Ok(outs)
     }
 }
 
-/// Compile (or load from the cache) `source` and queue its kernel `name`.
-fn launch(
-    dev: &CudaBackend,
-    source: &str,
-    name: &str,
-    grid: u32,
-    block: u32,
-    args: &[KernelArg<'_>],
-) -> Result<()> {
-    let module = dev.user_module(source, &options())?;
-    let f = module.function(name)?;
-    f.launch(dev, (grid.max(1), 1, 1), (block, 1, 1), 0, args)
+/// A host call's arrays uploaded (inputs C-contiguous, outputs zero-filled), as device
+/// arrays by parameter name; the buffers live as long as this.
+struct Uploaded {
+    named: Named,
+    /// Every array's buffer, inputs then outputs.
+    buffers: Vec<DeviceBuffer<u8>>,
+    /// The outputs' buffers' indices in `buffers`, in order.
+    outputs: Vec<usize>,
 }
 
-/// The loop a generated kernel's shape parameters describe.
-struct Geometry {
-    /// Rank of the broadcast shape the strides are taken against.
-    rank: usize,
-    /// Extent of each loop axis.
-    extents: Vec<usize>,
-    /// Each loop axis as an axis of the broadcast shape.
-    loop_axes: Vec<usize>,
-    /// Loop elements (element-wise) or output elements (reduction).
-    size: usize,
-    /// Elements reduced into each output (reductions).
-    reduce_size: usize,
-}
-
-/// One array on the device: its bytes (C order) and what it holds.
-struct DevArray {
-    buf: DeviceBuffer<u8>,
-    shape: Vec<usize>,
-    len: usize,
-}
-
-/// A call's arrays on the device and its scalars, by parameter name.
-struct DeviceCall {
-    arrays: HashMap<String, DevArray>,
-    scalars: HashMap<String, Scalar>,
-    /// The outputs' parameter names, in order.
-    outputs: Vec<String>,
-}
-
-impl DeviceCall {
-    /// Uploads the input arrays (C-contiguous) and zero-filled outputs; `names` are the
-    /// kernel's parameter names, inputs then outputs.
-    fn upload<'n>(
+impl Uploaded {
+    /// Uploads the input arrays and the outputs `outs`; `names` are the kernel's parameter
+    /// names, inputs then outputs.
+    fn new<'n>(
         dev: &CudaBackend,
         kernel: &str,
-        mut names: impl Iterator<Item = &'n str>,
+        names: impl Iterator<Item = &'n str>,
         inputs: &[Arg<'_>],
         outs: &[OwnedArray],
-    ) -> Result<DeviceCall> {
-        let mut call = DeviceCall {
-            arrays: HashMap::new(),
-            scalars: HashMap::new(),
+    ) -> Result<Uploaded> {
+        let mut call = Uploaded {
+            named: Named::default(),
+            buffers: Vec::new(),
             outputs: Vec::new(),
         };
-        for a in inputs {
-            let name = names.next().unwrap_or_default().to_string();
-            match a {
-                Arg::Scalar(s) => {
-                    call.scalars.insert(name, *s);
-                }
+        let names: Vec<&str> = names.collect();
+        let (in_names, out_names) = names.split_at(inputs.len().min(names.len()));
+        let mut ins = Vec::with_capacity(inputs.len());
+        for (a, name) in inputs.iter().zip(in_names) {
+            ins.push(match a {
+                Arg::Scalar(s) => DeviceArg::Scalar(*s),
                 Arg::Array(h) => {
-                    let bytes = contiguous(h, kernel, &name)?;
-                    let arr = dev_array(dev, &bytes, &h.shape)?;
-                    call.arrays.insert(name, arr);
+                    let bytes = contiguous(h, kernel, name)?;
+                    DeviceArg::Array(call.upload(dev, &bytes, h.dtype, &h.shape)?)
                 }
-            }
+            });
         }
+        let mut outputs = Vec::with_capacity(outs.len());
         for o in outs {
-            let name = names.next().unwrap_or_default().to_string();
-            let arr = dev_array(dev, &o.bytes, &o.shape)?;
-            call.arrays.insert(name.clone(), arr);
-            call.outputs.push(name);
+            call.outputs.push(call.buffers.len());
+            outputs.push(DeviceArg::Array(call.upload(dev, &o.bytes, o.dtype, &o.shape)?));
         }
+        call.named.add(in_names.iter().copied(), &ins, false);
+        call.named.add(out_names.iter().copied(), &outputs, true);
         Ok(call)
     }
 
-    /// The launch arguments for the generated kernel's parameters.
-    fn args(&self, params: &[KernelParam], g: &Geometry, kernel: &str) -> Result<Vec<KernelArg<'static>>> {
-        let missing = |what: &str, name: &str| {
-            Error::invalid(
-                kernel,
-                format!("the generated kernel takes the {what} `{name}`, which the call does not have"),
-            )
-        };
-        let array = |name: &str| self.arrays.get(name).ok_or_else(|| missing("array", name));
-        let int = |v: usize| KernelArg::Scalar(CudaScalar::I64(v as i64));
-        params
-            .iter()
-            .map(|p| {
-                Ok(match p {
-                    KernelParam::Array { name, dtype, .. } => {
-                        let a = array(name)?;
-                        KernelArg::external(a.buf.device_ptr(), storage_type(*dtype), a.len)
-                    }
-                    KernelParam::Scalar { name, dtype } => {
-                        let s = self.scalars.get(name).ok_or_else(|| missing("scalar", name))?;
-                        KernelArg::Scalar(cuda_scalar(s.cast(*dtype)))
-                    }
-                    KernelParam::Size => int(g.size),
-                    KernelParam::ReduceSize => int(g.reduce_size),
-                    KernelParam::Extent { axis } => int(g.extents.get(*axis).copied().unwrap_or(1)),
-                    KernelParam::Stride { name, axis } => {
-                        let a = array(name)?;
-                        let b_axis = g.loop_axes.get(*axis).copied().unwrap_or(*axis);
-                        KernelArg::Scalar(CudaScalar::I64(broadcast_stride(&a.shape, g.rank, b_axis)))
-                    }
-                    KernelParam::RawLen { name } => int(array(name)?.len),
-                    #[allow(unreachable_patterns)]
-                    other => {
-                        return Err(Error::invalid(
-                            kernel,
-                            format!("the generated kernel's parameter {other:?} is not one kiln fills"),
-                        ))
-                    }
-                })
-            })
-            .collect()
+    /// `bytes` (C order) in a new device buffer (one byte for an empty array, which the
+    /// kernel never reads), as a device array.
+    fn upload(
+        &mut self,
+        dev: &CudaBackend,
+        bytes: &[u8],
+        dtype: kiln_expr::ScalarType,
+        shape: &[usize],
+    ) -> Result<DeviceArray> {
+        let mut buf = dev.alloc::<u8>(bytes.len().max(1))?;
+        if !bytes.is_empty() {
+            buf.copy_from_host(bytes, dev.stream())?;
+        }
+        let a = DeviceArray::contiguous(buf.device_ptr(), dtype, shape);
+        self.buffers.push(buf);
+        Ok(a)
     }
 
     /// Reads the outputs back (waiting for the kernel: a fault in it surfaces here).
     fn download(&self, dev: &CudaBackend, outs: &mut [OwnedArray]) -> Result<()> {
-        for (name, o) in self.outputs.iter().zip(outs.iter_mut()) {
-            let a = self.arrays.get(name).ok_or_else(|| {
-                Error::invalid(
-                    "expression kernel",
-                    format!("the output `{name}` was not uploaded"),
-                )
-            })?;
+        for (&i, o) in self.outputs.iter().zip(outs.iter_mut()) {
+            let buf = self
+                .buffers
+                .get(i)
+                .ok_or_else(|| Error::invalid("expression kernel", "an output was not uploaded"))?;
             if !o.bytes.is_empty() {
-                a.buf.copy_to_host(&mut o.bytes, dev.stream())?;
+                buf.copy_to_host(&mut o.bytes, dev.stream())?;
             }
         }
         Ok(())
     }
-}
-
-/// `bytes` (C order) in a new device buffer (one byte for an empty array, which the kernel
-/// never reads).
-fn dev_array(dev: &CudaBackend, bytes: &[u8], shape: &[usize]) -> Result<DevArray> {
-    let mut buf = dev.alloc::<u8>(bytes.len().max(1))?;
-    if !bytes.is_empty() {
-        buf.copy_from_host(bytes, dev.stream())?;
-    }
-    Ok(DevArray {
-        buf,
-        shape: shape.to_vec(),
-        len: shape.iter().product(),
-    })
 }
 
 /// The array's elements in C order: its own bytes when it is C-contiguous, else gathered
@@ -351,69 +252,9 @@ fn contiguous<'a>(a: &HostArray<'a>, kernel: &str, name: &str) -> Result<Cow<'a,
     Ok(Cow::Owned(out))
 }
 
-/// The C-order stride (in elements) of an array of `shape` along axis `b_axis` of a
-/// broadcast shape of rank `rank`: 0 where the array is broadcast (a missing leading axis
-/// or an extent of 1), NumPy's rule.
-fn broadcast_stride(shape: &[usize], rank: usize, b_axis: usize) -> i64 {
-    let off = rank.max(shape.len()) - shape.len();
-    if b_axis < off || shape.get(b_axis - off).is_none_or(|&e| e == 1) {
-        return 0;
-    }
-    kiln_expr::c_strides(shape)
-        .get(b_axis - off)
-        .copied()
-        .unwrap_or(0) as i64
-}
-
-/// kiln-cuda's element type for an array of `t` as the generated source declares it (half
-/// as its 16-bit storage).
-fn storage_type(t: ScalarType) -> CudaType {
-    match t {
-        ScalarType::Bool => CudaType::Bool,
-        ScalarType::I8 => CudaType::I8,
-        ScalarType::I16 => CudaType::I16,
-        ScalarType::I32 => CudaType::I32,
-        ScalarType::I64 => CudaType::I64,
-        ScalarType::U8 => CudaType::U8,
-        ScalarType::U16 | ScalarType::F16 => CudaType::U16,
-        ScalarType::U32 => CudaType::U32,
-        ScalarType::U64 => CudaType::U64,
-        ScalarType::F32 => CudaType::F32,
-        ScalarType::F64 => CudaType::F64,
-    }
-}
-
-/// A scalar as the generated kernel takes it (a half scalar as `float`).
-fn cuda_scalar(s: Scalar) -> CudaScalar {
-    match s {
-        Scalar::Bool(x) => CudaScalar::Bool(x),
-        Scalar::I8(x) => CudaScalar::I8(x),
-        Scalar::I16(x) => CudaScalar::I16(x),
-        Scalar::I32(x) => CudaScalar::I32(x),
-        Scalar::I64(x) => CudaScalar::I64(x),
-        Scalar::U8(x) => CudaScalar::U8(x),
-        Scalar::U16(x) => CudaScalar::U16(x),
-        Scalar::U32(x) => CudaScalar::U32(x),
-        Scalar::U64(x) => CudaScalar::U64(x),
-        Scalar::F16(x) => CudaScalar::F32(x.to_f32()),
-        Scalar::F32(x) => CudaScalar::F32(x),
-        Scalar::F64(x) => CudaScalar::F64(x),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn broadcast_strides_follow_numpy() {
-        // (3, 1) against (2, 3, 4): axis 0 missing, axis 1 of extent 3, axis 2 broadcast
-        assert_eq!(broadcast_stride(&[3, 1], 3, 0), 0);
-        assert_eq!(broadcast_stride(&[3, 1], 3, 1), 1);
-        assert_eq!(broadcast_stride(&[3, 1], 3, 2), 0);
-        assert_eq!(broadcast_stride(&[2, 3, 4], 3, 0), 12);
-        assert_eq!(broadcast_stride(&[2, 3, 4], 3, 2), 1);
-    }
 
     #[test]
     fn strided_views_are_gathered_in_c_order() {

@@ -9,6 +9,11 @@
 
 use crate::verify::{time_host, Covers, Timing};
 use crate::{Engine, Runtime};
+/// The path (direct or separable) a 2-D filter takes for a kernel and boundary mode, on
+/// either device (for a command's path report).
+pub use kiln_core::imaging::path_2d;
+/// The path a 3-D filter takes for a kernel and boundary mode, on either device.
+pub use kiln_core::imaging::path_3d;
 pub use kiln_core::imaging::FilterPath;
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln_core::{Error, Result};

@@ -22,31 +22,41 @@
 //! element-wise and reduction expressions ([`expr`]) through [`Runtime::elementwise_kernel`]
 //! and [`Runtime::reduction_kernel`] ([`expr_kernel`]), on the GPU or the CPU.
 //!
-//! Layering: front ends (the `kiln` CLI, kiln-bench) depend on this crate and on no other
-//! compute crate of kiln, so the one-way flow front end -> facade -> backend holds and a
-//! backend can be reshaped behind it. What the front ends need beyond the ops is
-//! re-exported here, in four places:
+//! Layering: front ends (the `kiln` CLI, the service, the Python package, kiln-bench)
+//! depend on this crate and on no other compute crate of kiln, so the one-way flow front
+//! end -> facade -> backend holds and a backend can be reshaped behind it. What the front
+//! ends need beyond the ops is re-exported by concept, never a backend crate whole:
 //! - the root: the types every caller names ([`Config`], [`DeviceRequest`], [`Error`],
 //!   [`DType`], [`MemoryLimit`], [`NoDeviceReason`], ...);
 //! - [`core`]: the kiln-core modules whose value types the ops take and return (element
-//!   types and map ops, kernels and boundary modes, option specs, device admission) and the
-//!   reference Philox generator;
-//! - [`cpu`]: the CPU backend's routines, kiln's numerical reference, for tools that verify
-//!   or time against it (kiln-bench, `kiln filter2d`'s path report);
-//! - [`cuda`]: the CUDA backend crate as a whole, for tools that drive it directly
-//!   (`kiln doctor`, `kiln cache`, `kiln kernels`, kiln-bench's device-resident timing).
+//!   types and map ops, kernels and boundary modes, option specs and closed forms, device
+//!   admission) and the reference Philox generator;
+//! - [`device`]: discovery without a context, the libraries present, NVRTC, and the
+//!   one-device CUDA backend (`kiln doctor`, the service's worker list, `kiln.doctor()`);
+//! - [`kernels`]: kiln's kernel table, the cubin cache and cold start, and the types of
+//!   users' CUDA C++ kernels (`kiln kernels`, `kiln cache`, `kiln kernel`, raw jobs);
+//! - [`memory`]: pinned and registered host buffers, device buffers and the pools'
+//!   counters;
+//! - [`interop`]: the tensor storages over memory other libraries own (DLPack);
+//! - `bench_support` (hidden): the backends' engines kiln-bench times directly.
 //!
-//! [`core`] and [`cpu`] name modules one by one, and only those a front end uses: a module
-//! a backend adds stays private to the layers below until a front end needs it.
+//! Each names its items one by one, and only those a front end uses: what a backend adds
+//! stays private to the layers below until a front end needs it.
 #![deny(missing_docs)]
 
 pub mod adaptive;
+#[doc(hidden)]
+pub mod bench_support;
+pub mod device;
 pub mod elementwise;
 pub mod executor;
 pub mod expr_kernel;
 pub mod finance;
 pub mod imaging;
+pub mod interop;
+pub mod kernels;
 pub mod linalg;
+pub mod memory;
 pub mod morphology;
 pub mod ndimage;
 pub mod rank;
@@ -69,19 +79,16 @@ pub use kiln_cpu::CpuBackend;
 /// element types and map ops ([`backend`](core::backend)), device admission
 /// ([`device`](core::device)), option specs and Monte Carlo parameters
 /// ([`finance`](core::finance)), filter kernels and boundary modes ([`imaging`](core::imaging)),
-/// and the Philox generator both backends draw from ([`philox`](core::philox)).
+/// and the Philox generator both backends draw from ([`philox`](core::philox)); the closed
+/// forms (`core::finance::{bsm, geometric_asian, price_analytic}`) are the references
+/// Monte Carlo prices are checked against.
 pub mod core {
     pub use kiln_core::{backend, device, finance, imaging, philox, storage};
 }
 
-/// The CPU backend's routines: the numerical reference the GPU is checked against, called
-/// directly by tools that verify or time against it without a [`Runtime`].
-pub mod cpu {
-    pub use kiln_cpu::{elementwise, finance, hostbuf, imaging, storage};
-}
-
-pub use kiln_cuda as cuda;
+/// The process-wide profiler of kiln's launches and copies (`profiler()`), and its report.
 pub use kiln_cuda::profiler::{self, profiler, Report as ProfileReport};
+/// A scalar argument of a user's raw kernel ([`Arg::Scalar`]), in the kernel's C type.
 pub use kiln_cuda::user::Scalar;
 /// Users' element-wise and reduction kernels (CuPy's `ElementwiseKernel` and
 /// `ReductionKernel`): declare, bind and type-check here, run with

@@ -6,7 +6,7 @@
 //! `BENCH {...}` JSON line per measurement, named like `peer_bench.py`'s `gemm_N` rows.
 #![allow(clippy::unwrap_used)]
 
-use kiln::cuda::CudaBackend;
+use kiln::device::CudaBackend;
 use kiln::linalg::{check, Gemm, GemmElement, GemmImpl, GemmPrecision};
 use kiln::testing;
 use kiln_core::backend::{bf16, f16};

@@ -3,7 +3,7 @@
 //! `--ignored --nocapture`; prints one JSON line per measurement (`BENCH {...}`).
 #![allow(clippy::unwrap_used)]
 
-use kiln::cuda::CudaBackend;
+use kiln::device::CudaBackend;
 use kiln::{testing, Runtime};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
@@ -252,7 +252,7 @@ fn bench_engine() {
     let mut x = b.upload(&[0f32; 32]).unwrap();
     let mut y = b.alloc::<f32>(n).unwrap();
     let op = MapOp::ScaleShift { a: 1.0, b: 1.0 };
-    let work = |x: &mut kiln::cuda::pool::DeviceBuffer<f32>, y: &mut kiln::cuda::pool::DeviceBuffer<f32>| {
+    let work = |x: &mut kiln::memory::DeviceBuffer<f32>, y: &mut kiln::memory::DeviceBuffer<f32>| {
         for _ in 0..500 {
             b.map_device(op, x, y)?;
             b.map_device(op, y, x)?;
@@ -293,7 +293,7 @@ fn bench_engine() {
     drop(g);
 
     // 4 GiB host -> GPU sigmoid -> host through pinned buffers, a few chunk sizes
-    use kiln::cuda::pipeline::PipelineOptions;
+    use kiln::memory::PipelineOptions;
     let n = 1usize << 30;
     let sig = MapOp::Unary(kiln_core::UnaryOp::Sigmoid);
     let mut hx = b.pinned_pool().alloc::<f32>(n).unwrap();

@@ -76,7 +76,7 @@ fn bench_rank() {
             RankFunction::Median => kiln::rank::RankSpec::median_filter(2, &p).unwrap(),
             _ => kiln::rank::RankSpec::grey_erosion(2, &p).unwrap(),
         };
-        let kernel = kiln::cuda::rank_algorithm(&spec, kiln::DType::U8).symbol();
+        let kernel = kiln_cuda::rank_algorithm(&spec, kiln::DType::U8).symbol();
         let floor = 2.0 * n as f64 / 4.2e12 * 1e3;
         println!("{name:<22} {kernel:>14} {ms:>10.4} {floor:>12.4}");
         println!(

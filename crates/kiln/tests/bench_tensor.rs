@@ -9,8 +9,8 @@
 //!   warm-up. Prints one JSON line per row (`BENCH {...}`).
 #![allow(clippy::unwrap_used)]
 
-use kiln::cuda::pipeline::PipelineOptions;
 use kiln::imaging::FilterPath;
+use kiln::memory::PipelineOptions;
 use kiln::{testing, Runtime};
 use kiln_core::backend::{MapOp, UnaryOp};
 use kiln_core::imaging::{BoundaryMode, Kernel2D};
@@ -212,7 +212,7 @@ fn host_to_host_paths() {
             .unwrap()
             .filter2d(&k, mode, FilterPath::Auto)
             .unwrap();
-        let mut out = kiln::cuda::transfer::host_vec::<f32>(y.len());
+        let mut out = kiln::memory::host_vec::<f32>(y.len());
         y.to_host_into(&mut out).unwrap();
         let t_dev = t.elapsed().as_secs_f64() * 1e3;
         let o = ndarray::ArrayD::from_shape_vec(shape, out).unwrap();
@@ -264,7 +264,7 @@ fn first_use_transfers() {
     let n = 1usize << 26;
     let bytes = (n * 4) as f64;
     println!("FIRST runtime {:.1} ms", ms(t0));
-    let mut x = kiln::cuda::transfer::host_vec::<f32>(n);
+    let mut x = kiln::memory::host_vec::<f32>(n);
     x.iter_mut().enumerate().for_each(|(i, v)| *v = (i % 1013) as f32);
     let want = x.clone();
     let stats = || {
@@ -291,7 +291,7 @@ fn first_use_transfers() {
         t = Some(d);
     }
     let t = t.unwrap();
-    let mut back = kiln::cuda::transfer::host_vec::<f32>(n);
+    let mut back = kiln::memory::host_vec::<f32>(n);
     for i in 1..=2 {
         let s = Instant::now();
         t.to_host_into(&mut back).unwrap();

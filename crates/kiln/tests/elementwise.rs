@@ -44,7 +44,7 @@ fn map_ops() -> Vec<kiln_core::backend::MapOp> {
 
 /// Runs the map kernel on `x` through the device API (NaN-poisoned output) and downloads it.
 fn run_device<T: kiln::FloatElement>(
-    cu: &kiln::cuda::CudaBackend,
+    cu: &kiln::device::CudaBackend,
     op: kiln_core::backend::MapOp,
     x: &[T],
 ) -> Vec<T> {
@@ -60,7 +60,7 @@ fn run_device<T: kiln::FloatElement>(
 /// The map kernels through the device API (`map_device`) against the CPU op, within 8 ulps
 /// (f32) or 2 storage units (16-bit). Sizes cover the scalar tail, one partial vector step
 /// and many blocks; inputs include +-0, +-inf, NaN, subnormals. CUDA only.
-fn device_map_matches_cpu<T: kiln::FloatElement>(cu: &kiln::cuda::CudaBackend, seed: u64) {
+fn device_map_matches_cpu<T: kiln::FloatElement>(cu: &kiln::device::CudaBackend, seed: u64) {
     use kiln_core::DType;
     let cpu = Runtime::cpu();
     for (s, n) in [1usize, 3, 7, 8, 9, 1023, 4097, 2048 * 8 + 5, (1 << 21) + 3]

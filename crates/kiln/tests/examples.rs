@@ -48,8 +48,8 @@ fn gpu(test: &str) -> Option<&'static Runtime> {
 /// (needs only libnvrtc, so it runs without a GPU).
 #[test]
 fn every_example_kernel_compiles_without_warnings() {
-    use kiln::cuda::user::UserSource;
-    if !kiln::cuda::nvrtc::available() {
+    use kiln::kernels::UserSource;
+    if !kiln::device::nvrtc_available() {
         testing::skip_unless_required(
             "KILN_REQUIRE_NVRTC",
             "every_example_kernel_compiles_without_warnings",
@@ -68,7 +68,7 @@ fn every_example_kernel_compiles_without_warnings() {
         ("mc_gbm.cu", mc_gbm::SOURCE, "mc_gbm_call"),
     ] {
         // kiln reads the parameter list from the source, to check every launch's arguments
-        let sigs = kiln::cuda::user::signature::kernels(src);
+        let sigs = kiln::kernels::signature::kernels(src);
         assert!(
             sigs.get(kernel).is_some_and(|s| s.is_ok()),
             "{file}: kiln cannot read `{kernel}`'s parameters"

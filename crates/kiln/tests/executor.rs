@@ -188,7 +188,7 @@ fn mc_prices_are_bitwise_the_single_device_price_for_any_workers_and_chunking() 
     ];
     for (spec, run) in cases {
         let option = 3;
-        let reference = kiln::cpu::finance::price_mc(&spec, &run, option).unwrap();
+        let reference = kiln_cpu::finance::price_mc(&spec, &run, option).unwrap();
         assert!(reference.price > 0.0, "a zero price proves nothing");
         for bpc in [1, 2, 7] {
             let w = McPaths::new(spec, run, option, bpc).unwrap();

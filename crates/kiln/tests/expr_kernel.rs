@@ -175,9 +175,9 @@ fn a_cpu_runtime_runs_the_evaluator() {
 /// (`--fmad=false`; needs only libnvrtc).
 #[test]
 fn generated_sources_compile_without_fma_contraction() {
-    use kiln::cuda::user::UserSource;
     use kiln::expr::ArgSpec;
-    if !kiln::cuda::nvrtc::available() {
+    use kiln::kernels::UserSource;
+    if !kiln::device::nvrtc_available() {
         testing::skip_unless_required(
             "KILN_REQUIRE_NVRTC",
             "generated_sources_compile",

@@ -4,7 +4,7 @@
 //! Skips (printing why) without a GPU; fails under KILN_REQUIRE_GPU=1.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
-use kiln::cuda::CudaBackend;
+use kiln::device::CudaBackend;
 use kiln::{testing, Error};
 use kiln_core::backend::MapOp;
 use kiln_core::UnaryOp;
@@ -21,9 +21,9 @@ fn bits(v: &[f32]) -> Vec<u32> {
 /// buffers, enqueued on the backend's stream (eagerly or into a capture).
 fn sequence(
     b: &CudaBackend,
-    x: &kiln::cuda::pool::DeviceBuffer<f32>,
-    y: &mut kiln::cuda::pool::DeviceBuffer<f32>,
-    z: &mut kiln::cuda::pool::DeviceBuffer<f32>,
+    x: &kiln::memory::DeviceBuffer<f32>,
+    y: &mut kiln::memory::DeviceBuffer<f32>,
+    z: &mut kiln::memory::DeviceBuffer<f32>,
 ) -> kiln::Result<()> {
     b.map_device(MapOp::Unary(UnaryOp::Sigmoid), x, y)?;
     b.map_device(MapOp::ScaleShift { a: 3.0, b: -1.5 }, y, z)?;
@@ -94,7 +94,7 @@ fn replays_are_ordered_like_eager_launches() {
     assert_eq!(bits(&got), bits(&want));
 }
 
-fn assert_capture_error(r: kiln::Result<kiln::cuda::Graph>, what: &str) {
+fn assert_capture_error(r: kiln::Result<kiln_cuda::Graph>, what: &str) {
     match r {
         Err(Error::Capture { op, reason }) => {
             assert!(op.contains(what), "op {op:?} should name {what}");

@@ -6,8 +6,8 @@
 //! naive float64 correlate written here.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
-use kiln::cuda::Kernel;
 use kiln::imaging::{filter_tolerance, FilterPath};
+use kiln::kernels::Kernel;
 use kiln::{testing, Runtime};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 

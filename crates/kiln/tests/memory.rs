@@ -221,7 +221,7 @@ fn random_multi_stream_sequences_keep_buffers_intact() {
     let op = (0usize..3, 1usize..(3 << 18), any::<bool>(), any::<u16>());
     runner
         .run(&proptest::collection::vec(op, 1..60), |ops| {
-            let mut live: Vec<(kiln::cuda::pool::DeviceBuffer<f32>, f32, usize)> = Vec::new();
+            let mut live: Vec<(kiln::memory::DeviceBuffer<f32>, f32, usize)> = Vec::new();
             for (i, (s, n, free, pick)) in ops.into_iter().enumerate() {
                 if free && !live.is_empty() {
                     let (buf, _, _) = live.swap_remove(pick as usize % live.len());

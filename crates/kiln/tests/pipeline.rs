@@ -1,7 +1,7 @@
 //! Pipelined host -> device -> host runs equal the one-shot op bit for bit.
 #![allow(clippy::unwrap_used)]
 
-use kiln::cuda::pipeline::PipelineOptions;
+use kiln::memory::PipelineOptions;
 use kiln::{testing, UnaryOp};
 use kiln_core::backend::MapOp;
 

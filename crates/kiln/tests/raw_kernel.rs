@@ -85,8 +85,8 @@ fn invalid(r: kiln::Result<()>, words: &[&str]) {
 /// (needs only libnvrtc, so it runs without a GPU).
 #[test]
 fn every_source_here_compiles_and_reads_as_expected() {
-    use kiln::cuda::user::UserSource;
-    if !kiln::cuda::nvrtc::available() {
+    use kiln::kernels::UserSource;
+    if !kiln::device::nvrtc_available() {
         testing::skip_unless_required(
             "KILN_REQUIRE_NVRTC",
             "every_source_here_compiles",
@@ -109,10 +109,10 @@ fn every_source_here_compiles_and_reads_as_expected() {
             panic!("{}: {e}", u.name());
         }
     }
-    let k = kiln::cuda::user::signature::kernels(TYPED);
+    let k = kiln::kernels::signature::kernels(TYPED);
     let scale_h = k["scale_h"].as_ref().unwrap();
     let tys: Vec<_> = scale_h.params.iter().map(|p| p.ty).collect();
-    use kiln::cuda::user::{ParamType as P, ScalarType as S};
+    use kiln::kernels::{ParamType as P, ScalarType as S};
     assert_eq!(
         tys,
         vec![
@@ -122,7 +122,7 @@ fn every_source_here_compiles_and_reads_as_expected() {
             P::Scalar(S::I32)
         ]
     );
-    assert!(kiln::cuda::user::signature::kernels(MACRO_REAL)["twice"].is_err());
+    assert!(kiln::kernels::signature::kernels(MACRO_REAL)["twice"].is_err());
 }
 
 #[test]
@@ -442,11 +442,11 @@ fn raw_cache_child() {
     ) else {
         return;
     };
-    let before = kiln::cuda::nvrtc::compiles_this_process();
+    let before = kiln::device::nvrtc_compiles_this_process();
     let _rt = saxpy_from(std::path::Path::new(&dir), &src);
     println!(
         "RAW_CACHE_CHILD compiles={}",
-        kiln::cuda::nvrtc::compiles_this_process() - before
+        kiln::device::nvrtc_compiles_this_process() - before
     );
 }
 
@@ -462,10 +462,10 @@ fn a_second_backend_and_a_second_process_compile_nothing() {
     let dir = tempfile::tempdir().unwrap();
     // a source no other run has compiled, so the first load must compile it
     let src = format!("// {}\n{SAXPY}", testing::fresh_seed());
-    let c0 = kiln::cuda::nvrtc::compiles_this_process();
+    let c0 = kiln::device::nvrtc_compiles_this_process();
     let first = saxpy_from(dir.path(), &src);
     assert!(
-        kiln::cuda::nvrtc::compiles_this_process() > c0,
+        kiln::device::nvrtc_compiles_this_process() > c0,
         "the first load compiles"
     );
     // the same source again on the same backend: the module it already loaded
@@ -480,7 +480,7 @@ fn a_second_backend_and_a_second_process_compile_nothing() {
     assert!(
         loads
             .iter()
-            .any(|l| l.cache.program == "user_saxpy" && l.cache.outcome == kiln::cuda::Outcome::Hit),
+            .any(|l| l.cache.program == "user_saxpy" && l.cache.outcome == kiln::kernels::Outcome::Hit),
         "{loads:?}"
     );
     drop(fresh);

@@ -106,7 +106,7 @@ fn a_reader_on_another_stream_waits_for_the_writer_and_races_without_the_wait() 
         .synchronize()
         .unwrap();
     // The reference, and the reader with the wait, first.
-    kiln::cuda::storage::set_cross_stream_wait(true);
+    kiln_cuda::storage::set_cross_stream_wait(true);
     let want_y = slow_volume(&v);
     let want_t = want_y.scale_shift(2.0, 1.0).unwrap();
     let want: Vec<f32> = want_t.to_vec().unwrap();
@@ -123,7 +123,7 @@ fn a_reader_on_another_stream_waits_for_the_writer_and_races_without_the_wait() 
     // try lands on a block already holding the answer (stale data would pass for it).
     let mut held = vec![want_y, want_t, y, z];
     let mut raced = false;
-    kiln::cuda::storage::set_cross_stream_wait(false);
+    kiln_cuda::storage::set_cross_stream_wait(false);
     for _ in 0..5 {
         let y = rt.with_stream(&sa, || slow_volume(&v)).unwrap();
         let z = rt.with_stream(&sb, || y.scale_shift(2.0, 1.0)).unwrap().unwrap();
@@ -135,7 +135,7 @@ fn a_reader_on_another_stream_waits_for_the_writer_and_races_without_the_wait() 
             break;
         }
     }
-    kiln::cuda::storage::set_cross_stream_wait(true);
+    kiln_cuda::storage::set_cross_stream_wait(true);
     drop(held);
     assert!(
         raced,

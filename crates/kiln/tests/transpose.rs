@@ -64,7 +64,7 @@ kiln::test_device!(
     }
 );
 
-fn check_device<T: kiln::FloatElement>(cu: &kiln::cuda::CudaBackend, rows: usize, cols: usize, seed: u64) {
+fn check_device<T: kiln::FloatElement>(cu: &kiln::device::CudaBackend, rows: usize, cols: usize, seed: u64) {
     let x: Vec<T> = testing::random_f32(rows * cols, -100.0, 100.0, seed)
         .into_iter()
         .map(T::from_f32)

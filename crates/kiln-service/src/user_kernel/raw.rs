@@ -7,7 +7,7 @@ use super::{
 };
 use crate::error::ApiError;
 use crate::task::{ArrayInput, BlobLookup};
-use kiln::cuda::user::{signature, ParamType, ScalarType as CType};
+use kiln::kernels::{signature, ParamType, ScalarType as CType};
 use serde_json::{Map, Value};
 
 /// A launch shape: 1 to 3 positive extents, each within `max`.

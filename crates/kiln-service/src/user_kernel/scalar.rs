@@ -2,8 +2,8 @@
 //! named, else the named type (a float rounded to it, an integer checked against its range).
 
 use super::kind_of;
-use kiln::cuda::user::ScalarType as CType;
 use kiln::expr::{Scalar, ScalarType};
+use kiln::kernels::ScalarType as CType;
 use serde_json::Value;
 
 /// A JSON scalar read as a number: a boolean, an integer, or a float.

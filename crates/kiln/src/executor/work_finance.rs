@@ -20,7 +20,7 @@ fn chunks_of(total: u64, per: u64) -> usize {
 /// canonical blocks `[i·b, (i+1)·b)` ([`BLOCK_SAMPLES`] samples each, `b` blocks a chunk);
 /// each worker returns every block's sums, and the merge concatenates them in block order
 /// and finishes once, so the price is bitwise the single-device price
-/// (`kiln::cpu::finance::price_mc`, `Runtime::price`) for any worker set and any `b`.
+/// (`kiln_cpu::finance::price_mc`, `Runtime::price`) for any worker set and any `b`.
 #[derive(Clone, Debug)]
 pub struct McPaths {
     spec: OptionSpec,

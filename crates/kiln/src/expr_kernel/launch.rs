@@ -1,0 +1,468 @@
+//! An expression kernel bound to arrays in device memory: the generated source, the launch
+//! shape and every argument of the generated parameter list, filled from the arrays'
+//! addresses, shapes and strides. [`Runtime::elementwise_kernel`](crate::Runtime::elementwise_kernel)
+//! and [`Runtime::reduction_kernel`](crate::Runtime::reduction_kernel) build one over the
+//! arrays they upload; the Python package builds one over CuPy's or torch's arrays in place
+//! and queues it on the caller's stream.
+
+use crate::device::CudaBackend;
+use kiln_core::{Error, Result};
+use kiln_cuda::user::{KernelArg, Scalar as CudaScalar, ScalarType as CudaType, UserFunction};
+use kiln_expr::{
+    ArgSpec, Axis, Binding, ElementwiseKernel, KernelParam, ReductionBinding, ReductionKernel, Scalar,
+    ScalarType,
+};
+use std::collections::HashMap;
+
+/// Threads per block of an element-wise launch unless the caller picks (the generated loop
+/// is grid-stride, so any block size covers every element; CuPy's default).
+pub const ELEMENTWISE_BLOCK: u32 = 128;
+
+/// An array in device memory as an expression kernel reads or writes it in place: kiln's
+/// pool block, or another library's (CuPy, torch). The caller keeps the memory alive until
+/// the launch's work is done.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceArray {
+    /// Device address of element `[0, ...]`.
+    pub ptr: u64,
+    /// Element type.
+    pub dtype: ScalarType,
+    /// Extent of each axis.
+    pub shape: Vec<usize>,
+    /// Step between neighbours along each axis, in elements.
+    pub strides: Vec<isize>,
+}
+
+impl DeviceArray {
+    /// A C-contiguous array of `shape` at `ptr`.
+    pub fn contiguous(ptr: u64, dtype: ScalarType, shape: &[usize]) -> Self {
+        DeviceArray {
+            ptr,
+            dtype,
+            shape: shape.to_vec(),
+            strides: kiln_expr::c_strides(shape),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// One argument of an expression kernel on device arrays.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceArg {
+    /// An array in device memory.
+    Array(DeviceArray),
+    /// A scalar (converted to the parameter's type, C's conversion, as CuPy does).
+    Scalar(Scalar),
+}
+
+impl DeviceArg {
+    /// What binding sees: the array's type and shape, or the scalar's type.
+    pub fn spec(&self) -> ArgSpec {
+        match self {
+            DeviceArg::Array(a) => ArgSpec::Array {
+                dtype: a.dtype,
+                shape: a.shape.clone(),
+            },
+            DeviceArg::Scalar(s) => ArgSpec::Scalar(s.dtype()),
+        }
+    }
+}
+
+/// A call's arrays and scalars by parameter name.
+#[derive(Default)]
+pub(crate) struct Named {
+    arrays: HashMap<String, DeviceArray>,
+    scalars: HashMap<String, Scalar>,
+}
+
+impl Named {
+    /// `args` under `names` (a kernel's parameter names, in order); scalars among outputs
+    /// are dropped (binding refuses them).
+    pub(crate) fn add<'n>(
+        &mut self,
+        names: impl Iterator<Item = &'n str>,
+        args: &[DeviceArg],
+        outputs: bool,
+    ) {
+        for (name, a) in names.zip(args) {
+            match a {
+                DeviceArg::Array(d) => {
+                    self.arrays.insert(name.to_string(), d.clone());
+                }
+                DeviceArg::Scalar(s) if !outputs => {
+                    self.scalars.insert(name.to_string(), *s);
+                }
+                DeviceArg::Scalar(_) => {}
+            }
+        }
+    }
+}
+
+/// The loop a generated kernel's shape parameters describe.
+pub(crate) struct Geometry {
+    /// Rank of the broadcast shape the strides are taken against.
+    pub(crate) rank: usize,
+    /// Extent of each loop axis.
+    pub(crate) extents: Vec<usize>,
+    /// Each loop axis as an axis of the broadcast shape.
+    pub(crate) loop_axes: Vec<usize>,
+    /// Loop elements (element-wise) or output elements (reduction).
+    pub(crate) size: usize,
+    /// Elements reduced into each output (reductions).
+    pub(crate) reduce_size: usize,
+}
+
+impl Geometry {
+    pub(crate) fn elementwise(b: &Binding) -> Self {
+        Geometry {
+            rank: b.shape.len(),
+            extents: b.shape.clone(),
+            loop_axes: (0..b.shape.len()).collect(),
+            size: b.size(),
+            reduce_size: 0,
+        }
+    }
+
+    pub(crate) fn reduction(rb: &ReductionBinding) -> Self {
+        let loop_axes = rb.loop_axes();
+        Geometry {
+            rank: rb.binding.shape.len(),
+            extents: loop_axes.iter().map(|&a| rb.binding.shape[a]).collect(),
+            loop_axes,
+            size: rb.out_size(),
+            reduce_size: rb.reduce_size(),
+        }
+    }
+}
+
+/// An expression kernel bound to arrays in device memory: its generated source, launch
+/// shape and every argument of the generated parameter list (filled from the arrays'
+/// addresses, shapes and strides), ready to compile and queue.
+/// [`Runtime::elementwise_kernel`](crate::Runtime::elementwise_kernel) and
+/// [`Runtime::reduction_kernel`](crate::Runtime::reduction_kernel) build one over the arrays
+/// they upload; the Python package over CuPy's or torch's arrays in place, queued on the
+/// caller's stream.
+#[derive(Debug)]
+pub struct ExprLaunch {
+    name: String,
+    source: String,
+    grid: u32,
+    block: u32,
+    size: usize,
+    args: Vec<KernelArg<'static>>,
+}
+
+impl ExprLaunch {
+    /// Binds `k` to `inputs` (in its input order) and `outputs` (its output order), CuPy's
+    /// rules, `size` CuPy's `size=`; `block` threads a block (default
+    /// [`ELEMENTWISE_BLOCK`], clamped to 1..=1024). `bind_outputs`: the outputs take part in
+    /// binding (arrays the caller passed, CuPy's `out`), else they were allocated from a
+    /// binding of the inputs alone and only receive the results.
+    pub fn elementwise(
+        k: &ElementwiseKernel,
+        inputs: &[DeviceArg],
+        outputs: &[DeviceArg],
+        size: Option<usize>,
+        block: Option<u32>,
+        bind_outputs: bool,
+    ) -> Result<ExprLaunch> {
+        let in_specs: Vec<ArgSpec> = inputs.iter().map(DeviceArg::spec).collect();
+        let out_specs: Vec<ArgSpec> = if bind_outputs {
+            outputs.iter().map(DeviceArg::spec).collect()
+        } else {
+            Vec::new()
+        };
+        let b = k.bind(&in_specs, &out_specs, size)?;
+        let mut named = Named::default();
+        named.add(k.in_params().iter().map(|p| p.name.as_str()), inputs, false);
+        named.add(k.out_params().iter().map(|p| p.name.as_str()), outputs, true);
+        Self::elementwise_bound(k, &b, &named, block)
+    }
+
+    /// [`ExprLaunch::elementwise`] for a binding already made.
+    pub(crate) fn elementwise_bound(
+        k: &ElementwiseKernel,
+        b: &Binding,
+        named: &Named,
+        block: Option<u32>,
+    ) -> Result<ExprLaunch> {
+        let source = k.cuda_source(b)?;
+        let g = Geometry::elementwise(b);
+        let args = args(named, &k.kernel_params(b), &g, k.name())?;
+        let block = block.unwrap_or(ELEMENTWISE_BLOCK).clamp(1, 1024);
+        Ok(ExprLaunch {
+            name: k.name().to_string(),
+            source,
+            grid: g.size.div_ceil(block as usize).min(i32::MAX as usize) as u32,
+            block,
+            size: g.size,
+            args,
+        })
+    }
+
+    /// Binds the reduction `k` to `inputs` and `outputs` (both taking part in binding) over
+    /// `axis` (NumPy's), `keepdims`; one block of [`kiln_expr::REDUCTION_BLOCK`] threads an
+    /// output element.
+    pub fn reduction(
+        k: &ReductionKernel,
+        inputs: &[DeviceArg],
+        outputs: &[DeviceArg],
+        axis: &Axis,
+        keepdims: bool,
+    ) -> Result<ExprLaunch> {
+        let in_specs: Vec<ArgSpec> = inputs.iter().map(DeviceArg::spec).collect();
+        let out_specs: Vec<ArgSpec> = outputs.iter().map(DeviceArg::spec).collect();
+        let rb = k.bind(&in_specs, &out_specs, axis, keepdims)?;
+        let mut named = Named::default();
+        named.add(k.in_params().iter().map(|p| p.name.as_str()), inputs, false);
+        named.add(k.out_params().iter().map(|p| p.name.as_str()), outputs, true);
+        Self::reduction_bound(k, &rb, &named)
+    }
+
+    /// [`ExprLaunch::reduction`] for a binding already made.
+    pub(crate) fn reduction_bound(
+        k: &ReductionKernel,
+        rb: &ReductionBinding,
+        named: &Named,
+    ) -> Result<ExprLaunch> {
+        let source = k.cuda_source(rb)?;
+        let g = Geometry::reduction(rb);
+        let args = args(named, &k.kernel_params(rb), &g, k.name())?;
+        Ok(ExprLaunch {
+            name: k.name().to_string(),
+            source,
+            // one block per output element, grid-stride over the outputs
+            grid: g.size.min(i32::MAX as usize) as u32,
+            block: kiln_expr::REDUCTION_BLOCK,
+            size: g.size,
+            args,
+        })
+    }
+
+    /// The generated CUDA source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Loop elements (element-wise) or output elements (reduction); 0: nothing to launch.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The grid (at least one block).
+    pub fn grid(&self) -> (u32, u32, u32) {
+        (self.grid.max(1), 1, 1)
+    }
+
+    /// The block.
+    pub fn block(&self) -> (u32, u32, u32) {
+        (self.block, 1, 1)
+    }
+
+    /// The arguments, in the generated parameter list's order.
+    pub fn args(&self) -> &[KernelArg<'static>] {
+        &self.args
+    }
+
+    /// The kernel compiled for `dev` (NVRTC for its exact arch, or the cubin cache) with
+    /// `--fmad=false` (no FMA contraction: the CPU evaluator's bits; an `--fmad` option in
+    /// `options` replaces it) and `options`.
+    pub fn compile(&self, dev: &CudaBackend, options: &[String]) -> Result<UserFunction> {
+        dev.user_module(&self.source, &nvrtc_options(options))?
+            .function(&self.name)
+    }
+
+    /// Compiles (see [`ExprLaunch::compile`]) and queues the kernel on `dev`'s current
+    /// stream; nothing when [`ExprLaunch::size`] is 0.
+    pub fn queue(&self, dev: &CudaBackend, options: &[String]) -> Result<()> {
+        if self.size == 0 {
+            return Ok(());
+        }
+        self.compile(dev, options)?
+            .launch(dev, self.grid(), self.block(), 0, &self.args)
+    }
+}
+
+/// NVRTC options of a generated kernel: `--fmad=false` unless `extra` sets `--fmad`, then
+/// `extra`.
+fn nvrtc_options(extra: &[String]) -> Vec<String> {
+    let mut opts = Vec::with_capacity(extra.len() + 1);
+    if !extra
+        .iter()
+        .any(|o| o.starts_with("--fmad") || o.starts_with("-fmad"))
+    {
+        opts.push("--fmad=false".to_string());
+    }
+    opts.extend(extra.iter().cloned());
+    opts
+}
+
+/// The launch arguments for the generated kernel's parameters.
+fn args(
+    named: &Named,
+    params: &[KernelParam],
+    g: &Geometry,
+    kernel: &str,
+) -> Result<Vec<KernelArg<'static>>> {
+    let missing = |what: &str, name: &str| {
+        Error::invalid(
+            kernel,
+            format!("the generated kernel takes the {what} `{name}`, which the call does not have"),
+        )
+    };
+    let array = |name: &str| named.arrays.get(name).ok_or_else(|| missing("array", name));
+    let int = |v: i64| KernelArg::Scalar(CudaScalar::I64(v));
+    params
+        .iter()
+        .map(|p| {
+            Ok(match p {
+                KernelParam::Array { name, dtype, .. } => {
+                    let a = array(name)?;
+                    KernelArg::external(a.ptr, storage_type(*dtype), a.len())
+                }
+                KernelParam::Scalar { name, dtype } => {
+                    let s = named.scalars.get(name).ok_or_else(|| missing("scalar", name))?;
+                    KernelArg::Scalar(cuda_scalar(s.cast(*dtype)))
+                }
+                KernelParam::Size => int(g.size as i64),
+                KernelParam::ReduceSize => int(g.reduce_size as i64),
+                KernelParam::Extent { axis } => int(g.extents.get(*axis).copied().unwrap_or(1) as i64),
+                KernelParam::Stride { name, axis } => {
+                    let a = array(name)?;
+                    let b_axis = g.loop_axes.get(*axis).copied().unwrap_or(*axis);
+                    int(broadcast_stride(a, g.rank, b_axis))
+                }
+                KernelParam::RawLen { name } => int(array(name)?.len() as i64),
+                #[allow(unreachable_patterns)]
+                other => {
+                    return Err(Error::invalid(
+                        kernel,
+                        format!("the generated kernel's parameter {other:?} is not one kiln fills"),
+                    ))
+                }
+            })
+        })
+        .collect()
+}
+
+/// The stride (in elements) of `a` along axis `b_axis` of a broadcast shape of rank `rank`:
+/// 0 where the array is broadcast (a missing leading axis or an extent of 1), NumPy's rule;
+/// the array's own stride otherwise.
+fn broadcast_stride(a: &DeviceArray, rank: usize, b_axis: usize) -> i64 {
+    let off = rank.max(a.shape.len()) - a.shape.len();
+    if b_axis < off || a.shape.get(b_axis - off).is_none_or(|&e| e == 1) {
+        return 0;
+    }
+    a.strides.get(b_axis - off).copied().unwrap_or(0) as i64
+}
+
+/// kiln-cuda's element type for an array of `t` as the generated source declares it (half
+/// as its 16-bit storage).
+fn storage_type(t: ScalarType) -> CudaType {
+    match t {
+        ScalarType::Bool => CudaType::Bool,
+        ScalarType::I8 => CudaType::I8,
+        ScalarType::I16 => CudaType::I16,
+        ScalarType::I32 => CudaType::I32,
+        ScalarType::I64 => CudaType::I64,
+        ScalarType::U8 => CudaType::U8,
+        ScalarType::U16 | ScalarType::F16 => CudaType::U16,
+        ScalarType::U32 => CudaType::U32,
+        ScalarType::U64 => CudaType::U64,
+        ScalarType::F32 => CudaType::F32,
+        ScalarType::F64 => CudaType::F64,
+    }
+}
+
+/// A scalar as the generated kernel takes it (a half scalar as `float`).
+fn cuda_scalar(s: Scalar) -> CudaScalar {
+    match s {
+        Scalar::Bool(x) => CudaScalar::Bool(x),
+        Scalar::I8(x) => CudaScalar::I8(x),
+        Scalar::I16(x) => CudaScalar::I16(x),
+        Scalar::I32(x) => CudaScalar::I32(x),
+        Scalar::I64(x) => CudaScalar::I64(x),
+        Scalar::U8(x) => CudaScalar::U8(x),
+        Scalar::U16(x) => CudaScalar::U16(x),
+        Scalar::U32(x) => CudaScalar::U32(x),
+        Scalar::U64(x) => CudaScalar::U64(x),
+        Scalar::F16(x) => CudaScalar::F32(x.to_f32()),
+        Scalar::F32(x) => CudaScalar::F32(x),
+        Scalar::F64(x) => CudaScalar::F64(x),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arr(shape: &[usize]) -> DeviceArray {
+        DeviceArray::contiguous(0x1000, ScalarType::F32, shape)
+    }
+
+    #[test]
+    fn broadcast_strides_follow_numpy() {
+        // (3, 1) against (2, 3, 4): axis 0 missing, axis 1 of extent 3, axis 2 broadcast
+        assert_eq!(broadcast_stride(&arr(&[3, 1]), 3, 0), 0);
+        assert_eq!(broadcast_stride(&arr(&[3, 1]), 3, 1), 1);
+        assert_eq!(broadcast_stride(&arr(&[3, 1]), 3, 2), 0);
+        assert_eq!(broadcast_stride(&arr(&[2, 3, 4]), 3, 0), 12);
+        assert_eq!(broadcast_stride(&arr(&[2, 3, 4]), 3, 2), 1);
+        // a strided view keeps its own strides
+        let mut t = arr(&[2, 3]);
+        t.strides = vec![1, 2];
+        assert_eq!(broadcast_stride(&t, 2, 0), 1);
+        assert_eq!(broadcast_stride(&t, 2, 1), 2);
+    }
+
+    #[test]
+    fn fmad_is_off_unless_the_caller_sets_it() {
+        assert_eq!(nvrtc_options(&[]), ["--fmad=false"]);
+        let o = vec!["--fmad=true".to_string(), "-DX=1".to_string()];
+        assert_eq!(nvrtc_options(&o), o);
+        assert_eq!(nvrtc_options(&["-DX=1".to_string()]), ["--fmad=false", "-DX=1"]);
+    }
+
+    #[test]
+    fn a_launch_over_device_arrays_fills_every_parameter() {
+        let k = ElementwiseKernel::new("T x, T y, T a", "T z", "z = a * x + y", "axpy").unwrap();
+        let x = DeviceArg::Array(arr(&[2, 3]));
+        let y = DeviceArg::Array(DeviceArray::contiguous(0x2000, ScalarType::F32, &[3]));
+        let a = DeviceArg::Scalar(Scalar::F64(2.0));
+        let z = DeviceArg::Array(DeviceArray::contiguous(0x3000, ScalarType::F32, &[2, 3]));
+        let l = ExprLaunch::elementwise(&k, &[x, y, a], &[z], None, Some(4096), true).unwrap();
+        assert_eq!(l.size(), 6);
+        assert_eq!((l.grid(), l.block()), ((1, 1, 1), (1024, 1, 1)));
+        assert!(l.source().contains("axpy"));
+        assert_eq!(
+            l.args().len(),
+            k.kernel_params(
+                &k.bind(
+                    &[
+                        ArgSpec::Array {
+                            dtype: ScalarType::F32,
+                            shape: vec![2, 3]
+                        },
+                        ArgSpec::Array {
+                            dtype: ScalarType::F32,
+                            shape: vec![3]
+                        },
+                        ArgSpec::Scalar(ScalarType::F64),
+                    ],
+                    &[],
+                    None
+                )
+                .unwrap()
+            )
+            .len()
+        );
+        // the scalar is passed in the bound type (T = float32)
+        assert!(l
+            .args()
+            .iter()
+            .any(|a| matches!(a, KernelArg::Scalar(CudaScalar::F32(v)) if *v == 2.0)));
+    }
+}
