@@ -291,9 +291,7 @@ impl CudaBackend {
 
     /// Copy a host slice to a new device buffer.
     pub fn upload(&self, x: &[f32]) -> Result<DeviceBuffer<f32>> {
-        let mut b = self.alloc(x.len())?;
-        b.copy_from_host(x, self.stream())?;
-        Ok(b)
+        self.upload_slice(x)
     }
 
     /// Copy a device buffer into a host slice of the same length (waits for it).

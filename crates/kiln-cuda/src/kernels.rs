@@ -22,6 +22,7 @@ mod params;
 mod sources;
 mod table;
 
+pub(crate) use params::decl;
 pub use params::{Access, KernelParam, ScalarType};
 pub use sources::*;
 

@@ -274,9 +274,9 @@ impl CudaBackend {
 
     fn upload_params(&self, p: &Params) -> Result<DeviceParams> {
         Ok(DeviceParams {
-            u: self.upload_any(&p.u)?,
-            f: self.upload_any(&p.f)?,
-            d: self.upload_any(&p.d)?,
+            u: self.upload_slice(&p.u)?,
+            f: self.upload_slice(&p.f)?,
+            d: self.upload_slice(&p.d)?,
         })
     }
 
@@ -286,7 +286,7 @@ impl CudaBackend {
         let n = params.rows();
         let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
         let dev = self.upload_params(params)?;
-        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
+        let totals = self.upload_slice(&vec![0.0f64; n * SUMS])?;
         // Options per chunk when every block of an option fits, else blocks per chunk.
         let (opt_chunk, blk_chunk) = if nb <= max_items {
             ((max_items / nb).min(n as u64).max(1), nb)

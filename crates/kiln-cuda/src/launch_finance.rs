@@ -219,8 +219,8 @@ impl CudaBackend {
             return Ok(Vec::new());
         }
         let (u, d) = param_rows(spec, &pp, option);
-        let du = self.upload_any(&u)?;
-        let dd = self.upload_any(&d)?;
+        let du = self.upload_slice(&u)?;
+        let dd = self.upload_slice(&d)?;
         let items = usize::try_from(count).map_err(|_| too_many(count))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
         let k = kernel_for(spec.style, mc.fast_math);
@@ -328,9 +328,9 @@ impl CudaBackend {
     /// Totals (7 per option, block order) of one style group, chunk by chunk.
     fn group_totals(&self, g: &Group, k: Kernel, nb: u64, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
         let n = g.slots.len();
-        let du = self.upload_any(&g.u)?;
-        let dd = self.upload_any(&g.d)?;
-        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
+        let du = self.upload_slice(&g.u)?;
+        let dd = self.upload_slice(&g.d)?;
+        let totals = self.upload_slice(&vec![0.0f64; n * SUMS])?;
         // Options per chunk when every block of an option fits, else blocks per chunk.
         let (opt_chunk, blk_chunk) = if nb <= max_items {
             ((max_items / nb).min(n as u64).max(1), nb)
@@ -461,8 +461,8 @@ impl CudaBackend {
         if n == 0 {
             return Ok((Vec::new(), Vec::new()));
         }
-        let dw = self.upload_any(w)?;
-        let dx = self.upload_any(x)?;
+        let dw = self.upload_slice(w)?;
+        let dx = self.upload_slice(x)?;
         let out = self.alloc::<u32>(w.len() * 7)?;
         let ph = self.alloc::<u32>(w.len() * 4)?;
         let f = self.function(Kernel::FINANCE_SELFTEST_F32)?;
@@ -505,7 +505,7 @@ impl CudaBackend {
         if first.checked_add(count).is_none() {
             return Err(Error::invalid("finance_sqrt_check", "first + count past 2^32"));
         }
-        let bad = self.upload_any(&[0u32, 0u32])?;
+        let bad = self.upload_slice(&[0u32, 0u32])?;
         let f = self.function(Kernel::FINANCE_SQRT_CHECK_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (1024, 1, 1),
@@ -522,13 +522,6 @@ impl CudaBackend {
         let mut h = [0u32; 2];
         bad.copy_to_host(&mut h, self.stream())?;
         Ok((h[0], h[1]))
-    }
-
-    /// A new device buffer holding `x` (callers never pass an empty slice).
-    pub(crate) fn upload_any<T: Copy>(&self, x: &[T]) -> Result<crate::pool::DeviceBuffer<T>> {
-        let mut b = self.alloc::<T>(x.len())?;
-        b.copy_from_host(x, self.stream())?;
-        Ok(b)
     }
 
     pub(crate) fn name_str(&self) -> String {

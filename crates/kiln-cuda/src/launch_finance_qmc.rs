@@ -70,10 +70,10 @@ impl CudaBackend {
             weights.extend_from_slice(&[b.a[j], b.b[j], b.c[j]]);
         }
         Ok(DevicePlan {
-            dirs: self.upload_any(plan.directions)?,
-            shifts: self.upload_any(&plan.shifts)?,
-            nodes: self.upload_any(&nodes)?,
-            weights: self.upload_any(&weights)?,
+            dirs: self.upload_slice(plan.directions)?,
+            shifts: self.upload_slice(&plan.shifts)?,
+            nodes: self.upload_slice(&nodes)?,
+            weights: self.upload_slice(&weights)?,
             dims: plan.dims as u32,
             points: plan.points,
         })
@@ -156,8 +156,8 @@ impl CudaBackend {
         let dp = self.upload_plan(&plan)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let (u, d) = param_rows(spec, &pp, 0);
-        let du = self.upload_any(&u)?;
-        let dd = self.upload_any(&d)?;
+        let du = self.upload_slice(&u)?;
+        let dd = self.upload_slice(&d)?;
         let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
         self.launch_qmc_at(qmc_kernel(spec.style), &du, &dd, &dp, 0, 1, 0, nb, mc, &mut out)?;
@@ -179,10 +179,10 @@ impl CudaBackend {
         let per = plan.points / BLOCK_SAMPLES;
         let nb = per * r;
         let dp = self.upload_plan(plan)?;
-        let du = self.upload_any(&g.u)?;
-        let dd = self.upload_any(&g.d)?;
+        let du = self.upload_slice(&g.u)?;
+        let dd = self.upload_slice(&g.d)?;
         let tlen = usize::try_from(n * r).map_err(|_| too_many(n * r))? * SUMS;
-        let totals = self.upload_any(&vec![0.0f64; tlen])?;
+        let totals = self.upload_slice(&vec![0.0f64; tlen])?;
         let k = qmc_kernel(g.style);
         let cap = if nb <= max_items {
             (max_items / nb).min(n).max(1) * nb
@@ -350,8 +350,8 @@ impl CudaBackend {
                 "need words and 1..=8192 dimensions",
             ));
         }
-        let dw = self.upload_any(w)?;
-        let dirs = self.upload_any(kiln_core::finance::sobol::direction_numbers_for(dims))?;
+        let dw = self.upload_slice(w)?;
+        let dirs = self.upload_slice(kiln_core::finance::sobol::direction_numbers_for(dims))?;
         let inv = self.alloc::<u32>(w.len())?;
         let sob = self.alloc::<u32>(w.len())?;
         let f = self.function(Kernel::QMC_SELFTEST_F32)?;

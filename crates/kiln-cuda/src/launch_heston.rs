@@ -149,8 +149,8 @@ impl CudaBackend {
         let pp = HestonPathParams::new(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let (u, d) = rows(&pp, option);
-        let du = self.upload_any(&u)?;
-        let dd = self.upload_any(&d)?;
+        let du = self.upload_slice(&u)?;
+        let dd = self.upload_slice(&d)?;
         let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
         self.launch_heston_blocks(&du, &dd, 0, 1, 0, nb, mc, &mut out)?;
@@ -184,10 +184,10 @@ impl CudaBackend {
         let pp = HestonPathParams::new(spec, mc)?;
         let (u, _) = rows(&pp, 0);
         let (du, dv, dx, dw) = (
-            self.upload_any(&u)?,
-            self.upload_any(v)?,
-            self.upload_any(x)?,
-            self.upload_any(w)?,
+            self.upload_slice(&u)?,
+            self.upload_slice(v)?,
+            self.upload_slice(x)?,
+            self.upload_slice(w)?,
         );
         let out = self.alloc::<u32>(v.len() * 2)?;
         let f = self.function(Kernel::HESTON_STEP_SELFTEST_F32)?;
@@ -227,9 +227,9 @@ impl CudaBackend {
         max_items: u64,
     ) -> Result<Vec<f64>> {
         let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
-        let du = self.upload_any(u)?;
-        let dd = self.upload_any(d)?;
-        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
+        let du = self.upload_slice(u)?;
+        let dd = self.upload_slice(d)?;
+        let totals = self.upload_slice(&vec![0.0f64; n * SUMS])?;
         // Options per chunk when every block of an option fits, else blocks per chunk.
         let (opt_chunk, blk_chunk) = if nb <= max_items {
             ((max_items / nb).min(n as u64).max(1), nb)

@@ -45,6 +45,7 @@ pub mod discovery;
 pub mod gemm;
 pub mod graph;
 pub mod kernels;
+mod launch;
 mod launch_american;
 mod launch_basket;
 mod launch_elementwise;
