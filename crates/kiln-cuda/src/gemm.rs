@@ -17,12 +17,13 @@
 //! swapped and each operand's own transpose flag, with no copies.
 #![allow(unsafe_code)]
 
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::cublas::result::{self as blas, CublasError};
 use cudarc::cublas::sys;
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, LaunchConfig};
 use kiln_core::backend::Element;
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::{Error, Result};
@@ -416,37 +417,35 @@ impl CudaBackend {
                 shared_mem_bytes: 0,
             }
         };
-        let f = self.function(id)?;
         let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
         let (lda, ldb, ldc) = (lda as i64, ldb as i64, g.n as i64);
         let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
         let (batch, ta, tb) = (g.batch as i32, g.trans_a as i32, g.trans_b as i32);
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&a)
-            .arg(&b)
-            .arg(&c)
-            .arg(&m)
-            .arg(&n)
-            .arg(&k)
-            .arg(&lda)
-            .arg(&ldb)
-            .arg(&ldc)
-            .arg(&sa)
-            .arg(&sb)
-            .arg(&sc)
-            .arg(&batch)
-            .arg(&ta)
-            .arg(&tb);
-        // SAFETY: the arguments match gemm.cu's shared signature (3 pointers, 3 int, 6 long
-        // long, 3 int). Every element read is (z*stride + an index below the stored extent)
-        // of A or B, inside the buffers (validate: (batch-1)*stride + extent == len); every
+        // Sizes: every element read is (z*stride + an index below the stored extent) of A
+        // or B, inside the buffers (validate: (batch-1)*stride + extent == len); every
         // write is inside C (batch*m*n, checked), guarded by m < M, n < N in the kernel. The
         // float4 kernels run only when lda, ldb, both strides are multiples of 4 and A, B are
         // 16-byte aligned (checked above; C's vector stores check their own alignment). All
-        // sizes fit i32 (check_limits), the grid's y and z are clamped (the kernels
-        // grid-stride), and the buffers live in this stream's order.
-        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(id.symbol(), &self.device_label(), e))?;
-        Ok(())
+        // sizes fit i32 (check_limits) and the grid's y and z are clamped (the kernels
+        // grid-stride).
+        let args = [
+            Arg::ptr(a, ScalarType::F32),
+            Arg::ptr(b, ScalarType::F32),
+            Arg::ptr(c, ScalarType::F32),
+            m.into(),
+            n.into(),
+            k.into(),
+            lda.into(),
+            ldb.into(),
+            ldc.into(),
+            sa.into(),
+            sb.into(),
+            sc.into(),
+            batch.into(),
+            ta.into(),
+            tb.into(),
+        ];
+        self.launch(id, cfg, &args)
     }
 }
 

@@ -116,7 +116,6 @@ impl<'a> Arg<'a> {
     }
 
     /// A buffer from element `offset` on (the caller keeps the offset inside it).
-    #[allow(dead_code)] // the finance launchers' parameter rows (migrated next)
     pub(crate) fn buf_at<T: DeviceScalar>(b: &DeviceBuffer<T>, offset: u64) -> Self {
         Arg::ptr(b.device_ptr() + offset * std::mem::size_of::<T>() as u64, T::TYPE)
     }

@@ -10,13 +10,13 @@
 //! blocks), and kiln-core's [`finish_replicates`] turns the replicate sums into a price and
 //! a standard error: the CPU engine adds the same blocks in the same order, so the two agree
 //! to the last bit, whatever the chunking.
-#![allow(unsafe_code)]
 
 use crate::kernels::Kernel;
+use crate::launch::Arg;
 use crate::launch_finance::{param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS};
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::finance::qmc::check_steps;
 use kiln_core::finance::{
     finish_replicates, BlockSums, McParams, OptionSpec, PathParams, PriceResult, QmcPlan, Rng, Style,
@@ -197,7 +197,7 @@ impl CudaBackend {
                 let on = opt_chunk.min(n - o0);
                 self.launch_qmc_at(k, &du, &dd, &dp, o0, on, 0, nb, mc, &mut blocks)?;
                 // (option, replicate) pairs are consecutive runs of `per` blocks.
-                self.combine(&blocks, on * r, per, &totals, o0 * r)?;
+                self.mc_combine(&blocks, on * r, per, &totals, o0 * r)?;
                 o0 += on;
             }
         } else {
@@ -207,7 +207,7 @@ impl CudaBackend {
                     while b0 < per {
                         let bn = max_items.min(per - b0);
                         self.launch_qmc_at(k, &du, &dd, &dp, o, 1, rep * per + b0, bn, mc, &mut blocks)?;
-                        self.combine(&blocks, 1, bn, &totals, o * r + rep)?;
+                        self.mc_combine(&blocks, 1, bn, &totals, o * r + rep)?;
                         b0 += bn;
                     }
                 }
@@ -216,43 +216,6 @@ impl CudaBackend {
         let mut host = vec![0.0f64; tlen];
         totals.copy_to_host(&mut host, self.stream())?;
         Ok(host)
-    }
-
-    /// `totals[row0 + i] += blocks[i * nb .. (i + 1) * nb]` in block order, `i < rows` (7 sums
-    /// a row), through `mc_combine_f64`.
-    fn combine(
-        &self,
-        blocks: &DeviceBuffer<f64>,
-        rows: u64,
-        nb: u64,
-        totals: &DeviceBuffer<f64>,
-        row0: u64,
-    ) -> Result<()> {
-        let need_b = rows * nb * SUMS as u64;
-        let need_t = (row0 + rows) * SUMS as u64;
-        if need_b > blocks.len() as u64 || need_t > totals.len() as u64 {
-            return Err(Error::invalid(
-                "mc_combine_f64",
-                format!("{rows} rows of {nb} blocks from row {row0} exceed the buffers"),
-            ));
-        }
-        let n_rows = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let f = self.function(Kernel::MC_COMBINE_F64)?;
-        let (bp, tp) = (blocks.device_ptr(), totals.device_ptr() + row0 * SUMS as u64 * 8);
-        let threads = 256u32;
-        let cfg = LaunchConfig {
-            grid_dim: ((rows * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let _range = self.range("mc_combine");
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&bp).arg(&n_rows).arg(&nb).arg(&tp);
-        // SAFETY: `blocks` holds at least rows * nb * 7 f64 and `totals` rows row0 .. row0 +
-        // rows (both checked above); pool buffers alive past this launch, kiln's one stream
-        // orders it after the block kernel that wrote `blocks` and before the next chunk.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
-        Ok(())
     }
 
     /// Launches the QMC block kernel `k` on parameter rows `row0 .. row0 + rows` and blocks
@@ -297,16 +260,6 @@ impl CudaBackend {
             ));
         }
         let n_opt = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let f = self.function(k)?;
-        let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
-        let dpp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
-        let (dirs, shifts, nodes, weights) = (
-            plan.dirs.device_ptr(),
-            plan.shifts.device_ptr(),
-            plan.nodes.device_ptr(),
-            plan.weights.device_ptr(),
-        );
-        let op_ptr = out.device_ptr();
         let anti = u32::from(mc.antithetic);
         // one CTA an (option, block) item (finance_qmc.cu's kiln_qmc_blocks)
         let ctas = items.min(i32::MAX as u64) as u32;
@@ -315,29 +268,28 @@ impl CudaBackend {
             block_dim: (QMC_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let _range = self.range(op);
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&up)
-            .arg(&dpp)
-            .arg(&n_opt)
-            .arg(&first_block)
-            .arg(&blocks)
-            .arg(&samples)
-            .arg(&dirs)
-            .arg(&shifts)
-            .arg(&nodes)
-            .arg(&weights)
-            .arg(&plan.dims)
-            .arg(&plan.points)
-            .arg(&anti)
-            .arg(&op_ptr);
-        // SAFETY: the kernel reads rows row0 .. row0 + rows of the parameter arrays, the plan's
+        // Sizes: the kernel reads rows row0 .. row0 + rows of the parameter arrays, the plan's
         // dims x 32 direction numbers, R x dims shifts and 3 x dims nodes and weights (all
         // sizes checked above; node indices are <= dims by construction, inside the kernel's
         // KILN_QMC_MAX + 1 array since dims <= QMC_MAX_STEPS), samples below `samples`, and
-        // writes items * 7 f64 of `out` (checked). Pool buffers used only on kiln's stream.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(op, &self.name_str(), e))?;
-        Ok(())
+        // writes items * 7 f64 of `out` (checked).
+        let args = [
+            Arg::buf_at(du, row0 * OPT_U as u64),
+            Arg::buf_at(dd, row0 * OPT_D as u64),
+            n_opt.into(),
+            first_block.into(),
+            blocks.into(),
+            samples.into(),
+            Arg::buf(&plan.dirs),
+            Arg::buf(&plan.shifts),
+            Arg::buf(&plan.nodes),
+            Arg::buf(&plan.weights),
+            plan.dims.into(),
+            plan.points.into(),
+            anti.into(),
+            Arg::buf(out),
+        ];
+        self.launch(k, cfg, &args)
     }
 
     /// Runs the QMC self-test kernel: for each word `w[i]`, the f32 bits of the kernel's
@@ -354,24 +306,23 @@ impl CudaBackend {
         let dirs = self.upload_slice(kiln_core::finance::sobol::direction_numbers_for(dims))?;
         let inv = self.alloc::<u32>(w.len())?;
         let sob = self.alloc::<u32>(w.len())?;
-        let f = self.function(Kernel::QMC_SELFTEST_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         let d32 = dims as u32;
-        let (wp, dp, ip, sp) = (
-            dw.device_ptr(),
-            dirs.device_ptr(),
-            inv.device_ptr(),
-            sob.device_ptr(),
-        );
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&wp).arg(&n).arg(&dp).arg(&d32).arg(&ip).arg(&sp);
-        // SAFETY: w, inv and sob hold n elements, dirs dims * 32 (uploaded just above); the
-        // kernel guards i < n and reads dimension i % dims. Pool buffers, kiln's stream only.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("qmc_selftest_f32", &self.name_str(), e))?;
+        // Sizes: w, inv and sob hold n elements, dirs dims * 32 (uploaded just above); the
+        // kernel guards i < n and reads dimension i % dims.
+        let args = [
+            Arg::buf(&dw),
+            n.into(),
+            Arg::buf(&dirs),
+            d32.into(),
+            Arg::buf(&inv),
+            Arg::buf(&sob),
+        ];
+        self.launch(Kernel::QMC_SELFTEST_F32, cfg, &args)?;
         let mut hi = vec![0u32; w.len()];
         let mut hs = vec![0u32; w.len()];
         inv.copy_to_host(&mut hi, self.stream())?;
