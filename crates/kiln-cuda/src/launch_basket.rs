@@ -24,6 +24,7 @@ use kiln_core::{Error, Result};
 use crate::kernels::Kernel;
 use crate::launch::Arg;
 use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule};
+use crate::mc_driver::McRun;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 
@@ -260,36 +261,18 @@ impl CudaBackend {
     }
 
     /// Totals (7 per option, block order) of every option of `params`, chunk by chunk
-    /// (launch_heston's `heston_totals`).
+    /// (`mc_driver`).
     fn basket_totals(&self, params: &Params, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
-        let n = params.rows();
-        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
         let dev = self.upload_params(params)?;
-        let totals = self.upload_slice(&vec![0.0f64; n * SUMS])?;
-        // Options per chunk when every block of an option fits, else blocks per chunk.
-        let (opt_chunk, blk_chunk) = if nb <= max_items {
-            ((max_items / nb).min(n as u64).max(1), nb)
-        } else {
-            (1, max_items)
+        let run = McRun {
+            options: params.rows() as u64,
+            replicates: 1,
+            per: mc.samples().div_ceil(BLOCK_SAMPLES),
+            max_items,
         };
-        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
-        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let mut o0 = 0u64;
-        while o0 < n as u64 {
-            let on = opt_chunk.min(n as u64 - o0);
-            let mut b0 = 0u64;
-            while b0 < nb {
-                let bn = blk_chunk.min(nb - b0);
-                self.launch_basket_blocks(&dev, o0, on, b0, bn, mc, &mut blocks)?;
-                self.mc_combine(&blocks, on, bn, &totals, o0)?;
-                b0 += bn;
-            }
-            o0 += on;
-        }
-        let mut host = vec![0.0f64; n * SUMS];
-        totals.copy_to_host(&mut host, self.stream())?;
-        drop(dev);
-        Ok(host)
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_basket_blocks(&dev, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launches `basket_blocks_f64` on option rows `row0 .. row0 + n_rows` and blocks

@@ -21,6 +21,7 @@
 
 use crate::kernels::Kernel;
 use crate::launch::{Arg, KernelStruct};
+use crate::mc_driver::McRun;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
 use kiln_core::finance::{
@@ -341,34 +342,17 @@ impl CudaBackend {
 
     /// Totals (7 per option, block order) of one style group, chunk by chunk.
     fn group_totals(&self, g: &Group, k: Kernel, nb: u64, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
-        let n = g.slots.len();
         let du = self.upload_slice(&g.u)?;
         let dd = self.upload_slice(&g.d)?;
-        let totals = self.upload_slice(&vec![0.0f64; n * SUMS])?;
-        // Options per chunk when every block of an option fits, else blocks per chunk.
-        let (opt_chunk, blk_chunk) = if nb <= max_items {
-            ((max_items / nb).min(n as u64).max(1), nb)
-        } else {
-            (1, max_items)
+        let run = McRun {
+            options: g.slots.len() as u64,
+            replicates: 1,
+            per: nb,
+            max_items,
         };
-        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
-        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let mut o0 = 0u64;
-        while o0 < n as u64 {
-            let on = opt_chunk.min(n as u64 - o0);
-            let mut b0 = 0u64;
-            while b0 < nb {
-                let bn = blk_chunk.min(nb - b0);
-                // Row offsets into the parameter arrays and totals of this chunk.
-                self.launch_blocks_at(k, &du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
-                self.mc_combine(&blocks, on, bn, &totals, o0)?;
-                b0 += bn;
-            }
-            o0 += on;
-        }
-        let mut host = vec![0.0f64; n * SUMS];
-        totals.copy_to_host(&mut host, self.stream())?;
-        Ok(host)
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_blocks_at(k, &du, &dd, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launch the block kernel `k` (a style's, or a probe) on rows `row0 .. row0 + rows` of
@@ -437,43 +421,6 @@ impl CudaBackend {
             Arg::buf(out),
         ];
         self.launch(k, cfg, &args)
-    }
-
-    /// `totals[row0 + i] += blocks[i * nb .. (i + 1) * nb]` in block order, `i < rows` (7 sums
-    /// a row), through `mc_combine_f64`: how every Monte Carlo engine adds its blocks.
-    pub(crate) fn mc_combine(
-        &self,
-        blocks: &crate::pool::DeviceBuffer<f64>,
-        rows: u64,
-        nb: u64,
-        totals: &crate::pool::DeviceBuffer<f64>,
-        row0: u64,
-    ) -> Result<()> {
-        let need_b = rows * nb * SUMS as u64;
-        let need_t = (row0 + rows) * SUMS as u64;
-        if need_b > blocks.len() as u64 || need_t > totals.len() as u64 {
-            return Err(Error::invalid(
-                "mc_combine_f64",
-                format!("{rows} rows of {nb} blocks from row {row0} exceed the buffers"),
-            ));
-        }
-        let n_rows = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let threads = 256u32;
-        let cfg = LaunchConfig {
-            grid_dim: ((rows * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // Sizes: `blocks` holds at least rows * nb * 7 f64 and `totals` rows row0 .. row0 +
-        // rows (both checked above); on kiln's one stream it runs after the block kernel that
-        // wrote `blocks` and before the next chunk overwrites it.
-        let args = [
-            Arg::buf(blocks),
-            n_rows.into(),
-            nb.into(),
-            Arg::buf_at(totals, row0 * SUMS as u64),
-        ];
-        self.launch(Kernel::MC_COMBINE_F64, cfg, &args)
     }
 
     /// Runs the self-test kernel: for each word `w[i]` the portable f32 math (uniform, ln,

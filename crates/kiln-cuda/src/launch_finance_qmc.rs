@@ -14,6 +14,7 @@
 use crate::kernels::Kernel;
 use crate::launch::Arg;
 use crate::launch_finance::{param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS};
+use crate::mc_driver::McRun;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
@@ -174,48 +175,19 @@ impl CudaBackend {
     /// chunk: whole options per launch when they fit in `max_items`, else one replicate's
     /// blocks at a time, in pieces of at most `max_items`.
     fn qmc_group_totals(&self, g: &Group, plan: &QmcPlan, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
-        let n = g.slots.len() as u64;
-        let r = u64::from(plan.replicates);
-        let per = plan.points / BLOCK_SAMPLES;
-        let nb = per * r;
         let dp = self.upload_plan(plan)?;
         let du = self.upload_slice(&g.u)?;
         let dd = self.upload_slice(&g.d)?;
-        let tlen = usize::try_from(n * r).map_err(|_| too_many(n * r))? * SUMS;
-        let totals = self.upload_slice(&vec![0.0f64; tlen])?;
         let k = qmc_kernel(g.style);
-        let cap = if nb <= max_items {
-            (max_items / nb).min(n).max(1) * nb
-        } else {
-            per.min(max_items)
+        let run = McRun {
+            options: g.slots.len() as u64,
+            replicates: u64::from(plan.replicates),
+            per: plan.points / BLOCK_SAMPLES,
+            max_items,
         };
-        let mut blocks = self.alloc::<f64>(usize::try_from(cap).map_err(|_| too_many(cap))? * SUMS)?;
-        if nb <= max_items {
-            let opt_chunk = (max_items / nb).min(n).max(1);
-            let mut o0 = 0u64;
-            while o0 < n {
-                let on = opt_chunk.min(n - o0);
-                self.launch_qmc_at(k, &du, &dd, &dp, o0, on, 0, nb, mc, &mut blocks)?;
-                // (option, replicate) pairs are consecutive runs of `per` blocks.
-                self.mc_combine(&blocks, on * r, per, &totals, o0 * r)?;
-                o0 += on;
-            }
-        } else {
-            for o in 0..n {
-                for rep in 0..r {
-                    let mut b0 = 0u64;
-                    while b0 < per {
-                        let bn = max_items.min(per - b0);
-                        self.launch_qmc_at(k, &du, &dd, &dp, o, 1, rep * per + b0, bn, mc, &mut blocks)?;
-                        self.mc_combine(&blocks, 1, bn, &totals, o * r + rep)?;
-                        b0 += bn;
-                    }
-                }
-            }
-        }
-        let mut host = vec![0.0f64; tlen];
-        totals.copy_to_host(&mut host, self.stream())?;
-        Ok(host)
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_qmc_at(k, &du, &dd, &dp, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launches the QMC block kernel `k` on parameter rows `row0 .. row0 + rows` and blocks

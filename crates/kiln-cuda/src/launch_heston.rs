@@ -22,6 +22,7 @@ use kiln_core::{Error, Result};
 use crate::kernels::Kernel;
 use crate::launch::Arg;
 use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule};
+use crate::mc_driver::McRun;
 use crate::CudaBackend;
 
 /// u32 and f64 words per option (`HESTON_OPT_U` / `HESTON_OPT_D` in heston.cu).
@@ -200,7 +201,7 @@ impl CudaBackend {
     }
 
     /// Totals (7 per option, block order) of `n` options whose rows are `u`, `d`, chunk by
-    /// chunk (launch_finance's `group_totals`).
+    /// chunk (`mc_driver`).
     fn heston_totals(
         &self,
         u: &[u32],
@@ -209,33 +210,17 @@ impl CudaBackend {
         mc: &McParams,
         max_items: u64,
     ) -> Result<Vec<f64>> {
-        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
         let du = self.upload_slice(u)?;
         let dd = self.upload_slice(d)?;
-        let totals = self.upload_slice(&vec![0.0f64; n * SUMS])?;
-        // Options per chunk when every block of an option fits, else blocks per chunk.
-        let (opt_chunk, blk_chunk) = if nb <= max_items {
-            ((max_items / nb).min(n as u64).max(1), nb)
-        } else {
-            (1, max_items)
+        let run = McRun {
+            options: n as u64,
+            replicates: 1,
+            per: mc.samples().div_ceil(BLOCK_SAMPLES),
+            max_items,
         };
-        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
-        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let mut o0 = 0u64;
-        while o0 < n as u64 {
-            let on = opt_chunk.min(n as u64 - o0);
-            let mut b0 = 0u64;
-            while b0 < nb {
-                let bn = blk_chunk.min(nb - b0);
-                self.launch_heston_blocks(&du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
-                self.mc_combine(&blocks, on, bn, &totals, o0)?;
-                b0 += bn;
-            }
-            o0 += on;
-        }
-        let mut host = vec![0.0f64; n * SUMS];
-        totals.copy_to_host(&mut host, self.stream())?;
-        Ok(host)
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_heston_blocks(&du, &dd, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launches `heston_blocks_f64` on rows `row0 .. row0 + n_rows` of the parameter arrays

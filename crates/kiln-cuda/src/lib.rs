@@ -54,6 +54,7 @@ mod launch_finance_qmc;
 mod launch_heston;
 mod launch_imaging;
 pub mod libs;
+mod mc_driver;
 pub mod nccl;
 pub mod nvrtc;
 pub mod pipeline;
