@@ -130,10 +130,6 @@ fn check_limits(g: &Gemm) -> Result<()> {
 }
 
 impl CudaBackend {
-    fn device_label(&self) -> String {
-        format!("cuda:{}", self.info().desc.ordinal)
-    }
-
     /// A cuBLAS failure as kiln's error. A failed execution may hide a sticky CUDA error:
     /// the stream is asked, and a driver error it reports is returned instead.
     fn blas_err(&self, call: &str, e: CublasError) -> Error {
@@ -145,14 +141,14 @@ impl CudaBackend {
             }
             S::CUBLAS_STATUS_NOT_SUPPORTED | S::CUBLAS_STATUS_ARCH_MISMATCH => Error::Unsupported {
                 op: format!("gemm ({what}: this precision needs a newer GPU or cuBLAS)"),
-                backend: self.device_label(),
+                backend: self.name(),
             },
             S::CUBLAS_STATUS_ALLOC_FAILED => {
                 let (free, total) = self.mem_info().unwrap_or((0, 0));
                 let m = self.memory_stats();
                 Error::OutOfMemory {
                     op: what,
-                    device: self.device_label(),
+                    device: self.name(),
                     requested: 0,
                     free,
                     total,
@@ -161,10 +157,10 @@ impl CudaBackend {
                 }
             }
             _ => match self.stream().synchronize() {
-                Err(d) => crate::cuda_err(&what, &self.device_label(), d),
+                Err(d) => crate::cuda_err(&what, &self.name(), d),
                 Ok(()) => Error::Cuda {
                     op: what,
-                    device: self.device_label(),
+                    device: self.name(),
                     code: 999,
                     name: kiln_core::cuda_code_name(999),
                 },
@@ -183,7 +179,7 @@ impl CudaBackend {
                 op: "gemm through cuBLAS (libcublas.so / libcublasLt.so could not be loaded: install \
                      CUDA's cuBLAS or add its directory to LD_LIBRARY_PATH, or run kiln's own f32 kernel)"
                     .into(),
-                backend: self.device_label(),
+                backend: self.name(),
             });
         }
         // kiln's main stream's workspace, made here (a capture cannot take new memory, and
@@ -193,7 +189,7 @@ impl CudaBackend {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.device_label(), e))?;
+            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.name(), e))?;
         let handle = blas::create_handle().map_err(|e| self.blas_err("cublasCreate", e))?;
         // From here the handle is owned by `b`: an error below destroys it.
         let mut b = Blas {
@@ -310,7 +306,7 @@ impl CudaBackend {
         h.stream
             .context()
             .bind_to_thread()
-            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.device_label(), e))?;
+            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.name(), e))?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         let ty = cublas_type(p);
         // Column-major view (module docs): C'(n x m) = op(B)' · op(A)'.

@@ -217,7 +217,7 @@ impl CudaBackend {
         if let Rng::Sobol { .. } = mc.rng {
             return Err(Error::Unsupported {
                 op: "monte carlo block ranges of a sobol run".into(),
-                backend: self.name_str(),
+                backend: self.name(),
             });
         }
         mc.validate()?;
@@ -483,10 +483,6 @@ impl CudaBackend {
         let mut h = [0u32; 2];
         bad.copy_to_host(&mut h, self.stream())?;
         Ok((h[0], h[1]))
-    }
-
-    pub(crate) fn name_str(&self) -> String {
-        kiln_core::Backend::name(self)
     }
 }
 
