@@ -9,7 +9,7 @@
 
 use crate::exit;
 use kiln::verify::{max_rel_f32, rel_l2, time_host, wall_ms, Covers, Timing, WARMUP};
-use kiln::{testing, Backend, BackendKind, CpuBackend, Runtime, UnaryOp};
+use kiln::{testing, BackendKind, CpuBackend, Runtime, UnaryOp};
 use kiln::{Config, DeviceRequest};
 use serde::Serialize;
 use std::process::ExitCode;

@@ -1,7 +1,7 @@
-//! The [`Backend`] trait: what every backend (CPU, CUDA) implements.
-//!
-//! Ops take and return host slices at this level; device-resident buffers are a detail of
-//! the CUDA backend. Every op has a CPU implementation, which is also the numeric reference.
+//! What the backends (CPU, CUDA) share below the storage trait: which kind of backend runs
+//! the work ([`BackendKind`]), the element-wise ops ([`UnaryOp`], [`MapOp`]), the element
+//! types they run on ([`Element`]) and the length check every slice-level entry point makes.
+//! Tensors reach the backends through [`crate::storage::BackendStorage`].
 
 use crate::dtype::DType;
 use crate::error::Result;
@@ -453,16 +453,6 @@ impl Precision {
             reason: format!("auto: f32, since {why_not_f16} and the data needs f32 subnormals or range"),
         }
     }
-}
-
-/// A compute backend.
-pub trait Backend {
-    /// CPU or CUDA.
-    fn kind(&self) -> BackendKind;
-    /// A short name: `cpu` or `cuda:N`.
-    fn name(&self) -> String;
-    /// Apply `op` element-wise: `out[i] = op(x[i])`. `x` and `out` must have equal lengths.
-    fn unary_f32(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()>;
 }
 
 /// Check that two slices an element-wise op pairs up have equal lengths.

@@ -8,7 +8,7 @@
 //! - the device request (`auto|cpu|cuda|cuda:N`) and the device policy
 //!   (allowed ordinals/UUIDs, minimum compute capability) in [`device`];
 //! - the [`BackendStorage`] trait that the CPU and CUDA storages implement (the ops a
-//!   tensor runs), with [`Device`], and the older slice-level [`Backend`] trait;
+//!   tensor runs), with [`Device`], and [`BackendKind`];
 //! - the reference numerics both backends share, so that neither depends on the other:
 //!   Philox and the path constants ([`philox`], [`finance::PathParams`]), the closed forms
 //!   and a Monte Carlo run's finishing math ([`finance::analytic`], [`finance::blocks`]),
@@ -31,7 +31,7 @@ pub mod mathf;
 pub mod philox;
 pub mod storage;
 
-pub use backend::{Backend, BackendKind, UnaryOp};
+pub use backend::{BackendKind, UnaryOp};
 pub use config::{Config, MemoryLimit};
 pub use device::{DeviceRequest, DeviceSelector};
 pub use dtype::{DType, HasDType};

@@ -21,7 +21,7 @@ pub use hostbuf::{ExternalHost, HostBuf};
 pub use storage::{CpuStorage, StorageElement};
 
 use kiln_core::backend::check_same_len;
-use kiln_core::{Backend, BackendKind, Result, UnaryOp};
+use kiln_core::{BackendKind, Result, UnaryOp};
 
 /// The CPU backend. Cheap to create; uses rayon's global pool.
 #[derive(Clone, Debug, Default)]
@@ -37,18 +37,20 @@ impl CpuBackend {
     pub fn threads(&self) -> usize {
         rayon::current_num_threads()
     }
-}
 
-impl Backend for CpuBackend {
-    fn kind(&self) -> BackendKind {
+    /// [`BackendKind::Cpu`].
+    pub fn kind(&self) -> BackendKind {
         BackendKind::Cpu
     }
 
-    fn name(&self) -> String {
+    /// `cpu`.
+    pub fn name(&self) -> String {
         "cpu".into()
     }
 
-    fn unary_f32(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
+    /// Apply `op` element-wise on host slices: `out[i] = op(x[i])` (equal lengths, else a
+    /// `ShapeMismatch`), the float64-checked reference the GPU is compared with.
+    pub fn unary_f32(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
         check_same_len(op.name(), x.len(), out.len())?;
         elementwise::unary_f32(op, x, out);
         Ok(())

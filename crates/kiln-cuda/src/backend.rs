@@ -10,8 +10,7 @@ use crate::kernels::Kernel;
 use crate::nvrtc;
 use crate::pool::{DeviceBuffer, DevicePool, MemoryStats, PinnedPool};
 use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaStream};
-use kiln_core::backend::check_same_len;
-use kiln_core::{cuda_code_name, Backend, BackendKind, Error, MemoryLimit, Result, UnaryOp};
+use kiln_core::{cuda_code_name, Error, MemoryLimit, Result, UnaryOp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -160,6 +159,11 @@ impl CudaBackend {
         &self.info
     }
 
+    /// `cuda:N`: how errors, the profiler and logs name this device.
+    pub fn name(&self) -> String {
+        format!("cuda:{}", self.info.desc.ordinal)
+    }
+
     /// Milliseconds context creation took.
     pub fn context_ms(&self) -> f64 {
         self.context_ms
@@ -291,9 +295,7 @@ impl CudaBackend {
 
     /// Copy a host slice to a new device buffer.
     pub fn upload(&self, x: &[f32]) -> Result<DeviceBuffer<f32>> {
-        let mut b = self.alloc(x.len())?;
-        b.copy_from_host(x, self.stream())?;
-        Ok(b)
+        self.upload_slice(x)
     }
 
     /// Copy a device buffer into a host slice of the same length (waits for it).
@@ -359,27 +361,6 @@ impl CudaBackend {
             out.push(a.elapsed_ms(&b).map_err(|e| self.err("cuEventElapsedTime", e))? as f64);
         }
         Ok(out)
-    }
-}
-
-impl Backend for CudaBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-
-    fn name(&self) -> String {
-        format!("cuda:{}", self.info.desc.ordinal)
-    }
-
-    fn unary_f32(&self, op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
-        check_same_len(op.name(), x.len(), out.len())?;
-        if x.is_empty() {
-            return Ok(());
-        }
-        let dx = self.upload(x)?;
-        let mut dy = self.alloc_poisoned(x.len())?;
-        self.unary_f32_device(op, &dx, &mut dy)?;
-        self.download(&dy, out)
     }
 }
 

@@ -2,6 +2,8 @@
 //! is the memory-bandwidth ceiling `kiln bench` measures every memory-bound kernel against.
 #![allow(unsafe_code)]
 
+use crate::kernels::ScalarType;
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::result;
@@ -102,7 +104,6 @@ impl CudaBackend {
             return Ok(());
         }
         let k = crate::Kernel::CAST_ANY;
-        let f = self.function(k)?;
         let threads = 256u32;
         let per_sm = u64::from(self.resident_blocks_per_sm(k, threads)?);
         let sms = (self.info().desc.multiprocessors as u64).max(1);
@@ -113,36 +114,31 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let (n64, fc, tc) = (n as u64, cast_code(from), cast_code(to));
-        let stream = self.stream();
-        let _range = self.range(k.symbol());
-        let mut l = stream.launch_builder(&f);
-        use cudarc::driver::PushKernelArg;
-        l.arg(&xp).arg(&yp).arg(&n64).arg(&fc).arg(&tc);
-        // SAFETY: x holds n elements of `from`'s type and y n elements of `to`'s (checked
+        // Sizes: x holds n elements of `from`'s type and y n elements of `to`'s (checked
         // equal lengths; the codes are the buffers' own types); the kernel touches only
         // indices below n; distinct allocations (a new output); the caller recorded both
         // on this stream.
-        unsafe { l.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
-        Ok(())
+        let args = [
+            Arg::ptr(xp, ScalarType::of_dtype(from)),
+            Arg::ptr(yp, ScalarType::of_dtype(to)),
+            n64.into(),
+            fc.into(),
+            tc.into(),
+        ];
+        self.launch(k, cfg, &args)
     }
 
     /// Launch the fault-injection kernel (kernels/fault.cu) on the current stream.
     pub(crate) fn launch_fault(&self, out: &DeviceBuffer<f32>) -> Result<()> {
         let k = crate::Kernel::FAULT_ILLEGAL_ADDRESS;
-        let f = self.function(k)?;
         let cfg = cudarc::driver::LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let p = out.device_ptr();
-        let mut l = self.stream().launch_builder(&f);
-        use cudarc::driver::PushKernelArg;
-        l.arg(&p);
-        // SAFETY: deliberately unsafe for the device (an invalid store, which the driver
-        // reports as a sticky error); host memory is never touched and `out` holds the one
-        // element the kernel reads.
-        unsafe { l.launch(cfg) }.map_err(|e| self.err(k.symbol(), e))?;
-        Ok(())
+        // Deliberately unsafe for the device (an invalid store, which the driver reports as
+        // a sticky error); host memory is never touched and `out` holds the one element the
+        // kernel reads.
+        self.launch(k, cfg, &[Arg::buf(out)])
     }
 }

@@ -17,12 +17,13 @@
 //! swapped and each operand's own transpose flag, with no copies.
 #![allow(unsafe_code)]
 
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::cublas::result::{self as blas, CublasError};
 use cudarc::cublas::sys;
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, LaunchConfig};
 use kiln_core::backend::Element;
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::{Error, Result};
@@ -129,10 +130,6 @@ fn check_limits(g: &Gemm) -> Result<()> {
 }
 
 impl CudaBackend {
-    fn device_label(&self) -> String {
-        format!("cuda:{}", self.info().desc.ordinal)
-    }
-
     /// A cuBLAS failure as kiln's error. A failed execution may hide a sticky CUDA error:
     /// the stream is asked, and a driver error it reports is returned instead.
     fn blas_err(&self, call: &str, e: CublasError) -> Error {
@@ -144,14 +141,14 @@ impl CudaBackend {
             }
             S::CUBLAS_STATUS_NOT_SUPPORTED | S::CUBLAS_STATUS_ARCH_MISMATCH => Error::Unsupported {
                 op: format!("gemm ({what}: this precision needs a newer GPU or cuBLAS)"),
-                backend: self.device_label(),
+                backend: self.name(),
             },
             S::CUBLAS_STATUS_ALLOC_FAILED => {
                 let (free, total) = self.mem_info().unwrap_or((0, 0));
                 let m = self.memory_stats();
                 Error::OutOfMemory {
                     op: what,
-                    device: self.device_label(),
+                    device: self.name(),
                     requested: 0,
                     free,
                     total,
@@ -160,10 +157,10 @@ impl CudaBackend {
                 }
             }
             _ => match self.stream().synchronize() {
-                Err(d) => crate::cuda_err(&what, &self.device_label(), d),
+                Err(d) => crate::cuda_err(&what, &self.name(), d),
                 Ok(()) => Error::Cuda {
                     op: what,
-                    device: self.device_label(),
+                    device: self.name(),
                     code: 999,
                     name: kiln_core::cuda_code_name(999),
                 },
@@ -182,7 +179,7 @@ impl CudaBackend {
                 op: "gemm through cuBLAS (libcublas.so / libcublasLt.so could not be loaded: install \
                      CUDA's cuBLAS or add its directory to LD_LIBRARY_PATH, or run kiln's own f32 kernel)"
                     .into(),
-                backend: self.device_label(),
+                backend: self.name(),
             });
         }
         // kiln's main stream's workspace, made here (a capture cannot take new memory, and
@@ -192,7 +189,7 @@ impl CudaBackend {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.device_label(), e))?;
+            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.name(), e))?;
         let handle = blas::create_handle().map_err(|e| self.blas_err("cublasCreate", e))?;
         // From here the handle is owned by `b`: an error below destroys it.
         let mut b = Blas {
@@ -309,7 +306,7 @@ impl CudaBackend {
         h.stream
             .context()
             .bind_to_thread()
-            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.device_label(), e))?;
+            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.name(), e))?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         let ty = cublas_type(p);
         // Column-major view (module docs): C'(n x m) = op(B)' · op(A)'.
@@ -416,37 +413,35 @@ impl CudaBackend {
                 shared_mem_bytes: 0,
             }
         };
-        let f = self.function(id)?;
         let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
         let (lda, ldb, ldc) = (lda as i64, ldb as i64, g.n as i64);
         let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
         let (batch, ta, tb) = (g.batch as i32, g.trans_a as i32, g.trans_b as i32);
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&a)
-            .arg(&b)
-            .arg(&c)
-            .arg(&m)
-            .arg(&n)
-            .arg(&k)
-            .arg(&lda)
-            .arg(&ldb)
-            .arg(&ldc)
-            .arg(&sa)
-            .arg(&sb)
-            .arg(&sc)
-            .arg(&batch)
-            .arg(&ta)
-            .arg(&tb);
-        // SAFETY: the arguments match gemm.cu's shared signature (3 pointers, 3 int, 6 long
-        // long, 3 int). Every element read is (z*stride + an index below the stored extent)
-        // of A or B, inside the buffers (validate: (batch-1)*stride + extent == len); every
+        // Sizes: every element read is (z*stride + an index below the stored extent) of A
+        // or B, inside the buffers (validate: (batch-1)*stride + extent == len); every
         // write is inside C (batch*m*n, checked), guarded by m < M, n < N in the kernel. The
         // float4 kernels run only when lda, ldb, both strides are multiples of 4 and A, B are
         // 16-byte aligned (checked above; C's vector stores check their own alignment). All
-        // sizes fit i32 (check_limits), the grid's y and z are clamped (the kernels
-        // grid-stride), and the buffers live in this stream's order.
-        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(id.symbol(), &self.device_label(), e))?;
-        Ok(())
+        // sizes fit i32 (check_limits) and the grid's y and z are clamped (the kernels
+        // grid-stride).
+        let args = [
+            Arg::ptr(a, ScalarType::F32),
+            Arg::ptr(b, ScalarType::F32),
+            Arg::ptr(c, ScalarType::F32),
+            m.into(),
+            n.into(),
+            k.into(),
+            lda.into(),
+            ldb.into(),
+            ldc.into(),
+            sa.into(),
+            sb.into(),
+            sc.into(),
+            batch.into(),
+            ta.into(),
+            tb.into(),
+        ];
+        self.launch(id, cfg, &args)
     }
 }
 

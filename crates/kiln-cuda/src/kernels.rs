@@ -1,7 +1,9 @@
 //! The kernel table: every kernel kiln launches is one [`Kernel`] value, declared once (in
 //! `kernels/table/*.rs`, a file per family) with the module (one `kernels/*.cu` file) it lives
-//! in, its `extern "C"` name (`{op}_{dtype}`), what it computes, the launch shape its
-//! launcher uses and an estimate of its compile time. Launchers, `kiln kernels`, `kiln cache
+//! in, its `extern "C"` name (`{op}_{dtype}`), its parameters ([`KernelParam`]: pointers with
+//! their element type and access, scalars, by-value structs; a test checks them against the
+//! source's declaration), what it computes, the launch shape its launcher uses and an
+//! estimate of its compile time. Launchers, `kiln kernels`, `kiln cache
 //! warm`, the cold-start estimate and `docs/kernels.md` all read these values; nothing
 //! restates them in a `match`.
 //!
@@ -16,9 +18,12 @@
 //! prepended to each file's source (both start with a `#line` directive, so NVRTC's
 //! messages and `-lineinfo` name the right file and line).
 
+mod params;
 mod sources;
 mod table;
 
+pub(crate) use params::decl;
+pub use params::{Access, KernelParam, ScalarType};
 pub use sources::*;
 
 /// What NVRTC compiles as one program and the cache stores as one cubin.
@@ -83,6 +88,7 @@ pub struct Kernel {
     grid: &'static str,
     dynamic_shared_bytes: u32,
     dynamic_shared_note: &'static str,
+    params: &'static [KernelParam],
 }
 
 impl PartialEq for Kernel {
@@ -146,6 +152,12 @@ impl Kernel {
     /// What [`Self::dynamic_shared_bytes`] depends on (empty when it is always 0).
     pub fn dynamic_shared_note(self) -> &'static str {
         self.dynamic_shared_note
+    }
+
+    /// Its parameters, in the order of its `extern "C"` declaration (checked against the
+    /// source by a test; every launch's arguments are checked against them).
+    pub fn params(self) -> &'static [KernelParam] {
+        self.params
     }
 
     /// An estimate of NVRTC's milliseconds to compile this kernel alone for sm_90: measured

@@ -17,13 +17,13 @@
 //! [`LSM_MAX_MATRIX_BYTES`](kiln_core::finance::american::LSM_MAX_MATRIX_BYTES) by
 //! [`LsmPlan::new`]; a pool out-of-memory error otherwise), 8 bytes a path for the cash
 //! flows and 64 bytes a block for the sums.
-#![allow(unsafe_code)]
 
 use crate::kernels::Kernel;
+use crate::launch::Arg;
 use crate::launch_finance::{too_many, KeySchedule};
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::finance::american::{
     run_lsm, AmericanSpec, LsmBackend, LsmPlan, RegressionSums, LSM_BASIS, LSM_SUMS,
 };
@@ -91,10 +91,6 @@ impl<'a> GpuLsm<'a> {
         })
     }
 
-    fn err(&self, op: &str, e: cudarc::driver::DriverError) -> Error {
-        crate::cuda_err(op, &self.be.name_str(), e)
-    }
-
     fn check_date(&self, plan: &LsmPlan, d: u32) -> Result<()> {
         if d >= plan.dates || self.m.len() as u64 != self.paths * u64::from(plan.dates) {
             return Err(Error::invalid(
@@ -108,55 +104,47 @@ impl<'a> GpuLsm<'a> {
 
 impl LsmBackend for GpuLsm<'_> {
     fn simulate(&mut self, plan: &LsmPlan) -> Result<()> {
-        let f = self.be.function(Kernel::LSM_PATHS_F32)?;
         let cfg = self.per_path()?;
         let keys = KeySchedule(kiln_core::philox::key_schedule(plan.key));
-        let (mp, vp) = (self.m.device_ptr(), self.v.device_ptr());
         let (spot, strike) = (plan.spec.spot, plan.spec.strike);
-        let _range = self.be.range("lsm_paths_f32");
-        let mut b = self.be.stream().launch_builder(&f);
-        b.arg(&self.paths)
-            .arg(&plan.dates)
-            .arg(&plan.option)
-            .arg(&plan.drift_dt)
-            .arg(&plan.vol_sqrt_dt)
-            .arg(&spot)
-            .arg(&strike)
-            .arg(&self.put)
-            .arg(&keys)
-            .arg(&mp)
-            .arg(&vp);
-        // SAFETY: `m` holds paths x dates f32 and `v` paths f64 (allocated in `new` from the
+        // Sizes: `m` holds paths x dates f32 and `v` paths f64 (allocated in `new` from the
         // same plan); the kernel guards p < paths and writes m[d * paths + p], d < dates, and
-        // v[p]. Pool buffers alive in `self`, used only on kiln's stream.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err("lsm_paths_f32", e))?;
-        Ok(())
+        // v[p].
+        let args = [
+            self.paths.into(),
+            plan.dates.into(),
+            plan.option.into(),
+            plan.drift_dt.into(),
+            plan.vol_sqrt_dt.into(),
+            spot.into(),
+            strike.into(),
+            self.put.into(),
+            Arg::by_value(&keys),
+            Arg::buf(&self.m),
+            Arg::buf(&self.v),
+        ];
+        self.be.launch(Kernel::LSM_PATHS_F32, cfg, &args)
     }
 
     fn regress(&mut self, plan: &LsmPlan, d: u32) -> Result<Vec<RegressionSums>> {
         self.check_date(plan, d)?;
-        let f = self.be.function(Kernel::LSM_REGRESS_F64)?;
         let cfg = self.per_block()?;
-        let (mp, vp, sp) = (self.m.device_ptr(), self.v.device_ptr(), self.sums.device_ptr());
         let (spot, strike, df) = (plan.spec.spot, plan.spec.strike, plan.df_step);
-        {
-            let _range = self.be.range("lsm_regress_f64");
-            let mut b = self.be.stream().launch_builder(&f);
-            b.arg(&mp)
-                .arg(&vp)
-                .arg(&self.paths)
-                .arg(&d)
-                .arg(&spot)
-                .arg(&strike)
-                .arg(&self.put)
-                .arg(&df)
-                .arg(&sp);
-            // SAFETY: the kernel reads row d < dates of `m` (paths f32, checked above), reads
-            // and writes v[p] for p < paths, and writes sums[blk * 8 + j] for blk <
-            // ceil(paths / 1024) = blocks, j < 8: `sums` holds blocks x 8 f64. Pool buffers
-            // alive in `self`, kiln's stream only.
-            unsafe { b.launch(cfg) }.map_err(|e| self.err("lsm_regress_f64", e))?;
-        }
+        // Sizes: the kernel reads row d < dates of `m` (paths f32, checked above), reads and
+        // writes v[p] for p < paths, and writes sums[blk * 8 + j] for blk < ceil(paths /
+        // 1024) = blocks, j < 8: `sums` holds blocks x 8 f64.
+        let args = [
+            Arg::buf(&self.m),
+            Arg::buf(&self.v),
+            self.paths.into(),
+            d.into(),
+            spot.into(),
+            strike.into(),
+            self.put.into(),
+            df.into(),
+            Arg::buf(&self.sums),
+        ];
+        self.be.launch(Kernel::LSM_REGRESS_F64, cfg, &args)?;
         self.sums.copy_to_host(&mut self.host, self.be.stream())?;
         Ok(self
             .host
@@ -171,41 +159,37 @@ impl LsmBackend for GpuLsm<'_> {
 
     fn exercise(&mut self, plan: &LsmPlan, d: u32, beta: &[f64; LSM_BASIS]) -> Result<()> {
         self.check_date(plan, d)?;
-        let f = self.be.function(Kernel::LSM_EXERCISE_F64)?;
         let cfg = self.per_path()?;
-        let (mp, vp) = (self.m.device_ptr(), self.v.device_ptr());
         let (spot, strike) = (plan.spec.spot, plan.spec.strike);
-        let _range = self.be.range("lsm_exercise_f64");
-        let mut b = self.be.stream().launch_builder(&f);
-        b.arg(&mp)
-            .arg(&vp)
-            .arg(&self.paths)
-            .arg(&d)
-            .arg(&spot)
-            .arg(&strike)
-            .arg(&self.put)
-            .arg(&beta[0])
-            .arg(&beta[1])
-            .arg(&beta[2]);
-        // SAFETY: the kernel guards p < paths, reads m[d * paths + p] (d < dates, checked)
-        // and writes v[p]; pool buffers alive in `self`, kiln's stream only.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err("lsm_exercise_f64", e))?;
-        Ok(())
+        // Sizes: the kernel guards p < paths, reads m[d * paths + p] (d < dates, checked)
+        // and writes v[p].
+        let args = [
+            Arg::buf(&self.m),
+            Arg::buf(&self.v),
+            self.paths.into(),
+            d.into(),
+            spot.into(),
+            strike.into(),
+            self.put.into(),
+            beta[0].into(),
+            beta[1].into(),
+            beta[2].into(),
+        ];
+        self.be.launch(Kernel::LSM_EXERCISE_F64, cfg, &args)
     }
 
     fn final_sums(&mut self, plan: &LsmPlan) -> Result<Vec<[f64; 2]>> {
-        let f = self.be.function(Kernel::LSM_FINAL_F64)?;
         let cfg = self.per_block()?;
-        let (vp, sp) = (self.v.device_ptr(), self.sums.device_ptr());
         let df = plan.df_step;
-        {
-            let _range = self.be.range("lsm_final_f64");
-            let mut b = self.be.stream().launch_builder(&f);
-            b.arg(&vp).arg(&self.paths).arg(&df).arg(&sp);
-            // SAFETY: the kernel reads v[p], p < paths, and writes sums[blk * 2 + j] for
-            // blk < blocks, j < 2 (`sums` holds blocks x 8 f64). Pool buffers, kiln's stream.
-            unsafe { b.launch(cfg) }.map_err(|e| self.err("lsm_final_f64", e))?;
-        }
+        // Sizes: the kernel reads v[p], p < paths, and writes sums[blk * 2 + j] for blk <
+        // blocks, j < 2 (`sums` holds blocks x 8 f64).
+        let args = [
+            Arg::buf(&self.v),
+            self.paths.into(),
+            df.into(),
+            Arg::buf(&self.sums),
+        ];
+        self.be.launch(Kernel::LSM_FINAL_F64, cfg, &args)?;
         self.sums.copy_to_host(&mut self.host, self.be.stream())?;
         let n = self.blocks as usize;
         Ok(self.host[..2 * n].chunks_exact(2).map(|c| [c[0], c[1]]).collect())

@@ -15,15 +15,16 @@
 //! of its f32 and f64 data) and two flat arrays holding every option's data (layout in
 //! basket.cu's header). One launch for all options, one warp per (option, block); launches
 //! are cut into chunks of at most [`GpuMcOptions::max_items`] items, which changes no bit.
-#![allow(unsafe_code)]
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::finance::basket::{finish_basket, BasketPathParams, BasketSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
 use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions};
+use crate::launch::Arg;
+use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule};
+use crate::mc_driver::McRun;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 
@@ -32,21 +33,6 @@ const OPT_U: usize = 6;
 /// f64 sums per (option, block): y, yy, c, cc, yc, delta, vega.
 const SUMS: usize = 7;
 const WARPS_PER_CTA: u64 = 8;
-
-/// finance.cuh's `KilnKeys`: the ten round keys, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Keys([[u32; 10]; 2]);
-
-// SAFETY: a plain #[repr(C)] array of 20 u32, the layout of `struct KilnKeys { u32 k0[10];
-// u32 k1[10]; }`; the kernels read it by value.
-unsafe impl cudarc::driver::DeviceRepr for Keys {}
-
-fn keys(mc: &McParams) -> Keys {
-    Keys(kiln_core::philox::key_schedule(kiln_core::philox::key_from_seed(
-        mc.seed,
-    )))
-}
 
 /// Every option's parameters in basket.cu's layout.
 #[derive(Default)]
@@ -239,33 +225,27 @@ impl CudaBackend {
         let dev = self.upload_params(&params)?;
         let n = count as usize;
         let out = self.alloc::<f64>(2 * n)?;
-        let f = self.function(Kernel::BASKET_SAMPLES_F64)?;
         let cfg = LaunchConfig {
             grid_dim: (count.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let ks = keys(mc);
+        let ks = KeySchedule::of_seed(mc.seed);
         let anti = u32::from(mc.antithetic);
-        let (up, fp, dp, op) = (
-            dev.u.device_ptr(),
-            dev.f.device_ptr(),
-            dev.d.device_ptr(),
-            out.device_ptr(),
-        );
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&up)
-            .arg(&fp)
-            .arg(&dp)
-            .arg(&first_sample)
-            .arg(&count)
-            .arg(&anti)
-            .arg(&ks)
-            .arg(&op);
-        // SAFETY: `dev` holds one option's row and data (uploaded just above, the offsets
+        // Sizes: `dev` holds one option's row and data (uploaded just above, the offsets
         // inside it by construction), `out` holds 2 * count f64; the kernel guards
-        // i < count. Pool buffers, kiln's stream only.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(OP, &self.name_str(), e))?;
+        // i < count.
+        let args = [
+            Arg::buf(&dev.u),
+            Arg::buf(&dev.f),
+            Arg::buf(&dev.d),
+            first_sample.into(),
+            count.into(),
+            anti.into(),
+            Arg::by_value(&ks),
+            Arg::buf(&out),
+        ];
+        self.launch(Kernel::BASKET_SAMPLES_F64, cfg, &args)?;
         let mut h = vec![0.0f64; 2 * n];
         out.copy_to_host(&mut h, self.stream())?;
         drop(dev);
@@ -274,62 +254,25 @@ impl CudaBackend {
 
     fn upload_params(&self, p: &Params) -> Result<DeviceParams> {
         Ok(DeviceParams {
-            u: self.upload_any(&p.u)?,
-            f: self.upload_any(&p.f)?,
-            d: self.upload_any(&p.d)?,
+            u: self.upload_slice(&p.u)?,
+            f: self.upload_slice(&p.f)?,
+            d: self.upload_slice(&p.d)?,
         })
     }
 
     /// Totals (7 per option, block order) of every option of `params`, chunk by chunk
-    /// (launch_heston's `heston_totals`).
+    /// (`mc_driver`).
     fn basket_totals(&self, params: &Params, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
-        let n = params.rows();
-        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
         let dev = self.upload_params(params)?;
-        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
-        // Options per chunk when every block of an option fits, else blocks per chunk.
-        let (opt_chunk, blk_chunk) = if nb <= max_items {
-            ((max_items / nb).min(n as u64).max(1), nb)
-        } else {
-            (1, max_items)
+        let run = McRun {
+            options: params.rows() as u64,
+            replicates: 1,
+            per: mc.samples().div_ceil(BLOCK_SAMPLES),
+            max_items,
         };
-        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
-        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let combine = self.function(Kernel::MC_COMBINE_F64)?;
-        let mut o0 = 0u64;
-        while o0 < n as u64 {
-            let on = opt_chunk.min(n as u64 - o0);
-            let mut b0 = 0u64;
-            while b0 < nb {
-                let bn = blk_chunk.min(nb - b0);
-                self.launch_basket_blocks(&dev, o0, on, b0, bn, mc, &mut blocks)?;
-                let tp = totals.device_ptr() + o0 * (SUMS as u64) * 8;
-                let bp = blocks.device_ptr();
-                let n_opt = on as u32;
-                let threads = 256u32;
-                let cfg = LaunchConfig {
-                    grid_dim: ((on * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
-                    block_dim: (threads, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let _range = self.range("basket_combine");
-                let mut b = self.stream().launch_builder(&combine);
-                b.arg(&bp).arg(&n_opt).arg(&bn).arg(&tp);
-                // SAFETY: `blocks` holds at least on * bn * 7 f64 written by the launch above
-                // (on * bn <= cap); `totals` holds n * 7 f64 and rows o0 .. o0 + on are in
-                // range (o0 + on <= n). Pool buffers alive past this launch, all work on
-                // kiln's one stream, so it runs after the block kernel and before the next
-                // chunk overwrites `blocks`.
-                unsafe { b.launch(cfg) }
-                    .map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
-                b0 += bn;
-            }
-            o0 += on;
-        }
-        let mut host = vec![0.0f64; n * SUMS];
-        totals.copy_to_host(&mut host, self.stream())?;
-        drop(dev);
-        Ok(host)
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_basket_blocks(&dev, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launches `basket_blocks_f64` on option rows `row0 .. row0 + n_rows` and blocks
@@ -368,38 +311,32 @@ impl CudaBackend {
             ));
         }
         let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
-        let f = self.function(Kernel::BASKET_BLOCKS_F64)?;
-        let up = dev.u.device_ptr() + row0 * (OPT_U as u64) * 4;
-        let (fp, dp) = (dev.f.device_ptr(), dev.d.device_ptr());
-        let op = out.device_ptr();
         let samples = mc.samples();
         let anti = u32::from(mc.antithetic);
-        let ks = keys(mc);
+        let ks = KeySchedule::of_seed(mc.seed);
         let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
         let cfg = LaunchConfig {
             grid_dim: (ctas, 1, 1),
             block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let _range = self.range(OP);
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&up)
-            .arg(&fp)
-            .arg(&dp)
-            .arg(&n_opt)
-            .arg(&first_block)
-            .arg(&n_blocks)
-            .arg(&samples)
-            .arg(&anti)
-            .arg(&ks)
-            .arg(&op);
-        // SAFETY: the kernel reads option rows row0 .. row0 + n_rows (6 u32 a row, checked
+        // Sizes: the kernel reads option rows row0 .. row0 + n_rows (6 u32 a row, checked
         // above) and, through their offsets, each option's f32 and f64 data, which
         // `Params::push` laid out inside `dev.f` and `dev.d`; it writes items * 7 f64 of
         // `out` (checked above); block indices stay below ceil(samples / 1024) because
-        // callers pass block ranges of the run. All buffers are live pool allocations used
-        // only on kiln's stream.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(OP, &self.name_str(), e))?;
-        Ok(())
+        // callers pass block ranges of the run.
+        let args = [
+            Arg::buf_at(&dev.u, row0 * OPT_U as u64),
+            Arg::buf(&dev.f),
+            Arg::buf(&dev.d),
+            n_opt.into(),
+            first_block.into(),
+            n_blocks.into(),
+            samples.into(),
+            anti.into(),
+            Arg::by_value(&ks),
+            Arg::buf(out),
+        ];
+        self.launch(Kernel::BASKET_BLOCKS_F64, cfg, &args)
     }
 }

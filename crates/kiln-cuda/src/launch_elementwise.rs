@@ -14,6 +14,7 @@
 #![allow(unsafe_code)]
 
 use crate::kernels::Kernel;
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -26,13 +27,6 @@ const THREADS: u32 = 256;
 const UNROLL: u64 = 2;
 
 impl CudaBackend {
-    /// Copy any element slice to a new device buffer.
-    pub fn upload_slice<T: Copy>(&self, x: &[T]) -> Result<DeviceBuffer<T>> {
-        let mut b = self.alloc(x.len())?;
-        b.copy_from_host(x, self.stream())?;
-        Ok(b)
-    }
-
     /// A new device buffer of `n` NaNs of the storage type (an unwritten element is caught).
     pub fn alloc_poisoned_as<T: Element>(&self, n: usize) -> Result<DeviceBuffer<T>> {
         self.upload_slice(&vec![T::from_f32(f32::NAN); n])
@@ -105,21 +99,21 @@ impl CudaBackend {
             DType::BF16 => Kernel::MAP_BF16,
             d => return Err(Error::invalid(op.name(), format!("storage {d} is not supported"))),
         };
-        let f = self.function(k)?;
         let n = n as u64;
         let cfg = self.grid_shaped(k, n, std::mem::size_of::<T>(), true)?;
         let (code, (a, b)) = (op.code(), op.params());
-        let (xp, yp) = (x.device_ptr(), out.device_ptr());
-        let _range = self.range_on(k.symbol(), stream);
-        let mut l = stream.launch_builder(&f);
-        l.arg(&xp).arg(&yp).arg(&n).arg(&code).arg(&a).arg(&b);
-        // SAFETY: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold at
+        // Sizes: the kernel reads x[0..n] and writes out[0..n]; both pool buffers hold at
         // least n elements of T (checked above), start on 512-byte boundaries (16-byte
-        // vector accesses are aligned), are distinct allocations (one & and one &mut), and
-        // stay alive in stream order (a buffer used on another stream is recorded on it by
-        // the caller, so its block is not reused before this work completes).
-        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(k.symbol(), &self.device_name(), e))?;
-        Ok(())
+        // vector accesses are aligned) and are distinct (one & and one &mut).
+        let args = [
+            Arg::tensor(x),
+            Arg::tensor(out),
+            n.into(),
+            code.into(),
+            a.into(),
+            b.into(),
+        ];
+        self.launch_on(stream, k, cfg, &args)
     }
 
     /// Benchmark probe: host milliseconds to enqueue `launches` launches of the f32 map
@@ -151,10 +145,11 @@ impl CudaBackend {
             let (src, dst) = if i % 2 == 0 { (&xp, &yp) } else { (&yp, &xp) };
             let mut l = stream.launch_builder(&f);
             l.arg(src).arg(dst).arg(&n).arg(&code).arg(&pa).arg(&pb);
-            // SAFETY: as in map_device_on: both buffers hold n elements (checked equal), are
-            // distinct live pool allocations borrowed mutably for the whole probe, and the
-            // kernel grid-strides over n from a single block.
-            unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err("map_f32", &self.device_name(), e))?;
+            // SAFETY: the probe bypasses `launch` on purpose (it times the driver alone); its
+            // arguments are map_f32's declared ones (x, y, n, op, a, b). Both buffers hold n
+            // elements (checked equal), are distinct live pool allocations borrowed mutably
+            // for the whole probe, and the kernel grid-strides over n from a single block.
+            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(Kernel::MAP_F32, e))?;
         }
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         self.synchronize()?;
@@ -181,20 +176,10 @@ impl CudaBackend {
             DType::BF16 => Kernel::AXPY_BF16,
             d => return Err(Error::invalid("axpy", format!("storage {d} is not supported"))),
         };
-        let f = self.function(k)?;
         let n = x.len() as u64;
         let cfg = self.grid_for(k, n, std::mem::size_of::<T>())?;
-        let (xp, yp) = (x.device_ptr(), y.device_ptr());
-        let _range = self.range(k.symbol());
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&xp).arg(&yp).arg(&n).arg(&a);
-        // SAFETY: as in map_device: x[0..n] read, y[0..n] read and written, both exactly n
-        // elements (checked), aligned pool allocations, distinct, alive in stream order.
-        unsafe { l.launch(cfg) }.map_err(|e| crate::cuda_err(k.symbol(), &self.device_name(), e))?;
-        Ok(())
-    }
-
-    fn device_name(&self) -> String {
-        format!("cuda:{}", self.info().desc.ordinal)
+        // Sizes: as in map_device: x[0..n] read, y[0..n] read and written, both exactly n
+        // elements (checked), aligned pool allocations, distinct.
+        self.launch(k, cfg, &[Arg::tensor(x), Arg::tensor(y), n.into(), a.into()])
     }
 }

@@ -18,11 +18,12 @@
 //! over items. Launches are cut into chunks of at most [`GpuMcOptions::max_items`]
 //! (option, block) items so the block-sum array stays small (56 bytes an item); running
 //! totals chain across chunks in block order, so chunking changes no bit.
-#![allow(unsafe_code)]
 
 use crate::kernels::Kernel;
+use crate::launch::{Arg, KernelStruct};
+use crate::mc_driver::McRun;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::finance::{
     control_mean, finish, BlockSums, McParams, OptionSpec, PathParams, PriceResult, Rng, Style, BLOCK_SAMPLES,
 };
@@ -105,7 +106,21 @@ pub(crate) struct KeySchedule(pub(crate) [[u32; 10]; 2]);
 
 // SAFETY: a plain #[repr(C)] array of 20 u32, the layout of `struct KilnKeys { u32 k0[10];
 // u32 k1[10]; }`; the kernel reads it by value.
+#[allow(unsafe_code)]
 unsafe impl cudarc::driver::DeviceRepr for KeySchedule {}
+impl KernelStruct for KeySchedule {
+    const C_NAME: &'static str = "KilnKeys";
+}
+const _: () = assert!(std::mem::size_of::<KeySchedule>() == crate::kernels::decl::KEYS.size_bytes());
+
+impl KeySchedule {
+    /// The round keys of a run's seed (every Philox kernel's `KilnKeys`).
+    pub(crate) fn of_seed(seed: u64) -> Self {
+        KeySchedule(kiln_core::philox::key_schedule(kiln_core::philox::key_from_seed(
+            seed,
+        )))
+    }
+}
 
 /// The parameter rows of one option (layout of `finance.cu`'s `KILN_OPT_U` / `KILN_OPT_D`).
 pub(crate) fn param_rows(spec: &OptionSpec, pp: &PathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
@@ -202,7 +217,7 @@ impl CudaBackend {
         if let Rng::Sobol { .. } = mc.rng {
             return Err(Error::Unsupported {
                 op: "monte carlo block ranges of a sobol run".into(),
-                backend: self.name_str(),
+                backend: self.name(),
             });
         }
         mc.validate()?;
@@ -219,8 +234,8 @@ impl CudaBackend {
             return Ok(Vec::new());
         }
         let (u, d) = param_rows(spec, &pp, option);
-        let du = self.upload_any(&u)?;
-        let dd = self.upload_any(&d)?;
+        let du = self.upload_slice(&u)?;
+        let dd = self.upload_slice(&d)?;
         let items = usize::try_from(count).map_err(|_| too_many(count))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
         let k = kernel_for(spec.style, mc.fast_math);
@@ -327,53 +342,17 @@ impl CudaBackend {
 
     /// Totals (7 per option, block order) of one style group, chunk by chunk.
     fn group_totals(&self, g: &Group, k: Kernel, nb: u64, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
-        let n = g.slots.len();
-        let du = self.upload_any(&g.u)?;
-        let dd = self.upload_any(&g.d)?;
-        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
-        // Options per chunk when every block of an option fits, else blocks per chunk.
-        let (opt_chunk, blk_chunk) = if nb <= max_items {
-            ((max_items / nb).min(n as u64).max(1), nb)
-        } else {
-            (1, max_items)
+        let du = self.upload_slice(&g.u)?;
+        let dd = self.upload_slice(&g.d)?;
+        let run = McRun {
+            options: g.slots.len() as u64,
+            replicates: 1,
+            per: nb,
+            max_items,
         };
-        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
-        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let combine = self.function(Kernel::MC_COMBINE_F64)?;
-        let mut o0 = 0u64;
-        while o0 < n as u64 {
-            let on = opt_chunk.min(n as u64 - o0);
-            let mut b0 = 0u64;
-            while b0 < nb {
-                let bn = blk_chunk.min(nb - b0);
-                // Row offsets into the parameter arrays and totals of this chunk.
-                self.launch_blocks_at(k, &du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
-                let tp = totals.device_ptr() + o0 * (SUMS as u64) * 8;
-                let bp = blocks.device_ptr();
-                let n_opt = on as u32;
-                let threads = 256u32;
-                let cfg = LaunchConfig {
-                    grid_dim: ((on * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
-                    block_dim: (threads, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let _range = self.range("mc_combine");
-                let mut b = self.stream().launch_builder(&combine);
-                b.arg(&bp).arg(&n_opt).arg(&bn).arg(&tp);
-                // SAFETY: `blocks` holds at least on * bn * 7 f64 written by the launch above
-                // (on * bn <= cap); `totals` holds n * 7 f64 and rows o0 .. o0 + on are in
-                // range (o0 + on <= n). Both are pool buffers alive past the stream order of
-                // this launch; all work is on kiln's one stream, so it runs after the block
-                // kernel and before the next chunk overwrites `blocks`.
-                unsafe { b.launch(cfg) }
-                    .map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
-                b0 += bn;
-            }
-            o0 += on;
-        }
-        let mut host = vec![0.0f64; n * SUMS];
-        totals.copy_to_host(&mut host, self.stream())?;
-        Ok(host)
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_blocks_at(k, &du, &dd, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launch the block kernel `k` (a style's, or a probe) on rows `row0 .. row0 + rows` of
@@ -416,14 +395,8 @@ impl CudaBackend {
             ));
         }
         let n_opt = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let f = self.function(k)?;
-        let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
-        let dp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
-        let op_ptr = out.device_ptr();
         let samples = mc.samples();
-        let keys = KeySchedule(kiln_core::philox::key_schedule(kiln_core::philox::key_from_seed(
-            mc.seed,
-        )));
+        let keys = KeySchedule::of_seed(mc.seed);
         let anti = u32::from(mc.antithetic);
         // One warp per item; cap the grid (the kernel grid-strides) at 2^31 - 1 CTAs.
         let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
@@ -432,23 +405,22 @@ impl CudaBackend {
             block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let _range = self.range(op);
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&up)
-            .arg(&dp)
-            .arg(&n_opt)
-            .arg(&first_block)
-            .arg(&blocks)
-            .arg(&samples)
-            .arg(&keys)
-            .arg(&anti)
-            .arg(&op_ptr);
-        // SAFETY: the kernel reads rows row0 .. row0 + rows of the parameter arrays (8 u32 and
+        // Sizes: the kernel reads rows row0 .. row0 + rows of the parameter arrays (8 u32 and
         // 10 f64 a row, checked above) and writes items * 7 f64 of `out` (checked above);
         // block indices stay below ceil(samples / 1024) because callers pass block ranges of
-        // the run. All buffers are live pool allocations used only on kiln's stream.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(op, &self.name_str(), e))?;
-        Ok(())
+        // the run.
+        let args = [
+            Arg::buf_at(du, row0 * OPT_U as u64),
+            Arg::buf_at(dd, row0 * OPT_D as u64),
+            n_opt.into(),
+            first_block.into(),
+            blocks.into(),
+            samples.into(),
+            Arg::by_value(&keys),
+            anti.into(),
+            Arg::buf(out),
+        ];
+        self.launch(k, cfg, &args)
     }
 
     /// Runs the self-test kernel: for each word `w[i]` the portable f32 math (uniform, ln,
@@ -461,33 +433,27 @@ impl CudaBackend {
         if n == 0 {
             return Ok((Vec::new(), Vec::new()));
         }
-        let dw = self.upload_any(w)?;
-        let dx = self.upload_any(x)?;
+        let dw = self.upload_slice(w)?;
+        let dx = self.upload_slice(x)?;
         let out = self.alloc::<u32>(w.len() * 7)?;
         let ph = self.alloc::<u32>(w.len() * 4)?;
-        let f = self.function(Kernel::FINANCE_SELFTEST_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (wp, xp, op, pp) = (
-            dw.device_ptr(),
-            dx.device_ptr(),
-            out.device_ptr(),
-            ph.device_ptr(),
-        );
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&wp)
-            .arg(&xp)
-            .arg(&n)
-            .arg(&key[0])
-            .arg(&key[1])
-            .arg(&op)
-            .arg(&pp);
-        // SAFETY: w and x hold n elements, out 7n and ph 4n (allocated just above); the
-        // kernel guards i < n. Pool buffers, kiln's stream only.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("finance_selftest_f32", &self.name_str(), e))?;
+        // Sizes: w and x hold n elements, out 7n and ph 4n (allocated just above); the
+        // kernel guards i < n.
+        let args = [
+            Arg::buf(&dw),
+            Arg::buf(&dx),
+            n.into(),
+            key[0].into(),
+            key[1].into(),
+            Arg::buf(&out),
+            Arg::buf(&ph),
+        ];
+        self.launch(Kernel::FINANCE_SELFTEST_F32, cfg, &args)?;
         let mut ho = vec![0u32; w.len() * 7];
         let mut hp = vec![0u32; w.len() * 4];
         out.copy_to_host(&mut ho, self.stream())?;
@@ -505,34 +471,18 @@ impl CudaBackend {
         if first.checked_add(count).is_none() {
             return Err(Error::invalid("finance_sqrt_check", "first + count past 2^32"));
         }
-        let bad = self.upload_any(&[0u32, 0u32])?;
-        let f = self.function(Kernel::FINANCE_SQRT_CHECK_F32)?;
+        let bad = self.upload_slice(&[0u32, 0u32])?;
         let cfg = LaunchConfig {
             grid_dim: (1024, 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let bp = bad.device_ptr();
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&first).arg(&count).arg(&bp);
-        // SAFETY: the kernel reads no memory and writes bad[0..2], a live 2-element pool
-        // buffer used only on kiln's stream.
-        unsafe { b.launch(cfg) }
-            .map_err(|e| crate::cuda_err("finance_sqrt_check_f32", &self.name_str(), e))?;
+        // Sizes: the kernel reads no memory and writes bad[0..2], a 2-element pool buffer.
+        let args = [first.into(), count.into(), Arg::buf(&bad)];
+        self.launch(Kernel::FINANCE_SQRT_CHECK_F32, cfg, &args)?;
         let mut h = [0u32; 2];
         bad.copy_to_host(&mut h, self.stream())?;
         Ok((h[0], h[1]))
-    }
-
-    /// A new device buffer holding `x` (callers never pass an empty slice).
-    pub(crate) fn upload_any<T: Copy>(&self, x: &[T]) -> Result<crate::pool::DeviceBuffer<T>> {
-        let mut b = self.alloc::<T>(x.len())?;
-        b.copy_from_host(x, self.stream())?;
-        Ok(b)
-    }
-
-    pub(crate) fn name_str(&self) -> String {
-        kiln_core::Backend::name(self)
     }
 }
 

@@ -10,13 +10,14 @@
 //! blocks), and kiln-core's [`finish_replicates`] turns the replicate sums into a price and
 //! a standard error: the CPU engine adds the same blocks in the same order, so the two agree
 //! to the last bit, whatever the chunking.
-#![allow(unsafe_code)]
 
 use crate::kernels::Kernel;
+use crate::launch::Arg;
 use crate::launch_finance::{param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS};
+use crate::mc_driver::McRun;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::finance::qmc::check_steps;
 use kiln_core::finance::{
     finish_replicates, BlockSums, McParams, OptionSpec, PathParams, PriceResult, QmcPlan, Rng, Style,
@@ -70,10 +71,10 @@ impl CudaBackend {
             weights.extend_from_slice(&[b.a[j], b.b[j], b.c[j]]);
         }
         Ok(DevicePlan {
-            dirs: self.upload_any(plan.directions)?,
-            shifts: self.upload_any(&plan.shifts)?,
-            nodes: self.upload_any(&nodes)?,
-            weights: self.upload_any(&weights)?,
+            dirs: self.upload_slice(plan.directions)?,
+            shifts: self.upload_slice(&plan.shifts)?,
+            nodes: self.upload_slice(&nodes)?,
+            weights: self.upload_slice(&weights)?,
             dims: plan.dims as u32,
             points: plan.points,
         })
@@ -156,8 +157,8 @@ impl CudaBackend {
         let dp = self.upload_plan(&plan)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let (u, d) = param_rows(spec, &pp, 0);
-        let du = self.upload_any(&u)?;
-        let dd = self.upload_any(&d)?;
+        let du = self.upload_slice(&u)?;
+        let dd = self.upload_slice(&d)?;
         let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
         self.launch_qmc_at(qmc_kernel(spec.style), &du, &dd, &dp, 0, 1, 0, nb, mc, &mut out)?;
@@ -174,85 +175,19 @@ impl CudaBackend {
     /// chunk: whole options per launch when they fit in `max_items`, else one replicate's
     /// blocks at a time, in pieces of at most `max_items`.
     fn qmc_group_totals(&self, g: &Group, plan: &QmcPlan, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
-        let n = g.slots.len() as u64;
-        let r = u64::from(plan.replicates);
-        let per = plan.points / BLOCK_SAMPLES;
-        let nb = per * r;
         let dp = self.upload_plan(plan)?;
-        let du = self.upload_any(&g.u)?;
-        let dd = self.upload_any(&g.d)?;
-        let tlen = usize::try_from(n * r).map_err(|_| too_many(n * r))? * SUMS;
-        let totals = self.upload_any(&vec![0.0f64; tlen])?;
+        let du = self.upload_slice(&g.u)?;
+        let dd = self.upload_slice(&g.d)?;
         let k = qmc_kernel(g.style);
-        let cap = if nb <= max_items {
-            (max_items / nb).min(n).max(1) * nb
-        } else {
-            per.min(max_items)
+        let run = McRun {
+            options: g.slots.len() as u64,
+            replicates: u64::from(plan.replicates),
+            per: plan.points / BLOCK_SAMPLES,
+            max_items,
         };
-        let mut blocks = self.alloc::<f64>(usize::try_from(cap).map_err(|_| too_many(cap))? * SUMS)?;
-        if nb <= max_items {
-            let opt_chunk = (max_items / nb).min(n).max(1);
-            let mut o0 = 0u64;
-            while o0 < n {
-                let on = opt_chunk.min(n - o0);
-                self.launch_qmc_at(k, &du, &dd, &dp, o0, on, 0, nb, mc, &mut blocks)?;
-                // (option, replicate) pairs are consecutive runs of `per` blocks.
-                self.combine(&blocks, on * r, per, &totals, o0 * r)?;
-                o0 += on;
-            }
-        } else {
-            for o in 0..n {
-                for rep in 0..r {
-                    let mut b0 = 0u64;
-                    while b0 < per {
-                        let bn = max_items.min(per - b0);
-                        self.launch_qmc_at(k, &du, &dd, &dp, o, 1, rep * per + b0, bn, mc, &mut blocks)?;
-                        self.combine(&blocks, 1, bn, &totals, o * r + rep)?;
-                        b0 += bn;
-                    }
-                }
-            }
-        }
-        let mut host = vec![0.0f64; tlen];
-        totals.copy_to_host(&mut host, self.stream())?;
-        Ok(host)
-    }
-
-    /// `totals[row0 + i] += blocks[i * nb .. (i + 1) * nb]` in block order, `i < rows` (7 sums
-    /// a row), through `mc_combine_f64`.
-    fn combine(
-        &self,
-        blocks: &DeviceBuffer<f64>,
-        rows: u64,
-        nb: u64,
-        totals: &DeviceBuffer<f64>,
-        row0: u64,
-    ) -> Result<()> {
-        let need_b = rows * nb * SUMS as u64;
-        let need_t = (row0 + rows) * SUMS as u64;
-        if need_b > blocks.len() as u64 || need_t > totals.len() as u64 {
-            return Err(Error::invalid(
-                "mc_combine_f64",
-                format!("{rows} rows of {nb} blocks from row {row0} exceed the buffers"),
-            ));
-        }
-        let n_rows = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let f = self.function(Kernel::MC_COMBINE_F64)?;
-        let (bp, tp) = (blocks.device_ptr(), totals.device_ptr() + row0 * SUMS as u64 * 8);
-        let threads = 256u32;
-        let cfg = LaunchConfig {
-            grid_dim: ((rows * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let _range = self.range("mc_combine");
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&bp).arg(&n_rows).arg(&nb).arg(&tp);
-        // SAFETY: `blocks` holds at least rows * nb * 7 f64 and `totals` rows row0 .. row0 +
-        // rows (both checked above); pool buffers alive past this launch, kiln's one stream
-        // orders it after the block kernel that wrote `blocks` and before the next chunk.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
-        Ok(())
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_qmc_at(k, &du, &dd, &dp, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launches the QMC block kernel `k` on parameter rows `row0 .. row0 + rows` and blocks
@@ -297,16 +232,6 @@ impl CudaBackend {
             ));
         }
         let n_opt = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let f = self.function(k)?;
-        let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
-        let dpp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
-        let (dirs, shifts, nodes, weights) = (
-            plan.dirs.device_ptr(),
-            plan.shifts.device_ptr(),
-            plan.nodes.device_ptr(),
-            plan.weights.device_ptr(),
-        );
-        let op_ptr = out.device_ptr();
         let anti = u32::from(mc.antithetic);
         // one CTA an (option, block) item (finance_qmc.cu's kiln_qmc_blocks)
         let ctas = items.min(i32::MAX as u64) as u32;
@@ -315,29 +240,28 @@ impl CudaBackend {
             block_dim: (QMC_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let _range = self.range(op);
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&up)
-            .arg(&dpp)
-            .arg(&n_opt)
-            .arg(&first_block)
-            .arg(&blocks)
-            .arg(&samples)
-            .arg(&dirs)
-            .arg(&shifts)
-            .arg(&nodes)
-            .arg(&weights)
-            .arg(&plan.dims)
-            .arg(&plan.points)
-            .arg(&anti)
-            .arg(&op_ptr);
-        // SAFETY: the kernel reads rows row0 .. row0 + rows of the parameter arrays, the plan's
+        // Sizes: the kernel reads rows row0 .. row0 + rows of the parameter arrays, the plan's
         // dims x 32 direction numbers, R x dims shifts and 3 x dims nodes and weights (all
         // sizes checked above; node indices are <= dims by construction, inside the kernel's
         // KILN_QMC_MAX + 1 array since dims <= QMC_MAX_STEPS), samples below `samples`, and
-        // writes items * 7 f64 of `out` (checked). Pool buffers used only on kiln's stream.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(op, &self.name_str(), e))?;
-        Ok(())
+        // writes items * 7 f64 of `out` (checked).
+        let args = [
+            Arg::buf_at(du, row0 * OPT_U as u64),
+            Arg::buf_at(dd, row0 * OPT_D as u64),
+            n_opt.into(),
+            first_block.into(),
+            blocks.into(),
+            samples.into(),
+            Arg::buf(&plan.dirs),
+            Arg::buf(&plan.shifts),
+            Arg::buf(&plan.nodes),
+            Arg::buf(&plan.weights),
+            plan.dims.into(),
+            plan.points.into(),
+            anti.into(),
+            Arg::buf(out),
+        ];
+        self.launch(k, cfg, &args)
     }
 
     /// Runs the QMC self-test kernel: for each word `w[i]`, the f32 bits of the kernel's
@@ -350,28 +274,27 @@ impl CudaBackend {
                 "need words and 1..=8192 dimensions",
             ));
         }
-        let dw = self.upload_any(w)?;
-        let dirs = self.upload_any(kiln_core::finance::sobol::direction_numbers_for(dims))?;
+        let dw = self.upload_slice(w)?;
+        let dirs = self.upload_slice(kiln_core::finance::sobol::direction_numbers_for(dims))?;
         let inv = self.alloc::<u32>(w.len())?;
         let sob = self.alloc::<u32>(w.len())?;
-        let f = self.function(Kernel::QMC_SELFTEST_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         let d32 = dims as u32;
-        let (wp, dp, ip, sp) = (
-            dw.device_ptr(),
-            dirs.device_ptr(),
-            inv.device_ptr(),
-            sob.device_ptr(),
-        );
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&wp).arg(&n).arg(&dp).arg(&d32).arg(&ip).arg(&sp);
-        // SAFETY: w, inv and sob hold n elements, dirs dims * 32 (uploaded just above); the
-        // kernel guards i < n and reads dimension i % dims. Pool buffers, kiln's stream only.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err("qmc_selftest_f32", &self.name_str(), e))?;
+        // Sizes: w, inv and sob hold n elements, dirs dims * 32 (uploaded just above); the
+        // kernel guards i < n and reads dimension i % dims.
+        let args = [
+            Arg::buf(&dw),
+            n.into(),
+            Arg::buf(&dirs),
+            d32.into(),
+            Arg::buf(&inv),
+            Arg::buf(&sob),
+        ];
+        self.launch(Kernel::QMC_SELFTEST_F32, cfg, &args)?;
         let mut hi = vec![0u32; w.len()];
         let mut hs = vec![0u32; w.len()];
         inv.copy_to_host(&mut hi, self.stream())?;

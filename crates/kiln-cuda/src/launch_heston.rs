@@ -13,15 +13,16 @@
 //! Launch shape: one launch for all options (one kernel; European and Asian differ only in
 //! their loop counts), one warp per (option, block), 8 warps per 256-thread CTA; launches are
 //! cut into chunks of at most [`GpuMcOptions::max_items`] items, which changes no bit.
-#![allow(unsafe_code)]
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::finance::heston::{finish_heston, HestonPathParams, HestonSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
 use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions};
+use crate::launch::Arg;
+use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule};
+use crate::mc_driver::McRun;
 use crate::CudaBackend;
 
 /// u32 and f64 words per option (`HESTON_OPT_U` / `HESTON_OPT_D` in heston.cu).
@@ -30,21 +31,6 @@ const OPT_D: usize = 5;
 /// f64 sums per (option, block): y, yy, c, cc, yc, delta, vega.
 const SUMS: usize = 7;
 const WARPS_PER_CTA: u64 = 8;
-
-/// finance.cuh's `KilnKeys`: the ten round keys, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Keys([[u32; 10]; 2]);
-
-// SAFETY: a plain #[repr(C)] array of 20 u32, the layout of `struct KilnKeys { u32 k0[10];
-// u32 k1[10]; }`; the kernels read it by value.
-unsafe impl cudarc::driver::DeviceRepr for Keys {}
-
-fn keys(mc: &McParams) -> Keys {
-    Keys(kiln_core::philox::key_schedule(kiln_core::philox::key_from_seed(
-        mc.seed,
-    )))
-}
 
 /// The parameter rows of one option (layout of heston.cu's `HESTON_OPT_U` / `_D`).
 fn rows(pp: &HestonPathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
@@ -149,8 +135,8 @@ impl CudaBackend {
         let pp = HestonPathParams::new(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let (u, d) = rows(&pp, option);
-        let du = self.upload_any(&u)?;
-        let dd = self.upload_any(&d)?;
+        let du = self.upload_slice(&u)?;
+        let dd = self.upload_slice(&d)?;
         let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
         let mut out = self.alloc::<f64>(items * SUMS)?;
         self.launch_heston_blocks(&du, &dd, 0, 1, 0, nb, mc, &mut out)?;
@@ -184,32 +170,30 @@ impl CudaBackend {
         let pp = HestonPathParams::new(spec, mc)?;
         let (u, _) = rows(&pp, 0);
         let (du, dv, dx, dw) = (
-            self.upload_any(&u)?,
-            self.upload_any(v)?,
-            self.upload_any(x)?,
-            self.upload_any(w)?,
+            self.upload_slice(&u)?,
+            self.upload_slice(v)?,
+            self.upload_slice(x)?,
+            self.upload_slice(w)?,
         );
         let out = self.alloc::<u32>(v.len() * 2)?;
-        let f = self.function(Kernel::HESTON_STEP_SELFTEST_F32)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let ks = keys(mc);
-        let (up, vp, xp, wp, op) = (
-            du.device_ptr(),
-            dv.device_ptr(),
-            dx.device_ptr(),
-            dw.device_ptr(),
-            out.device_ptr(),
-        );
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&up).arg(&vp).arg(&xp).arg(&wp).arg(&n).arg(&ks).arg(&op);
-        // SAFETY: up holds 18 u32 (one row), v, x and w hold n elements, out 2n (all
-        // allocated just above); the kernel guards i < n. Pool buffers, kiln's stream only.
-        unsafe { b.launch(cfg) }
-            .map_err(|e| crate::cuda_err("heston_step_selftest_f32", &self.name_str(), e))?;
+        let ks = KeySchedule::of_seed(mc.seed);
+        // Sizes: up holds 18 u32 (one row), v, x and w hold n elements, out 2n (all
+        // allocated just above); the kernel guards i < n.
+        let args = [
+            Arg::buf(&du),
+            Arg::buf(&dv),
+            Arg::buf(&dx),
+            Arg::buf(&dw),
+            n.into(),
+            Arg::by_value(&ks),
+            Arg::buf(&out),
+        ];
+        self.launch(Kernel::HESTON_STEP_SELFTEST_F32, cfg, &args)?;
         let mut h = vec![0u32; v.len() * 2];
         out.copy_to_host(&mut h, self.stream())?;
         drop((du, dv, dx, dw, out));
@@ -217,7 +201,7 @@ impl CudaBackend {
     }
 
     /// Totals (7 per option, block order) of `n` options whose rows are `u`, `d`, chunk by
-    /// chunk (launch_finance's `group_totals`).
+    /// chunk (`mc_driver`).
     fn heston_totals(
         &self,
         u: &[u32],
@@ -226,52 +210,17 @@ impl CudaBackend {
         mc: &McParams,
         max_items: u64,
     ) -> Result<Vec<f64>> {
-        let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
-        let du = self.upload_any(u)?;
-        let dd = self.upload_any(d)?;
-        let totals = self.upload_any(&vec![0.0f64; n * SUMS])?;
-        // Options per chunk when every block of an option fits, else blocks per chunk.
-        let (opt_chunk, blk_chunk) = if nb <= max_items {
-            ((max_items / nb).min(n as u64).max(1), nb)
-        } else {
-            (1, max_items)
+        let du = self.upload_slice(u)?;
+        let dd = self.upload_slice(d)?;
+        let run = McRun {
+            options: n as u64,
+            replicates: 1,
+            per: mc.samples().div_ceil(BLOCK_SAMPLES),
+            max_items,
         };
-        let cap = usize::try_from(opt_chunk * blk_chunk).map_err(|_| too_many(opt_chunk * blk_chunk))?;
-        let mut blocks = self.alloc::<f64>(cap * SUMS)?;
-        let combine = self.function(Kernel::MC_COMBINE_F64)?;
-        let mut o0 = 0u64;
-        while o0 < n as u64 {
-            let on = opt_chunk.min(n as u64 - o0);
-            let mut b0 = 0u64;
-            while b0 < nb {
-                let bn = blk_chunk.min(nb - b0);
-                self.launch_heston_blocks(&du, &dd, o0, on, b0, bn, mc, &mut blocks)?;
-                let tp = totals.device_ptr() + o0 * (SUMS as u64) * 8;
-                let bp = blocks.device_ptr();
-                let n_opt = on as u32;
-                let threads = 256u32;
-                let cfg = LaunchConfig {
-                    grid_dim: ((on * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
-                    block_dim: (threads, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let _range = self.range("heston_combine");
-                let mut b = self.stream().launch_builder(&combine);
-                b.arg(&bp).arg(&n_opt).arg(&bn).arg(&tp);
-                // SAFETY: `blocks` holds at least on * bn * 7 f64 written by the launch above
-                // (on * bn <= cap); `totals` holds n * 7 f64 and rows o0 .. o0 + on are in
-                // range (o0 + on <= n). Pool buffers alive past this launch, all work on
-                // kiln's one stream, so it runs after the block kernel and before the next
-                // chunk overwrites `blocks`.
-                unsafe { b.launch(cfg) }
-                    .map_err(|e| crate::cuda_err("mc_combine_f64", &self.name_str(), e))?;
-                b0 += bn;
-            }
-            o0 += on;
-        }
-        let mut host = vec![0.0f64; n * SUMS];
-        totals.copy_to_host(&mut host, self.stream())?;
-        Ok(host)
+        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+            self.launch_heston_blocks(&du, &dd, row0, rows, first, count, mc, out)
+        })
     }
 
     /// Launches `heston_blocks_f64` on rows `row0 .. row0 + n_rows` of the parameter arrays
@@ -311,33 +260,28 @@ impl CudaBackend {
             ));
         }
         let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
-        let f = self.function(Kernel::HESTON_BLOCKS_F64)?;
-        let up = du.device_ptr() + row0 * (OPT_U as u64) * 4;
-        let dp = dd.device_ptr() + row0 * (OPT_D as u64) * 8;
-        let op = out.device_ptr();
         let samples = mc.samples();
-        let ks = keys(mc);
+        let ks = KeySchedule::of_seed(mc.seed);
         let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
         let cfg = LaunchConfig {
             grid_dim: (ctas, 1, 1),
             block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let _range = self.range(OP);
-        let mut b = self.stream().launch_builder(&f);
-        b.arg(&up)
-            .arg(&dp)
-            .arg(&n_opt)
-            .arg(&first_block)
-            .arg(&n_blocks)
-            .arg(&samples)
-            .arg(&ks)
-            .arg(&op);
-        // SAFETY: the kernel reads rows row0 .. row0 + n_rows of the parameter arrays (18 u32
+        // Sizes: the kernel reads rows row0 .. row0 + n_rows of the parameter arrays (18 u32
         // and 5 f64 a row, checked above) and writes items * 7 f64 of `out` (checked above);
         // block indices stay below ceil(samples / 1024) because callers pass block ranges of
-        // the run. All buffers are live pool allocations used only on kiln's stream.
-        unsafe { b.launch(cfg) }.map_err(|e| crate::cuda_err(OP, &self.name_str(), e))?;
-        Ok(())
+        // the run.
+        let args = [
+            Arg::buf_at(du, row0 * OPT_U as u64),
+            Arg::buf_at(dd, row0 * OPT_D as u64),
+            n_opt.into(),
+            first_block.into(),
+            n_blocks.into(),
+            samples.into(),
+            Arg::by_value(&ks),
+            Arg::buf(out),
+        ];
+        self.launch(Kernel::HESTON_BLOCKS_F64, cfg, &args)
     }
 }

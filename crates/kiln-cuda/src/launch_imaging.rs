@@ -13,7 +13,6 @@
 //! `kiln_cpu::imaging::path_2d` / `path_3d`, so CPU and GPU always take the same path):
 //! `sep = Some(..)` runs the 1-D passes in the factor's `pass_order`, each rounded to an
 //! f32 buffer as the CPU does, `None` runs the direct sum.
-#![allow(unsafe_code)]
 
 mod filter2d;
 mod filter3d;
@@ -25,8 +24,8 @@ mod transpose;
 
 pub use rank::rank_algorithm;
 
-use crate::kernels::Kernel;
-use crate::CudaBackend;
+use crate::kernels::decl;
+use crate::launch::KernelStruct;
 use cudarc::driver::DeviceRepr;
 use kiln_core::imaging::BoundaryMode;
 use kiln_core::{Error, Result};
@@ -46,11 +45,26 @@ struct W3([f32; 343]);
 
 // SAFETY: plain `#[repr(C)]` arrays of f32 with the layout of the CUDA structs `W2`, `W1`
 // and `W3` in imaging.cuh (float arrays of the same length, 4-byte aligned).
+#[allow(unsafe_code)]
 unsafe impl DeviceRepr for W2 {}
 // SAFETY: as above.
+#[allow(unsafe_code)]
 unsafe impl DeviceRepr for W1 {}
 // SAFETY: as above.
+#[allow(unsafe_code)]
 unsafe impl DeviceRepr for W3 {}
+impl KernelStruct for W2 {
+    const C_NAME: &'static str = "W2";
+}
+impl KernelStruct for W1 {
+    const C_NAME: &'static str = "W1";
+}
+impl KernelStruct for W3 {
+    const C_NAME: &'static str = "W3";
+}
+const _: () = assert!(std::mem::size_of::<W1>() == decl::W1.size_bytes());
+const _: () = assert!(std::mem::size_of::<W2>() == decl::W2.size_bytes());
+const _: () = assert!(std::mem::size_of::<W3>() == decl::W3.size_bytes());
 
 /// Largest axis length the kernels index with 32-bit ints (leaves room for the halo).
 const MAX_AXIS: usize = (i32::MAX as usize) - 64;
@@ -112,10 +126,4 @@ fn check_shape(op: &str, shape: [usize; 3], src: usize, dst: usize) -> Result<()
 /// A grid's y or z extent: `n` clamped to 1..=65535 (the kernels grid-stride).
 fn grid(n: usize) -> u32 {
     n.clamp(1, MAX_GRID_YZ) as u32
-}
-
-impl CudaBackend {
-    fn launch_err(&self, k: Kernel, e: cudarc::driver::result::DriverError) -> Error {
-        crate::cuda_err(k.symbol(), &format!("cuda:{}", self.info().desc.ordinal), e)
-    }
 }

@@ -11,8 +11,11 @@
 //!   the compiler, and a cold one compiles only the kernels it launches ([`coldstart`]: what
 //!   is missing, and compiling it all ahead on every CPU).
 //! - [`CudaBackend`] owns a context and stream, loads each kernel on first use and launches
-//!   the kernels of the [`kernels`] table; it also keeps a pool of 32 user streams with a
-//!   thread-local current stream (`with_stream`).
+//!   the kernels of the [`kernels`] table through one helper (`launch.rs`: the arguments
+//!   checked against the kernel's declared parameters, a profiler range named by its symbol,
+//!   one error mapping); it also keeps a pool of 32 user streams with a thread-local current
+//!   stream (`with_stream`). The Monte Carlo engines share one chunked blocks-then-combine
+//!   driver (`mc_driver.rs`).
 //! - [`user`]: users' own CUDA C++ kernels, compiled and cached like kiln's programs (C++
 //!   templates through NVRTC's name expressions; relocatable code linked with the device
 //!   runtime through the driver's linker; cubin, PTX or fatbin images loaded as given), their
@@ -31,7 +34,8 @@
 //! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
 //! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `user` (raw and cooperative launches, the driver's parameter sizes, `cuLink`, module globals), `copy`,
 //! `storage`, `register` (page-locking a caller's vector), `libs` (the libraries' handles, through libloading), `nccl` (collectives on pool
-//! blocks; libnccl loaded at run time, absent without harm) and the launchers, where the safe
+//! blocks; libnccl loaded at run time, absent without harm), `launch` (every launch of kiln's
+//! kernels) and `launch_elementwise` (a raw launch probe that times the driver alone), where the safe
 //! layer lacks what kiln needs (pool blocks as raw pointers, pinned memory, async copies into
 //! caller slices, pointer attributes); each `unsafe` block names its invariant.
 #![deny(missing_docs)]
@@ -45,6 +49,7 @@ pub mod discovery;
 pub mod gemm;
 pub mod graph;
 pub mod kernels;
+mod launch;
 mod launch_american;
 mod launch_basket;
 mod launch_elementwise;
@@ -53,6 +58,7 @@ mod launch_finance_qmc;
 mod launch_heston;
 mod launch_imaging;
 pub mod libs;
+mod mc_driver;
 pub mod nccl;
 pub mod nvrtc;
 pub mod pipeline;

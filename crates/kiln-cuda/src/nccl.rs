@@ -91,7 +91,7 @@ impl Drop for NcclGroup {
 impl NcclGroup {
     /// A group over `devs` (rank `i` is `devs[i]`; distinct devices, at least one).
     pub fn new(devs: Vec<Arc<CudaBackend>>) -> Result<Self> {
-        let names = devs.iter().map(|d| d.name_str()).collect::<Vec<_>>().join(",");
+        let names = devs.iter().map(|d| d.name()).collect::<Vec<_>>().join(",");
         if devs.is_empty() {
             return Err(Error::invalid("nccl", "a group needs at least one device"));
         }
@@ -159,7 +159,7 @@ impl NcclGroup {
             if !Arc::ptr_eq(b.backend(), dev) {
                 return Err(Error::invalid(
                     op,
-                    format!("rank {r}'s {what} is not on {}", dev.name_str()),
+                    format!("rank {r}'s {what} is not on {}", dev.name()),
                 ));
             }
             if b.dtype() != dtype || b.len() != len {

@@ -112,7 +112,7 @@ impl CudaBackend {
         let chunk = opts.chunk_elems.min(n.max(1));
         let nchunks = n.div_ceil(chunk);
         let nslots = opts.streams.min(nchunks.max(1));
-        let dev = kiln_core::Backend::name(self);
+        let dev = self.name();
         let ctx = self.stream().context().clone();
         let t0 = Instant::now();
         let mut slots = Vec::with_capacity(nslots);

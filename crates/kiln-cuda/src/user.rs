@@ -35,7 +35,7 @@ use crate::cache::{KernelCache, Unit};
 use crate::{nvrtc, CudaBackend};
 use cudarc::driver::sys::CUdevice_attribute as A;
 use cudarc::driver::{CudaContext, CudaModule, CudaStream, DevicePtr, DriverError};
-use kiln_core::{Backend, Error, Result};
+use kiln_core::{Error, Result};
 pub use signature::{Param, ParamType, ScalarType, Signature};
 use std::collections::BTreeMap;
 use std::sync::Arc;

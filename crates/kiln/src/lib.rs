@@ -70,8 +70,7 @@ pub mod testing;
 pub mod verify;
 
 pub use kiln_core::{
-    Backend, BackendKind, Config, DType, Device, DeviceRequest, Error, MemoryLimit, NoDeviceReason, Result,
-    UnaryOp,
+    BackendKind, Config, DType, Device, DeviceRequest, Error, MemoryLimit, NoDeviceReason, Result, UnaryOp,
 };
 pub use kiln_cpu::CpuBackend;
 

@@ -1,7 +1,7 @@
 //! [`Runtime`]: backend selection and fallback.
 
 use crate::adaptive::{AdaptiveReport, CpuBudget};
-use kiln_core::{Backend, BackendKind, Config, DeviceRequest, Error, Result, UnaryOp};
+use kiln_core::{BackendKind, Config, DeviceRequest, Error, Result, UnaryOp};
 use kiln_cpu::CpuBackend;
 use kiln_cuda::{discovery, CudaBackend, KernelCache};
 use std::sync::Arc;
@@ -99,14 +99,6 @@ impl Runtime {
             .map(|b| b.with_probe_ms(probe_ms))
     }
 
-    /// The backend in use.
-    pub fn backend(&self) -> &dyn Backend {
-        match &self.engine {
-            Engine::Cpu(c) => c,
-            Engine::Cuda(c) => c.as_ref(),
-        }
-    }
-
     /// The engine, to reach backend-specific features.
     pub fn engine(&self) -> &Engine {
         &self.engine
@@ -122,12 +114,18 @@ impl Runtime {
 
     /// CPU or CUDA.
     pub fn kind(&self) -> BackendKind {
-        self.backend().kind()
+        match &self.engine {
+            Engine::Cpu(_) => BackendKind::Cpu,
+            Engine::Cuda(_) => BackendKind::Cuda,
+        }
     }
 
     /// `cpu` or `cuda:N`.
     pub fn device_name(&self) -> String {
-        self.backend().name()
+        match &self.engine {
+            Engine::Cpu(c) => c.name(),
+            Engine::Cuda(c) => c.name(),
+        }
     }
 
     /// What was asked for.

@@ -19,6 +19,116 @@ macro_rules! declare_kernels {
     };
 }
 
+use super::params::decl::*;
+use super::KernelParam;
+
+/// `map_f32`: `(const float* x, float* y, u64 n, unsigned op, float a, float b)`.
+const MAP_F32_P: &[KernelParam] = &[input(F32), output(F32), val(U64), val(U32), val(F32), val(F32)];
+/// `map_f16`, `map_bf16`: halves as their 16-bit patterns.
+const MAP_B16_P: &[KernelParam] = &[input(U16), output(U16), val(U64), val(U32), val(F32), val(F32)];
+/// `axpy_f32`: `(const float* x, float* y, u64 n, float a)`.
+const AXPY_F32_P: &[KernelParam] = &[input(F32), inout(F32), val(U64), val(F32)];
+/// `axpy_f16`, `axpy_bf16`: halves as their 16-bit patterns.
+const AXPY_B16_P: &[KernelParam] = &[input(U16), inout(U16), val(U64), val(F32)];
+/// The Philox block kernels: parameter rows, option count, block range, samples, keys,
+/// antithetic flag, per-item sums.
+const MC_P: &[KernelParam] = &[
+    input(U32),
+    input(F64),
+    val(U32),
+    val(U64),
+    val(U64),
+    val(U64),
+    KEYS,
+    val(U32),
+    output(F64),
+];
+/// The Sobol block kernels: as the Philox ones with the plan (direction numbers, shifts,
+/// bridge nodes and weights, dims, points) in place of the keys.
+const QMC_P: &[KernelParam] = &[
+    input(U32),
+    input(F64),
+    val(U32),
+    val(U64),
+    val(U64),
+    val(U64),
+    input(U32),
+    input(U32),
+    input(U32),
+    input(F32),
+    val(U32),
+    val(U64),
+    val(U32),
+    output(F64),
+];
+/// gemm.cu's `KILN_GEMM_ARGS`: A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC, batch, ta, tb.
+const GEMM_P: &[KernelParam] = &[
+    input(F32),
+    input(F32),
+    output(F32),
+    val(I32),
+    val(I32),
+    val(I32),
+    val(I64),
+    val(I64),
+    val(I64),
+    val(I64),
+    val(I64),
+    val(I64),
+    val(I32),
+    val(I32),
+    val(I32),
+];
+/// The direct 2-D tile kernels: `(src, dst, N, H, W, W2 wt, k, mode, cval)`.
+const F2D_P: &[KernelParam] = &[
+    input(F32),
+    output(F32),
+    val(I32),
+    val(I32),
+    val(I32),
+    W2,
+    val(I32),
+    val(I32),
+    val(F32),
+];
+/// The 3×3 register kernels: `(src, dst, N, H, W, W1 wt, mode, cval)`.
+const F2D_K3_P: &[KernelParam] = &[
+    input(F32),
+    output(F32),
+    val(I32),
+    val(I32),
+    val(I32),
+    W1,
+    val(I32),
+    val(F32),
+];
+/// The direct 3-D kernels: `(src, dst, D, H, W, W3 wt, mode, cval, zc)`.
+const F3D_P: &[KernelParam] = &[
+    input(F32),
+    output(F32),
+    val(I32),
+    val(I32),
+    val(I32),
+    W3,
+    val(I32),
+    val(F32),
+    val(I32),
+];
+/// The fused separable pair: `(src, dst, N, H, W, W1 w1, W1 w2, mode, cval)`.
+const SEP2D_P: &[KernelParam] = &[
+    input(F32),
+    output(F32),
+    val(I32),
+    val(I32),
+    val(I32),
+    W1,
+    W1,
+    val(I32),
+    val(F32),
+];
+/// The rank networks and medians: `(src, dst, RankWin w, NetOffs o)`.
+const RANK_NET_P: &[KernelParam] = &[INPUT_ANY, OUTPUT_ANY, RANK_WIN, NET_OFFS];
+
 mod elementwise;
 mod finance;
 mod gemm;

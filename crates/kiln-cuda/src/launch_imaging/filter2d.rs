@@ -1,11 +1,11 @@
 //! The direct 2-D launcher: the 3×3 register kernels and the shared-memory tile kernels.
-#![allow(unsafe_code)]
 
 use super::{check_shape, grid, mode_args, w32, BLOCK, W1, W2};
 use crate::kernels::Kernel;
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::imaging::{BoundaryMode, Kernel2D};
 use kiln_core::{Error, Result};
 
@@ -40,7 +40,6 @@ impl CudaBackend {
         }
         let [n, h, wd] = shape;
         let (mc, cval) = mode_args(mode);
-        let (sp, dp) = (src.device_ptr(), dst.device_ptr());
         let (ni, hi, wi, ki) = (n as i32, h as i32, wd as i32, k as i32);
         if k == 3 {
             let (id, rows) = self.filter2d_k3_choice(n, h, wd)?;
@@ -48,30 +47,27 @@ impl CudaBackend {
             for (d, &s) in w.0.iter_mut().zip(kernel.weights()) {
                 *d = w32(s);
             }
-            let f = self.function(id)?;
             let cfg = LaunchConfig {
                 grid_dim: (wd.div_ceil(128) as u32, grid(h.div_ceil(4 * rows)), grid(n)),
                 block_dim: (32, 4, 1),
                 shared_mem_bytes: 0,
             };
-            let _range = self.range(id.symbol());
-            let mut l = self.stream().launch_builder(&f);
-            l.arg(&sp)
-                .arg(&dp)
-                .arg(&ni)
-                .arg(&hi)
-                .arg(&wi)
-                .arg(&w)
-                .arg(&mc)
-                .arg(&cval);
-            // SAFETY: both buffers hold exactly n*h*w f32 (checked) and are distinct; the
+            // Sizes: both buffers hold exactly n*h*w f32 (checked) and are distinct; the
             // kernel writes only y < h, x < w and reads only mapped in-range indices (float4
             // accesses only where w % 4 == 0, the 128-column tile lies inside the row and
             // both pointers are 16-byte aligned, checked in the kernel); h*w < 2^31
-            // (checked) so its int offsets do not overflow; stream order keeps the buffers
-            // alive.
-            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
-            return Ok(());
+            // (checked) so its int offsets do not overflow.
+            let args = [
+                Arg::buf(src),
+                Arg::buf(dst),
+                ni.into(),
+                hi.into(),
+                wi.into(),
+                Arg::by_value(&w),
+                mc.into(),
+                cval.into(),
+            ];
+            return self.launch(id, cfg, &args);
         }
         let mut w = W2([0.0; 961]);
         for (d, &s) in w.0.iter_mut().zip(kernel.weights()) {
@@ -82,30 +78,28 @@ impl CudaBackend {
             7 => Kernel::FILTER2D_K7_F32,
             _ => Kernel::FILTER2D_KN_F32,
         };
-        let f = self.function(id)?;
         let r = k / 2;
         let cfg = LaunchConfig {
             grid_dim: (wd.div_ceil(32) as u32, grid(h.div_ceil(64)), grid(n)),
             block_dim: BLOCK,
             shared_mem_bytes: ((32 + 2 * r) * (64 + 2 * r) * 4) as u32,
         };
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&sp)
-            .arg(&dp)
-            .arg(&ni)
-            .arg(&hi)
-            .arg(&wi)
-            .arg(&w)
-            .arg(&ki)
-            .arg(&mc)
-            .arg(&cval);
-        // SAFETY: both buffers hold exactly n*h*w f32 (checked), every index the kernel
+        // Sizes: both buffers hold exactly n*h*w f32 (checked), every index the kernel
         // forms is inside them (outputs guarded by y < h, x < w; inputs mapped into range
-        // or replaced by cval), every axis fits i32, the shared size matches the kernel's
-        // (32+2r)(64+2r) tile, and the buffers live in this stream's order.
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
-        Ok(())
+        // or replaced by cval), every axis fits i32, and the shared size matches the
+        // kernel's (32+2r)(64+2r) tile.
+        let args = [
+            Arg::buf(src),
+            Arg::buf(dst),
+            ni.into(),
+            hi.into(),
+            wi.into(),
+            Arg::by_value(&w),
+            ki.into(),
+            mc.into(),
+            cval.into(),
+        ];
+        self.launch(id, cfg, &args)
     }
 
     /// The 3×3 register kernel `auto` runs on `n` planes of `h × w` (and its rows a

@@ -1,11 +1,11 @@
 //! The direct 3-D launcher and its z chunking.
-#![allow(unsafe_code)]
 
 use super::{check_shape, mode_args, w32, BLOCK, MAX_GRID_YZ, W3};
 use crate::kernels::Kernel;
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::imaging::{BoundaryMode, Kernel3D};
 use kiln_core::{Error, Result};
 
@@ -103,7 +103,6 @@ impl CudaBackend {
         for (dw, &s) in w.0.iter_mut().zip(kernel.weights()) {
             *dw = w32(s);
         }
-        let f = self.function(id)?;
         let bxy = wd.div_ceil(32) * h.div_ceil(th);
         let sms = (self.info().desc.multiprocessors as usize).max(1);
         let zc = if let Some(zc) = planes {
@@ -123,27 +122,25 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let (mc, cval) = mode_args(mode);
-        let (sp, dp) = (src.device_ptr(), dst.device_ptr());
         let (di, hi, wi, zci) = (d as i32, h as i32, wd as i32, zc as i32);
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&sp)
-            .arg(&dp)
-            .arg(&di)
-            .arg(&hi)
-            .arg(&wi)
-            .arg(&w)
-            .arg(&mc)
-            .arg(&cval)
-            .arg(&zci);
-        // SAFETY: both buffers hold exactly d*h*w f32 (checked) and are distinct; outputs
+        // Sizes: both buffers hold exactly d*h*w f32 (checked) and are distinct; outputs
         // are written only for z < d, y < h, x < w and inputs read only at mapped in-range
         // indices (the zm kernels' 16-byte copies only where w % 4 == 0, the tile's 32
         // columns lie inside the row and src is 16-byte aligned, checked in the kernel);
         // h*w < 2^31 (checked) so the kernel's int plane offsets do not overflow; grid y and
-        // z are within 65535 (checked / zc raised); stream order keeps the buffers alive.
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
-        Ok(())
+        // z are within 65535 (checked / zc raised).
+        let args = [
+            Arg::buf(src),
+            Arg::buf(dst),
+            di.into(),
+            hi.into(),
+            wi.into(),
+            Arg::by_value(&w),
+            mc.into(),
+            cval.into(),
+            zci.into(),
+        ];
+        self.launch(id, cfg, &args)
     }
 }
 

@@ -6,14 +6,14 @@
 //! changes) the changed flag is read back every 8 steps: steps after the fixed point change
 //! nothing, so the result is the same as stopping at the first unchanged step.
 //! `binary_fill_holes` is the masked dilation from zeros, then a complement.
-#![allow(unsafe_code)]
 
 use super::rank::{check_dims, flat_offsets, point_cfg};
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::storage::{CudaData, CudaStorage};
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::imaging::morphology::BinarySpec;
 use kiln_core::storage::{unsupported_dtype, BackendStorage};
 use kiln_core::{DType, Error, Result};
@@ -37,6 +37,15 @@ fn u8_ptr(s: &CudaStorage) -> u64 {
     match s.data() {
         CudaData::U8(b) => b.device_ptr(),
         _ => 0,
+    }
+}
+
+/// The element type of a [`truth_code`] code (the kernel dispatches on the code).
+fn truth_elem(code: i32) -> ScalarType {
+    match code {
+        1 => ScalarType::U16,
+        2 => ScalarType::F32,
+        _ => ScalarType::U8,
     }
 }
 
@@ -151,38 +160,35 @@ impl CudaBackend {
         changed: u64,
     ) -> Result<()> {
         let k = Kernel::BINARY_STEP;
-        let f = self.function(k)?;
         let [d, h, w] = run.shape;
         let (mp, mdt, minv) = run.mask.unwrap_or((0, 0, 0));
         let (dilate, border) = (i32::from(run.spec.dilate), i32::from(run.spec.border_value));
         let (di, hi, wi) = (d as i32, h as i32, w as i32);
-        let _range = self.range(k.symbol());
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&src.0)
-            .arg(&src.1)
-            .arg(&dst)
-            .arg(&mp)
-            .arg(&mdt)
-            .arg(&minv)
-            .arg(&table)
-            .arg(&cnt)
-            .arg(&dilate)
-            .arg(&border)
-            .arg(&di)
-            .arg(&hi)
-            .arg(&wi)
-            .arg(&changed);
-        // SAFETY: src, dst and the mask hold d*h*w elements of the types their codes name
-        // (checked by the caller); dst is distinct from src (ping-pong buffers, or a new one
-        // against the input); the offset table holds 3*cnt i32 and `changed` one i32, all
-        // allocated on this stream; reads are bounds-checked in the kernel.
-        unsafe { l.launch(point_cfg(run.shape)) }.map_err(|e| self.launch_err(k, e))?;
-        Ok(())
+        // Sizes: src, dst and the mask (or null, unread) hold d*h*w elements of the types
+        // their codes name (checked by the caller); dst is distinct from src (ping-pong
+        // buffers, or a new one against the input); the offset table holds 3*cnt i32 and
+        // `changed` one i32; reads are bounds-checked in the kernel.
+        let args = [
+            Arg::ptr(src.0, truth_elem(src.1)),
+            src.1.into(),
+            Arg::ptr(dst, ScalarType::U8),
+            Arg::ptr(mp, truth_elem(mdt)),
+            mdt.into(),
+            minv.into(),
+            Arg::ptr(table, ScalarType::I32),
+            cnt.into(),
+            dilate.into(),
+            border.into(),
+            di.into(),
+            hi.into(),
+            wi.into(),
+            Arg::ptr(changed, ScalarType::I32),
+        ];
+        self.launch(k, point_cfg(run.shape), &args)
     }
 
     fn binary_not(&self, x: &CudaStorage) -> Result<()> {
         let k = Kernel::BINARY_NOT_U8;
-        let f = self.function(k)?;
         let n = x.len() as i64;
         let p = u8_ptr(x);
         let cfg = LaunchConfig {
@@ -190,11 +196,8 @@ impl CudaBackend {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&p).arg(&n);
-        // SAFETY: x is a u8 storage of n elements written on this stream; grid-stride
+        // Sizes: x is a u8 storage of n elements written on this stream; grid-stride
         // indices stay below n.
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
-        Ok(())
+        self.launch(k, cfg, &[Arg::ptr(p, ScalarType::U8), n.into()])
     }
 }

@@ -12,14 +12,14 @@
 //! - 8/16-bit data ([`CudaBackend::ndimage_linear_data`]): a one-term plan on the generic
 //!   kernels reads the integers in its first launch and writes them (rounded, clamped) in
 //!   its last; any other plan converts on the device at both ends.
-#![allow(unsafe_code)]
 
 use super::{check_shape, grid, mode_args, w32, BLOCK};
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::storage::CudaData;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::imaging::linear::{Combine, DirectKernel, LinearFilter, Pass, Term};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln_core::{Error, Result};
@@ -64,6 +64,18 @@ fn stages(passes: &[Pass]) -> Vec<Stage<'_>> {
 struct Ep {
     ptr: u64,
     code: i32,
+}
+
+impl Ep {
+    /// The pointer as a launch argument (the kernels take `void*` and dispatch on `code`).
+    fn arg(self) -> Arg<'static> {
+        let elem = match self.code {
+            4 => ScalarType::U8,
+            5 => ScalarType::U16,
+            _ => ScalarType::F32,
+        };
+        Arg::ptr(self.ptr, elem)
+    }
 }
 
 const F32: i32 = 0;
@@ -331,7 +343,6 @@ impl CudaBackend {
         let w: Vec<f32> = k.weights.iter().map(|&x| w32(x)).collect();
         let wb = self.upload(&w)?;
         let id = Kernel::ND_DIRECT_ANY;
-        let func = self.function(id)?;
         let [d0, h, wd] = shape;
         let cfg = LaunchConfig {
             grid_dim: (wd.div_ceil(32) as u32, h.div_ceil(32) as u32, grid(d0)),
@@ -339,34 +350,33 @@ impl CudaBackend {
             shared_mem_bytes: smem as u32,
         };
         let (mc, cval) = mode_args(f.mode);
-        let wp = wb.device_ptr();
         let (di, hi, wi) = (d0 as i32, h as i32, wd as i32);
         let (kdi, khi, kwi) = (kd as i32, kh as i32, kw as i32);
         let [ad, ah, aw] = k.anchors.map(|a| a as i32);
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&func);
-        l.arg(&s.ptr)
-            .arg(&d.ptr)
-            .arg(&di)
-            .arg(&hi)
-            .arg(&wi)
-            .arg(&wp)
-            .arg(&kdi)
-            .arg(&khi)
-            .arg(&kwi)
-            .arg(&ad)
-            .arg(&ah)
-            .arg(&aw)
-            .arg(&mc)
-            .arg(&cval)
-            .arg(&s.code)
-            .arg(&d.code);
-        // SAFETY: s and d are distinct pool buffers of d*h*w elements of the types their
-        // codes name (checked by the callers); the weight buffer holds kd*kh*kw f32 and
-        // lives in stream order; the kernel writes only z < d, y < h, x < w and reads only
-        // indices mapped into range (or cval); every axis and h*w fit i32 (check_shape); the
-        // shared size is the kernel's tile formula; grid y is at most 65535 (checked).
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
+        // Sizes: s and d are distinct pool buffers of d*h*w elements of the types their
+        // codes name (checked by the callers); the weight buffer holds kd*kh*kw f32; the
+        // kernel writes only z < d, y < h, x < w and reads only indices mapped into range
+        // (or cval); every axis and h*w fit i32 (check_shape); the shared size is the
+        // kernel's tile formula; grid y is at most 65535 (checked).
+        let args = [
+            s.arg(),
+            d.arg(),
+            di.into(),
+            hi.into(),
+            wi.into(),
+            Arg::buf(&wb),
+            kdi.into(),
+            khi.into(),
+            kwi.into(),
+            ad.into(),
+            ah.into(),
+            aw.into(),
+            mc.into(),
+            cval.into(),
+            s.code.into(),
+            d.code.into(),
+        ];
+        self.launch(id, cfg, &args)?;
         drop(wb);
         Ok(())
     }
@@ -399,29 +409,23 @@ impl CudaBackend {
         }
         let w: Vec<f32> = p.weights.iter().map(|&x| x as f32).collect();
         let wb = self.upload(&w)?;
-        let wp = wb.device_ptr();
-        let func = self.function(id)?;
         let (mc, cval) = mode_args(mode);
         let (ki, ai) = (k as i32, p.anchor as i32);
-        let (sp, dp) = (s.ptr, d.ptr);
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&func);
         let lines = (d0 * h) as i32;
         let wi = wd as i32;
         let (len, sa, a, o, so) = match p.axis {
             0 => (d0 as i32, (h * wd) as i64, (h * wd) as i32, 1i32, 0i64),
             _ => (h as i32, wd as i64, wd as i32, d0 as i32, (h * wd) as i64),
         };
-        let cfg;
-        if p.axis == 2 {
-            cfg = LaunchConfig {
+        let (cfg, mut args) = if p.axis == 2 {
+            let cfg = LaunchConfig {
                 grid_dim: (wd.div_ceil(256) as u32, grid((d0 * h).div_ceil(8)), 1),
                 block_dim: BLOCK,
                 shared_mem_bytes: smem as u32,
             };
-            l.arg(&sp).arg(&dp).arg(&lines).arg(&wi);
+            (cfg, vec![s.arg(), d.arg(), lines.into(), wi.into()])
         } else {
-            cfg = LaunchConfig {
+            let cfg = LaunchConfig {
                 grid_dim: (
                     (a as usize).div_ceil(32) as u32,
                     grid((len as usize).div_ceil(64)),
@@ -430,22 +434,32 @@ impl CudaBackend {
                 block_dim: BLOCK,
                 shared_mem_bytes: smem as u32,
             };
-            l.arg(&sp).arg(&dp).arg(&len).arg(&sa).arg(&a).arg(&o).arg(&so);
-        }
-        l.arg(&wp)
-            .arg(&ki)
-            .arg(&ai)
-            .arg(&mc)
-            .arg(&cval)
-            .arg(&s.code)
-            .arg(&d.code);
-        // SAFETY: the caller checked that both pointers are distinct pool buffers of d*h*w
-        // elements of the types their codes name, alive in stream order; the weight buffer
-        // holds k f32 and lives to the launch (its block returns to this stream's free list,
-        // reused only by later work); the kernels write only in-range elements and read only
-        // mapped indices; extents fit i32 (check_shape); the shared size is the kernel's
-        // formula for k taps.
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
+            let args = vec![
+                s.arg(),
+                d.arg(),
+                len.into(),
+                sa.into(),
+                a.into(),
+                o.into(),
+                so.into(),
+            ];
+            (cfg, args)
+        };
+        args.extend([
+            Arg::buf(&wb),
+            ki.into(),
+            ai.into(),
+            mc.into(),
+            cval.into(),
+            s.code.into(),
+            d.code.into(),
+        ]);
+        // Sizes: the caller checked that both pointers are distinct pool buffers of d*h*w
+        // elements of the types their codes name; the weight buffer holds k f32 and lives to
+        // the launch (its block returns to this stream's free list, reused only by later
+        // work); the kernels write only in-range elements and read only mapped indices;
+        // extents fit i32 (check_shape); the shared size is the kernel's formula for k taps.
+        self.launch(id, cfg, &args)?;
         drop(wb);
         Ok(())
     }
@@ -453,20 +467,21 @@ impl CudaBackend {
     /// `nd_combine_f32` on `n` elements: `acc op= t` (op codes in ndimage.cu).
     fn nd_combine(&self, acc: u64, t: u64, n: usize, op: i32) -> Result<()> {
         let id = Kernel::ND_COMBINE_F32;
-        let func = self.function(id)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256).clamp(1, 65535) as u32, 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         let ni = n as i64;
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&func);
-        l.arg(&acc).arg(&t).arg(&ni).arg(&op);
-        // SAFETY: both pointers are pool buffers of n f32 owned by the caller and alive in
-        // stream order (acc equals t only for the in-place ops 0 and 3, which never read t);
-        // the kernel touches indices below n only.
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
-        Ok(())
+        // Sizes: both pointers are pool buffers of n f32 owned by the caller (acc equals t
+        // only for the in-place ops 0 and 3, which never read t); the kernel touches
+        // indices below n only.
+        let args = [
+            Arg::ptr(acc, ScalarType::F32),
+            Arg::ptr(t, ScalarType::F32),
+            ni.into(),
+            op.into(),
+        ];
+        self.launch(id, cfg, &args)
     }
 }

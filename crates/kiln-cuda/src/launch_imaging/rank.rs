@@ -12,14 +12,14 @@
 //!   outputs a thread on packed bytes, the same bits); up to
 //!   49 elements: `rank_net9/25/49`; u8 over a larger 2-D box: `rank_hist_u8`; the rest:
 //!   `rank_bisect`.
-#![allow(unsafe_code)]
 
 use super::{grid, MAX_AXIS};
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::{Arg, KernelStruct};
 use crate::pool::DeviceBuffer;
 use crate::storage::{CudaData, CudaStorage};
 use crate::CudaBackend;
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 use kiln_core::imaging::rank::{RankElement, RankOp, RankSpec};
 use kiln_core::imaging::BoundaryMode;
 use kiln_core::storage::{unsupported_dtype, BackendStorage};
@@ -54,9 +54,19 @@ struct NetOffs {
 
 // SAFETY: `#[repr(C)]` structs of i32/u32 (RankWin) and i16/i32 arrays (NetOffs) with the
 // field order, types and sizes of rank.cu's `RankWin` and `NetOffs`.
+#[allow(unsafe_code)]
 unsafe impl DeviceRepr for RankWin {}
 // SAFETY: as above.
+#[allow(unsafe_code)]
 unsafe impl DeviceRepr for NetOffs {}
+impl KernelStruct for RankWin {
+    const C_NAME: &'static str = "RankWin";
+}
+impl KernelStruct for NetOffs {
+    const C_NAME: &'static str = "NetOffs";
+}
+const _: () = assert!(std::mem::size_of::<RankWin>() == crate::kernels::decl::RANK_WIN.size_bytes());
+const _: () = assert!(std::mem::size_of::<NetOffs>() == crate::kernels::decl::NET_OFFS.size_bytes());
 
 /// Bytes of shared memory `minmax_box2d` needs for a `ky × kx` box.
 fn box2d_smem(ky: usize, kx: usize) -> usize {
@@ -294,10 +304,8 @@ impl CudaBackend {
             h: h as i32,
             w: w as i32,
         };
-        let (sp, dp) = (ptr(src), ptr(dst));
-        let f = self.function(k)?;
-        let _range = self.range(op);
-        let stream = self.stream();
+        let elem = ScalarType::of_dtype(dt);
+        let (sp, dp) = (Arg::ptr(ptr(src), elem), Arg::ptr(ptr(dst), elem));
         let mx = i32::from(spec.op == RankOp::Max);
         let networks = [
             Kernel::RANK_NET9,
@@ -331,32 +339,30 @@ impl CudaBackend {
             } else {
                 point_cfg(shape)
             };
-            let mut l = stream.launch_builder(&f);
-            l.arg(&sp).arg(&dp).arg(&win).arg(&no);
-            // SAFETY: src and dst hold d*h*w elements of the type `dt` names (the caller
-            // checked the length against shape; dst is a new allocation); the kernel
-            // writes only x < w, y < h, z < d and reads in-range (mapped) indices; the
-            // window count is <= the network size (rank_algorithm); stream order keeps
-            // the buffers alive. The u8x4 kernels read and write whole 4-byte words of
-            // rows of w % 4 == 0 bytes from 4-byte aligned buffers (packs_u8x4; dst is
-            // a pool block) and load the words beside x only inside the row.
-            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+            // Sizes: src and dst hold d*h*w elements of the type `dt` names (the caller
+            // checked the length against shape; dst is a new allocation); the kernel writes
+            // only x < w, y < h, z < d and reads in-range (mapped) indices; the window count
+            // is <= the network size (rank_algorithm). The u8x4 kernels read and write whole
+            // 4-byte words of rows of w % 4 == 0 bytes from 4-byte aligned buffers
+            // (packs_u8x4; dst is a pool block) and load the words beside x only inside the
+            // row.
+            let args = [sp, dp, Arg::by_value(&win), Arg::by_value(&no)];
+            self.launch(k, cfg, &args)?;
         } else if k == Kernel::RANK_BISECT || k == Kernel::MINMAX_FP {
             let table = self.small_table(&flat_offsets(op, &offs)?)?;
             let sv = match spec.structure_values() {
                 Some(v) => Some(self.small_table(&v)?),
                 None => None,
             };
-            let (tp, svp) = (table.device_ptr(), sv.as_ref().map_or(0u64, |b| b.device_ptr()));
-            let mut l = stream.launch_builder(&f);
-            l.arg(&sp).arg(&dp).arg(&win).arg(&tp);
-            if k == Kernel::MINMAX_FP {
-                l.arg(&svp).arg(&mx);
-            }
-            // SAFETY: as above; the offset table holds 3*cnt i32 and the structure table
+            let svp = sv.as_ref().map_or(0u64, |b| b.device_ptr());
+            // Sizes: as above; the offset table holds 3*cnt i32 and the structure table
             // cnt f64 (or is null, and then unread); both were allocated on this stream
             // and are freed in its order after the kernel.
-            unsafe { l.launch(point_cfg(shape)) }.map_err(|e| self.launch_err(k, e))?;
+            let mut args = vec![sp, dp, Arg::by_value(&win), Arg::buf(&table)];
+            if k == Kernel::MINMAX_FP {
+                args.extend([Arg::ptr(svp, ScalarType::F64), mx.into()]);
+            }
+            self.launch(k, point_cfg(shape), &args)?;
         } else if k == Kernel::RANK_HIST_U8 {
             let [_, fh, fw] = spec.fshape;
             let strip = (4 * fh).max(64).min(h);
@@ -375,19 +381,20 @@ impl CudaBackend {
                 block_dim: (64, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut l = stream.launch_builder(&f);
-            l.arg(&sp)
-                .arg(&dp)
-                .arg(&win)
-                .arg(&fhi)
-                .arg(&fwi)
-                .arg(&cy)
-                .arg(&cx)
-                .arg(&si);
-            // SAFETY: u8 buffers of d*h*w (the algorithm is only chosen for u8); each
-            // thread writes its column of its strip (x < w, y < h); reads are mapped into
-            // range; the window count fits the u16 bins (<= 65535, rank_algorithm).
-            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+            // Sizes: u8 buffers of d*h*w (the algorithm is only chosen for u8); each thread
+            // writes its column of its strip (x < w, y < h); reads are mapped into range;
+            // the window count fits the u16 bins (<= 65535, rank_algorithm).
+            let args = [
+                sp,
+                dp,
+                Arg::by_value(&win),
+                fhi.into(),
+                fwi.into(),
+                cy.into(),
+                cx.into(),
+                si.into(),
+            ];
+            self.launch(k, cfg, &args)?;
         } else if k == Kernel::MINMAX_BOX2D {
             let [_, fh, fw] = spec.fshape;
             let smem = box2d_smem(fh, fw);
@@ -399,19 +406,20 @@ impl CudaBackend {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: smem as u32,
             };
-            let mut l = stream.launch_builder(&f);
-            l.arg(&sp)
-                .arg(&dp)
-                .arg(&win)
-                .arg(&kyi)
-                .arg(&kxi)
-                .arg(&cy)
-                .arg(&cx)
-                .arg(&mx);
-            // SAFETY: buffers of d*h*w elements of `dt`; outputs guarded by y < h, x < w;
-            // the shared size is the kernel's (32+ky-1)(64+kx-1) + (32+ky-1)64 keys and
-            // at most 48 KiB (rank_algorithm); inputs are mapped into range.
-            unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(k, e))?;
+            // Sizes: buffers of d*h*w elements of `dt`; outputs guarded by y < h, x < w; the
+            // shared size is the kernel's (32+ky-1)(64+kx-1) + (32+ky-1)64 keys and at most
+            // 48 KiB (rank_algorithm); inputs are mapped into range.
+            let args = [
+                sp,
+                dp,
+                Arg::by_value(&win),
+                kyi.into(),
+                kxi.into(),
+                cy.into(),
+                cx.into(),
+                mx.into(),
+            ];
+            self.launch(k, cfg, &args)?;
         } else {
             return Err(Error::invalid(op, format!("{} is not a rank kernel", k.symbol())));
         }

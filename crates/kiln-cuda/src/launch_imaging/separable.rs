@@ -1,11 +1,11 @@
 //! The separable path: 1-D passes along any axis and the fused 2-D pair.
-#![allow(unsafe_code)]
 
 use super::{check_shape, grid, mode_args, BLOCK, W1};
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::imaging::{BoundaryMode, Separable};
 use kiln_core::{Error, Result};
 
@@ -98,33 +98,36 @@ impl CudaBackend {
         } else {
             Kernel::FILTER1D_S_F32
         };
-        let f = self.function(id)?;
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&f);
-        let cfg;
-        // Arguments must outlive the builder: bind them all here.
         let lines = (d * h) as i32;
         let wi = wd as i32;
         let (len, sa, a, o, so) = match axis {
             0 => (d as i32, (h * wd) as i64, (h * wd) as i32, 1i32, 0i64),
             _ => (h as i32, wd as i64, wd as i32, d as i32, (h * wd) as i64),
         };
+        let (src, dst) = (Arg::ptr(sp, ScalarType::F32), Arg::ptr(dp, ScalarType::F32));
+        // Sizes: the caller checked that both pointers are distinct pool buffers of d*h*w
+        // f32; the kernels write only elements with every index in range and read only
+        // mapped (in-range) indices; axis extents fit i32 (checked by check_shape); the
+        // shared size matches the kernel's tile for radius r.
         if axis == 2 {
-            cfg = LaunchConfig {
+            let cfg = LaunchConfig {
                 grid_dim: (wd.div_ceil(128) as u32, grid((d * h).div_ceil(8)), 1),
                 block_dim: BLOCK,
                 shared_mem_bytes: (8 * (128 + 2 * r) * 4) as u32,
             };
-            l.arg(&sp)
-                .arg(&dp)
-                .arg(&lines)
-                .arg(&wi)
-                .arg(&w)
-                .arg(&ki)
-                .arg(&mc)
-                .arg(&cval);
+            let args = [
+                src,
+                dst,
+                lines.into(),
+                wi.into(),
+                Arg::by_value(&w),
+                ki.into(),
+                mc.into(),
+                cval.into(),
+            ];
+            self.launch(id, cfg, &args)
         } else {
-            cfg = LaunchConfig {
+            let cfg = LaunchConfig {
                 grid_dim: (
                     (a as usize).div_ceil(32) as u32,
                     grid((len as usize).div_ceil(32)),
@@ -133,24 +136,21 @@ impl CudaBackend {
                 block_dim: BLOCK,
                 shared_mem_bytes: ((32 + 2 * r) * 32 * 4) as u32,
             };
-            l.arg(&sp)
-                .arg(&dp)
-                .arg(&len)
-                .arg(&sa)
-                .arg(&a)
-                .arg(&o)
-                .arg(&so)
-                .arg(&w)
-                .arg(&ki)
-                .arg(&mc)
-                .arg(&cval);
+            let args = [
+                src,
+                dst,
+                len.into(),
+                sa.into(),
+                a.into(),
+                o.into(),
+                so.into(),
+                Arg::by_value(&w),
+                ki.into(),
+                mc.into(),
+                cval.into(),
+            ];
+            self.launch(id, cfg, &args)
         }
-        // SAFETY: the caller checked that both pointers are distinct pool buffers of
-        // d*h*w f32 alive in stream order; the kernels write only elements with every index
-        // in range and read only mapped (in-range) indices; axis extents fit i32 (checked
-        // by check_shape); the shared size matches the kernel's tile for radius r.
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
-        Ok(())
     }
 
     /// The separable path: the 1-D passes of `sep` in its `pass_order`, factor axis `a`
@@ -283,7 +283,6 @@ impl CudaBackend {
             *d = s as f32;
         }
         let [n, h, wd] = shape;
-        let f = self.function(id)?;
         let cfg = LaunchConfig {
             grid_dim: (wd.div_ceil(128) as u32, grid(h.div_ceil(64)), grid(n)),
             block_dim: BLOCK,
@@ -291,23 +290,21 @@ impl CudaBackend {
         };
         let (mc, cval) = mode_args(mode);
         let (ni, hi, wi) = (n as i32, h as i32, wd as i32);
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&sp)
-            .arg(&dp)
-            .arg(&ni)
-            .arg(&hi)
-            .arg(&wi)
-            .arg(&a)
-            .arg(&b)
-            .arg(&mc)
-            .arg(&cval);
-        // SAFETY: the caller checked that both pointers are distinct pool buffers of
-        // n*h*w f32 alive in stream order; the kernel writes only y < h, x < w (float4 only
-        // where w % 4 == 0 and dst is 16-byte aligned, checked in the kernel), reads only
-        // mapped in-range indices, and h*w < 2^31 (check_shape) keeps its int offsets in
-        // range.
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
-        Ok(())
+        // Sizes: the caller checked that both pointers are distinct pool buffers of n*h*w
+        // f32; the kernel writes only y < h, x < w (float4 only where w % 4 == 0 and dst is
+        // 16-byte aligned, checked in the kernel), reads only mapped in-range indices, and
+        // h*w < 2^31 (check_shape) keeps its int offsets in range.
+        let args = [
+            Arg::ptr(sp, ScalarType::F32),
+            Arg::ptr(dp, ScalarType::F32),
+            ni.into(),
+            hi.into(),
+            wi.into(),
+            Arg::by_value(&a),
+            Arg::by_value(&b),
+            mc.into(),
+            cval.into(),
+        ];
+        self.launch(id, cfg, &args)
     }
 }

@@ -1,11 +1,11 @@
 //! The 2-D transpose launcher (`kernels/transpose.cu`).
-#![allow(unsafe_code)]
 
 use super::{grid, BLOCK, MAX_AXIS};
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 use kiln_core::backend::Element;
 use kiln_core::{Error, Result};
 
@@ -46,7 +46,6 @@ impl CudaBackend {
                 ))
             }
         };
-        let f = self.function(id)?;
         let tile = if id == Kernel::TRANSPOSE_B32 || id == Kernel::TRANSPOSE_B16 {
             64
         } else {
@@ -61,16 +60,21 @@ impl CudaBackend {
             block_dim: BLOCK,
             shared_mem_bytes: 0,
         };
-        let (xp, yp, ri, ci) = (x.device_ptr(), out.device_ptr(), rows as i32, cols as i32);
-        let _range = self.range(id.symbol());
-        let mut l = self.stream().launch_builder(&f);
-        l.arg(&xp).arg(&yp).arg(&ri).arg(&ci);
-        // SAFETY: both buffers hold exactly rows*cols elements of the kernel's width
-        // (checked), are distinct, and live in stream order; the kernel guards every access
-        // with r < rows, c < cols (both fit i32, checked). transpose_b16 reads and writes
-        // 32-bit words: it runs only when rows and cols are even (every row starts on a
-        // word) and the buffers are pool blocks (512-byte aligned).
-        unsafe { l.launch(cfg) }.map_err(|e| self.launch_err(id, e))?;
-        Ok(())
+        let (ri, ci) = (rows as i32, cols as i32);
+        // transpose_b16 moves pairs of 16-bit elements as 32-bit words.
+        let (xa, ya) = if id == Kernel::TRANSPOSE_B16 {
+            (
+                Arg::ptr(x.device_ptr(), ScalarType::U32),
+                Arg::ptr(out.device_ptr(), ScalarType::U32),
+            )
+        } else {
+            (Arg::tensor(x), Arg::tensor(out))
+        };
+        // Sizes: both buffers hold exactly rows*cols elements of the kernel's width
+        // (checked) and are distinct; the kernel guards every access with r < rows, c < cols
+        // (both fit i32, checked). transpose_b16 reads and writes 32-bit words: it runs only
+        // when rows and cols are even (every row starts on a word) and both addresses are
+        // 4-byte aligned (checked).
+        self.launch(id, cfg, &[xa, ya, ri.into(), ci.into()])
     }
 }

@@ -7,7 +7,7 @@ use super::{convert, convert_sized, signature, DeviceLimits, KernelArg, Param, V
 use crate::CudaBackend;
 use cudarc::driver::sys::CUfunction_attribute as FA;
 use cudarc::driver::{sys, CudaContext, CudaFunction, LaunchConfig};
-use kiln_core::{Backend, Error, Result};
+use kiln_core::{Error, Result};
 use std::sync::{Arc, Mutex};
 
 /// One kernel of a [`super::UserModule`], ready to launch (cheap to clone).

@@ -10,7 +10,7 @@ use crate::cache::KernelCache;
 use crate::CudaBackend;
 use cudarc::driver::{sys, DriverError};
 use cudarc::nvrtc::Ptx;
-use kiln_core::{Backend, Error, Result};
+use kiln_core::{Error, Result};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 

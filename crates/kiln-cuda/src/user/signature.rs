@@ -45,7 +45,7 @@ pub enum ScalarType {
 
 impl ScalarType {
     /// Bytes of one value.
-    pub fn size_bytes(self) -> usize {
+    pub const fn size_bytes(self) -> usize {
         use ScalarType::*;
         match self {
             Bool | I8 | U8 => 1,
@@ -61,6 +61,18 @@ impl ScalarType {
             self,
             ScalarType::F16 | ScalarType::BF16 | ScalarType::F32 | ScalarType::F64
         )
+    }
+
+    /// The element type of a tensor dtype.
+    pub fn of_dtype(d: DType) -> ScalarType {
+        match d {
+            DType::F32 => ScalarType::F32,
+            DType::F64 => ScalarType::F64,
+            DType::F16 => ScalarType::F16,
+            DType::BF16 => ScalarType::BF16,
+            DType::U8 => ScalarType::U8,
+            DType::U16 => ScalarType::U16,
+        }
     }
 
     /// The tensor dtype with this element type, if kiln's tensors have one.
@@ -245,7 +257,7 @@ fn split_name_expression(expr: &str) -> Option<(String, Vec<Vec<String>>)> {
 }
 
 /// `toks` split at the commas outside brackets.
-fn split_top(toks: &[String]) -> Vec<&[String]> {
+pub(crate) fn split_top(toks: &[String]) -> Vec<&[String]> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
     for (k, t) in toks.iter().enumerate() {
@@ -328,7 +340,7 @@ fn declaration(toks: &[String], at: usize) -> Option<(String, std::result::Resul
 
 /// The name and the tokens between the parentheses of the `__global__` declaration whose
 /// keyword is `toks[at]`.
-fn declaration_tokens(toks: &[String], at: usize) -> Option<(String, &[String])> {
+pub(crate) fn declaration_tokens(toks: &[String], at: usize) -> Option<(String, &[String])> {
     let mut j = at + 1;
     while j + 1 < toks.len() {
         let t = &toks[j];
@@ -581,7 +593,7 @@ fn is_ident(t: &str) -> bool {
 /// The source's tokens: identifiers and numbers whole, `::` as one token, every other
 /// character alone; comments, string and character literals, and preprocessor lines
 /// dropped (except `"C"`, kept so `extern "C"` reads as two tokens).
-fn tokens(src: &str) -> Vec<String> {
+pub(crate) fn tokens(src: &str) -> Vec<String> {
     let b = src.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;

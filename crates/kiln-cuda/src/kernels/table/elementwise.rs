@@ -1,6 +1,7 @@
 //! Element-wise maps, axpy, transpose, casts and the fault-injection kernel (`map.cu`, `transpose.cu`, `cast.cu`, `fault.cu`).
 
-use super::{B256, B32X8, EW_GRID, MAP_GRID};
+use super::{AXPY_B16_P, AXPY_F32_P, B256, B32X8, EW_GRID, MAP_B16_P, MAP_F32_P, MAP_GRID};
+use crate::kernels::params::decl::*;
 use crate::kernels::{CAST, FAULT, MAP, TRANSPOSE};
 
 declare_kernels! { FAMILY:
@@ -14,6 +15,7 @@ declare_kernels! { FAMILY:
         grid: MAP_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MAP_F32_P,
     }
     /// `MapOp` on f16 storage, f32 arithmetic.
     MAP_F16 {
@@ -25,6 +27,7 @@ declare_kernels! { FAMILY:
         grid: MAP_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MAP_B16_P,
     }
     /// `MapOp` on bf16 storage, f32 arithmetic.
     MAP_BF16 {
@@ -36,6 +39,7 @@ declare_kernels! { FAMILY:
         grid: MAP_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MAP_B16_P,
     }
     /// `y = a*x + y` on f32.
     AXPY_F32 {
@@ -47,6 +51,7 @@ declare_kernels! { FAMILY:
         grid: EW_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: AXPY_F32_P,
     }
     /// `y = a*x + y` on f16 storage.
     AXPY_F16 {
@@ -58,6 +63,7 @@ declare_kernels! { FAMILY:
         grid: EW_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: AXPY_B16_P,
     }
     /// `y = a*x + y` on bf16 storage.
     AXPY_BF16 {
@@ -69,6 +75,7 @@ declare_kernels! { FAMILY:
         grid: EW_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: AXPY_B16_P,
     }
     /// 2-D transpose of 32-bit elements (f32), 64x64 tiles.
     TRANSPOSE_B32 {
@@ -80,6 +87,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(cols/64), min(ceil(rows/64), 65535)), grid-stride over tiles; 16 elements a thread",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(F32), output(F32), val(I32), val(I32)],
     }
     /// 2-D transpose of 16-bit elements (f16, bf16) as 32-bit words; rows and cols even.
     TRANSPOSE_B16 {
@@ -91,6 +99,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(cols/64), min(ceil(rows/64), 65535)), grid-stride over tiles; 8 words a thread",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(U32), output(U32), val(I32), val(I32)],
     }
     /// 2-D transpose of 16-bit elements one at a time (odd rows or cols).
     TRANSPOSE_H_B16 {
@@ -102,6 +111,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(cols/32), min(ceil(rows/32), 65535)), grid-stride over tiles; 4 elements a thread",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(U16), output(U16), val(I32), val(I32)],
     }
     /// Conversion between any two storage types (codes as arguments).
     CAST_ANY {
@@ -113,6 +123,7 @@ declare_kernels! { FAMILY:
         grid: "min(ceil(n / 256), one full wave of resident blocks), grid-stride",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[INPUT_ANY, OUTPUT_ANY, val(U64), val(I32), val(I32)],
     }
     /// Fault injection: a store through an invalid address (sticky error 700).
     FAULT_ILLEGAL_ADDRESS {
@@ -124,5 +135,6 @@ declare_kernels! { FAMILY:
         grid: "1 block (one warp)",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(F32)],
     }
 }

@@ -1,6 +1,7 @@
 //! Monte Carlo pricing: pseudo- and quasi-random engines, Heston, baskets, Longstaff-Schwartz (`finance.cu`, `finance_qmc.cu`, `heston.cu`, `basket.cu`, `american.cu`).
 
-use super::{B256, MC_GRID, QMC_GRID};
+use super::{B256, MC_GRID, MC_P, QMC_GRID, QMC_P};
+use crate::kernels::params::decl::*;
 use crate::kernels::{AMERICAN, BASKET, FINANCE, FINANCE_QMC, HESTON};
 
 declare_kernels! { FAMILY:
@@ -14,6 +15,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, arithmetic-average Asian options (block sums as above).
     MC_ASIAN_ARITHMETIC_F64 {
@@ -25,6 +27,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, geometric-average Asian options.
     MC_ASIAN_GEOMETRIC_F64 {
@@ -36,6 +39,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, up-and-out barriers.
     MC_BARRIER_UP_OUT_F64 {
@@ -47,6 +51,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, up-and-in barriers.
     MC_BARRIER_UP_IN_F64 {
@@ -58,6 +63,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, down-and-out barriers.
     MC_BARRIER_DOWN_OUT_F64 {
@@ -69,6 +75,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, down-and-in barriers.
     MC_BARRIER_DOWN_IN_F64 {
@@ -80,6 +87,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, European, `fast_math` normals (hardware approximations).
     MC_EUROPEAN_FAST_F64 {
@@ -91,6 +99,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, arithmetic Asian, `fast_math`.
     MC_ASIAN_ARITHMETIC_FAST_F64 {
@@ -102,6 +111,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, geometric Asian, `fast_math`.
     MC_ASIAN_GEOMETRIC_FAST_F64 {
@@ -113,6 +123,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, up-and-out barriers, `fast_math`.
     MC_BARRIER_UP_OUT_FAST_F64 {
@@ -124,6 +135,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, up-and-in barriers, `fast_math`.
     MC_BARRIER_UP_IN_FAST_F64 {
@@ -135,6 +147,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, down-and-out barriers, `fast_math`.
     MC_BARRIER_DOWN_OUT_FAST_F64 {
@@ -146,6 +159,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo, down-and-in barriers, `fast_math`.
     MC_BARRIER_DOWN_IN_FAST_F64 {
@@ -157,6 +171,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo: adds each option's block sums in block order onto running totals.
     MC_COMBINE_F64 {
@@ -168,6 +183,7 @@ declare_kernels! { FAMILY:
         grid: "ceil(options*7 / 256) blocks, a thread per (option, sum)",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(F64), val(U32), val(U64), inout(F64)],
     }
     /// Monte Carlo: the portable f32 math and Philox words, for bitwise tests.
     FINANCE_SELFTEST_F32 {
@@ -179,6 +195,7 @@ declare_kernels! { FAMILY:
         grid: "ceil(n/256) blocks",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(U32), input(F32), val(U32), val(U32), val(U32), output(U32), output(U32)],
     }
     /// Monte Carlo: the Box-Muller square root against `__fsqrt_rn`, for bitwise tests.
     FINANCE_SQRT_CHECK_F32 {
@@ -190,6 +207,7 @@ declare_kernels! { FAMILY:
         grid: "1024 blocks, grid-stride over the range",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[val(U32), val(U32), inout(U32)],
     }
     /// Monte Carlo benchmark probe: the European launch with only the Philox words.
     MC_PROBE_PHILOX_F64 {
@@ -201,6 +219,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo benchmark probe: the European launch with Philox and the exact normals.
     MC_PROBE_NORMALS_F64 {
@@ -212,6 +231,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     /// Monte Carlo benchmark probe: the European launch with Philox and the fast_math normals.
     MC_PROBE_NORMALS_FAST_F64 {
@@ -223,6 +243,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: MC_P,
     }
     // not measured yet: the Philox kernels' cost plus the inverse normal and bridge
     /// Quasi-Monte Carlo European block sums.
@@ -235,6 +256,7 @@ declare_kernels! { FAMILY:
         grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: QMC_P,
     }
     /// Quasi-Monte Carlo arithmetic Asian block sums.
     QMC_ASIAN_ARITHMETIC_F64 {
@@ -246,6 +268,7 @@ declare_kernels! { FAMILY:
         grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: QMC_P,
     }
     /// Quasi-Monte Carlo geometric Asian block sums.
     QMC_ASIAN_GEOMETRIC_F64 {
@@ -257,6 +280,7 @@ declare_kernels! { FAMILY:
         grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: QMC_P,
     }
     /// Quasi-Monte Carlo up-and-out barrier block sums.
     QMC_BARRIER_UP_OUT_F64 {
@@ -268,6 +292,7 @@ declare_kernels! { FAMILY:
         grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: QMC_P,
     }
     /// Quasi-Monte Carlo up-and-in barrier block sums.
     QMC_BARRIER_UP_IN_F64 {
@@ -279,6 +304,7 @@ declare_kernels! { FAMILY:
         grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: QMC_P,
     }
     /// Quasi-Monte Carlo down-and-out barrier block sums.
     QMC_BARRIER_DOWN_OUT_F64 {
@@ -290,6 +316,7 @@ declare_kernels! { FAMILY:
         grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: QMC_P,
     }
     /// Quasi-Monte Carlo down-and-in barrier block sums.
     QMC_BARRIER_DOWN_IN_F64 {
@@ -301,6 +328,7 @@ declare_kernels! { FAMILY:
         grid: QMC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: QMC_P,
     }
     /// Self-test of the inverse normal and Sobol points against kiln-core.
     QMC_SELFTEST_F32 {
@@ -312,6 +340,7 @@ declare_kernels! { FAMILY:
         grid: "ceil(n / 256) blocks, one thread an input",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(U32), val(U32), input(U32), val(U32), output(U32), output(U32)],
     }
     // not measured yet: a guess from the Philox kernels' cost
     /// Monte Carlo under Heston (QE scheme): per-(option, 1024-sample block) f64 sums.
@@ -324,6 +353,7 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(U32), input(F64), val(U32), val(U64), val(U64), val(U64), KEYS, output(F64)],
     }
     /// Self-test of one Heston QE step against kiln-core.
     HESTON_STEP_SELFTEST_F32 {
@@ -335,6 +365,7 @@ declare_kernels! { FAMILY:
         grid: "ceil(n / 256) blocks, a thread per input",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(U32), input(F32), input(F32), input(U32), val(U32), KEYS, output(U32)],
     }
     // not measured yet: a guess from the Heston kernel's cost
     /// Basket options by Monte Carlo: per-(option, 1024-sample block) f64 sums.
@@ -347,6 +378,18 @@ declare_kernels! { FAMILY:
         grid: MC_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[
+            input(U32),
+            input(F32),
+            input(F64),
+            val(U32),
+            val(U64),
+            val(U64),
+            val(U64),
+            val(U32),
+            KEYS,
+            output(F64),
+        ],
     }
     /// Self-test: basket samples' payoffs and controls, one a thread, against kiln-core.
     BASKET_SAMPLES_F64 {
@@ -358,6 +401,7 @@ declare_kernels! { FAMILY:
         grid: "ceil(count / 256) blocks, a thread per sample",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(U32), input(F32), input(F64), val(U32), val(U32), val(U32), KEYS, output(F64)],
     }
     // not measured yet: the path kernel is the European one's size, the rest small
     /// Longstaff-Schwartz: the path matrix (dates x paths f32) and the last date's payoffs.
@@ -370,6 +414,19 @@ declare_kernels! { FAMILY:
         grid: "ceil(paths / 256) blocks, a thread per path",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[
+            val(U64),
+            val(U32),
+            val(U32),
+            val(F32),
+            val(F32),
+            val(F64),
+            val(F64),
+            val(U32),
+            KEYS,
+            output(F32),
+            output(F64),
+        ],
     }
     /// Longstaff-Schwartz: discounts the cash flows, per-block regression sums at one date.
     LSM_REGRESS_F64 {
@@ -381,6 +438,17 @@ declare_kernels! { FAMILY:
         grid: "ceil(blocks / 8) blocks, a warp per 1024-path block",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[
+            input(F32),
+            inout(F64),
+            val(U64),
+            val(U32),
+            val(F64),
+            val(F64),
+            val(U32),
+            val(F64),
+            output(F64),
+        ],
     }
     /// Longstaff-Schwartz: the exercise rule at one date.
     LSM_EXERCISE_F64 {
@@ -392,6 +460,18 @@ declare_kernels! { FAMILY:
         grid: "ceil(paths / 256) blocks, a thread per path",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[
+            input(F32),
+            inout(F64),
+            val(U64),
+            val(U32),
+            val(F64),
+            val(F64),
+            val(U32),
+            val(F64),
+            val(F64),
+            val(F64),
+        ],
     }
     /// Longstaff-Schwartz: per-block sums of the discounted cash flows and their squares.
     LSM_FINAL_F64 {
@@ -403,5 +483,6 @@ declare_kernels! { FAMILY:
         grid: "ceil(blocks / 8) blocks, a warp per 1024-path block",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[input(F64), val(U64), val(F64), output(F64)],
     }
 }

@@ -1,6 +1,6 @@
 //! GEMM: the tiled kernels for each transpose pair, split-K forms and the naive reference (`gemm.cu`).
 
-use super::{B256, GEMM_GRID};
+use super::{B256, GEMM_GRID, GEMM_P};
 use crate::kernels::GEMM;
 
 declare_kernels! { FAMILY:
@@ -14,6 +14,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM tiled, B transposed (`NT`).
     GEMM_TILED_NT_F32 {
@@ -25,6 +26,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM tiled, A transposed (`TN`).
     GEMM_TILED_TN_F32 {
@@ -36,6 +38,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM tiled, both transposed (`TT`).
     GEMM_TILED_TT_F32 {
@@ -47,6 +50,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM tiled with scalar loads (any alignment), `NN`.
     GEMM_TILED_NN_S_F32 {
@@ -58,6 +62,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM tiled, scalar loads, `NT`.
     GEMM_TILED_NT_S_F32 {
@@ -69,6 +74,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM tiled, scalar loads, `TN`.
     GEMM_TILED_TN_S_F32 {
@@ -80,6 +86,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM tiled, scalar loads, `TT`.
     GEMM_TILED_TT_S_F32 {
@@ -91,6 +98,7 @@ declare_kernels! { FAMILY:
         grid: GEMM_GRID,
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
     /// GEMM, the seed's naive kernel: one thread per element of C (the baseline).
     GEMM_NAIVE_F32 {
@@ -102,5 +110,6 @@ declare_kernels! { FAMILY:
         grid: "(ceil(M/16), min(ceil(N/16), 65535), min(batch, 65535))",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: GEMM_P,
     }
 }

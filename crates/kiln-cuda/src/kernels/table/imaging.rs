@@ -1,6 +1,7 @@
 //! 2-D and 3-D filters, the fused separable passes and the ndimage family (`filter2d.cu`, `separable.cu`, `filter3d.cu`, `ndimage.cu`).
 
-use super::{f2d_smem, B256, B32X8};
+use super::{f2d_smem, B256, B32X8, F2D_K3_P, F2D_P, F3D_P, SEP2D_P};
+use crate::kernels::params::decl::*;
 use crate::kernels::{FILTER2D, FILTER3D, NDIMAGE, SEPARABLE};
 
 declare_kernels! { FAMILY:
@@ -14,6 +15,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535)); 8 outputs a thread of a 32x64 tile",
         dynamic_shared_bytes: f2d_smem(5),
         dynamic_shared_note: "(32+2r)(64+2r) floats, r = 2",
+        params: F2D_P,
     }
     /// filter2d direct path, 7x7.
     FILTER2D_K7_F32 {
@@ -25,6 +27,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535)); 8 outputs a thread of a 32x64 tile",
         dynamic_shared_bytes: f2d_smem(7),
         dynamic_shared_note: "(32+2r)(64+2r) floats, r = 3",
+        params: F2D_P,
     }
     /// filter2d direct path, any odd k up to 31.
     FILTER2D_KN_F32 {
@@ -36,6 +39,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535)); 8 outputs a thread of a 32x64 tile",
         dynamic_shared_bytes: f2d_smem(31),
         dynamic_shared_note: "(32+2r)(64+2r) floats; shown at k = 31, the largest",
+        params: F2D_P,
     }
     /// One separable pass along the contiguous axis.
     FILTER1D_X_F32 {
@@ -47,6 +51,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(lines/8), 65535)); a warp per 128-output line segment",
         dynamic_shared_bytes: 8 * (128 + 2 * 8) * 4,
         dynamic_shared_note: "8(128+2r) floats; shown at r = 8 (gaussian sigma 2)",
+        params: &[input(F32), output(F32), val(I32), val(I32), W1, val(I32), val(I32), val(F32)],
     }
     /// One separable pass along a strided axis.
     FILTER1D_S_F32 {
@@ -58,6 +63,19 @@ declare_kernels! { FAMILY:
         grid: "(ceil(A/32), min(ceil(L/32), 65535), min(O, 65535)); 4 outputs a thread",
         dynamic_shared_bytes: (32 + 2 * 8) * 32 * 4,
         dynamic_shared_note: "(32+2r)·32 floats; shown at r = 8 (gaussian sigma 2)",
+        params: &[
+            input(F32),
+            output(F32),
+            val(I32),
+            val(I64),
+            val(I32),
+            val(I32),
+            val(I64),
+            W1,
+            val(I32),
+            val(I32),
+            val(F32),
+        ],
     }
     /// filter3d direct path, 3x3x3 (z-marching, register ring).
     FILTER3D_K3_F32 {
@@ -69,6 +87,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/32), ceil(h/32), ceil(d/zc)), zc in 4..=64 for ~4 blocks/SM; 4 rows a thread",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: F3D_P,
     }
     /// filter3d direct path, 7x7x7.
     FILTER3D_K7_F32 {
@@ -80,6 +99,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/32), ceil(h/32), ceil(d/zc)), zc in 4..=64 for ~4 blocks/SM; 4 rows a thread",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: F3D_P,
     }
     /// filter2d direct 3x3 from registers (no shared memory), 8 rows a thread.
     FILTER2D_K3R8_F32 {
@@ -91,6 +111,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/(4*8)), 65535), min(n, 65535)); a warp per 8-row strip, 4 columns a lane",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: F2D_K3_P,
     }
     /// filter2d direct 3x3 from registers, 4 rows a thread.
     FILTER2D_K3R4_F32 {
@@ -102,6 +123,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/(4*4)), 65535), min(n, 65535)); a warp per 4-row strip, 4 columns a lane",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: F2D_K3_P,
     }
     /// filter3d direct 5x5x5, z-marching (cp.async ring), 4 rows a thread.
     FILTER3D_ZM5_F32 {
@@ -113,6 +135,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/32), ceil(h/32), ceil(d/zc)), zc for whole waves of resident blocks",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: F3D_P,
     }
     /// Fused separable 2-D, radius 1: pass along H, then along W.
     SEP2D_VH_R1_F32 {
@@ -124,6 +147,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 2: pass along H, then along W.
     SEP2D_VH_R2_F32 {
@@ -135,6 +159,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 3: pass along H, then along W.
     SEP2D_VH_R3_F32 {
@@ -146,6 +171,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 4: pass along H, then along W.
     SEP2D_VH_R4_F32 {
@@ -157,6 +183,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 5: pass along H, then along W.
     SEP2D_VH_R5_F32 {
@@ -168,6 +195,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 6: pass along H, then along W.
     SEP2D_VH_R6_F32 {
@@ -179,6 +207,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 7: pass along H, then along W.
     SEP2D_VH_R7_F32 {
@@ -190,6 +219,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 8: pass along H, then along W.
     SEP2D_VH_R8_F32 {
@@ -201,6 +231,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 1: pass along W, then along H.
     SEP2D_HV_R1_F32 {
@@ -212,6 +243,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 2: pass along W, then along H.
     SEP2D_HV_R2_F32 {
@@ -223,6 +255,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 3: pass along W, then along H.
     SEP2D_HV_R3_F32 {
@@ -234,6 +267,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 4: pass along W, then along H.
     SEP2D_HV_R4_F32 {
@@ -245,6 +279,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 5: pass along W, then along H.
     SEP2D_HV_R5_F32 {
@@ -256,6 +291,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 6: pass along W, then along H.
     SEP2D_HV_R6_F32 {
@@ -267,6 +303,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 7: pass along W, then along H.
     SEP2D_HV_R7_F32 {
@@ -278,6 +315,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     /// Fused separable 2-D, radius 8: pass along W, then along H.
     SEP2D_HV_R8_F32 {
@@ -289,6 +327,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/128), min(ceil(h/64), 65535), min(n, 65535)); 128x64 output tile, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: SEP2D_P,
     }
     // measured 2026-12-03 with the whole ndimage module (NVRTC 13.0, --ptxas-options=-v,
     // the build machine busy): 7 type instantiations each
@@ -302,6 +341,19 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/256), min(ceil(lines/8), 65535)); a warp per 256-output line segment, 8 outputs a lane",
         dynamic_shared_bytes: (8 * (288 + 288 / 8 + 1) + 33) * 4,
         dynamic_shared_note: "8S+k floats, S = (255+k)+(255+k)/8+1 (skewed); shown at k = 33 (gaussian sigma 4)",
+        params: &[
+            INPUT_ANY,
+            OUTPUT_ANY,
+            val(I32),
+            val(I32),
+            input(F32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(F32),
+            val(I32),
+            val(I32),
+        ],
     }
     /// ndimage: a 1-D pass of any length and anchor along a strided axis.
     ND_PASS_S_ANY {
@@ -313,6 +365,22 @@ declare_kernels! { FAMILY:
         grid: "(ceil(A/32), min(ceil(L/64), 65535), min(O, 65535)); 8 outputs a thread of a 32x64 tile",
         dynamic_shared_bytes: ((64 + 33 - 1) * 32 + 33) * 4,
         dynamic_shared_note: "(64+k-1)*32+k floats; shown at k = 33 (gaussian sigma 4)",
+        params: &[
+            INPUT_ANY,
+            OUTPUT_ANY,
+            val(I32),
+            val(I64),
+            val(I32),
+            val(I32),
+            val(I64),
+            input(F32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(F32),
+            val(I32),
+            val(I32),
+        ],
     }
     /// ndimage: direct correlation with any (kd, kh, kw) kernel and anchors.
     ND_DIRECT_ANY {
@@ -324,6 +392,24 @@ declare_kernels! { FAMILY:
         grid: "(ceil(w/32), ceil(h/32), min(d, 65535)); 4 rows a thread of a 32x32 tile, grid-stride in z",
         dynamic_shared_bytes: (32 + 5 - 1) * (32 + 5 - 1) * 4,
         dynamic_shared_note: "(32+kw-1)(32+kh-1) floats; shown at 5x5",
+        params: &[
+            INPUT_ANY,
+            OUTPUT_ANY,
+            val(I32),
+            val(I32),
+            val(I32),
+            input(F32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(F32),
+            val(I32),
+            val(I32),
+        ],
     }
     /// ndimage: the element-wise combination of filter terms (sum, squares, sqrt).
     ND_COMBINE_F32 {
@@ -335,5 +421,6 @@ declare_kernels! { FAMILY:
         grid: "min(ceil(n/256), 65535) blocks, grid-stride",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[inout(F32), input(F32), val(I64), val(I32)],
     }
 }

@@ -1,6 +1,7 @@
 //! Rank filters and binary morphology (`rank.cu`, `rank_med.cu`, `morph.cu`).
 
-use super::{B256, B32X8};
+use super::{B256, B32X8, RANK_NET_P};
+use crate::kernels::params::decl::*;
 use crate::kernels::{MORPH, RANK};
 
 declare_kernels! { FAMILY:
@@ -15,6 +16,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: RANK_NET_P,
     }
     /// Rank filter: up to 25 elements, registers, Batcher network.
     RANK_NET25 {
@@ -26,6 +28,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: RANK_NET_P,
     }
     /// Rank filter: up to 49 elements, registers, Batcher network.
     RANK_NET49 {
@@ -37,6 +40,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: RANK_NET_P,
     }
     /// Median of exactly 9 elements (3x3): the pruned network for the middle rank.
     RANK_MED9 {
@@ -48,6 +52,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: RANK_NET_P,
     }
     /// Median of exactly 25 elements (5x5): the pruned network for the middle rank.
     RANK_MED25 {
@@ -59,6 +64,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: RANK_NET_P,
     }
     /// Median 3x3 of u8, a centred box: four outputs a thread on packed bytes.
     RANK_MED9_U8X4 {
@@ -70,6 +76,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: RANK_NET_P,
     }
     /// Median 5x5 of u8, a centred box: four outputs a thread on packed bytes.
     RANK_MED25_U8X4 {
@@ -81,6 +88,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/4/32), min(ceil(H/8), 65535), min(D, 65535)), one 4-byte word a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: RANK_NET_P,
     }
     /// Rank filter fallback: any footprint and rank, bisection on the total-order key.
     RANK_BISECT {
@@ -92,6 +100,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[INPUT_ANY, OUTPUT_ANY, RANK_WIN, input(I32)],
     }
     /// Min/max over any footprint; with a structure, min(x - s) / max(x + s) in double.
     MINMAX_FP {
@@ -103,6 +112,7 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[INPUT_ANY, OUTPUT_ANY, RANK_WIN, input(I32), input(F64), val(I32)],
     }
     /// u8 rank over a 2-D box: Huang's sliding histogram down columns, a histogram a thread.
     RANK_HIST_U8 {
@@ -114,6 +124,16 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/64), ceil(H/strip), planes); strip = max(64, 4*box height) rows",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[
+            input(U8),
+            output(U8),
+            RANK_WIN,
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+        ],
     }
     /// Min/max over a full 2-D box, fused tile: van Herk / Gil-Werman along rows then columns.
     MINMAX_BOX2D {
@@ -125,6 +145,16 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/64), min(ceil(H/32), 65535), min(D, 65535)), grid-stride over tiles and planes",
         dynamic_shared_bytes: (((32 + 15 - 1) * (64 + 15 - 1)) + (32 + 15 - 1) * 64) * 4,
         dynamic_shared_note: "keys of (32+ky-1)(64+kx-1) + (32+ky-1)64; shown at 15x15",
+        params: &[
+            INPUT_ANY,
+            OUTPUT_ANY,
+            RANK_WIN,
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+        ],
     }
     /// One binary erosion or dilation step (scipy semantics), sets a changed flag.
     BINARY_STEP {
@@ -136,6 +166,22 @@ declare_kernels! { FAMILY:
         grid: "(ceil(W/32), min(ceil(H/8), 65535), min(D, 65535)), one output a thread, grid-stride in y and z",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[
+            INPUT_ANY,
+            val(I32),
+            output(U8),
+            INPUT_ANY,
+            val(I32),
+            val(I32),
+            input(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(I32),
+            inout(I32),
+        ],
     }
     /// x = 1 - x on a u8 0/1 mask (binary_fill_holes' complement).
     BINARY_NOT_U8 {
@@ -147,5 +193,6 @@ declare_kernels! { FAMILY:
         grid: "min(ceil(n/256), 65535) blocks, grid-stride",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
+        params: &[inout(U8), val(I64)],
     }
 }
