@@ -167,7 +167,7 @@ impl PyElementwise {
 
     /// Run on a CUDA device: `ins` `DeviceArray`s and scalars, `outs` `DeviceArray`s.
     /// Returns the generated source.
-    #[pyo3(signature = (ins, outs, size = None, block_size = 128, stream = None, device = 0, options = Vec::new(), given = true))]
+    #[pyo3(signature = (ins, outs, size = None, block_size = None, stream = None, device = 0, options = Vec::new(), given = true))]
     #[allow(clippy::too_many_arguments)]
     fn launch_gpu(
         &self,
@@ -175,7 +175,7 @@ impl PyElementwise {
         ins: Vec<Bound<'_, PyAny>>,
         outs: Vec<Bound<'_, PyAny>>,
         size: Option<usize>,
-        block_size: u32,
+        block_size: Option<u32>,
         stream: Option<u64>,
         device: usize,
         options: Vec<String>,
@@ -186,7 +186,7 @@ impl PyElementwise {
             &describe_gpu(&ins)?,
             &describe_gpu(&outs)?,
             size,
-            Some(block_size),
+            block_size,
             given,
         )
         .map_err(expr_err)?;

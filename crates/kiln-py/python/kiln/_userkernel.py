@@ -261,7 +261,7 @@ class ElementwiseKernel:
             made = [] if outs else [_empty_like_caller(c.like, shape, dt) for dt in out_dtypes]
             outs = outs or [DeviceArray(o, "output") for o in made]
             src = self._k.launch_gpu(
-                c.ins, outs, size, block_size or 128, _stream_ptr(stream, c.like),
+                c.ins, outs, size, block_size, _stream_ptr(stream, c.like),
                 _device_of([c.like]), list(self.options), bool(c.outs),
             )
             self._cached_codes.setdefault(key, src)

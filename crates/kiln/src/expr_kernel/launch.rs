@@ -192,6 +192,26 @@ impl ExprLaunch {
         let source = k.cuda_source(b)?;
         let g = Geometry::elementwise(b);
         let args = args(named, &k.kernel_params(b), &g, k.name())?;
+        // The vector form (`kiln_expr::VectorPlan`: 16-byte accesses, two a thread) where the
+        // source has one, the caller set no block size (a CuPy `block_size=` keeps the
+        // one-element-a-thread kernel it describes) and every vector-accessed array starts on
+        // its vector's alignment; the same parameters and per-element code either way.
+        let vector = match block {
+            None => k
+                .vector_plan(b)
+                .filter(|p| p.fits(|name| named.arrays.get(name).map(|a| a.ptr))),
+            Some(_) => None,
+        };
+        if let Some(p) = vector {
+            return Ok(ExprLaunch {
+                name: p.symbol.clone(),
+                source,
+                grid: p.grid(g.size),
+                block: p.block(),
+                size: g.size,
+                args,
+            });
+        }
         let block = block.unwrap_or(ELEMENTWISE_BLOCK).clamp(1, 1024);
         Ok(ExprLaunch {
             name: k.name().to_string(),
