@@ -16,6 +16,7 @@
 # pytest-timeout into $T/deps.
 set -u
 _venv=${KILN_PY_VENV:-${CARGO_TARGET_DIR:-target}/py-venv}
+case "$_venv" in /*) ;; *) _venv="$PWD/$_venv" ;; esac  # the runner cd's into its work dir
 export PY=${PY:-$_venv/bin/python}
 T=${T:-${CARGO_TARGET_DIR:-target}/scipy-suite}; mkdir -p "$T"; T=$(cd "$T" && pwd)
 cat > $T/kilnpatch.py <<'__KILN_EOF__'
