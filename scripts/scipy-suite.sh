@@ -4,13 +4,14 @@
 # unpatched baseline, and print per-file counts, the failure categories and the most common messages,
 # then one summary line:
 #   scipy-suite: N of M passed (P%)
-# M: the tests that call a patched function and pass with scipy's own; N: those that also pass
-# with kiln's. Exit status 1 when MIN_PCT is set and P is below it (for CI), else 0.
+# M counts the tests that call a function kiln provides and pass with scipy's implementation;
+# N, those of them that pass with kiln's in its place. Exit status 1 when MIN_PCT is set and
+# P is below it (for CI), else 0.
 #
 #   PY=python with kiln, numpy, scipy and pytest installed
 #      (default: the venv scripts/py-ci.sh builds, ${KILN_PY_VENV:-${CARGO_TARGET_DIR:-target}/py-venv})
 #   T=work dir (default ${CARGO_TARGET_DIR:-target}/scipy-suite)
-#   MODES="scipy kiln" (default; add kilncast for the cast experiment)  ERRCHECK=1  BENCH=1
+#   MODES="scipy kiln" (default)  ERRCHECK=1  BENCH=1
 #   MIN_PCT=98  fail under this pass rate
 # Extra arguments go to pytest (e.g. -k median). Needs pip access once, to put hypothesis and
 # pytest-timeout into $T/deps.
@@ -41,52 +42,11 @@ from scipy._lib._array_api import xp_capabilities_table
 
 MODE = os.environ.get("KILN_MODE", "scipy")
 OUT = os.environ["KILN_OUT"]
-assert MODE in ("scipy", "kiln", "kilncast"), MODE
-
-# KILN_MODE=kilncast (an experiment, not the drop-in measurement): for the rank filters and
-# grey morphology, an input kiln refuses (int8..int64, uint32/64, float64) whose values are
-# exact in float32 is cast to float32, run through kiln, and the result cast back to the
-# dtype scipy would return (the input's, or output='s). Shows whether the numbers behind
-# the dtype refusals are right.
-_CAST_FUNCS = {"median_filter", "minimum_filter", "maximum_filter", "rank_filter",
-               "percentile_filter", "minimum_filter1d", "maximum_filter1d", "grey_erosion",
-               "grey_dilation", "grey_opening", "grey_closing", "white_tophat",
-               "black_tophat", "morphological_gradient", "morphological_laplace"}
-
-
-def _castwrap(impl):
-    import inspect
-    import numpy as np
-    sig = inspect.signature(impl)
-
-    @functools.wraps(impl)
-    def w(*args, **kwargs):
-        try:
-            b = sig.bind(*args, **kwargs)
-        except TypeError:
-            return impl(*args, **kwargs)
-        x = b.arguments.get("input")
-        if not isinstance(x, np.ndarray) or x.dtype.name in ("float32", "uint8", "uint16") \
-                or x.dtype.kind not in "iuf" or x.dtype.itemsize > 8:
-            return impl(*args, **kwargs)
-        x32 = x.astype(np.float32)
-        if not np.array_equal(x32.astype(x.dtype), x):
-            return impl(*args, **kwargs)
-        out = b.arguments.get("output")
-        b.arguments["input"] = x32
-        b.arguments["output"] = None
-        r = impl(*b.args, **b.kwargs)
-        if isinstance(out, np.ndarray):
-            np.copyto(out, r.astype(out.dtype))
-            return out
-        return r.astype(out if out is not None else x.dtype)
-    return w
+assert MODE in ("scipy", "kiln"), MODE
 
 _lock = threading.Lock()
 CALLS = {}          # name -> count, for the running test
 PATCHED = []
-
-
 LAST = {}           # 'call': summary of the last patched call, 'raised': of the one that raised
 
 
@@ -135,8 +95,6 @@ for _name in kn.__all__:
         continue
     _orig = getattr(sn, _name)
     _impl = getattr(kn, _name) if MODE != "scipy" else _orig
-    if MODE == "kilncast" and _name in _CAST_FUNCS:
-        _impl = _castwrap(_impl)
     _w = _wrap(_name, _impl)
     # make_xp_test_case(ndimage.f) looks the function up in this table
     if _orig in xp_capabilities_table:
@@ -468,29 +426,6 @@ if show:
                 print("  test_line:", r.get("test_line"))
                 print("  raising_call:", r.get("raising_call"), "| last_call:", r.get("last_call"))
                 print("  ", r.get("exc_text", "")[:1200].replace("\n", "\n   "))
-
-# the kilncast experiment, if it was run
-import os
-if os.path.exists(f"{T}/results_kilncast.json"):
-    cast = json.load(open(f"{T}/results_kilncast.json"))["results"]
-    CAST = {"median_filter", "minimum_filter", "maximum_filter", "rank_filter", "percentile_filter",
-            "minimum_filter1d", "maximum_filter1d", "grey_erosion", "grey_dilation", "grey_opening",
-            "grey_closing", "white_tophat", "black_tophat", "morphological_gradient",
-            "morphological_laplace"}
-    cc = collections.Counter()
-    left = collections.Counter()
-    for n in bad:
-        if not (set(kiln[n].get("calls", {})) & CAST):
-            continue
-        ok = cast.get(n, {}).get("outcome") == "passed"
-        cc["pass" if ok else "fail"] += 1
-        if not ok:
-            t = cast[n].get("exc_text", "")
-            left[re.sub(r"^\w+Error: \w+: ", "", t.split("\n")[0])[:90]] += 1
-    print(f"\nkilncast experiment: of {sum(cc.values())} failing tests that call a rank/grey function, "
-          f"{cc['pass']} pass when int/float64 inputs are cast to float32 and back; still failing:")
-    for m, v in left.most_common(8):
-        print(f"  {v:4}  {m}")
 __KILN_EOF__
 cat > $T/errcheck.py <<'__KILN_EOF__'
 """Max error of kiln vs scipy for the calls behind the (a) 'wrong values' test failures."""
@@ -573,8 +508,8 @@ for name, fn in cases:
     print(f"{name:40} scipy {s*1e3:8.1f} ms  kiln {k*1e3:8.1f} ms  scipy/kiln {s/k:6.2f}x  max|diff| {err:.3g}  (kiln min/max {min(tk)*1e3:.1f}/{max(tk)*1e3:.1f} ms)")
 __KILN_EOF__
 cat > $T/summary.py <<'__KILN_EOF__'
-"""The one-line summary and the MIN_PCT gate: of the tests that call a patched function and
-pass with scipy's own, how many pass with kiln's."""
+"""The one-line summary and the MIN_PCT gate: how many of the tests that call a function kiln
+provides, and pass with scipy's implementation, pass with kiln's in its place."""
 import json
 import sys
 
@@ -595,7 +530,7 @@ cat > $T/run_suite.sh <<'__KILN_EOF__'
 # Run scipy's own ndimage tests (test_filters, test_morphology, test_measurements, copied from
 # the installed scipy) with scipy.ndimage.<name> replaced by kiln.ndimage.<name> for every
 # name kiln exports, and compare with the unpatched baseline.
-#   MODES="scipy kiln" (default; kilncast: the cast experiment): baseline / drop-in
+#   MODES="scipy kiln" (default): baseline / drop-in
 #   BENCH=1: also time scipy vs kiln (bench.py); ERRCHECK=1: kiln-vs-scipy max errors
 #   MIN_PCT: exit 1 under this pass rate
 # hypothesis + pytest-timeout go to $T/deps.
