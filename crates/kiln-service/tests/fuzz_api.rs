@@ -1,7 +1,7 @@
 //! A seeded fuzz of the API through the router (no socket, no workers): mutated valid job
 //! bodies of every kind (users' kernels of every form included), bodies with one element of
-//! a list of numbers poisoned (`null`, a string, a number past float32's range, ...), random
-//! bytes, odd headers and paths. Every answer must be a 2xx or a
+//! a list of numbers poisoned (`null`, a string, a number past float32's range, ...), the
+//! same as batches, random bytes, odd headers and paths. Every answer must be a 2xx or a
 //! 4xx in the one error shape: no 5xx and no panic; a poisoned body is refused naming the
 //! element; every accepted job must read back, and its stored task must be one a worker
 //! reads as the task that was validated.
@@ -51,7 +51,7 @@ fn valid_bodies() -> Vec<Value> {
 
 /// A value of some other JSON type than `v`, or an extreme one of its own.
 fn mutant(r: &mut StdRng, v: &Value) -> Value {
-    match r.random_range(0..11) {
+    match r.random_range(0..12) {
         0 => Value::Null,
         1 => json!(-1),
         2 => json!(1e39),
@@ -206,9 +206,10 @@ async fn no_request_gets_a_5xx_or_a_panic() {
     for case in 0..cases {
         // the element a poisoned body must be refused for, as the error names it
         let mut named: Option<String> = None;
-        let (method, path, body): (&str, String, Vec<u8>) = match r.random_range(0..11) {
-            // a valid body with one element of one of its lists of numbers poisoned
-            10 => {
+        let (method, path, body): (&str, String, Vec<u8>) = match r.random_range(0..12) {
+            // a valid body with one element of one of its lists of numbers poisoned, alone
+            // or as job 1 of a batch
+            10 | 11 => {
                 // (the price bodies hold no list of numbers: another body is drawn)
                 let (b, at) = loop {
                     let mut b = bodies[r.random_range(0..bodies.len())].clone();
@@ -217,8 +218,31 @@ async fn no_request_gets_a_5xx_or_a_panic() {
                     }
                 };
                 poisoned += 1;
-                named = Some(at);
-                ("POST", "/v1/jobs".into(), b.to_string().into_bytes())
+                if r.random_bool(0.5) {
+                    named = Some(at);
+                    ("POST", "/v1/jobs".into(), b.to_string().into_bytes())
+                } else {
+                    named = Some(format!("jobs[1]: {at}"));
+                    let batch = json!({"jobs": [bodies[0].clone(), b, bodies[2].clone()]});
+                    ("POST", "/v1/jobs:batch".into(), batch.to_string().into_bytes())
+                }
+            }
+            // a batch of mutated valid bodies
+            8 | 9 if r.random_bool(0.3) => {
+                let jobs: Vec<Value> = (0..r.random_range(1..4))
+                    .map(|_| {
+                        let mut b = bodies[r.random_range(0..bodies.len())].clone();
+                        if r.random_bool(0.5) {
+                            mutate(&mut r, &mut b);
+                        }
+                        b
+                    })
+                    .collect();
+                (
+                    "POST",
+                    "/v1/jobs:batch".into(),
+                    json!({ "jobs": jobs }).to_string().into_bytes(),
+                )
             }
             // mutated valid job bodies: most of the cases
             0..=6 => {
@@ -279,6 +303,18 @@ async fn no_request_gets_a_5xx_or_a_panic() {
                 code.is_some_and(|c| !c.is_empty()),
                 "case {case}: {method} {path} -> {status} without the error shape: {answer}"
             );
+        } else if status == StatusCode::ACCEPTED && method == "POST" && path == "/v1/jobs:batch" {
+            let sent: Value = serde_json::from_slice(&body).unwrap();
+            let jobs = answer["jobs"].as_array().unwrap();
+            assert_eq!(
+                jobs.len(),
+                sent["jobs"].as_array().unwrap().len(),
+                "case {case}: one answer a job"
+            );
+            accepted += jobs.len();
+            for b in sent["jobs"].as_array().unwrap() {
+                round_trips(b);
+            }
         } else if status == StatusCode::ACCEPTED && method == "POST" && path.starts_with("/v1/jobs") {
             round_trips(&serde_json::from_slice(&body).unwrap());
             accepted += 1;

@@ -11,7 +11,7 @@ mod schema;
 mod tenancy;
 
 use super::*;
-use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, job_row, JOB_COLS};
+use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, insert_job, job_row, JOB_COLS};
 use rusqlite::{params, Connection, OptionalExtension};
 use schema::{INDEXES_V2, SCHEMA, SCHEMA_VERSION, TO_V2};
 use std::path::Path;
@@ -223,47 +223,21 @@ fn op_failed(op: WriteOp, _msg: &str) -> Reply {
 
 impl JobStore for SqliteStore {
     fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>> {
+        self.write(move |c| insert_job(c, &job))
+    }
+
+    fn insert_batch(&self, jobs: Vec<NewJob>) -> BoxFuture<'_, StoreResult<BatchInserted>> {
+        // One write op: the writer's savepoint around it rolls back every insert of the
+        // batch if one fails; a savepoint of its own rolls them back on a key mismatch.
         self.write(move |c| {
-            if let Some(key) = &job.idempotency_key {
-                let earlier: Option<(String, String)> = c
-                    .query_row(
-                        "SELECT id, request_hash FROM jobs WHERE principal = ?1 AND idem_key = ?2",
-                        params![job.principal, key],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )
-                    .optional()?;
-                if let Some((id, hash)) = earlier {
-                    if let Some(j) = get_job(c, &id, true)? {
-                        return Ok(Inserted::Existing {
-                            job: j,
-                            same_request: hash == job.request_hash,
-                        });
-                    }
-                }
+            c.execute_batch("SAVEPOINT batch")?;
+            let list: rusqlite::Result<Vec<Inserted>> = jobs.iter().map(|j| insert_job(c, j)).collect();
+            let verdict = list.map(BatchInserted::check);
+            if !matches!(verdict, Ok(BatchInserted::Stored(_))) {
+                c.execute_batch("ROLLBACK TO batch")?;
             }
-            c.execute(
-                "INSERT INTO jobs(id, kind, batch_key, needs_gpu, principal, idem_key, request_hash, \
-                 task, elements, state, max_attempts, deadline_ms, created_ms, priority, queue_until_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    job.id,
-                    job.kind,
-                    job.batch_key,
-                    job.needs_gpu,
-                    job.principal,
-                    job.idempotency_key,
-                    job.request_hash,
-                    job.task,
-                    job.elements as i64,
-                    job.max_attempts,
-                    job.deadline_ms,
-                    job.created_ms,
-                    job.priority,
-                    job.queue_until_ms
-                ],
-            )?;
-            let j = get_job(c, &job.id, false)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-            Ok(Inserted::Created(j))
+            c.execute_batch("RELEASE batch")?;
+            verdict
         })
     }
 
