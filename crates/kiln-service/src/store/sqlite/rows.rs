@@ -62,20 +62,20 @@ pub(super) fn blob_row(r: &Row<'_>) -> rusqlite::Result<BlobRecord> {
 }
 
 pub(super) fn insert_blob(c: &Connection, b: &BlobRecord) -> rusqlite::Result<()> {
-    c.execute(
+    c.prepare_cached(
         "INSERT OR REPLACE INTO blobs(id, path, size, sha256, format, principal, job_id, created_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            b.id,
-            b.path.to_string_lossy(),
-            b.size as i64,
-            b.sha256,
-            b.format,
-            b.principal,
-            b.job_id,
-            b.created_ms
-        ],
-    )?;
+    )?
+    .execute(params![
+        b.id,
+        b.path.to_string_lossy(),
+        b.size as i64,
+        b.sha256,
+        b.format,
+        b.principal,
+        b.job_id,
+        b.created_ms
+    ])?;
     Ok(())
 }
 
