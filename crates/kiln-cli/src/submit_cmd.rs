@@ -1,8 +1,9 @@
 //! `kiln submit`: send a job to a `kiln serve` and print its id (or, with --wait, its
-//! result); the HTTP client `kiln jobs` shares.
+//! result), or a file of jobs (`--batch FILE.jsonl`, one job a line) through the batch
+//! endpoint; the HTTP client `kiln jobs` shares.
 
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
     /// Job kind: price, filter2d, filter3d, gemm, elementwise.
-    #[arg(long, required_unless_present = "request")]
+    #[arg(long, required_unless_present_any = ["request", "batch"])]
     kind: Option<String>,
     /// Parameters: JSON text, or @FILE.
     #[arg(long, default_value = "{}")]
@@ -42,6 +43,14 @@ pub struct Args {
     /// The whole request body (JSON with kind, params, inputs) from FILE instead.
     #[arg(long, value_name = "FILE", conflicts_with = "kind")]
     request: Option<PathBuf>,
+    /// Submit every job of FILE (JSON Lines: one request body a line, blank lines skipped)
+    /// through POST /v1/jobs:batch, --batch-size jobs a request; prints one line a job
+    /// (with --json, {"jobs": [...]}) in the file's order.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kind", "request", "wait"])]
+    batch: Option<PathBuf>,
+    /// Jobs a batch request (at most the server's limits.max_batch_jobs).
+    #[arg(long, value_name = "N", default_value_t = 1000, requires = "batch", value_parser = clap::value_parser!(u64).range(1..))]
+    batch_size: u64,
     /// Wait up to this many seconds for the result.
     #[arg(long, value_name = "SECONDS")]
     wait: Option<f64>,
@@ -198,6 +207,14 @@ pub fn print_job(job: &Value, json: bool) -> ExitCode {
 
 /// Run `kiln submit`.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(file) = &args.batch {
+        return run_batch(
+            &args.server,
+            file,
+            args.batch_size as usize,
+            args.idempotency_key.as_deref(),
+        );
+    }
     let body = match &args.request {
         Some(f) => json_arg("request", &format!("@{}", f.display()))?,
         None => serde_json::json!({
@@ -218,4 +235,154 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return Err(api_error(&r));
     }
     Ok(print_job(&r.body, args.server.json))
+}
+
+/// How long `--batch` keeps retrying a request answered 429 (no room in the queue or the
+/// token's in-flight limit) before it gives up.
+const BATCH_RETRY_FOR: Duration = Duration::from_secs(600);
+
+/// The jobs of a JSON Lines file with their line numbers (blank lines skipped); a line that
+/// is not a JSON object is an error naming it.
+fn read_jsonl(file: &Path) -> anyhow::Result<Vec<(usize, Value)>> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("--batch {}: {e}", file.display()))?;
+    let mut jobs = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = || format!("{} line {}", file.display(), i + 1);
+        let v: Value = serde_json::from_str(line).map_err(|e| {
+            anyhow::anyhow!(kiln::Error::invalid("batch", format!("{}: not JSON: {e}", at())))
+        })?;
+        if !v.is_object() {
+            return Err(anyhow::anyhow!(kiln::Error::invalid(
+                "batch",
+                format!(
+                    "{}: a job is a JSON object ({{\"kind\", \"params\", \"inputs\"}}), not {}",
+                    at(),
+                    v
+                )
+            )));
+        }
+        jobs.push((i + 1, v));
+    }
+    if jobs.is_empty() {
+        return Err(anyhow::anyhow!(kiln::Error::invalid(
+            "batch",
+            format!("{} holds no jobs", file.display())
+        )));
+    }
+    Ok(jobs)
+}
+
+/// A batch request's error with the job it names (`jobs[i]: ...`) given by its line.
+fn batch_error(r: &Reply, file: &Path, lines: &[usize]) -> anyhow::Error {
+    let msg = r.body["error"]["message"].as_str().unwrap_or_default();
+    let named = msg.strip_prefix("jobs[").and_then(|rest| {
+        let (i, tail) = rest.split_once("]: ")?;
+        Some((lines.get(i.parse::<usize>().ok()?)?, tail))
+    });
+    let Some((line, tail)) = named else {
+        return api_error(r);
+    };
+    let mut r2 = Reply {
+        status: r.status,
+        body: r.body.clone(),
+    };
+    r2.body["error"]["message"] = Value::String(format!("{} line {line}: {tail}", file.display()));
+    api_error(&r2)
+}
+
+/// A progress bar on stderr for `n` jobs, where stderr is a terminal and they take more
+/// than one request.
+fn batch_progress(n: usize, per_request: usize) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    (n > per_request && std::io::stderr().is_terminal()).then(|| {
+        let pb =
+            indicatif::ProgressBar::with_draw_target(Some(n as u64), indicatif::ProgressDrawTarget::stderr());
+        let style =
+            indicatif::ProgressStyle::with_template("submitting [{bar:40}] {pos}/{len} jobs (eta {eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        pb.set_style(style);
+        pb
+    })
+}
+
+/// `kiln submit --batch FILE`: the file's jobs, `per_request` a request, in order. Each
+/// request is all or nothing; a refused one stops the run naming its job's line (the jobs
+/// of earlier requests stay accepted, and are printed). With `idem`, request k carries the
+/// key `IDEM.k`, so running the same file with the same key again after a failure returns
+/// the jobs already accepted instead of submitting them twice.
+fn run_batch(
+    server: &ServerArgs,
+    file: &Path,
+    per_request: usize,
+    idem: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let jobs = read_jsonl(file)?;
+    let client = Client::new(server, Duration::from_secs(120));
+    let bar = batch_progress(jobs.len(), per_request);
+    let mut all: Vec<Value> = Vec::new();
+    let mut outcome = Ok(());
+    for (k, chunk) in jobs.chunks(per_request).enumerate() {
+        let lines: Vec<usize> = chunk.iter().map(|(l, _)| *l).collect();
+        let body = serde_json::json!({ "jobs": chunk.iter().map(|(_, v)| v).collect::<Vec<_>>() });
+        let key = idem.map(|i| format!("{i}.{k}"));
+        let started = std::time::Instant::now();
+        let r = loop {
+            let r = client.post("/v1/jobs:batch", &body, key.as_deref())?;
+            if r.status != 429 || started.elapsed() > BATCH_RETRY_FOR {
+                break r;
+            }
+            // the service's Retry-After is 1 s
+            std::thread::sleep(Duration::from_secs(1));
+        };
+        if !(200..300).contains(&r.status) {
+            outcome = Err(batch_error(&r, file, &lines));
+            break;
+        }
+        let answered = r.body["jobs"].as_array().cloned().unwrap_or_default();
+        if answered.len() != chunk.len() {
+            outcome = Err(anyhow::anyhow!(
+                "the server answered {} jobs for a request of {}",
+                answered.len(),
+                chunk.len()
+            ));
+            break;
+        }
+        if !server.json {
+            for j in &answered {
+                println!(
+                    "{} {} {}",
+                    j["id"].as_str().unwrap_or("?"),
+                    j["kind"].as_str().unwrap_or("?"),
+                    j["state"].as_str().unwrap_or("?")
+                );
+            }
+        }
+        all.extend(answered);
+        if let Some(pb) = &bar {
+            pb.inc(chunk.len() as u64);
+        }
+    }
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    if server.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "jobs": all })).unwrap_or_default()
+        );
+    }
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if all.is_empty() => Err(e),
+        Err(e) => Err(e.context(format!(
+            "{} jobs of {} were accepted before this request (printed above)",
+            all.len(),
+            jobs.len()
+        ))),
+    }
 }

@@ -438,6 +438,96 @@ fn a_public_bind_without_tokens_is_refused() {
     );
 }
 
+/// `kiln submit --batch FILE.jsonl`: one job a line, sent through the batch endpoint in
+/// requests of `--batch-size`; one line a job (or `--json`) in the file's order; a bad line
+/// is named by its number, before or by the server.
+#[test]
+fn submit_batch_sends_a_jsonl_file() {
+    let (s, d) = server(&[]);
+    let kiln = |args: &[&str]| {
+        std::process::Command::new(service_support::kiln_bin())
+            .args(args)
+            .env("KILN_SERVER", format!("http://{}", s.addr))
+            .env("KILN_TOKEN", TOKEN)
+            .output()
+            .unwrap()
+    };
+    let file = d.path().join("jobs.jsonl");
+    let lines: Vec<String> = (0..5)
+        .map(|i| price_job(100.0 + i as f64, 1).to_string())
+        .collect();
+    std::fs::write(
+        &file,
+        format!("{}\n\n{}\n", lines[..2].join("\n"), lines[2..].join("\n")),
+    )
+    .unwrap();
+    let out = kiln(&["submit", "--batch", file.to_str().unwrap(), "--batch-size", "2"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(ids.len(), 5, "{text}");
+    assert!(
+        text.lines().all(|l| l.ends_with(" price queued")
+            || l.ends_with(" price running")
+            || l.ends_with(" price succeeded")),
+        "{text}"
+    );
+    for id in &ids {
+        let j = s.wait_job(id, Some(TOKEN), 30);
+        assert_eq!(j["state"], "succeeded", "{j}");
+    }
+    // --json: one document, the jobs in the file's order; the same key twice sends nothing new
+    let out = kiln(&[
+        "submit",
+        "--batch",
+        file.to_str().unwrap(),
+        "--json",
+        "--idempotency-key",
+        "f1",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(first["jobs"].as_array().unwrap().len(), 5);
+    let out = kiln(&[
+        "submit",
+        "--batch",
+        file.to_str().unwrap(),
+        "--json",
+        "--idempotency-key",
+        "f1",
+    ]);
+    let again: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let idlist = |v: &Value| {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(idlist(&first), idlist(&again));
+    // a job the server refuses: its line, and nothing of its request stored
+    let bad =
+        json!({"kind": "elementwise", "params": {"op": "relu"}, "inputs": {"x": {"data": [1.0, null]}}});
+    std::fs::write(&file, format!("{}\n\n{}\n{}\n", lines[0], lines[1], bad)).unwrap();
+    let out = kiln(&["submit", "--batch", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("jobs.jsonl line 4: inputs.x.data[1]: null is not a number"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "the request was refused whole: {out:?}");
+    // a line that is not a job, found before anything is sent
+    std::fs::write(&file, format!("{}\n{{\"kind\": \n", lines[0])).unwrap();
+    let out = kiln(&["submit", "--batch", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("jobs.jsonl line 2: not JSON"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn the_client_commands_submit_list_wait_and_cancel() {
     let (s, _d) = server(&[]);

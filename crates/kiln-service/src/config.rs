@@ -38,6 +38,8 @@ pub struct Limits {
     pub max_in_flight_per_token: u64,
     /// Jobs queued or running in all: beyond it a submission gets 429.
     pub max_queue: u64,
+    /// Jobs in one `POST /v1/jobs:batch` (the body stays within `max_body_bytes`).
+    pub max_batch_jobs: u64,
     /// Seconds a request may take (a `?wait=` adds its wait).
     pub request_timeout_s: u64,
     /// Longest `?wait=` honoured, seconds.
@@ -55,6 +57,7 @@ impl Default for Limits {
             max_elements: 16 << 20,
             max_in_flight_per_token: 10_000,
             max_queue: 10_000,
+            max_batch_jobs: 1000,
             request_timeout_s: 30,
             max_wait_s: 60,
             job_deadline_s: 300,
@@ -509,6 +512,7 @@ impl ServiceConfig {
             ("limits.max_elements", l.max_elements),
             ("limits.max_in_flight_per_token", l.max_in_flight_per_token),
             ("limits.max_queue", l.max_queue),
+            ("limits.max_batch_jobs", l.max_batch_jobs),
             ("limits.request_timeout_s", l.request_timeout_s),
             ("limits.job_deadline_s", l.job_deadline_s),
             ("workers.max_attempts", u64::from(self.workers.max_attempts)),

@@ -93,6 +93,15 @@ pub enum ApiError {
     /// The server is shutting down or not ready.
     #[error("{0}")]
     Unavailable(String),
+    /// One job of a batch submission was refused (so none was stored): its index and
+    /// why, answered with that error's status and code.
+    #[error("jobs[{index}]: {error}")]
+    InBatch {
+        /// The job's position in the batch, from 0.
+        index: usize,
+        /// Why it was refused.
+        error: Box<ApiError>,
+    },
     /// The job store failed.
     #[error("{0}")]
     Store(#[from] crate::store::StoreError),
@@ -142,6 +151,7 @@ impl ApiError {
             ),
             ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout", Some(1)),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", Some(1)),
+            ApiError::InBatch { error, .. } => error.parts(),
             ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "store_error", None),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", None),
         }

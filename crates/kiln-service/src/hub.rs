@@ -32,35 +32,49 @@ impl Hub {
 
     /// Admit one job for `principal` or say why not (`Retry-After` from the backlog).
     pub fn admit(&self, principal: &str, per_token: u64, total: u64) -> Result<(), ApiError> {
+        self.admit_many(principal, 1, per_token, total)
+    }
+
+    /// Admit `n` jobs for `principal` at once, or none (a batch is all or nothing).
+    pub fn admit_many(&self, principal: &str, n: u64, per_token: u64, total: u64) -> Result<(), ApiError> {
         let mut g = lock(&self.in_flight);
         let mine = g.0.get(principal).copied().unwrap_or(0);
         let retry_after_s = 1;
-        if g.1 >= total {
+        if g.1.saturating_add(n) > total {
             return Err(ApiError::QueueFull {
                 depth: g.1,
                 retry_after_s,
             });
         }
-        if mine >= per_token {
+        if mine.saturating_add(n) > per_token {
             return Err(ApiError::TooManyInFlight {
                 in_flight: mine,
                 retry_after_s,
             });
         }
-        *g.0.entry(principal.to_string()).or_insert(0) += 1;
-        g.1 += 1;
+        *g.0.entry(principal.to_string()).or_insert(0) += n;
+        g.1 += n;
         Ok(())
     }
 
     /// Undo an admission (the insert failed or named an earlier job), or count a job done.
     pub fn release(&self, principal: &str) {
+        self.release_many(principal, 1);
+    }
+
+    /// Undo `n` admissions of `principal`.
+    pub fn release_many(&self, principal: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
         let mut g = lock(&self.in_flight);
-        if let Some(n) = g.0.get_mut(principal) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+        if let Some(mine) = g.0.get_mut(principal) {
+            let k = n.min(*mine);
+            *mine -= k;
+            if *mine == 0 {
                 g.0.remove(principal);
             }
-            g.1 = g.1.saturating_sub(1);
+            g.1 = g.1.saturating_sub(k);
         }
     }
 

@@ -201,11 +201,88 @@ fn auto() -> String {
     "auto".into()
 }
 
-/// The `i`-th number of `v.data` as the request wrote it (for an error message).
-fn v_text(v: &Value, i: usize) -> String {
-    v.get("data")
-        .and_then(|d| d.get(i))
-        .map_or_else(|| "the number".into(), |n| n.to_string())
+/// What a JSON value is, for an error message that quotes it (long text cut short).
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("{b} (a boolean)"),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) if s.chars().count() > 32 => {
+            format!("{:?}... (a string)", s.chars().take(32).collect::<String>())
+        }
+        Value::String(s) => format!("{s:?} (a string)"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// Why `v` is not a float32 number: not a number at all, or past float32's range (which
+/// would parse as an infinity, be stored as `null` and fail on the worker).
+fn not_f32(v: &Value) -> Option<String> {
+    match v.as_f64() {
+        Some(x) if (x as f32).is_finite() => None,
+        Some(_) => Some(format!(
+            "{} is outside float32's range (|x| <= {:e})",
+            shown(v),
+            f32::MAX
+        )),
+        None => Some(format!("{} is not a number", shown(v))),
+    }
+}
+
+/// Why `v` is not a float64 number.
+fn not_f64(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(_) => None,
+        _ => Some(format!("{} is not a number", shown(v))),
+    }
+}
+
+/// Why `v` is not an integer (an axis: negative counts from the end).
+pub(crate) fn not_int(v: &Value) -> Option<String> {
+    match v.as_i64() {
+        Some(n) if isize::try_from(n).is_ok() => None,
+        _ => Some(format!("{} is not an integer", shown(v))),
+    }
+}
+
+/// Why `v` is not a size (a whole number, 0 or more).
+pub(crate) fn not_size(v: &Value) -> Option<String> {
+    match v.as_u64() {
+        Some(n) if usize::try_from(n).is_ok() => None,
+        _ => Some(format!("{} is not a size (a whole number, 0 or more)", shown(v))),
+    }
+}
+
+/// Check every element of `v` at `path` (when `v` is a JSON list) with `why_not`; the first
+/// bad one is a 400 naming it by path and index (`inputs.x.data[3]: null is not a number`).
+/// Run before serde reads the list, whose error would name neither the element nor its
+/// index. Anything other than a list is left to serde's message.
+pub(crate) fn check_list(
+    path: &str,
+    v: Option<&Value>,
+    why_not: fn(&Value) -> Option<String>,
+) -> Result<(), ApiError> {
+    let Some(Value::Array(items)) = v else {
+        return Ok(());
+    };
+    for (i, item) in items.iter().enumerate() {
+        if let Some(why) = why_not(item) {
+            return Err(bad(format!("{path}[{i}]: {why}")));
+        }
+    }
+    Ok(())
+}
+
+/// Check one float32 field `name` of an object (`params.a`).
+fn check_f32_field(path: &str, obj: &Value, name: &str) -> Result<(), ApiError> {
+    match obj.get(name) {
+        Some(v) if !v.is_null() => match not_f32(v) {
+            Some(why) => Err(bad(format!("{path}.{name}: {why}"))),
+            None => Ok(()),
+        },
+        _ => Ok(()),
+    }
 }
 
 /// An array in a request: `{"shape": [..], "data": [..]}` or `{"blob": "b_..."}`.
@@ -351,6 +428,8 @@ pub(crate) fn array(
     max_elements: u64,
 ) -> Result<(ArrayInput, u64), ApiError> {
     let v = v.ok_or_else(|| bad(format!("inputs.{what} is missing")))?;
+    check_list(&format!("inputs.{what}.data"), v.get("data"), not_f32)?;
+    check_list(&format!("inputs.{what}.shape"), v.get("shape"), not_size)?;
     let r: RawArray = serde_json::from_value(v.clone()).map_err(|e| bad(format!("inputs.{what}: {e}")))?;
     match (r.data, r.blob) {
         (Some(data), None) => {
@@ -373,15 +452,6 @@ pub(crate) fn array(
                 return Err(bad(format!(
                     "inputs.{what}: shape {shape:?} holds {n} elements but data has {}",
                     data.len()
-                )));
-            }
-            // A JSON number past f32's range parses as an infinity, which the stored task
-            // would write as `null` and the worker could not read back: refused here.
-            if let Some(i) = data.iter().position(|v| !v.is_finite()) {
-                return Err(bad(format!(
-                    "inputs.{what}.data[{i}]: {} is outside float32's range (|x| <= {:e})",
-                    v_text(v, i),
-                    f32::MAX
                 )));
             }
             let len = data.len() as u64;
@@ -485,6 +555,17 @@ fn filter(
     blobs: &dyn BlobLookup,
     max_elements: u64,
 ) -> Result<(Task, u64), ApiError> {
+    let kernel = params.get("kernel");
+    check_list(
+        "params.kernel.weights",
+        kernel.and_then(|k| k.get("weights")),
+        not_f64,
+    )?;
+    check_list(
+        "params.kernel.shape",
+        kernel.and_then(|k| k.get("shape")),
+        not_size,
+    )?;
     let p: FilterParams = parse("params", params)?;
     boundary_mode(&p.mode).map_err(|e| bad(format!("params.mode: {e}")))?;
     filter_path(&p.path).map_err(|e| bad(format!("params.{e}")))?;
@@ -585,6 +666,9 @@ fn elementwise(
     blobs: &dyn BlobLookup,
     max: u64,
 ) -> Result<(Task, u64), ApiError> {
+    for name in ["a", "b", "lo", "hi"] {
+        check_f32_field("params", params, name)?;
+    }
     let p: ElementwiseParams = parse("params", params)?;
     let (a, b) = if p.op == "clamp" { (p.lo, p.hi) } else { (p.a, p.b) };
     map_op(&p.op, a, b).map_err(|e| bad(format!("params.{e}")))?;

@@ -254,6 +254,37 @@ struct TypedScalar {
     dtype: Option<String>,
 }
 
+/// The lists and numbers of `params` that serde reads through untagged enums or whole
+/// lists, checked first so that a bad element is named (`params.grid[1]: null is not a
+/// size`) rather than reported as matching no form.
+fn precheck_params(params: &Value) -> Result<(), ApiError> {
+    use crate::task::{check_list, not_int, not_size};
+    for f in ["grid", "block"] {
+        check_list(&format!("params.{f}"), params.get(f), not_size)?;
+    }
+    match params.get("axis") {
+        Some(v @ Value::Array(_)) => check_list("params.axis", Some(v), not_int)?,
+        Some(v) if !v.is_null() => {
+            if let Some(why) = not_int(v) {
+                return Err(bad(format!(
+                    "params.axis: {why} (an axis is an integer or a list of them)"
+                )));
+            }
+        }
+        _ => {}
+    }
+    if let Some(v) = params
+        .get("identity")
+        .filter(|v| !(v.is_null() || v.is_string() || v.is_number()))
+    {
+        return Err(bad(format!(
+            "params.identity: {} is neither C source (a string, e.g. \"0\" or \"-INFINITY\") nor a number",
+            kind_of(v)
+        )));
+    }
+    Ok(())
+}
+
 /// Check a `user_kernel` submission (the server's switch is checked by the caller).
 pub fn validate(
     params: &Value,
@@ -261,6 +292,7 @@ pub fn validate(
     blobs: &dyn BlobLookup,
     max_elements: u64,
 ) -> Result<Checked, ApiError> {
+    precheck_params(params)?;
     let form: Form = crate::task::parse("params", params)?;
     let empty = Map::new();
     let inputs = match inputs {

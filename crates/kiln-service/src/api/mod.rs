@@ -5,6 +5,7 @@
 mod blobs;
 mod jobs;
 mod ops;
+mod submit;
 pub mod types;
 
 use crate::auth::{Principal, TokenSet};
@@ -52,7 +53,8 @@ type St = State<Arc<AppState>>;
 #[openapi(
     info(title = "kiln job service", description = "Durable GPU jobs: pricing, filtering, GEMM, element-wise maps, users' own kernels."),
     paths(
-        jobs::submit,
+        submit::submit,
+        submit::submit_batch,
         jobs::get_job,
         jobs::cancel_job,
         jobs::list_jobs,
@@ -67,6 +69,8 @@ type St = State<Arc<AppState>>;
     ),
     components(schemas(
         types::SubmitRequest,
+        types::BatchRequest,
+        types::BatchResponse,
         types::JobView,
         types::JobList,
         types::BlobView,
@@ -102,7 +106,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The router: `/v1/*` behind bearer auth, `/healthz`, `/readyz`, `/metrics` open.
 pub fn app(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
-        .route("/v1/jobs", get(jobs::list_jobs).post(jobs::submit))
+        .route("/v1/jobs", get(jobs::list_jobs).post(submit::submit))
+        .route("/v1/jobs:batch", axum::routing::post(submit::submit_batch))
         .route("/v1/jobs/{id}", get(jobs::get_job).delete(jobs::cancel_job))
         .route("/v1/blobs", axum::routing::post(blobs::put_blob))
         .route("/v1/blobs/{id}", get(blobs::get_blob).delete(blobs::delete_blob))

@@ -37,6 +37,21 @@ pub struct SubmitRequest {
     pub queue_timeout_s: Option<u64>,
 }
 
+/// `POST /v1/jobs:batch`.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// The jobs, each as `POST /v1/jobs` takes it (at most `limits.max_batch_jobs`).
+    pub jobs: Vec<SubmitRequest>,
+}
+
+/// The answer to `POST /v1/jobs:batch`.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct BatchResponse {
+    /// The jobs, in the request's order.
+    pub jobs: Vec<JobView>,
+}
+
 /// The range of [`SubmitRequest::priority`].
 pub const PRIORITIES: std::ops::RangeInclusive<i32> = -1000..=1000;
 

@@ -129,6 +129,30 @@ pub struct NewJob {
     pub created_ms: i64,
 }
 
+impl NewJob {
+    /// The record of this job as just inserted (queued, no attempt yet), `seq` being the
+    /// insertion order the store gave it.
+    pub fn queued_record(&self, seq: i64) -> JobRecord {
+        JobRecord {
+            seq,
+            id: self.id.clone(),
+            kind: self.kind.clone(),
+            state: JobState::Queued,
+            principal: self.principal.clone(),
+            attempts: 0,
+            max_attempts: self.max_attempts,
+            created_ms: self.created_ms,
+            started_ms: None,
+            finished_ms: None,
+            deadline_ms: self.deadline_ms,
+            priority: self.priority,
+            queue_until_ms: self.queue_until_ms,
+            result: None,
+            error: None,
+        }
+    }
+}
+
 /// What [`JobStore::insert`] did.
 #[derive(Clone, Debug)]
 pub enum Inserted {
@@ -141,6 +165,52 @@ pub enum Inserted {
         /// Whether the earlier request's body was the same.
         same_request: bool,
     },
+}
+
+/// What [`JobStore::insert_batch`] did.
+#[derive(Clone, Debug)]
+pub enum BatchInserted {
+    /// Every job stored (or, by its idempotency key, found): the answers in the batch's order.
+    Stored(Vec<Inserted>),
+    /// Job `index`'s idempotency key names an earlier job of a different request: nothing
+    /// of the batch was stored.
+    Mismatch {
+        /// The job's position in the batch.
+        index: usize,
+        /// The earlier job its key names.
+        job: Box<JobRecord>,
+    },
+}
+
+impl BatchInserted {
+    /// The first job that named an earlier job of a different request, if any: the
+    /// store's verdict on a batch's answers, before it commits.
+    pub fn check(list: Vec<Inserted>) -> BatchInserted {
+        let bad = list.iter().position(|i| {
+            matches!(
+                i,
+                Inserted::Existing {
+                    same_request: false,
+                    ..
+                }
+            )
+        });
+        let Some(index) = bad else {
+            return BatchInserted::Stored(list);
+        };
+        match list.into_iter().nth(index) {
+            Some(Inserted::Existing { job, .. } | Inserted::Created(job)) => BatchInserted::Mismatch {
+                index,
+                job: Box::new(job),
+            },
+            None => BatchInserted::Stored(Vec::new()),
+        }
+    }
+
+    /// Whether the batch was stored.
+    pub fn is_stored(&self) -> bool {
+        matches!(self, BatchInserted::Stored(_))
+    }
 }
 
 /// A job as stored, with its result when it has one.
@@ -317,6 +387,12 @@ pub trait JobStore: Send + Sync + 'static {
     /// Store a new job durably (committed when the future resolves), or return the earlier
     /// job of the same principal and idempotency key.
     fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>>;
+    /// Store many new jobs in one transaction (committed when the future resolves): all of
+    /// them, or (on any failure) none. Each is treated as [`JobStore::insert`] treats one (an
+    /// idempotency key naming an earlier job of the same request returns that job), except
+    /// that a key naming an earlier job of a different request stores nothing of the batch
+    /// ([`BatchInserted::Mismatch`]).
+    fn insert_batch(&self, jobs: Vec<NewJob>) -> BoxFuture<'_, StoreResult<BatchInserted>>;
     /// One job with its result.
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>>;
     /// A page of jobs, newest first.

@@ -11,7 +11,7 @@ mod schema;
 mod tenancy;
 
 use super::*;
-use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, job_row, JOB_COLS};
+use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, insert_job, job_row, JOB_COLS};
 use rusqlite::{params, Connection, OptionalExtension};
 use schema::{INDEXES_V2, SCHEMA, SCHEMA_VERSION, TO_V2};
 use std::path::Path;
@@ -34,6 +34,16 @@ pub struct SqliteStore {
     node: Mutex<Option<NodeRecord>>,
 }
 
+/// Statements a connection keeps prepared: every statement of the store fits, so none is
+/// parsed again on the hot path (rusqlite's default keeps 16).
+const STATEMENT_CACHE: usize = 128;
+
+/// Run a statement prepared once per connection (the hot path's writes: a claim, a finish,
+/// a retry run per job, and a group of them per commit).
+fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(p)
+}
+
 fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
@@ -49,6 +59,7 @@ fn open(path: &Path, synchronous_full: bool) -> StoreResult<Connection> {
     )
     .map_err(err)?;
     c.pragma_update(None, "foreign_keys", "ON").map_err(err)?;
+    c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(c)
 }
 
@@ -192,15 +203,16 @@ fn writer_loop(mut c: Connection, rx: mpsc::Receiver<WriteOp>) {
             }
         };
         let mut replies: Vec<Reply> = Vec::with_capacity(ops.len());
-        for (i, op) in ops.into_iter().enumerate() {
-            let name = format!("op{i}");
-            let _ = tx.execute_batch(&format!("SAVEPOINT {name}"));
+        for op in ops {
+            // One savepoint name, its three statements prepared once: a group's ops nest
+            // nothing, each is released (or rolled back) before the next begins.
+            let _ = exec(&tx, "SAVEPOINT op", []);
             // A failed op rolls back its own savepoint only (its reply carries the error).
             let (ok, reply) = op(&tx);
             if !ok {
-                let _ = tx.execute_batch(&format!("ROLLBACK TO {name}"));
+                let _ = exec(&tx, "ROLLBACK TO op", []);
             }
-            let _ = tx.execute_batch(&format!("RELEASE {name}"));
+            let _ = exec(&tx, "RELEASE op", []);
             replies.push(reply);
         }
         let commit = tx.commit().err().map(|e| e.to_string());
@@ -223,47 +235,21 @@ fn op_failed(op: WriteOp, _msg: &str) -> Reply {
 
 impl JobStore for SqliteStore {
     fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>> {
+        self.write(move |c| insert_job(c, &job))
+    }
+
+    fn insert_batch(&self, jobs: Vec<NewJob>) -> BoxFuture<'_, StoreResult<BatchInserted>> {
+        // One write op: the writer's savepoint around it rolls back every insert of the
+        // batch if one fails; a savepoint of its own rolls them back on a key mismatch.
         self.write(move |c| {
-            if let Some(key) = &job.idempotency_key {
-                let earlier: Option<(String, String)> = c
-                    .query_row(
-                        "SELECT id, request_hash FROM jobs WHERE principal = ?1 AND idem_key = ?2",
-                        params![job.principal, key],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )
-                    .optional()?;
-                if let Some((id, hash)) = earlier {
-                    if let Some(j) = get_job(c, &id, true)? {
-                        return Ok(Inserted::Existing {
-                            job: j,
-                            same_request: hash == job.request_hash,
-                        });
-                    }
-                }
+            c.execute_batch("SAVEPOINT batch")?;
+            let list: rusqlite::Result<Vec<Inserted>> = jobs.iter().map(|j| insert_job(c, j)).collect();
+            let verdict = list.map(BatchInserted::check);
+            if !matches!(verdict, Ok(BatchInserted::Stored(_))) {
+                c.execute_batch("ROLLBACK TO batch")?;
             }
-            c.execute(
-                "INSERT INTO jobs(id, kind, batch_key, needs_gpu, principal, idem_key, request_hash, \
-                 task, elements, state, max_attempts, deadline_ms, created_ms, priority, queue_until_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    job.id,
-                    job.kind,
-                    job.batch_key,
-                    job.needs_gpu,
-                    job.principal,
-                    job.idempotency_key,
-                    job.request_hash,
-                    job.task,
-                    job.elements as i64,
-                    job.max_attempts,
-                    job.deadline_ms,
-                    job.created_ms,
-                    job.priority,
-                    job.queue_until_ms
-                ],
-            )?;
-            let j = get_job(c, &job.id, false)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-            Ok(Inserted::Created(j))
+            c.execute_batch("RELEASE batch")?;
+            verdict
         })
     }
 
@@ -296,7 +282,8 @@ impl JobStore for SqliteStore {
     fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
         let id = id.to_string();
         self.write(move |c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE jobs SET state = 'cancelled', finished_ms = ?2, lease_owner = NULL \
                  WHERE id = ?1 AND state IN ('queued', 'running')",
                 params![id, now_ms()],
@@ -415,7 +402,8 @@ impl JobStore for SqliteStore {
         self.write(move |c| {
             let until = now_ms() + lease.as_millis() as i64;
             for id in &ids {
-                c.execute(
+                exec(
+                    c,
                     "UPDATE jobs SET lease_until_ms = ?3 WHERE id = ?1 AND lease_owner = ?2 AND state = 'running'",
                     params![id, owner, until],
                 )?;
@@ -433,7 +421,8 @@ impl JobStore for SqliteStore {
                 Outcome::Succeeded { .. } => ("succeeded", None, None),
                 Outcome::Failed { code, message } => ("failed", Some(code.clone()), Some(message.clone())),
             };
-            let n = c.execute(
+            let n = exec(
+                c,
                 "UPDATE jobs SET state = ?3, finished_ms = ?4, lease_owner = NULL, \
                  error_code = coalesce(?5, error_code), error_message = coalesce(?6, error_message) \
                  WHERE id = ?1 AND state = 'running' AND lease_owner = ?2",
@@ -444,7 +433,8 @@ impl JobStore for SqliteStore {
             }
             if let Outcome::Succeeded { result, blobs } = outcome {
                 // The primary key keeps one result per job: a second insert fails the op.
-                c.execute(
+                exec(
+                    c,
                     "INSERT INTO results(job_id, body, bytes, stored_ms) VALUES (?1, ?2, ?3, ?4)",
                     params![id, result, result.len() as i64, now],
                 )?;
@@ -471,7 +461,8 @@ impl JobStore for SqliteStore {
         );
         self.write(move |c| {
             let now = now_ms();
-            let n = c.execute(
+            let n = exec(
+                    c,
                 "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
                  finished_ms = CASE WHEN attempts >= max_attempts THEN ?5 ELSE NULL END, \
                  lease_owner = NULL, lease_until_ms = NULL, error_code = ?3, error_message = ?4 \
@@ -488,7 +479,8 @@ impl JobStore for SqliteStore {
     fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>> {
         let prefix = format!("{live_prefix}%");
         self.write(move |c| {
-            let n = c.execute(
+            let n = exec(
+                c,
                 "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
                  WHERE state = 'running' AND (lease_owner IS NULL OR lease_owner NOT LIKE ?1 \
                  OR lease_until_ms < ?2)",
@@ -643,7 +635,8 @@ impl JobStore for SqliteStore {
     fn release_node(&self, node: &str) -> BoxFuture<'_, StoreResult<u64>> {
         let node = format!("{node}/");
         self.write(move |c| {
-            let n = c.execute(
+            let n = exec(
+                c,
                 "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
                  WHERE state = 'running' AND substr(lease_owner, 1, length(?1)) = ?1",
                 params![node],
@@ -667,7 +660,8 @@ impl JobStore for SqliteStore {
         }
         let owner = format!("{}/", node.id);
         self.write(move |c| {
-            c.execute(
+            exec(
+                c,
                 "UPDATE jobs SET lease_until_ms = ?2 WHERE state = 'running' \
                  AND substr(lease_owner, 1, length(?1)) = ?1",
                 params![owner, now + lease.as_millis() as i64],

@@ -287,3 +287,84 @@ fn array_numbers_past_float32_are_refused_naming_the_element() {
     ));
     assert!(e.contains("inputs.x") && e.contains("null"), "{e}");
 }
+
+/// Every list of numbers and float32 parameter is checked element by element at
+/// submission: each bad element is a 400 naming it by path and index. Before, a clamp bound
+/// past float32's range parsed as an infinity, passed (an infinite bound is ordered), was
+/// stored as `null` and failed on the worker (`clamp` needs `lo`); a `null` or a string in
+/// a list was refused without its index.
+#[test]
+fn bad_numbers_are_refused_naming_the_element() {
+    let none = OneBlob(PathBuf::new());
+    let run = |kind: &str, params: Value, inputs: Value| {
+        err(validate(kind, &params, &inputs, 1 << 20, false, true, &none))
+    };
+    let x = json!({"x": {"shape": [2], "data": [1.0, 2.0]}});
+    for (params, want) in [
+        (
+            json!({"op": "clamp", "lo": -1e39, "hi": 1.0}),
+            "params.lo: -1e+39 is outside float32's range",
+        ),
+        (
+            json!({"op": "clamp", "lo": 0.0, "hi": 1e39}),
+            "params.hi: 1e+39 is outside float32's range",
+        ),
+        (
+            json!({"op": "scale_shift", "a": "2", "b": 1.0}),
+            "params.a: \"2\" (a string) is not a number",
+        ),
+    ] {
+        let e = run("elementwise", params, x.clone());
+        assert!(e.starts_with(want), "{want}\n{e}");
+    }
+    for (data, want) in [
+        (
+            json!([1.0, "2"]),
+            "inputs.x.data[1]: \"2\" (a string) is not a number",
+        ),
+        (
+            json!([true, 2.0]),
+            "inputs.x.data[0]: true (a boolean) is not a number",
+        ),
+        (json!([1.0, [2.0]]), "inputs.x.data[1]: a list is not a number"),
+    ] {
+        let e = run("elementwise", json!({"op": "relu"}), json!({"x": {"data": data}}));
+        assert!(e.starts_with(want), "{want}\n{e}");
+    }
+    let e = run(
+        "elementwise",
+        json!({"op": "relu"}),
+        json!({"x": {"shape": [2, null], "data": [1.0, 2.0]}}),
+    );
+    assert!(e.starts_with("inputs.x.shape[1]: null is not a size"), "{e}");
+    let img = json!({"image": {"shape": [3, 3], "data": vec![0.5; 9]}});
+    let e = run(
+        "filter2d",
+        json!({"kernel": {"shape": [3, 3], "weights": [0.1, 0.1, 0.1, 0.1, null, 0.1, 0.1, 0.1, 0.1]}}),
+        img,
+    );
+    assert!(
+        e.starts_with("params.kernel.weights[4]: null is not a number"),
+        "{e}"
+    );
+    let e = run(
+        "gemm",
+        json!({"m": 1, "n": 1, "k": 2}),
+        json!({"a": {"data": [1.0, 2.0]}, "b": {"data": [1.0, 1e39]}}),
+    );
+    assert!(
+        e.starts_with("inputs.b.data[1]: 1e+39 is outside float32's range"),
+        "{e}"
+    );
+    let red = json!({"type": "reduction", "in_params": "T x", "out_params": "T y", "map_expr": "x",
+        "reduce_expr": "a + b", "post_map_expr": "y = a", "identity": "0", "axis": [0, "1"]});
+    let e = run(
+        "user_kernel",
+        red,
+        json!({"x": {"shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}}),
+    );
+    assert!(
+        e.starts_with("params.axis[1]: \"1\" (a string) is not an integer"),
+        "{e}"
+    );
+}

@@ -138,70 +138,11 @@ impl PgStore {
 
 impl JobStore for PgStore {
     fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>> {
-        Box::pin(async move {
-            let c = self.conn().await?;
-            // One statement: the insert and its notification commit together; a conflict
-            // on the idempotency key inserts nothing (and notifies nothing).
-            let st = c
-                .prepare_cached(
-                    "WITH ins AS (INSERT INTO kiln_jobs(id, kind, batch_key, needs_gpu, principal, \
-                     idem_key, request_hash, task, elements, state, max_attempts, deadline_ms, created_ms, \
-                     priority, queue_until_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14) \
-                     ON CONFLICT (principal, idem_key) WHERE idem_key IS NOT NULL DO NOTHING \
-                     RETURNING id) \
-                     SELECT id, pg_notify('kiln_jobs', '') FROM ins",
-                )
-                .await
-                .map_err(pg_err)?;
-            let max_attempts = job.max_attempts.min(i32::MAX as u32) as i32;
-            let elements = job.elements.min(i64::MAX as u64) as i64;
-            let rows = c
-                .query(
-                    &st,
-                    &[
-                        &job.id,
-                        &job.kind,
-                        &job.batch_key,
-                        &job.needs_gpu,
-                        &job.principal,
-                        &job.idempotency_key,
-                        &job.request_hash,
-                        &job.task,
-                        &elements,
-                        &max_attempts,
-                        &job.deadline_ms,
-                        &job.created_ms,
-                        &job.priority,
-                        &job.queue_until_ms,
-                    ],
-                )
-                .await
-                .map_err(pg_err)?;
-            if !rows.is_empty() {
-                let j = get_job(&c, &job.id, false)
-                    .await?
-                    .ok_or_else(|| StoreError(format!("job {} vanished after its insert", job.id)))?;
-                return Ok(Inserted::Created(j));
-            }
-            let key = job.idempotency_key.as_deref().unwrap_or_default();
-            let row = c
-                .query_opt(
-                    "SELECT id, request_hash FROM kiln_jobs WHERE principal = $1 AND idem_key = $2",
-                    &[&job.principal, &key],
-                )
-                .await
-                .map_err(pg_err)?
-                .ok_or_else(|| StoreError(format!("job {}: the insert stored nothing", job.id)))?;
-            let (id, hash): (String, String) = (row.get(0), row.get(1));
-            let j = get_job(&c, &id, true)
-                .await?
-                .ok_or_else(|| StoreError(format!("job {id} vanished")))?;
-            Ok(Inserted::Existing {
-                job: j,
-                same_request: hash == job.request_hash,
-            })
-        })
+        Box::pin(async move { super::insert::insert_one(self.conn().await?, job).await })
+    }
+
+    fn insert_batch(&self, jobs: Vec<NewJob>) -> BoxFuture<'_, StoreResult<BatchInserted>> {
+        Box::pin(async move { super::insert::insert_many(self.conn().await?, jobs).await })
     }
 
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {

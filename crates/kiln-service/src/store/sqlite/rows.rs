@@ -62,20 +62,20 @@ pub(super) fn blob_row(r: &Row<'_>) -> rusqlite::Result<BlobRecord> {
 }
 
 pub(super) fn insert_blob(c: &Connection, b: &BlobRecord) -> rusqlite::Result<()> {
-    c.execute(
+    c.prepare_cached(
         "INSERT OR REPLACE INTO blobs(id, path, size, sha256, format, principal, job_id, created_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            b.id,
-            b.path.to_string_lossy(),
-            b.size as i64,
-            b.sha256,
-            b.format,
-            b.principal,
-            b.job_id,
-            b.created_ms
-        ],
-    )?;
+    )?
+    .execute(params![
+        b.id,
+        b.path.to_string_lossy(),
+        b.size as i64,
+        b.sha256,
+        b.format,
+        b.principal,
+        b.job_id,
+        b.created_ms
+    ])?;
     Ok(())
 }
 
@@ -109,4 +109,46 @@ pub(super) fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
         deadline_ms: r.get(7)?,
         queue_until_ms: r.get(8)?,
     })
+}
+
+/// Insert one new job (the statement prepared once per connection), or return the earlier
+/// job of its principal and idempotency key. A created job's record is made from what was
+/// inserted, not read back.
+pub(super) fn insert_job(c: &Connection, job: &NewJob) -> rusqlite::Result<Inserted> {
+    if let Some(key) = &job.idempotency_key {
+        let earlier: Option<(String, String)> = c
+            .prepare_cached("SELECT id, request_hash FROM jobs WHERE principal = ?1 AND idem_key = ?2")?
+            .query_row(params![job.principal, key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((id, hash)) = earlier {
+            if let Some(j) = get_job(c, &id, true)? {
+                return Ok(Inserted::Existing {
+                    job: j,
+                    same_request: hash == job.request_hash,
+                });
+            }
+        }
+    }
+    c.prepare_cached(
+        "INSERT INTO jobs(id, kind, batch_key, needs_gpu, principal, idem_key, request_hash, \
+         task, elements, state, max_attempts, deadline_ms, created_ms, priority, queue_until_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', ?10, ?11, ?12, ?13, ?14)",
+    )?
+    .execute(params![
+        job.id,
+        job.kind,
+        job.batch_key,
+        job.needs_gpu,
+        job.principal,
+        job.idempotency_key,
+        job.request_hash,
+        job.task,
+        job.elements.min(i64::MAX as u64) as i64,
+        job.max_attempts,
+        job.deadline_ms,
+        job.created_ms,
+        job.priority,
+        job.queue_until_ms
+    ])?;
+    Ok(Inserted::Created(job.queued_record(c.last_insert_rowid())))
 }
