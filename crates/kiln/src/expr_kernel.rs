@@ -248,6 +248,10 @@ impl DeviceCall {
                         let s = self.scalars.get(name).ok_or_else(|| missing("scalar", name))?;
                         KernelArg::Scalar(cuda_scalar(s.cast(*dtype)))
                     }
+                    KernelParam::ScalarImag { name, dtype } => {
+                        let s = self.scalars.get(name).ok_or_else(|| missing("scalar", name))?;
+                        KernelArg::Scalar(cuda_scalar(s.cast(*dtype).imag()))
+                    }
                     KernelParam::Size => int(g.size),
                     KernelParam::ReduceSize => int(g.reduce_size),
                     KernelParam::Extent { axis } => int(g.extents.get(*axis).copied().unwrap_or(1)),
@@ -380,6 +384,9 @@ fn storage_type(t: ScalarType) -> CudaType {
         ScalarType::U64 => CudaType::U64,
         ScalarType::F32 => CudaType::F32,
         ScalarType::F64 => CudaType::F64,
+        // a complex array is passed as a pointer to its parts
+        ScalarType::C64 => CudaType::F32,
+        ScalarType::C128 => CudaType::F64,
     }
 }
 
@@ -398,6 +405,8 @@ fn cuda_scalar(s: Scalar) -> CudaScalar {
         Scalar::F16(x) => CudaScalar::F32(x.to_f32()),
         Scalar::F32(x) => CudaScalar::F32(x),
         Scalar::F64(x) => CudaScalar::F64(x),
+        // a complex scalar is two parameters: this real part, then `KernelParam::ScalarImag`
+        Scalar::C64(..) | Scalar::C128(..) => cuda_scalar(s.real()),
     }
 }
 

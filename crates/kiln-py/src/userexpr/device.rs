@@ -48,6 +48,9 @@ pub(super) fn storage_type(t: ScalarType) -> kiln::cuda::user::ScalarType {
         ScalarType::U64 => C::U64,
         ScalarType::F32 => C::F32,
         ScalarType::F64 => C::F64,
+        // a complex array is passed as a pointer to its parts
+        ScalarType::C64 => C::F32,
+        ScalarType::C128 => C::F64,
     }
 }
 
@@ -66,6 +69,8 @@ pub(super) fn cuda_scalar(s: Scalar) -> CudaScalar {
         Scalar::F16(x) => CudaScalar::F32(x.to_f32()),
         Scalar::F32(x) => CudaScalar::F32(x),
         Scalar::F64(x) => CudaScalar::F64(x),
+        // a complex scalar is two parameters: this real part, then `KernelParam::ScalarImag`
+        Scalar::C64(..) | Scalar::C128(..) => cuda_scalar(s.real()),
     }
 }
 
@@ -101,6 +106,13 @@ impl GpuCall {
                             .get(name)
                             .ok_or_else(|| PyValueError::new_err(format!("no scalar {name}")))?;
                         KernelArg::Scalar(cuda_scalar(s.cast(*dtype)))
+                    }
+                    KernelParam::ScalarImag { name, dtype } => {
+                        let s = self
+                            .scalars
+                            .get(name)
+                            .ok_or_else(|| PyValueError::new_err(format!("no scalar {name}")))?;
+                        KernelArg::Scalar(cuda_scalar(s.cast(*dtype).imag()))
                     }
                     KernelParam::Size => KernelArg::Scalar(CudaScalar::I64(self.size as i64)),
                     KernelParam::ReduceSize => KernelArg::Scalar(CudaScalar::I64(self.reduce_size as i64)),
