@@ -423,6 +423,19 @@ fn construction_conversion_and_conditions() {
         let want = [t[0] + 1.0 - 1.5, t[1] + im[e] as f64];
         assert!(same64(w[e], want), "{:?} vs {want:?}", w[e]);
     }
+    // parts swapped in place, unconditionally and under a condition
+    let k = ElementwiseKernel::new(
+        "T x",
+        "T z, T w",
+        "z = x; z = T(imag(z), real(z)); w = x; if (real(x) > 0) { w = T(imag(w), real(w)); }",
+        "swap",
+    )
+    .unwrap();
+    let x = vec![[1.0, 2.0], [-3.0, 4.0]];
+    let o = k.call_alloc(&[arr(&[2], &x)], None).unwrap();
+    let (z, w): (V64, V64) = (out(&o[0]), out(&o[1]));
+    assert_eq!(z, vec![[2.0, 1.0], [4.0, -3.0]]);
+    assert_eq!(w, vec![[2.0, 1.0], [-3.0, 4.0]]);
     let k = common::ew("cplx_cond");
     let x = vec![[0.5, 0.1], [-2.0, 1.0], [3.0, 0.0]];
     let y = vec![[7.0, 8.0], [9.0, 10.0], [11.0, 12.0]];

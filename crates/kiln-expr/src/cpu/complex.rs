@@ -58,6 +58,14 @@ impl Lower<'_> {
             }
         }
         let dst = self.cvar(id);
+        let mut src = src;
+        if src.1 == dst.0 && src.0 != dst.0 {
+            // the real part's copy would overwrite the imaginary part's source
+            // (`z = complex<float>(imag(z), real(z))`): take it first
+            let t = self.reg(self.vars[id].ty.part());
+            out.push(Ins::Copy { dst: t, src: src.1 });
+            src.1 = t;
+        }
         for (d, s) in [(dst.0, src.0), (dst.1, src.1)] {
             if d == s {
                 continue;
