@@ -14,6 +14,7 @@
 
 use std::fmt::Write;
 
+use crate::cuda_complex as cx;
 use crate::elementwise::Typed;
 use crate::params::{Binding, Param};
 use crate::parse::UnOp;
@@ -33,11 +34,21 @@ pub enum KernelParam {
         /// Whether the kernel writes it.
         output: bool,
     },
-    /// A scalar by value, in the C type of `dtype` (`float` for half: the half value).
+    /// A scalar by value, in the C type of `dtype` (`float` for half: the half value; for
+    /// a complex type its real part, in the part's C type: [`crate::Scalar::real`]).
     Scalar {
         /// The kernel parameter.
         name: String,
         /// Its type.
+        dtype: ScalarType,
+    },
+    /// The imaginary part of the complex scalar `name` (the parameter after its real part),
+    /// in the C type of `dtype`'s part: [`crate::Scalar::imag`] of the scalar converted to
+    /// `dtype`.
+    ScalarImag {
+        /// The kernel parameter.
+        name: String,
+        /// Its (complex) type.
         dtype: ScalarType,
     },
     /// `long long`: the number of loop elements (element-wise) or of output elements
@@ -108,6 +119,7 @@ pub(crate) fn addr_of(shape: &[usize], arg_shape: &[usize]) -> Addr {
 pub(crate) fn lit(v: Value, t: ScalarType) -> String {
     use ScalarType::*;
     match t {
+        C64 | C128 => crate::cuda_complex::constant(v, t),
         Bool => (if v.as_bool() { "true" } else { "false" }).into(),
         I8 | I16 | U8 | U16 => format!("(({}){})", t.c_name(), v.as_i64()),
         I32 => {
@@ -189,12 +201,24 @@ impl Emit<'_> {
                     s
                 }
             }
+            TE::Unary(op, a) if x.ty.is_complex() => {
+                let _ = op;
+                cx::neg(x.ty, &self.expr(a))
+            }
             TE::Unary(op, a) => {
                 let o = if *op == UnOp::Neg { "-" } else { "~" };
                 r16(format!("({o}{})", self.expr(a)))
             }
             TE::Not(a) => format!("(!{})", self.expr(a)),
+            TE::Bin(op, a, b) if x.ty.is_complex() => cx::bin(
+                *op,
+                x.ty,
+                (self.expr(a), a.ty.is_complex()),
+                (self.expr(b), b.ty.is_complex()),
+            ),
             TE::Bin(op, a, b) => r16(format!("({} {} {})", self.expr(a), op.c(), self.expr(b))),
+            TE::Cmp(op, a, b) if a.ty.is_complex() => cx::cmp(*op, a.ty, &self.expr(a), &self.expr(b)),
+            TE::Complex(re, im) => cx::make(x.ty, &self.expr(re), &self.expr(im)),
             TE::Cmp(op, a, b) | TE::Logic(op, a, b) => {
                 format!("({} {} {})", self.expr(a), op.c(), self.expr(b))
             }
@@ -203,6 +227,10 @@ impl Emit<'_> {
             TE::Call(f, args) => {
                 let at = args[0].ty;
                 let a: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                if at.is_complex() {
+                    let real_exp = args.get(1).is_some_and(|b| !b.ty.is_complex());
+                    return cx::call(*f, at, &a, real_exp);
+                }
                 let s = match f {
                     Func::Min | Func::Max if !at.is_float() => {
                         let base = if *f == Func::Min { "min" } else { "max" };
@@ -227,6 +255,14 @@ impl Emit<'_> {
         let s = self.expr(a);
         let from = a.ty;
         match to {
+            C64 | C128 => {
+                let p = to.part().c_name();
+                if from.is_complex() {
+                    format!("{}_from({s})", to.c_name())
+                } else {
+                    cx::make(to, &format!("(({p})({s}))"), &format!("(({p})0)"))
+                }
+            }
             Bool => format!("((bool)({s}))"),
             F16 => {
                 if matches!(from, F16 | F32) {
@@ -286,7 +322,9 @@ pub(crate) fn var_use(ss: &[TS], id: usize, cond: bool, reads: &mut bool, cond_w
             TE::Var(v) => *v == id,
             TE::Const(_) | TE::Special(_) => false,
             TE::RawLoad(_, a) | TE::Unary(_, a) | TE::Not(a) | TE::Cast(a) => ex(a, id),
-            TE::Bin(_, a, b) | TE::Cmp(_, a, b) | TE::Logic(_, a, b) => ex(a, id) || ex(b, id),
+            TE::Bin(_, a, b) | TE::Cmp(_, a, b) | TE::Logic(_, a, b) | TE::Complex(a, b) => {
+                ex(a, id) || ex(b, id)
+            }
             TE::Select(c, a, b) => ex(c, id) || ex(a, id) || ex(b, id),
             TE::Call(_, args) => args.iter().any(|a| ex(a, id)),
         }
@@ -316,6 +354,15 @@ pub(crate) fn assigns(ss: &[TS], id: usize) -> bool {
     })
 }
 
+/// The initialiser of a local variable (zero; `{}` for a complex struct).
+pub(crate) fn zero_init(t: ScalarType) -> &'static str {
+    if t.is_complex() {
+        "{}"
+    } else {
+        "0"
+    }
+}
+
 /// The C type of a kernel parameter for a scalar of type `t`.
 pub(crate) fn scalar_c(t: ScalarType) -> &'static str {
     t.c_name()
@@ -342,6 +389,12 @@ pub(crate) fn elementwise_params(ins: &[Param], outs: &[Param], b: &Binding) -> 
                 name: p.name.clone(),
                 dtype: t,
             });
+            if t.is_complex() {
+                v.push(KernelParam::ScalarImag {
+                    name: p.name.clone(),
+                    dtype: t,
+                });
+            }
             continue;
         }
         v.push(KernelParam::Array {
@@ -391,8 +444,17 @@ pub(crate) fn param_decls(params: &[KernelParam], raw: &[String]) -> String {
             KernelParam::Array { name, dtype, output } => {
                 let restrict = if raw.contains(name) { "" } else { " __restrict__" };
                 let c = if *output { "" } else { "const " };
-                format!("{c}{}*{restrict} _p_{name}", dtype.c_storage_name())
+                if dtype.is_complex() {
+                    // its parts; re-typed by `cuda_complex::param_aliases`
+                    format!("{c}{}*{restrict} _pc_{name}", dtype.part().c_name())
+                } else {
+                    format!("{c}{}*{restrict} _p_{name}", dtype.c_storage_name())
+                }
             }
+            KernelParam::Scalar { name, dtype } if dtype.is_complex() => {
+                format!("const {} _sr_{name}", dtype.part().c_name())
+            }
+            KernelParam::ScalarImag { name, dtype } => format!("const {} _si_{name}", dtype.part().c_name()),
             KernelParam::Scalar { name, dtype } => format!("const {} {name}", scalar_c(*dtype)),
             KernelParam::Size => "const long long _n".into(),
             KernelParam::ReduceSize => "const long long _red_n".into(),
@@ -472,6 +534,9 @@ pub(crate) fn elementwise_source(
         "// kiln-expr element-wise kernel `{name}`: one thread per element, grid-stride loop."
     );
     s.push_str(HALF_HELPERS);
+    if cx::uses_complex(&b.param_types) {
+        s.push_str(&cx::helpers());
+    }
     if !preamble.is_empty() {
         s.push_str(preamble);
         s.push('\n');
@@ -481,6 +546,7 @@ pub(crate) fn elementwise_source(
         "extern \"C\" __global__ void {name}(\n    {}) {{",
         param_decls(&params, &raw)
     );
+    s.push_str(&cx::param_aliases(&params, "  "));
     let _ = writeln!(s, "  const long long _ind_size = _n;");
     let _ = writeln!(s, "  for ({idx} _i = ({idx})blockIdx.x * blockDim.x + threadIdx.x; _i < ({idx})_n; _i += ({idx})gridDim.x * blockDim.x) {{");
     let _ = writeln!(s, "    const long long i = (long long)_i;");
@@ -544,7 +610,13 @@ pub(crate) fn elementwise_source(
                 let _ = k >= nin;
             }
             VarKind::Local => {
-                let _ = writeln!(s, "    {} {} = 0;", v.ty.c_name(), var_name(&t.vars, id));
+                let _ = writeln!(
+                    s,
+                    "    {} {} = {};",
+                    v.ty.c_name(),
+                    var_name(&t.vars, id),
+                    zero_init(v.ty)
+                );
             }
             VarKind::Scalar(_) | VarKind::Acc(_) => {}
         }
@@ -575,6 +647,11 @@ pub(crate) fn elementwise_verbatim(
             "float16 parameters need a body within kiln's C subset (verbatim CUDA has no half type here)"
                 .into(),
         );
+    }
+    if let Some(t) = b.param_types.iter().find(|t| t.is_complex()) {
+        return Err(format!(
+            "{t} parameters need a body within kiln's C subset (verbatim CUDA has no complex type here)"
+        ));
     }
     let params = elementwise_params(ins, outs, b);
     let raw: Vec<String> = ins

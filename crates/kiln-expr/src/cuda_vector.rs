@@ -148,6 +148,7 @@ pub(crate) fn source(
         plan.symbol,
         param_decls(params, &[])
     );
+    s.push_str(&crate::cuda_complex::param_aliases(params, "  "));
     let _ = writeln!(s, "  const long long _ind_size = _n;");
     let _ = writeln!(s, "  const long long _nv = _n / {w};");
     let _ = writeln!(
@@ -298,7 +299,13 @@ fn element_body(
                 }
             }
             VarKind::Local => {
-                let _ = writeln!(s, "{pad}{} {} = 0;", v.ty.c_name(), var_name(&t.vars, id));
+                let _ = writeln!(
+                    s,
+                    "{pad}{} {} = {};",
+                    v.ty.c_name(),
+                    var_name(&t.vars, id),
+                    crate::cuda::zero_init(v.ty)
+                );
             }
             VarKind::Scalar(_) | VarKind::Acc(_) => {}
         }

@@ -45,64 +45,96 @@ pub(crate) enum Func {
     Isnan,
     Isinf,
     Isfinite,
+    /// `real(z)`: a complex value's real part (a real value itself).
+    Real,
+    /// `imag(z)`: the imaginary part (0 for a real value).
+    Imag,
+    /// `conj(z)`: the complex conjugate.
+    Conj,
+    /// `arg(z)`: the phase angle, `atan2(imag, real)`.
+    Arg,
 }
+
+/// The C names of the functions.
+const NAMES: [(&str, Func); 43] = {
+    use Func::*;
+    [
+        ("exp", Exp),
+        ("log", Log),
+        ("sqrt", Sqrt),
+        ("sin", Sin),
+        ("cos", Cos),
+        ("tan", Tan),
+        ("tanh", Tanh),
+        ("sinh", Sinh),
+        ("cosh", Cosh),
+        ("asin", Asin),
+        ("acos", Acos),
+        ("atan", Atan),
+        ("fabs", Fabs),
+        ("floor", Floor),
+        ("ceil", Ceil),
+        ("round", Round),
+        ("trunc", Trunc),
+        ("erf", Erf),
+        ("erfc", Erfc),
+        ("exp2", Exp2),
+        ("log2", Log2),
+        ("log10", Log10),
+        ("log1p", Log1p),
+        ("expm1", Expm1),
+        ("rsqrt", Rsqrt),
+        ("cbrt", Cbrt),
+        ("pow", Pow),
+        ("fmin", Fmin),
+        ("fmax", Fmax),
+        ("copysign", Copysign),
+        ("atan2", Atan2),
+        ("fmod", Fmod),
+        ("hypot", Hypot),
+        ("min", Min),
+        ("max", Max),
+        ("abs", Abs),
+        ("isnan", Isnan),
+        ("isinf", Isinf),
+        ("isfinite", Isfinite),
+        ("real", Real),
+        ("imag", Imag),
+        ("conj", Conj),
+        ("arg", Arg),
+    ]
+};
 
 impl Func {
     /// The function of a C name, and whether the name is the `float` (`...f`) form.
     pub(crate) fn lookup(name: &str) -> Option<(Func, bool)> {
         use Func::*;
-        let base = |n: &str| -> Option<Func> {
-            Some(match n {
-                "exp" => Exp,
-                "log" => Log,
-                "sqrt" => Sqrt,
-                "sin" => Sin,
-                "cos" => Cos,
-                "tan" => Tan,
-                "tanh" => Tanh,
-                "sinh" => Sinh,
-                "cosh" => Cosh,
-                "asin" => Asin,
-                "acos" => Acos,
-                "atan" => Atan,
-                "fabs" => Fabs,
-                "floor" => Floor,
-                "ceil" => Ceil,
-                "round" => Round,
-                "trunc" => Trunc,
-                "erf" => Erf,
-                "erfc" => Erfc,
-                "exp2" => Exp2,
-                "log2" => Log2,
-                "log10" => Log10,
-                "log1p" => Log1p,
-                "expm1" => Expm1,
-                "rsqrt" => Rsqrt,
-                "cbrt" => Cbrt,
-                "pow" => Pow,
-                "fmin" => Fmin,
-                "fmax" => Fmax,
-                "copysign" => Copysign,
-                "atan2" => Atan2,
-                "fmod" => Fmod,
-                "hypot" => Hypot,
-                "min" => Min,
-                "max" => Max,
-                "abs" => Abs,
-                "isnan" => Isnan,
-                "isinf" => Isinf,
-                "isfinite" => Isfinite,
-                _ => return None,
-            })
-        };
+        let base = |n: &str| NAMES.iter().find(|(s, _)| *s == n).map(|&(_, f)| f);
         if let Some(f) = base(name) {
             return Some((f, false));
         }
         let f = base(name.strip_suffix('f')?)?;
-        if matches!(f, Min | Max | Abs | Isnan | Isinf | Isfinite) {
+        if matches!(
+            f,
+            Min | Max | Abs | Isnan | Isinf | Isfinite | Real | Imag | Conj | Arg
+        ) {
             return None;
         }
         Some((f, true))
+    }
+
+    /// Whether the function is defined on complex arguments.
+    pub(crate) fn complex(self) -> bool {
+        use Func::*;
+        matches!(
+            self,
+            Real | Imag | Conj | Arg | Abs | Exp | Log | Sqrt | Sin | Cos | Pow
+        )
+    }
+
+    /// The C name as written (for messages).
+    pub(crate) fn c_name(self) -> &'static str {
+        NAMES.iter().find(|(_, f)| *f == self).map_or("?", |&(s, _)| s)
     }
 
     pub(crate) fn arity(self) -> usize {
@@ -186,6 +218,10 @@ impl Func {
             Isnan => "isnan",
             Isinf => "isinf",
             Isfinite => "isfinite",
+            // Complex functions are emitted by the generator; on a real value `arg` is
+            // `atan2(0, x)` and the others are the value or zero.
+            Real | Imag | Conj => return String::new(),
+            Arg => "atan2",
         };
         if ty == ScalarType::F64 || matches!(self, Isnan | Isinf | Isfinite) {
             base.into()

@@ -17,6 +17,7 @@
 
 mod cpu;
 pub mod cuda;
+mod cuda_complex;
 mod cuda_reduction;
 mod cuda_vector;
 mod elementwise;

@@ -116,6 +116,8 @@ pub(crate) enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(TypeName, Box<Expr>),
+    /// `T(re, im)`: a complex value from its parts (the type must be complex).
+    Complex(TypeName, Box<Expr>, Box<Expr>),
     Assign(Option<BinOp>, Box<Expr>, Box<Expr>),
 }
 
@@ -233,6 +235,9 @@ impl<'a> Parser<'a> {
             if self.placeholders.contains(&s) {
                 return Ok(TypeName::Placeholder(s));
             }
+            if s == "complex" && self.is_punct("<") {
+                return self.complex_type(pos);
+            }
             return match ScalarType::from_name(&s)? {
                 Some(t) => Ok(TypeName::Concrete(t)),
                 None => Err(self.err(pos, format!("`{s}` is not a type"))),
@@ -243,6 +248,38 @@ impl<'a> Parser<'a> {
             Some(t) => Ok(TypeName::Concrete(t)),
             None => Err(self.err(pos, format!("`{joined}` is not a supported type"))),
         }
+    }
+
+    /// The rest of `complex<float>` or `complex<double>` after `complex`.
+    fn complex_type(&mut self, pos: Pos) -> Result<TypeName, Error> {
+        self.expect("<")?;
+        let part = self.type_name()?;
+        self.expect(">")?;
+        match part {
+            TypeName::Concrete(ScalarType::F32) => Ok(TypeName::Concrete(ScalarType::C64)),
+            TypeName::Concrete(ScalarType::F64) => Ok(TypeName::Concrete(ScalarType::C128)),
+            TypeName::Concrete(t) => Err(self.err(
+                pos,
+                format!("`complex<{}>` is not supported; use complex<float> or complex<double>", t.c_name()),
+            )),
+            TypeName::Placeholder(p) => Err(self.err(
+                pos,
+                format!("`complex<{p}>` is not supported; declare the parameter complex64 or complex128, or give it a placeholder type bound to a complex array"),
+            )),
+        }
+    }
+
+    /// After a functional cast's type and `(`: `T(x)` or, for a complex `T`, `T(re, im)`.
+    fn functional_cast(&mut self, ty: TypeName) -> Result<ExprKind, Error> {
+        let e = self.assignment()?;
+        let kind = if self.eat(",") {
+            let im = self.assignment()?;
+            ExprKind::Complex(ty, Box::new(e), Box::new(im))
+        } else {
+            ExprKind::Cast(ty, Box::new(e))
+        };
+        self.expect(")")?;
+        Ok(kind)
     }
 
     /// Parses a whole statement list (the kernel body).
@@ -583,13 +620,16 @@ impl<'a> Parser<'a> {
                     && (self.placeholders.contains(&name)
                         || matches!(ScalarType::from_name(&name), Ok(Some(_))))
                 {
-                    // Functional cast `float(x)`, `T(x)`.
+                    // Functional cast `float(x)`, `T(x)`, and `T(re, im)` for a complex `T`.
                     self.at -= 1;
                     let ty = self.type_name()?;
                     self.expect("(")?;
-                    let e = self.expr()?;
-                    self.expect(")")?;
-                    ExprKind::Cast(ty, Box::new(e))
+                    self.functional_cast(ty)?
+                } else if name == "complex" && self.is_punct("<") {
+                    // `complex<float>(re, im)`, `complex<double>(x)`.
+                    let ty = self.complex_type(pos)?;
+                    self.expect("(")?;
+                    self.functional_cast(ty)?
                 } else if self.eat("(") {
                     let mut args = Vec::new();
                     if !self.eat(")") {

@@ -296,6 +296,9 @@ impl ReductionKernel {
         let op = &self.name;
         let b = &rb.binding;
         let rt = rb.reduce_type;
+        if let Some(t) = b.param_types.iter().chain([&rt]).find(|t| t.is_complex()) {
+            return Err(Error::invalid(op, format!("ReductionKernel over {t}: complex values are supported in ElementwiseKernel only; reduce the parts (or abs(z)) an ElementwiseKernel computes")));
+        }
         let types = b.type_map();
         let raws = HashMap::new();
         let nin = self.ins.len();

@@ -44,7 +44,9 @@ pub(crate) enum TE {
     /// `!x`; the operand is bool.
     Not(Box<TX>),
     /// Arithmetic or bitwise; both operands have the result type (for shifts too: the
-    /// count is converted to the left operand's type).
+    /// count is converted to the left operand's type), except that with a complex result
+    /// one operand may be real, of the result's part type (`+ - * /` of a complex and a
+    /// real value, computed as C++'s `complex<T>` operators do: on the parts).
     Bin(BinOp, Box<TX>, Box<TX>),
     /// Comparison; both operands have a common type, the result is bool.
     Cmp(BinOp, Box<TX>, Box<TX>),
@@ -56,6 +58,9 @@ pub(crate) enum TE {
     Cast(Box<TX>),
     /// A math function; the arguments have the function's argument types.
     Call(Func, Vec<TX>),
+    /// A complex value (this node's type) from its real and imaginary parts, both of the
+    /// type's part type.
+    Complex(Box<TX>, Box<TX>),
 }
 
 #[derive(Clone, Debug)]
@@ -170,8 +175,9 @@ impl<'a> Checker<'a> {
         match s {
             Stmt::Block(b) => out.extend(self.block(b)?),
             Stmt::If(c, t, e) => {
+                let pos = c.pos;
                 let c = self.expr(c)?;
-                let c = to_bool(c);
+                let c = self.cond(c, pos)?;
                 let t = self.block(t)?;
                 let e = self.block(e)?;
                 out.push(TS::If(c, t, e));
@@ -188,7 +194,7 @@ impl<'a> Checker<'a> {
                     let value = match init {
                         Some(e) => {
                             let v = self.expr(e)?;
-                            cast(v, t)
+                            self.conv(v, t, e.pos)?
                         }
                         // An uninitialised local reads as zero on both devices.
                         None => TX {
@@ -255,7 +261,7 @@ impl<'a> Checker<'a> {
                     None => rhs_t,
                     Some(op) => self.binary(op, cur, rhs_t, pos)?,
                 };
-                out.push(TS::Assign(id, cast(value, v.ty)));
+                out.push(TS::Assign(id, self.conv(value, v.ty, rhs.pos)?));
             }
             ExprKind::Index(name, idx) => {
                 let Some(&(p, ty, is_out)) = self.raws.get(name) else {
@@ -272,7 +278,7 @@ impl<'a> Checker<'a> {
                         self.binary(op, cur, rhs_t, pos)?
                     }
                 };
-                out.push(TS::RawStore(p, idx, cast(value, ty)));
+                out.push(TS::RawStore(p, idx, self.conv(value, ty, rhs.pos)?));
             }
             _ => return Err(self.err(lhs.pos, "the left side of an assignment must be a variable, an output parameter or `x[index]` of a raw output")),
         }
@@ -418,7 +424,7 @@ impl<'a> Checker<'a> {
                         }
                     }
                     UnOp::BitNot => {
-                        if x.ty.is_float() {
+                        if x.ty.is_float() || x.ty.is_complex() {
                             return Err(self.err(pos, format!("`~` needs an integer operand, not {}", x.ty)));
                         }
                         let t = promote(x.ty);
@@ -428,7 +434,7 @@ impl<'a> Checker<'a> {
                         }
                     }
                     UnOp::Not => TX {
-                        e: TE::Not(Box::new(to_bool(x))),
+                        e: TE::Not(Box::new(self.cond(x, pos)?)),
                         ty: Bool,
                     },
                 }
@@ -439,7 +445,8 @@ impl<'a> Checker<'a> {
                 self.binary(*op, a, b, pos)?
             }
             ExprKind::Cond(c, a, b) => {
-                let c = to_bool(self.expr(c)?);
+                let c = self.expr(c)?;
+                let c = self.cond(c, pos)?;
                 let a = self.expr(a)?;
                 let b = self.expr(b)?;
                 let t = if a.ty == b.ty {
@@ -455,7 +462,24 @@ impl<'a> Checker<'a> {
             ExprKind::Cast(t, x) => {
                 let t = self.resolve_type(t, pos)?;
                 let x = self.expr(x)?;
-                cast(x, t)
+                self.conv(x, t, pos)?
+            }
+            ExprKind::Complex(t, re, im) => {
+                let t = self.resolve_type(t, pos)?;
+                if !t.is_complex() {
+                    return Err(self.err(
+                        pos,
+                        format!("`{}(re, im)` needs a complex type, not {t}", t.c_name()),
+                    ));
+                }
+                let re = self.expr(re)?;
+                let re = self.conv(re, t.part(), pos)?;
+                let im = self.expr(im)?;
+                let im = self.conv(im, t.part(), pos)?;
+                TX {
+                    e: TE::Complex(Box::new(re), Box::new(im)),
+                    ty: t,
+                }
             }
             ExprKind::Call(name, args) => self.call(name, args, pos)?,
             ExprKind::Assign(..) => {
@@ -469,11 +493,23 @@ impl<'a> Checker<'a> {
 
     fn binary(&mut self, op: BinOp, a: TX, b: TX, pos: Pos) -> Result<TX, Error> {
         use BinOp::*;
+        let complex = a.ty.is_complex() || b.ty.is_complex();
         Ok(match op {
             And | Or => TX {
-                e: TE::Logic(op, Box::new(to_bool(a)), Box::new(to_bool(b))),
+                e: TE::Logic(op, Box::new(self.cond(a, pos)?), Box::new(self.cond(b, pos)?)),
                 ty: ScalarType::Bool,
             },
+            Lt | Le | Gt | Ge if complex => {
+                return Err(self.err(
+                    pos,
+                    format!(
+                        "`{}` is not defined on complex values ({} and {}): C++'s complex has no order; compare `real(z)`, `imag(z)` or `abs(z)`",
+                        op.c(),
+                        a.ty,
+                        b.ty
+                    ),
+                ))
+            }
             Lt | Le | Gt | Ge | Eq | Ne => {
                 let t = common_type(a.ty, b.ty);
                 TX {
@@ -482,7 +518,7 @@ impl<'a> Checker<'a> {
                 }
             }
             Shl | Shr | BitAnd | BitOr | BitXor | Rem => {
-                if a.ty.is_float() || b.ty.is_float() {
+                if a.ty.is_float() || b.ty.is_float() || complex {
                     return Err(self.err(
                         pos,
                         format!("`{}` needs integer operands, not {} and {}", op.c(), a.ty, b.ty),
@@ -500,8 +536,18 @@ impl<'a> Checker<'a> {
             }
             Add | Sub | Mul | Div => {
                 let t = common_type(a.ty, b.ty);
+                let real_dividend = op == Div && b.ty.is_complex();
+                // A real operand of a complex operation stays real (C++'s `complex<T> op T`
+                // works on the parts), except the dividend of a real divided by a complex.
+                let operand = |x: TX| {
+                    if t.is_complex() && !x.ty.is_complex() && !real_dividend {
+                        cast(x, t.part())
+                    } else {
+                        cast(x, t)
+                    }
+                };
                 TX {
-                    e: TE::Bin(op, Box::new(cast(a, t)), Box::new(cast(b, t))),
+                    e: TE::Bin(op, Box::new(operand(a)), Box::new(operand(b))),
                     ty: t,
                 }
             }
@@ -522,6 +568,11 @@ impl<'a> Checker<'a> {
         let mut ta = Vec::new();
         for a in args {
             ta.push(self.expr(a)?);
+        }
+        if ta.iter().any(|a| a.ty.is_complex())
+            || matches!(f, Func::Real | Func::Imag | Func::Conj | Func::Arg)
+        {
+            return self.complex_call(f, name, single, ta, pos);
         }
         // <cmath>'s overloads: float arguments stay float, double or integer ones give double.
         let float_ty = |ts: &[ScalarType]| {
@@ -556,11 +607,100 @@ impl<'a> Checker<'a> {
             ty: res_t,
         })
     }
+
+    /// A call with a complex argument, or of `real`/`imag`/`conj`/`arg` (which on a real
+    /// value give the value, zero, the value and `atan2(0, x)`: NumPy's functions of a real).
+    fn complex_call(
+        &mut self,
+        f: Func,
+        name: &str,
+        single: bool,
+        ta: Vec<TX>,
+        pos: Pos,
+    ) -> Result<TX, Error> {
+        use ScalarType::*;
+        if !f.complex() {
+            return Err(self.err(pos, format!("`{name}` is not defined on complex values; the complex functions are real, imag, conj, abs, arg, exp, log, sqrt, sin, cos and pow")));
+        }
+        if single {
+            return Err(self.err(
+                pos,
+                format!("`{name}` takes a float; call `{}` on a complex value", f.c_name()),
+            ));
+        }
+        let tys: Vec<ScalarType> = ta.iter().map(|t| t.ty).collect();
+        let t = tys.iter().fold(tys[0], |acc, &t| common_type(acc, t));
+        if !t.is_complex() {
+            // `real`, `imag` or `conj` of a real value: computed in its floating type
+            let ft = if matches!(tys[0], F16 | F32) { F32 } else { F64 };
+            let x = cast(ta.into_iter().next().unwrap_or_else(|| zero(ft)), ft);
+            return Ok(match f {
+                Func::Imag => zero(ft),
+                Func::Arg => TX {
+                    e: TE::Call(Func::Atan2, vec![zero(ft), x]),
+                    ty: ft,
+                },
+                _ => x,
+            });
+        }
+        let res_t = match f {
+            Func::Real | Func::Imag | Func::Abs | Func::Arg => t.part(),
+            _ => t,
+        };
+        // `pow(z, x)` keeps a real exponent real (`exp(x * log(z))` on the parts)
+        let ta = ta
+            .into_iter()
+            .enumerate()
+            .map(|(k, a)| {
+                if f == Func::Pow && k == 1 && !a.ty.is_complex() {
+                    cast(a, t.part())
+                } else {
+                    cast(a, t)
+                }
+            })
+            .collect();
+        Ok(TX {
+            e: TE::Call(f, ta),
+            ty: res_t,
+        })
+    }
+
+    /// `x` converted to `t`, refused from a complex to a real type: C++'s `complex` has no
+    /// such conversion, and which part (or the modulus) is meant is the caller's to say.
+    pub(crate) fn conv(&self, x: TX, t: ScalarType, pos: Pos) -> Result<TX, Error> {
+        if x.ty.is_complex() && !t.is_complex() {
+            return Err(self.err(pos, format!("a {} value cannot be converted to {t} (C++'s complex has no such conversion); take `real(z)`, `imag(z)` or `abs(z)`", x.ty)));
+        }
+        Ok(cast(x, t))
+    }
+
+    /// `x` as a condition (`x != 0`); refused for a complex value, which C++'s `complex`
+    /// does not convert to `bool`.
+    fn cond(&self, x: TX, pos: Pos) -> Result<TX, Error> {
+        if x.ty.is_complex() {
+            return Err(self.err(
+                pos,
+                format!(
+                    "a {} value cannot be a condition; compare it, e.g. `z != 0`",
+                    x.ty
+                ),
+            ));
+        }
+        Ok(to_bool(x))
+    }
+}
+
+/// Zero of a real type.
+fn zero(t: ScalarType) -> TX {
+    TX {
+        e: TE::Const(Value::I(0).cast(ScalarType::I64, t)),
+        ty: t,
+    }
 }
 
 /// The type an arithmetic unary operator computes in: integers promote, floats stay.
 fn arith_type(t: ScalarType) -> ScalarType {
-    if t.is_float() {
+    if t.is_float() || t.is_complex() {
         t
     } else {
         promote(t)

@@ -33,11 +33,16 @@ pub enum ScalarType {
     F32,
     /// `double`.
     F64,
+    /// A complex number of two `float`s (real, then imaginary part; 8 bytes in memory, the
+    /// layout of NumPy's `complex64` and C++'s `complex<float>`).
+    C64,
+    /// A complex number of two `double`s (16 bytes in memory: NumPy's `complex128`).
+    C128,
 }
 
 impl ScalarType {
     /// Every type, in NumPy's order.
-    pub const ALL: [ScalarType; 12] = [
+    pub const ALL: [ScalarType; 14] = [
         ScalarType::Bool,
         ScalarType::I8,
         ScalarType::I16,
@@ -50,6 +55,8 @@ impl ScalarType {
         ScalarType::F16,
         ScalarType::F32,
         ScalarType::F64,
+        ScalarType::C64,
+        ScalarType::C128,
     ];
 
     /// Bytes per element.
@@ -59,7 +66,8 @@ impl ScalarType {
             Bool | I8 | U8 => 1,
             I16 | U16 | F16 => 2,
             I32 | U32 | F32 => 4,
-            I64 | U64 | F64 => 8,
+            I64 | U64 | F64 | C64 => 8,
+            C128 => 16,
         }
     }
 
@@ -79,6 +87,33 @@ impl ScalarType {
             F16 => "float16",
             F32 => "float32",
             F64 => "float64",
+            C64 => "complex64",
+            C128 => "complex128",
+        }
+    }
+
+    /// Whether this is a complex type.
+    pub fn is_complex(self) -> bool {
+        matches!(self, ScalarType::C64 | ScalarType::C128)
+    }
+
+    /// The type of a complex type's real and imaginary parts (`float32` for `complex64`,
+    /// `float64` for `complex128`); a real type is its own part.
+    pub fn part(self) -> ScalarType {
+        match self {
+            ScalarType::C64 => ScalarType::F32,
+            ScalarType::C128 => ScalarType::F64,
+            t => t,
+        }
+    }
+
+    /// The complex type whose parts hold a real type's values as C++ promotes them
+    /// (`float64` to `complex128`, every other real type to `complex64`); complex types
+    /// are their own.
+    pub(crate) fn complex_of(self) -> ScalarType {
+        match self {
+            ScalarType::F64 | ScalarType::C128 => ScalarType::C128,
+            _ => ScalarType::C64,
         }
     }
 
@@ -89,7 +124,7 @@ impl ScalarType {
 
     /// Whether this is an integer type (not `bool`).
     pub fn is_int(self) -> bool {
-        !self.is_float() && self != ScalarType::Bool
+        !self.is_float() && !self.is_complex() && self != ScalarType::Bool
     }
 
     /// Whether this is an unsigned integer type.
@@ -100,7 +135,7 @@ impl ScalarType {
 
     /// The type named by a NumPy name or a C spelling (`float32`, `float`, `double`, `half`,
     /// `int`, `long long`, `unsigned int`, `uint8`, `size_t`, ...); `None` when the name is no
-    /// type. Complex names give an error: kiln's kernels have no complex type.
+    /// type. `complex` is NumPy's alias of `complex128`.
     pub fn from_name(name: &str) -> Result<Option<ScalarType>, Error> {
         use ScalarType::*;
         let words: Vec<&str> = name.split_whitespace().collect();
@@ -110,22 +145,28 @@ impl ScalarType {
             "int8" | "int8_t" | "signed char" | "char" => I8,
             "int16" | "int16_t" | "short" | "short int" | "signed short" => I16,
             "int32" | "int32_t" | "int" | "signed" | "signed int" | "intc" => I32,
-            "int64" | "int64_t" | "long" | "long int" | "long long" | "long long int"
-            | "signed long" | "signed long long" | "ptrdiff_t" | "intp" => I64,
+            "int64" | "int64_t" | "long" | "long int" | "long long" | "long long int" | "signed long"
+            | "signed long long" | "ptrdiff_t" | "intp" => I64,
             "uint8" | "uint8_t" | "unsigned char" => U8,
             "uint16" | "uint16_t" | "unsigned short" | "unsigned short int" => U16,
             "uint32" | "uint32_t" | "unsigned" | "unsigned int" | "uintc" => U32,
-            "uint64" | "uint64_t" | "unsigned long" | "unsigned long long"
-            | "unsigned long int" | "unsigned long long int" | "size_t" | "uintp" => {
-                U64
-            }
+            "uint64"
+            | "uint64_t"
+            | "unsigned long"
+            | "unsigned long long"
+            | "unsigned long int"
+            | "unsigned long long int"
+            | "size_t"
+            | "uintp" => U64,
             "float16" | "half" => F16,
             "float32" | "float" => F32,
             "float64" | "double" | "float_" => F64,
-            "complex64" | "complex128" | "complex" | "complex<float>" | "complex<double>" => {
+            "complex64" | "complex<float>" | "csingle" => C64,
+            "complex128" | "complex" | "complex_" | "complex<double>" | "cdouble" => C128,
+            "complex256" | "clongdouble" | "complex<long double>" => {
                 return Err(Error::invalid(
                     "kernel",
-                    format!("type `{name}`: complex types are not supported by kiln's kernels; split the real and imaginary parts into two float arrays"),
+                    format!("type `{name}`: extended-precision complex has no CUDA type; use complex128"),
                 ))
             }
             _ => return Ok(None),
@@ -149,6 +190,8 @@ impl ScalarType {
             U64 => "unsigned long long",
             F16 | F32 => "float",
             F64 => "double",
+            C64 => "_kiln_c64",
+            C128 => "_kiln_c128",
         }
     }
 
@@ -173,6 +216,8 @@ impl ScalarType {
             F16 => 5,
             F32 => 6,
             F64 => 7,
+            C64 => 8,
+            C128 => 9,
         }
     }
 }
@@ -194,8 +239,15 @@ pub(crate) fn promote(t: ScalarType) -> ScalarType {
 
 /// C's usual arithmetic conversions: the common type of a binary arithmetic operation.
 /// `half` with `half` stays `half` (computed in float, rounded back), as CuPy's `float16`.
+///
+/// A complex operand makes the result complex, of parts of the common type of both
+/// operands' parts (C++'s `complex<T>` promotion: `complex64` with `float64` gives
+/// `complex128`, with any integer `complex64`).
 pub(crate) fn common_type(a: ScalarType, b: ScalarType) -> ScalarType {
     use ScalarType::*;
+    if a.is_complex() || b.is_complex() {
+        return common_type(a.part(), b.part()).complex_of();
+    }
     if a == F64 || b == F64 {
         return F64;
     }
@@ -237,6 +289,10 @@ pub enum Scalar {
     F16(f16),
     F32(f32),
     F64(f64),
+    /// `complex64`: the real, then the imaginary part.
+    C64(f32, f32),
+    /// `complex128`: the real, then the imaginary part.
+    C128(f64, f64),
 }
 
 impl Scalar {
@@ -255,14 +311,39 @@ impl Scalar {
             Scalar::F16(_) => ScalarType::F16,
             Scalar::F32(_) => ScalarType::F32,
             Scalar::F64(_) => ScalarType::F64,
+            Scalar::C64(..) => ScalarType::C64,
+            Scalar::C128(..) => ScalarType::C128,
         }
     }
 
     /// The value as a C conversion to `to` would give it (integers wrap, floats truncate
     /// toward zero and saturate into integers, NaN gives 0, anything non-zero is `true`).
+    /// A real value becomes a complex one with imaginary part 0; a complex value converts
+    /// to a real type as NumPy's `astype` does: its real part (a kernel body refuses that
+    /// conversion, which C++'s `complex` does not have; this is the conversion of a
+    /// scalar argument to its parameter's type).
     pub fn cast(self, to: ScalarType) -> Scalar {
         let v = self.to_value();
         Scalar::from_value(v.cast(self.dtype(), to), to)
+    }
+
+    /// The real part (the value itself for a real scalar, `float` for `complex64`,
+    /// `double` for `complex128`).
+    pub fn real(self) -> Scalar {
+        match self {
+            Scalar::C64(re, _) => Scalar::F32(re),
+            Scalar::C128(re, _) => Scalar::F64(re),
+            s => s,
+        }
+    }
+
+    /// The imaginary part, in the type of [`Scalar::real`] (0 for a real scalar).
+    pub fn imag(self) -> Scalar {
+        match self {
+            Scalar::C64(_, im) => Scalar::F32(im),
+            Scalar::C128(_, im) => Scalar::F64(im),
+            s => Scalar::I32(0).cast(s.dtype()),
+        }
     }
 
     pub(crate) fn to_value(self) -> Value {
@@ -279,6 +360,8 @@ impl Scalar {
             Scalar::F16(x) => Value::F(x.to_f64()),
             Scalar::F32(x) => Value::F(x as f64),
             Scalar::F64(x) => Value::F(x),
+            Scalar::C64(re, im) => Value::C(re as f64, im as f64),
+            Scalar::C128(re, im) => Value::C(re, im),
         }
     }
 
@@ -298,6 +381,14 @@ impl Scalar {
             ScalarType::F16 => Scalar::F16(f16::from_f64(f)),
             ScalarType::F32 => Scalar::F32(f as f32),
             ScalarType::F64 => Scalar::F64(f),
+            ScalarType::C64 => {
+                let (re, im) = v.parts();
+                Scalar::C64(re as f32, im as f32)
+            }
+            ScalarType::C128 => {
+                let (re, im) = v.parts();
+                Scalar::C128(re, im)
+            }
         }
     }
 }
@@ -309,15 +400,24 @@ pub(crate) enum Value {
     I(i64),
     U(u64),
     F(f64),
+    /// A complex value: real and imaginary parts (each exactly a value of the type's part).
+    C(f64, f64),
 }
 
 impl Value {
+    /// Real and imaginary parts (imaginary 0 for a real value).
+    pub(crate) fn parts(self) -> (f64, f64) {
+        match self {
+            Value::C(re, im) => (re, im),
+            v => (v.as_f64(), 0.0),
+        }
+    }
     pub(crate) fn as_i64(self) -> i64 {
         match self {
             Value::B(b) => b as i64,
             Value::I(i) => i,
             Value::U(u) => u as i64,
-            Value::F(f) => f as i64,
+            Value::F(f) | Value::C(f, _) => f as i64,
         }
     }
     pub(crate) fn as_u64(self) -> u64 {
@@ -327,7 +427,7 @@ impl Value {
             Value::U(u) => u,
             // C's float-to-unsigned conversion of a negative value is undefined; CUDA's
             // cvt saturates to 0, as Rust's `as` does.
-            Value::F(f) => f as u64,
+            Value::F(f) | Value::C(f, _) => f as u64,
         }
     }
     pub(crate) fn as_f64(self) -> f64 {
@@ -335,7 +435,16 @@ impl Value {
             Value::B(b) => b as u8 as f64,
             Value::I(i) => i as f64,
             Value::U(u) => u as f64,
-            Value::F(f) => f,
+            Value::F(f) | Value::C(f, _) => f,
+        }
+    }
+    /// The value as `float` (integers converted directly, not through `double`).
+    fn as_f32(self) -> f32 {
+        match self {
+            Value::B(b) => b as u8 as f32,
+            Value::I(i) => i as f32,
+            Value::U(u) => u as f32,
+            Value::F(f) | Value::C(f, _) => f as f32,
         }
     }
     pub(crate) fn as_bool(self) -> bool {
@@ -344,6 +453,7 @@ impl Value {
             Value::I(i) => i != 0,
             Value::U(u) => u != 0,
             Value::F(f) => f != 0.0,
+            Value::C(re, im) => re != 0.0 || im != 0.0,
         }
     }
     /// The value converted from type `from` to `to` (C conversion, then narrowed).
@@ -353,6 +463,7 @@ impl Value {
         let src = match (self, from) {
             (Value::F(f), F32) => Value::F(f as f32 as f64),
             (Value::F(f), F16) => Value::F(f16::from_f64(f).to_f64()),
+            (Value::C(re, im), C64) => Value::C(re as f32 as f64, im as f32 as f64),
             _ => self,
         };
         match to {
@@ -368,6 +479,11 @@ impl Value {
             F16 => Value::F(f16::from_f64(src.as_f64()).to_f64()),
             F32 => Value::F(src.as_f64() as f32 as f64),
             F64 => Value::F(src.as_f64()),
+            C64 => {
+                let im = src.parts().1;
+                Value::C(src.as_f32() as f64, im as f32 as f64)
+            }
+            C128 => Value::C(src.as_f64(), src.parts().1),
         }
     }
 }
@@ -380,7 +496,7 @@ fn uint_from(v: Value, _from: ScalarType) -> u64 {
     match v {
         // A float converts to unsigned through the signed range when negative (what CUDA's
         // cvt.rzi.s64 then a reinterpretation gives for in-range negatives).
-        Value::F(f) if f < 0.0 => (f as i64) as u64,
+        Value::F(f) | Value::C(f, _) if f < 0.0 => (f as i64) as u64,
         _ => v.as_u64(),
     }
 }
@@ -572,3 +688,5 @@ macro_rules! element_pod {
     )*};
 }
 element_pod!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64, f16 => F16, f32 => F32, f64 => F64);
+// complex64 and complex128 elements: `[real, imaginary]`, NumPy's layout.
+element_pod!([f32; 2] => C64, [f64; 2] => C128);

@@ -73,10 +73,10 @@ fn unsupported_constructs_name_the_construct_and_position() {
 #[test]
 fn parameter_lists() {
     has(
-        &ElementwiseKernel::new("complex64 x", "float32 y", "y = 0", "k")
+        &ElementwiseKernel::new("complex256 x", "float32 y", "y = 0", "k")
             .unwrap_err()
             .to_string(),
-        &["complex types are not supported"],
+        &["extended-precision complex has no CUDA type"],
     );
     has(
         &ElementwiseKernel::new("float32", "float32 y", "y = 0", "k")

@@ -13,7 +13,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-const STUB: &str = r#"#include <cstdint>
+const STUB: &str = r#"#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,8 @@ static Dim3 blockIdx, blockDim, gridDim, threadIdx;
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
 template <class T> static inline T __ldcs(const T* p) { return *p; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
 template <class T> static inline void __stcs(T* p, T v) { *p = v; }
 static void* load(const char* path, size_t bytes) {
   void* p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
@@ -121,6 +124,34 @@ const CASES: &[Case] = &[
         "widen",
         &[(U16, Loop), (F32, Scalar)],
     ),
+    (
+        "T x, T y, T a",
+        "T z, T w",
+        "z = a * x + y; w = x / y - conj(a)",
+        "caxpy",
+        &[(C64, Loop), (C64, Loop), (C64, Scalar)],
+    ),
+    (
+        "T x, T y",
+        "T z",
+        "z = x * y / (x - y) + abs(x)",
+        "cdiv128",
+        &[(C128, Loop), (C128, Loop)],
+    ),
+    (
+        "T x, float32 r",
+        "T z, float32 m",
+        "z = x * r + r - x / r; m = abs(x) + real(x) - imag(x)",
+        "cmix",
+        &[(C64, Loop), (F32, Loop)],
+    ),
+    (
+        "complex128 z",
+        "complex128 e, complex128 q",
+        "e = exp(z) + log(z); q = sqrt(z) * sin(z) - cos(z) + pow(z, 0.5)",
+        "cfun128",
+        &[(C128, Loop)],
+    ),
 ];
 
 /// Sizes around the width (4 for f32, 2 for f64, 16/4 for the mixed ones) and the 512
@@ -154,6 +185,14 @@ fn bytes_of(t: ScalarType, n: usize, a: usize) -> Vec<u8> {
             I8 => out.extend(((u * 256.0) as i32 - 128).to_le_bytes()[..1].iter()),
             I32 => out.extend(((v * 1000.0) as i32).to_le_bytes()),
             U16 => out.extend(((u * 65535.0) as u16).to_le_bytes()),
+            // the imaginary part from the same stream, shifted
+            C64 => out.extend(
+                (v as f32)
+                    .to_le_bytes()
+                    .into_iter()
+                    .chain(((1.7 - v) as f32).to_le_bytes()),
+            ),
+            C128 => out.extend(v.to_le_bytes().into_iter().chain((1.7 - v).to_le_bytes())),
             other => panic!("no generator for {other:?}"),
         }
     }
@@ -165,6 +204,9 @@ fn scalar_of(t: ScalarType, a: usize) -> (Scalar, String) {
     match t {
         F32 => (Scalar::F32(v as f32), format!("(float){v:?}")),
         F64 => (Scalar::F64(v), format!("(double){v:?}")),
+        // the kernel takes the real, then the imaginary part
+        C64 => (Scalar::C64(v as f32, -0.5), format!("(float){v:?}, (float)-0.5")),
+        C128 => (Scalar::C128(v, -0.5), format!("(double){v:?}, (double)-0.5")),
         other => panic!("no scalar for {other:?}"),
     }
 }
@@ -291,7 +333,12 @@ fn run_case(cxx: &str, dir: &Path, k: &ElementwiseKernel, args: &[(ScalarType, S
                     std::fs::write(case.join(format!("p{idx}.bin")), &in_bytes[idx]).unwrap();
                     (format!("p{idx}.bin"), in_bytes[idx].len())
                 };
-                let c = dtype.c_storage_name();
+                // a complex array is passed as its parts
+                let c = if dtype.is_complex() {
+                    dtype.part().c_name()
+                } else {
+                    dtype.c_storage_name()
+                };
                 let _ = writeln!(
                     main,
                     "  {c}* p{idx} = ({c}*)load(\"{}\", {bytes});",
@@ -300,6 +347,8 @@ fn run_case(cxx: &str, dir: &Path, k: &ElementwiseKernel, args: &[(ScalarType, S
                 call.push(format!("p{idx}"));
             }
             KernelParam::Scalar { name: pn, .. } => call.push(scalars[param_index(k, &pn)].1.clone()),
+            // written with its real part above
+            KernelParam::ScalarImag { .. } => {}
             KernelParam::Size => call.push(format!("(long long){n}")),
             other => panic!("{name}: unexpected parameter {other:?} in a vector kernel"),
         }
@@ -360,7 +409,7 @@ fn run_case(cxx: &str, dir: &Path, k: &ElementwiseKernel, args: &[(ScalarType, S
 }
 
 fn scalar_of_if(t: ScalarType, a: usize) -> (Scalar, String) {
-    if matches!(t, F32 | F64) {
+    if matches!(t, F32 | F64 | C64 | C128) {
         scalar_of(t, a)
     } else {
         (Scalar::I32(0), String::new())

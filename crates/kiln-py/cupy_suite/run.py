@@ -69,14 +69,9 @@ INTERNAL = {
         "tests/test_raw_cpu.py and tests/test_raw_gpu.py",
 }
 
-# (device, file, glob) -> why kiln fails the case today.
-_COMPLEX = ("complex64/complex128 arguments: kiln's kernels have no complex type yet (the "
-            "case loops over every dtype and stops at the first complex one)")
-KNOWN = {
-    (dev, "test_userkernel.py", case): _COMPLEX
-    for dev in ("cpu", "gpu")
-    for case in ("TestUserkernel::test_numpy_scalar", "TestUserkernelScalar_param_*::test_scalar")
-}
+# (device, file, glob) -> why kiln fails the case today (none: complex dtypes, the last
+# entry, are supported since issue 30).
+KNOWN = {}
 
 PATCH = [
     (r"\bcupy\.ElementwiseKernel\b", "kiln.ElementwiseKernel"),

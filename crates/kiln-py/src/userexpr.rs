@@ -9,6 +9,7 @@ use kiln::expr_kernel::ExprLaunch;
 use kiln_expr::{ArgSpec, Axis, ElementwiseKernel, ReductionKernel, Scalar, ScalarType};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyComplex;
 
 mod device;
 mod host;
@@ -49,7 +50,7 @@ fn specs(ds: &[Bound<'_, PyAny>]) -> PyResult<Vec<ArgSpec>> {
 }
 
 /// A Python number as a scalar of `t` (C's conversion, as CuPy applies it to a kernel's
-/// scalar argument).
+/// scalar argument; a complex number as complex128, converted as NumPy's `astype`).
 fn py_scalar(v: &Bound<'_, PyAny>, t: ScalarType) -> PyResult<Scalar> {
     let v = if v.hasattr("item")? {
         v.call_method0("item")?
@@ -64,6 +65,8 @@ fn py_scalar(v: &Bound<'_, PyAny>, t: ScalarType) -> PyResult<Scalar> {
         Scalar::U64(u)
     } else if let Ok(f) = v.extract::<f64>() {
         Scalar::F64(f)
+    } else if let Ok(c) = v.cast::<PyComplex>() {
+        Scalar::C128(c.real(), c.imag())
     } else {
         return Err(PyTypeError::new_err(format!(
             "unsupported scalar {}; pass a number",

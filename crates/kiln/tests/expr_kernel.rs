@@ -396,3 +396,68 @@ fn reductions_match_the_cpu() {
         .iter()
         .all(|v| *v == f32::NEG_INFINITY));
 }
+
+/// complex64 and complex128: arithmetic (CuPy's formulas, which the CPU evaluator computes
+/// the same way), a complex scalar passed as its two parts, a real array mixed in, and
+/// `real`/`imag`/`conj` at odd sizes, bit for bit.
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn complex_kernels_match_the_cpu_bitwise() {
+    let Some(rt) = gpu("complex_kernels_match_the_cpu_bitwise") else {
+        return;
+    };
+    let seed = testing::fresh_seed();
+    let k = ew(
+        "T z, T w, T a, R r",
+        "T u, T v, R q",
+        "u = a * z + w / (z + a);\nv = conj(z) * r - w;\nq = real(u) + imag(v) * r;",
+        "cplx",
+    );
+    for n in [1usize, 7, 4099, 100_003] {
+        let parts = f32s(2 * n, seed);
+        let others = f32s(2 * n, seed + 1);
+        let r = f32s(n, seed + 2);
+        // complex64: pairs of f32 parts
+        let (z, w) = (
+            HostArray::contiguous(ScalarType::C64, &[n], bytemuck_f32(&parts)),
+            HostArray::contiguous(ScalarType::C64, &[n], bytemuck_f32(&others)),
+        );
+        same_elementwise(
+            rt,
+            &k,
+            &[
+                Arg::Array(z),
+                Arg::Array(w),
+                Arg::Scalar(Scalar::C128(0.75, -1.25)),
+                arr(&[n], &r),
+            ],
+            None,
+        );
+        // complex128, the real array broadcast as a (1,) row
+        let p64: Vec<f64> = parts.iter().map(|&x| x as f64 * 1.000_000_1).collect();
+        let o64: Vec<f64> = others.iter().map(|&x| x as f64).collect();
+        let r1 = [2.5f64];
+        same_elementwise(
+            rt,
+            &k,
+            &[
+                Arg::Array(HostArray::contiguous(ScalarType::C128, &[n], bytemuck_f64(&p64))),
+                Arg::Array(HostArray::contiguous(ScalarType::C128, &[n], bytemuck_f64(&o64))),
+                Arg::Scalar(Scalar::C128(-0.5, 3.0)),
+                arr(&[1], &r1),
+            ],
+            None,
+        );
+    }
+}
+
+fn bytemuck_f32(v: &[f32]) -> &[u8] {
+    <f32 as kiln::expr::Element>::as_bytes(v)
+}
+
+fn bytemuck_f64(v: &[f64]) -> &[u8] {
+    <f64 as kiln::expr::Element>::as_bytes(v)
+}

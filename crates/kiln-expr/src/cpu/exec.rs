@@ -2,7 +2,7 @@
 
 use kiln_core::Error;
 
-use super::io::{read_value, write_range, write_value, InView};
+use super::io::{read_range_part, read_value, write_range, write_range_part, write_value, InView};
 use super::num::{self, Buf, Src};
 use super::program::{internal, Ins, Program, Regs};
 use crate::parse::BinOp;
@@ -219,22 +219,52 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 let out: &[u8] = c.outs[k];
                 touch(out, (at + n) * sz, ((at + 2 * n) * sz).min(out.len()));
             }
+            Ins::LoadInPart { dst, param, part } => {
+                let PData::In(v) = &c.params[*param] else {
+                    return Err(internal("input not bound"));
+                };
+                let mut d = std::mem::take(&mut regs.bufs[*dst]);
+                v.load_part(c.start, n, *part, &mut d, &mut regs.scratch);
+                regs.bufs[*dst] = d;
+            }
+            Ins::LoadOutPart { dst, param, part } => {
+                let PData::Out { k, dtype, .. } = c.params[*param] else {
+                    return Err(internal("output not bound"));
+                };
+                let at = c.start - c.out_shift;
+                read_range_part(dtype, c.outs[k], at, n, *part, &mut regs.bufs[*dst]);
+            }
+            Ins::StoreOutPart { src, param, part } => {
+                let PData::Out { k, dtype, .. } = c.params[*param] else {
+                    return Err(internal("output not bound"));
+                };
+                let at = c.start - c.out_shift;
+                let v = view(regs, c.params, c.start, c.n, *src);
+                write_range_part(dtype, c.outs[k], at, n, *part, v);
+            }
             Ins::RawLoad {
                 dst,
                 param,
                 idx,
                 mask,
+                part,
             } => {
                 let mut d = std::mem::take(&mut regs.bufs[*dst]);
                 let ix = idx_vec(regs, c, *idx);
                 let r = raw_access(c, &ix, &regs.bufs, *param, *mask, |c, k, at, dtype, view| {
+                    // one part of a complex element: element `2 * at + part` of its parts
+                    let (t, scale, shift) = match part {
+                        Some(p) => (dtype.part(), 2, *p as usize),
+                        None => (dtype, 1, 0),
+                    };
+                    let at_out = scale * at + shift;
                     let v = match view {
-                        Some(v) => read_value(dtype, v.bytes, v.elem(at) as usize),
+                        Some(v) => read_value(t, v.bytes, scale * v.elem(at) as usize + shift),
                         None => {
                             let PData::Out { k: o, .. } = c.params[*param] else {
                                 return;
                             };
-                            read_value(dtype, c.outs[o], at)
+                            read_value(t, c.outs[o], at_out)
                         }
                     };
                     d.set(k, v);
@@ -247,12 +277,17 @@ fn run_list(list: &[Ins], regs: &mut Regs, c: &mut Chunk<'_, '_, '_>) -> Result<
                 idx,
                 val,
                 mask,
+                part,
             } => {
                 let vals = std::mem::take(&mut regs.bufs[*val]);
                 let ix = idx_vec(regs, c, *idx);
                 let r = raw_access(c, &ix, &regs.bufs, *param, *mask, |c, k, at, dtype, _| {
+                    let (t, at) = match part {
+                        Some(p) => (dtype.part(), 2 * at + *p as usize),
+                        None => (dtype, at),
+                    };
                     if let PData::Out { k: o, .. } = c.params[*param] {
-                        write_value(dtype, c.outs[o], at, vals.get(k));
+                        write_value(t, c.outs[o], at, vals.get(k));
                     }
                 });
                 regs.bufs[*val] = vals;

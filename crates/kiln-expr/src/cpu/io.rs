@@ -83,6 +83,12 @@ impl<'a> InView<'a> {
             dst.splat(v, n);
             return;
         }
+        self.offsets(start, n, scratch);
+        read_gather(self.dtype, self.bytes, scratch, dst);
+    }
+
+    /// The element indices of loop elements `start..start+n` into `scratch`.
+    fn offsets(&self, start: usize, n: usize, scratch: &mut Vec<isize>) {
         // Walk the multi-index of `start` forward.
         scratch.clear();
         let nd = self.shape.len();
@@ -113,7 +119,80 @@ impl<'a> InView<'a> {
                 idx[k] = 0;
             }
         }
-        read_gather(self.dtype, self.bytes, scratch, dst);
+    }
+
+    /// Loads one part (0 real, 1 imaginary) of the complex loop elements
+    /// `start..start+n` into `dst` (lanes of the part type).
+    pub(crate) fn load_part(
+        &self,
+        start: usize,
+        n: usize,
+        part: u8,
+        dst: &mut Buf,
+        scratch: &mut Vec<isize>,
+    ) {
+        let pt = self.dtype.part();
+        let p = part as usize;
+        if self.contiguous {
+            read_range_part(
+                self.dtype,
+                self.bytes,
+                (self.offset + start as isize) as usize,
+                n,
+                part,
+                dst,
+            );
+            return;
+        }
+        if self.uniform {
+            let v = read_value(pt, self.bytes, self.offset as usize * 2 + p);
+            dst.splat(v, n);
+            return;
+        }
+        self.offsets(start, n, scratch);
+        for (k, &o) in scratch.iter().enumerate() {
+            dst.set(k, read_value(pt, self.bytes, o as usize * 2 + p));
+        }
+    }
+}
+
+/// Part `part` of complex elements `start..start+n` (of type `t`) of a contiguous buffer
+/// into lanes `0..n` of `dst`.
+pub(crate) fn read_range_part(t: ScalarType, bytes: &[u8], start: usize, n: usize, part: u8, dst: &mut Buf) {
+    let sz = t.size();
+    let b = &bytes[start * sz..(start + n) * sz];
+    let p = part as usize;
+    match (t, dst) {
+        (ScalarType::C64, Buf::F32(d)) => conv(b, &mut d[..n], |x: [f32; 2]| x[p]),
+        (ScalarType::C128, Buf::F64(d)) => conv(b, &mut d[..n], |x: [f64; 2]| x[p]),
+        _ => {}
+    }
+}
+
+/// Writes lanes `0..n` of `src` as part `part` of complex elements `start..start+n` (of type
+/// `t`) of a contiguous buffer.
+pub(crate) fn write_range_part(
+    t: ScalarType,
+    bytes: &mut [u8],
+    start: usize,
+    n: usize,
+    part: u8,
+    src: Src<'_>,
+) {
+    let pt = t.part();
+    let psz = pt.size();
+    let p = part as usize;
+    let b = &mut bytes[start * 2 * psz..(start + n) * 2 * psz];
+    match src {
+        Src::F32(s) if pt == ScalarType::F32 => b
+            .chunks_exact_mut(2 * psz)
+            .zip(&s[..n])
+            .for_each(|(c, x)| c[p * psz..(p + 1) * psz].copy_from_slice(&x.to_ne_bytes())),
+        Src::F64(s) if pt == ScalarType::F64 => b
+            .chunks_exact_mut(2 * psz)
+            .zip(&s[..n])
+            .for_each(|(c, x)| c[p * psz..(p + 1) * psz].copy_from_slice(&x.to_ne_bytes())),
+        _ => {}
     }
 }
 
@@ -167,6 +246,14 @@ pub(crate) fn read_value(t: ScalarType, bytes: &[u8], at: usize) -> Value {
         S::F16 => Value::F(bytemuck::pod_read_unaligned::<f16>(c).to_f64()),
         S::F32 => Value::F(bytemuck::pod_read_unaligned::<f32>(c) as f64),
         S::F64 => Value::F(bytemuck::pod_read_unaligned::<f64>(c)),
+        S::C64 => {
+            let [re, im] = bytemuck::pod_read_unaligned::<[f32; 2]>(c);
+            Value::C(re as f64, im as f64)
+        }
+        S::C128 => {
+            let [re, im] = bytemuck::pod_read_unaligned::<[f64; 2]>(c);
+            Value::C(re, im)
+        }
     }
 }
 
@@ -188,6 +275,14 @@ pub(crate) fn write_value(t: ScalarType, bytes: &mut [u8], at: usize, v: Value) 
         S::F16 => c.copy_from_slice(bytemuck::bytes_of(&f16::from_f64(v.as_f64()))),
         S::F32 => c.copy_from_slice(bytemuck::bytes_of(&(v.as_f64() as f32))),
         S::F64 => c.copy_from_slice(bytemuck::bytes_of(&v.as_f64())),
+        S::C64 => {
+            let (re, im) = v.parts();
+            c.copy_from_slice(bytemuck::bytes_of(&[re as f32, im as f32]))
+        }
+        S::C128 => {
+            let (re, im) = v.parts();
+            c.copy_from_slice(bytemuck::bytes_of(&[re, im]))
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The CPU evaluator: a typed kernel body compiled to a register program over chunks of
 //! lanes, run on rayon's pool.
 
+mod complex;
 pub(crate) mod exec;
 pub(crate) mod io;
 pub(crate) mod num;

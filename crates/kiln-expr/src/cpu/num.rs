@@ -58,8 +58,8 @@ pub(crate) fn lane_of(t: ScalarType) -> Lane {
         U32 => Lane::U32,
         I64 => Lane::I64,
         U64 => Lane::U64,
-        F16 | F32 => Lane::F32,
-        F64 => Lane::F64,
+        F16 | F32 | C64 => Lane::F32,
+        F64 | C128 => Lane::F64,
     }
 }
 
@@ -451,7 +451,7 @@ pub(crate) fn bin<T: Num>(op: BinOp, d: &mut [T], a: &[T], b: &[T], n: usize) {
 #[inline(always)]
 pub(crate) fn lane_value<T: Num>(v: Value) -> T {
     match v {
-        Value::F(f) => T::from_f64(f),
+        Value::F(f) | Value::C(f, _) => T::from_f64(f),
         Value::I(i) => T::from_i64(i),
         Value::U(u) => T::from_u64(u),
         Value::B(b) => T::from_i64(b as i64),

@@ -39,17 +39,39 @@ pub(crate) enum Ins {
         src: Reg,
         param: usize,
     },
+    /// The real (`part` 0) or imaginary (1) parts of a complex input's elements.
+    LoadInPart {
+        dst: Reg,
+        param: usize,
+        part: u8,
+    },
+    /// As `LoadInPart`, of a complex output.
+    LoadOutPart {
+        dst: Reg,
+        param: usize,
+        part: u8,
+    },
+    /// Stores one part of a complex output's elements.
+    StoreOutPart {
+        src: Reg,
+        param: usize,
+        part: u8,
+    },
     RawLoad {
         dst: Reg,
         param: usize,
         idx: Reg,
         mask: Option<Reg>,
+        /// The part of a complex element (`None`: the element).
+        part: Option<u8>,
     },
     RawStore {
         param: usize,
         idx: Reg,
         val: Reg,
         mask: Option<Reg>,
+        /// As `RawLoad::part`.
+        part: Option<u8>,
     },
     Cast {
         dst: Reg,
@@ -143,20 +165,42 @@ pub(crate) struct Program {
     pub result: Option<Reg>,
 }
 
-struct Lower<'v> {
-    p: Program,
-    vars: &'v [Var],
+pub(super) struct Lower<'v> {
+    pub(super) p: Program,
+    pub(super) vars: &'v [Var],
     var_regs: Vec<Option<Reg>>,
-    prologue: Vec<Ins>,
-    out_load: Vec<bool>,
-    out_store: Vec<bool>,
-    scalars: &'v [Option<Value>],
+    /// The (real, imaginary) registers of complex variables.
+    pub(super) cvar_regs: Vec<Option<(Reg, Reg)>>,
+    pub(super) prologue: Vec<Ins>,
+    pub(super) out_load: Vec<bool>,
+    pub(super) out_store: Vec<bool>,
+    pub(super) scalars: &'v [Option<Value>],
     /// Registers holding one value in every lane (constants, scalar parameters).
-    uniform: std::collections::HashMap<Reg, Value>,
+    pub(super) uniform: std::collections::HashMap<Reg, Value>,
 }
 
 impl<'v> Lower<'v> {
-    fn reg(&mut self, t: ScalarType) -> Reg {
+    fn new(vars: &'v [Var], scalars: &'v [Option<Value>]) -> Self {
+        Lower {
+            p: Program::default(),
+            vars,
+            var_regs: vec![None; vars.len()],
+            cvar_regs: vec![None; vars.len()],
+            prologue: Vec::new(),
+            out_load: vec![false; vars.len()],
+            out_store: vec![false; vars.len()],
+            scalars,
+            uniform: Default::default(),
+        }
+    }
+
+    /// Whether `r` is a variable's register (which an instruction must not be retargeted
+    /// away from).
+    fn is_var_reg(&self, r: Reg) -> bool {
+        self.var_regs.contains(&Some(r)) || self.cvar_regs.iter().flatten().any(|&(a, b)| a == r || b == r)
+    }
+
+    pub(super) fn reg(&mut self, t: ScalarType) -> Reg {
         self.p.lanes.push(lane_of(t));
         self.p.lanes.len() - 1
     }
@@ -182,9 +226,23 @@ impl<'v> Lower<'v> {
         r
     }
 
-    fn stmts(&mut self, ss: &[TS], mask: Option<Reg>, out: &mut Vec<Ins>) {
+    pub(super) fn stmts(&mut self, ss: &[TS], mask: Option<Reg>, out: &mut Vec<Ins>) {
         for s in ss {
             match s {
+                TS::Assign(id, x) if self.vars[*id].ty.is_complex() => self.assign_complex(*id, x, mask, out),
+                TS::RawStore(p, idx, val) if val.ty.is_complex() => {
+                    let idx = self.expr(idx, mask, out);
+                    let (re, im) = self.cexpr(val, mask, out);
+                    for (part, val) in [(0, re), (1, im)] {
+                        out.push(Ins::RawStore {
+                            param: *p,
+                            idx,
+                            val,
+                            mask,
+                            part: Some(part),
+                        });
+                    }
+                }
                 TS::Assign(id, x) => {
                     let src = self.expr(x, mask, out);
                     if let VarKind::Out(_) = self.vars[*id].kind {
@@ -199,7 +257,7 @@ impl<'v> Lower<'v> {
                     }
                     // Unconditional: let the instruction that computed the value write the
                     // variable directly (one pass fewer), unless it also reads it.
-                    if mask.is_none() && !self.var_regs.contains(&Some(src)) {
+                    if mask.is_none() && !self.is_var_reg(src) {
                         if let Some(last) = out.last_mut() {
                             if retarget(last, src, dst) {
                                 continue;
@@ -219,6 +277,7 @@ impl<'v> Lower<'v> {
                         idx,
                         val,
                         mask,
+                        part: None,
                     });
                 }
                 TS::If(c, t, e) => {
@@ -256,7 +315,7 @@ impl<'v> Lower<'v> {
     }
 
     /// `mask & c` (or `c`), for the raw accesses of a conditionally evaluated operand.
-    fn narrow(&mut self, mask: Option<Reg>, c: Reg, negate: bool, out: &mut Vec<Ins>) -> Reg {
+    pub(super) fn narrow(&mut self, mask: Option<Reg>, c: Reg, negate: bool, out: &mut Vec<Ins>) -> Reg {
         let c = if negate {
             let n = self.reg(ScalarType::Bool);
             out.push(Ins::Not { dst: n, a: c });
@@ -279,9 +338,16 @@ impl<'v> Lower<'v> {
         }
     }
 
-    fn expr(&mut self, x: &TX, mask: Option<Reg>, out: &mut Vec<Ins>) -> Reg {
+    pub(super) fn expr(&mut self, x: &TX, mask: Option<Reg>, out: &mut Vec<Ins>) -> Reg {
         let f16 = x.ty == ScalarType::F16;
+        if x.ty.is_complex() {
+            // (the checker gives no real node a complex value; its real part, to be total)
+            return self.cexpr(x, mask, out).0;
+        }
         match &x.e {
+            TE::Cmp(op, a, b) if a.ty.is_complex() => self.complex_cmp(*op, a, b, mask, out),
+            TE::Call(f, args) if args[0].ty.is_complex() => self.complex_real_call(*f, &args[0], mask, out),
+            TE::Complex(..) => self.cexpr(x, mask, out).0,
             TE::Const(v) => {
                 let r = self.reg(x.ty);
                 self.p.setup.push(Ins::Splat { dst: r, v: *v });
@@ -311,6 +377,7 @@ impl<'v> Lower<'v> {
                     param: *p,
                     idx,
                     mask,
+                    part: None,
                 });
                 r
             }
@@ -453,12 +520,14 @@ impl<'v> Lower<'v> {
     }
 }
 
-fn has_raw(x: &TX) -> bool {
+pub(super) fn has_raw(x: &TX) -> bool {
     match &x.e {
         TE::RawLoad(..) => true,
         TE::Const(_) | TE::Var(_) | TE::Special(_) => false,
         TE::Unary(_, a) | TE::Not(a) | TE::Cast(a) => has_raw(a),
-        TE::Bin(_, a, b) | TE::Cmp(_, a, b) | TE::Logic(_, a, b) => has_raw(a) || has_raw(b),
+        TE::Bin(_, a, b) | TE::Cmp(_, a, b) | TE::Logic(_, a, b) | TE::Complex(a, b) => {
+            has_raw(a) || has_raw(b)
+        }
         TE::Select(c, a, b) => has_raw(c) || has_raw(a) || has_raw(b),
         TE::Call(_, args) => args.iter().any(has_raw),
     }
@@ -467,21 +536,19 @@ fn has_raw(x: &TX) -> bool {
 /// Compiles a statement body; outputs read or conditionally written are loaded first, and
 /// every output written is stored last.
 pub(crate) fn compile_body(body: &[TS], vars: &[Var], scalars: &[Option<Value>]) -> Program {
-    let mut l = Lower {
-        p: Program::default(),
-        vars,
-        var_regs: vec![None; vars.len()],
-        prologue: Vec::new(),
-        out_load: vec![false; vars.len()],
-        out_store: vec![false; vars.len()],
-        scalars,
-        uniform: Default::default(),
-    };
+    let mut l = Lower::new(vars, scalars);
     let mut main = Vec::new();
     l.stmts(body, None, &mut main);
     let mut body = group_loads(std::mem::take(&mut l.prologue));
     for (id, v) in vars.iter().enumerate() {
         if let (VarKind::Out(p), true) = (&v.kind, l.out_load[id]) {
+            if v.ty.is_complex() {
+                let (re, im) = l.cvar(id);
+                for (part, dst) in [(0, re), (1, im)] {
+                    body.push(Ins::LoadOutPart { dst, param: *p, part });
+                }
+                continue;
+            }
             let dst = l.var(id);
             body.push(Ins::LoadOut { dst, param: *p });
         }
@@ -491,6 +558,12 @@ pub(crate) fn compile_body(body: &[TS], vars: &[Var], scalars: &[Option<Value>])
     body.extend(main);
     for (id, v) in vars.iter().enumerate() {
         if let (VarKind::Out(p), true) = (&v.kind, l.out_store[id]) {
+            if let Some((re, im)) = l.cvar_regs[id] {
+                for (part, src) in [(0, re), (1, im)] {
+                    body.push(Ins::StoreOutPart { src, param: *p, part });
+                }
+                continue;
+            }
             if let Some(src) = l.var_regs[id] {
                 if !l.out_load[id] && direct_lane(v.ty) && write_direct(&mut body, src, *p) {
                     continue;
@@ -505,16 +578,7 @@ pub(crate) fn compile_body(body: &[TS], vars: &[Var], scalars: &[Option<Value>])
 
 /// Compiles one expression; `result` holds its value.
 pub(crate) fn compile_expr(x: &TX, vars: &[Var], scalars: &[Option<Value>]) -> Program {
-    let mut l = Lower {
-        p: Program::default(),
-        vars,
-        var_regs: vec![None; vars.len()],
-        prologue: Vec::new(),
-        out_load: vec![false; vars.len()],
-        out_store: vec![false; vars.len()],
-        scalars,
-        uniform: Default::default(),
-    };
+    let mut l = Lower::new(vars, scalars);
     for (id, v) in vars.iter().enumerate() {
         if let VarKind::Acc(_) = v.kind {
             l.var(id);
@@ -628,6 +692,8 @@ fn write_direct(body: &mut [Ins], reg: Reg, param: usize) -> bool {
             | Ins::Special { dst, .. }
             | Ins::LoadIn { dst, .. }
             | Ins::LoadOut { dst, .. }
+            | Ins::LoadInPart { dst, .. }
+            | Ins::LoadOutPart { dst, .. }
             | Ins::RawLoad { dst, .. }
             | Ins::Cast { dst, .. }
             | Ins::Un { dst, .. }
@@ -641,7 +707,7 @@ fn write_direct(body: &mut [Ins], reg: Reg, param: usize) -> bool {
             | Ins::Copy { dst, .. }
             | Ins::Blend { dst, .. } => *dst == reg,
             Ins::LoadGroup(items) => items.iter().any(|(d, _)| *d == reg),
-            Ins::StoreOut { .. } | Ins::RawStore { .. } => false,
+            Ins::StoreOut { .. } | Ins::StoreOutPart { .. } | Ins::RawStore { .. } => false,
         }
     }
     let at: Vec<usize> = (0..body.len()).filter(|&k| writes(&body[k], reg)).collect();

@@ -49,6 +49,49 @@ pub const EW: &[Ew] = &[
     ("T x, T y", "T z", "z = x; z += y", "out_read"),
     ("raw T x", "T z", "z = i + 1 < _ind.size() ? x[i + 1] : x[0]", "shift"),
     ("raw T x", "bool z", "z = i > 0 && x[i - 1] > 0", "guard_and"),
+    (
+        "T x, T y",
+        "T a, T s, T m, T d, T n, T c, bool e, bool ne",
+        "a = x + y; s = x - y; m = x * y; d = x / y; n = -x; c = conj(x); e = x == y; ne = x != y",
+        "cplx_arith",
+    ),
+    (
+        "T x, R r",
+        "T a, T s, T rs, T m, T d, T rd, T p",
+        "a = x + r; s = x - r; rs = r - x; m = r * x; d = x / r; rd = r / x; p = pow(x, r)",
+        "cplx_mixed",
+    ),
+    (
+        "complex64 z",
+        "float32 re, float32 im, float32 ab, float32 ag",
+        "re = real(z); im = imag(z); ab = abs(z); ag = arg(z)",
+        "c64_parts",
+    ),
+    (
+        "complex128 z",
+        "float64 re, float64 im, float64 ab, float64 ag",
+        "re = real(z); im = imag(z); ab = abs(z); ag = arg(z)",
+        "c128_parts",
+    ),
+    (
+        "T z, T w",
+        "T e, T l, T q, T s, T c, T p",
+        "e = exp(z); l = log(z); q = sqrt(z); s = sin(z); c = cos(z); p = pow(z, w)",
+        "cplx_funcs",
+    ),
+    (
+        "float32 re, float32 im",
+        "complex64 z, complex128 w",
+        "z = complex<float>(re, im); complex<double> t = z; t *= 2; w = t + complex<double>(1, im) - 1.5f",
+        "cplx_build",
+    ),
+    (
+        "T x, T y",
+        "T z",
+        "z = abs(x) > 1 ? x : y; if (real(x) < 0) { z = -z; } else { z += T(0.5, -0.25); }",
+        "cplx_cond",
+    ),
+    ("raw T x", "T z", "z = x[_ind.size() - 1 - i] * 2", "cplx_rev"),
 ];
 
 pub const RED: &[Red] = &[
@@ -140,6 +183,8 @@ pub fn ew_bindings(name: &str) -> Vec<(Vec<ArgSpec>, Option<usize>)> {
             (vec![arr(F32, &[3, 1, 5]), arr(F32, &[4, 5])], None),
             (vec![arr(I64, &n), ArgSpec::Scalar(I64)], None),
             (vec![arr(Bool, &n), arr(Bool, &n)], None),
+            (vec![arr(C64, &n), ArgSpec::Scalar(C64)], None),
+            (vec![arr(C128, &[3, 1, 5]), arr(C128, &[4, 5])], None),
         ],
         "scale" => vec![(vec![arr(F32, &n), ArgSpec::Scalar(F64)], None)],
         "reverse" | "shift" | "guard_and" => vec![(vec![arr(F64, &n)], Some(1000))],
@@ -170,6 +215,24 @@ pub fn ew_bindings(name: &str) -> Vec<(Vec<ArgSpec>, Option<usize>)> {
             (vec![arr(F64, &n), arr(F64, &n)], None),
         ],
         "out_read" => vec![(vec![arr(F32, &n), arr(F32, &n)], None)],
+        "cplx_arith" | "cplx_funcs" | "cplx_cond" => vec![
+            (vec![arr(C64, &n), arr(C64, &n)], None),
+            (vec![arr(C128, &n), arr(C128, &n)], None),
+            (vec![arr(C64, &[10, 100]), ArgSpec::Scalar(C64)], None),
+            (vec![arr(C128, &[3, 1, 5]), arr(C128, &[4, 5])], None),
+        ],
+        "cplx_mixed" => vec![
+            (vec![arr(C64, &n), arr(F32, &n)], None),
+            (vec![arr(C128, &n), arr(F64, &n)], None),
+            (vec![arr(C64, &n), ArgSpec::Scalar(F64)], None),
+        ],
+        "c64_parts" => vec![(vec![arr(C64, &n)], None)],
+        "c128_parts" => vec![(vec![arr(C128, &n)], None)],
+        "cplx_build" => vec![(vec![arr(F32, &n), arr(F32, &n)], None)],
+        "cplx_rev" => vec![
+            (vec![arr(C64, &n)], Some(1000)),
+            (vec![arr(C128, &n)], Some(1000)),
+        ],
         other => panic!("no bindings for {other}"),
     }
 }

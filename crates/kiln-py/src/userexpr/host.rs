@@ -204,8 +204,8 @@ pub(super) fn describe_cpu(ins: &[Bound<'_, PyAny>]) -> PyResult<Vec<ArgSpec>> {
         .collect()
 }
 
-/// The type a scalar argument brings: a NumPy scalar's own, a Python bool/int/float as
-/// NumPy would type it (bool, int64, float64).
+/// The type a scalar argument brings: a NumPy scalar's own, a Python bool/int/float/complex
+/// as NumPy would type it (bool, int64, float64, complex128).
 pub(super) fn python_scalar_type(x: &Bound<'_, PyAny>) -> PyResult<ScalarType> {
     if x.hasattr("dtype")? {
         let name: String = x.getattr("dtype")?.getattr("name")?.extract()?;
@@ -219,6 +219,9 @@ pub(super) fn python_scalar_type(x: &Bound<'_, PyAny>) -> PyResult<ScalarType> {
     }
     if x.extract::<f64>().is_ok() {
         return Ok(ScalarType::F64);
+    }
+    if x.cast::<pyo3::types::PyComplex>().is_ok() {
+        return Ok(ScalarType::C128);
     }
     Err(PyTypeError::new_err(format!(
         "unsupported argument {}",

@@ -314,6 +314,22 @@ fn values(a: &OwnedArray) -> Vec<Value> {
     a.bytes
         .chunks_exact(size)
         .map(|b| {
+            // a complex element as [real, imaginary]
+            match a.dtype {
+                ScalarType::C64 => {
+                    let part = |c: &[u8]| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+                    return json!([part(&b[..4]), part(&b[4..])]);
+                }
+                ScalarType::C128 => {
+                    let part = |c: &[u8]| {
+                        let mut w = [0u8; 8];
+                        w.copy_from_slice(c);
+                        f64::from_ne_bytes(w)
+                    };
+                    return json!([part(&b[..8]), part(&b[8..])]);
+                }
+                _ => {}
+            }
             let mut w = [0u8; 8];
             w[..size].copy_from_slice(b);
             match a.dtype {
@@ -331,6 +347,7 @@ fn values(a: &OwnedArray) -> Vec<Value> {
                 ScalarType::I64 => json!(i64::from_ne_bytes(w)),
                 ScalarType::U64 => json!(u64::from_ne_bytes(w)),
                 ScalarType::F64 => json!(f64::from_ne_bytes(w)),
+                ScalarType::C64 | ScalarType::C128 => Value::Null,
             }
         })
         .collect()
@@ -351,6 +368,8 @@ fn descr(t: ScalarType) -> &'static str {
         ScalarType::F16 => "<f2",
         ScalarType::F32 => "<f4",
         ScalarType::F64 => "<f8",
+        ScalarType::C64 => "<c8",
+        ScalarType::C128 => "<c16",
     }
 }
 

@@ -85,6 +85,9 @@ pub(crate) fn expr_scalar(v: &Value, dtype: Option<&str>) -> Result<Scalar, Stri
         ScalarType::F16 => Scalar::F16(kiln::core::backend::f16::from_f64(float_of(&n, name, 65504.0)?)),
         ScalarType::F32 => Scalar::F32(float_of(&n, name, f32::MAX.into())? as f32),
         ScalarType::F64 => Scalar::F64(float_of(&n, name, f64::MAX)?),
+        // JSON has no complex number: a real one, imaginary part 0
+        ScalarType::C64 => Scalar::C64(float_of(&n, name, f32::MAX.into())? as f32, 0.0),
+        ScalarType::C128 => Scalar::C128(float_of(&n, name, f64::MAX)?, 0.0),
     })
 }
 

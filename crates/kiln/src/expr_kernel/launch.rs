@@ -334,6 +334,7 @@ fn args(
         )
     };
     let array = |name: &str| named.arrays.get(name).ok_or_else(|| missing("array", name));
+    let scalar = |name: &str| named.scalars.get(name).ok_or_else(|| missing("scalar", name));
     let int = |v: i64| KernelArg::Scalar(CudaScalar::I64(v));
     params
         .iter()
@@ -344,8 +345,12 @@ fn args(
                     KernelArg::external(a.ptr, storage_type(*dtype), a.len())
                 }
                 KernelParam::Scalar { name, dtype } => {
-                    let s = named.scalars.get(name).ok_or_else(|| missing("scalar", name))?;
+                    let s = scalar(name)?;
                     KernelArg::Scalar(cuda_scalar(s.cast(*dtype)))
+                }
+                KernelParam::ScalarImag { name, dtype } => {
+                    let s = scalar(name)?;
+                    KernelArg::Scalar(cuda_scalar(s.cast(*dtype).imag()))
                 }
                 KernelParam::Size => int(g.size as i64),
                 KernelParam::ReduceSize => int(g.reduce_size as i64),
@@ -394,6 +399,9 @@ fn storage_type(t: ScalarType) -> CudaType {
         ScalarType::U64 => CudaType::U64,
         ScalarType::F32 => CudaType::F32,
         ScalarType::F64 => CudaType::F64,
+        // a complex array is passed as a pointer to its parts
+        ScalarType::C64 => CudaType::F32,
+        ScalarType::C128 => CudaType::F64,
     }
 }
 
@@ -412,6 +420,8 @@ fn cuda_scalar(s: Scalar) -> CudaScalar {
         Scalar::F16(x) => CudaScalar::F32(x.to_f32()),
         Scalar::F32(x) => CudaScalar::F32(x),
         Scalar::F64(x) => CudaScalar::F64(x),
+        // a complex scalar is two parameters: this real part, then `KernelParam::ScalarImag`
+        Scalar::C64(..) | Scalar::C128(..) => cuda_scalar(s.real()),
     }
 }
 
@@ -484,5 +494,31 @@ mod tests {
             .args()
             .iter()
             .any(|a| matches!(a, KernelArg::Scalar(CudaScalar::F32(v)) if *v == 2.0)));
+    }
+
+    #[test]
+    fn a_complex_scalar_is_passed_as_its_two_parts() {
+        let k = ElementwiseKernel::new("T x, T a", "T z", "z = a * x", "cscale").unwrap();
+        let c = |p: u64| DeviceArray::contiguous(p, ScalarType::C64, &[5]);
+        let a = DeviceArg::Scalar(Scalar::C128(1.5, -2.5));
+        let l = ExprLaunch::elementwise(
+            &k,
+            &[DeviceArg::Array(c(0x1000)), a],
+            &[DeviceArg::Array(c(0x2000))],
+            None,
+            Some(4096),
+            true,
+        )
+        .unwrap();
+        // T = complex64: the arrays are pointers to float parts, the scalar two floats
+        let floats: Vec<f32> = l
+            .args()
+            .iter()
+            .filter_map(|a| match a {
+                KernelArg::Scalar(CudaScalar::F32(v)) => Some(*v),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(floats, [1.5, -2.5]);
     }
 }
