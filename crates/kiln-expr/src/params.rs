@@ -108,7 +108,7 @@ pub fn parse_params(s: &str, op: &str) -> Result<Vec<Param>, Error> {
 }
 
 /// What a caller passes for a parameter, as far as typing and shapes go.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ArgSpec {
     /// An array of this dtype and shape.
     Array {

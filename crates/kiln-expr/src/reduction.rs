@@ -20,7 +20,7 @@ use crate::typed::{cast, Checker, Var, VarKind, TS, TX};
 use crate::types::{HostArrayMut, OwnedArray, ScalarType, Value};
 
 /// Which axes a reduction reduces.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Axis {
     /// Every axis (`axis=None`).
     All,

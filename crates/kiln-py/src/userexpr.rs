@@ -5,7 +5,7 @@
 //! CUDA source, compiles it through kiln's NVRTC path and cubin cache, and launches it on the
 //! caller's stream over CUDA arrays given as `(address, dtype, shape, strides)`.
 
-use kiln::expr_kernel::ExprLaunch;
+use kiln::expr_kernel::{ExprLaunch, LaunchCache};
 use kiln_expr::{ArgSpec, Axis, ElementwiseKernel, ReductionKernel, Scalar, ScalarType};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -80,6 +80,8 @@ fn py_scalar(v: &Bound<'_, PyAny>, t: ScalarType) -> PyResult<Scalar> {
 #[pyclass(name = "_ElementwiseKernel", module = "kiln._native", frozen)]
 pub struct PyElementwise {
     k: ElementwiseKernel,
+    /// Launches by argument signature: a repeated call only fills in its arrays' addresses.
+    cache: LaunchCache,
 }
 
 #[pymethods]
@@ -89,7 +91,10 @@ impl PyElementwise {
         let k = ElementwiseKernel::new(in_params, out_params, operation, name)
             .map_err(expr_err)?
             .with_preamble(preamble);
-        Ok(PyElementwise { k })
+        Ok(PyElementwise {
+            k,
+            cache: LaunchCache::default(),
+        })
     }
 
     #[getter]
@@ -169,8 +174,8 @@ impl PyElementwise {
     }
 
     /// Run on a CUDA device: `ins` `DeviceArray`s and scalars, `outs` `DeviceArray`s.
-    /// Returns the generated source.
-    #[pyo3(signature = (ins, outs, size = None, block_size = None, stream = None, device = 0, options = Vec::new(), given = true))]
+    /// Returns the generated source when `want_source`.
+    #[pyo3(signature = (ins, outs, size = None, block_size = None, stream = None, device = 0, options = Vec::new(), given = true, want_source = true))]
     #[allow(clippy::too_many_arguments)]
     fn launch_gpu(
         &self,
@@ -183,8 +188,10 @@ impl PyElementwise {
         device: usize,
         options: Vec<String>,
         given: bool,
-    ) -> PyResult<String> {
-        let l = ExprLaunch::elementwise(
+        want_source: bool,
+    ) -> PyResult<Option<String>> {
+        let l = ExprLaunch::elementwise_cached(
+            &self.cache,
             &self.k,
             &describe_gpu(&ins)?,
             &describe_gpu(&outs)?,
@@ -196,7 +203,7 @@ impl PyElementwise {
         if l.size() > 0 {
             launch(py, device, &l, &options, stream)?;
         }
-        Ok(l.source().to_string())
+        Ok(want_source.then(|| l.source().to_string()))
     }
 }
 
@@ -212,6 +219,7 @@ fn axis(a: Option<Vec<isize>>) -> Axis {
 #[pyclass(name = "_ReductionKernel", module = "kiln._native", frozen)]
 pub struct PyReduction {
     k: ReductionKernel,
+    cache: LaunchCache,
 }
 
 #[pymethods]
@@ -246,7 +254,10 @@ impl PyReduction {
             reduce_type,
         )
         .map_err(expr_err)?;
-        Ok(PyReduction { k })
+        Ok(PyReduction {
+            k,
+            cache: LaunchCache::default(),
+        })
     }
 
     #[getter]
@@ -324,8 +335,8 @@ impl PyReduction {
         self.k.call(&args, &mut om, &ax, keepdims).map_err(expr_err)
     }
 
-    /// Run on a CUDA device; returns the generated source.
-    #[pyo3(signature = (ins, outs, axis_, keepdims, stream = None, device = 0, options = Vec::new()))]
+    /// Run on a CUDA device; returns the generated source when `want_source`.
+    #[pyo3(signature = (ins, outs, axis_, keepdims, stream = None, device = 0, options = Vec::new(), want_source = true))]
     #[allow(clippy::too_many_arguments)]
     fn launch_gpu(
         &self,
@@ -337,8 +348,10 @@ impl PyReduction {
         stream: Option<u64>,
         device: usize,
         options: Vec<String>,
-    ) -> PyResult<String> {
-        let l = ExprLaunch::reduction(
+        want_source: bool,
+    ) -> PyResult<Option<String>> {
+        let l = ExprLaunch::reduction_cached(
+            &self.cache,
             &self.k,
             &describe_gpu(&ins)?,
             &describe_gpu(&outs)?,
@@ -349,7 +362,7 @@ impl PyReduction {
         if l.size() > 0 {
             launch(py, device, &l, &options, stream)?;
         }
-        Ok(l.source().to_string())
+        Ok(want_source.then(|| l.source().to_string()))
     }
 }
 

@@ -90,3 +90,28 @@ def test_raw_kernel_without_a_gpu_says_so():
             k.compile()
     with pytest.raises(TypeError, match="host memory"):
         k((1,), (1,), (np.zeros(1, np.float32),))
+
+
+def test_one_kernel_called_with_changing_signatures():
+    # each call's dtypes and shapes are bound once and found again: a repeat must still
+    # follow its own arguments (shape, dtype, a Python int against a float scalar)
+    k = kiln.ElementwiseKernel("T x, T y, T a", "T z", "z = a * x + y", "axpy_sig")
+    cases = [
+        (RNG.random(5, dtype=np.float32), RNG.random(5, dtype=np.float32), np.float32(2)),
+        (RNG.random((3, 5)), RNG.random(5), 3.0),
+        (RNG.random(5, dtype=np.float32), RNG.random(5, dtype=np.float32), np.float32(2)),
+        (np.arange(6, dtype=np.int32), np.arange(6, dtype=np.int32), np.int32(-2)),
+        (RNG.random((3, 5)), RNG.random((1, 5)), -1.5),
+    ]
+    for x, y, a in cases * 2:
+        z = k(x, y, a)
+        assert z.dtype == x.dtype and z.shape == np.broadcast_shapes(x.shape, y.shape)
+        np.testing.assert_array_equal(z, (a * x + y).astype(x.dtype))
+    r = kiln.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "sum_sig")
+    for shape, axis in [((4, 6), 0), ((4, 6), 1), ((4, 6), 0), ((5,), None), ((4, 6), 1)] * 2:
+        x = np.arange(np.prod(shape), dtype=np.int64).reshape(shape)
+        np.testing.assert_array_equal(r(x, axis=axis), x.sum(axis=axis))
+    with pytest.raises(ValueError):
+        k(np.ones(3, np.float32), np.ones(4, np.float32), np.float32(1))
+    with pytest.raises(ValueError):  # the same bad call again: refused again, not cached
+        k(np.ones(3, np.float32), np.ones(4, np.float32), np.float32(1))

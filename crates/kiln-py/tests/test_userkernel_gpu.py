@@ -101,3 +101,28 @@ def test_reduction_kernel_gpu_equals_cpu(cupy):
         g = k(cupy.asarray(xh), axis=axis)
         np.testing.assert_array_equal(cupy.asnumpy(g), c)
         np.testing.assert_array_equal(c, (xh * xh).sum(axis=axis))
+
+
+def test_one_kernel_on_the_gpu_with_changing_signatures_and_addresses(cupy):
+    # a kernel keeps its launches by argument signature: each repeat must still use its own
+    # arrays, shapes, scalar and alignment (a view one element in cannot take the 16-byte
+    # vector form the aligned call compiled)
+    k = kiln.ElementwiseKernel("T x, T y, T a", "T z", "z = a * x + y", "axpy_sig_gpu")
+    rng = np.random.default_rng(7)
+    base = rng.random(4099, dtype=np.float32)
+    other = rng.random(4099, dtype=np.float32)
+    calls = [
+        (base[:4096], other[:4096], np.float32(2)),
+        (base[1:4097], other[1:4097], np.float32(-3)),  # misaligned by 4 bytes
+        (base[:4096], other[:4096], np.float32(0.5)),
+        (base[:4096].reshape(64, 64), other[:64], np.float32(1)),  # broadcast row
+        (base.astype(np.float64), other.astype(np.float64), 1.25),
+    ]
+    for xh, yh, a in calls * 2:
+        g = k(cupy.asarray(xh), cupy.asarray(yh), a)
+        np.testing.assert_array_equal(cupy.asnumpy(g), k(xh, yh, a))
+    # a misaligned view of one device buffer, not a copy
+    xd, yd = cupy.asarray(base), cupy.asarray(other)
+    for lo in (0, 1, 2, 3, 0):
+        g = k(xd[lo:lo + 4093], yd[lo:lo + 4093], np.float32(1.5))
+        np.testing.assert_array_equal(cupy.asnumpy(g), k(base[lo:lo + 4093], other[lo:lo + 4093], np.float32(1.5)))

@@ -45,7 +45,7 @@ mod launch;
 use launch::Named;
 /// Expression kernels on arrays in device memory (kiln's blocks or another library's, in
 /// place): bound, compiled and queued by [`ExprLaunch`].
-pub use launch::{DeviceArg, DeviceArray, ExprLaunch, ELEMENTWISE_BLOCK};
+pub use launch::{DeviceArg, DeviceArray, ExprLaunch, LaunchCache, ELEMENTWISE_BLOCK};
 
 impl Runtime {
     /// Runs an element-wise kernel on this runtime's device: `inputs` in `k`'s input order

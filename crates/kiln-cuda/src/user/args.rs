@@ -147,6 +147,13 @@ pub struct ExternalArg {
     pub(super) len: usize,
 }
 
+impl ExternalArg {
+    /// The device address.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+}
+
 /// A device buffer argument: its address and dtype, borrowed for the launch.
 #[derive(Clone, Copy, Debug)]
 pub struct BufferArg<'a> {

@@ -239,6 +239,7 @@ class ElementwiseKernel:
         self.nin, self.nout = self._k.nin, self._k.nout
         self.nargs = self.nin + self.nout
         self._cached_codes = {}
+        self._binds = {}
 
     def __call__(self, *args, size=None, block_size=None, stream=None, **kwargs):
         if kwargs:
@@ -251,10 +252,9 @@ class ElementwiseKernel:
                 f"{self.nargs} (with outputs), but given {len(args)}."
             )
         c = _Call(args, self.nin, self.name)
-        try:
-            shape, out_dtypes = self._k.bind(c.in_descs, c.out_descs, size)
-        except InvalidInputError as e:
-            raise _retype(e) from None
+        shape, out_dtypes = _bound(
+            self._binds, (tuple(c.descs), size), lambda: self._k.bind(c.in_descs, c.out_descs, size)
+        )
         key = tuple(d[1] for d in c.descs if d[0] == "array")
         outs = list(c.outs)
         if c.gpu:
@@ -263,8 +263,10 @@ class ElementwiseKernel:
             src = self._k.launch_gpu(
                 c.ins, outs, size, block_size, _stream_ptr(stream, c.like),
                 _device_of([c.like]), list(self.options), bool(c.outs),
+                key not in self._cached_codes,
             )
-            self._cached_codes.setdefault(key, src)
+            if src is not None:
+                self._cached_codes[key] = src
             results = made or list(args[self.nin:])
         else:
             if not outs:
@@ -309,6 +311,7 @@ class ReductionKernel:
         self.nin, self.nout = self._k.nin, self._k.nout
         self.nargs = self.nin + self.nout
         self._cached_codes = {}
+        self._binds = {}
 
     def __call__(self, *args, out=None, axis=None, keepdims=False, stream=None, **kwargs):
         if kwargs:
@@ -326,10 +329,11 @@ class ReductionKernel:
         elif axis is not None:
             axis = (int(axis),)
         c = _Call(args, self.nin, self.name)
-        try:
-            shape, out_dtypes = self._k.bind(c.in_descs, c.out_descs, axis, bool(keepdims))
-        except InvalidInputError as e:
-            raise _retype(e) from None
+        shape, out_dtypes = _bound(
+            self._binds,
+            (tuple(c.descs), axis, bool(keepdims)),
+            lambda: self._k.bind(c.in_descs, c.out_descs, axis, bool(keepdims)),
+        )
         key = tuple(d[1] for d in c.in_descs if d[0] == "array")
         outs = list(c.outs)
         if c.gpu:
@@ -337,9 +341,10 @@ class ReductionKernel:
             outs = outs or [DeviceArray(o, "output") for o in made]
             src = self._k.launch_gpu(
                 c.ins, outs, axis, bool(keepdims), _stream_ptr(stream, c.like),
-                _device_of([c.like]), list(self.options),
+                _device_of([c.like]), list(self.options), key not in self._cached_codes,
             )
-            self._cached_codes.setdefault(key, src)
+            if src is not None:
+                self._cached_codes[key] = src
             results = made or list(args[self.nin:])
         else:
             if not outs:
@@ -354,6 +359,29 @@ class ReductionKernel:
         if self.nout == 1:
             return results[0]
         return tuple(results)
+
+
+_BINDS_KEPT = 256
+
+
+def _bound(binds, key, bind):
+    """The output shape and dtypes of a call with argument descriptions ``key`` (dtypes,
+    shapes, ``size`` or the axes): bound once per description, then found again."""
+    try:
+        return binds[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable description: bind every time
+        key = None
+    try:
+        r = bind()
+    except InvalidInputError as e:
+        raise _retype(e) from None
+    if key is not None:
+        if len(binds) >= _BINDS_KEPT:
+            binds.clear()
+        binds[key] = r
+    return r
 
 
 def _stream_ptr(stream, like):
