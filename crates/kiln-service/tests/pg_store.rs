@@ -7,31 +7,13 @@
 
 mod pg_support;
 
+mod store_support;
+
 use kiln_service::store::*;
 use pg_support::*;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn job(id: &str, key: &str, idem: Option<&str>, hash: &str) -> NewJob {
-    NewJob {
-        id: id.into(),
-        kind: "price".into(),
-        batch_key: key.into(),
-        needs_gpu: false,
-        principal: "p".into(),
-        idempotency_key: idem.map(str::to_string),
-        request_hash: hash.into(),
-        task: "{}".into(),
-        elements: 1,
-        max_attempts: 2,
-        deadline_ms: None,
-        priority: 0,
-        queue_until_ms: None,
-        created_ms: now_ms(),
-    }
-}
-
-const LEASE: Duration = Duration::from_secs(30);
+use store_support::{job, LEASE};
 
 async fn store(url: &str) -> PgStore {
     PgStore::connect(url, PgOptions::default()).await.unwrap()

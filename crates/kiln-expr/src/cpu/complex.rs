@@ -5,7 +5,7 @@
 //! the operations cannot fail).
 
 use super::num::lane_of;
-use super::program::{has_raw, Ins, Lower, Reg};
+use super::program::{Ins, Lower, Reg};
 use crate::parse::{BinOp, UnOp};
 use crate::typed::{Func, VarKind, TE, TX};
 use crate::types::{ScalarType, Value};
@@ -117,17 +117,8 @@ impl Lower<'_> {
             }
             TE::Select(c, a, b) => {
                 let rc = self.expr(c, mask, out);
-                let ma = if has_raw(a) {
-                    Some(self.narrow(mask, rc, false, out))
-                } else {
-                    mask
-                };
+                let (ma, mb) = self.arm_masks(mask, rc, a, b, out);
                 let ra = self.cexpr(a, ma, out);
-                let mb = if has_raw(b) {
-                    Some(self.narrow(mask, rc, true, out))
-                } else {
-                    mask
-                };
                 let rb = self.cexpr(b, mb, out);
                 (
                     self.select(rc, ra.0, rb.0, pt, out),

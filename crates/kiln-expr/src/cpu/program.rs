@@ -314,6 +314,30 @@ impl<'v> Lower<'v> {
         }
     }
 
+    /// The masks the two arms of `c ? a : b` are evaluated under: `mask & c` and
+    /// `mask & !c` for an arm with raw accesses (which must not read where the arm is not
+    /// taken), `mask` for one without.
+    pub(super) fn arm_masks(
+        &mut self,
+        mask: Option<Reg>,
+        c: Reg,
+        a: &TX,
+        b: &TX,
+        out: &mut Vec<Ins>,
+    ) -> (Option<Reg>, Option<Reg>) {
+        let ma = if has_raw(a) {
+            Some(self.narrow(mask, c, false, out))
+        } else {
+            mask
+        };
+        let mb = if has_raw(b) {
+            Some(self.narrow(mask, c, true, out))
+        } else {
+            mask
+        };
+        (ma, mb)
+    }
+
     /// `mask & c` (or `c`), for the raw accesses of a conditionally evaluated operand.
     pub(super) fn narrow(&mut self, mask: Option<Reg>, c: Reg, negate: bool, out: &mut Vec<Ins>) -> Reg {
         let c = if negate {
@@ -468,17 +492,8 @@ impl<'v> Lower<'v> {
             }
             TE::Select(c, a, b) => {
                 let rc = self.expr(c, mask, out);
-                let ma = if has_raw(a) {
-                    Some(self.narrow(mask, rc, false, out))
-                } else {
-                    mask
-                };
+                let (ma, mb) = self.arm_masks(mask, rc, a, b, out);
                 let ra = self.expr(a, ma, out);
-                let mb = if has_raw(b) {
-                    Some(self.narrow(mask, rc, true, out))
-                } else {
-                    mask
-                };
                 let rb = self.expr(b, mb, out);
                 let r = self.reg(x.ty);
                 out.push(Ins::Select {
