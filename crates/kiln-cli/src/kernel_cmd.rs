@@ -8,6 +8,7 @@ use crate::exit;
 use kiln::core::backend::{bf16, f16};
 use kiln::kernels::resources::{occupancy, sm_limits, KernelResources};
 use kiln::kernels::{KernelArg, Scalar, ScalarType, UserSource};
+use kiln::memory::UnpooledBuffer;
 use kiln::{Config, DeviceRequest, Error, Runtime};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -511,7 +512,9 @@ fn run_once(
     for a in &l.args {
         if let LaunchArg::Array { array, len, fill } = a {
             let t = elem(array)?;
-            buffers.push((cuda.upload_slice(&fill_bytes(t, *len, fill)?)?, t, *len));
+            // each array its own exact allocation, so memcheck sees an access past its end
+            let b = UnpooledBuffer::upload(cuda.stream().context(), &fill_bytes(t, *len, fill)?)?;
+            buffers.push((b, t, *len));
         }
     }
     let mut args = Vec::new();
@@ -527,7 +530,7 @@ fn run_once(
             LaunchArg::Scalar { scalar: s, value } => KernelArg::Scalar(scalar(elem(s)?, *value)),
         });
     }
-    // kiln's own stream; every array is a live pool buffer of this context holding `len`
+    // kiln's own stream; every array is a live allocation of this context holding `len`
     // elements, kept in `buffers` until after the synchronisation
     f.launch(
         cuda,

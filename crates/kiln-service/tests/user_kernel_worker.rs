@@ -171,6 +171,13 @@ fn same_bits(what: &str, got: &[f32], want: &[f32]) {
     }
 }
 
+fn close(what: &str, got: &[f32], want: &[f32], rel: f32) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= rel * w.abs(), "{what}: element {i}: {g} vs {w}");
+    }
+}
+
 const AXPY: (&str, &str, &str) = ("float32 x, float32 y, float32 a", "float32 z", "z = a * x + y");
 
 /// The element-wise job's inputs and the CPU evaluator's result for them.
@@ -330,10 +337,13 @@ async fn raw_kernels_and_faults_on_a_gpu_worker() {
     same_bits("axpy", &f32s(&j["result"]["outputs"]["z"]["data"]), &ew_want);
     let j = s.wait(&red).await;
     assert_eq!(j["state"], "succeeded", "{j}");
-    same_bits(
-        "l2",
+    // the GPU sums each row as a tree over 256 threads, the CPU in order: equal to a few
+    // f32 roundings of the sum, not bit for bit
+    close(
+        "l2 on the GPU",
         &f32s(&j["result"]["outputs"]["y"]["data"]),
         &l2_want(&m, &[129, 257]),
+        1e-5,
     );
     let j = s.wait(&pre).await;
     assert_eq!(j["state"], "succeeded", "{j}");

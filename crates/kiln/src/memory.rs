@@ -24,6 +24,9 @@ pub use kiln_cuda::pool::MemoryStats;
 
 /// The pinned host pool's counters.
 pub use kiln_cuda::pool::PinnedStats;
+/// Device memory of exactly the bytes asked for, outside the caching pool (for
+/// compute-sanitizer runs, whose memcheck sees an overrun only at an allocation's end).
+pub use kiln_cuda::pool::UnpooledBuffer;
 
 /// How an overlapped host -> device -> host pipeline splits its input (chunk size, streams).
 pub use kiln_cuda::pipeline::PipelineOptions;

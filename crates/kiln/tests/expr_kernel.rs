@@ -77,18 +77,29 @@ fn close(what: &str, g: &[OwnedArray], c: &[OwnedArray]) {
         match (decode(a), decode(b)) {
             (Some(x), Some(y)) => {
                 let (mut num, mut den) = (0.0f64, 0.0f64);
-                for (p, q) in x.iter().zip(&y) {
-                    if p.is_nan() || q.is_nan() {
-                        assert!(p.is_nan() && q.is_nan(), "{what} output {j}: NaN in one only");
+                for (k, (p, q)) in x.iter().zip(&y).enumerate() {
+                    // NaN and infinities must stand in the same places (an infinity of the
+                    // same sign); the finite rest is compared by relative L2 error
+                    if !p.is_finite() || !q.is_finite() {
+                        assert!(
+                            (p.is_nan() && q.is_nan()) || p == q,
+                            "{what} output {j} element {k}: GPU {p}, CPU {q}"
+                        );
                         continue;
                     }
                     num += (p - q) * (p - q);
                     den += q * q;
                 }
                 let rel = (num / den.max(f64::MIN_POSITIVE)).sqrt();
+                let worst = x
+                    .iter()
+                    .zip(&y)
+                    .enumerate()
+                    .filter(|(_, (p, q))| p.is_finite() && q.is_finite())
+                    .max_by(|(_, (p, q)), (_, (r, s))| (*p - *q).abs().total_cmp(&(*r - *s).abs()));
                 assert!(
                     num == 0.0 || rel <= tol,
-                    "{what} output {j} ({}): relative L2 error {rel:e} over {tol:e}",
+                    "{what} output {j} ({}): relative L2 error {rel:e} over {tol:e}; largest difference at (element, (GPU, CPU)) {worst:?}",
                     a.dtype
                 );
             }

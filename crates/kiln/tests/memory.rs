@@ -119,18 +119,19 @@ fn a_block_used_on_another_stream_is_not_reused_early() {
     };
     let b = rt.cuda().unwrap();
     let other = b.stream().context().new_stream().unwrap();
-    // Long work queued on the other stream first: 64 copies of 256 MiB (32 GiB of traffic,
-    // several milliseconds even at the copy ceiling of the fastest card), so its event is
-    // still pending when the block is freed and the next allocation is made.
-    let src = other.alloc_zeros::<u8>(256 << 20).unwrap();
-    let mut dst = other.alloc_zeros::<u8>(256 << 20).unwrap();
-    other.synchronize().unwrap();
-    for _ in 0..64 {
-        other.memcpy_dtod(&src, &mut dst).unwrap();
-    }
+    // The block first (its data made and uploaded before anything is timed), then long work
+    // queued on the other stream: 256 copies of 256 MiB (128 GiB of traffic, tens of
+    // milliseconds even at the copy ceiling of the fastest card), so its event is still
+    // pending when the block is freed and the next allocation is made.
     let x = testing::random_f32(1 << 20, -1.0, 1.0, 9);
     let buf = b.upload(&x).unwrap();
     b.synchronize().unwrap();
+    let src = other.alloc_zeros::<u8>(256 << 20).unwrap();
+    let mut dst = other.alloc_zeros::<u8>(256 << 20).unwrap();
+    other.synchronize().unwrap();
+    for _ in 0..256 {
+        other.memcpy_dtod(&src, &mut dst).unwrap();
+    }
     let p = buf.device_ptr();
     buf.record_stream(&other);
     let pending = other.record_event(None).unwrap();

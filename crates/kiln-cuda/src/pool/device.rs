@@ -22,6 +22,65 @@ pub struct CudaSegments {
     ctx: Arc<CudaContext>,
 }
 
+/// Device memory of exactly the bytes asked for, straight from `cuMemAlloc`, outside the
+/// caching pool: what a compute-sanitizer run needs. memcheck reports an access past an
+/// array only where its allocation ends there, and the pool carves blocks of up to 1 MiB
+/// out of 2 MiB segments, so an overrun of a pool block lands in memory that is still
+/// allocated and goes unseen (PyTorch's `PYTORCH_NO_CUDA_MEMORY_CACHING` exists for this).
+pub struct UnpooledBuffer {
+    ctx: Arc<CudaContext>,
+    ptr: u64,
+    len: usize,
+}
+
+impl UnpooledBuffer {
+    /// A new allocation of `bytes.len()` bytes (1 for an empty slice) holding `bytes`.
+    pub fn upload(ctx: &Arc<CudaContext>, bytes: &[u8]) -> Result<Self> {
+        ctx.bind_to_thread()
+            .map_err(|e| cuda_err("cuCtxSetCurrent", "unpooled", e))?;
+        // SAFETY: a plain allocation, owned by the value returned (freed on its drop).
+        let ptr = unsafe { result::malloc_sync(bytes.len().max(1)) }
+            .map_err(|e| cuda_err("cuMemAlloc", "unpooled", e))?;
+        let b = UnpooledBuffer {
+            ctx: ctx.clone(),
+            ptr,
+            len: bytes.len(),
+        };
+        if !bytes.is_empty() {
+            // SAFETY: `ptr` holds `bytes.len()` bytes; a synchronous copy from a live slice.
+            unsafe { result::memcpy_htod_sync(ptr, bytes) }
+                .map_err(|e| cuda_err("cuMemcpyHtoD", "unpooled", e))?;
+        }
+        Ok(b)
+    }
+
+    /// The device address.
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no byte is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for UnpooledBuffer {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: `ptr` came from cuMemAlloc in `upload`; cuMemFree synchronises the device,
+        // so no queued work still uses it.
+        if let Err(e) = unsafe { result::free_sync(self.ptr) } {
+            tracing::error!("cuMemFree(0x{:x}) failed: {e:?}", self.ptr);
+        }
+    }
+}
+
 impl SegmentSource for CudaSegments {
     fn alloc_segment(&mut self, bytes: u64) -> std::result::Result<u64, SourceError> {
         self.ctx

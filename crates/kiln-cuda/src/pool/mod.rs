@@ -7,5 +7,5 @@ mod pinned;
 pub use caching::{
     AllocError, Allocation, CachingAllocator, MemoryStats, SegmentSource, SourceError, StreamId,
 };
-pub use device::{DeviceBuffer, DevicePool, GraphRefs, TransferStats};
+pub use device::{DeviceBuffer, DevicePool, GraphRefs, TransferStats, UnpooledBuffer};
 pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
