@@ -16,18 +16,18 @@ their own type with ``out_type="like"`` (``out_type="kiln"`` always gives a kiln
 Binary morphology returns ``bool`` arrays (NumPy, or ``out_type="like"``) and uint8 0/1
 kiln tensors.
 
-Dtypes: float32, uint8 and uint16 keep their type. float64 is accepted by the linear
-filters and computed in float32 (returned as float64: about 1e-7 relative difference from
-scipy's double arithmetic). Rank filters and grey morphology take a NumPy array of every
-real dtype scipy takes (bool, int8..int64, uint8..uint64, float32, float64) on the CPU,
-with scipy's results bit for bit; on the GPU and for tensors, float32, uint8 and uint16.
-Binary morphology takes any dtype (non-zero is true).
-8/16-bit linear results are rounded half away from zero and clamped (scipy truncates and
-wraps, and rounds between the passes of separable filters).
+Dtypes: the linear filters, rank filters and grey morphology take a NumPy array of every
+dtype scipy takes on the CPU (bool, int8..int64, uint8..uint64, float32, float64; complex64
+and complex128 for the linear filters), with scipy's results bit for bit (the linear
+filters' float32 path within an f32 rounding of scipy's, see docs/ndimage.md), a ``mode``
+per axis where scipy takes one, and any number of axes. On the GPU and for kiln tensors:
+float32, uint8 and uint16 keep their type, float64 linear filters are computed in float32,
+and 8/16-bit linear results are rounded half away from zero and clamped (scipy truncates
+and wraps between the passes). Binary morphology takes any dtype (non-zero is true).
 
-``output=``: a dtype or a NumPy array (for a NumPy input), as scipy takes it. Linear
-filters give the input's dtype, float32 or float64; a float output is computed in float32
-from the input converted (so ``gaussian_filter(ct_int16, 2, output=np.float32)`` works).
+``output=``: a dtype or a NumPy array (for a NumPy input), as scipy takes it. For NumPy
+inputs the linear filters take any dtype scipy does, with scipy's C cast into it (integers
+truncate and wrap between passes); for tensors the input's dtype, float32 or float64.
 Rank filters and grey morphology give the input's dtype or one that holds every value of
 it (uint8 to uint16 or float32, say), converted exactly. Binary morphology gives bool
 whatever the dtype, as scipy does. An array is filled and returned; it may be the input.
@@ -35,11 +35,12 @@ whatever the dtype, as scipy does. An array is filled and returned; it may be th
 What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter (its
 subclasses ``ScipyRuntimeError`` and ``ScipyTypeError`` where scipy raises those):
 ``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ
-(rank filters and grey morphology on NumPy inputs take them where scipy does),
+on tensors (NumPy inputs take them where scipy does),
 ``mask=`` of the binary ops on a non-NumPy input, grey morphology on tensors with both a
 ``structure`` and ``axes`` that leave an axis out, inputs of more than 3 axes unless
 ``axes`` names one axis or the last two, or ``axis`` is given (those are folded by a
-reshape: ``(n, c, h, w)`` with ``axes=(2, 3)`` runs as ``(n*c, h, w)``).
+reshape: ``(n, c, h, w)`` with ``axes=(2, 3)`` runs as ``(n*c, h, w)``; the linear filters
+take NumPy inputs of any rank).
 """
 
 from __future__ import annotations
