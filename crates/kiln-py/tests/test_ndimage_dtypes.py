@@ -279,6 +279,10 @@ def test_linear_axes_and_errors_as_scipy():
     _both("gaussian_laplace", x, (1.0, 0.5), axes=(1, 2))
     _both("uniform_filter", x, (3, 2), axes=(0, 1))
     _both("correlate", x, np.ones((3, 2)), axes=(0, 2), origin=(1, 0))
+    # big-endian data gives a native-endian result, as scipy's (the output dtype by name)
+    _both("sobel", x.astype(">f8"))
+    _both("gaussian_filter", x.astype(">c16"), 1.0, output=np.complex64)
+    _both("correlate1d", x.astype(">i4"), [1.0, 2.0], output=np.dtype(">i2"))
     xi = x.astype(np.int32)
     for call, exc in [
         (lambda m: m.correlate1d(xi, [1.0, 2.0], origin=2), ValueError),

@@ -46,7 +46,8 @@ class ScipyValueError(InvalidInputError, ValueError):
 def _get_output(output, x, complex_output=False):
     """scipy's ``_get_output``: a new zero array, or the array given."""
     if output is None:
-        dt = np.promote_types(x.dtype, np.complex64) if complex_output else x.dtype
+        # by name, as scipy: a big-endian input gives a native-endian output
+        dt = np.promote_types(x.dtype, np.complex64) if complex_output else x.dtype.name
         return np.zeros(x.shape, dtype=dt)
     if isinstance(output, (type, np.dtype)):
         if complex_output and np.dtype(output).kind != "c":
