@@ -16,7 +16,9 @@ use crate::errors::invalid;
 use crate::ops::coerce;
 use crate::tensor::PyTensor;
 use crate::{run, IntoPy};
+use kiln::core::imaging::linear::gaussian_weights;
 use kiln::core::imaging::linear_spec::{self, NdParams};
+use kiln::core::imaging::scipy_cpu::{correlate_bytes, passes_bytes, Pass1d, PassOp};
 use kiln::core::imaging::BoundaryMode;
 use kiln::morphology::{BinaryFunction, BinaryParams};
 use kiln::ndimage::{ndimage_tolerance, LinearFilter};
@@ -188,6 +190,102 @@ fn ndimage_tolerance_of(
         sigma, order, truncate, radius, size, origin, axis, axes, weights, wshape, mode, cval,
     )?;
     Ok(ndimage_tolerance(&plan(function, rank, &p)?, max_in))
+}
+
+/// scipy's mode for the host routines: any cval (NaN and infinities included, as scipy
+/// takes them).
+fn host_mode(mode: &str, cval: f64) -> PyResult<BoundaryMode> {
+    boundary(mode, 0.0).map(|m| match m {
+        BoundaryMode::Constant(_) => BoundaryMode::Constant(cval),
+        m => m,
+    })
+}
+
+fn host_dtypes(function: &str, dtype: &str, out_dtype: &str) -> PyResult<(NdDType, NdDType)> {
+    let dt: NdDType = dtype.parse().map_err(|e| invalid(format!("{function}: {e}")))?;
+    let ot: NdDType = out_dtype
+        .parse()
+        .map_err(|e| invalid(format!("{function}: output {e}")))?;
+    Ok((dt, ot))
+}
+
+/// `ndimage_passes_host(data, dtype, shape, out_dtype, axes, weights, sizes, origins, modes,
+/// cval)`: scipy's chain of 1-D passes (`correlate1d` with `weights[i]`, or
+/// `uniform_filter1d` of `sizes[i]` where that is non-zero) on the CPU over a host buffer of
+/// any real dtype scipy takes, each pass along `axes[i]` with `origins[i]` and `modes[i]`,
+/// stored as `out_dtype` after every pass (`kiln_core::imaging::scipy_cpu`); returns the
+/// output's bytes.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_passes_host<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    dtype: &str,
+    shape: Vec<usize>,
+    out_dtype: &str,
+    axes: Vec<usize>,
+    weights: Vec<Vec<f64>>,
+    sizes: Vec<usize>,
+    origins: Vec<isize>,
+    modes: Vec<String>,
+    cval: f64,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let f = "correlate1d";
+    let (dt, ot) = host_dtypes(f, dtype, out_dtype)?;
+    let n = axes.len();
+    if [weights.len(), sizes.len(), origins.len(), modes.len()] != [n; 4] {
+        return Err(invalid(format!(
+            "{f}: one weight list, size, origin and mode per pass"
+        )));
+    }
+    let mut passes = Vec::with_capacity(n);
+    for i in 0..n {
+        let op = if sizes[i] > 0 {
+            PassOp::Uniform(sizes[i])
+        } else {
+            PassOp::Correlate(weights[i].clone())
+        };
+        passes.push(Pass1d {
+            axis: axes[i],
+            op,
+            origin: origins[i],
+            mode: host_mode(&modes[i], cval)?,
+        });
+    }
+    let out = py.detach(|| passes_bytes(data, dt, &shape, &passes, ot)).py()?;
+    Ok(PyByteArray::new(py, &out))
+}
+
+/// `ndimage_correlate_host(data, dtype, shape, out_dtype, weights, wshape, origins, mode,
+/// cval)`: scipy's n-D `correlate` (weights of the data's rank, one origin per axis) on the
+/// CPU over a host buffer of any real dtype scipy takes; returns the output's bytes.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn ndimage_correlate_host<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    dtype: &str,
+    shape: Vec<usize>,
+    out_dtype: &str,
+    weights: Vec<f64>,
+    wshape: Vec<usize>,
+    origins: Vec<isize>,
+    mode: &str,
+    cval: f64,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let (dt, ot) = host_dtypes("correlate", dtype, out_dtype)?;
+    let m = host_mode(mode, cval)?;
+    let out = py
+        .detach(|| correlate_bytes(data, dt, &shape, &weights, &wshape, &origins, m, ot))
+        .py()?;
+    Ok(PyByteArray::new(py, &out))
+}
+
+/// `gaussian_kernel(sigma, order, radius)`: scipy's `_gaussian_kernel1d(sigma, order,
+/// radius)[::-1]`, the weights `gaussian_filter1d` correlates with.
+#[pyfunction]
+fn gaussian_kernel(sigma: f64, order: usize, radius: usize) -> Vec<f64> {
+    gaussian_weights(sigma, order, radius)
 }
 
 fn footprint(what: &str, shape: Vec<usize>, mask: Vec<bool>) -> PyResult<Footprint> {
@@ -398,6 +496,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage_tolerance_of, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_rank, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_rank_host, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_passes_host, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_correlate_host, m)?)?;
+    m.add_function(wrap_pyfunction!(gaussian_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_binary, m)?)?;
     m.add_function(wrap_pyfunction!(binary_structure, m)?)?;
     Ok(())

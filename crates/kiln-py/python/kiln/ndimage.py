@@ -16,18 +16,18 @@ their own type with ``out_type="like"`` (``out_type="kiln"`` always gives a kiln
 Binary morphology returns ``bool`` arrays (NumPy, or ``out_type="like"``) and uint8 0/1
 kiln tensors.
 
-Dtypes: float32, uint8 and uint16 keep their type. float64 is accepted by the linear
-filters and computed in float32 (returned as float64: about 1e-7 relative difference from
-scipy's double arithmetic). Rank filters and grey morphology take a NumPy array of every
-real dtype scipy takes (bool, int8..int64, uint8..uint64, float32, float64) on the CPU,
-with scipy's results bit for bit; on the GPU and for tensors, float32, uint8 and uint16.
-Binary morphology takes any dtype (non-zero is true).
-8/16-bit linear results are rounded half away from zero and clamped (scipy truncates and
-wraps, and rounds between the passes of separable filters).
+Dtypes: the linear filters, rank filters and grey morphology take a NumPy array of every
+dtype scipy takes on the CPU (bool, int8..int64, uint8..uint64, float32, float64; complex64
+and complex128 for the linear filters), with scipy's results bit for bit (the linear
+filters' float32 path within an f32 rounding of scipy's, see docs/ndimage.md), a ``mode``
+per axis where scipy takes one, and any number of axes. On the GPU and for kiln tensors:
+float32, uint8 and uint16 keep their type, float64 linear filters are computed in float32,
+and 8/16-bit linear results are rounded half away from zero and clamped (scipy truncates
+and wraps between the passes). Binary morphology takes any dtype (non-zero is true).
 
-``output=``: a dtype or a NumPy array (for a NumPy input), as scipy takes it. Linear
-filters give the input's dtype, float32 or float64; a float output is computed in float32
-from the input converted (so ``gaussian_filter(ct_int16, 2, output=np.float32)`` works).
+``output=``: a dtype or a NumPy array (for a NumPy input), as scipy takes it. For NumPy
+inputs the linear filters take any dtype scipy does, with scipy's C cast into it (integers
+truncate and wrap between passes); for tensors the input's dtype, float32 or float64.
 Rank filters and grey morphology give the input's dtype or one that holds every value of
 it (uint8 to uint16 or float32, say), converted exactly. Binary morphology gives bool
 whatever the dtype, as scipy does. An array is filled and returned; it may be the input.
@@ -35,11 +35,12 @@ whatever the dtype, as scipy does. An array is filled and returned; it may be th
 What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter (its
 subclasses ``ScipyRuntimeError`` and ``ScipyTypeError`` where scipy raises those):
 ``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ
-(rank filters and grey morphology on NumPy inputs take them where scipy does),
+on tensors (NumPy inputs take them where scipy does),
 ``mask=`` of the binary ops on a non-NumPy input, grey morphology on tensors with both a
 ``structure`` and ``axes`` that leave an axis out, inputs of more than 3 axes unless
 ``axes`` names one axis or the last two, or ``axis`` is given (those are folded by a
-reshape: ``(n, c, h, w)`` with ``axes=(2, 3)`` runs as ``(n*c, h, w)``).
+reshape: ``(n, c, h, w)`` with ``axes=(2, 3)`` runs as ``(n*c, h, w)``; the linear filters
+take NumPy inputs of any rank).
 """
 
 from __future__ import annotations
@@ -378,6 +379,41 @@ def _mode_cval(mode, cval, n, fname):
     return {"mode": _mode(mode, n, fname), "cval": float(cval)}
 
 
+def _exact(input, output, mode, device, out_type, weights=None, f32=True):
+    """Whether a linear filter runs on the CPU routines with scipy's results for every dtype
+    (``_ndimage_linear``): NumPy inputs on the CPU, unless the float32 plan gives scipy's
+    bits already (float32 in and out, one mode, 1 to 3 axes, real weights; ``f32=False``
+    where it does not: the uniform filters, whose running sums it does not reproduce)."""
+    if device not in (None, "cpu") or out_type not in (None, "like") or not _is_numpy(input):
+        return False
+    if getattr(_TOLERANCE, "max_in", None) is not None:
+        return False
+    if isinstance(output, _native.Tensor) or hasattr(output, "__dlpack__") and not isinstance(
+            output, _np().ndarray):
+        return False  # refused by _Call: output= arrays other than NumPy
+    if not f32:
+        return True
+    np = _np()
+    x = np.asarray(input)
+    try:
+        od = None if output is None else (
+            output.dtype if isinstance(output, np.ndarray) else np.dtype(output))
+    except TypeError:
+        return True  # scipy's own error, from the exact path
+    if weights is not None and np.iscomplexobj(weights):
+        return True
+    f4 = np.dtype("float32")
+    # (not `od in (None, f4)`: a dtype equals None when it is float64, np.dtype(None))
+    return not (x.dtype == f4 and (od is None or od == f4) and isinstance(mode, str)
+                and 1 <= x.ndim <= 3 and x.size > 0)
+
+
+def _lin():
+    from . import _ndimage_linear
+
+    return _ndimage_linear
+
+
 # --- linear filters -----------------------------------------------------------------------
 
 def _correlate(fname, input, weights, output, mode, cval, origin, axes, device, out_type):
@@ -396,6 +432,8 @@ def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *
               device=None, out_type=None):
     """scipy.ndimage.correlate: ``weights`` of any shape (odd or even sides), one axis per
     filtered axis (all, or ``axes``)."""
+    if _exact(input, output, mode, device, out_type, weights):
+        return _lin().correlate(input, weights, output, mode, cval, origin, axes=axes)
     return _correlate("correlate", input, weights, output, mode, cval, origin, axes, device,
                       out_type)
 
@@ -403,6 +441,8 @@ def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *
 def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
              device=None, out_type=None):
     """scipy.ndimage.convolve (the kernel reversed; scipy's origin rule for even sides)."""
+    if _exact(input, output, mode, device, out_type, weights):
+        return _lin().convolve(input, weights, output, mode, cval, origin, axes=axes)
     return _correlate("convolve", input, weights, output, mode, cval, origin, axes, device,
                       out_type)
 
@@ -420,6 +460,8 @@ def _one_d(fname, input, weights, axis, output, mode, cval, origin, device, out_
 def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
                 device=None, out_type=None):
     """scipy.ndimage.correlate1d along ``axis``."""
+    if _exact(input, output, mode, device, out_type, weights):
+        return _lin().correlate1d(input, weights, axis, output, mode, cval, origin)
     return _one_d("correlate1d", input, weights, axis, output, mode, cval, origin, device,
                   out_type)
 
@@ -427,6 +469,8 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
 def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
                device=None, out_type=None):
     """scipy.ndimage.convolve1d along ``axis``."""
+    if _exact(input, output, mode, device, out_type, weights):
+        return _lin().convolve1d(input, weights, axis, output, mode, cval, origin)
     return _one_d("convolve1d", input, weights, axis, output, mode, cval, origin, device,
                   out_type)
 
@@ -448,6 +492,9 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
                     *, radius=None, axes=None, device=None, out_type=None):
     """scipy.ndimage.gaussian_filter: ``sigma``, ``order`` (0-2), ``radius`` per filtered
     axis (one value for all); sigma 0 leaves an axis alone."""
+    if _exact(input, output, mode, device, out_type):
+        return _lin().gaussian_filter(input, sigma, order, output, mode, cval, truncate,
+                                      radius=radius, axes=axes)
     call = _Call("gaussian_filter", input, "linear", output, device, out_type)
     ax = call.axes(axes)
     return _gauss("gaussian_filter", call, sigma, order, truncate, radius,
@@ -457,6 +504,9 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
 def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
                       truncate=4.0, *, radius=None, device=None, out_type=None):
     """scipy.ndimage.gaussian_filter1d along ``axis``."""
+    if _exact(input, output, mode, device, out_type):
+        return _lin().gaussian_filter1d(input, sigma, axis, order, output, mode, cval, truncate,
+                                        radius=radius)
     call = _Call("gaussian_filter1d", input, "linear", output, device, out_type)
     if operator.index(order) < 0:
         raise InvalidInputError(f"gaussian_filter1d: order must be non-negative, got {order!r}")
@@ -472,6 +522,8 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
 def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
                      device=None, out_type=None, **kwargs):
     """scipy.ndimage.gaussian_laplace (``truncate``, ``radius`` in kwargs)."""
+    if _exact(input, output, mode, device, out_type):
+        return _lin().gaussian_laplace(input, sigma, output, mode, cval, axes=axes, **kwargs)
     _kwargs(kwargs, "gaussian_laplace")
     call = _Call("gaussian_laplace", input, "linear", output, device, out_type)
     ax = call.axes(axes)
@@ -482,6 +534,9 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
 def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *,
                                 axes=None, device=None, out_type=None, **kwargs):
     """scipy.ndimage.gaussian_gradient_magnitude (``truncate``, ``radius`` in kwargs)."""
+    if _exact(input, output, mode, device, out_type, f32=axes is None):
+        return _lin().gaussian_gradient_magnitude(input, sigma, output, mode, cval, axes=axes,
+                                                  **kwargs)
     _kwargs(kwargs, "gaussian_gradient_magnitude")
     call = _Call("gaussian_gradient_magnitude", input, "linear", output, device, out_type)
     ax = call.axes(axes)
@@ -498,6 +553,8 @@ def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=
 def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
                    device=None, out_type=None):
     """scipy.ndimage.uniform_filter: ``size`` and ``origin`` per filtered axis."""
+    if _exact(input, output, mode, device, out_type, f32=False):
+        return _lin().uniform_filter(input, size, output, mode, cval, origin, axes=axes)
     call = _Call("uniform_filter", input, "linear", output, device, out_type)
     ax = call.axes(axes)
     n = len(ax)
@@ -509,6 +566,8 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
 def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
                      device=None, out_type=None):
     """scipy.ndimage.uniform_filter1d along ``axis``."""
+    if _exact(input, output, mode, device, out_type, f32=False):
+        return _lin().uniform_filter1d(input, size, axis, output, mode, cval, origin)
     call = _Call("uniform_filter1d", input, "linear", output, device, out_type)
     return _linear(call, "uniform_filter1d", size=[operator.index(size)],
                    origin=[operator.index(origin)], axis=call.axis(axis),
@@ -526,18 +585,24 @@ def _derivative(fname, input, axis, output, mode, cval, device, out_type):
 
 def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0, *, device=None, out_type=None):
     """scipy.ndimage.sobel: the derivative along ``axis``, smoothed along the others."""
+    if _exact(input, output, mode, device, out_type):
+        return _lin().sobel(input, axis, output, mode, cval)
     return _derivative("sobel", input, axis, output, mode, cval, device, out_type)
 
 
 def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0, *, device=None,
             out_type=None):
     """scipy.ndimage.prewitt."""
+    if _exact(input, output, mode, device, out_type):
+        return _lin().prewitt(input, axis, output, mode, cval)
     return _derivative("prewitt", input, axis, output, mode, cval, device, out_type)
 
 
 def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None, device=None,
             out_type=None):
     """scipy.ndimage.laplace: the sum of second differences over ``axes`` (default all)."""
+    if _exact(input, output, mode, device, out_type):
+        return _lin().laplace(input, output, mode, cval, axes=axes)
     call = _Call("laplace", input, "linear", output, device, out_type)
     ax = call.axes(axes)
     return _linear(call, "laplace", axes=None if axes is None else ax,
