@@ -353,11 +353,10 @@ impl UserFunction {
         self.same_backend(backend)?;
         let values = self.check_args(args)?;
         let cfg = self.check_shape(backend, grid, block, shared_mem)?;
-        let op = format!("user:{}", self.name());
         // SAFETY: as `launch`'s, with the stream and the pointers' memory the caller's
         // contract.
         unsafe { self.enqueue(&values, cfg, stream as sys::CUstream) }
-            .map_err(|e| driver_err(&op, &backend.name(), e, ""))
+            .map_err(|e| driver_err(&format!("user:{}", self.name()), &backend.name(), e, ""))
     }
 
     fn same_backend(&self, backend: &CudaBackend) -> Result<()> {

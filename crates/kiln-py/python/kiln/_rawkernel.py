@@ -208,8 +208,14 @@ def _raw_args(args):
     their bytes), Python ints untyped, floats as float64, complex numbers as complex128's
     bytes; ``owners`` are the arguments that hold device memory."""
     out, owners = [], []
+    nd = _cupy_ndarray()
     for k, a in enumerate(args):
-        if a is None:
+        if nd is not None and type(a) is nd:
+            # CuPy's own array, the common argument: its attributes directly (its
+            # __cuda_array_interface__ builds a dictionary a call)
+            out.append(("ptr", a.data.ptr, _dtype_name(a.dtype), a.size))
+            owners.append(a)
+        elif a is None:
             out.append(("ptr", 0, None, 0))
         elif isinstance(a, (bool, np.bool_)):
             out.append(("scalar", "bool", bool(a)))
@@ -254,8 +260,18 @@ def _raw_args(args):
     return out, owners
 
 
+def _cupy_ndarray():
+    """CuPy's ndarray type where the caller has imported CuPy, else None (kiln never imports
+    it for this)."""
+    cp = sys.modules.get("cupy")
+    return getattr(cp, "ndarray", None) if cp is not None else None
+
+
 def _device_of(owners):
+    nd = _cupy_ndarray()
     for a in owners:
+        if nd is not None and type(a) is nd:
+            return a.device.id
         if isinstance(a, _native.Tensor):
             return int(a.device.split(":")[1]) if ":" in a.device else 0
         if _is_memory_pointer(a):
