@@ -384,7 +384,8 @@ fn direct(
 
 /// scipy `_gaussian_kernel1d(sigma, order, radius)` reversed, as `gaussian_filter1d`
 /// correlates with it: `order` 0 is the normalised Gaussian, 1 and 2 its derivatives
-/// (the polynomial `q(x)` of scipy's recurrence times the Gaussian).
+/// (the polynomial `q(x)` of scipy's recurrence times the Gaussian). scipy's formula, not
+/// its bits: numpy's vectorised `exp` and dot products can round the last bit otherwise.
 pub fn gaussian_weights(sigma: f64, order: usize, radius: usize) -> Vec<f64> {
     let s2 = sigma * sigma;
     let r = radius as i64;
