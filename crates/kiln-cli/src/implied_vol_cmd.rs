@@ -41,7 +41,8 @@ Output: id,volatility,reason,detail, one row per quote in input order. volatilit
 Method: Jaeckel's \"Let's Be Rational\": machine precision for any moneyness and total
   volatility in two iterations, on the GPU that --device selects (auto: one if usable),
   else on the CPU's cores (over 10^6 quotes a second per core); --device cpu forces the
-  CPU. The GPU agrees with the CPU to a few ulp.
+  CPU. The GPU agrees with the CPU to what an ulp of input rounding allows (a few ulp;
+  a price within rounding of a bound may get another reason).
   Where the price hardly moves with the volatility (deep in the money, total volatility
   sigma sqrt(T) of several units), f64 prices determine the volatility only to
   about 1e-16 price / vega.

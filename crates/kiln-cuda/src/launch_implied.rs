@@ -8,7 +8,8 @@
 //! The kernel's f64 arithmetic is the CPU's operation for operation (no contraction); only
 //! the GPU's `exp`, `log` and `pow` may differ from the host's libm by an ulp, so results
 //! agree with [`implied_volatility_book`](kiln_core::finance::implied::implied_volatility_book)
-//! to a few ulp (bitwise where the kernel runs on the host: tests/host_emulation.rs).
+//! to what an ulp of rounding in the inputs allows (bitwise where the kernel runs on the
+//! host: tests/host_emulation.rs).
 //!
 //! Launch shape: 128 threads a block, `min(ceil(n / 128), 64 per SM)` blocks, grid-stride
 //! over the quotes. Books larger than [`IV_CHUNK_QUOTES`] go through in chunks of it
@@ -133,7 +134,8 @@ impl CudaBackend {
 
     /// The implied volatility of every quote of a book on this GPU, in order: each
     /// `Ok(sigma)` or its [`NoVolatility`] reason, as kiln-core's `implied_volatility_book`
-    /// gives them (to a few ulp; the reasons alike). The outer error is a device failure.
+    /// gives them (to what an ulp of input rounding allows; crate docs of this module's
+    /// source, `launch_implied.rs`). The outer error is a device failure.
     /// Chunks of [`IV_CHUNK_QUOTES`].
     pub fn implied_volatility_book_gpu(
         &self,

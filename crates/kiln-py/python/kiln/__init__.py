@@ -355,8 +355,9 @@ def implied_vol(price, spot, strike, maturity, rate=0.0, dividend=0.0, kind="cal
     volatilities of several units, a float64 price determines sigma only to about 1e-16
     price / vega). ``device`` None or ``"cpu"`` solves on the CPU's cores (no GPU start or
     kernel compile for a small call); ``"auto"``, ``"cuda"`` or ``"cuda:N"`` on that
-    device's GPU (``"auto"``: the CPU where none is usable), which agrees with the CPU to a
-    few ulp and gives the same reasons.
+    device's GPU (``"auto"``: the CPU where none is usable), which agrees with the CPU to
+    what an ulp of input rounding allows (a few ulp; a price within rounding of its
+    intrinsic value or bound may get another reason).
 
     Returns a float64 array of the broadcast shape (a scalar for scalar inputs), NaN where a
     quote has no volatility; with ``return_reasons=True`` also an array of reason codes, ``""``

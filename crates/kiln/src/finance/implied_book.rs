@@ -1,8 +1,9 @@
 //! Implied volatility of a book through the runtime: kiln-cuda's `implied_vol_f64` kernel
 //! when the runtime has a GPU, kiln-core's solver on rayon's pool otherwise. Both run the
 //! same "Let's Be Rational" operations in f64; the GPU's `exp`, `log` and `pow` may differ
-//! from the host's libm by an ulp, so the two agree to a few ulp (the reasons exactly, but
-//! for a quote within an ulp of a bound).
+//! from the host's libm by an ulp, so the two agree to what an ulp of rounding in the inputs
+//! allows: volatilities to a few ulp (more where the price is that sensitive), the same
+//! reasons except for a price within rounding of its intrinsic value or bound.
 
 use kiln_core::finance::implied::{implied_volatility_book, NoVolatility, Quote};
 use kiln_core::Result;
