@@ -1,6 +1,8 @@
 //! `kiln implied-vol`: a CSV of European option quotes in, one implied volatility per quote
-//! out (the file rules are `kiln_io::quotes_csv`'s; the solver is
-//! `kiln::finance::implied`, Jäckel's "Let's Be Rational", on the CPU).
+//! out (the file rules are `kiln_io::quotes_csv`'s; the solver is Jäckel's "Let's Be
+//! Rational", through `Runtime::implied_volatility_book`: on the GPU the global `--device`
+//! selects, auto taking one where usable, else on the CPU's cores; `--json` names the
+//! device).
 //!
 //! Bad rows (the file's own: an unknown type, a cell that is not a number, a spot, strike or
 //! maturity `<= 0`, a duplicate id) are all collected before anything is written: without
@@ -14,8 +16,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use kiln::finance::implied::{book_threads, implied_volatility_book, Quote};
-use kiln::{Config, DeviceRequest};
+use kiln::finance::implied::{book_threads, Quote};
+use kiln::{BackendKind, Config, DeviceRequest, Runtime};
 use kiln_io::quotes_csv::{self, VolRecord};
 use serde::Serialize;
 
@@ -37,7 +39,10 @@ Output: id,volatility,reason,detail, one row per quote in input order. volatilit
     above_upper_bound  price >= S e^-qT (call) or K e^-rT (put)
     out_of_range       the forward S e^(r-q)T or the discount e^-rT overflows f64
 Method: Jaeckel's \"Let's Be Rational\": machine precision for any moneyness and total
-  volatility in two iterations, on the CPU's cores (over 10^6 quotes a second per core).
+  volatility in two iterations, on the GPU that --device selects (auto: one if usable),
+  else on the CPU's cores (over 10^6 quotes a second per core); --device cpu forces the
+  CPU. The GPU agrees with the CPU to what an ulp of input rounding allows (a few ulp;
+  a price within rounding of a bound may get another reason).
   Where the price hardly moves with the volatility (deep in the money, total volatility
   sigma sqrt(T) of several units), f64 prices determine the volatility only to
   about 1e-16 price / vega.
@@ -89,19 +94,18 @@ struct Summary {
     no_volatility: std::collections::BTreeMap<&'static str, usize>,
     /// Bad rows (not read).
     invalid: usize,
-    device: &'static str,
-    threads: usize,
+    /// `cpu` or `cuda:N`: where the book was solved.
+    device: String,
+    /// The CPU solver's threads (null on a GPU).
+    threads: Option<usize>,
     seconds: f64,
     quotes_per_s: f64,
     total_seconds: f64,
 }
 
 /// Solve the input file into the output file; see the module docs.
-pub fn run(args: &Args, request: DeviceRequest, _cfg: &Config) -> anyhow::Result<ExitCode> {
+pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let t_start = Instant::now();
-    if !matches!(request, DeviceRequest::Auto | DeviceRequest::Cpu) {
-        tracing::warn!("implied volatility runs on the CPU; --device {request} is not used");
-    }
     let files = RowFiles::new("kiln implied-vol", "solve", &args.input, &args.output, "vols");
     files.check_outputs("volatilities")?;
     let file = quotes_csv::read_quotes(&args.input).map_err(io_error("--input"))?;
@@ -110,8 +114,10 @@ pub fn run(args: &Args, request: DeviceRequest, _cfg: &Config) -> anyhow::Result
         return Err(files.fail_invalid(&file.errors, total));
     }
     let quotes: Vec<Quote> = file.quotes.iter().map(|q| q.quote).collect();
+    // After the file is read: a bad file costs no device start.
+    let rt = Runtime::new(request, cfg)?;
     let t_solve = Instant::now();
-    let results = implied_volatility_book(&quotes);
+    let results = rt.implied_volatility_book(&quotes)?;
     let seconds = t_solve.elapsed().as_secs_f64();
     let mut no_volatility = std::collections::BTreeMap::new();
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
@@ -141,8 +147,8 @@ pub fn run(args: &Args, request: DeviceRequest, _cfg: &Config) -> anyhow::Result
             solved,
             no_volatility,
             invalid: file.errors.len(),
-            device: "cpu",
-            threads: book_threads(),
+            device: rt.device_name(),
+            threads: (rt.kind() == BackendKind::Cpu).then(book_threads),
             seconds,
             quotes_per_s: if seconds > 0.0 {
                 quotes.len() as f64 / seconds
@@ -155,10 +161,11 @@ pub fn run(args: &Args, request: DeviceRequest, _cfg: &Config) -> anyhow::Result
     } else {
         let without = records.len() - solved;
         println!(
-            "{solved} of {total} quotes solved, {without} without a volatility (reasons in {}), {} invalid; {:.3} s",
+            "{solved} of {total} quotes solved, {without} without a volatility (reasons in {}), {} invalid; {:.3} s on {}",
             args.output.display(),
             file.errors.len(),
-            seconds
+            seconds,
+            rt.device_name()
         );
     }
     Ok(ExitCode::SUCCESS)

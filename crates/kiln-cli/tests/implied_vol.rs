@@ -1,5 +1,7 @@
-//! `kiln implied-vol` end to end (CPU only): the binary on small quote CSVs, the
-//! volatilities read back and checked against the volatilities the prices were made from.
+//! `kiln implied-vol` end to end: the binary on small quote CSVs, the volatilities read back
+//! and checked against the volatilities the prices were made from (on the default device:
+//! the GPU where one is usable, else the CPU); `--device cpu` forces the CPU and the JSON
+//! says where the book ran.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use kiln::core::finance::bsm;
@@ -224,4 +226,50 @@ fn the_help_example_is_true() {
         ),
         "{text}"
     );
+}
+
+#[test]
+fn device_cpu_solves_on_the_cpu_and_the_json_says_where() {
+    use OptionType::{Call, Put};
+    let d = tempfile::tempdir().unwrap();
+    let mut text = HEADER.to_string();
+    text += &row("a", Call, 100.0, 90.0, 0.02, 0.01, 0.3, 0.75);
+    text += &row("b", Put, 100.0, 130.0, 0.0, 0.0, 0.6, 2.0);
+    text += "c,call,1,100,50,0.05,0,1\n";
+    write(d.path(), "quotes.csv", &text);
+    let run = |device: &str, out: &str| {
+        let o = kiln(
+            d.path(),
+            &[
+                "--device",
+                device,
+                "--input",
+                "quotes.csv",
+                "--output",
+                out,
+                "--json",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "--device {device}: {}", stderr(&o));
+        let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
+        (summary, read_vols(&d.path().join(out)))
+    };
+    let (cpu, cpu_vols) = run("cpu", "cpu.csv");
+    assert_eq!(cpu["device"], "cpu");
+    assert!(cpu["threads"].as_u64().unwrap() >= 1);
+    assert_eq!(cpu["solved"], 2);
+    assert_eq!(cpu_vols[2].2, "below_intrinsic");
+    // auto: a GPU where one is usable (then threads is null), else the CPU; the same answers
+    // to a few ulp either way.
+    let (auto, auto_vols) = run("auto", "auto.csv");
+    let device = auto["device"].as_str().unwrap();
+    assert!(device == "cpu" || device.starts_with("cuda:"), "{device}");
+    assert_eq!(auto["threads"].is_null(), device != "cpu");
+    for (a, c) in auto_vols.iter().zip(&cpu_vols) {
+        assert_eq!((&a.0, &a.2), (&c.0, &c.2));
+        match (a.1, c.1) {
+            (Some(x), Some(y)) => assert!((x - y).abs() <= 1e-14 * y, "{}: {x} vs {y}", a.0),
+            (x, y) => assert_eq!(x, y),
+        }
+    }
 }

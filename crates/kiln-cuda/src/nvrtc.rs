@@ -17,11 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Options every program is compiled with (part of the cache key).
 pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo"];
 
-/// A program's NVRTC options but the arch: [`OPTIONS`], the definitions that select its
+/// A program's NVRTC options but the arch: [`OPTIONS`], its module's own
+/// ([`Module::options`](crate::kernels::Module::options)), the definitions that select its
 /// kernel and, last, any in `KILN_NVRTC_EXTRA` (the cache key covers them all).
 pub fn options(program: Program) -> Vec<String> {
     OPTIONS
         .iter()
+        .chain(program.module().options)
         .map(|s| s.to_string())
         .chain(program.defines())
         .chain(extra_options())

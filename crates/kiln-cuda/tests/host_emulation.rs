@@ -16,6 +16,12 @@
 //! `BlockSums::push` in sample order bit for bit, as the H200 test `basket_gpu` demands.
 //! The `_rn` intrinsics are the host's IEEE operations there (no contraction), so this checks
 //! the kernel's indexing, staging and arithmetic order before a GPU sees it.
+//!
+//! The implied-volatility kernel (`kernels/implied_vol.cu`) runs over a grid smaller than
+//! the book (`emu/implied_vol_check.cpp`), on a random book and the edge cases of
+//! `kiln_core::finance::implied::sample`; compiled without contraction and calling the
+//! host's libm (as Rust's `f64::exp`/`ln`/`powf` do), every volatility must equal kiln-core's
+//! `implied_volatility_book` bit for bit and every reason code its `NoVolatility::index`.
 #![allow(clippy::unwrap_used)]
 
 use kiln_core::finance::basket::{basket_sample, BasketAsset, BasketAverage, BasketPathParams, BasketSpec};
@@ -320,4 +326,79 @@ fn basket_kernels_match_kiln_core_on_the_host() {
             pps.len()
         );
     }
+}
+
+#[test]
+fn implied_vol_kernel_matches_kiln_core_bit_for_bit_on_the_host() {
+    use kiln_core::finance::implied::{implied_volatility_book, sample, NoVolatility};
+    let Some(cxx) = compiler() else {
+        kiln_testkit::skip_unless_required(
+            "KILN_REQUIRE_CXX",
+            "implied_vol_kernel_matches_kiln_core_bit_for_bit_on_the_host",
+            "no C++ compiler (set CXX)",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(
+        &cxx,
+        dir.path(),
+        "implied_vol_check",
+        &[include_str!("../kernels/implied_vol.cu")],
+        include_str!("emu/implied_vol_check.cpp"),
+        &["-DKILN_ONLY", "-DKILN_K_implied_vol_f64"],
+    );
+    let (mut quotes, _) = sample::random_book(60_000, 2026);
+    quotes.extend(sample::edge_quotes());
+    let n = quotes.len();
+    let case = dir.path().join("book");
+    std::fs::create_dir_all(&case).unwrap();
+    write(case.join("n.bin"), &[n as u64]);
+    let col = |f: fn(&kiln_core::finance::implied::Quote) -> f64| quotes.iter().map(f).collect::<Vec<f64>>();
+    write(case.join("price.bin"), &col(|q| q.price));
+    write(case.join("spot.bin"), &col(|q| q.spot));
+    write(case.join("strike.bin"), &col(|q| q.strike));
+    write(case.join("maturity.bin"), &col(|q| q.maturity));
+    write(case.join("rate.bin"), &col(|q| q.rate));
+    write(case.join("dividend.bin"), &col(|q| q.dividend));
+    let put: Vec<u8> = quotes
+        .iter()
+        .map(|q| u8::from(q.kind == OptionType::Put))
+        .collect();
+    std::fs::write(case.join("put.bin"), &put).unwrap();
+    let run = Command::new(&exe).arg(&case).output().unwrap();
+    assert!(
+        run.status.success(),
+        "implied_vol_check failed:\n{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let vol = read_f64(case.join("vol.bin"));
+    let reason = std::fs::read(case.join("reason.bin")).unwrap();
+    assert_eq!((vol.len(), reason.len()), (n, n));
+    let want = implied_volatility_book(&quotes);
+    let (mut bad, mut counts) = (0usize, [0usize; 7]);
+    for (i, (w, q)) in want.iter().zip(&quotes).enumerate() {
+        let ok = match w {
+            Ok(s) => reason[i] == 0 && vol[i].to_bits() == s.to_bits(),
+            Err(e) => {
+                reason[i] == e.index()
+                    && vol[i].is_nan()
+                    && format!("{:?}", NoVolatility::from_index(reason[i], q)) == format!("{:?}", Some(*e))
+            }
+        };
+        counts[w.as_ref().map_or_else(|e| e.index() as usize, |_| 0)] += 1;
+        if !ok {
+            bad += 1;
+            if bad <= 8 {
+                eprintln!(
+                    "quote {i} {q:?}: kernel ({}, code {}), kiln-core {w:?}",
+                    vol[i], reason[i]
+                );
+            }
+        }
+    }
+    assert_eq!(bad, 0, "{bad} of {n} quotes differ from kiln-core");
+    assert!(counts.iter().all(|&c| c > 0), "every code is reached: {counts:?}");
+    eprintln!("{n} quotes equal kiln-core's bits; by code 0..=6: {counts:?}");
 }

@@ -6,7 +6,7 @@
 //! the CLI's bits. Implied volatilities (`implied_vol`) take and return packed float64
 //! columns, solved on the CPU's cores.
 
-use crate::errors::invalid;
+use crate::errors::{invalid, IntoPy};
 use crate::runtime_for;
 use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng};
 use kiln::finance::{BookOption, Method, TargetSe};
@@ -189,13 +189,15 @@ fn f64s(name: &str, bytes: &[u8], n: usize) -> PyResult<Vec<f64>> {
         .collect())
 }
 
-/// `implied_vol(price, spot, strike, maturity, rate, dividend, is_put)`: the Black-Scholes
-/// implied volatility of each quote (`kiln::finance::implied`, solved in parallel with the
-/// GIL released). The first six are `n` little-endian float64 each, `is_put` `n` bytes (0
-/// call, 1 put), all already broadcast by the Python layer. Returns `(vols, codes)`: `n`
-/// little-endian float64 (NaN where a quote has no volatility) and `n` bytes indexing
-/// [`NO_VOLATILITY_CODES`].
+/// `implied_vol(price, spot, strike, maturity, rate, dividend, is_put, device=None)`: the
+/// Black-Scholes implied volatility of each quote (`kiln::finance::implied`, solved with the
+/// GIL released: on the CPU's cores for `device` None or `cpu`, else through the runtime
+/// of `device`, `Runtime::implied_volatility_book`, on its GPU). The first six are `n`
+/// little-endian float64 each, `is_put` `n` bytes (0 call, 1 put), all already broadcast by
+/// the Python layer. Returns `(vols, codes)`: `n` little-endian float64 (NaN where a quote
+/// has no volatility) and `n` bytes indexing [`NO_VOLATILITY_CODES`].
 #[pyfunction]
+#[pyo3(signature = (price, spot, strike, maturity, rate, dividend, is_put, device = None))]
 #[allow(clippy::too_many_arguments)]
 fn implied_vol<'py>(
     py: Python<'py>,
@@ -206,6 +208,7 @@ fn implied_vol<'py>(
     rate: &[u8],
     dividend: &[u8],
     is_put: &[u8],
+    device: Option<&str>,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     use kiln::core::finance::OptionType;
     use kiln::finance::implied::{implied_volatility_book, Quote};
@@ -233,7 +236,14 @@ fn implied_vol<'py>(
             dividend: cols[5][i],
         })
         .collect();
-    let results = py.detach(move || implied_volatility_book(&quotes));
+    let results = match device.map(|d| d.trim().to_ascii_lowercase()) {
+        None => py.detach(move || implied_volatility_book(&quotes)),
+        Some(d) if d == "cpu" => py.detach(move || implied_volatility_book(&quotes)),
+        Some(d) => {
+            let rt = runtime_for(py, &d)?;
+            py.detach(move || rt.implied_volatility_book(&quotes)).py()?
+        }
+    };
     let mut vols = Vec::with_capacity(8 * n);
     let mut codes = Vec::with_capacity(n);
     for r in &results {

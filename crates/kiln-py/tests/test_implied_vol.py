@@ -1,5 +1,6 @@
-"""kiln.implied_vol on the CPU: round trips against kiln.price's closed form, NumPy
-broadcasting, NaN and a reason code per quote without a volatility, bad arguments."""
+"""kiln.implied_vol: round trips against kiln.price's closed form, NumPy broadcasting, NaN
+and a reason code per quote without a volatility, bad arguments; device="cpu" (the default)
+and device="auto" (a GPU where one is usable) agree."""
 
 import numpy as np
 import pytest
@@ -86,3 +87,17 @@ def test_a_large_book_is_solved_in_order():
                        "maturity": t})["vega"]
     big_vega = ok & (vega > 1.0)
     np.testing.assert_allclose(got[big_vega], vol[big_vega], rtol=0, atol=1e-11)
+
+
+def test_device_cpu_and_auto_agree():
+    price = [10.45, 1.0, 5.57, 0.0]
+    strike = [100.0, 50.0, 100.0, 100.0]
+    kind = ["call", "call", "put", "put"]
+    cpu, rc = kiln.implied_vol(price, 100.0, strike, 1.0, rate=0.05, kind=kind,
+                               return_reasons=True, device="cpu")
+    default = kiln.implied_vol(price, 100.0, strike, 1.0, rate=0.05, kind=kind)
+    np.testing.assert_array_equal(default, cpu)
+    auto, ra = kiln.implied_vol(price, 100.0, strike, 1.0, rate=0.05, kind=kind,
+                                return_reasons=True, device="auto")
+    np.testing.assert_allclose(auto, cpu, rtol=1e-14)
+    assert list(ra) == list(rc) == ["", "below_intrinsic", "", "not_positive"]

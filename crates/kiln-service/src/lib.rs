@@ -33,6 +33,7 @@ pub mod error;
 pub mod exec;
 pub mod hub;
 pub mod ids;
+pub mod implied;
 pub mod listener;
 pub mod metrics;
 pub mod pricing;

@@ -17,8 +17,9 @@ use std::path::PathBuf;
 
 /// The kinds of the service (`user_kernel` runs only with `allow_user_kernels`; `fault`,
 /// not listed, only with `allow_fault_injection`).
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 7] = [
     "price",
+    crate::implied::KIND,
     "filter2d",
     "filter3d",
     "gemm",
@@ -80,6 +81,11 @@ pub enum Task {
         target_se: Option<TargetSe>,
         /// The path cap of a `target_se` run.
         max_paths: u64,
+    },
+    /// Implied volatilities of a book of quotes (crate::implied).
+    ImpliedVol {
+        /// The quotes, in order.
+        quotes: Vec<crate::implied::QuoteRow>,
     },
     /// Filter a 2-D image `(h, w)` or `(h, w, c)`.
     Filter2d {
@@ -202,7 +208,7 @@ fn auto() -> String {
 }
 
 /// What a JSON value is, for an error message that quotes it (long text cut short).
-fn shown(v: &Value) -> String {
+pub(crate) fn shown(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("{b} (a boolean)"),
@@ -347,6 +353,7 @@ pub fn validate(
 ) -> Result<Validated, ApiError> {
     let (task, elements) = match kind {
         "price" => crate::pricing::validate(params, inputs, blobs)?,
+        crate::implied::KIND => crate::implied::validate(params, inputs)?,
         "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs, max_elements)?,
         "gemm" => gemm(params, inputs, blobs, max_elements)?,
         "elementwise" => elementwise(params, inputs, blobs, max_elements)?,

@@ -25,6 +25,9 @@ fn valid_bodies() -> Vec<Value> {
         json!({"kind": "price", "inputs": {"options": [opt]}}),
         json!({"kind": "price", "params": {"method": "mc", "paths": 4096, "steps": 16, "seed": 1},
             "inputs": {"options": [opt, opt]}, "priority": 3, "queue_timeout_s": 5}),
+        json!({"kind": "implied_vol", "inputs": {"quotes": [
+            {"type": "call", "price": 10.45, "spot": 100.0, "strike": 100.0, "maturity": 1.0, "rate": 0.05},
+            {"option_type": "put", "price": 5.0, "spot": 100.0, "strike": 95.0, "maturity": 0.5, "dividend": 0.01}]}}),
         json!({"kind": "elementwise", "params": {"op": "scale_shift", "a": 2.0, "b": 1.0},
             "inputs": {"x": {"shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}}}),
         json!({"kind": "elementwise", "params": {"op": "clamp", "lo": 0.0, "hi": 1.0},

@@ -14,13 +14,15 @@ use crate::Runtime;
 
 pub use kiln_core::finance;
 /// Implied volatility of European quotes (Jäckel's "Let's Be Rational"), one quote or a
-/// whole book on the CPU's cores.
+/// whole book on the CPU's cores; `Runtime::implied_volatility_book` solves a book on the
+/// runtime's device.
 pub use kiln_core::finance::implied;
 
 pub mod american;
 mod basket;
 pub mod book;
 mod heston;
+mod implied_book;
 pub mod records;
 mod target;
 pub use american::{AmericanSpec, DEFAULT_TREE_STEPS};

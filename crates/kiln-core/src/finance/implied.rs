@@ -40,6 +40,7 @@
 //! forward terms. A price within that rounding of the upper bound is refused as at it.
 
 mod lbr;
+pub mod sample;
 mod special;
 #[cfg(test)]
 mod tests;
@@ -133,6 +134,82 @@ impl NoVolatility {
         }
     }
 
+    /// The variant's code in kiln's device kernels (`kernels/implied_vol.cu`): 1
+    /// `not_finite`, 2 `not_positive`, 3 `out_of_range`, 4 `below_intrinsic`, 5
+    /// `at_intrinsic`, 6 `above_upper_bound` (0 is a solved quote).
+    pub fn index(&self) -> u8 {
+        match self {
+            NoVolatility::NotFinite { .. } => 1,
+            NoVolatility::NotPositive { .. } => 2,
+            NoVolatility::OutOfRange { .. } => 3,
+            NoVolatility::BelowIntrinsic { .. } => 4,
+            NoVolatility::AtIntrinsic { .. } => 5,
+            NoVolatility::AboveUpperBound { .. } => 6,
+        }
+    }
+
+    /// The reason of code `index` ([`Self::index`]) for `quote`, its fields computed from
+    /// the quote as [`implied_volatility`] computes them: a kernel returns the code alone.
+    /// `None` for 0 (solved) or an unknown code. Where the quote does not show the reason
+    /// (a device that disagrees with the CPU on it), the fields fall back to the price.
+    pub fn from_index(index: u8, quote: &Quote) -> Option<NoVolatility> {
+        let q = quote;
+        let fields = [
+            ("price", q.price),
+            ("spot", q.spot),
+            ("strike", q.strike),
+            ("maturity", q.maturity),
+            ("rate", q.rate),
+            ("dividend", q.dividend),
+        ];
+        Some(match index {
+            1 => {
+                let (field, value) = fields
+                    .into_iter()
+                    .find(|(_, v)| !v.is_finite())
+                    .unwrap_or(fields[0]);
+                NoVolatility::NotFinite { field, value }
+            }
+            2 => {
+                let (field, value) = fields[..4]
+                    .iter()
+                    .copied()
+                    .find(|(_, v)| *v <= 0.0)
+                    .unwrap_or(fields[0]);
+                NoVolatility::NotPositive { field, value }
+            }
+            3 => {
+                let df = (-q.rate * q.maturity).exp();
+                let forward = q.spot * ((q.rate - q.dividend) * q.maturity).exp();
+                if df.is_finite() && df > 0.0 && !(forward.is_finite() && forward > 0.0) {
+                    NoVolatility::OutOfRange {
+                        what: "forward",
+                        value: forward,
+                    }
+                } else {
+                    NoVolatility::OutOfRange {
+                        what: "discount factor",
+                        value: df,
+                    }
+                }
+            }
+            4..=6 => {
+                let (intrinsic, (bound, bound_name)) = discounted_bounds(q);
+                let price = q.price;
+                match index {
+                    4 => NoVolatility::BelowIntrinsic { price, intrinsic },
+                    5 => NoVolatility::AtIntrinsic { price, intrinsic },
+                    _ => NoVolatility::AboveUpperBound {
+                        price,
+                        bound,
+                        bound_name,
+                    },
+                }
+            }
+            _ => return None,
+        })
+    }
+
     /// The input field at fault where one is (`NotFinite`, `NotPositive`), else `price`
     /// (the bounds: the price is what does not fit) or `rate` (out of range).
     pub fn field(&self) -> &'static str {
@@ -202,6 +279,20 @@ fn positive(field: &'static str, value: f64) -> Result<(), NoVolatility> {
     } else {
         Err(NoVolatility::NotPositive { field, value })
     }
+}
+
+/// A quote's intrinsic value and upper bound in its own (discounted) units, computed as
+/// [`implied_volatility`] computes them.
+fn discounted_bounds(q: &Quote) -> (f64, (f64, &'static str)) {
+    let df = (-q.rate * q.maturity).exp();
+    let spot_df = q.spot * (-q.dividend * q.maturity).exp();
+    let strike_df = q.strike * df;
+    let intrinsic = (q_of(q.kind) * (spot_df - strike_df)).max(0.0);
+    let bound = match q.kind {
+        OptionType::Call => (spot_df, "discounted forward"),
+        OptionType::Put => (strike_df, "discounted strike"),
+    };
+    (intrinsic, bound)
 }
 
 /// `ln(F/K)`: of the ratio where it is a normal f64 (one rounding), else `ln F - ln K`

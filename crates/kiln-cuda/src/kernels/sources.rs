@@ -8,12 +8,17 @@ pub struct Module {
     pub name: &'static str,
     /// The CUDA C++ source.
     pub source: &'static str,
+    /// NVRTC options this module needs beyond [`crate::nvrtc::OPTIONS`] (part of every cache
+    /// key through [`crate::nvrtc::options`]): `--fmad=false` where the kernels mirror a CPU
+    /// routine written with plain `*` and `+` (no contraction into FMA, as Rust does none).
+    pub options: &'static [&'static str],
 }
 
 /// Monte Carlo option pricing: Philox, GBM paths and payoffs fused, many options a launch
 /// (`kernels/finance.cuh`, then `kernels/finance.cu`).
 pub const FINANCE: Module = Module {
     name: "finance",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/finance.cuh"),
         include_str!("../../kernels/finance.cu")
@@ -24,6 +29,7 @@ pub const FINANCE: Module = Module {
 /// the same paths and payoffs (`kernels/finance.cuh`, then `kernels/finance_qmc.cu`).
 pub const FINANCE_QMC: Module = Module {
     name: "finance_qmc",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/finance.cuh"),
         include_str!("../../kernels/finance_qmc.cu")
@@ -34,6 +40,7 @@ pub const FINANCE_QMC: Module = Module {
 /// (`kernels/finance.cuh`, then `kernels/heston.cu`).
 pub const HESTON: Module = Module {
     name: "heston",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/finance.cuh"),
         include_str!("../../kernels/heston.cu")
@@ -44,6 +51,7 @@ pub const HESTON: Module = Module {
 /// engine's (`kernels/finance.cuh`, then `kernels/basket.cu`).
 pub const BASKET: Module = Module {
     name: "basket",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/finance.cuh"),
         include_str!("../../kernels/basket.cu")
@@ -54,6 +62,7 @@ pub const BASKET: Module = Module {
 /// and final sums (`kernels/finance.cuh`, then `kernels/american.cu`).
 pub const AMERICAN: Module = Module {
     name: "american",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/finance.cuh"),
         include_str!("../../kernels/american.cu")
@@ -63,12 +72,14 @@ pub const AMERICAN: Module = Module {
 /// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
 pub const MAP: Module = Module {
     name: "map",
+    options: &[],
     source: include_str!("../../kernels/map.cu"),
 };
 
 /// Shared-memory tiled 2-D transposes by bit width (32-bit, 16-bit).
 pub const TRANSPOSE: Module = Module {
     name: "transpose",
+    options: &[],
     source: include_str!("../../kernels/transpose.cu"),
 };
 
@@ -76,6 +87,7 @@ pub const TRANSPOSE: Module = Module {
 /// (`kernels/imaging.cuh`, then `kernels/filter2d.cu`).
 pub const FILTER2D: Module = Module {
     name: "filter2d",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/imaging.cuh"),
         include_str!("../../kernels/filter2d.cu")
@@ -86,6 +98,7 @@ pub const FILTER2D: Module = Module {
 /// (`kernels/imaging.cuh`, then `kernels/separable.cu`).
 pub const SEPARABLE: Module = Module {
     name: "separable",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/imaging.cuh"),
         include_str!("../../kernels/separable.cu")
@@ -96,6 +109,7 @@ pub const SEPARABLE: Module = Module {
 /// (`kernels/imaging.cuh`, then `kernels/filter3d.cu`).
 pub const FILTER3D: Module = Module {
     name: "filter3d",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/imaging.cuh"),
         include_str!("../../kernels/filter3d.cu")
@@ -107,6 +121,7 @@ pub const FILTER3D: Module = Module {
 /// (`kernels/imaging.cuh`, then `kernels/ndimage.cu`).
 pub const NDIMAGE: Module = Module {
     name: "ndimage",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/imaging.cuh"),
         include_str!("../../kernels/ndimage.cu")
@@ -117,24 +132,28 @@ pub const NDIMAGE: Module = Module {
 /// pair) and the seed's naive one-thread-per-element baseline.
 pub const GEMM: Module = Module {
     name: "gemm",
+    options: &[],
     source: include_str!("../../kernels/gemm.cu"),
 };
 
 /// Element type conversion (`kernels/cast.cu`).
 pub const CAST: Module = Module {
     name: "cast",
+    options: &[],
     source: include_str!("../../kernels/cast.cu"),
 };
 
 /// Fault injection (`kernels/fault.cu`): launched only on request.
 pub const FAULT: Module = Module {
     name: "fault",
+    options: &[],
     source: include_str!("../../kernels/fault.cu"),
 };
 
 /// Rank filters and grey morphology (`kernels/imaging.cuh`, then `kernels/rank.cu`).
 pub const RANK: Module = Module {
     name: "rank",
+    options: &[],
     source: concat!(
         include_str!("../../kernels/imaging.cuh"),
         include_str!("../../kernels/rank.cu"),
@@ -146,7 +165,17 @@ pub const RANK: Module = Module {
 /// Binary morphology (`kernels/morph.cu`).
 pub const MORPH: Module = Module {
     name: "morph",
+    options: &[],
     source: include_str!("../../kernels/morph.cu"),
+};
+
+/// Implied volatility of a book of European quotes: Jäckel's "Let's Be Rational" as
+/// kiln-core ports it, one thread per quote (`kernels/implied_vol.cu`); `--fmad=false`, so
+/// its f64 arithmetic is the CPU solver's operation for operation.
+pub const IMPLIED_VOL: Module = Module {
+    name: "implied_vol",
+    options: &["--fmad=false"],
+    source: include_str!("../../kernels/implied_vol.cu"),
 };
 
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
@@ -167,4 +196,5 @@ pub const MODULES: &[Module] = &[
     FAULT,
     RANK,
     MORPH,
+    IMPLIED_VOL,
 ];

@@ -1,11 +1,12 @@
-// Host stand-ins for the CUDA built-ins the rank and basket kernels use, so a C++ compiler
-// can run them (tests/host_emulation.rs): qualifiers become nothing, the grid indices are
+// Host stand-ins for the CUDA built-ins the rank, basket and implied-volatility kernels use,
+// so a C++ compiler can run them (tests/host_emulation.rs): qualifiers become nothing, the grid indices are
 // globals the driver loop sets (threadIdx per host thread), the SIMD intrinsics are their
 // documented per-lane operations, and the _rn arithmetic intrinsics are the host's IEEE
 // operations, which round to nearest the same way (compile with -ffp-contract=off so the
 // host compiler does not fuse them). emu_launch_threads runs each CTA's threads as host
 // threads, `__shared__` is one static per kernel (one CTA runs at a time) and __syncwarp a
-// barrier across a warp's 32 host threads.
+// barrier across a warp's 32 host threads. The f64 library functions (exp, log, pow, sqrt,
+// trunc) are the host's libm, which Rust's f64 methods call too.
 #include <cstdint>
 #include <cstring>
 #include <cstdio>
@@ -41,6 +42,7 @@ static inline double min(double a, double b) { return a < b ? a : b; }
 static inline double max(double a, double b) { return a > b ? a : b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline double __longlong_as_double(long long u) { double d; memcpy(&d, &u, 8); return d; }
 static inline unsigned __vminu4(unsigned a, unsigned b) { unsigned r = 0; for (int i = 0; i < 4; ++i) { unsigned x = (a >> 8*i) & 255, y = (b >> 8*i) & 255; r |= (x < y ? x : y) << 8*i; } return r; }
 static inline unsigned __vmaxu4(unsigned a, unsigned b) { unsigned r = 0; for (int i = 0; i < 4; ++i) { unsigned x = (a >> 8*i) & 255, y = (b >> 8*i) & 255; r |= (x > y ? x : y) << 8*i; } return r; }
 static inline unsigned __vminu2(unsigned a, unsigned b) { unsigned r = 0; for (int i = 0; i < 2; ++i) { unsigned x = (a >> 16*i) & 65535, y = (b >> 16*i) & 65535; r |= (x < y ? x : y) << 16*i; } return r; }

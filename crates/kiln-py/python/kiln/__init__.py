@@ -345,15 +345,19 @@ _NO_VOLATILITY = ("", "not_finite", "not_positive", "out_of_range", "below_intri
 
 
 def implied_vol(price, spot, strike, maturity, rate=0.0, dividend=0.0, kind="call", *,
-                return_reasons: bool = False):
+                return_reasons: bool = False, device: str | None = None):
     """Black-Scholes implied volatility of European options, each argument a number or an
     array (NumPy broadcasting): the ``sigma`` whose price ``e^{-rT} Black(S e^{(r-q)T}, K,
     sigma, T)`` equals ``price`` (discounted). ``rate`` and ``dividend`` are continuously
     compounded per year, ``maturity`` in years, ``kind`` ``"call"`` or ``"put"`` (or an
-    array of them). Jaeckel's "Let's Be Rational" on the CPU's cores: machine precision for
-    any moneyness and total volatility (where the price hardly moves with sigma, deep in the
-    money or at total volatilities of several units, a float64 price determines sigma only to
-    about 1e-16 price / vega).
+    array of them). Jaeckel's "Let's Be Rational": machine precision for any moneyness and
+    total volatility (where the price hardly moves with sigma, deep in the money or at total
+    volatilities of several units, a float64 price determines sigma only to about 1e-16
+    price / vega). ``device`` None or ``"cpu"`` solves on the CPU's cores (no GPU start or
+    kernel compile for a small call); ``"auto"``, ``"cuda"`` or ``"cuda:N"`` on that
+    device's GPU (``"auto"``: the CPU where none is usable), which agrees with the CPU to
+    what an ulp of input rounding allows (a few ulp; a price within rounding of its
+    intrinsic value or bound may get another reason).
 
     Returns a float64 array of the broadcast shape (a scalar for scalar inputs), NaN where a
     quote has no volatility; with ``return_reasons=True`` also an array of reason codes, ``""``
@@ -387,7 +391,7 @@ def implied_vol(price, spot, strike, maturity, rate=0.0, dividend=0.0, kind="cal
         raise InvalidInputError(f"kind must be 'call' or 'put', got {str(kinds[bad].flat[0])!r}")
     cols = [np.ascontiguousarray(a, dtype="<f8").tobytes() for a in nums]
     is_put = np.ascontiguousarray(names == "put", dtype=np.uint8).tobytes()
-    vols, codes = _native.implied_vol(*cols, is_put)
+    vols, codes = _native.implied_vol(*cols, is_put, device)
     vol = np.frombuffer(vols, dtype="<f8").astype(np.float64).reshape(shape)
     if shape == ():
         vol = vol[()]

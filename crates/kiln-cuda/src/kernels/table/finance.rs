@@ -1,8 +1,8 @@
-//! Monte Carlo pricing: pseudo- and quasi-random engines, Heston, baskets, Longstaff-Schwartz (`finance.cu`, `finance_qmc.cu`, `heston.cu`, `basket.cu`, `american.cu`).
+//! Monte Carlo pricing: pseudo- and quasi-random engines, Heston, baskets, Longstaff-Schwartz (`finance.cu`, `finance_qmc.cu`, `heston.cu`, `basket.cu`, `american.cu`); implied volatility of a book (`implied_vol.cu`).
 
 use super::{B256, MC_GRID, MC_P, QMC_GRID, QMC_P};
 use crate::kernels::params::decl::*;
-use crate::kernels::{AMERICAN, BASKET, FINANCE, FINANCE_QMC, HESTON};
+use crate::kernels::{AMERICAN, BASKET, FINANCE, FINANCE_QMC, HESTON, IMPLIED_VOL};
 
 declare_kernels! { FAMILY:
     /// Monte Carlo, European options: per-(option, 1024-sample block) f64 sums, a warp each.
@@ -484,5 +484,28 @@ declare_kernels! { FAMILY:
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
         params: &[input(F64), val(U64), val(F64), output(F64)],
+    }
+    /// Implied volatility: one thread per quote, "Let's Be Rational" in f64.
+    IMPLIED_VOL_F64 {
+        symbol: "implied_vol_f64",
+        module: IMPLIED_VOL,
+        compile_ms: 1446,
+        computes: "Black-Scholes implied volatility of a book of European quotes (Jaeckel's Let's Be Rational, the CPU solver's operations in f64), a vol and a reason code per quote",
+        block: [128, 1, 1],
+        grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over quotes; chunked launches",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(U8),
+            val(U64),
+            output(F64),
+            output(U8),
+        ],
     }
 }
