@@ -39,6 +39,9 @@ strip .device/bin/* .device/tests/* 2>/dev/null || true
 # (about a seventh of their size; gzip kept 0.4) and gpu-check.sh / sanitize.sh unpack it
 # on the GPU machine with Python's tarfile (no xz binary needed there).
 tar -C .device -cf - tests | xz -T0 -6 > .device/tests.tar.xz && rm -rf .device/tests
+# The binary travels compressed too (28 MiB stripped, 7 packed): with the tests and the
+# checkout it would pass the 64 MiB a call may carry. gpu-all.sh unpacks it into .device/bin.
+xz -T0 -6 -c .device/bin/kiln > .device/kiln.xz
 cp scripts/gpu-check.sh .device/
 # compute-sanitizer for scripts/sanitize.sh (PyPI's nvidia-cuda-sanitizer-api, ~4.5 MiB packed)
 # only on request: the lent GPU machines have the toolkit's own under /usr/local/cuda/bin,
@@ -49,6 +52,6 @@ if [ "${KILN_BUNDLE_SANITIZER:-0}" = 1 ]; then
     echo "warning: compute-sanitizer not fetched; scripts/sanitize.sh needs one on the GPU machine" >&2; fi
 fi
 du -sh .device
-size=$(du -sm .device | cut -f1)
+size=$(du -cm .device/kiln.xz .device/tests.tar.xz .device/gpu-check.sh | tail -n 1 | cut -f1)
 if [ "$size" -ge 60 ]; then echo "bundle is ${size} MiB: over the 60 MiB budget" >&2; exit 1; fi
 ls -la .device/bin; echo "$(tar -tJf .device/tests.tar.xz | grep -c -v /$) test executables in .device/tests.tar.xz"

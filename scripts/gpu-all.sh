@@ -2,20 +2,25 @@
 # Every GPU check in one device call, its logs packed into one file: the device tool brings
 # back only a handful of files from $OUT, so the logs travel as $OUT/gpu-all.tar.gz and the
 # summaries go to stdout. Runs, for what was carried:
-# - .device/bin + .device/tests.tar.xz (scripts/device-bundle.sh): gpu-check.sh (every GPU
+# - .device/kiln.xz + .device/tests.tar.xz (scripts/device-bundle.sh): gpu-check.sh (every GPU
 #   test executable, KILN_REQUIRE_GPU=1, skips counted), kernel-check-gpu.sh (compute-
 #   sanitizer on users' kernels);
-# - .device/bin/kiln: `kiln kernels --json` (kernels.json: the attributes docs/kernels.md
+# - .device/kiln.xz (unpacked to .device/bin/kiln): `kiln kernels --json` (kernels.json: the attributes docs/kernels.md
 #   renders; copy it to docs/bench/ and regenerate the page);
 # - .device/wheels (scripts/py-device-wheel.sh): py-gpu-check.sh (the Python GPU tests,
 #   CuPy's own user-kernel tests, the user-kernel bench against CuPy).
 # The Rust bundle and the wheel together exceed what one call may carry: carry
-# [".device/bin", ".device/tests.tar.xz", ".device/gpu-check.sh"] for the first part and
-# [".device/wheels", ".device/bin"] for the second.
+# [".device/kiln.xz", ".device/tests.tar.xz", ".device/gpu-check.sh"] for the first part and
+# [".device/wheels", ".device/kiln.xz"] for the second (the binary is unpacked here).
 set -u
 cd "$(dirname "$0")/.."
 final="${OUT:-$PWD/gpu-out}"; mkdir -p "$final"
 work=$(mktemp -d); export OUT="$work"
+if [ -f .device/kiln.xz ] && [ ! -x .device/bin/kiln ]; then
+  mkdir -p .device/bin
+  python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+    .device/kiln.xz .device/bin/kiln && chmod +x .device/bin/kiln
+fi
 if [ -f .device/tests.tar.xz ] || [ -d .device/tests ]; then
   bash scripts/gpu-check.sh > "$work/gpu-check.txt" 2>&1; echo "gpu-check rc=$?"
   sed -n '/==== summary/,$p' "$work/gpu-check.txt"
