@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _native
 from ._rawerrors import CompileException, CUDADriverError  # noqa: F401  (re-exported)
-from ._userkernel import DeviceArray, KernelArgumentError, _dtype_name, _on_gpu, _stream_ptr
+from ._userkernel import DeviceArray, KernelArgumentError, _cupy_ndarray, _dtype_name, _on_gpu, _stream_ptr
 
 # CuPy's translate_cucomplex: its include line, and the headers CuPy puts before the source
 _CUCOMPLEX_INCLUDE = re.compile(r"\s*#\s*include\s*<\s*cuComplex\.h\s*>")
@@ -258,13 +258,6 @@ def _raw_args(args):
                 "torch, kiln, or anything with __cuda_array_interface__), a cupy.cuda."
                 "MemoryPointer, a NumPy scalar or a Python number")
     return out, owners
-
-
-def _cupy_ndarray():
-    """CuPy's ndarray type where the caller has imported CuPy, else None (kiln never imports
-    it for this)."""
-    cp = sys.modules.get("cupy")
-    return getattr(cp, "ndarray", None) if cp is not None else None
 
 
 def _device_of(owners):

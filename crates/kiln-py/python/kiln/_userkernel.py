@@ -16,6 +16,7 @@ CuPy's own tests of these classes: ``crates/kiln-py/cupy_suite``).
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 
@@ -106,6 +107,21 @@ class DeviceArray:
 
     def __init__(self, x, what):
         self.owner = x
+        nd = _cupy_ndarray()
+        if nd is not None and type(x) is nd:
+            # CuPy's own array, the common argument: its attributes directly (its
+            # __cuda_array_interface__ builds a dictionary a call); the same fields
+            self.ptr, self.dtype, self.shape = x.data.ptr, x.dtype, x.shape
+            self.name = _dtype_name(self.dtype)
+            self.strides = _c_strides(self.shape)
+            self.contiguous = x.flags.c_contiguous
+            self.stream = None
+            if not self.contiguous:
+                item = self.dtype.itemsize
+                if any(b % item for b in x.strides):
+                    raise KernelArgumentError(f"{what}: strides {x.strides} are not whole elements")
+                self.strides = tuple(b // item for b in x.strides)
+            return
         if isinstance(x, _native.Tensor):
             self.ptr, self.dtype, self.shape = x.data_ptr, np.dtype(x.dtype), tuple(x.shape)
             self.name = _dtype_name(self.dtype)
@@ -136,6 +152,13 @@ class DeviceArray:
             self.strides = strides
         # CAI v3: the stream the producer last used (None: already synchronised)
         self.stream = cai.get("stream")
+
+
+def _cupy_ndarray():
+    """CuPy's ndarray type where the caller has imported CuPy, else None (kiln never imports
+    it for this)."""
+    cp = sys.modules.get("cupy")
+    return getattr(cp, "ndarray", None) if cp is not None else None
 
 
 def _c_strides(shape):

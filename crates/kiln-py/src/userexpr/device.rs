@@ -8,16 +8,21 @@ use super::{dtype, py_scalar};
 use crate::errors::IntoPy;
 use crate::kernels;
 use kiln::expr_kernel::{DeviceArg, DeviceArray, ExprLaunch};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
-/// A CUDA array argument as `_userkernel.py` gives it: `(address, dtype, shape, strides)`.
+/// A CUDA array argument as `_userkernel.py` gives it: `(address, dtype, shape, strides)`,
+/// the dtype by the name `DeviceArray` keeps (NumPy's `dtype.name` is a Python-level property
+/// costing microseconds a read).
 fn dev_array(d: &Bound<'_, PyAny>) -> PyResult<DeviceArray> {
-    let name: String = d.getattr("dtype")?.getattr("name")?.extract()?;
+    let py = d.py();
+    let name = d.getattr(intern!(py, "name"))?;
     Ok(DeviceArray {
-        ptr: d.getattr("ptr")?.extract()?,
-        dtype: dtype(&name)?,
-        shape: d.getattr("shape")?.extract()?,
-        strides: d.getattr("strides")?.extract()?,
+        ptr: d.getattr(intern!(py, "ptr"))?.extract()?,
+        dtype: dtype(&name.cast::<PyString>()?.to_cow()?)?,
+        shape: d.getattr(intern!(py, "shape"))?.extract()?,
+        strides: d.getattr(intern!(py, "strides"))?.extract()?,
     })
 }
 
@@ -25,7 +30,8 @@ fn dev_array(d: &Bound<'_, PyAny>) -> PyResult<DeviceArray> {
 pub(super) fn describe_gpu(xs: &[Bound<'_, PyAny>]) -> PyResult<Vec<DeviceArg>> {
     xs.iter()
         .map(|x| {
-            if x.hasattr("ptr")? && x.hasattr("strides")? {
+            let py = x.py();
+            if x.hasattr(intern!(py, "ptr"))? && x.hasattr(intern!(py, "strides"))? {
                 Ok(DeviceArg::Array(dev_array(x)?))
             } else {
                 let t = python_scalar_type(x)?;

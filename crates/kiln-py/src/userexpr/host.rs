@@ -207,7 +207,12 @@ pub(super) fn describe_cpu(ins: &[Bound<'_, PyAny>]) -> PyResult<Vec<ArgSpec>> {
 /// The type a scalar argument brings: a NumPy scalar's own, a Python bool/int/float/complex
 /// as NumPy would type it (bool, int64, float64, complex128).
 pub(super) fn python_scalar_type(x: &Bound<'_, PyAny>) -> PyResult<ScalarType> {
-    if x.hasattr("dtype")? {
+    if x.hasattr(pyo3::intern!(x.py(), "dtype"))? {
+        // a NumPy scalar's type is named as its dtype (`float32`), which is cheaper to read
+        // than `dtype.name`; the dtype's own name where the two differ (`bool_`, `longlong`)
+        if let Ok(t) = dtype(&x.get_type().name()?.to_cow()?) {
+            return Ok(t);
+        }
         let name: String = x.getattr("dtype")?.getattr("name")?.extract()?;
         return dtype(&name);
     }
