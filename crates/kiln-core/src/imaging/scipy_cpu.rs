@@ -95,15 +95,22 @@ fn check_shape(op: &str, shape: &[usize], len: usize) -> Result<()> {
     Ok(())
 }
 
-/// scipy's classification of a `correlate1d` kernel (odd kernels only).
+/// scipy's classification of a 1-D kernel (`NI_Correlate1D`, tolerance `DBL_EPSILON`): an
+/// odd kernel whose taps mirror each other (or each other's negatives) is summed in pairs,
+/// which rounds differently from the general sum; an even one runs the general formula.
+/// kiln-cpu's f32 separable passes classify the same way.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Sym {
+pub enum Sym {
+    /// `w[c + i] == w[c - i]` within `DBL_EPSILON`.
     Symmetric,
+    /// `w[c + i] == -w[c - i]` within `DBL_EPSILON`.
     Anti,
+    /// Anything else, and every even kernel.
     General,
 }
 
-fn classify(w: &[f64]) -> Sym {
+/// scipy's classification of `w`, see [`Sym`].
+pub fn classify(w: &[f64]) -> Sym {
     if w.len() % 2 == 0 {
         return Sym::General;
     }

@@ -8,33 +8,11 @@
 //! handled once per row) and then run a check-free 16-wide loop. Passes along the other
 //! axes combine whole source rows chosen through the boundary mode, so no pixel is tested.
 
+use kiln_core::imaging::scipy_cpu::{classify, Sym};
 use kiln_core::imaging::BoundaryMode;
 use rayon::prelude::*;
 
 use super::direct::{shifted, Dims, LANES};
-
-/// scipy's classification of an odd 1-D kernel (`NI_Correlate1D`, tolerance `DBL_EPSILON`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Sym {
-    Symmetric,
-    Anti,
-    General,
-}
-
-fn classify(w: &[f64]) -> Sym {
-    // scipy tests odd kernels only; an even one runs the general formula.
-    if w.len() % 2 == 0 {
-        return Sym::General;
-    }
-    let r = w.len() / 2;
-    if (1..=r).all(|i| (w[r + i] - w[r - i]).abs() <= f64::EPSILON) {
-        Sym::Symmetric
-    } else if (1..=r).all(|i| (w[r + i] + w[r - i]).abs() <= f64::EPSILON) {
-        Sym::Anti
-    } else {
-        Sym::General
-    }
-}
 
 /// The samples under each tap of a 1-D kernel for an output block of `L` pixels.
 trait Window<const L: usize> {
