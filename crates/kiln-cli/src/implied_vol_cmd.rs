@@ -56,8 +56,8 @@ Example:
     a,call,10.45,100,100,0.05,0,1
     b,put,5.57,100,100,0.05,0,1
     c,call,1,100,50,0.05,0,1
-  kiln implied-vol --input quotes.csv --output vols.csv --json
-  vols.csv:
+  kiln implied-vol --input quotes.csv --output vols.csv --device cpu --json
+  vols.csv (the CPU's digits; on a GPU the last one may differ):
     id,volatility,reason,detail
     a,0.1999844480109435,,
     b,0.1999060318060324,,
