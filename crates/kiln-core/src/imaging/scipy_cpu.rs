@@ -124,36 +124,10 @@ pub fn classify(w: &[f64]) -> Sym {
     }
 }
 
-/// `correlate1d` of one output from the `n` samples under the kernel (`x(m)`: tap `m`).
-#[inline(always)]
-fn corr_point(w: &[f64], sym: Sym, x: impl Fn(usize) -> f64) -> f64 {
-    let n = w.len();
-    match sym {
-        Sym::General => {
-            let mut acc = x(n - 1) * w[n - 1];
-            for (m, &wm) in w.iter().enumerate().take(n - 1) {
-                acc += x(m) * wm;
-            }
-            acc
-        }
-        Sym::Symmetric | Sym::Anti => {
-            let c = n / 2;
-            let mut acc = x(c) * w[c];
-            for (m, &wm) in w.iter().enumerate().take(c) {
-                let p = if sym == Sym::Symmetric {
-                    x(m) + x(n - 1 - m)
-                } else {
-                    x(m) - x(n - 1 - m)
-                };
-                acc += p * wm;
-            }
-            acc
-        }
-    }
-}
-
-/// [`corr_point`] for a whole output row at once (`rows[m]`: the row under tap `m`), the
-/// same operations per element in the same order, in loops the compiler can vectorise.
+/// `correlate1d` of a whole output row at once (`rows[m]`: the samples under tap `m`), each
+/// element summed as scipy sums it (the module's formulas, in their order), in loops the
+/// compiler can vectorise.
+#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
 fn corr_rows(w: &[f64], sym: Sym, rows: &[&[f64]], out: &mut [f64]) {
     let n = w.len();
     let (first, taps) = match sym {
@@ -266,15 +240,22 @@ fn pass_once(src: &[f64], shape: &[usize], p: &Pass1d) -> Result<Vec<f64>> {
     Ok(out)
 }
 
+/// `d[i] += w * v[i]`, rounded twice (no fused multiply-add), as scipy's sum does.
+#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
+fn add_scaled(d: &mut [f64], v: &[f64], w: f64) {
+    for (d, &v) in d.iter_mut().zip(v) {
+        *d += w * v;
+    }
+}
+
 /// One pass over an extended line (`ext[i + m]` is tap `m` of output `i`).
 fn line_pass(op: &PassOp, ext: &[f64], out: &mut [f64]) {
     match op {
         PassOp::Correlate(w) => {
-            let sym = classify(w);
-            for (i, d) in out.iter_mut().enumerate() {
-                let e = &ext[i..];
-                *d = corr_point(w, sym, |m| e[m]);
-            }
+            // tap m of every output is the extended line shifted by m: whole rows at once
+            let n = out.len();
+            let rows: Vec<&[f64]> = (0..w.len()).map(|m| &ext[m..m + n]).collect();
+            corr_rows(w, classify(w), &rows, out);
         }
         PassOp::Uniform(size) => {
             let size = *size;
@@ -370,6 +351,15 @@ pub fn correlate_nd(
     let cval = mode.cval().unwrap_or(0.0);
     let (wl, kl) = (shape[nd - 1], wshape[nd - 1]);
     let last = &maps[nd - 1];
+    // The interior columns `lo..hi`, where tap t of column i reads column i + t - al:
+    // summed tap by tap over whole runs of the row (the same sum per element, in the same
+    // order, as the border's lookups). Checked against the map, so a mode that moved an
+    // in-range index would only lose the fast run, never change a value.
+    let al = anchors[nd - 1];
+    let (mut lo, mut hi) = (al.min(wl), (wl + al + 1).saturating_sub(kl));
+    if hi < lo || (lo..hi).any(|i| (0..kl).any(|t| last[i * kl + t] != Some(i + t - al))) {
+        (lo, hi) = (0, 0);
+    }
     out.par_chunks_mut(wl).enumerate().for_each_init(
         Vec::new,
         |bases: &mut Vec<(Option<usize>, usize, f64)>, (g, orow)| {
@@ -387,16 +377,21 @@ pub fn correlate_nd(
                 });
                 (base, idx[nd - 1], *w)
             }));
-            for (i, d) in orow.iter_mut().enumerate() {
-                let mut acc = 0.0f64;
-                for &(base, t, w) in bases.iter() {
-                    let v = match (base, last[i * kl + t]) {
-                        (Some(b), Some(c)) => x[b + c],
-                        _ => cval,
-                    };
-                    acc += w * v;
+            // each output is `0.0 + Σ w·v` over the taps in order, as scipy sums it
+            orow.fill(0.0);
+            for &(base, t, w) in bases.iter() {
+                let Some(b) = base else {
+                    for d in orow.iter_mut() {
+                        *d += w * cval;
+                    }
+                    continue;
+                };
+                for i in (0..lo).chain(hi..wl) {
+                    orow[i] += w * last[i * kl + t].map_or(cval, |c| x[b + c]);
                 }
-                *d = acc;
+                if lo < hi {
+                    add_scaled(&mut orow[lo..hi], &x[b + lo + t - al..b + hi + t - al], w);
+                }
             }
         },
     );

@@ -36,6 +36,34 @@ fn read(x: &[f64], shape: &[usize], f: usize, axis: usize, d: isize, mode: Bound
     }
 }
 
+/// `correlate1d` of one output from the `n` samples under the kernel (`x(m)`: tap `m`), as
+/// scipy's `NI_Correlate1D` sums it.
+fn corr_point(w: &[f64], sym: Sym, x: impl Fn(usize) -> f64) -> f64 {
+    let n = w.len();
+    match sym {
+        Sym::General => {
+            let mut acc = x(n - 1) * w[n - 1];
+            for (m, &wm) in w.iter().enumerate().take(n - 1) {
+                acc += x(m) * wm;
+            }
+            acc
+        }
+        Sym::Symmetric | Sym::Anti => {
+            let c = n / 2;
+            let mut acc = x(c) * w[c];
+            for (m, &wm) in w.iter().enumerate().take(c) {
+                let p = if sym == Sym::Symmetric {
+                    x(m) + x(n - 1 - m)
+                } else {
+                    x(m) - x(n - 1 - m)
+                };
+                acc += p * wm;
+            }
+            acc
+        }
+    }
+}
+
 fn ref_pass(x: &[f64], shape: &[usize], p: &Pass1d) -> Vec<f64> {
     let n = p.op.len();
     let a = (n / 2) as isize + p.origin;
@@ -233,6 +261,22 @@ fn correlate_nd_matches_the_reference() {
                 ref_correlate(&x, &shape, &w, &ws, &org, mode),
                 "{mode:?} {org:?}"
             );
+        }
+    }
+    // long rows (the interior runs summed tap by tap), kernels wider than the row too
+    let x2 = data(3 * 41, 6);
+    for (ws, n) in [([3usize, 5], 15usize), ([1, 9], 9), ([2, 50], 100)] {
+        let w = data(n, 7);
+        for mode in MODES {
+            for org in [[0isize, 0], [1, -2], [0, 2]] {
+                let org = [org[0].min((ws[0] as isize - 1) / 2), org[1]];
+                let got = correlate_nd(&x2, &[3, 41], &w, &ws, &org, mode).unwrap();
+                assert_eq!(
+                    got,
+                    ref_correlate(&x2, &[3, 41], &w, &ws, &org, mode),
+                    "{ws:?} {mode:?} {org:?}"
+                );
+            }
         }
     }
     // 1-D and 4-D
