@@ -38,7 +38,7 @@ pub(crate) fn cuda_backend(py: Python<'_>, device: usize) -> PyResult<(Arc<Runti
 }
 
 /// A dtype name (NumPy's spelling) as a kernel element type, if kiln has one for it.
-fn scalar_type_of(name: &str) -> Option<ScalarType> {
+pub(crate) fn scalar_type_of(name: &str) -> Option<ScalarType> {
     Some(match name {
         "bool" => ScalarType::Bool,
         "int8" => ScalarType::I8,
@@ -178,6 +178,7 @@ fn raw_err(e: Error, ctx: Option<&CompileCtx<'_>>) -> PyErr {
 #[pyclass(name = "_RawModule", module = "kiln._native", frozen)]
 pub struct PyRawModule {
     cuda: Arc<CudaBackend>,
+    device: usize,
     module: Arc<UserModule>,
     log: Option<String>,
 }
@@ -223,7 +224,12 @@ impl PyRawModule {
             options: src.options(),
         };
         let (module, log) = loaded.map_err(|e| raw_err(e, Some(&ctx)))?;
-        Ok(PyRawModule { cuda, module, log })
+        Ok(PyRawModule {
+            cuda,
+            device,
+            module,
+            log,
+        })
     }
 
     /// Load a compiled module (a cubin, a fatbin, or PTX text) from `image` on `device`.
@@ -234,6 +240,7 @@ impl PyRawModule {
         let module = UserModule::from_image(&cuda, &image, name).map_err(|e| raw_err(e, None))?;
         Ok(PyRawModule {
             cuda,
+            device,
             module: Arc::new(module),
             log: None,
         })
@@ -247,6 +254,7 @@ impl PyRawModule {
         let module = UserModule::from_file(&cuda, path).map_err(|e| raw_err(e, None))?;
         Ok(PyRawModule {
             cuda,
+            device,
             module: Arc::new(module),
             log: None,
         })
@@ -258,6 +266,7 @@ impl PyRawModule {
         let f = self.module.get_function(name).map_err(|e| raw_err(e, None))?;
         Ok(PyRawFunction {
             cuda: self.cuda.clone(),
+            device: self.device,
             f,
         })
     }
@@ -296,7 +305,36 @@ impl PyRawModule {
 #[pyclass(name = "_RawFunction", module = "kiln._native", frozen)]
 pub struct PyRawFunction {
     cuda: Arc<CudaBackend>,
+    /// The CUDA ordinal the module was loaded on.
+    device: usize,
     f: UserFunction,
+}
+
+impl PyRawFunction {
+    /// Launch with `args` on `stream` (`None`: kiln's current stream of this device).
+    fn launch_read(
+        &self,
+        args: &[KernelArg<'_>],
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem: u32,
+        stream: Option<u64>,
+        cooperative: bool,
+    ) -> PyResult<()> {
+        let stream = stream.unwrap_or_else(|| self.cuda.stream().cu_stream() as u64);
+        let coop;
+        let f = if cooperative {
+            coop = self.f.cooperative(true);
+            &coop
+        } else {
+            &self.f
+        };
+        // SAFETY: `stream` is the caller's current stream of this device (or kiln's own),
+        // as `_rawkernel.py` passes it; the arrays' owners are held by the Python call
+        // for its duration and by their libraries' stream-ordered allocators after.
+        unsafe { f.launch_on_stream(&self.cuda, grid, block, shared_mem, args, stream) }
+            .map_err(|e| raw_err(e, None))
+    }
 }
 
 #[pymethods]
@@ -322,19 +360,28 @@ impl PyRawFunction {
                 Described::Bytes(b) => KernelArg::Bytes(b),
             })
             .collect();
-        let stream = stream.unwrap_or_else(|| self.cuda.stream().cu_stream() as u64);
-        let coop;
-        let f = if cooperative {
-            coop = self.f.cooperative(true);
-            &coop
-        } else {
-            &self.f
+        self.launch_read(&args, grid, block, shared_mem, stream, cooperative)
+    }
+
+    /// CuPy's call `k(grid, block, args, shared_mem=..., stream=...)` read natively
+    /// ([`crate::rawcall`]): launched, `True`; `False` where the call is not the common one
+    /// (then nothing is launched, and `_rawkernel.py` takes its general path, which words
+    /// every error).
+    fn call(
+        &self,
+        grid: &Bound<'_, PyAny>,
+        block: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyAny>,
+        shared_mem: &Bound<'_, PyAny>,
+        stream: &Bound<'_, PyAny>,
+        cooperative: bool,
+    ) -> PyResult<bool> {
+        let Some(r) = crate::rawcall::read(grid.py(), self.device, grid, block, args, shared_mem, stream)
+        else {
+            return Ok(false);
         };
-        // SAFETY: `stream` is the caller's current stream of this device (or kiln's own),
-        // as `_rawkernel.py` passes it; the arrays' owners are held by the Python call
-        // for its duration and by their libraries' stream-ordered allocators after.
-        unsafe { f.launch_on_stream(&self.cuda, grid, block, shared_mem, &args, stream) }
-            .map_err(|e| raw_err(e, None))
+        self.launch_read(&r.args, r.grid, r.block, r.shared_mem, r.stream, cooperative)?;
+        Ok(true)
     }
 
     /// The kernel's attributes (CuPy's `RawKernel.attributes`).

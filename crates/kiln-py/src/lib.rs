@@ -21,6 +21,7 @@ mod finance;
 mod kernels;
 mod ndimage;
 mod ops;
+mod rawcall;
 mod runtime;
 mod tensor;
 mod userexpr;

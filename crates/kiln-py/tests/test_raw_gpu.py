@@ -274,3 +274,58 @@ def test_a_pickled_kernel_runs_in_another_process(cupy, tmp_path):
     (tmp_path / "run.py").write_text(script)
     subprocess.run([sys.executable, "run.py"], cwd=tmp_path, check=True,
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+MIXED = r"""
+extern "C" __global__ void mixed(const float* x, float* out, int n, float a, double b,
+                                 long long c, unsigned int u, bool f, short s,
+                                 unsigned char uc, const float* maybe) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * a + (float)b + (float)c + (float)u + (f ? 1.0f : 0.0f)
+                        + (float)s + (float)uc + (maybe ? maybe[i] : 100.0f);
+}
+"""
+
+
+def test_the_native_call_launches_as_the_general_path(cupy):
+    """The second call of a kernel is read natively (``_RawFunction.call``); each kind of
+    argument it knows gives the general path's result, and what it does not know (a list of
+    arguments, a named stream object, kiln tensors, a bad argument count) still runs or fails
+    as the general path does."""
+    k = kiln.RawKernel(MIXED, "mixed", options=("--fmad=false",))  # NumPy's roundings
+    n = 1000
+    x = cupy.asarray(np.random.default_rng(7).standard_normal(n, dtype=np.float32))
+    out = cupy.zeros(n, cupy.float32)
+    args = (x, out, np.int32(n), np.float32(1.5), 0.25, np.int64(-3), np.uint32(4), True,
+            np.int16(-2), np.uint8(7), None)
+    # float32 sums in the kernel's order
+    head = x.get() * np.float32(1.5) + np.float32(0.25) - 3 + 4 + 1 - 2 + 7
+    want = head + 100
+    k(((n + 127) // 128,), (128,), args)  # general path; remembers the function
+    first = out.get()
+    np.testing.assert_array_equal(first, want.astype(np.float32))
+    assert k._last is not None
+    out.fill(0)
+    assert k._last.call(((n + 127) // 128,), (128,), args, 0, None, False)
+    np.testing.assert_array_equal(out.get(), first)
+    # Python ints and a grid as an int, a stream object, arguments as a list
+    out.fill(0)
+    k((n + 127) // 128, 128, (x, out, n, np.float32(1.5), 0.25, -3, 4, True, np.int16(-2),
+                               np.uint8(7), x), stream=cupy.cuda.Stream.null)
+    np.testing.assert_array_equal(out.get(), head + x.get())
+    out.fill(0)
+    k(((n + 127) // 128,), (128,), list(args))
+    np.testing.assert_array_equal(out.get(), first)
+    # kiln tensors as the arrays
+    kx = kiln.asarray(x.get(), device="cuda")
+    kout = kiln.asarray(np.zeros(n, np.float32), device="cuda")
+    k(((n + 127) // 128,), (128,), (kx,) + (kout,) + args[2:])
+    kiln.synchronize()
+    np.testing.assert_array_equal(kout.numpy(), first)
+    # a wrong count: the same error as a kernel's first (general) call
+    with pytest.raises(Exception) as native:
+        k((1,), (128,), args[:-1])
+    with pytest.raises(Exception) as general:
+        kiln.RawKernel(MIXED, "mixed", options=("--fmad=false",))((1,), (128,), args[:-1])
+    assert type(native.value) is type(general.value)
+    assert str(native.value) == str(general.value)

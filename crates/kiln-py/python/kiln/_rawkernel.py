@@ -41,6 +41,8 @@ _ATTRIBUTES = ("max_threads_per_block", "shared_size_bytes", "const_size_bytes",
                "cache_mode_ca", "max_dynamic_shared_size_bytes",
                "preferred_shared_memory_carveout")
 _SETTABLE = ("max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout")
+# The native reading of a call (``_RawFunction.call``); off with KILN_RAWKERNEL_NATIVE_CALL=0
+_NATIVE_CALL = os.environ.get("KILN_RAWKERNEL_NATIVE_CALL", "1") != "0"
 # options asking for relocatable device code (dynamic parallelism), linked with libcudadevrt
 _RDC = re.compile(r"^--?(dc|device-c|(rdc|relocatable-device-code)(=|\s+)true)$")
 
@@ -426,6 +428,7 @@ class RawKernel:
         self.name_expressions = None
         self._mod = None
         self._functions = {}
+        self._last = None  # the native function of the last launch's device
 
     @classmethod
     def _of_module(cls, mod, name):
@@ -436,17 +439,19 @@ class RawKernel:
         k.enable_cooperative_groups = mod.enable_cooperative_groups
         k.jitify = mod.jitify
         k.file_path, k.name_expressions = mod.file_path, mod.name_expressions
-        k._mod, k._functions = mod, {}
+        k._mod, k._functions, k._last = mod, {}, None
         return k
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_functions"] = {}
+        state["_last"] = None
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._functions = {}
+        self._last = None
 
     def _module_of(self):
         if self._mod is None:
@@ -470,6 +475,7 @@ class RawKernel:
         """Compile now rather than at the first launch; with ``log_stream``, compile even if
         the cache holds the module, and write NVRTC's log there."""
         self._functions = {}
+        self._last = None
         self._function(_current_device(), log_stream)
 
     @property
@@ -481,14 +487,23 @@ class RawKernel:
         return dict(self.kernel.attributes())
 
     def __call__(self, grid, block, args, *, shared_mem=0, stream=None):
+        # the common call (CuPy arrays or kiln tensors on the device of the last call,
+        # NumPy scalars, Python numbers) is read and launched in one native step; the rest
+        # takes the general path below, which knows every argument and words every error
+        last = self._last
+        if last is not None and _NATIVE_CALL and last.call(grid, block, args, shared_mem, stream,
+                                          self.enable_cooperative_groups):
+            return
         if not isinstance(args, (tuple, list)):
             raise TypeError("args must be a tuple")
         launch, owners = _raw_args(args)
-        self._function(_device_of(owners)).launch(
+        f = self._function(_device_of(owners))
+        f.launch(
             _dim3(grid, "grid"), _dim3(block, "block"), launch, int(shared_mem),
             _stream_ptr(stream, owners[0] if owners else None),
             self.enable_cooperative_groups,
         )
+        self._last = f
 
 
 def _attribute(name):
