@@ -11,7 +11,9 @@
 //!
 //! That wait is a property of the kernel's source, so only the kernels listed in
 //! [`PDL_KERNELS`] (their sources call `pdl_enter` first; a test checks) are launched this
-//! way; every other kernel, copy and memset keeps its full dependency. The attribute is used
+//! way, and only where every node the launch will depend on is a kernel node (programmatic
+//! edges are kernel-to-kernel): the first node of a graph and a kernel after a copy, a memset
+//! or a join from one keep their full dependency, as every other kernel does. The attribute is used
 //! only while this thread captures with PDL on ([`crate::GraphOptions`]): eager launches are
 //! unchanged. It needs compute capability 9.0 and a driver of CUDA 12.3 or later (programmatic
 //! edges from stream capture), checked at run time ([`CudaBackend::pdl_supported`]); elsewhere captures use
@@ -86,13 +88,53 @@ pub(crate) fn end() -> usize {
 }
 
 /// Whether a launch of `k` on `stream` by `b` goes through [`CudaBackend::launch_programmatic`]:
-/// this thread captures on `b` with PDL on, on the capture stream, and `k` waits for its
-/// prerequisites.
+/// this thread captures on `b` with PDL on, on the capture stream, `k` waits for its
+/// prerequisites, and every node it will depend on is a kernel.
 pub(crate) fn applies(b: &CudaBackend, stream: &Arc<CudaStream>, k: Kernel) -> bool {
     PDL_HERE.with(|c| c.get()) == b.id()
         && b.is_capturing_here()
         && Arc::ptr_eq(stream, b.capture_stream())
         && PDL_KERNELS.contains(&k)
+        && follows_kernels(stream)
+}
+
+/// Whether the capturing `stream`'s next node will depend on kernel nodes only (and on at
+/// least one). Any failed query answers `false`: the plain launch is always correct.
+fn follows_kernels(stream: &CudaStream) -> bool {
+    let mut status = u32::MAX;
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut edges: *const sys::CUgraphEdgeData = std::ptr::null();
+    let mut n = 0usize;
+    // SAFETY: `stream` is a live stream of the context bound on this thread (the capture
+    // binds it). The status is written as the C enum's int into a u32 (no Rust enum is
+    // materialised from the driver's value); id and graph are optional outputs (null);
+    // edge data is asked for, as the driver requires once edges carry programmatic data.
+    // The symbol exists on every driver that passes the gate (CUDA 12.3 and later).
+    let r = unsafe {
+        sys::cuStreamGetCaptureInfo_v3(
+            stream.cu_stream(),
+            (&mut status as *mut u32).cast(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut deps,
+            &mut edges,
+            &mut n,
+        )
+    };
+    let active = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE as u32;
+    if r != sys::CUresult::CUDA_SUCCESS || status != active || n == 0 || deps.is_null() {
+        return false;
+    }
+    // SAFETY: the driver returned `n` node handles at `deps`, valid until the next call on
+    // the stream; they are read before any.
+    let nodes = unsafe { std::slice::from_raw_parts(deps, n) };
+    nodes.iter().all(|&node| {
+        let mut t = u32::MAX;
+        // SAFETY: `node` is a node of the graph being captured; the type is written as the
+        // C enum's int into a u32.
+        let r = unsafe { sys::cuGraphNodeGetType(node, (&mut t as *mut u32).cast()) };
+        r == sys::CUresult::CUDA_SUCCESS && t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL as u32
+    })
 }
 
 /// The address of one argument's value, as `cuLaunchKernelEx`'s parameter array wants it.

@@ -114,7 +114,9 @@ fn a_chain_gives_the_same_bits_with_and_without_pdl() {
             let opts = GraphOptions { pdl, device_launch };
             let g = b.capture_with(opts, |b| c.record(b)).unwrap();
             assert_eq!(g.nodes(), 3 * 8);
-            let expect = if pdl && supported { 3 * 7 } else { 0 };
+            // of the 7 kernels a round, the first of the graph (no predecessor) and `tanh`
+            // after the copy keep plain edges
+            let expect = if pdl && supported { 3 * 7 - 1 - 3 } else { 0 };
             assert_eq!(g.programmatic_launches(), expect, "pdl {pdl}");
             for _ in 0..3 {
                 g.launch().unwrap();
