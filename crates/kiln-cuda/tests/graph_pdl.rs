@@ -109,10 +109,19 @@ fn a_chain_gives_the_same_bits_with_and_without_pdl() {
             want.record(&b).unwrap();
         }
         let want = want.results(&b);
-        for (pdl, device_launch) in [(false, false), (true, false), (true, true)] {
+        for (pdl, device_launch) in [(false, false), (true, false), (false, true), (true, true)] {
             let mut c = Chain::new(&b, n);
             let opts = GraphOptions { pdl, device_launch };
-            let g = b.capture_with(opts, |b| c.record(b)).unwrap();
+            let g = match b.capture_with(opts, |b| c.record(b)) {
+                Ok(g) => g,
+                // device launch is an opt-in experiment: a driver may refuse to instantiate
+                // a graph for it; that is reported, not a wrong result
+                Err(e) if device_launch => {
+                    println!("{opts:?}: not instantiated: {e}");
+                    continue;
+                }
+                Err(e) => panic!("{opts:?}: {e}"),
+            };
             assert_eq!(g.nodes(), 3 * 8);
             // of the 7 kernels a round, the first of the graph (no predecessor) and `tanh`
             // after the copy keep plain edges
@@ -165,9 +174,16 @@ fn bench_graph_replay() {
         ("kiln-graph-device-launch", false, true),
         ("kiln-graph-pdl-device-launch", true, true),
     ] {
-        let g = b
-            .capture_with(GraphOptions { pdl, device_launch }, |b| work(b, &mut x, &mut y))
-            .unwrap();
+        let g = match b.capture_with(GraphOptions { pdl, device_launch }, |b| work(b, &mut x, &mut y)) {
+            Ok(g) => g,
+            Err(e) => {
+                println!(
+                    "BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"{name}\", \"error\": {:?}}}",
+                    e.to_string()
+                );
+                continue;
+            }
+        };
         assert_eq!(g.nodes(), 1000);
         let ms = median(b.time_ms(3, 21, || g.launch()).unwrap());
         done += 24 * 1000;
