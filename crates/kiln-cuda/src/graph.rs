@@ -47,7 +47,9 @@ pub struct GraphOptions {
     pub pdl: bool,
     /// Instantiate for device launch (`CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH`): the
     /// graph may then also be launched from a kernel; replays from the host work as before.
-    /// Graphs of kernel launches, copies and memsets on one device qualify. Default: off.
+    /// Device graphs have restrictions of their own: where the driver refuses one,
+    /// [`CudaBackend::capture_with`] returns its error from `cuStreamEndCapture`. Kept to
+    /// compare replay costs; default: off.
     pub device_launch: bool,
 }
 
