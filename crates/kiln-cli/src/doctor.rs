@@ -87,6 +87,8 @@ struct Trial {
     kernel_ms: f64,
     max_rel_err_vs_cpu: f64,
     total_ms: f64,
+    /// Whether graph captures use programmatic dependent launch on this device, and why.
+    graph_pdl: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -118,10 +120,12 @@ fn trial(info: &DeviceInfo, cache: &KernelCache, limit: Option<kiln::MemoryLimit
         kernel_ms: 0.0,
         max_rel_err_vs_cpu: f64::NAN,
         total_ms: 0.0,
+        graph_pdl: None,
     };
     let r = (|| -> kiln::Result<()> {
         let b = CudaBackend::new(info, cache.clone(), limit)?;
         t.context_ms = b.context_ms();
+        t.graph_pdl = Some(b.pdl_status());
         let x = kiln::testing::random_f32(TRIAL_N, -12.0, 12.0, 7);
         let dx = b.upload(&x)?;
         let mut dy = b.alloc_poisoned(TRIAL_N)?;
@@ -494,6 +498,9 @@ fn print_text(r: &Report) {
                     "    trial: FAIL  {}",
                     t.error.as_deref().unwrap_or("unknown error")
                 );
+            }
+            if let Some(p) = &t.graph_pdl {
+                println!("    graphs: programmatic dependent launch {p}");
             }
         }
     }

@@ -54,6 +54,20 @@ template <int OP> __device__ __forceinline__ float apply(float x, float a, float
     return (x != x) ? x : fminf(fmaxf(x, a), b);
 }
 
+// Programmatic dependent launch (sm_90+). Inside a captured graph kiln launches these kernels
+// with programmatic stream serialization (graph_pdl.rs), so the driver may start one before
+// the kernel ahead of it has finished. griddepcontrol.wait, before the first load, blocks until
+// every prerequisite grid has completed and its writes are visible, so the result is the same
+// as a plain launch's; launch_dependents, issued right after, lets the next kernel's launch
+// begin while this one works. Launched without the attribute (eager, or before sm_90) both
+// return at once.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 template <class S> union Vec16 {
     uint4 v;
     typename S::T e[16 / sizeof(typename S::T)];
@@ -63,6 +77,7 @@ template <class S> union Vec16 {
 template <class S, int OP, bool AXPY>
 __device__ __forceinline__ void map_body(const typename S::T* __restrict__ x, typename S::T* __restrict__ y,
                                          u64 n, float a, float b) {
+    pdl_enter();
     typedef typename S::T T;
     const int V = 16 / sizeof(T);
     const int U = 2;

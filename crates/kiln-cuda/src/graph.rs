@@ -19,6 +19,11 @@
 //! - a device allocation the pool cannot serve from its cache (the capture would need
 //!   `cuMemAlloc`): allocate buffers, or run the ops once, before capturing.
 //!
+//! On sm_90 and above (with a driver of CUDA 12.3 or later) a capture launches kiln's
+//! element-wise kernels with programmatic dependent launch, so a chain of small kernels
+//! replays with the next launch overlapping the kernel ahead of it ([`crate::graph_pdl`]);
+//! results are bitwise those of the plain path, which [`GraphOptions`] can ask for.
+//!
 //! The capture-isolation trap (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, raised when cudarc's
 //! per-slice event tracking inserts a wait on a buffer last used on another stream) does not
 //! arise: pool buffers are raw pointers, so cudarc inserts no cross-stream event waits into
@@ -32,10 +37,27 @@ use kiln_core::{Error, Result};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// How [`CudaBackend::capture_with`] records and instantiates a graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphOptions {
+    /// Launch the kernels that support it with programmatic dependent launch
+    /// ([`crate::graph_pdl`]). Ignored where the device or driver lacks it
+    /// ([`CudaBackend::pdl_supported`]); [`Graph::programmatic_launches`] says what was
+    /// used. Default: on where supported.
+    pub pdl: bool,
+    /// Instantiate for device launch (`CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH`): the
+    /// graph may then also be launched from a kernel; replays from the host work as before.
+    /// Device graphs have restrictions of their own: where the driver refuses one,
+    /// [`CudaBackend::capture_with`] returns its error from `cuStreamEndCapture`. Kept to
+    /// compare replay costs; default: off.
+    pub device_launch: bool,
+}
+
 /// A captured, instantiated graph of kiln ops, replayable on the backend's stream.
 pub struct Graph {
     exec: CudaGraph,
     nodes: usize,
+    programmatic: usize,
     refs: Option<GraphRefs>,
     pool: Arc<DevicePool>,
     stream: Arc<CudaStream>,
@@ -48,6 +70,7 @@ impl std::fmt::Debug for Graph {
         f.debug_struct("Graph")
             .field("device", &self.device)
             .field("nodes", &self.nodes)
+            .field("programmatic", &self.programmatic)
             .field("blocks", &self.refs.as_ref().map_or(0, GraphRefs::len))
             .finish()
     }
@@ -78,6 +101,24 @@ impl CudaBackend {
     /// # Ok(()) }
     /// ```
     pub fn capture(&self, f: impl FnOnce(&CudaBackend) -> Result<()>) -> Result<Graph> {
+        self.capture_with(self.graph_options(), f)
+    }
+
+    /// The options [`Self::capture`] uses on this device: programmatic dependent launch
+    /// where the device and driver support it, host launch.
+    pub fn graph_options(&self) -> GraphOptions {
+        GraphOptions {
+            pdl: self.pdl_supported(),
+            device_launch: false,
+        }
+    }
+
+    /// [`Self::capture`] with explicit options.
+    pub fn capture_with(
+        &self,
+        opts: GraphOptions,
+        f: impl FnOnce(&CudaBackend) -> Result<()>,
+    ) -> Result<Graph> {
         if self.is_capturing_here() {
             return Err(Error::Capture {
                 op: "a second capture".into(),
@@ -97,10 +138,17 @@ impl CudaBackend {
             .map_err(|e| err("cuStreamBeginCapture", e))?;
         self.pool().begin_capture(&stream);
         self.set_capturing_here(true);
+        crate::graph_pdl::begin(self, opts.pdl && self.pdl_supported());
         let body = f(self);
+        let programmatic = crate::graph_pdl::end();
         self.set_capturing_here(false);
+        let flags = if opts.device_launch {
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+        } else {
+            sys::CUgraphInstantiate_flags(0)
+        };
         // always end the capture, so the stream leaves capture mode whatever happened
-        let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+        let ended = stream.end_capture(flags);
         let keep = body.is_ok() && matches!(ended, Ok(Some(_)));
         let refs = self.pool().end_capture(keep);
         body?;
@@ -124,6 +172,7 @@ impl CudaBackend {
         let mut g = Graph {
             exec,
             nodes: 0,
+            programmatic,
             refs: Some(refs),
             pool: self.pool().clone(),
             stream: self.main_stream().clone(),
@@ -176,6 +225,12 @@ impl Graph {
     /// Nodes in the graph (one per kernel launch or copy captured).
     pub fn nodes(&self) -> usize {
         self.nodes
+    }
+
+    /// Kernel launches captured with programmatic dependent launch (0 where it was off or
+    /// unsupported, or no captured kernel supports it).
+    pub fn programmatic_launches(&self) -> usize {
+        self.programmatic
     }
 
     /// Distinct device blocks the graph reads or writes (held until the graph is dropped).

@@ -56,6 +56,8 @@ pub(crate) trait StructArg {
     fn bytes(&self) -> usize;
     /// Push it onto a launch.
     fn push<'b>(&'b self, l: &mut LaunchArgs<'b>);
+    /// The address of its bytes (a `cuLaunchKernelEx` parameter, `graph_pdl.rs`).
+    fn as_param(&self) -> *const std::ffi::c_void;
 }
 
 impl<T: KernelStruct> StructArg for T {
@@ -69,6 +71,10 @@ impl<T: KernelStruct> StructArg for T {
 
     fn push<'b>(&'b self, l: &mut LaunchArgs<'b>) {
         l.arg(self);
+    }
+
+    fn as_param(&self) -> *const std::ffi::c_void {
+        (self as *const T).cast()
     }
 }
 
@@ -252,6 +258,9 @@ impl CudaBackend {
         check_args(k, args)?;
         let f = self.function(k)?;
         let _range = self.range_on(k.symbol(), stream);
+        if crate::graph_pdl::applies(self, stream, k) {
+            return self.launch_programmatic(stream, &f, k, cfg, args);
+        }
         let mut l = stream.launch_builder(&f);
         for a in args {
             a.push(&mut l);

@@ -32,7 +32,7 @@
 //! closes it, and cudarc's first call opens it again).
 //!
 //! FFI (cudarc's `result`/`sys` layers) is used in `discovery`, `nvrtc`, `backend`, `pool`,
-//! `gemm`, `graph`, `pipeline`, `transfer` (also `madvise` on large host results), `user` (raw and cooperative launches, the driver's parameter sizes, `cuLink`, module globals), `copy`,
+//! `gemm`, `graph`, `graph_pdl` (`cuLaunchKernelEx` with programmatic stream serialization while capturing), `pipeline`, `transfer` (also `madvise` on large host results), `user` (raw and cooperative launches, the driver's parameter sizes, `cuLink`, module globals), `copy`,
 //! `storage`, `register` (page-locking a caller's vector), `libs` (the libraries' handles, through libloading), `nccl` (collectives on pool
 //! blocks; libnccl loaded at run time, absent without harm), `launch` (every launch of kiln's
 //! kernels) and `launch_elementwise` (a raw launch probe that times the driver alone), where the safe
@@ -48,6 +48,7 @@ mod copy;
 pub mod discovery;
 pub mod gemm;
 pub mod graph;
+pub mod graph_pdl;
 pub mod kernels;
 mod launch;
 mod launch_american;
@@ -76,7 +77,7 @@ pub use cache::{CacheEvent, KernelCache, Outcome, Unit};
 /// cudarc's event type, as [`CudaBackend::new_event`] returns it.
 pub use cudarc::driver::CudaEvent;
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
-pub use graph::Graph;
+pub use graph::{Graph, GraphOptions};
 pub use kernels::{Kernel, Module, Program};
 #[doc(hidden)]
 pub use launch_basket::basket_param_arrays;

@@ -286,10 +286,21 @@ fn bench_engine() {
     assert!(got.iter().all(|&v| v == launches as f32), "{got:?} vs {launches}");
     println!("BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-eager\", \"ms\": {eager:.4}, \"us_per_kernel\": {eager:.4}, \"host_enqueue_us_per_kernel\": {host:.4}, \"raw_cudarc_enqueue_us_per_kernel\": {raw:.4}}}");
     println!(
-        "BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-graph\", \"ms\": {graph:.4}, \"us_per_kernel\": {graph:.4}, \"speedup\": {:.2}, \"capture_ms\": {:.3}}}",
+        "BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-graph\", \"ms\": {graph:.4}, \"us_per_kernel\": {graph:.4}, \"speedup\": {:.2}, \"capture_ms\": {:.3}, \"programmatic\": {}}}",
         eager / graph,
-        g.capture_ms()
+        g.capture_ms(),
+        g.programmatic_launches()
     );
+    drop(g);
+    // the same graph without programmatic dependent launch (the path before sm_90)
+    let mut plain = b.graph_options();
+    plain.pdl = false;
+    let g = b.capture_with(plain, |_| work(&mut x, &mut y)).unwrap();
+    let graph_plain = time(b, 10, || g.launch());
+    b.download(&x, &mut got).unwrap();
+    let launches = launches + 13 * 1000;
+    assert!(got.iter().all(|&v| v == launches as f32), "{got:?} vs {launches}");
+    println!("BENCH {{\"workload\": \"launch_1000_tiny\", \"peer\": \"kiln-graph-no-pdl\", \"ms\": {graph_plain:.4}, \"us_per_kernel\": {graph_plain:.4}}}");
     drop(g);
 
     // 4 GiB host -> GPU sigmoid -> host through pinned buffers, a few chunk sizes
