@@ -201,6 +201,37 @@ fn host_mode(mode: &str, cval: f64) -> PyResult<BoundaryMode> {
     })
 }
 
+/// The bytes of a host buffer: a `bytes` object, or a NumPy array read in place through its
+/// `__array_interface__` where it is C-contiguous in native byte order (a 2 MiB `tobytes()`
+/// costs more than the filter on a small image: a fresh allocation's page faults and a
+/// copy). Anything else is copied with `tobytes()`, as before.
+fn host_input<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<std::borrow::Cow<'a, [u8]>> {
+    use pyo3::types::PyBytes;
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(std::borrow::Cow::Borrowed(b.as_bytes()));
+    }
+    if let Ok(ai) = obj.getattr("__array_interface__") {
+        let typestr: String = ai.get_item("typestr")?.extract()?;
+        let native = typestr.starts_with('<') || typestr.starts_with('|');
+        let contiguous = ai.get_item("strides")?.is_none();
+        let item: usize = typestr.get(2..).and_then(|n| n.parse().ok()).unwrap_or(0);
+        if native && contiguous && item > 0 {
+            let (ptr, _readonly): (usize, bool) = ai.get_item("data")?.extract()?;
+            let shape: Vec<usize> = ai.get_item("shape")?.extract()?;
+            let n = shape.iter().product::<usize>() * item;
+            if n == 0 {
+                return Ok(std::borrow::Cow::Borrowed(&[]));
+            }
+            // SAFETY: a C-contiguous array of `n` bytes at `ptr` (its interface says so),
+            // kept alive by `obj`, which the caller holds for the call; read only.
+            return Ok(std::borrow::Cow::Borrowed(unsafe {
+                std::slice::from_raw_parts(ptr as *const u8, n)
+            }));
+        }
+    }
+    Ok(std::borrow::Cow::Owned(obj.call_method0("tobytes")?.extract()?))
+}
+
 fn host_dtypes(function: &str, dtype: &str, out_dtype: &str) -> PyResult<(NdDType, NdDType)> {
     let dt: NdDType = dtype.parse().map_err(|e| invalid(format!("{function}: {e}")))?;
     let ot: NdDType = out_dtype
@@ -212,14 +243,14 @@ fn host_dtypes(function: &str, dtype: &str, out_dtype: &str) -> PyResult<(NdDTyp
 /// `ndimage_passes_host(data, dtype, shape, out_dtype, axes, weights, sizes, origins, modes,
 /// cval)`: scipy's chain of 1-D passes (`correlate1d` with `weights[i]`, or
 /// `uniform_filter1d` of `sizes[i]` where that is non-zero) on the CPU over a host buffer of
-/// any real dtype scipy takes, each pass along `axes[i]` with `origins[i]` and `modes[i]`,
+/// any real dtype scipy takes ([`host_input`]), each pass along `axes[i]` with `origins[i]` and `modes[i]`,
 /// stored as `out_dtype` after every pass (`kiln_core::imaging::scipy_cpu`); returns the
 /// output's bytes.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn ndimage_passes_host<'py>(
     py: Python<'py>,
-    data: &[u8],
+    data: &Bound<'py, PyAny>,
     dtype: &str,
     shape: Vec<usize>,
     out_dtype: &str,
@@ -252,6 +283,8 @@ fn ndimage_passes_host<'py>(
             mode: host_mode(&modes[i], cval)?,
         });
     }
+    let data = host_input(data)?;
+    let data: &[u8] = &data;
     let out = py.detach(|| passes_bytes(data, dt, &shape, &passes, ot)).py()?;
     Ok(PyByteArray::new(py, &out))
 }
@@ -263,7 +296,7 @@ fn ndimage_passes_host<'py>(
 #[allow(clippy::too_many_arguments)]
 fn ndimage_correlate_host<'py>(
     py: Python<'py>,
-    data: &[u8],
+    data: &Bound<'py, PyAny>,
     dtype: &str,
     shape: Vec<usize>,
     out_dtype: &str,
@@ -275,8 +308,10 @@ fn ndimage_correlate_host<'py>(
 ) -> PyResult<Bound<'py, PyByteArray>> {
     let (dt, ot) = host_dtypes("correlate", dtype, out_dtype)?;
     let m = host_mode(mode, cval)?;
+    let data = host_input(data)?;
+    let bytes: &[u8] = &data;
     let out = py
-        .detach(|| correlate_bytes(data, dt, &shape, &weights, &wshape, &origins, m, ot))
+        .detach(|| correlate_bytes(bytes, dt, &shape, &weights, &wshape, &origins, m, ot))
         .py()?;
     Ok(PyByteArray::new(py, &out))
 }
@@ -400,7 +435,7 @@ fn ndimage_rank(
 #[allow(clippy::too_many_arguments)]
 fn ndimage_rank_host<'py>(
     py: Python<'py>,
-    data: &[u8],
+    data: &Bound<'py, PyAny>,
     dtype: &str,
     shape: Vec<usize>,
     out_dtype: &str,
@@ -434,8 +469,10 @@ fn ndimage_rank_host<'py>(
     let ot: NdDType = out_dtype
         .parse()
         .map_err(|e| invalid(format!("{function}: output {e}")))?;
+    let data = host_input(data)?;
+    let bytes: &[u8] = &data;
     let out = py
-        .detach(|| rank_bytes(data, dt, &shape, func, &p, ot, exact))
+        .detach(|| rank_bytes(bytes, dt, &shape, func, &p, ot, exact))
         .py()?;
     Ok(PyByteArray::new(py, &out))
 }

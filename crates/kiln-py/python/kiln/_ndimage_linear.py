@@ -144,7 +144,7 @@ def _passes(x, out, passes, cval):
     od = _native_dtype(out.dtype, "output")
     x = np.ascontiguousarray(x, dtype=dt)
     b = _native.ndimage_passes_host(
-        x.tobytes(), dt.name, list(x.shape), od.name,
+        x, dt.name, list(x.shape), od.name,
         [p[0] for p in passes], [list(map(float, p[1])) if p[1] is not None else [] for p in passes],
         [p[2] for p in passes], [int(p[3]) for p in passes], [_mode(p[4]) for p in passes],
         float(cval))
@@ -424,7 +424,7 @@ def _correlate_nd(input, weights, output=None, mode="reflect", cval=0.0, origin=
     if x.ndim == 0:  # one sample: a 1-element kernel on a 1-element line
         xs, wshape, origins = xs.reshape(1), [1], [0]
     b = _native.ndimage_correlate_host(
-        xs.tobytes(), dt.name, list(xs.shape), od.name, np.ascontiguousarray(w).ravel().tolist(),
+        xs, dt.name, list(xs.shape), od.name, np.ascontiguousarray(w).ravel().tolist(),
         list(wshape), origins, mode, float(cval))
     return _store(np.frombuffer(b, dtype=od).reshape(x.shape), out)
 

@@ -150,7 +150,7 @@ def _h_native(x, fname, out_dtype, **p):
         raise ScipyRuntimeError(
             f"{fname}: output dtype {od.name}: array type not supported (as in scipy); use one of {', '.join(_HOST_DTYPES)}")
     x = np.ascontiguousarray(x)
-    b = _native.ndimage_rank_host(x.tobytes(), name, list(x.shape), od.name, fname, **p)
+    b = _native.ndimage_rank_host(x, name, list(x.shape), od.name, fname, **p)
     return np.frombuffer(b, dtype=od).reshape(x.shape)
 
 
