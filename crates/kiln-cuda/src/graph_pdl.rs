@@ -164,7 +164,9 @@ impl CudaBackend {
         let (ma, mi) = self.info().desc.compute_capability;
         let d = driver_version();
         let drv = format!("{}.{}", d / 1000, (d % 1000) / 10);
-        if self.pdl_supported() {
+        if self.pdl_supported() && !pdl_opted_in() {
+            format!("off by default until its bitwise GPU test has passed (cc {ma}.{mi}, driver API {drv} support it); KILN_GRAPH_PDL=1 turns it on")
+        } else if self.pdl_supported() {
             format!("on (cc {ma}.{mi}, driver API {drv}): captured chains of element-wise kernels launch with programmatic dependent launch")
         } else if (ma, mi) < PDL_MIN_COMPUTE_CAPABILITY {
             format!("off: needs compute capability 9.0, this device is {ma}.{mi}")
@@ -230,6 +232,13 @@ impl CudaBackend {
     }
 }
 
+/// Whether `KILN_GRAPH_PDL=1` asks captures to use programmatic dependent launch. Off by
+/// default: the path is built and checked on the CPU (its PTX waits before the first load),
+/// and turns on by default once its bitwise GPU test (`tests/graph_pdl.rs`) has passed.
+pub(crate) fn pdl_opted_in() -> bool {
+    std::env::var("KILN_GRAPH_PDL").is_ok_and(|v| v.trim() == "1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,3 +274,4 @@ mod tests {
         assert!(!pdl_possible((9, 0), 12020));
     }
 }
+
