@@ -292,6 +292,18 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
                             ),
                         };
                     }
+                    "sticky" => {
+                        // the outcome a poisoned context gives (the illegal_address mode's,
+                        // through the same mapping), on any device: the worker answers its
+                        // batch and exits with the sticky code, as after a real fault
+                        tracing::warn!("fault injection: a sticky CUDA error (job {})", item.id);
+                        return kiln_error(&Error::Cuda {
+                            op: "fault injection (sticky)".into(),
+                            device: rt.device_name(),
+                            code: 700,
+                            name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                        });
+                    }
                     "probe" => {
                         // what the sandbox lets a job do: run a program, start a thread
                         let exec = std::process::Command::new("/bin/sh")

@@ -32,6 +32,11 @@ struct WorkerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeviceLabels {
+    device: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: String,
 }
@@ -55,6 +60,8 @@ pub struct ServiceMetrics {
     running: Gauge,
     workers_up: Gauge,
     restarts: Family<WorkerLabels, Counter>,
+    device_faults: Family<DeviceLabels, Counter>,
+    workers_faulted: Gauge,
     rejected: Family<ReasonLabels, Counter>,
     responses: Family<StatusLabels, Counter>,
     run_seconds: Family<KindLabels, Histogram>,
@@ -84,6 +91,8 @@ impl Default for ServiceMetrics {
             running: Gauge::default(),
             workers_up: Gauge::default(),
             restarts: Family::default(),
+            device_faults: Family::default(),
+            workers_faulted: Gauge::default(),
             rejected: Family::default(),
             responses: Family::default(),
             run_seconds: Family::new_with_constructor(seconds),
@@ -134,6 +143,16 @@ impl Default for ServiceMetrics {
             "kiln_service_worker_restarts",
             "Worker processes replaced, by worker and reason",
             m.restarts.clone(),
+        );
+        r.register(
+            "kiln_service_device_faults",
+            "Worker processes ended by a device fault (sticky CUDA error), by device",
+            m.device_faults.clone(),
+        );
+        r.register(
+            "kiln_service_workers_faulted",
+            "Worker slots whose worker ended by a device fault and is not back yet (readiness is 503 while above 0)",
+            m.workers_faulted.clone(),
         );
         r.register(
             "kiln_service_rejected_requests",
@@ -240,8 +259,26 @@ impl ServiceMetrics {
     /// The reasons a worker is replaced (the `reason` label).
     pub const RESTART_REASONS: [&'static str; 5] = ["exited", "sticky", "hung", "deadline", "protocol"];
 
-    /// Export a worker's restart counters at zero, so that rates exist before a fault.
+    /// Worker slots faulted now (see `crate::supervisor::fault`).
+    pub fn set_workers_faulted(&self, n: usize) {
+        self.workers_faulted.set(n as i64);
+    }
+
+    /// A worker on `device` ended by a device fault.
+    pub fn device_fault(&self, device: &str) {
+        self.device_faults
+            .get_or_create(&DeviceLabels {
+                device: device.into(),
+            })
+            .inc();
+    }
+
+    /// Export a worker's restart and device-fault counters at zero, so that rates exist
+    /// before a fault.
     pub fn init_worker(&self, worker: &str) {
+        let _ = self.device_faults.get_or_create(&DeviceLabels {
+            device: worker.into(),
+        });
         for reason in Self::RESTART_REASONS {
             let _ = self.restarts.get_or_create(&WorkerLabels {
                 worker: worker.into(),

@@ -9,7 +9,12 @@
 //! worker killed and its jobs failed; an idle worker that misses a heartbeat is killed. The
 //! slot then starts a fresh process. Shutdown stops claiming, lets batches finish until the
 //! drain timeout, then kills workers and re-queues what was still running.
+//!
+//! A worker that ends because of a device fault (a sticky CUDA error, exit code 8) marks
+//! its slot faulted until the replacement reports ready ([`fault`]); `/readyz` answers 503
+//! meanwhile.
 
+pub mod fault;
 mod process;
 
 use crate::config::ServiceConfig;
@@ -17,6 +22,7 @@ use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
 use crate::protocol::{read_frame_async, write_frame_async, FromWorker, ToWorker, WorkItem, WorkOutcome};
 use crate::store::{now_ms, ClaimedJob, JobState, JobStore, Outcome};
+pub use fault::DeviceFault;
 #[cfg(test)]
 use process::is_alloc_failure;
 use process::{forward_stderr, Proc};
@@ -51,6 +57,13 @@ pub struct WorkerStatus {
     pub exited_ms: Option<i64>,
     /// Batches run by this slot.
     pub batches: u64,
+    /// The device fault the slot has not recovered from: set when its worker ended because
+    /// of one, cleared when the replacement reports ready. While set, `/readyz` is 503.
+    pub fault: Option<DeviceFault>,
+    /// The slot's most recent device fault, current or cleared.
+    pub last_fault: Option<DeviceFault>,
+    /// Device faults so far.
+    pub faults: u64,
 }
 
 /// What the supervisor needs.
@@ -135,6 +148,9 @@ impl Shared {
                 ready_ms: None,
                 exited_ms: None,
                 batches: 0,
+                fault: None,
+                last_fault: None,
+                faults: 0,
             })
             .collect();
         Shared {
@@ -160,6 +176,8 @@ impl Shared {
             .filter(|w| w.state == "idle" || w.state == "busy")
             .count();
         self.metrics.set_workers_up(up);
+        self.metrics
+            .set_workers_faulted(g.iter().filter(|w| w.fault.is_some()).count());
     }
 
     /// Whether any slot runs a GPU worker (claims GPU-only jobs), started or not.
@@ -173,6 +191,30 @@ impl Shared {
             .iter()
             .filter(|w| w.state == "idle" || w.state == "busy")
             .count()
+    }
+
+    /// Why faulted slots keep the node from being ready, one line per slot (see [`fault`]).
+    pub fn fault_reasons(&self) -> Vec<String> {
+        lock(&self.workers)
+            .iter()
+            .filter_map(WorkerStatus::not_ready_reason)
+            .collect()
+    }
+
+    /// Marks slot `i` faulted (`reason`), unless it already is.
+    fn mark_fault(&self, i: usize, device: &str, reason: String) {
+        let mut fresh = false;
+        let mut line = None;
+        self.update(i, |w| {
+            fresh = w.mark_fault(reason, now_ms());
+            line = w.not_ready_reason();
+        });
+        if fresh {
+            self.metrics.device_fault(device);
+            if let Some(l) = line {
+                tracing::error!("{l}");
+            }
+        }
     }
 
     /// Start one task per slot; they end after [`Shared::stopping`] is set and their
@@ -202,11 +244,7 @@ impl Shared {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!("worker {}: {e}", slot.device);
-                    self.update(slot.index, |w| {
-                        w.state = "down".into();
-                        w.last_exit = Some(e.clone());
-                        w.exited_ms = Some(now_ms());
-                    });
+                    self.update(slot.index, |w| w.start_failed(e.clone(), now_ms()));
                     failures_in_a_row += 1;
                     let backoff = Duration::from_millis((100u64 << failures_in_a_row.min(6)).min(5000));
                     tokio::time::sleep(backoff).await;
@@ -216,6 +254,10 @@ impl Shared {
             failures_in_a_row = 0;
             let end = self.serve(&slot, &mut proc).await;
             let status = proc.stop().await;
+            if proc.exited_sticky() {
+                // the worker's own word that its context was poisoned, however its jobs ended
+                self.mark_fault(slot.index, &slot.device, status.clone());
+            }
             match end {
                 End::Shutdown => {
                     self.update(slot.index, |w| {
@@ -308,6 +350,7 @@ impl Shared {
             rx,
             oom,
             stderr: Some(stderr),
+            sticky_exit: false,
         };
         let started = Instant::now();
         let timeout = Duration::from_secs(self.cfg.workers.start_timeout_s);
@@ -328,11 +371,7 @@ impl Shared {
                         slot.device
                     );
                 }
-                self.update(slot.index, |w| {
-                    w.state = "idle".into();
-                    w.pid = pid;
-                    w.ready_ms = Some(now_ms());
-                });
+                self.update(slot.index, |w| w.became_ready(pid, now_ms()));
                 Ok(proc)
             }
             Ok(Some(Ok(FromWorker::Fatal { message }))) => {
@@ -553,17 +592,29 @@ impl Shared {
         self.metrics.batch(&kind, jobs.len(), run_s, &queued);
         match answer {
             Ok(results) => {
-                let mut poisoned = false;
+                let sticky = results.iter().find_map(|r| match &r.outcome {
+                    WorkOutcome::Err {
+                        sticky: true,
+                        message,
+                        ..
+                    } => Some(message.clone()),
+                    _ => None,
+                });
+                let poisoned = sticky.is_some();
+                if let Some(message) = sticky {
+                    // before any job's outcome is stored: a client that sees the failure
+                    // finds the node not ready already
+                    self.mark_fault(slot.index, &slot.device, fault::sticky_reason(&message));
+                }
                 for (job, r) in jobs.iter().zip(results) {
                     if r.id != job.id {
                         tracing::error!("worker answered job {} for {}", r.id, job.id);
                     }
-                    if matches!(r.outcome, WorkOutcome::Err { sticky: true, .. }) {
-                        poisoned = true;
-                    }
                     self.settle(job, &owner, r.outcome).await;
                 }
-                self.update(slot.index, |w| w.state = "idle".into());
+                // a poisoned worker is on its way out (it exits after its answer)
+                let state = if poisoned { "down" } else { "idle" };
+                self.update(slot.index, |w| w.state = state.into());
                 if poisoned {
                     return Some(End::Died("sticky: the CUDA context was poisoned".into()));
                 }

@@ -148,7 +148,9 @@ pub enum Task {
     /// Fault injection (tests and drills).
     Fault {
         /// `abort` (the worker process aborts), `illegal_address` (a GPU kernel stores
-        /// through an invalid address: a sticky error), `sleep` (a hung job), `alloc` (the
+        /// through an invalid address: a sticky error), `sticky` (on any device, the job is
+        /// answered with the sticky error a poisoned CUDA context gives, `cuda_sticky`, and
+        /// the worker exits as after one), `sleep` (a hung job), `alloc` (the
         /// worker reserves `bytes` of memory: past its memory limit, it ends), `probe` (the
         /// worker tries to run `/bin/sh` and start a thread, and reports what its sandbox
         /// allowed).
@@ -372,10 +374,10 @@ pub fn validate(
             let p: FaultParams = parse("params", params)?;
             if !matches!(
                 p.mode.as_str(),
-                "abort" | "illegal_address" | "sleep" | "alloc" | "probe"
+                "abort" | "illegal_address" | "sticky" | "sleep" | "alloc" | "probe"
             ) {
                 return Err(bad(format!(
-                    "params.mode = `{}`; use abort, illegal_address, sleep, alloc or probe",
+                    "params.mode = `{}`; use abort, illegal_address, sticky, sleep, alloc or probe",
                     p.mode
                 )));
             }

@@ -18,7 +18,9 @@ pub async fn healthz(st: St) -> Json<Health> {
     })
 }
 
-/// Readiness: the store answers, at least one worker is up, and the server accepts jobs.
+/// Readiness: the store answers, at least one worker is up, no worker slot is faulted (its
+/// worker ended by a sticky CUDA fault and the replacement is not ready yet), and the
+/// server accepts jobs.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, body = Health), (status = 503, body = Health)))]
 pub async fn readyz(st: St) -> Response {
     let mut reasons = Vec::new();
@@ -28,6 +30,9 @@ pub async fn readyz(st: St) -> Response {
     let up = st.0.supervisor.as_ref().map_or(0, |s| s.workers_up());
     if st.0.supervisor.is_some() && up == 0 {
         reasons.push("no worker is up (see /v1/workers and the server log)".into());
+    }
+    if let Some(s) = &st.0.supervisor {
+        reasons.extend(s.fault_reasons());
     }
     if !st.0.accepting.load(std::sync::atomic::Ordering::SeqCst) {
         reasons.push("shutting down".into());

@@ -17,6 +17,8 @@ pub(super) struct Proc {
     /// Set when the worker reported a failed allocation on stderr.
     pub(super) oom: Arc<AtomicBool>,
     pub(super) stderr: Option<tokio::task::JoinHandle<()>>,
+    /// Set by [`Proc::stop`] when the process exited with the sticky-error code.
+    pub(super) sticky_exit: bool,
 }
 
 /// Whether a worker's stderr line is Rust's report of a failed allocation (printed before
@@ -47,6 +49,12 @@ pub(super) async fn forward_stderr(stderr: tokio::process::ChildStderr, oom: Arc
 }
 
 impl Proc {
+    /// Whether the process, once stopped, had exited with the sticky-error code (its CUDA
+    /// context was poisoned).
+    pub(super) fn exited_sticky(&self) -> bool {
+        self.sticky_exit
+    }
+
     /// After the process ended: whether it died failing an allocation (its stderr is read
     /// to its end first, for at most 2 s).
     pub(super) async fn ran_out_of_memory(&mut self) -> bool {
@@ -67,7 +75,10 @@ impl Proc {
             }
         };
         match status {
-            Ok(s) => describe(s),
+            Ok(s) => {
+                self.sticky_exit = s.code() == Some(crate::worker::exit::STICKY);
+                describe(s)
+            }
             Err(e) => format!("wait failed: {e}"),
         }
     }
