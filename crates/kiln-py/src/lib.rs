@@ -20,6 +20,7 @@ mod errors;
 mod finance;
 mod kernels;
 mod ndimage;
+mod ndimage_label;
 mod ops;
 mod runtime;
 mod tensor;
@@ -131,6 +132,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     finance::register(m)?;
     ndimage::register(m)?;
+    ndimage_label::register(m)?;
     kernels::register(m)?;
     userexpr::register(m)?;
     Ok(())

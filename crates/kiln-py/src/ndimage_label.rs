@@ -1,0 +1,109 @@
+//! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label` and `find_objects` over host
+//! buffers (`kiln_core::imaging::label` and `objects`), with the GIL released.
+//!
+//! Design: the Python layer (python/kiln/_ndimage_measure.py) owns scipy's signature, checks
+//! and errors, reduces the input to a 0/1 mask in the scan order scipy uses, and stores the
+//! labels into the caller's output type; what reaches [`ndimage_label_host`] is a row-major
+//! mask and a `3^ndim` structure, and it returns the labels as int32 (or int64 for `wide`)
+//! bytes, written straight into the bytearray handed back, with the counts scipy's overflow
+//! rule needs.
+
+use crate::errors::invalid;
+use crate::IntoPy;
+use kiln::core::imaging::label::{label, LabelCount, LabelInt, Structure};
+use kiln::core::imaging::objects::find_objects_bytes;
+use kiln::core::imaging::rank_value::NdDType;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyTuple};
+
+/// Label into `buf` (the bytes of `L` values), in place where `buf` is aligned for `L`.
+fn label_bytes<L: LabelInt>(
+    mask: &[u8],
+    shape: &[usize],
+    s: &Structure,
+    buf: &mut [u8],
+) -> kiln::Result<LabelCount> {
+    match bytemuck::try_cast_slice_mut::<u8, L>(buf) {
+        Ok(out) => label(mask, shape, s, out),
+        Err(_) => {
+            let mut out = vec![L::default(); buf.len() / std::mem::size_of::<L>()];
+            let c = label(mask, shape, s, &mut out)?;
+            buf.copy_from_slice(bytemuck::cast_slice(&out));
+            Ok(c)
+        }
+    }
+}
+
+/// `ndimage_label_host(mask, shape, structure, wide)`: scipy.ndimage.label of `mask`
+/// (row-major bytes, non-zero is foreground) with `structure` (`3^ndim` bytes, row-major,
+/// centrosymmetric); returns `(labels, count, provisional)`: the labels' native-endian int32
+/// bytes (int64 when `wide`), the number of groups, and the provisional labels of scipy's
+/// sequential pass (see `LabelCount`).
+#[pyfunction]
+fn ndimage_label_host<'py>(
+    py: Python<'py>,
+    mask: &[u8],
+    shape: Vec<usize>,
+    structure: &[u8],
+    wide: bool,
+) -> PyResult<(Bound<'py, PyByteArray>, usize, usize)> {
+    let s = Structure::new(shape.len(), structure.iter().map(|&b| b != 0).collect()).py()?;
+    let width = if wide { 8 } else { 4 };
+    let nbytes = mask
+        .len()
+        .checked_mul(width)
+        .ok_or_else(|| invalid("label: the input is too large"))?;
+    let mut count = LabelCount {
+        labels: 0,
+        provisional: 0,
+    };
+    let out = PyByteArray::new_with(py, nbytes, |buf| {
+        count = py
+            .detach(|| {
+                if wide {
+                    label_bytes::<i64>(mask, &shape, &s, buf)
+                } else {
+                    label_bytes::<i32>(mask, &shape, &s, buf)
+                }
+            })
+            .py()?;
+        Ok(())
+    })?;
+    Ok((out, count.labels, count.provisional))
+}
+
+/// `ndimage_find_objects_host(data, dtype, shape, max_label)`: scipy.ndimage.find_objects of
+/// a host buffer (native-endian values of `dtype`: bool, int8..int64, uint8..uint64, float32,
+/// float64); returns `[(label - 1, (slice, ...)), ...]` for the labels `1..=max_label` that
+/// occur, in label order (slices with scipy's `step=None`).
+#[pyfunction]
+fn ndimage_find_objects_host<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    dtype: &str,
+    shape: Vec<usize>,
+    max_label: usize,
+) -> PyResult<Vec<(usize, Bound<'py, PyTuple>)>> {
+    let dt: NdDType = dtype.parse().map_err(|e| invalid(format!("find_objects: {e}")))?;
+    let boxes = py
+        .detach(|| find_objects_bytes(data, dt, &shape, max_label))
+        .py()?;
+    let slice = py.import("builtins")?.getattr("slice")?;
+    boxes
+        .into_iter()
+        .map(|b| {
+            let s = b
+                .bounds
+                .iter()
+                .map(|&(start, stop)| slice.call1((start, stop)))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok((b.index, PyTuple::new(py, s)?))
+        })
+        .collect()
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(ndimage_label_host, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_find_objects_host, m)?)?;
+    Ok(())
+}
