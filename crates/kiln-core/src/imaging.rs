@@ -26,6 +26,7 @@ mod path;
 pub mod rank;
 pub mod rank_value;
 pub mod scipy_cpu;
+pub mod watershed;
 
 pub use mode::BoundaryMode;
 pub use path::{path_2d, path_3d, resolve_2d, resolve_3d, FilterPath};

@@ -1,5 +1,6 @@
-//! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label` and `find_objects` over host
-//! buffers (`kiln_core::imaging::label` and `objects`), with the GIL released.
+//! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label`, `find_objects` and
+//! `watershed_ift` over host buffers (`kiln_core::imaging::label`, `objects` and
+//! `watershed`), with the GIL released.
 //!
 //! Design: the Python layer (python/kiln/_ndimage_measure.py) owns scipy's signature, checks
 //! and errors, reduces the input to a 0/1 mask in the scan order scipy uses, and stores the
@@ -13,6 +14,7 @@ use crate::IntoPy;
 use kiln::core::imaging::label::{label, LabelCount, LabelInt, Structure};
 use kiln::core::imaging::objects::find_objects_bytes;
 use kiln::core::imaging::rank_value::NdDType;
+use kiln::core::imaging::watershed::{watershed_ift, StoredLabel};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyTuple};
 
@@ -102,8 +104,53 @@ fn ndimage_find_objects_host<'py>(
         .collect()
 }
 
+/// `ndimage_watershed_host(input, wide_input, shape, structure, markers, out_bytes)`:
+/// scipy.ndimage.watershed_ift of `input` (native-endian uint8 bytes, or uint16 where
+/// `wide_input`) from `markers` (native-endian int32 bytes: scipy's C `int` labels) with
+/// `structure` (`3^ndim` bytes), for an output of `out_bytes` bytes per element (1, 2, 4 or
+/// 8; signed); returns the labels as int32 bytes, as scipy reads them back from that output.
+#[pyfunction]
+fn ndimage_watershed_host<'py>(
+    py: Python<'py>,
+    input: &[u8],
+    wide_input: bool,
+    shape: Vec<usize>,
+    structure: &[u8],
+    markers: &[u8],
+    out_bytes: usize,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let stored = match out_bytes {
+        1 => StoredLabel::I8,
+        2 => StoredLabel::I16,
+        4 | 8 => StoredLabel::Wide,
+        n => {
+            return Err(invalid(format!(
+                "watershed_ift: an output of {n} bytes per element"
+            )))
+        }
+    };
+    let values: Vec<u16> = if wide_input {
+        input
+            .chunks_exact(2)
+            .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+            .collect()
+    } else {
+        input.iter().map(|&b| u16::from(b)).collect()
+    };
+    let marks: Vec<i32> = markers
+        .chunks_exact(4)
+        .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let st: Vec<bool> = structure.iter().map(|&b| b != 0).collect();
+    let out = py
+        .detach(|| watershed_ift(&values, &shape, &st, &marks, stored))
+        .py()?;
+    Ok(PyByteArray::new(py, bytemuck::cast_slice(&out)))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage_label_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_find_objects_host, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_watershed_host, m)?)?;
     Ok(())
 }

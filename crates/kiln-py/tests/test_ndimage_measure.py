@@ -266,6 +266,56 @@ def test_value_indices_matches_scipy(dtype):
         _both("value_indices", np.zeros(3, dtype), ignore_value=-1)  # OverflowError
 
 
+# --- watershed_ift -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(1,), (23,), (7, 9), (12, 5), (4, 5, 6), (3, 3, 2, 4)])
+def test_watershed_ift_matches_scipy(shape):
+    rng = np.random.default_rng(sum(shape) * 7 + len(shape))
+    nd = len(shape)
+    structures = [None, np.ones((3,) * nd, bool), rng.random((3,) * nd) < 0.5]  # any, as scipy
+    for trial in range(6):
+        levels = [2, 5, 40][trial % 3]  # few levels: many ties between markers
+        dt = np.uint8 if trial % 2 else np.uint16
+        x = rng.integers(0, levels, shape).astype(dt)
+        mk = np.zeros(shape, np.int16)
+        flat = mk.reshape(-1)
+        n = max(1, flat.size // 6)
+        flat[rng.integers(0, flat.size, n)] = rng.choice([-2, -1, 1, 2, 3, 300], n)
+        for st in structures:
+            _both("watershed_ift", x, mk, st)
+            _both("watershed_ift", x, mk.astype(np.int8), st)  # 300 wraps in int8 markers
+            for odt in (np.int8, np.int16, np.int32, np.int64):
+                o_s, o_k = np.zeros(shape, odt), np.zeros(shape, odt)
+                _same(ndi.watershed_ift(x, mk, st, o_k), sn.watershed_ift(x, mk, st, o_s))
+                _same(o_k, o_s)
+
+
+def test_watershed_ift_wide_markers_and_errors():
+    x = np.zeros((3, 4), np.uint8)
+    x[:, 1:3] = 200
+    mk = np.zeros((3, 4), np.int64)
+    mk[0, 3] = 5 * 10**10  # a C int keeps the low 32 bits (negative here: background)
+    mk[2, 0] = -(10**10)
+    _both("watershed_ift", x, mk)
+    _both("watershed_ift", x, mk.astype(np.int32), None, np.int16)  # a dtype output is ignored
+    _both("watershed_ift", np.array(3, np.uint8), np.array(1, np.int8))
+    _both("watershed_ift", np.zeros((0, 3), np.uint8), np.zeros((0, 3), np.int8))
+    m8 = mk.astype(np.int8)
+    for args in [
+        (x.astype(np.int16), m8),                                  # TypeError
+        (x, m8.astype(np.uint8)),                                  # RuntimeError: markers
+        (x, m8, None, np.zeros((3, 4), np.uint8)),                 # RuntimeError: output type
+        (x, m8, None, np.zeros((3, 5), np.int16)),                 # RuntimeError: output shape
+        (x, m8, np.ones((3, 3, 3))),                               # RuntimeError: rank
+        (x, m8, np.ones((3, 5))),                                  # RuntimeError: not 3 wide
+        (x, m8[:2]),                                               # RuntimeError: shapes
+        (np.zeros((2,) * 8, np.uint8), np.zeros((2,) * 8, np.int8)),  # RuntimeError: rank > 7
+    ]:
+        _both("watershed_ift", *args)
+        with pytest.raises(kiln.InvalidInputError):
+            ndi.watershed_ift(*args)
+
+
 # --- statistics over labels ------------------------------------------------------------------
 
 STATS = ["sum", "sum_labels", "mean", "variance", "standard_deviation", "minimum", "maximum",

@@ -262,64 +262,83 @@ struct Slab<L> {
     provisional: usize,
 }
 
+impl<L: LabelInt> Slab<L> {
+    /// `cur` after meeting a neighbour labelled `l` (0: none yet).
+    fn meet(&mut self, cur: usize, l: usize) -> usize {
+        if l == 0 || l == cur {
+            cur
+        } else if cur == 0 {
+            l
+        } else {
+            union(&mut self.parent, cur, l)
+        }
+    }
+
+    /// A new provisional label.
+    fn new_label(&mut self) -> usize {
+        let l = self.parent.len();
+        self.parent.push(L::from_usize(l));
+        l
+    }
+}
+
+/// A neighbour line of the line being labelled: its start in `out` (None: in an earlier
+/// slab), its start in the mask, and the offsets along the last axis that are neighbours.
+struct Near<'a> {
+    local: Option<usize>,
+    global: usize,
+    dx: &'a [isize],
+}
+
+/// The positions `i + dx` (`i` in `a..b`, `dx` in `dxs`) inside `0..len`, as a range and
+/// the one position inside it that is not a neighbour (`dx` of -1 and 1 only, a run of one).
+fn run_span(a: usize, b: usize, dxs: &[isize], len: usize) -> (Range<usize>, Option<usize>) {
+    let lo = dxs.iter().min().copied().unwrap_or(0);
+    let hi = dxs.iter().max().copied().unwrap_or(0);
+    let start = (a as isize + lo).max(0) as usize;
+    let end = ((b as isize - 1 + hi + 1).max(0) as usize).min(len);
+    let hole = (b - a == 1 && !dxs.contains(&0) && lo < 0 && hi > 0).then_some(a);
+    (start..end, hole)
+}
+
 /// Pass 1 over lines `lines` (whole rows of axis 0), `out` holding exactly those lines:
 /// labels local to the slab; neighbours in earlier slabs are only looked at in `mask` (for
 /// the provisional count).
+///
+/// Where the structure joins an element to the one before it along the last axis, each run
+/// of non-zero elements is one group of its own line and takes one decision: the labels met
+/// in the neighbour lines over the run's span are merged, or a new label is made. scipy's
+/// provisional count is decided by the run's first element alone (the others have a
+/// non-zero neighbour before them).
 fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &mut [L]) -> Slab<L> {
     let len = plan.len;
-    let mut parent = vec![L::default()];
-    let mut provisional = 0;
+    let mut slab = Slab {
+        parent: vec![L::default()],
+        provisional: 0,
+    };
     let mut c = plan.coords(lines.start);
-    // (local start of the neighbour line in `out` or None outside the slab, its global start, dx)
-    let mut active: Vec<(Option<usize>, usize, &[isize])> = Vec::with_capacity(plan.groups.len());
+    let mut near: Vec<Near> = Vec::with_capacity(plan.groups.len());
     for li in lines.clone() {
-        active.clear();
+        near.clear();
         for g in &plan.groups {
             if plan.valid(g, &c) {
                 let nl = (li as isize + g.lines) as usize;
-                let local = (nl >= lines.start).then(|| (nl - lines.start) * len);
-                active.push((local, nl * len, &g.dx));
+                near.push(Near {
+                    local: (nl >= lines.start).then(|| (nl - lines.start) * len),
+                    global: nl * len,
+                    dx: &g.dx,
+                });
             }
         }
         let base = (li - lines.start) * len;
-        let gbase = li * len;
-        for i in 0..len {
-            if mask[gbase + i] == 0 {
-                out[base + i] = L::default();
-                continue;
-            }
-            let mut cur = 0usize;
-            let mut seen_before_slab = false;
-            for &(local, global, dxs) in &active {
-                for &dx in dxs {
-                    let j = i as isize + dx;
-                    if j < 0 || j >= len as isize {
-                        continue;
-                    }
-                    let j = j as usize;
-                    match local {
-                        Some(nb) => {
-                            let l = out[nb + j].to_usize();
-                            if l != 0 && l != cur {
-                                cur = if cur == 0 { l } else { union(&mut parent, cur, l) };
-                            }
-                        }
-                        None => seen_before_slab |= mask[global + j] != 0,
-                    }
-                }
-            }
-            if plan.prev && i > 0 {
-                let l = out[base + i - 1].to_usize();
-                if l != 0 && l != cur {
-                    cur = if cur == 0 { l } else { union(&mut parent, cur, l) };
-                }
-            }
-            if cur == 0 {
-                cur = parent.len();
-                parent.push(L::from_usize(cur));
-                provisional += usize::from(!seen_before_slab);
-            }
-            out[base + i] = L::from_usize(cur);
+        let row = &mask[li * len..(li + 1) * len];
+        // the neighbour lines come before this one
+        let (before, rest) = out.split_at_mut(base);
+        let line = &mut rest[..len];
+        if plan.prev {
+            label_runs(&mut slab, &near, mask, row, line, before);
+        } else {
+            label_elements(&mut slab, &near, mask, row, line, before);
         }
         // next line's coordinates
         for a in (0..c.len()).rev() {
@@ -330,7 +349,95 @@ fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &
             c[a] = 0;
         }
     }
-    Slab { parent, provisional }
+    slab
+}
+/// Whether a neighbour of element `i` in the lines `near` is non-zero in `mask`.
+fn any_near(near: &[Near], mask: &[u8], i: usize, len: usize) -> bool {
+    near.iter().any(|n| {
+        n.dx.iter().any(|&dx| {
+            let j = i as isize + dx;
+            j >= 0 && (j as usize) < len && mask[n.global + j as usize] != 0
+        })
+    })
+}
+
+/// One line where an element is joined to the one before it: run by run.
+fn label_runs<L: LabelInt>(
+    slab: &mut Slab<L>,
+    near: &[Near],
+    mask: &[u8],
+    row: &[u8],
+    line: &mut [L],
+    before: &[L],
+) {
+    let len = row.len();
+    let mut i = 0;
+    while i < len {
+        let Some(p) = row[i..].iter().position(|&m| m != 0) else {
+            line[i..].fill(L::default());
+            return;
+        };
+        let a = i + p;
+        line[i..a].fill(L::default());
+        let b = row[a..].iter().position(|&m| m == 0).map_or(len, |q| a + q);
+        let mut cur = 0;
+        for n in near {
+            let Some(nb) = n.local else { continue };
+            let (span, hole) = run_span(a, b, n.dx, len);
+            let mut last = 0;
+            for j in span {
+                let l = before[nb + j].to_usize();
+                // neighbouring elements mostly share a label: meet each once
+                if l != last && Some(j) != hole {
+                    cur = slab.meet(cur, l);
+                    last = l;
+                }
+            }
+        }
+        if cur == 0 {
+            cur = slab.new_label();
+        }
+        if !any_near(near, mask, a, len) {
+            slab.provisional += 1;
+        }
+        line[a..b].fill(L::from_usize(cur));
+        i = b;
+    }
+}
+
+/// One line where an element is not joined to the one before it: element by element.
+fn label_elements<L: LabelInt>(
+    slab: &mut Slab<L>,
+    near: &[Near],
+    mask: &[u8],
+    row: &[u8],
+    line: &mut [L],
+    before: &[L],
+) {
+    let len = row.len();
+    for i in 0..len {
+        if row[i] == 0 {
+            line[i] = L::default();
+            continue;
+        }
+        let mut cur = 0;
+        for n in near {
+            let Some(nb) = n.local else { continue };
+            for &dx in n.dx {
+                let j = i as isize + dx;
+                if j >= 0 && (j as usize) < len {
+                    cur = slab.meet(cur, before[nb + j as usize].to_usize());
+                }
+            }
+        }
+        if cur == 0 {
+            cur = slab.new_label();
+        }
+        if !any_near(near, mask, i, len) {
+            slab.provisional += 1;
+        }
+        line[i] = L::from_usize(cur);
+    }
 }
 
 /// scipy.ndimage.label of `mask` (row-major `shape`, non-zero bytes are the foreground) with

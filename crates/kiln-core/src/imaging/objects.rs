@@ -6,11 +6,12 @@
 //! boxes: floats truncate toward zero after the subtraction (`0.5` is object 0, as is `1.9`;
 //! NaN belongs to none), `uint64` wraps (`0` is no object), narrow integers subtract in `int`.
 //!
-//! Boxes are kept densely by object index when the largest index present is at most a few
-//! times the element count, else in a map, so memory stays proportional to the input whatever
-//! `max_label` is.
+//! Boxes are kept densely by object index when `max_label` is at most the element count (and
+//! a little), else in a map of the objects present, so memory stays proportional to the input
+//! whatever `max_label` is.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use super::rank_value::{values_from_bytes, NdDType};
 use crate::error::{Error, Result};
@@ -93,43 +94,65 @@ pub struct ObjectBox {
     pub bounds: Vec<(usize, usize)>,
 }
 
-/// Boxes being grown, per object index.
+/// Boxes being grown, per object index: flat per-axis bounds where `max_label` is within
+/// the element count, else a map of the objects present.
 enum Boxes {
-    Dense(Vec<Option<Vec<(usize, usize)>>>),
-    Sparse(BTreeMap<usize, Option<Vec<(usize, usize)>>>),
+    Dense {
+        found: Vec<bool>,
+        lo: Vec<usize>,
+        hi: Vec<usize>,
+    },
+    Sparse(BTreeMap<usize, Vec<(usize, usize)>>),
 }
 
 impl Boxes {
-    /// Grow object `k`'s box to hold coordinates `c`.
-    fn grow(&mut self, k: usize, c: &[usize]) {
-        let slot = match self {
-            Boxes::Dense(v) => &mut v[k],
-            Boxes::Sparse(m) => m.entry(k).or_insert(None),
-        };
-        match slot {
-            Some(b) => {
-                for (r, &x) in b.iter_mut().zip(c) {
-                    r.0 = r.0.min(x);
-                    r.1 = r.1.max(x + 1);
+    /// Grow object `k`'s box to hold the elements `last` of the line at `outer`.
+    fn grow(&mut self, k: usize, outer: &[usize], last: Range<usize>) {
+        let ndim = outer.len() + 1;
+        let span = outer.iter().map(|&x| (x, x + 1)).chain([(last.start, last.end)]);
+        match self {
+            Boxes::Dense { found, lo, hi } => {
+                found[k] = true;
+                for (a, (s, e)) in span.enumerate() {
+                    lo[k * ndim + a] = lo[k * ndim + a].min(s);
+                    hi[k * ndim + a] = hi[k * ndim + a].max(e);
                 }
             }
-            None => *slot = Some(c.iter().map(|&x| (x, x + 1)).collect()),
+            Boxes::Sparse(m) => {
+                let b = m.entry(k).or_insert_with(|| vec![(usize::MAX, 0); ndim]);
+                for (r, (s, e)) in b.iter_mut().zip(span) {
+                    r.0 = r.0.min(s);
+                    r.1 = r.1.max(e);
+                }
+            }
         }
     }
 
     /// The boxes, in index order.
-    fn into_boxes(self) -> Vec<ObjectBox> {
-        let found =
-            |(index, b): (usize, Option<Vec<(usize, usize)>>)| b.map(|bounds| ObjectBox { index, bounds });
+    fn into_boxes(self, ndim: usize) -> Vec<ObjectBox> {
         match self {
-            Boxes::Dense(v) => v.into_iter().enumerate().filter_map(found).collect(),
-            Boxes::Sparse(m) => m.into_iter().filter_map(found).collect(),
+            Boxes::Dense { found, lo, hi } => found
+                .iter()
+                .enumerate()
+                .filter(|(_, &f)| f)
+                .map(|(index, _)| ObjectBox {
+                    index,
+                    bounds: (0..ndim)
+                        .map(|a| (lo[index * ndim + a], hi[index * ndim + a]))
+                        .collect(),
+                })
+                .collect(),
+            Boxes::Sparse(m) => m
+                .into_iter()
+                .map(|(index, bounds)| ObjectBox { index, bounds })
+                .collect(),
         }
     }
 }
 
 /// The boxes of objects `0..max_label` in `values` (row-major `shape`), in index order;
-/// objects without an element are left out.
+/// objects without an element are left out. Runs of one object along the last axis grow its
+/// box once.
 pub fn find_objects<T: ObjectLabel>(
     values: &[T],
     shape: &[usize],
@@ -146,30 +169,58 @@ pub fn find_objects<T: ObjectLabel>(
         let k = v.object_index();
         (k >= 0 && (k as u64) < max_label as u64).then_some(k as usize)
     };
-    let top = values.iter().filter_map(|&v| index(v)).max();
-    let Some(top) = top else {
-        return Ok(Vec::new());
+    let Some((&len, outer_shape)) = shape.split_last() else {
+        // 0-D: one element, an empty box
+        return Ok(index(values[0])
+            .map(|index| ObjectBox {
+                index,
+                bounds: vec![],
+            })
+            .into_iter()
+            .collect());
     };
-    let mut boxes = if top <= size.saturating_mul(4).saturating_add(1024) {
-        Boxes::Dense(vec![None; top + 1])
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    let ndim = shape.len();
+    let mut boxes = if max_label <= size.saturating_add(1024) {
+        Boxes::Dense {
+            found: vec![false; max_label],
+            lo: vec![usize::MAX; max_label * ndim],
+            hi: vec![0; max_label * ndim],
+        }
     } else {
         Boxes::Sparse(BTreeMap::new())
     };
-    let ndim = shape.len();
-    let mut c = vec![0usize; ndim];
-    for &v in values {
-        if let Some(k) = index(v) {
-            boxes.grow(k, &c);
+    let mut c = vec![0usize; ndim - 1];
+    for line in values.chunks_exact(len) {
+        let mut i = 0;
+        let mut k = index(line[0]);
+        while i < len {
+            let mut j = i + 1;
+            let mut next = None;
+            while j < len {
+                next = index(line[j]);
+                if next != k {
+                    break;
+                }
+                j += 1;
+            }
+            if let Some(k) = k {
+                boxes.grow(k, &c, i..j);
+            }
+            k = next;
+            i = j;
         }
-        for a in (0..ndim).rev() {
+        for a in (0..c.len()).rev() {
             c[a] += 1;
-            if c[a] < shape[a] {
+            if c[a] < outer_shape[a] {
                 break;
             }
             c[a] = 0;
         }
     }
-    Ok(boxes.into_boxes())
+    Ok(boxes.into_boxes(ndim))
 }
 
 /// [`find_objects`] over native-endian bytes of `dtype` (bool runs as `uint8`).

@@ -1,13 +1,15 @@
-"""``kiln.ndimage``'s measurements: scipy.ndimage's ``label``, ``find_objects`` and
-``value_indices``, and (from ``_ndimage_stats``) the statistics over labels.
+"""``kiln.ndimage``'s measurements: scipy.ndimage's ``label``, ``find_objects``,
+``value_indices`` and ``watershed_ift``, and (from ``_ndimage_stats``) the statistics over
+labels.
 
-``label`` and ``find_objects`` run natively on the CPU (``kiln_core::imaging::label`` and
-``objects``, the GIL released): a two-pass union-find labels the non-zero elements, numbered
-in scipy's order. What scipy decides in Python or in its Cython driver is decided here the
-same way: the structure's checks and errors, the default int32 (int64 from 2**31 - 2
-elements), ``output=`` as a dtype or an array, scipy's ``RuntimeError`` when the labels do not
-fit the output's type, and the scan order (scipy labels along the output's axis of smallest
-stride, so a Fortran-ordered ``output`` array numbers the groups column by column).
+``label``, ``find_objects`` and ``watershed_ift`` run natively on the CPU
+(``kiln_core::imaging::label``, ``objects`` and ``watershed``, the GIL released). For
+``label`` a two-pass union-find labels the non-zero elements, numbered in scipy's order; what
+scipy decides in Python or in its Cython driver is decided here the same way: the structure's
+checks and errors, the default int32 (int64 from 2**31 - 2 elements), ``output=`` as a dtype
+or an array, scipy's ``RuntimeError`` when the labels do not fit the output's type, and the
+scan order (scipy labels along the output's axis of smallest stride, so a Fortran-ordered
+``output`` array numbers the groups column by column).
 
 Inputs are NumPy arrays or anything ``numpy.asarray`` takes; a kiln tensor or another DLPack
 array on the CPU is read through DLPack, one on a GPU is refused (these functions run on the
@@ -193,3 +195,53 @@ def value_indices(arr, *, ignore_value=None):
     ends = np.append(starts[1:], vals.size)
     where = np.unravel_index(order, x.shape) if x.ndim else ()  # a 0-D array: no indices
     return {vals[a]: tuple(w[a:b] for w in where) for a, b in zip(starts.tolist(), ends.tolist())}
+
+
+def watershed_ift(input, markers, structure=None, output=None):
+    """scipy.ndimage.watershed_ift: labels grown from ``markers`` (non-zero; negative ones
+    are background) over a uint8 or uint16 ``input`` by the image foresting transform, with
+    scipy's queue order, its wrap-around of neighbours along the last axis, and its labels
+    passed through the output's type (``output``: an integer array, else the markers' type)."""
+    np = _np()
+    x = np.asarray(_cpu(input, "watershed_ift"))
+    if x.dtype.type not in (np.uint8, np.uint16):
+        raise ScipyTypeError(
+            f"watershed_ift: only 8 and 16 unsigned inputs are supported, got {x.dtype}")
+    if structure is None:
+        from ._ndimage_rank import generate_binary_structure
+
+        structure = generate_binary_structure(x.ndim, 1)
+    s = np.asarray(_cpu(structure, "watershed_ift", "structure"), dtype=bool)
+    if s.ndim != x.ndim:
+        raise ScipyRuntimeError(
+            f"watershed_ift: structure and input must have equal rank ({s.ndim} and {x.ndim})")
+    if any(n != 3 for n in s.shape):
+        raise ScipyRuntimeError(
+            f"watershed_ift: structure dimensions must be equal to 3, got shape {s.shape}")
+    mk = np.asarray(_cpu(markers, "watershed_ift", "markers"))
+    if mk.shape != x.shape:
+        raise ScipyRuntimeError(
+            f"watershed_ift: input and markers must have equal shape ({x.shape} and {mk.shape})")
+    ints = (np.int8, np.int16, np.int32, np.int64, np.intc, np.intp)
+    if mk.dtype.type not in ints:
+        raise ScipyRuntimeError(f"watershed_ift: marker should be of integer type, got {mk.dtype}")
+    if isinstance(output, np.ndarray):
+        if output.dtype.type not in ints:
+            raise ScipyRuntimeError(
+                f"watershed_ift: output should be of integer type, got {output.dtype}")
+        if output.shape != x.shape:
+            raise ScipyRuntimeError(
+                f"watershed_ift: output shape not correct: {output.shape} for {x.shape}")
+    else:
+        output = np.zeros(x.shape, mk.dtype)  # scipy ignores an output that is not an array
+    if x.ndim > 7:
+        raise ScipyRuntimeError(f"watershed_ift: too many dimensions ({x.ndim}; at most 7)")
+    x = _native_dtype(x)
+    # scipy reads each marker into a C int (the low 32 bits)
+    m32 = _native_dtype(mk).astype(np.int32)
+    b = _native.ndimage_watershed_host(
+        np.ascontiguousarray(x).tobytes(), x.dtype == np.uint16, list(x.shape),
+        np.ascontiguousarray(s).tobytes(), np.ascontiguousarray(m32).tobytes(),
+        output.dtype.itemsize)
+    output[...] = np.frombuffer(b, np.int32).reshape(x.shape).astype(output.dtype)
+    return output
