@@ -26,6 +26,7 @@ mod path;
 pub mod rank;
 pub mod rank_value;
 pub mod scipy_cpu;
+pub mod value_indices;
 pub mod watershed;
 
 pub use mode::BoundaryMode;

@@ -1,6 +1,6 @@
-//! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label`, `find_objects` and
-//! `watershed_ift` over host buffers (`kiln_core::imaging::label`, `objects` and
-//! `watershed`), with the GIL released.
+//! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label`, `find_objects`,
+//! `value_indices` and `watershed_ift` over host buffers (`kiln_core::imaging::label`,
+//! `objects`, `value_indices` and `watershed`), with the GIL released.
 //!
 //! Design: the Python layer (python/kiln/_ndimage_measure.py) owns scipy's signature, checks
 //! and errors, reduces the input to a 0/1 mask in the scan order scipy uses, and stores the
@@ -14,6 +14,7 @@ use crate::IntoPy;
 use kiln::core::imaging::label::{label, LabelCount, LabelInt, Structure};
 use kiln::core::imaging::objects::find_objects_bytes;
 use kiln::core::imaging::rank_value::NdDType;
+use kiln::core::imaging::value_indices::value_indices_bytes;
 use kiln::core::imaging::watershed::{watershed_ift, StoredLabel};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyTuple};
@@ -104,6 +105,47 @@ fn ndimage_find_objects_host<'py>(
         .collect()
 }
 
+/// `ndimage_value_indices_host(data, dtype, shape)`: scipy.ndimage.value_indices of a host
+/// buffer (native-endian values of an integer `dtype`); returns `(starts, first, coords)`:
+/// where each group of equal values starts, the flat index of its first element (its value),
+/// and the int64 bytes of every element's coordinates, axis by axis (`ndim` rows of the
+/// element count), grouped by value in ascending order, row-major within a group.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn ndimage_value_indices_host<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    dtype: &str,
+    shape: Vec<usize>,
+) -> PyResult<(Vec<usize>, Vec<usize>, Bound<'py, PyByteArray>)> {
+    let dt: NdDType = dtype
+        .parse()
+        .map_err(|e| invalid(format!("value_indices: {e}")))?;
+    let n = shape
+        .iter()
+        .try_fold(shape.len(), |a, &d| a.checked_mul(d))
+        .and_then(|c| c.checked_mul(8))
+        .ok_or_else(|| invalid("value_indices: the array is too large"))?;
+    let mut groups = None;
+    let coords = PyByteArray::new_with(py, n, |buf| {
+        let g = py
+            .detach(|| match bytemuck::try_cast_slice_mut::<u8, i64>(buf) {
+                Ok(c) => value_indices_bytes(data, dt, &shape, c),
+                Err(_) => {
+                    let mut c = vec![0i64; buf.len() / 8];
+                    let g = value_indices_bytes(data, dt, &shape, &mut c)?;
+                    buf.copy_from_slice(bytemuck::cast_slice(&c));
+                    Ok(g)
+                }
+            })
+            .py()?;
+        groups = Some(g);
+        Ok(())
+    })?;
+    let g = groups.ok_or_else(|| invalid("value_indices: no result"))?;
+    Ok((g.starts, g.first, coords))
+}
+
 /// `ndimage_watershed_host(input, wide_input, shape, structure, markers, out_bytes)`:
 /// scipy.ndimage.watershed_ift of `input` (native-endian uint8 bytes, or uint16 where
 /// `wide_input`) from `markers` (native-endian int32 bytes: scipy's C `int` labels) with
@@ -152,5 +194,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage_label_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_find_objects_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_watershed_host, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_value_indices_host, m)?)?;
     Ok(())
 }

@@ -266,6 +266,16 @@ def test_value_indices_matches_scipy(dtype):
         _both("value_indices", np.zeros(3, dtype), ignore_value=-1)  # OverflowError
 
 
+def test_value_indices_of_sparse_ids():
+    # ids spread far wider than the element count (scipy runs out of memory on these)
+    rng = np.random.default_rng(12)
+    ids = np.array([-(2**62), -5, 2**40, 2**62], np.int64)
+    x = ids[rng.integers(0, 4, (6, 7))]
+    got = ndi.value_indices(x, ignore_value=-5)
+    want = {v: np.nonzero(x == v) for v in np.unique(x) if v != -5}
+    _same(got, want)
+
+
 # --- watershed_ift -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape", [(1,), (23,), (7, 9), (12, 5), (4, 5, 6), (3, 3, 2, 4)])

@@ -6,7 +6,9 @@
 //! - pass 1 gives each non-zero element the label of a neighbour that comes before it in
 //!   row-major order (the structure's elements before its centre), merging the labels it
 //!   meets, or a new provisional label when it has none; union by the smaller root, so each
-//!   group's root is the provisional label made at its first element;
+//!   group's root is the provisional label made at its first element. Where the structure
+//!   joins an element to the one before it along the last axis, a run of non-zero elements
+//!   takes one decision for all its elements;
 //! - the roots are numbered in provisional order, which is row-major order of the groups'
 //!   first elements (scipy's numbering, which compacts its merge table the same way);
 //! - pass 2 writes every element's final label.

@@ -2,8 +2,9 @@
 ``value_indices`` and ``watershed_ift``, and (from ``_ndimage_stats``) the statistics over
 labels.
 
-``label``, ``find_objects`` and ``watershed_ift`` run natively on the CPU
-(``kiln_core::imaging::label``, ``objects`` and ``watershed``, the GIL released). For
+``label``, ``find_objects``, ``value_indices`` and ``watershed_ift`` run natively on the CPU
+(``kiln_core::imaging::label``, ``objects``, ``value_indices`` and ``watershed``, the GIL
+released). For
 ``label`` a two-pass union-find labels the non-zero elements, numbered in scipy's order; what
 scipy decides in Python or in its Cython driver is decided here the same way: the structure's
 checks and errors, the default int32 (int64 from 2**31 - 2 elements), ``output=`` as a dtype
@@ -182,19 +183,14 @@ def value_indices(arr, *, ignore_value=None):
         raise InvalidInputError(
             f"value_indices: Parameter 'arr' must be an integer array, got {x.dtype}")
     ignore = None if ignore_value is None else x.dtype.type(ignore_value)
-    x = _native_dtype(x)
-    flat = x.reshape(-1)
-    order = np.argsort(flat, kind="stable")
-    vals = flat[order]
-    if ignore is not None:
-        keep = vals != ignore
-        order, vals = order[keep], vals[keep]
-    if vals.size == 0:
-        return {}
-    starts = np.flatnonzero(np.concatenate(([True], vals[1:] != vals[:-1])))
-    ends = np.append(starts[1:], vals.size)
-    where = np.unravel_index(order, x.shape) if x.ndim else ()  # a 0-D array: no indices
-    return {vals[a]: tuple(w[a:b] for w in where) for a, b in zip(starts.tolist(), ends.tolist())}
+    flat = np.ascontiguousarray(_native_dtype(x)).reshape(-1)
+    starts, first, coords = _native.ndimage_value_indices_host(
+        flat.tobytes(), flat.dtype.name, list(x.shape))
+    where = np.frombuffer(coords, np.intp).reshape(x.ndim, flat.size)
+    keys = flat[first]
+    ends = starts[1:] + [flat.size]
+    return {k: tuple(w[a:b] for w in where) for k, a, b in zip(keys, starts, ends)
+            if ignore is None or k != ignore}
 
 
 def watershed_ift(input, markers, structure=None, output=None):

@@ -21,6 +21,7 @@ the first in row-major order). The rules for ``labels`` and ``index``:
 
 from __future__ import annotations
 
+from ._errors import InvalidInputError
 from ._ndimage_measure import _cpu
 
 
@@ -282,23 +283,23 @@ def labeled_comprehension(input, labels, index, func, out_dtype, default,
     positions = np.arange(input.size).reshape(input.shape) if pass_positions else None
     if labels is None:
         if index is not None:
-            raise ValueError("labeled_comprehension: index without defined labels")
+            raise InvalidInputError("labeled_comprehension: index without defined labels")
         flat = input.ravel()
         return func(flat) if not pass_positions else func(flat, positions.ravel())
     labels = np.asarray(_cpu(labels, "labeled_comprehension", "labels"))
     try:
         input, labels = np.broadcast_arrays(input, labels)
     except ValueError as e:
-        raise ValueError("labeled_comprehension: input and labels must have the same shape "
-                         "(excepting dimensions with width 1)") from e
+        raise InvalidInputError("labeled_comprehension: input and labels must have the same "
+                                "shape (excepting dimensions with width 1)") from e
     if index is None:
         sel = labels > 0
         return func(input[sel]) if not pass_positions else func(input[sel], positions[sel])
     index = np.atleast_1d(_cpu(index, "labeled_comprehension", "index"))
     if np.any(index.astype(labels.dtype).astype(index.dtype) != index):
-        raise ValueError(f"labeled_comprehension: Cannot convert index values from "
-                         f"<{index.dtype}> to <{labels.dtype}> (labels' type) without loss of "
-                         f"precision")
+        raise InvalidInputError(f"labeled_comprehension: Cannot convert index values from "
+                                f"<{index.dtype}> to <{labels.dtype}> (labels' type) without "
+                                f"loss of precision")
     index = index.astype(labels.dtype)
     sel = (labels >= index.min()) & (labels <= index.max())
     labels, input = labels[sel], input[sel]
