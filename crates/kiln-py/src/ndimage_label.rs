@@ -6,12 +6,11 @@
 //! and errors, reduces the input to a 0/1 mask in the scan order scipy uses, and stores the
 //! labels into the caller's output type; what reaches [`ndimage_label_host`] is a row-major
 //! mask and a `3^ndim` structure, and it returns the labels as int32 (or int64 for `wide`)
-//! bytes, written straight into the bytearray handed back, with the counts scipy's overflow
-//! rule needs.
+//! bytes, written straight into the bytearray handed back, and their count.
 
 use crate::errors::invalid;
 use crate::IntoPy;
-use kiln::core::imaging::label::{label, LabelCount, LabelInt, Structure};
+use kiln::core::imaging::label::{label, LabelInt, Structure};
 use kiln::core::imaging::objects::find_objects_bytes;
 use kiln::core::imaging::rank_value::NdDType;
 use kiln::core::imaging::value_indices::value_indices_bytes;
@@ -25,7 +24,7 @@ fn label_bytes<L: LabelInt>(
     shape: &[usize],
     s: &Structure,
     buf: &mut [u8],
-) -> kiln::Result<LabelCount> {
+) -> kiln::Result<usize> {
     match bytemuck::try_cast_slice_mut::<u8, L>(buf) {
         Ok(out) => label(mask, shape, s, out),
         Err(_) => {
@@ -39,9 +38,8 @@ fn label_bytes<L: LabelInt>(
 
 /// `ndimage_label_host(mask, shape, structure, wide)`: scipy.ndimage.label of `mask`
 /// (row-major bytes, non-zero is foreground) with `structure` (`3^ndim` bytes, row-major,
-/// centrosymmetric); returns `(labels, count, provisional)`: the labels' native-endian int32
-/// bytes (int64 when `wide`), the number of groups, and the provisional labels of scipy's
-/// sequential pass (see `LabelCount`).
+/// centrosymmetric); returns `(labels, count)`: the labels' native-endian int32 bytes (int64
+/// when `wide`) and the number of groups.
 #[pyfunction]
 fn ndimage_label_host<'py>(
     py: Python<'py>,
@@ -49,17 +47,14 @@ fn ndimage_label_host<'py>(
     shape: Vec<usize>,
     structure: &[u8],
     wide: bool,
-) -> PyResult<(Bound<'py, PyByteArray>, usize, usize)> {
+) -> PyResult<(Bound<'py, PyByteArray>, usize)> {
     let s = Structure::new(shape.len(), structure.iter().map(|&b| b != 0).collect()).py()?;
     let width = if wide { 8 } else { 4 };
     let nbytes = mask
         .len()
         .checked_mul(width)
         .ok_or_else(|| invalid("label: the input is too large"))?;
-    let mut count = LabelCount {
-        labels: 0,
-        provisional: 0,
-    };
+    let mut count = 0;
     let out = PyByteArray::new_with(py, nbytes, |buf| {
         count = py
             .detach(|| {
@@ -72,7 +67,7 @@ fn ndimage_label_host<'py>(
             .py()?;
         Ok(())
     })?;
-    Ok((out, count.labels, count.provisional))
+    Ok((out, count))
 }
 
 /// `ndimage_find_objects_host(data, dtype, shape, max_label)`: scipy.ndimage.find_objects of

@@ -17,9 +17,6 @@
 //! labels itself, the labels of slab `s` come after those of slab `s - 1`, and the slabs'
 //! seams are merged before numbering, so the result does not depend on the slab count.
 //!
-//! [`LabelCount::provisional`] is the number of provisional labels scipy's one-slab pass makes
-//! (non-zero elements with no non-zero neighbour before them): scipy writes those into the
-//! caller's output type first, and a front end reproducing its overflow rule needs the count.
 //! The structure must be centrosymmetric (scipy refuses others), so "neighbour" is symmetric
 //! and the groups are the connected components of the neighbour graph.
 
@@ -150,16 +147,6 @@ fn offsets_of(mut k: usize, ndim: usize) -> Vec<isize> {
     d
 }
 
-/// What [`label`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LabelCount {
-    /// The number of groups (the largest label).
-    pub labels: usize,
-    /// Non-zero elements with no non-zero neighbour before them in row-major order: the
-    /// provisional labels of one sequential pass (scipy's, which numbers them from 2).
-    pub provisional: usize,
-}
-
 /// Neighbour lines of a line: those at `dl` (offsets of the axes before the last), and which
 /// of their elements at `-1`, `0`, `+1` along the last axis are neighbours.
 #[derive(Clone, Debug)]
@@ -257,11 +244,9 @@ fn union<L: LabelInt>(parent: &mut [L], a: usize, b: usize) -> usize {
     lo
 }
 
-/// What pass 1 leaves of one slab: its merge table (`parent[0]` unused, labels `1..`) and
-/// its count of scipy's provisional labels.
+/// What pass 1 leaves of one slab: its merge table (`parent[0]` unused, labels `1..`).
 struct Slab<L> {
     parent: Vec<L>,
-    provisional: usize,
 }
 
 impl<L: LabelInt> Slab<L> {
@@ -285,10 +270,9 @@ impl<L: LabelInt> Slab<L> {
 }
 
 /// A neighbour line of the line being labelled: its start in `out` (None: in an earlier
-/// slab), its start in the mask, and the offsets along the last axis that are neighbours.
+/// slab, merged at the seam later), and the offsets along the last axis that are neighbours.
 struct Near<'a> {
     local: Option<usize>,
-    global: usize,
     dx: &'a [isize],
 }
 
@@ -304,19 +288,15 @@ fn run_span(a: usize, b: usize, dxs: &[isize], len: usize) -> (Range<usize>, Opt
 }
 
 /// Pass 1 over lines `lines` (whole rows of axis 0), `out` holding exactly those lines:
-/// labels local to the slab; neighbours in earlier slabs are only looked at in `mask` (for
-/// the provisional count).
+/// labels local to the slab.
 ///
 /// Where the structure joins an element to the one before it along the last axis, each run
 /// of non-zero elements is one group of its own line and takes one decision: the labels met
-/// in the neighbour lines over the run's span are merged, or a new label is made. scipy's
-/// provisional count is decided by the run's first element alone (the others have a
-/// non-zero neighbour before them).
+/// in the neighbour lines over the run's span are merged, or a new label is made.
 fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &mut [L]) -> Slab<L> {
     let len = plan.len;
     let mut slab = Slab {
         parent: vec![L::default()],
-        provisional: 0,
     };
     let mut c = plan.coords(lines.start);
     let mut near: Vec<Near> = Vec::with_capacity(plan.groups.len());
@@ -327,7 +307,6 @@ fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &
                 let nl = (li as isize + g.lines) as usize;
                 near.push(Near {
                     local: (nl >= lines.start).then(|| (nl - lines.start) * len),
-                    global: nl * len,
                     dx: &g.dx,
                 });
             }
@@ -338,9 +317,9 @@ fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &
         let (before, rest) = out.split_at_mut(base);
         let line = &mut rest[..len];
         if plan.prev {
-            label_runs(&mut slab, &near, mask, row, line, before);
+            label_runs(&mut slab, &near, row, line, before);
         } else {
-            label_elements(&mut slab, &near, mask, row, line, before);
+            label_elements(&mut slab, &near, row, line, before);
         }
         // next line's coordinates
         for a in (0..c.len()).rev() {
@@ -353,25 +332,8 @@ fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &
     }
     slab
 }
-/// Whether a neighbour of element `i` in the lines `near` is non-zero in `mask`.
-fn any_near(near: &[Near], mask: &[u8], i: usize, len: usize) -> bool {
-    near.iter().any(|n| {
-        n.dx.iter().any(|&dx| {
-            let j = i as isize + dx;
-            j >= 0 && (j as usize) < len && mask[n.global + j as usize] != 0
-        })
-    })
-}
-
 /// One line where an element is joined to the one before it: run by run.
-fn label_runs<L: LabelInt>(
-    slab: &mut Slab<L>,
-    near: &[Near],
-    mask: &[u8],
-    row: &[u8],
-    line: &mut [L],
-    before: &[L],
-) {
+fn label_runs<L: LabelInt>(slab: &mut Slab<L>, near: &[Near], row: &[u8], line: &mut [L], before: &[L]) {
     let len = row.len();
     let mut i = 0;
     while i < len {
@@ -399,23 +361,13 @@ fn label_runs<L: LabelInt>(
         if cur == 0 {
             cur = slab.new_label();
         }
-        if !any_near(near, mask, a, len) {
-            slab.provisional += 1;
-        }
         line[a..b].fill(L::from_usize(cur));
         i = b;
     }
 }
 
 /// One line where an element is not joined to the one before it: element by element.
-fn label_elements<L: LabelInt>(
-    slab: &mut Slab<L>,
-    near: &[Near],
-    mask: &[u8],
-    row: &[u8],
-    line: &mut [L],
-    before: &[L],
-) {
+fn label_elements<L: LabelInt>(slab: &mut Slab<L>, near: &[Near], row: &[u8], line: &mut [L], before: &[L]) {
     let len = row.len();
     for i in 0..len {
         if row[i] == 0 {
@@ -435,9 +387,6 @@ fn label_elements<L: LabelInt>(
         if cur == 0 {
             cur = slab.new_label();
         }
-        if !any_near(near, mask, i, len) {
-            slab.provisional += 1;
-        }
         line[i] = L::from_usize(cur);
     }
 }
@@ -450,7 +399,7 @@ pub fn label<L: LabelInt>(
     shape: &[usize],
     structure: &Structure,
     out: &mut [L],
-) -> Result<LabelCount> {
+) -> Result<usize> {
     let slabs = if shape.len() >= 2 && mask.len() >= PARALLEL_MIN {
         (rayon::current_num_threads() * 2).min(shape[0])
     } else {
@@ -467,7 +416,7 @@ pub(crate) fn label_in_slabs<L: LabelInt>(
     structure: &Structure,
     out: &mut [L],
     slabs: usize,
-) -> Result<LabelCount> {
+) -> Result<usize> {
     if structure.ndim() != shape.len() {
         return Err(Error::invalid(
             OP,
@@ -502,18 +451,12 @@ pub(crate) fn label_in_slabs<L: LabelInt>(
         ));
     }
     if size == 0 {
-        return Ok(LabelCount {
-            labels: 0,
-            provisional: 0,
-        });
+        return Ok(0);
     }
     if shape.is_empty() {
         let on = usize::from(mask[0] != 0);
         out[0] = L::from_usize(on);
-        return Ok(LabelCount {
-            labels: on,
-            provisional: on,
-        });
+        return Ok(on);
     }
     let plan = Plan::new(shape, structure);
     // slabs are whole rows of axis 0; a 1-D array is one row of one line
@@ -570,7 +513,7 @@ pub(crate) fn label_in_slabs<L: LabelInt>(
             }
         }
     }
-    // Roots in provisional order are the groups in row-major order of their first element.
+    // Roots in label order are the groups in row-major order of their first element.
     let mut fin = vec![L::default(); total + 1];
     let mut labels = 0;
     for l in 1..=total {
@@ -596,10 +539,7 @@ pub(crate) fn label_in_slabs<L: LabelInt>(
     } else {
         pass2((0, out));
     }
-    Ok(LabelCount {
-        labels,
-        provisional: parts.iter().map(|p| p.provisional).sum(),
-    })
+    Ok(labels)
 }
 
 #[cfg(test)]

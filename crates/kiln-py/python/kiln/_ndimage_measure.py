@@ -136,17 +136,16 @@ def label(input, structure=None, output=None):
     axis = _scan_axis(output)
     m = np.moveaxis(mask, axis, -1)
     sm = np.moveaxis(s, axis, -1)
-    b, count, provisional = _native.ndimage_label_host(
+    b, count = _native.ndimage_label_host(
         np.ascontiguousarray(m).tobytes(), list(m.shape), np.ascontiguousarray(sm).tobytes(),
         wide)
     lab = np.moveaxis(np.frombuffer(b, np.int64 if wide else np.int32).reshape(m.shape), -1, axis)
     if not given and output.dtype == lab.dtype and axis == x.ndim - 1:
         return lab, count  # the buffer the labels were written in is the result
-    # scipy writes its provisional labels (2, 3, ...) into the output's type first; when the
-    # last of them does not fit it labels into int32/intp and converts, refusing the result
-    # unless every label survived the conversion
+    # labels 1..count are all present: scipy refuses (after storing the converted labels)
+    # exactly when the largest does not survive conversion to the output's type
     output[...] = lab
-    if provisional + 1 > _exact_limit(output.dtype) and not np.array_equal(output, lab):
+    if count > _exact_limit(output.dtype):
         raise ScipyRuntimeError(
             f"label: insufficient bit-depth in requested output type: {count} labels do not "
             f"fit in {output.dtype}")
