@@ -16,14 +16,18 @@
 //! Which path a call takes (direct or 1-D passes, [`FilterPath`]) is resolved here too
 //! ([`path_2d`], [`resolve_2d`]), so neither backend consults the other.
 
+pub mod label;
 pub mod linear;
 pub mod linear_spec;
 mod mode;
 pub mod morphology;
+pub mod objects;
 mod path;
 pub mod rank;
 pub mod rank_value;
 pub mod scipy_cpu;
+pub mod value_indices;
+pub mod watershed;
 
 pub use mode::BoundaryMode;
 pub use path::{path_2d, path_3d, resolve_2d, resolve_3d, FilterPath};

@@ -20,6 +20,7 @@ mod errors;
 mod finance;
 mod kernels;
 mod ndimage;
+mod ndimage_label;
 mod ops;
 mod rawcall;
 mod runtime;
@@ -132,6 +133,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     finance::register(m)?;
     ndimage::register(m)?;
+    ndimage_label::register(m)?;
     kernels::register(m)?;
     userexpr::register(m)?;
     Ok(())

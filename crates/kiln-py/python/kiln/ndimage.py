@@ -61,7 +61,10 @@ __all__ = [
     "binary_erosion", "binary_dilation", "binary_opening", "binary_closing",
     "binary_fill_holes", "generate_binary_structure", "white_tophat", "black_tophat",
     "morphological_gradient", "morphological_laplace", "binary_propagation",
-    "binary_hit_or_miss", "iterate_structure",
+    "binary_hit_or_miss", "iterate_structure", "label", "find_objects", "value_indices",
+    "sum_labels", "sum", "mean", "variance", "standard_deviation", "minimum", "maximum",
+    "median", "minimum_position", "maximum_position", "extrema", "center_of_mass",
+    "histogram", "labeled_comprehension", "watershed_ift",
 ]
 
 class ScipyRuntimeError(InvalidInputError, RuntimeError):
@@ -636,4 +639,21 @@ from ._ndimage_morph import (  # noqa: E402  (built from the functions above)
     morphological_gradient,
     morphological_laplace,
     white_tophat,
+)
+from ._ndimage_measure import find_objects, label, value_indices, watershed_ift  # noqa: E402
+from ._ndimage_stats import (  # noqa: E402, A004  (scipy's names: `sum` shadows the builtin here)
+    center_of_mass,
+    extrema,
+    histogram,
+    labeled_comprehension,
+    maximum,
+    maximum_position,
+    mean,
+    median,
+    minimum,
+    minimum_position,
+    standard_deviation,
+    sum,
+    sum_labels,
+    variance,
 )
