@@ -21,12 +21,15 @@ pub mod american;
 pub mod analytic;
 pub mod barrier;
 pub mod basket;
+pub mod bivariate;
 pub mod blocks;
 pub mod heston;
 pub mod implied;
 pub mod invnorm;
 pub mod qmc;
+pub mod rainbow;
 pub mod sobol;
+pub mod spread;
 
 pub use analytic::{bsm, geometric_asian, norm_cdf, norm_pdf, price_analytic, Bsm};
 pub use blocks::{block_count, control_mean, finish, finish_replicates, BlockSums, BLOCK_SAMPLES};

@@ -1,21 +1,34 @@
 //! Basket options: a call or put on a weighted combination of `N` correlated assets under
-//! geometric Brownian motion ([`BasketSpec`]), the geometric basket's closed form
-//! ([`geometric_basket`]), the Cholesky factor of the correlation matrix ([`cholesky`]) and
-//! the one-step Monte Carlo path both engines share ([`mc`]).
+//! geometric Brownian motion ([`BasketSpec`]), spreads and rainbows included, the closed
+//! forms that exist ([`BasketSpec::price_analytic`]), the Cholesky factor of the
+//! correlation matrix ([`cholesky`]) and the one-step Monte Carlo path both engines share
+//! ([`mc`]).
 //!
 //! # Payoffs
 //!
-//! With weights `w_i > 0`, `W = sum_i w_i` and terminal prices `S_i(T)`:
+//! With weights `w_i`, `W = sum_i w_i` and terminal prices `S_i(T)`:
 //!
 //! ```text
-//! arithmetic basket  A = sum_i w_i S_i(T)
-//! geometric basket   G = W * prod_i S_i(T)^(w_i / W)
-//! call pays max(B - K, 0), put max(K - B, 0), B = A or G, at maturity T
+//! arithmetic basket  A = sum_i w_i S_i(T)                any finite weights (a spread: w = (1, -1))
+//! geometric basket   G = W * prod_i S_i(T)^(w_i / W)     weights > 0
+//! rainbow, max       X = max_i w_i S_i(T)                weights > 0
+//! rainbow, min       X = min_i w_i S_i(T)                weights > 0
+//! call pays max(B - K, 0), put max(K - B, 0), B = A, G or X, at maturity T; any finite K
 //! ```
 //!
-//! so `A = G = W S(T)` when every asset moves together (equal prices), and `A >= G` always
-//! (the weighted AM-GM inequality). Each asset follows
+//! With positive weights `A = G = W S(T)` when every asset moves together (equal prices),
+//! and `A >= G` always (the weighted AM-GM inequality). Each asset follows
 //! `dS_i = (r - q_i) S_i dt + sigma_i S_i dW_i` with `d<W_i, W_j> = rho_ij dt`.
+//!
+//! # Closed forms ([`BasketSpec::price_analytic`])
+//!
+//! - geometric: Black's formula on the lognormal `G` (below);
+//! - arithmetic, two assets with weights of opposite signs (a spread `w1 S1 - |w2| S2`):
+//!   Bjerksund and Stensland's (2014) formula ([`super::spread`]; Kirk's approximation is
+//!   [`BasketSpec::kirk_price`]);
+//! - max or min of one or two assets: Stulz's formulas ([`super::rainbow`]).
+//!
+//! Other arithmetic baskets and rainbows on three or more assets are Monte Carlo's.
 //!
 //! # The geometric closed form
 //!
@@ -29,18 +42,20 @@
 //!
 //! At most [`MAX_ASSETS`] = 64 assets: the GPU kernel keeps one path's `N` normals in
 //! registers and thread-local memory, and its per-path cost grows as `N^2 / 2` (the
-//! correlation product `L z`). Weights must be `> 0`: a negative weight makes a spread
-//! option, whose payoff the geometric control and closed form do not cover. The correlation
+//! correlation product `L z`). The CUDA kernel prices arithmetic and geometric baskets with
+//! positive weights (its control is the geometric basket); spreads and rainbows run on the
+//! CPU engine ([`BasketSpec::gpu_refusal`] says why). The correlation
 //! matrix must be symmetric (to `1e-12`), have a unit diagonal, entries in `[-1, 1]` and be
 //! positive semi-definite: [`cholesky`] accepts zero pivots (perfectly correlated assets)
 //! and names the first negative one.
 
+mod closed;
 pub mod mc;
 
 use crate::error::{Error, Result};
 use crate::finance::{norm_cdf, OptionType};
 
-pub use mc::{basket_sample, basket_words, finish_basket, BasketPathParams, BASKET_STREAM};
+pub use mc::{basket_sample, basket_words, finish_basket, BasketControl, BasketPathParams, BASKET_STREAM};
 
 const OP: &str = "basket";
 
@@ -66,7 +81,8 @@ pub struct BasketAsset {
     pub volatility: f64,
     /// Dividend yield, continuously compounded per year, finite (may be negative).
     pub dividend: f64,
-    /// Weight in the basket, finite and `> 0` (no spreads).
+    /// Weight in the basket, finite; `> 0` for geometric baskets and rainbows (a negative
+    /// weight in an arithmetic basket makes a spread).
     pub weight: f64,
 }
 
@@ -89,7 +105,8 @@ impl BasketAsset {
     }
 }
 
-/// Which average of the assets the option pays on (see the module docs).
+/// What the option pays on (see the module docs): an average of the assets, or the
+/// largest or smallest of them (a rainbow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BasketAverage {
@@ -97,15 +114,26 @@ pub enum BasketAverage {
     Arithmetic,
     /// `G = W prod_i S_i(T)^(w_i / W)`: lognormal, priced in closed form.
     Geometric,
+    /// `max_i w_i S_i(T)`: a rainbow; Stulz's closed form for two assets.
+    Max,
+    /// `min_i w_i S_i(T)`: a rainbow; Stulz's closed form for two assets.
+    Min,
 }
 
 impl BasketAverage {
-    /// `arithmetic` or `geometric`.
+    /// `arithmetic`, `geometric`, `max` or `min`.
     pub fn name(self) -> &'static str {
         match self {
             BasketAverage::Arithmetic => "arithmetic",
             BasketAverage::Geometric => "geometric",
+            BasketAverage::Max => "max",
+            BasketAverage::Min => "min",
         }
+    }
+
+    /// Max or min: the payoff needs every weight `> 0`, as does the geometric average.
+    fn needs_positive_weights(self) -> bool {
+        self != BasketAverage::Arithmetic
     }
 }
 
@@ -115,9 +143,11 @@ impl std::str::FromStr for BasketAverage {
         match s.trim().to_ascii_lowercase().as_str() {
             "arithmetic" => Ok(BasketAverage::Arithmetic),
             "geometric" => Ok(BasketAverage::Geometric),
+            "max" => Ok(BasketAverage::Max),
+            "min" => Ok(BasketAverage::Min),
             _ => Err(Error::invalid(
                 OP,
-                format!("unknown average `{s}`; use arithmetic or geometric"),
+                format!("unknown average `{s}`; use arithmetic, geometric, max or min"),
             )),
         }
     }
@@ -128,13 +158,14 @@ impl std::str::FromStr for BasketAverage {
 pub struct BasketSpec {
     /// Call or put.
     pub kind: OptionType,
-    /// Strike, finite and `> 0`, against the basket value (weights included).
+    /// Strike, finite (any sign: a spread's may be 0 or negative), against the basket
+    /// value (weights included).
     pub strike: f64,
     /// Risk-free rate, continuously compounded per year, finite.
     pub rate: f64,
     /// Time to maturity in years, finite and `> 0`.
     pub maturity: f64,
-    /// Arithmetic or geometric basket.
+    /// Arithmetic, geometric, max or min.
     pub average: BasketAverage,
     /// The assets, `1..=MAX_ASSETS` of them.
     pub assets: Vec<BasketAsset>,
@@ -151,7 +182,8 @@ fn asset_label(assets: &[BasketAsset], i: usize) -> String {
 }
 
 /// Checks the assets and the correlation matrix (everything but positive
-/// semi-definiteness, which [`cholesky`] finds); the error names the asset and field.
+/// semi-definiteness, which [`cholesky`] finds, and the weights' signs, which depend on the
+/// payoff: [`BasketSpec::validate`]); the error names the asset and field.
 pub fn validate_assets(assets: &[BasketAsset], correlation: &[f64]) -> Result<()> {
     let bad = |reason: String| Err(Error::invalid(OP, reason));
     let n = assets.len();
@@ -179,12 +211,6 @@ pub fn validate_assets(assets: &[BasketAsset], correlation: &[f64]) -> Result<()
             return bad(format!(
                 "{who}: volatility = {}; it must be >= 0 (per sqrt(year), e.g. 0.2 for 20%)",
                 a.volatility
-            ));
-        }
-        if a.weight <= 0.0 {
-            return bad(format!(
-                "{who}: weight = {}; it must be > 0 (negative weights make a spread option, which kiln does not price)",
-                a.weight
             ));
         }
     }
@@ -308,8 +334,8 @@ pub fn geometric_moments(
 }
 
 /// The closed-form price of a geometric basket option (module docs): Black's formula on
-/// `G`, the put by parity. Validates the assets and the matrix (including positive
-/// semi-definiteness).
+/// `G`, the put by parity. Validates the assets (every weight `> 0`) and the matrix
+/// (including positive semi-definiteness).
 pub fn geometric_basket(
     kind: OptionType,
     strike: f64,
@@ -319,16 +345,20 @@ pub fn geometric_basket(
     correlation: &[f64],
 ) -> Result<f64> {
     validate_assets(assets, correlation)?;
+    check_weights(assets, BasketAverage::Geometric)?;
     cholesky_named(correlation, assets.len(), assets)?;
     check_contract(strike, rate, maturity)?;
     let (f, v) = geometric_moments(assets, correlation, rate, maturity);
     Ok(black(kind, f, strike, v, (-rate * maturity).exp()))
 }
 
-/// Black's formula: forward `f`, strike `k`, total variance `v`, discount factor `df`; the
-/// put by parity.
+/// Black's formula: forward `f > 0`, strike `k`, total variance `v`, discount factor `df`;
+/// the put by parity. A strike `k <= 0` makes the call a forward (a positive underlying
+/// always finishes above it) and the put worthless.
 fn black(kind: OptionType, f: f64, k: f64, v: f64, df: f64) -> f64 {
-    let call = if v <= 0.0 {
+    let call = if k <= 0.0 {
+        df * (f - k)
+    } else if v <= 0.0 {
         df * (f - k).max(0.0)
     } else {
         let sv = v.sqrt();
@@ -349,22 +379,40 @@ fn check_contract(strike: f64, rate: f64, maturity: f64) -> Result<()> {
             return bad(format!("{name} is {v}; it must be a finite number"));
         }
     }
-    if strike <= 0.0 {
-        return bad(format!("strike = {strike}; it must be > 0"));
-    }
     if maturity <= 0.0 {
         return bad(format!("maturity = {maturity}; it must be > 0 (in years)"));
     }
     Ok(())
 }
 
+/// Every weight `> 0` where `average` needs it (geometric, max, min); the error names the
+/// asset and the field.
+fn check_weights(assets: &[BasketAsset], average: BasketAverage) -> Result<()> {
+    if !average.needs_positive_weights() {
+        return Ok(());
+    }
+    match assets.iter().position(|a| a.weight <= 0.0) {
+        Some(i) => Err(Error::invalid(
+            OP,
+            format!(
+                "{}: weight = {}; average {} needs every weight > 0 (negative weights make a spread: use average arithmetic)",
+                asset_label(assets, i),
+                assets[i].weight,
+                average.name()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 impl BasketSpec {
-    /// Checks every field (the contract, the assets, the matrix's shape, symmetry, diagonal
-    /// and range); the error names the field and what is accepted. Positive
-    /// semi-definiteness is [`cholesky`]'s ([`factor`](Self::factor)).
+    /// Checks every field (the contract, the assets, the weights' signs for the payoff, the
+    /// matrix's shape, symmetry, diagonal and range); the error names the field and what is
+    /// accepted. Positive semi-definiteness is [`cholesky`]'s ([`factor`](Self::factor)).
     pub fn validate(&self) -> Result<()> {
         check_contract(self.strike, self.rate, self.maturity)?;
-        validate_assets(&self.assets, &self.correlation)
+        validate_assets(&self.assets, &self.correlation)?;
+        check_weights(&self.assets, self.average)
     }
 
     /// Validates the spec and returns the Cholesky factor of its correlation matrix (errors
@@ -380,7 +428,8 @@ impl BasketSpec {
     }
 
     /// The geometric basket option with this spec's contract and assets, in closed form
-    /// (whatever `self.average` is: the arithmetic option's control variate).
+    /// (whatever `self.average` is: the Monte Carlo control variate of baskets with
+    /// positive weights). An error if a weight is not `> 0`.
     pub fn geometric_price(&self) -> Result<f64> {
         geometric_basket(
             self.kind,
@@ -391,19 +440,10 @@ impl BasketSpec {
             &self.correlation,
         )
     }
-
-    /// The closed-form price: geometric baskets only; an arithmetic basket is an error
-    /// saying to use Monte Carlo.
-    pub fn price_analytic(&self) -> Result<f64> {
-        match self.average {
-            BasketAverage::Geometric => self.geometric_price(),
-            BasketAverage::Arithmetic => Err(Error::invalid(
-                OP,
-                "an arithmetic basket has no closed form; use --method mc (Monte Carlo)",
-            )),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod payoff_tests;

@@ -143,8 +143,11 @@ fn bad_assets_and_contracts_name_the_field() {
     let mut s = base.clone();
     s.assets[0].dividend = f64::NAN;
     assert!(reason(s.validate()).contains("finite"));
+    // any finite strike: a spread's may be 0 or negative
     let mut s = base.clone();
     s.strike = 0.0;
+    s.validate().unwrap();
+    s.strike = f64::NAN;
     assert!(reason(s.validate()).contains("strike"));
     let mut s = base.clone();
     s.maturity = -1.0;
@@ -162,7 +165,7 @@ fn bad_assets_and_contracts_name_the_field() {
     assert!(reason(s.validate()).contains("65 assets"));
     let mut s = base.clone();
     s.average = BasketAverage::Arithmetic;
-    assert!(reason(s.price_analytic()).contains("--method mc"));
+    assert!(reason(s.price_analytic()).contains("use method mc"));
     assert_eq!(
         "Geometric".parse::<BasketAverage>().unwrap(),
         BasketAverage::Geometric
