@@ -274,4 +274,3 @@ mod tests {
         assert!(!pdl_possible((9, 0), 12020));
     }
 }
-
