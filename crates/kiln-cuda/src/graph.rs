@@ -19,9 +19,8 @@
 //! - a device allocation the pool cannot serve from its cache (the capture would need
 //!   `cuMemAlloc`): allocate buffers, or run the ops once, before capturing.
 //!
-//! On sm_90 and above (with a driver of CUDA 12.3 or later, and `KILN_GRAPH_PDL=1` until
-//! the path has been measured on a GPU) a capture launches kiln's element-wise kernels with
-//! programmatic dependent launch, so a chain of small kernels
+//! On sm_90 and above (with a driver of CUDA 12.3 or later; `KILN_GRAPH_PDL=0` turns it
+//! off) a capture launches kiln's element-wise kernels with programmatic dependent launch, so a chain of small kernels
 //! replays with the next launch overlapping the kernel ahead of it ([`crate::graph_pdl`]);
 //! results are bitwise those of the plain path, which [`GraphOptions`] can ask for.
 //!
@@ -44,7 +43,7 @@ pub struct GraphOptions {
     /// Launch the kernels that support it with programmatic dependent launch
     /// ([`crate::graph_pdl`]). Ignored where the device or driver lacks it
     /// ([`CudaBackend::pdl_supported`]); [`Graph::programmatic_launches`] says what was
-    /// used. Default: on where supported and `KILN_GRAPH_PDL=1`.
+    /// used. Default: on where supported, unless `KILN_GRAPH_PDL=0`.
     pub pdl: bool,
     /// Instantiate for device launch (`CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH`): the
     /// graph may then also be launched from a kernel; replays from the host work as before.
@@ -106,8 +105,7 @@ impl CudaBackend {
     }
 
     /// The options [`Self::capture`] uses on this device: programmatic dependent launch
-    /// where the device and driver support it and `KILN_GRAPH_PDL=1` asks for it (off by
-    /// default until measured on a GPU), host launch.
+    /// where the device and driver support it (unless `KILN_GRAPH_PDL=0`), host launch.
     pub fn graph_options(&self) -> GraphOptions {
         GraphOptions {
             pdl: self.pdl_supported() && crate::graph_pdl::pdl_opted_in(),

@@ -165,7 +165,7 @@ impl CudaBackend {
         let d = driver_version();
         let drv = format!("{}.{}", d / 1000, (d % 1000) / 10);
         if self.pdl_supported() && !pdl_opted_in() {
-            format!("off by default until its bitwise GPU test has passed (cc {ma}.{mi}, driver API {drv} support it); KILN_GRAPH_PDL=1 turns it on")
+            format!("off: KILN_GRAPH_PDL=0 (cc {ma}.{mi}, driver API {drv} support it)")
         } else if self.pdl_supported() {
             format!("on (cc {ma}.{mi}, driver API {drv}): captured chains of element-wise kernels launch with programmatic dependent launch")
         } else if (ma, mi) < PDL_MIN_COMPUTE_CAPABILITY {
@@ -232,11 +232,10 @@ impl CudaBackend {
     }
 }
 
-/// Whether `KILN_GRAPH_PDL=1` asks captures to use programmatic dependent launch. Off by
-/// default: the path is built and checked on the CPU (its PTX waits before the first load),
-/// and turns on by default once its bitwise GPU test (`tests/graph_pdl.rs`) has passed.
+/// Whether captures may use programmatic dependent launch: yes unless `KILN_GRAPH_PDL=0`
+/// (to compare, or to rule it out).
 pub(crate) fn pdl_opted_in() -> bool {
-    std::env::var("KILN_GRAPH_PDL").is_ok_and(|v| v.trim() == "1")
+    !std::env::var("KILN_GRAPH_PDL").is_ok_and(|v| v.trim() == "0")
 }
 
 #[cfg(test)]
