@@ -48,7 +48,7 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
             barrier (barrier_* styles: the level),
             rebate (barrier_* styles: cash rebate, analytic only; default 0),
             basket (style basket: the basket file, a path relative to the input's folder),
-            average (style basket: arithmetic, the default, or geometric)
+            average (style basket: arithmetic, the default, geometric, max or min)
   Barriers: continuous monitoring is exact in --method analytic and, in --method mc, each
   of the --steps steps adds the Brownian bridge's probability of crossing between its ends;
   with fixings = m, mc steps from date to date (exact) and analytic uses Broadie-Glasserman-
@@ -72,16 +72,22 @@ Methods: analytic prices european (all Greeks), asian_geometric (no theta) and t
   --control-variate; in-sample, biased slightly low). No Greeks. --target-se prices
   single-asset Black-Scholes rows only; --devices sends heston, american and basket rows to
   one device.
-Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average arithmetic)
-  or W prod_i S_i(T)^(w_i/W) (geometric, W = sum w_i) of correlated assets. The row gives
-  type, strike, rate, maturity, basket and average; its spot, volatility and dividend cells
-  must be empty. The basket file (many rows may share one) is a CSV with the header
-  asset,weight,spot,volatility,dividend,<one column per asset, named as the assets, in the
-  rows' order> and one row per asset; the trailing columns are the correlation matrix
-  (symmetric, unit diagonal, positive semi-definite; at most 64 assets; weights > 0).
-  analytic prices geometric baskets (closed form); mc prices both in one exact step
-  (--rng sobol gives each asset a Sobol dimension, on the CPU engine; --control-variate uses
-  the geometric basket; --steps does not apply).
+Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average arithmetic;
+  any weights: 1,-1 is the spread S1 - S2), W prod_i S_i(T)^(w_i/W) (geometric, W = sum w_i)
+  or max_i / min_i w_i S_i(T) (max, min: rainbows) of correlated assets; any finite strike
+  (0 or below too). The row gives type, strike, rate, maturity, basket and average; its spot,
+  volatility and dividend cells must be empty. The basket file (many rows may share one) is a
+  CSV with the header asset,weight,spot,volatility,dividend,<one column per asset, named as
+  the assets, in the rows' order> and one row per asset; the trailing columns are the
+  correlation matrix (symmetric, unit diagonal, positive semi-definite; at most 64 assets;
+  geometric, max and min need every weight > 0).
+  analytic: geometric baskets (Black on the lognormal average), two-asset spreads
+  (Bjerksund-Stensland 2014, a lower bound within about 1e-3 of the exact price; exact,
+  Margrabe's, at strike 0) and max/min of two assets (Stulz); mc prices every basket in one
+  exact step (--rng sobol gives each asset a Sobol dimension; --control-variate uses the
+  geometric basket where every weight > 0, Bjerksund-Stensland's exercise rule for a
+  two-asset spread, none otherwise; --steps does not apply). Spreads, rainbows and sobol
+  baskets run on the CPU engine.
 Bad rows: every one is reported at once (file, row, file line, id, reasons: the file's own
   problems and what the method and flags cannot price, e.g. a rebate or --antithetic where
   the engine has none); exit 4 and nothing written, unless --skip-invalid: then the good
@@ -275,6 +281,7 @@ fn unsupported(
             return Some(reason);
         }
     }
+    let refusal = o.basket(baskets).and_then(|b| b.analytic_refusal());
     match o.kind {
         RowKind::Plain if !supports(method, o.spec.style) => Some(format!(
             "style {style} has no closed form in kiln; price it with --method mc"
@@ -282,13 +289,12 @@ fn unsupported(
         RowKind::Heston(_) if method == Method::Analytic && o.spec.style != Style::European => Some(format!(
             "style {style} under heston has no closed form in kiln; price it with --method mc"
         )),
-        RowKind::Basket {
-            average: kiln::core::finance::basket::BasketAverage::Arithmetic,
-            ..
-        } if method == Method::Analytic => Some(
-            "style basket with average arithmetic has no closed form in kiln; price it with --method mc"
-                .to_string(),
-        ),
+        RowKind::Basket { .. } if method == Method::Analytic && refusal.is_some() => refusal.map(|why| {
+            format!(
+                "style basket: {}",
+                why.replace("use method mc", "price it with --method mc")
+            )
+        }),
         RowKind::Heston(_) | RowKind::American(_) | RowKind::Basket { .. } if target => Some(
             "--target-se prices Black-Scholes rows only (model bs, not american or basket); price this one \
              without it"

@@ -96,6 +96,18 @@ struct DeviceParams {
     d: DeviceBuffer<f64>,
 }
 
+/// The path constants of a basket the kernel can run: arithmetic or geometric with every
+/// weight `> 0` (the kernel's control is the geometric basket); spreads and rainbows are an
+/// error naming the field ([`BasketSpec::gpu_refusal`]), and the facade sends them to the
+/// CPU engine.
+fn gpu_path_params(spec: &BasketSpec, mc: &McParams) -> Result<BasketPathParams> {
+    let pp = BasketPathParams::new(spec, mc)?;
+    match spec.gpu_refusal() {
+        Some(why) => Err(Error::invalid("price_basket_gpu", why)),
+        None => Ok(pp),
+    }
+}
+
 /// The kernel draws Philox normals; Sobol baskets (kiln-core's `basket::mc`) run on the CPU
 /// engine, and the facade sends them there.
 fn philox_only(mc: &McParams) -> Result<()> {
@@ -150,7 +162,7 @@ impl CudaBackend {
                 )
             });
             let row = option.and_then(|o| {
-                let pp = BasketPathParams::new(spec, mc)?;
+                let pp = gpu_path_params(spec, mc)?;
                 params.push(&pp, o)
             });
             match row {
@@ -180,7 +192,7 @@ impl CudaBackend {
         option: u32,
     ) -> Result<Vec<BlockSums>> {
         philox_only(mc)?;
-        let pp = BasketPathParams::new(spec, mc)?;
+        let pp = gpu_path_params(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let mut params = Params::default();
         params.push(&pp, option)?;
@@ -210,7 +222,7 @@ impl CudaBackend {
     ) -> Result<Vec<(f64, f64)>> {
         const OP: &str = "basket_samples_f64";
         philox_only(mc)?;
-        let pp = BasketPathParams::new(spec, mc)?;
+        let pp = gpu_path_params(spec, mc)?;
         if count == 0 {
             return Ok(Vec::new());
         }

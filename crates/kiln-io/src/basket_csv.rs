@@ -11,7 +11,8 @@
 //! Rules: a header row starting with `asset,weight,spot,volatility,dividend` (names
 //! case-insensitive, in this order), then one column per asset named as the asset, in the
 //! order of the rows (checked): those columns are the correlation matrix. One row per asset:
-//! a unique non-empty name, `weight > 0` (no spreads), `spot > 0`, `volatility >= 0` per
+//! a unique non-empty name, a finite `weight` (negative in a spread, `1,-1` for `S1 - S2`;
+//! geometric baskets and rainbows need every weight `> 0`, checked per option row), `spot > 0`, `volatility >= 0` per
 //! `sqrt(year)`, `dividend` a continuously compounded yield (empty: 0), and the asset's row
 //! of the matrix (`1` on the diagonal, entries in `[-1, 1]`). The matrix must be symmetric and
 //! positive semi-definite (kiln-core's `basket::cholesky`); at most 64 assets. Every error
@@ -193,11 +194,6 @@ pub fn parse_basket(path: &Path, data: &[u8]) -> Result<BasketFile, BasketFileEr
             }
         };
         check(
-            weight.is_nan() || weight > 0.0,
-            "weight",
-            format!("{weight}; it must be > 0 (negative weights make a spread, which kiln does not price)"),
-        );
-        check(
             spot.is_nan() || spot > 0.0,
             "spot",
             format!("{spot}; it must be > 0"),
@@ -292,8 +288,13 @@ mod tests {
                 && e.contains("column `volatility`"),
             "{e}"
         );
-        let e = err("asset,weight,spot,volatility,dividend,A,B\nA,-1,100,0.2,0,1,0.3\nB,1,50,0.3,0,0.3,1\n");
-        assert!(e.contains("column `weight`") && e.contains("spread"), "{e}");
+        // a negative weight is a spread's short leg; a weight must still be a number
+        let b =
+            parse("asset,weight,spot,volatility,dividend,A,B\nA,1,100,0.2,0,1,0.3\nB,-1,50,0.3,0,0.3,1\n")
+                .unwrap();
+        assert_eq!(b.assets[1].weight, -1.0);
+        let e = err("asset,weight,spot,volatility,dividend,A,B\nA,inf,100,0.2,0,1,0.3\nB,1,50,0.3,0,0.3,1\n");
+        assert!(e.contains("column `weight`") && e.contains("finite"), "{e}");
         let e = err("asset,weight,spot,volatility,dividend,A,B\nA,1,100,0.2,0,1,1.3\nB,1,50,0.3,0,1.3,1\n");
         assert!(e.contains("column `B`") && e.contains("[-1, 1]"), "{e}");
         let e = err("asset,weight,spot,volatility,dividend,A,B\nA,1,100,0.2,0,0.9,0.3\nB,1,50,0.3,0,0.3,1\n");

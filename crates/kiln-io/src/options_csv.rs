@@ -21,7 +21,9 @@
 //!   `basket` (a path relative to the option CSV's folder; [`crate::basket_csv`] has its
 //!   rules; each file is read once however many rows name it, and a bad file makes every
 //!   row naming it a bad row with the file's reason) and its `average` (`arithmetic`, the
-//!   default, or `geometric`); its `spot`, `volatility` and `dividend` cells must be empty
+//!   default, `geometric`, or `max` / `min` for a rainbow on the largest or smallest
+//!   `w_i S_i`); its strike may be any finite number (a spread's, weights `1,-1` in the
+//!   file, may be 0 or negative); its `spot`, `volatility` and `dividend` cells must be empty
 //!   (the file gives each asset's), as must `fixings`, `barrier`, `rebate` and `model`. A heston row ([`RowKind::Heston`]) is a `european` or
 //!   `asian_arithmetic` payoff; its `volatility` is not used and may be empty. Rates and the dividend
 //!   yield are continuously compounded per year, volatility per `sqrt(year)` (0.2 for 20%),
@@ -562,7 +564,7 @@ fn basket_cells(
             Ok(a) => Some(a),
             Err(_) => {
                 reasons.push(format!(
-                    "average: unknown `{t}`; use arithmetic (the default) or geometric"
+                    "average: unknown `{t}`; use arithmetic (the default), geometric, max or min"
                 ));
                 None
             }

@@ -398,6 +398,38 @@ def test_price_basket_records():
     assert np.all(np.isfinite(book["price"]))
 
 
+def test_price_spreads_and_rainbows():
+    from math import exp
+
+    # Haug, Option Pricing Formulas (1998), pp. 56-58 (QuantLib's basketoption.cpp table):
+    # K = 98, S = 100 and 105, q = 6% and 9%, r = 5%, T = 0.5, vol 11% and 16%, rho 0.63
+    pair = [dict(spot=100.0, volatility=0.11, dividend=0.06, weight=1.0),
+            dict(spot=105.0, volatility=0.16, dividend=0.09, weight=1.0)]
+    rb = dict(style="basket", strike=98.0, rate=0.05, maturity=0.5, assets=pair,
+              correlation=[[1.0, 0.63], [0.63, 1.0]])
+    r = kiln.price([{**rb, "average": "max"}, {**rb, "average": "max", "option_type": "put"},
+                    {**rb, "average": "min"}], "analytic")
+    assert np.allclose(r["price"], [8.0701, 1.2181, 2.9340], atol=1e-4)
+    mc = kiln.price([{**rb, "average": "max"}], "mc", paths=1 << 16, seed=21, antithetic=True)
+    assert abs(mc["price"][0] - 8.0701) <= 4 * mc["std_error"][0] + 1e-4
+    # a spread S1 - S2 is weights 1 and -1; at strike 0 it is Margrabe's exchange option:
+    # QuantLib's margrabeoption.cpp table (S 22 and 20, q 6% and 4%, r 10%, T 0.1, vol 20%
+    # and 25%, rho -0.5): 2.283
+    legs = [dict(spot=22.0, volatility=0.2, dividend=0.06, weight=1.0),
+            dict(spot=20.0, volatility=0.25, dividend=0.04, weight=-1.0)]
+    sp = dict(style="basket", strike=0.0, rate=0.1, maturity=0.1, assets=legs,
+              correlation=[[1.0, -0.5], [-0.5, 1.0]])
+    cf = kiln.price([sp, {**sp, "strike": -1.0}], "analytic")["price"]
+    assert abs(cf[0] - 2.283) < 1e-3
+    mc = kiln.price([sp, {**sp, "strike": -1.0}], "mc", paths=1 << 16, seed=22, control_variate=True)
+    assert abs(mc["price"][0] - cf[0]) < 1e-9  # the control is the payoff at strike 0
+    # elsewhere Bjerksund-Stensland is a lower bound within 1e-3 of the exact price
+    assert -4 * mc["std_error"][1] < mc["price"][1] - cf[1] < 1e-3
+    assert cf[0] < mc["price"][1] < cf[0] + exp(-0.01)  # a strike 1 lower: worth at most df more
+    with pytest.raises(kiln.InvalidInputError, match="weight = -1; average max"):
+        kiln.price([{**sp, "average": "max"}], "mc")
+
+
 def test_price_basket_errors():
     with pytest.raises(kiln.InvalidInputError, match="not positive definite"):
         kiln.price([basket(correlation=[[1, 0.9, 0.9], [0.9, 1, -0.9], [0.9, -0.9, 1]])], "mc")

@@ -231,15 +231,17 @@ fn methods_streams_and_bad_inputs() {
             .unwrap()
             .price
     );
-    // analytic: geometric only
+    // analytic: geometric only (among these: no two-asset spread or rainbow)
     let an = rt.price_basket(&specs, &run, Method::Analytic);
-    assert!(an[0].as_ref().unwrap_err().to_string().contains("--method mc"));
+    assert!(an[0].as_ref().unwrap_err().to_string().contains("use method mc"));
     let g = an[2].as_ref().unwrap();
     assert_eq!((g.std_error, g.paths_used), (0.0, 0));
     // bad slots are errors in their slots only
     let mut bad = specs.clone();
     bad[0].correlation = vec![1.0, 0.9, 0.9, 0.9, 1.0, -0.9, 0.9, -0.9, 1.0];
+    // a negative weight makes a spread of an arithmetic basket, but no rainbow
     bad[1].assets[2].weight = -0.5;
+    bad[1].average = BasketAverage::Max;
     bad[3].correlation[1] = 1.5;
     let got = rt.price_basket(&bad, &run, Method::MonteCarlo);
     let msg = |i: usize| got[i].as_ref().unwrap_err().to_string();

@@ -224,6 +224,65 @@ fn gpu_geometric_baskets_agree_with_the_closed_form_at_a_million_paths() {
     }
 }
 
+/// A batch mixing spreads and rainbows (which the kernel refuses, naming the field) with
+/// baskets it runs: through the facade each option lands on its engine and stream, so the
+/// prices are the CPU runtime's bit for bit.
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn gpu_runtime_prices_spreads_and_rainbows_on_the_cpu_engine() {
+    let Some(rt) =
+        kiln::testing::cuda_runtime_or_skip("gpu_runtime_prices_spreads_and_rainbows_on_the_cpu_engine")
+    else {
+        return;
+    };
+    let mut spread = basket(2, OptionType::Call, BasketAverage::Arithmetic, 7);
+    spread.assets[1].weight = -spread.assets[1].weight;
+    spread.strike = 0.0;
+    let rainbow = basket(3, OptionType::Put, BasketAverage::Min, 8);
+    let mixed = vec![
+        basket(3, OptionType::Call, BasketAverage::Arithmetic, 1),
+        spread.clone(),
+        rainbow.clone(),
+        basket(8, OptionType::Put, BasketAverage::Geometric, 2),
+        basket(2, OptionType::Call, BasketAverage::Max, 3),
+    ];
+    let mc = McParams {
+        paths: 4097,
+        control_variate: true,
+        seed: 0x5eed_5eed,
+        ..McParams::default()
+    };
+    let want = kiln::Runtime::cpu().price_basket_batch(&mixed, &mc, Method::MonteCarlo, 3);
+    let got = rt.price_basket_batch(&mixed, &mc, Method::MonteCarlo, 3);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let (g, w) = (g.as_ref().unwrap(), w.as_ref().unwrap());
+        assert_eq!(
+            g.price.to_bits(),
+            w.price.to_bits(),
+            "option {i}: {} vs {}",
+            g.price,
+            w.price
+        );
+        assert_eq!(g.std_error.to_bits(), w.std_error.to_bits(), "option {i}");
+    }
+    let gpu = rt.cuda().unwrap();
+    let e = gpu.price_basket_gpu(&[spread, rainbow], &mc).unwrap();
+    let msg = |i: usize| e[i].as_ref().unwrap_err().to_string();
+    assert!(
+        msg(0).contains("asset `A1`: weight = -") && msg(0).contains("CPU"),
+        "{}",
+        msg(0)
+    );
+    assert!(
+        msg(1).contains("average min") && msg(1).contains("CPU"),
+        "{}",
+        msg(1)
+    );
+}
+
 /// Runs everywhere: the specs the GPU tests use are valid (N = 64 included) and the CPU
 /// prices them, so a failure on the GPU machine is the GPU's.
 #[test]

@@ -353,8 +353,71 @@ fn basket_rows_name_shared_files_and_bad_ones_say_why() {
         x6.contains("volatility: `0.2`") && x6.contains("dividend: `0.01`") && x6.contains("basket is empty"),
         "{x6}"
     );
-    // a bad strike is named as the strike (the spot slot holds a placeholder)
-    assert!(why("x8").starts_with("strike = 0;"), "{}", why("x8"));
-    assert!(why("x9").starts_with("strike = -10;"), "{}", why("x9"));
-    assert_eq!((f.options.len(), f.errors.len()), (3, 9));
+    // a basket's strike may be 0 or below (the spot slot holds a placeholder, not the strike)
+    assert_eq!(row("x8").basket(&f.baskets).unwrap().strike, 0.0);
+    assert_eq!(row("x9").basket(&f.baskets).unwrap().strike, -10.0);
+    assert_eq!((f.options.len(), f.errors.len()), (5, 7));
+}
+
+#[test]
+fn spreads_and_rainbows_are_basket_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("spread.csv"),
+        "asset,weight,spot,volatility,dividend,BRENT,WTI\nBRENT,1,82,0.3,0.01,1,0.9\nWTI,-1,78,0.32,0.01,0.9,1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("pair.csv"),
+        "asset,weight,spot,volatility,dividend,A,B\nA,1,100,0.2,0,1,0.5\nB,1,105,0.25,0,0.5,1\n",
+    )
+    .unwrap();
+    let book = dir.path().join("book.csv");
+    std::fs::write(
+        &book,
+        "id,type,style,spot,strike,rate,volatility,maturity,basket,average\n\
+         s1,call,basket,,0,0.02,,1,spread.csv,\n\
+         s2,put,basket,,-3,0.02,,1,spread.csv,arithmetic\n\
+         r1,call,basket,,100,0.02,,1,pair.csv,max\n\
+         r2,put,basket,,100,0.02,,1,pair.csv,MIN\n\
+         g1,call,basket,,4,0.02,,1,spread.csv,geometric\n\
+         m1,call,basket,,4,0.02,,1,spread.csv,max\n\
+         k1,call,basket,,abc,0.02,,1,spread.csv,\n",
+    )
+    .unwrap();
+    let f = read_options(&book).unwrap();
+    let row = |id: &str| {
+        f.options
+            .iter()
+            .find(|o| o.id == id)
+            .unwrap()
+            .basket(&f.baskets)
+            .unwrap()
+    };
+    let s1 = row("s1");
+    assert_eq!((s1.spread_legs(), s1.strike), (Some((0, 1)), 0.0));
+    assert!(s1.price_analytic().unwrap() > 0.0);
+    assert_eq!(row("s2").strike, -3.0);
+    assert_eq!(
+        (row("r1").average, row("r2").average),
+        (BasketAverage::Max, BasketAverage::Min)
+    );
+    let why = |id: &str| {
+        let e = f.errors.iter().find(|e| e.id == id).unwrap();
+        (e.row, e.reason.clone())
+    };
+    // a negative weight is refused where the payoff needs positive ones, naming the asset
+    let (r, g1) = why("g1");
+    assert!(
+        r == 5 && g1.contains("asset `WTI`: weight = -1") && g1.contains("average geometric"),
+        "{g1}"
+    );
+    let (r, m1) = why("m1");
+    assert!(
+        r == 6 && m1.contains("asset `WTI`: weight = -1") && m1.contains("average max"),
+        "{m1}"
+    );
+    let (r, k1) = why("k1");
+    assert!(r == 7 && k1.contains("strike"), "{k1}");
+    assert_eq!((f.options.len(), f.errors.len()), (4, 3));
 }

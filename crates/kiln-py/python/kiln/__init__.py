@@ -293,10 +293,12 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     ``rebate``, and ``model`` (``bs``, the default, or ``heston`` with ``kappa, theta, xi,
     rho, v0``; a Heston option needs no ``volatility``). A field that is ``None`` or NaN is
     not given. A basket (records only) is ``style="basket"`` with ``option_type, strike,
-    rate, maturity``, ``average`` (``"arithmetic"``, the default, or ``"geometric"``),
-    ``assets`` (a list of dicts: ``spot, volatility, weight``, optionally ``dividend`` and
-    ``name``) and ``correlation`` (N lists of N numbers); its payoff is on
-    ``sum(w_i S_i(T))`` (or ``W prod(S_i(T)^(w_i/W))``), as ``kiln price``'s basket rows. ``fixings`` are the averaging dates of an Asian, the monitoring dates of a
+    rate, maturity``, ``average`` (``"arithmetic"``, the default, ``"geometric"``, or
+    ``"max"`` / ``"min"``), ``assets`` (a list of dicts: ``spot, volatility, weight``,
+    optionally ``dividend`` and ``name``) and ``correlation`` (N lists of N numbers); its
+    payoff is on ``sum(w_i S_i(T))`` (any weights: ``1, -1`` is the spread ``S1 - S2``, any
+    strike), ``W prod(S_i(T)^(w_i/W))`` or ``max``/``min`` of ``w_i S_i(T)`` (a rainbow), as
+    ``kiln price``'s basket rows. ``fixings`` are the averaging dates of an Asian, the monitoring dates of a
     barrier (none: continuous) and the exercise dates of an American (none: any time; the
     tree prices that, Monte Carlo uses ``steps`` dates). What each method does per kind is
     in docs/finance.md: American analytic is a 2,000-step binomial tree, Monte Carlo is

@@ -1,5 +1,6 @@
-//! Basket options through the runtime: the geometric basket's closed form (kiln-core, CPU),
-//! and Monte Carlo on the CPU, or on the GPU when the runtime has one (Philox draws), with
+//! Basket options through the runtime: the closed forms (kiln-core, CPU: the geometric
+//! basket, two-asset spreads, two-asset rainbows), and Monte Carlo on the CPU, or on the GPU
+//! when the runtime has one (Philox draws; spreads and rainbows stay on the CPU engine), with
 //! the same bits on both (kiln-core's `finance::basket::mc` is the path both run;
 //! `tests/basket_gpu.rs` checks the GPU's samples and sums against it).
 
@@ -14,13 +15,17 @@ use crate::Runtime;
 impl Runtime {
     /// Prices basket options; option `i` uses Monte Carlo stream index `i`. One result per
     /// option: an invalid option (bad field, a correlation matrix that is not positive
-    /// semi-definite, an arithmetic basket under [`Method::Analytic`], a Sobol run) is an
-    /// error in its slot. On a GPU, a device failure is an error in every slot.
+    /// semi-definite, a basket without a closed form under [`Method::Analytic`]) is an
+    /// error in its slot. On a GPU, a device failure is an error in the slots it ran.
     ///
-    /// [`Method::Analytic`]: the geometric basket's closed form (Black's formula on the
-    /// lognormal `G`). [`Method::MonteCarlo`]: one exact step to maturity per path;
-    /// `mc.control_variate` uses the geometric basket option (exact for a geometric basket),
-    /// `mc.antithetic` mirrors the normals; `mc.steps` and `mc.fast_math` do not apply.
+    /// [`Method::Analytic`]: kiln-core's `BasketSpec::price_analytic` (the geometric
+    /// basket's Black formula, Bjerksund-Stensland for a two-asset spread, Stulz for the
+    /// max or min of two assets). [`Method::MonteCarlo`]: one exact step to maturity per
+    /// path; `mc.control_variate` uses the geometric basket option where every weight is
+    /// `> 0` (exact for a geometric basket) and Bjerksund-Stensland's exercise rule for a
+    /// two-asset spread; `mc.antithetic` mirrors the normals; `mc.steps` and `mc.fast_math`
+    /// do not apply. Sobol runs, spreads (a weight `<= 0`) and rainbows run on the CPU
+    /// engine even where the runtime has a GPU.
     pub fn price_basket(
         &self,
         specs: &[BasketSpec],
@@ -47,20 +52,43 @@ impl Runtime {
                 .collect();
         }
         let _range = crate::profiler().host_range("price basket");
-        let opts = kiln_cuda::GpuMcOptions {
-            first_option,
-            ..kiln_cuda::GpuMcOptions::default()
-        };
+        let cpu_one = |s: &BasketSpec, option: u32| cpu::price_basket_mc(s, mc, option);
         // Sobol baskets: the CPU engine (the kernel draws Philox normals only)
-        match self.cuda().filter(|_| mc.rng == kiln_core::finance::Rng::Philox) {
-            Some(gpu) => match gpu.price_basket_gpu_with(specs, mc, &opts) {
-                Ok(v) => v,
-                Err(e) => super::every_slot("price_basket", e, specs.len()),
-            },
+        let Some(gpu) = self.cuda().filter(|_| mc.rng == kiln_core::finance::Rng::Philox) else {
             // each option's blocks run in parallel, so options go one after another
-            None => super::per_option("price_basket", specs, first_option, |s, option| {
-                cpu::price_basket_mc(s, mc, option)
-            }),
+            return super::per_option("price_basket", specs, first_option, cpu_one);
+        };
+        // Spreads and rainbows (BasketSpec::gpu_refusal) run on the CPU engine, the rest on the
+        // GPU, each run of consecutive options on its own streams: the same bits as pricing
+        // the batch on either engine.
+        let mut out = Vec::with_capacity(specs.len());
+        let mut start = 0;
+        while start < specs.len() {
+            let cpu_run = specs[start].gpu_refusal().is_some();
+            let end = (start..specs.len())
+                .find(|&i| specs[i].gpu_refusal().is_some() != cpu_run)
+                .unwrap_or(specs.len());
+            let run = &specs[start..end];
+            let Ok(first) = u32::try_from(u64::from(first_option) + start as u64) else {
+                let e = kiln_core::Error::invalid("price_basket", "stream index past 2^32");
+                out.extend(super::every_slot("price_basket", e, run.len()));
+                start = end;
+                continue;
+            };
+            if cpu_run {
+                out.extend(super::per_option("price_basket", run, first, cpu_one));
+            } else {
+                let opts = kiln_cuda::GpuMcOptions {
+                    first_option: first,
+                    ..kiln_cuda::GpuMcOptions::default()
+                };
+                match gpu.price_basket_gpu_with(run, mc, &opts) {
+                    Ok(v) => out.extend(v),
+                    Err(e) => out.extend(super::every_slot("price_basket", e, run.len())),
+                }
+            }
+            start = end;
         }
+        out
     }
 }

@@ -12,7 +12,8 @@
 //! - American: analytic is the binomial tree of [`DEFAULT_TREE_STEPS`] steps (Bermudan on
 //!   the exercise dates, or continuous exercise when `continuous`); mc is Longstaff-Schwartz
 //!   on the exercise dates ([`Runtime::price_american_batch`]);
-//! - basket: analytic is the geometric basket's closed form (an arithmetic basket is an
+//! - basket: analytic is the geometric basket's closed form, Bjerksund-Stensland for a
+//!   two-asset spread and Stulz for the max or min of two assets (any other basket is an
 //!   error asking for `mc`); mc is one exact step per path ([`Runtime::price_basket_batch`]).
 
 use kiln_core::finance::basket::BasketSpec;

@@ -131,9 +131,11 @@ pub fn normalize_record(rec: Value) -> std::result::Result<Value, RecordError> {
 /// dates, the run's steps; `basket`: see below), the rest as `OptionSpec`'s fields. The
 /// same kinds as `kiln price`'s rows (kiln_io::options_csv).
 ///
-/// A `style = "basket"` record: `option_type`, `strike`, `rate`, `maturity`, `average`
-/// (`arithmetic`, the default, or `geometric`), `assets` (a list of objects with `spot`,
-/// `volatility`, `weight`, optionally `dividend` and `name`) and `correlation` (N lists of
+/// A `style = "basket"` record: `option_type`, `strike` (any finite number), `rate`,
+/// `maturity`, `average` (`arithmetic`, the default, `geometric`, or `max` / `min`: a
+/// rainbow on the largest or smallest `w_i S_i`), `assets` (a list of objects with `spot`,
+/// `volatility`, `weight` (negative for a spread's short leg), optionally `dividend` and
+/// `name`) and `correlation` (N lists of
 /// N, or N² numbers row-major; may be left out for one asset). Its own spot, volatility,
 /// dividend, fixings and barrier are its assets' business: giving them is an error, as is
 /// any Heston field.
@@ -263,7 +265,11 @@ fn basket_option(mut m: Map<String, Value>) -> std::result::Result<BookOption, S
     let average = match m.remove("average") {
         None | Some(Value::Null) => BasketAverage::Arithmetic,
         Some(Value::String(a)) => a.parse().map_err(|e: Error| e.to_string())?,
-        Some(v) => return Err(format!("average must be `arithmetic` or `geometric`, got {v}")),
+        Some(v) => {
+            return Err(format!(
+                "average must be `arithmetic`, `geometric`, `max` or `min`, got {v}"
+            ))
+        }
     };
     let (strike, rate, maturity) = (num(&m, "strike")?, num(&m, "rate")?, num(&m, "maturity")?);
     let Some(Value::Array(list)) = m.remove("assets") else {
@@ -368,8 +374,9 @@ impl BookOption {
     }
 
     /// Why `method` cannot price this option, if it cannot: under [`Method::Analytic`], an
-    /// arithmetic Asian (Black-Scholes or Heston), any other non-European Heston style and
-    /// an arithmetic basket have no closed form, and the reason says to use `mc`. Monte
+    /// arithmetic Asian (Black-Scholes or Heston), any other non-European Heston style, an
+    /// arithmetic basket other than a two-asset spread and a rainbow on more than two
+    /// assets have no closed form, and the reason says to use `mc`. Monte
     /// Carlo prices every kind. (Without it the option's slot would get the engine's error
     /// at pricing time; this lets a caller refuse it first.)
     pub fn unsupported(&self, method: Method) -> Option<String> {
@@ -385,10 +392,7 @@ impl BookOption {
                 "style {} under model heston has no closed form; use method mc",
                 h.option.style.name()
             )),
-            BookOption::Basket(b) if b.average == BasketAverage::Arithmetic => Some(
-                "a basket with average arithmetic has no closed form; use method mc (or average geometric)"
-                    .to_string(),
-            ),
+            BookOption::Basket(b) => b.analytic_refusal(),
             _ => None,
         }
     }
@@ -478,5 +482,45 @@ mod tests {
             "{e}"
         );
         assert!(bad.unsupported(Method::MonteCarlo).is_none());
+    }
+
+    /// A spread is a two-asset arithmetic basket with weights (1, -1) and any strike; a
+    /// rainbow `average = "max"` or `"min"`; both have closed forms on two assets.
+    #[test]
+    fn spreads_and_rainbows_are_basket_records() {
+        let rec = |average: &str, w2: f64, strike: f64| {
+            parse(
+                json!({"style": "basket", "average": average, "strike": strike, "rate": 0.02,
+                "maturity": 1.0,
+                "assets": [{"spot": 100.0, "volatility": 0.2, "weight": 1.0},
+                           {"spot": 95.0, "volatility": 0.3, "weight": w2, "name": "short"}],
+                "correlation": [[1.0, 0.5], [0.5, 1.0]]}),
+            )
+            .unwrap()
+        };
+        for (b, legs) in [
+            (rec("arithmetic", -1.0, 0.0), true),
+            (rec("arithmetic", -1.0, -5.0), true),
+            (rec("min", 1.0, 90.0), false),
+        ] {
+            b.validate().unwrap();
+            assert!(b.unsupported(Method::Analytic).is_none());
+            let BookOption::Basket(s) = &b else {
+                panic!("{b:?}")
+            };
+            assert_eq!(s.spread_legs().is_some(), legs);
+            assert!(s.price_analytic().unwrap() > 0.0);
+        }
+        let e = rec("max", -1.0, 90.0).validate().unwrap_err().to_string();
+        assert!(
+            e.contains("asset `short`: weight = -1") && e.contains("average max"),
+            "{e}"
+        );
+        let e = parse(
+            json!({"style": "basket", "average": "median", "strike": 1.0, "rate": 0.0,
+            "maturity": 1.0, "assets": [{"spot": 1.0, "volatility": 0.1, "weight": 1.0}]}),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("arithmetic, geometric, max or min"), "{e}");
     }
 }
