@@ -21,7 +21,6 @@ use axum::http::StatusCode;
 use kiln_service::api::AppState;
 use kiln_service::auth::{hash_token, TokenSet};
 use kiln_service::config::{GpuSelection, ServiceConfig, TokenConfig};
-use kiln_service::exec::ExecOptions;
 use kiln_service::store::{now_ms, JobStore, SqliteStore};
 use kiln_service::supervisor::Shared;
 use serde_json::{json, Value};
@@ -47,19 +46,11 @@ fn main() {
     eprintln!("test readiness_stays_503_while_the_restart_keeps_failing ... ok");
 }
 
-/// The worker loop, as `kiln worker` runs it, from the arguments the supervisor passes:
-/// `[--config F] --device D worker --blob-dir DIR --inline-max-elements N --max-elements N
-/// [--memory-limit B] [--no-sandbox]`. It refuses to start while `DATA_DIR/refuse-start`
-/// exists, and waits first as `DATA_DIR/start-delay-ms` says (the blob dir is
-/// `DATA_DIR/blobs`).
+/// The worker loop ([`app_support::run_worker`]), except that it refuses to start while
+/// `DATA_DIR/refuse-start` exists, and waits first as `DATA_DIR/start-delay-ms` says (the
+/// blob dir is `DATA_DIR/blobs`).
 fn worker(args: &[String]) -> i32 {
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let blob_dir: std::path::PathBuf = flag("--blob-dir").unwrap().into();
+    let blob_dir: std::path::PathBuf = app_support::flag(args, "--blob-dir").unwrap().into();
     if blob_dir.parent().is_some_and(|d| d.join(REFUSE).exists()) {
         eprintln!("test worker: {REFUSE} exists; not starting");
         return 3;
@@ -71,21 +62,7 @@ fn worker(args: &[String]) -> i32 {
     if let Some(ms) = delay {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    let device: kiln::DeviceRequest = flag("--device").unwrap_or_else(|| "cpu".into()).parse().unwrap();
-    let opts = ExecOptions {
-        blob_dir,
-        inline_max_elements: flag("--inline-max-elements").unwrap().parse().unwrap(),
-        max_elements: flag("--max-elements").unwrap().parse().unwrap(),
-    };
-    kiln_service::private::restrict_umask();
-    let sandbox = kiln_service::sandbox::SandboxOptions {
-        memory_limit: flag("--memory-limit").and_then(|b| b.parse().ok()),
-        gpu: device != kiln::DeviceRequest::Cpu,
-        sandbox: !args.iter().any(|a| a == "--no-sandbox"),
-    };
-    let protections = kiln_service::sandbox::apply(&sandbox).unwrap();
-    let cfg = kiln::Config::load(None).unwrap();
-    kiln_service::worker::run(device, &cfg, &opts, &protections)
+    app_support::run_worker(args)
 }
 
 struct Server {

@@ -21,7 +21,6 @@ mod app_support;
 use axum::http::StatusCode;
 use kiln_service::api::AppState;
 use kiln_service::config::{GpuSelection, ServiceConfig};
-use kiln_service::exec::ExecOptions;
 use kiln_service::supervisor::Shared;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
@@ -31,7 +30,7 @@ use std::time::Duration;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "worker") {
-        std::process::exit(worker(&args));
+        std::process::exit(app_support::run_worker(&args));
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(expression_kernels_on_a_cpu_worker());
@@ -46,33 +45,6 @@ fn main() {
             "test raw_kernels_and_faults_on_a_gpu_worker ... ignored (needs a GPU: cargo test -p kiln-service --features gpu-tests)"
         );
     }
-}
-
-/// The worker loop, as `kiln worker` runs it, from the arguments the supervisor passes:
-/// `[--config F] --device D worker --blob-dir DIR --inline-max-elements N --max-elements N
-/// [--memory-limit B] [--no-sandbox]`.
-fn worker(args: &[String]) -> i32 {
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let device: kiln::DeviceRequest = flag("--device").unwrap_or_else(|| "cpu".into()).parse().unwrap();
-    let opts = ExecOptions {
-        blob_dir: flag("--blob-dir").unwrap().into(),
-        inline_max_elements: flag("--inline-max-elements").unwrap().parse().unwrap(),
-        max_elements: flag("--max-elements").unwrap().parse().unwrap(),
-    };
-    kiln_service::private::restrict_umask();
-    let sandbox = kiln_service::sandbox::SandboxOptions {
-        memory_limit: flag("--memory-limit").and_then(|b| b.parse().ok()),
-        gpu: device != kiln::DeviceRequest::Cpu,
-        sandbox: !args.iter().any(|a| a == "--no-sandbox"),
-    };
-    let protections = kiln_service::sandbox::apply(&sandbox).unwrap();
-    let cfg = kiln::Config::load(None).unwrap();
-    kiln_service::worker::run(device, &cfg, &opts, &protections)
 }
 
 struct Server {

@@ -94,3 +94,34 @@ pub async fn call(
     let bytes = r.into_body().collect().await.unwrap().to_bytes();
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
+
+/// The value after `name` in a worker's arguments.
+pub fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// The worker loop, as `kiln worker` runs it, from the arguments the supervisor passes:
+/// `[--config F] --device D worker --blob-dir DIR --inline-max-elements N --max-elements N
+/// [--memory-limit B] [--no-sandbox]` (a test binary that is its own worker process calls
+/// it from `main`).
+pub fn run_worker(args: &[String]) -> i32 {
+    let flag = |name: &str| flag(args, name);
+    let device: kiln::DeviceRequest = flag("--device").unwrap_or_else(|| "cpu".into()).parse().unwrap();
+    let opts = kiln_service::exec::ExecOptions {
+        blob_dir: flag("--blob-dir").unwrap().into(),
+        inline_max_elements: flag("--inline-max-elements").unwrap().parse().unwrap(),
+        max_elements: flag("--max-elements").unwrap().parse().unwrap(),
+    };
+    kiln_service::private::restrict_umask();
+    let sandbox = kiln_service::sandbox::SandboxOptions {
+        memory_limit: flag("--memory-limit").and_then(|b| b.parse().ok()),
+        gpu: device != kiln::DeviceRequest::Cpu,
+        sandbox: !args.iter().any(|a| a == "--no-sandbox"),
+    };
+    let protections = kiln_service::sandbox::apply(&sandbox).unwrap();
+    let cfg = kiln::Config::load(None).unwrap();
+    kiln_service::worker::run(device, &cfg, &opts, &protections)
+}
