@@ -527,10 +527,15 @@ pub(crate) fn label_in_slabs<L: LabelInt>(
     }
     let pass2 = |(s, o): (usize, &mut [L])| {
         let base = bases[s];
+        // runs share a label: look each up once
+        let (mut from, mut to) = (0, L::default());
         for v in o.iter_mut() {
             let l = v.to_usize();
             if l != 0 {
-                *v = fin[base + l];
+                if l != from {
+                    (from, to) = (l, fin[base + l]);
+                }
+                *v = to;
             }
         }
     };
