@@ -269,10 +269,10 @@ impl<L: LabelInt> Slab<L> {
     }
 }
 
-/// A neighbour line of the line being labelled: its start in `out` (None: in an earlier
-/// slab, merged at the seam later), and the offsets along the last axis that are neighbours.
+/// A neighbour line of the line being labelled, in the same slab: its start in `out`, and
+/// the offsets along the last axis that are neighbours.
 struct Near<'a> {
-    local: Option<usize>,
+    start: usize,
     dx: &'a [isize],
 }
 
@@ -305,10 +305,13 @@ fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &
         for g in &plan.groups {
             if plan.valid(g, &c) {
                 let nl = (li as isize + g.lines) as usize;
-                near.push(Near {
-                    local: (nl >= lines.start).then(|| (nl - lines.start) * len),
-                    dx: &g.dx,
-                });
+                // lines of earlier slabs are merged at the seam
+                if nl >= lines.start {
+                    near.push(Near {
+                        start: (nl - lines.start) * len,
+                        dx: &g.dx,
+                    });
+                }
             }
         }
         let base = (li - lines.start) * len;
@@ -346,11 +349,10 @@ fn label_runs<L: LabelInt>(slab: &mut Slab<L>, near: &[Near], row: &[u8], line: 
         let b = row[a..].iter().position(|&m| m == 0).map_or(len, |q| a + q);
         let mut cur = 0;
         for n in near {
-            let Some(nb) = n.local else { continue };
             let (span, hole) = run_span(a, b, n.dx, len);
             let mut last = 0;
             for j in span {
-                let l = before[nb + j].to_usize();
+                let l = before[n.start + j].to_usize();
                 // neighbouring elements mostly share a label: meet each once
                 if l != last && Some(j) != hole {
                     cur = slab.meet(cur, l);
@@ -376,11 +378,10 @@ fn label_elements<L: LabelInt>(slab: &mut Slab<L>, near: &[Near], row: &[u8], li
         }
         let mut cur = 0;
         for n in near {
-            let Some(nb) = n.local else { continue };
             for &dx in n.dx {
                 let j = i as isize + dx;
                 if j >= 0 && (j as usize) < len {
-                    cur = slab.meet(cur, before[nb + j as usize].to_usize());
+                    cur = slab.meet(cur, before[n.start + j as usize].to_usize());
                 }
             }
         }
@@ -527,10 +528,15 @@ pub(crate) fn label_in_slabs<L: LabelInt>(
     }
     let pass2 = |(s, o): (usize, &mut [L])| {
         let base = bases[s];
+        // runs share a label: look each up once
+        let (mut from, mut to) = (0, L::default());
         for v in o.iter_mut() {
             let l = v.to_usize();
             if l != 0 {
-                *v = fin[base + l];
+                if l != from {
+                    (from, to) = (l, fin[base + l]);
+                }
+                *v = to;
             }
         }
     };
