@@ -1,8 +1,11 @@
-"""``kiln.ndimage``: scipy.ndimage's filters and morphology with scipy's names and signatures.
+"""``kiln.ndimage``: scipy.ndimage's filters, morphology, labels and measurements over labels,
+with scipy's names and signatures.
 
 ``from kiln import ndimage as ndi`` is a drop-in for ``scipy.ndimage`` (or
-``cupyx.scipy.ndimage``) for the functions below; they run on the device the data lives on
-(a CUDA array on its GPU, a NumPy array on the CPU unless ``device=`` says otherwise).
+``cupyx.scipy.ndimage``) for the functions below. Filters and morphology run on the device
+the data lives on (a CUDA array on its GPU, a NumPy array on the CPU unless ``device=`` says
+otherwise); ``label``, ``find_objects``, ``value_indices``, ``watershed_ift`` and the
+measurements run on the CPU, on NumPy arrays.
 
 >>> import numpy as np
 >>> from kiln import ndimage as ndi
