@@ -185,36 +185,12 @@ impl Server {
     }
 
     async fn submit_sticky(&self) -> String {
-        let body = json!({"kind": "fault", "params": {"mode": "sticky"}});
-        let (s, b) = app_support::call(
-            &self.st,
-            "POST",
-            "/v1/jobs",
-            Some("secret"),
-            body.to_string().into_bytes(),
-        )
-        .await;
-        assert_eq!(s, StatusCode::ACCEPTED, "{b}");
-        b["id"].as_str().unwrap().to_string()
+        app_support::submit_job(&self.st, &json!({"kind": "fault", "params": {"mode": "sticky"}})).await
     }
 
     /// The job once finished (waiting up to a minute).
     async fn wait(&self, id: &str) -> Value {
-        for _ in 0..2 {
-            let (s, b) = app_support::call(
-                &self.st,
-                "GET",
-                &format!("/v1/jobs/{id}?wait=30"),
-                Some("secret"),
-                vec![],
-            )
-            .await;
-            assert!(s == StatusCode::OK || s == StatusCode::ACCEPTED, "{b}");
-            if matches!(b["state"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
-                return b;
-            }
-        }
-        panic!("job {id} did not finish");
+        app_support::wait_job(&self.st, id, 2).await
     }
 
     /// The one slot as `/v1/workers` shows it.

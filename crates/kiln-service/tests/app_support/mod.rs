@@ -125,3 +125,36 @@ pub fn run_worker(args: &[String]) -> i32 {
     let cfg = kiln::Config::load(None).unwrap();
     kiln_service::worker::run(device, &cfg, &opts, &protections)
 }
+
+/// Submits `body` (a job's JSON) with the token `secret`; the new job's id (202 expected).
+pub async fn submit_job(st: &Arc<AppState>, body: &Value) -> String {
+    let (s, b) = call(
+        st,
+        "POST",
+        "/v1/jobs",
+        Some("secret"),
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    b["id"].as_str().unwrap().to_string()
+}
+
+/// The job `id` once finished, waiting up to `rounds` long polls of 30 s.
+pub async fn wait_job(st: &Arc<AppState>, id: &str, rounds: usize) -> Value {
+    for _ in 0..rounds {
+        let (s, b) = call(
+            st,
+            "GET",
+            &format!("/v1/jobs/{id}?wait=30"),
+            Some("secret"),
+            vec![],
+        )
+        .await;
+        assert!(s == StatusCode::OK || s == StatusCode::ACCEPTED, "{b}");
+        if matches!(b["state"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
+            return b;
+        }
+    }
+    panic!("job {id} did not finish");
+}
