@@ -353,8 +353,8 @@ pub fn geometric_basket(
 }
 
 /// Black's formula: forward `f > 0`, strike `k`, total variance `v`, discount factor `df`;
-/// the put by parity. A strike `k <= 0` makes the call a forward (a positive underlying
-/// always finishes above it) and the put worthless.
+/// the put by parity. With a strike `k <= 0` the call is a forward (a positive underlying
+/// always finishes above it) and the put is worthless.
 fn black(kind: OptionType, f: f64, k: f64, v: f64, df: f64) -> f64 {
     let call = if k <= 0.0 {
         df * (f - k)
