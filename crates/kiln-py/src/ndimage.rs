@@ -210,22 +210,17 @@ fn host_input<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<std::borrow::Cow<'a, [u
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(std::borrow::Cow::Borrowed(b.as_bytes()));
     }
-    if let Ok(ai) = obj.getattr("__array_interface__") {
-        let typestr: String = ai.get_item("typestr")?.extract()?;
-        let native = typestr.starts_with('<') || typestr.starts_with('|');
-        let contiguous = ai.get_item("strides")?.is_none();
-        let item: usize = typestr.get(2..).and_then(|n| n.parse().ok()).unwrap_or(0);
-        if native && contiguous && item > 0 {
-            let (ptr, _readonly): (usize, bool) = ai.get_item("data")?.extract()?;
-            let shape: Vec<usize> = ai.get_item("shape")?.extract()?;
-            let n = shape.iter().product::<usize>() * item;
+    // the expression kernels' reading of a NumPy array (big-endian: an error, so a copy)
+    if let Ok(v) = crate::userexpr::host::np_view(obj) {
+        if v.strides == kiln_expr::c_strides(&v.shape) {
+            let n = v.shape.iter().product::<usize>() * v.dtype.size();
             if n == 0 {
                 return Ok(std::borrow::Cow::Borrowed(&[]));
             }
-            // SAFETY: a C-contiguous array of `n` bytes at `ptr` (its interface says so),
+            // SAFETY: a C-contiguous array of `n` bytes at `v.ptr` (its interface says so),
             // kept alive by `obj`, which the caller holds for the call; read only.
             return Ok(std::borrow::Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(ptr as *const u8, n)
+                std::slice::from_raw_parts(v.ptr as *const u8, n)
             }));
         }
     }

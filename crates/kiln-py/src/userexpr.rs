@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyComplex;
 
 mod device;
-mod host;
+pub(crate) mod host;
 
 use device::{describe_gpu, launch};
 use host::{cpu_args, describe_cpu, out_mut, out_views};

@@ -9,15 +9,15 @@ use std::collections::HashMap;
 
 /// A NumPy array's memory as `(pointer, shape, element strides, readonly)` from its
 /// `__array_interface__`.
-pub(super) struct NpView {
-    pub(super) ptr: usize,
-    pub(super) dtype: ScalarType,
-    pub(super) shape: Vec<usize>,
-    pub(super) strides: Vec<isize>,
-    pub(super) readonly: bool,
+pub(crate) struct NpView {
+    pub(crate) ptr: usize,
+    pub(crate) dtype: ScalarType,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) strides: Vec<isize>,
+    pub(crate) readonly: bool,
 }
 
-pub(super) fn np_view(a: &Bound<'_, PyAny>) -> PyResult<NpView> {
+pub(crate) fn np_view(a: &Bound<'_, PyAny>) -> PyResult<NpView> {
     let ai = a.getattr("__array_interface__")?;
     let (ptr, readonly): (usize, bool) = ai.get_item("data")?.extract()?;
     let shape: Vec<usize> = ai.get_item("shape")?.extract()?;
