@@ -299,7 +299,9 @@ class ElementwiseKernel:
             for o, w in zip(outs, work):
                 if o is not w:
                     np.copyto(o, w)
-            self._cached_codes.setdefault(key, self._k.cuda_source(c.in_descs, c.out_descs, size))
+            if key not in self._cached_codes:
+                # generated once per binding (setdefault would build the source every call)
+                self._cached_codes[key] = self._k.cuda_source(c.in_descs, c.out_descs, size)
             results = outs if not c.outs else list(args[self.nin:])
         if self.no_return:
             return None
@@ -377,7 +379,9 @@ class ReductionKernel:
             for o, w in zip(outs, work):
                 if o is not w:
                     np.copyto(o, w)
-            self._cached_codes.setdefault(key, self._k.cuda_source(c.in_descs, c.out_descs, axis, bool(keepdims)))
+            if key not in self._cached_codes:
+                self._cached_codes[key] = self._k.cuda_source(
+                    c.in_descs, c.out_descs, axis, bool(keepdims))
             results = outs if not c.outs else list(args[self.nin:])
         if self.nout == 1:
             return results[0]
