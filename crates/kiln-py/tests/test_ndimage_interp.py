@@ -335,3 +335,26 @@ def test_gpu_arrays_are_refused():
 
     with pytest.raises(kiln.InvalidInputError, match="zoom.*NumPy"):
         kn.zoom(FakeCuda(), 2)
+
+
+def test_geometric_transform_low_level_callable():
+    from scipy.ndimage import _ctest
+
+    im = np.arange(12).reshape(4, 3).astype(np.float64)
+    same(kn.geometric_transform(im, _ctest.transform(0.5)),
+         scipy_ndimage.geometric_transform(im, _ctest.transform(0.5)))
+    same(kn.geometric_transform(im, _ctest.transform(0.5)),
+         kn.geometric_transform(im, lambda o: (o[0] - 0.5, o[1] - 0.5)))
+
+
+def test_byteswapped_input_and_output():
+    x = data((7, 9), np.float64, seed=41)
+    xb = x.astype(">f8")
+    o1, o2 = np.zeros((7, 9), ">f8"), np.zeros((7, 9), ">f8")
+    kn.affine_transform(xb, [0.9, 1.1], output=o1)
+    scipy_ndimage.affine_transform(xb, [0.9, 1.1], output=o2)
+    same(o1, o2)
+    o1, o2 = np.zeros((7, 9), ">f4"), np.zeros((7, 9), ">f4")
+    kn.shift(x, 0.3, output=o1)
+    scipy_ndimage.shift(x, 0.3, output=o2)
+    same(o1, o2)

@@ -146,6 +146,7 @@ def _c_cast_into(output, values):
 def _store_kind(dt):
     """How the native loops store into an output of dtype ``dt`` (scipy's CASE_INTERP_OUT)."""
     np = _np()
+    dt = dt.newbyteorder("=")
     if dt == np.float64:
         return ("float", 0.0, 0.0)
     if dt == np.float32:
@@ -161,7 +162,7 @@ def _store_kind(dt):
 def _write(output, b, shape):
     """The native result bytes ``b`` stored into ``output``."""
     np = _np()
-    dt = np.float32 if output.dtype == np.float32 else np.float64
+    dt = np.float32 if output.dtype.newbyteorder("=") == np.float32 else np.float64
     values = np.frombuffer(b, dtype=dt).reshape(shape)
     if output.dtype == np.bool_:
         output.view(np.uint8)[...] = values.astype(np.uint8)
@@ -339,7 +340,8 @@ def _low_level_caller(mapping, orank, irank):
 
     capsule = None
     if type(mapping).__name__ == "LowLevelCallable" and isinstance(mapping, tuple):
-        capsule = mapping[0]  # the parsed capsule: the function, its context the user data
+        # the parsed capsule (its context the user data); LowLevelCallable refuses [0]
+        capsule = tuple.__getitem__(mapping, 0)
     elif type(mapping).__name__ == "PyCapsule":
         capsule = mapping
     if capsule is None:

@@ -62,19 +62,14 @@ pub fn spline_weights(x: f64, order: usize, w: &mut [f64; 6]) {
     }
 }
 
-/// The poles of the prefilter of `order` (scipy's `get_filter_poles`); none below order 2.
+/// The poles of the prefilter of `order` (scipy's `get_filter_poles`, written to the
+/// nearest f64); none below order 2.
 pub fn filter_poles(order: usize) -> &'static [f64] {
     match order {
-        2 => &[-0.171_572_875_253_809_902_396_622_551_580_603_843],
-        3 => &[-0.267_949_192_431_122_706_472_553_658_494_127_633],
-        4 => &[
-            -0.361_341_225_900_220_177_092_212_841_325_675_255,
-            -0.013_725_429_297_339_121_360_331_226_939_128_204,
-        ],
-        5 => &[
-            -0.430_575_347_099_973_791_851_434_783_493_520_110,
-            -0.043_096_288_203_264_653_822_712_376_822_550_182,
-        ],
+        2 => &[-0.1715728752538099],
+        3 => &[-0.267_949_192_431_122_7],
+        4 => &[-0.361_341_225_900_220_16, -0.013_725_429_297_339_121],
+        5 => &[-0.430_575_347_099_973_8, -0.043_096_288_203_264_65],
         _ => &[],
     }
 }
@@ -133,7 +128,7 @@ fn apply_pole(b: &mut [f64], n: usize, w: usize, z: f64, init: Init) {
             let zn = z.powf(n as f64);
             for j in 0..w {
                 let c0 = b[j];
-                b[j] = b[j] + zn * b[(n - 1) * w + j];
+                b[j] += zn * b[(n - 1) * w + j];
                 let mut zi = z;
                 for i in 1..n {
                     let v = zi * (b[i * w + j] + zn * b[(n - 1 - i) * w + j]);
