@@ -69,6 +69,9 @@ def test_spline_filter_dtypes_and_outputs(dtype, out):
     same(got, want)
 
 
+@pytest.mark.skipif(not scipy_ndimage.__name__ or not __import__("scipy").__version__.startswith("1.17."),
+                    reason="kiln reproduces scipy 1.17's in-place reflect initialisation, "
+                           "which scipy 1.18 replaces")
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 @pytest.mark.parametrize("mode", ["reflect", "nearest", "mirror", "grid-wrap"])
 def test_spline_filter_short_axes(n, mode):

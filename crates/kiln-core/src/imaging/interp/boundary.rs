@@ -8,6 +8,7 @@ use super::InterpMode;
 /// `in` mapped into the input along an axis of `len` samples, as scipy's `map_coordinate`
 /// does it: `constant` gives `-1` for a coordinate outside `[0, len - 1]` (the caller then
 /// uses `cval`); `grid-constant` leaves it unchanged.
+#[inline]
 pub fn map_coordinate(x: f64, len: usize, mode: InterpMode) -> f64 {
     let n = len as i64;
     let mut x = x;

@@ -129,6 +129,23 @@ pub fn store_value(t: f64, s: Store) -> f64 {
     }
 }
 
+/// `x.floor()`, without a libm call where the value fits an `i64` (x86-64's baseline has no
+/// rounding instruction, so `floor` is a function call in the per-point loops); zeros and
+/// values outside that range take `floor` itself, so the result is the same to the bit.
+#[inline]
+pub(crate) fn floor(x: f64) -> f64 {
+    if x != 0.0 && x.abs() < 4.5e15 {
+        let t = x as i64 as f64;
+        if t > x {
+            t - 1.0
+        } else {
+            t
+        }
+    } else {
+        x.floor()
+    }
+}
+
 /// The spline order, checked (scipy accepts 0..=5).
 pub(crate) fn check_order(op: &str, order: usize) -> Result<()> {
     if order > 5 {

@@ -4,13 +4,14 @@
 
 use rayon::prelude::*;
 
-use super::{check_order, InterpMode};
+use super::{check_order, floor, InterpMode};
 use crate::error::{Error, Result};
 
 /// The `order + 1` weights of the B-spline of `order` centred at `x` (scipy's
 /// `get_spline_interpolation_weights`): `w[k]` weighs the sample `start + k`, where `start`
 /// is `floor(x) - order / 2` (odd orders) or `floor(x + 0.5) - order / 2` (even orders). The
 /// last weight is `1 - Σ` of the others, as scipy computes it. Order 0 leaves `w` alone.
+#[inline]
 pub fn spline_weights(x: f64, order: usize, w: &mut [f64; 6]) {
     let x = x - if order & 1 == 1 {
         x.floor()

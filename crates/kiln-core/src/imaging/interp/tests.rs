@@ -134,3 +134,28 @@ fn bad_order_is_an_error() {
     assert!(spline_filter1d(&mut d, &[4], 0, 6, InterpMode::Mirror).is_err());
     assert!(spline_filter1d(&mut d, &[4], 1, 3, InterpMode::Mirror).is_err());
 }
+
+#[test]
+fn fast_floor_is_floor() {
+    for &x in &[
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        -1.0,
+        -1.5,
+        2.0,
+        2.999_999_999,
+        -1e-300,
+        1e15 + 0.5,
+        -4.4e15,
+        4.6e15,
+        1e300,
+        -1e300,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ] {
+        assert_eq!(floor(x).to_bits(), x.floor().to_bits(), "{x}");
+    }
+    assert!(floor(f64::NAN).is_nan());
+}

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::boundary::map_coordinate;
 use super::spline::spline_weights;
-use super::{check_order, store_value, InterpMode, Store};
+use super::{check_order, floor, store_value, InterpMode, Store};
 use crate::error::{Error, Result};
 
 /// Output points per parallel task.
@@ -65,6 +65,7 @@ impl Ctx<'_> {
     /// The taps along `axis` of the coordinate `cc` (already offset by the prepadding and,
     /// except for `nearest` and `grid-constant`, mapped into the input); `None` when the
     /// point reads `cval` (scipy's `constant` flag: `cc <= -1`).
+    #[inline]
     fn taps(&self, op: &str, axis: usize, cc: f64, t: &mut Taps) -> Result<Option<()>> {
         let gc = self.mode == InterpMode::GridConstant;
         if !(cc > -1.0 || gc || self.mode == InterpMode::Nearest) {
@@ -74,28 +75,32 @@ impl Ctx<'_> {
         let stride = self.strides[axis];
         let order = self.order as i64;
         let base = if self.order & 1 == 1 {
-            cc.floor()
+            floor(cc)
         } else {
-            (cc + 0.5).floor()
+            floor(cc + 0.5)
         };
-        let start = (base as i64).saturating_sub(order / 2);
-        let edge = start < 0 || start.saturating_add(order) >= len;
-        let spline_mode = self.mode.spline_mode();
-        for ll in 0..=self.order {
-            let idx = start.saturating_add(ll as i64);
-            if gc {
+        // a coordinate beyond ±2^62 saturates (scipy's C cast is undefined there)
+        let start = (base.clamp(-4.6e18, 4.6e18) as i64) - order / 2;
+        let edge = start < 0 || start + order >= len;
+        if gc {
+            for ll in 0..=self.order {
+                let idx = start + ll as i64;
                 t.cv[ll] = idx < 0 || idx >= len;
                 t.off[ll] = if t.cv[ll] { 0 } else { idx * stride };
-            } else {
-                let idx = if edge {
-                    map_coordinate(idx as f64, self.ishape[axis], spline_mode) as i64
-                } else {
-                    idx
-                };
+            }
+        } else if edge {
+            let spline_mode = self.mode.spline_mode();
+            for ll in 0..=self.order {
+                let idx = start + ll as i64;
+                let idx = map_coordinate(idx as f64, self.ishape[axis], spline_mode) as i64;
                 if idx < 0 || idx >= len {
                     return Err(too_far(op, cc));
                 }
                 t.off[ll] = idx * stride;
+            }
+        } else {
+            for ll in 0..=self.order {
+                t.off[ll] = (start + ll as i64) * stride;
             }
         }
         if self.order != 0 {
