@@ -11,7 +11,7 @@
 use crate::errors::invalid;
 use crate::IntoPy;
 use kiln::core::imaging::interp::{
-    geometric_transform, spline_filter1d, zoom_shift, InterpMode, Mapping, Store,
+    geometric_transform_into, spline_filter1d, zoom_shift_into, InterpMode, Mapping, OutValue, Store,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
@@ -52,14 +52,27 @@ fn mode_of(code: i64) -> PyResult<InterpMode> {
     InterpMode::from_code(code).py()
 }
 
-/// The values as float64 bytes, or rounded to float32 bytes.
-fn out_bytes<'py>(py: Python<'py>, v: &[f64], f32_out: bool) -> Bound<'py, PyByteArray> {
-    if f32_out {
-        let f: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-        PyByteArray::new(py, bytemuck::cast_slice(&f))
-    } else {
-        PyByteArray::new(py, bytemuck::cast_slice(v))
-    }
+/// `fill` run on `n` values of `T` written straight into a new bytearray (through a
+/// temporary where its buffer is not aligned for `T`), the GIL released.
+fn fill_bytes<'py, T: OutValue + bytemuck::Pod + Default>(
+    py: Python<'py>,
+    n: usize,
+    fill: impl Fn(&mut [T]) -> kiln::Result<()> + Send + Sync,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let nbytes = n
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| invalid("interpolation: the output is too large"))?;
+    PyByteArray::new_with(py, nbytes, |buf| {
+        match bytemuck::try_cast_slice_mut::<u8, T>(buf) {
+            Ok(out) => py.detach(|| fill(out)).py()?,
+            Err(_) => {
+                let mut tmp = vec![T::default(); n];
+                py.detach(|| fill(&mut tmp)).py()?;
+                buf.copy_from_slice(bytemuck::cast_slice(&tmp));
+            }
+        }
+        Ok(())
+    })
 }
 
 /// `ndimage_spline_filter1d_host(data, shape, axes, order, mode)`: scipy's
@@ -120,10 +133,16 @@ fn ndimage_geometric_host<'py>(
             ))
         }
     };
-    let out = py
-        .detach(|| geometric_transform(&x, &ishape, mapping, &oshape, order, mode, cval, nprepad, st))
-        .py()?;
-    Ok(out_bytes(py, &out, f32_out))
+    let n: usize = oshape.iter().product();
+    if f32_out {
+        fill_bytes::<f32>(py, n, |o| {
+            geometric_transform_into(&x, &ishape, mapping, &oshape, order, mode, cval, nprepad, st, o)
+        })
+    } else {
+        fill_bytes::<f64>(py, n, |o| {
+            geometric_transform_into(&x, &ishape, mapping, &oshape, order, mode, cval, nprepad, st, o)
+        })
+    }
 }
 
 /// `ndimage_zoom_shift_host(input, ishape, oshape, zoom, shift, order, mode, cval, nprepad,
@@ -148,24 +167,21 @@ fn ndimage_zoom_shift_host<'py>(
     let mode = mode_of(mode)?;
     let (st, f32_out) = store_of(&store.0, store.1, store.2)?;
     let x = f64s("zoom_shift", input)?;
-    let out = py
-        .detach(|| {
-            zoom_shift(
-                &x,
-                &ishape,
-                zoom.as_deref(),
-                shift.as_deref(),
-                &oshape,
-                order,
-                mode,
-                cval,
-                nprepad,
-                grid_mode,
-                st,
+    let n: usize = oshape.iter().product();
+    let (z, s) = (zoom.as_deref(), shift.as_deref());
+    if f32_out {
+        fill_bytes::<f32>(py, n, |o| {
+            zoom_shift_into(
+                &x, &ishape, z, s, &oshape, order, mode, cval, nprepad, grid_mode, st, o,
             )
         })
-        .py()?;
-    Ok(out_bytes(py, &out, f32_out))
+    } else {
+        fill_bytes::<f64>(py, n, |o| {
+            zoom_shift_into(
+                &x, &ishape, z, s, &oshape, order, mode, cval, nprepad, grid_mode, st, o,
+            )
+        })
+    }
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

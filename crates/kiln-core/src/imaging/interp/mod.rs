@@ -32,7 +32,9 @@ pub mod transform;
 
 pub use boundary::map_coordinate;
 pub use spline::{filter_poles, spline_filter1d, spline_weights};
-pub use transform::{geometric_transform, zoom_shift, Mapping};
+pub use transform::{
+    geometric_transform, geometric_transform_into, zoom_shift, zoom_shift_into, Mapping, OutValue,
+};
 
 use crate::error::{Error, Result};
 

@@ -13,11 +13,7 @@ use crate::error::{Error, Result};
 /// last weight is `1 - Σ` of the others, as scipy computes it. Order 0 leaves `w` alone.
 #[inline]
 pub fn spline_weights(x: f64, order: usize, w: &mut [f64; 6]) {
-    let x = x - if order & 1 == 1 {
-        x.floor()
-    } else {
-        (x + 0.5).floor()
-    };
+    let x = x - if order & 1 == 1 { floor(x) } else { floor(x + 0.5) };
     let mut y = x;
     let mut z = 1.0 - x;
     match order {

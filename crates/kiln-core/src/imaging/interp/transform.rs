@@ -193,6 +193,36 @@ fn accumulate(input: &[f64], taps: &[Taps], order: usize, cval: f64, gc: bool) -
     t
 }
 
+/// An output element: `f64`, or `f32` rounded once from the `f64` value (scipy's C cast).
+pub trait OutValue: Copy + Send + Sync {
+    /// The stored value.
+    fn from_f64(v: f64) -> Self;
+}
+
+impl OutValue for f64 {
+    #[inline]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+impl OutValue for f32 {
+    #[inline]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+fn check_out(op: &str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(Error::InvalidArgument {
+            op: op.into(),
+            reason: format!("an output of {got} values for {want} points"),
+        });
+    }
+    Ok(())
+}
+
 /// Row-major element strides of `shape`.
 fn c_strides(shape: &[usize]) -> Vec<i64> {
     let mut s = vec![1i64; shape.len()];
@@ -257,6 +287,27 @@ pub fn geometric_transform(
     nprepad: usize,
     store: Store,
 ) -> Result<Vec<f64>> {
+    let mut out = vec![0.0; oshape.iter().product()];
+    geometric_transform_into(
+        input, ishape, mapping, oshape, order, mode, cval, nprepad, store, &mut out,
+    )?;
+    Ok(out)
+}
+
+/// [`geometric_transform`] into `out` (the output's size), as `f64` or rounded to `f32`.
+#[allow(clippy::too_many_arguments)]
+pub fn geometric_transform_into<T: OutValue>(
+    input: &[f64],
+    ishape: &[usize],
+    mapping: Mapping<'_>,
+    oshape: &[usize],
+    order: usize,
+    mode: InterpMode,
+    cval: f64,
+    nprepad: usize,
+    store: Store,
+    out: &mut [T],
+) -> Result<()> {
     let op = "geometric_transform";
     check_input(op, input, ishape, order)?;
     let irank = ishape.len();
@@ -292,9 +343,9 @@ pub fn geometric_transform(
         mode,
         nprepad: nprepad as f64,
     };
+    check_out(op, out.len(), n)?;
     let gc = mode == InterpMode::GridConstant;
     let map = mode != InterpMode::GridConstant && mode != InterpMode::Nearest;
-    let mut out = vec![0.0; n];
     out.par_chunks_mut(CHUNK)
         .enumerate()
         .try_for_each(|(ci, chunk)| -> Result<()> {
@@ -337,12 +388,11 @@ pub fn geometric_transform(
                 } else {
                     cval
                 };
-                *o = store_value(t, store);
+                *o = T::from_f64(store_value(t, store));
                 advance(&mut oidx, oshape);
             }
             Ok(())
-        })?;
-    Ok(out)
+        })
 }
 
 /// scipy's `NI_ZoomShift`: output index `k` along axis `a` samples the input at
@@ -363,6 +413,29 @@ pub fn zoom_shift(
     grid_mode: bool,
     store: Store,
 ) -> Result<Vec<f64>> {
+    let mut out = vec![0.0; oshape.iter().product()];
+    zoom_shift_into(
+        input, ishape, zoom, shift, oshape, order, mode, cval, nprepad, grid_mode, store, &mut out,
+    )?;
+    Ok(out)
+}
+
+/// [`zoom_shift`] into `out` (the output's size), as `f64` or rounded to `f32`.
+#[allow(clippy::too_many_arguments)]
+pub fn zoom_shift_into<T: OutValue>(
+    input: &[f64],
+    ishape: &[usize],
+    zoom: Option<&[f64]>,
+    shift: Option<&[f64]>,
+    oshape: &[usize],
+    order: usize,
+    mode: InterpMode,
+    cval: f64,
+    nprepad: usize,
+    grid_mode: bool,
+    store: Store,
+    out: &mut [T],
+) -> Result<()> {
     let op = "zoom_shift";
     check_input(op, input, ishape, order)?;
     let rank = ishape.len();
@@ -409,8 +482,7 @@ pub fn zoom_shift(
         axes.push(v);
     }
     let gc = mode == InterpMode::GridConstant;
-    let n: usize = oshape.iter().product();
-    let mut out = vec![0.0; n];
+    check_out(op, out.len(), oshape.iter().product())?;
     out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, chunk)| {
         let mut oidx = vec![0usize; rank];
         unravel(ci * CHUNK, oshape, &mut oidx);
@@ -428,9 +500,9 @@ pub fn zoom_shift(
             } else {
                 cval
             };
-            *o = store_value(t, store);
+            *o = T::from_f64(store_value(t, store));
             advance(&mut oidx, oshape);
         }
     });
-    Ok(out)
+    Ok(())
 }
