@@ -326,6 +326,20 @@ def test_bad_arguments_raise_scipys_types():
         kn.map_coordinates(x, np.zeros((2, 3), np.float16))
 
 
+def test_scipy_c_layer_errors():
+    x = data((5, 6), np.float64)
+    for f in (lambda m: m.zoom(x, 2, order=2.0), lambda m: m.shift(x, 1, order=1.0),
+              lambda m: m.spline_filter1d(x, 3.0),
+              lambda m: m.geometric_transform(x, lambda o: [o[0], o[1]]),
+              lambda m: m.geometric_transform(x, lambda o: (o[0],))):
+        with pytest.raises(TypeError):
+            f(scipy_ndimage)
+        with pytest.raises(TypeError):
+            f(kn)
+    # order 1.0 copies in spline_filter1d, as scipy's `order in [0, 1]` does
+    same(kn.spline_filter1d(x, 1.0), scipy_ndimage.spline_filter1d(x, 1.0))
+
+
 def test_gpu_arrays_are_refused():
     class FakeCuda:
         shape = (4, 4)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import warnings
 
 from . import _native
@@ -174,10 +175,18 @@ def _write(output, b, shape):
 
 # --- the spline prefilter ---------------------------------------------------------------
 
+def _c_int(order):
+    """``order`` as scipy's C layer takes it (a C ``int``: floats are a ``TypeError``)."""
+    try:
+        return operator.index(order)
+    except TypeError as e:
+        raise ScipyTypeError(str(e)) from None
+
+
 def _filter_f64(x, order, axes, mode_code):
     """``x`` spline-filtered along ``axes`` in turn, as a new float64 array."""
     np = _np()
-    b = _native.ndimage_spline_filter1d_host(_f64(x), list(x.shape), list(axes), int(order),
+    b = _native.ndimage_spline_filter1d_host(_f64(x), list(x.shape), list(axes), _c_int(order),
                                              int(mode_code))
     return np.frombuffer(b, dtype=np.float64).reshape(x.shape)
 
@@ -210,6 +219,7 @@ def spline_filter1d(input, order=3, axis=-1, output=_F64, mode="mirror"):
         return output
     code = _mode_code(mode)
     axis = _normalize_axis(axis, input.ndim)
+    _c_int(order)
     _check_dtype(input, "array")
     _check_dtype(output, "array")
     if input.ndim == 0 or input.shape[axis] <= 1 or input.size == 0:
@@ -274,7 +284,7 @@ def _run_geometric(filtered, output, order, code, cval, npad, matrix=None, offse
     _check_dtype(filtered)
     _check_dtype(output)
     b = _native.ndimage_geometric_host(
-        _f64(filtered), list(filtered.shape), list(output.shape), int(order), code,
+        _f64(filtered), list(filtered.shape), list(output.shape), _c_int(order), code,
         float(cval), int(npad), _store_kind(output.dtype),
         None if matrix is None else [float(v) for v in matrix.ravel()],
         None if offset is None else [float(v) for v in offset],
@@ -292,7 +302,7 @@ def _run_zoom_shift(filtered, output, order, code, cval, npad, zoom=None, shift=
         _f64(filtered), list(filtered.shape), list(output.shape),
         None if zoom is None else [float(v) for v in zoom],
         None if shift is None else [float(v) for v in shift],
-        int(order), code, float(cval), int(npad), bool(grid_mode), _store_kind(output.dtype))
+        _c_int(order), code, float(cval), int(npad), bool(grid_mode), _store_kind(output.dtype))
     return _write(output, b, output.shape)
 
 
@@ -423,8 +433,9 @@ def geometric_transform(input, mapping, output_shape=None, output=None, order=3,
             r = low(idx)
         else:
             r = mapping(idx, *extra_arguments, **extra_keywords)
-            if not isinstance(r, tuple):
-                raise SystemError("geometric_transform: the mapping must return a tuple")
+            if not isinstance(r, tuple) or len(r) < irank:
+                # scipy reads the items with PyTuple_GetItem, then PyFloat_AsDouble(NULL)
+                raise ScipyTypeError("bad argument type for built-in operation")
         for h in range(irank):
             coords[h, p] = _as_double(r[h])
     return _run_geometric(filtered, output, order, code, cval, npad, coords=coords)
