@@ -14,6 +14,13 @@ use crate::error::{Error, Result};
 #[inline]
 pub fn spline_weights(x: f64, order: usize, w: &mut [f64; 6]) {
     let x = x - if order & 1 == 1 { floor(x) } else { floor(x + 0.5) };
+    weights_of_delta(x, order, w);
+}
+
+/// [`spline_weights`] of `x` already reduced to its distance from the middle knot
+/// (`x - floor(x)` for odd orders, `x - floor(x + 0.5)` for even ones).
+#[inline]
+pub(crate) fn weights_of_delta(x: f64, order: usize, w: &mut [f64; 6]) {
     let mut y = x;
     let mut z = 1.0 - x;
     match order {

@@ -10,7 +10,7 @@
 use rayon::prelude::*;
 
 use super::boundary::map_coordinate;
-use super::spline::spline_weights;
+use super::spline::weights_of_delta;
 use super::{check_order, floor, store_value, InterpMode, Store};
 use crate::error::{Error, Result};
 
@@ -49,7 +49,10 @@ struct Ctx<'a> {
     ishape: &'a [usize],
     strides: Vec<i64>,
     order: usize,
-    mode: InterpMode,
+    /// `grid-constant`, `nearest`, and the mode of the taps at an edge.
+    gc: bool,
+    nearest: bool,
+    spline_mode: InterpMode,
     nprepad: f64,
 }
 
@@ -67,8 +70,8 @@ impl Ctx<'_> {
     /// point reads `cval` (scipy's `constant` flag: `cc <= -1`).
     #[inline]
     fn taps(&self, op: &str, axis: usize, cc: f64, t: &mut Taps) -> Result<Option<()>> {
-        let gc = self.mode == InterpMode::GridConstant;
-        if !(cc > -1.0 || gc || self.mode == InterpMode::Nearest) {
+        let gc = self.gc;
+        if !(cc > -1.0 || gc || self.nearest) {
             return Ok(None);
         }
         let len = self.ishape[axis] as i64;
@@ -89,7 +92,7 @@ impl Ctx<'_> {
                 t.off[ll] = if t.cv[ll] { 0 } else { idx * stride };
             }
         } else if edge {
-            let spline_mode = self.mode.spline_mode();
+            let spline_mode = self.spline_mode;
             for ll in 0..=self.order {
                 let idx = start + ll as i64;
                 let idx = map_coordinate(idx as f64, self.ishape[axis], spline_mode) as i64;
@@ -104,7 +107,8 @@ impl Ctx<'_> {
             }
         }
         if self.order != 0 {
-            spline_weights(cc, self.order, &mut t.w);
+            // the same reduction as scipy's get_spline_interpolation_weights
+            weights_of_delta(cc - base, self.order, &mut t.w);
         }
         Ok(Some(()))
     }
@@ -340,7 +344,9 @@ pub fn geometric_transform_into<T: OutValue>(
         ishape,
         strides: c_strides(ishape),
         order,
-        mode,
+        gc: mode == InterpMode::GridConstant,
+        nearest: mode == InterpMode::Nearest,
+        spline_mode: mode.spline_mode(),
         nprepad: nprepad as f64,
     };
     check_out(op, out.len(), n)?;
@@ -450,7 +456,9 @@ pub fn zoom_shift_into<T: OutValue>(
         ishape,
         strides: c_strides(ishape),
         order,
-        mode,
+        gc: mode == InterpMode::GridConstant,
+        nearest: mode == InterpMode::Nearest,
+        spline_mode: mode.spline_mode(),
         nprepad: nprepad as f64,
     };
     let map = mode != InterpMode::GridConstant && mode != InterpMode::Nearest;
