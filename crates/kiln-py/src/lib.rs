@@ -20,6 +20,7 @@ mod errors;
 mod finance;
 mod kernels;
 mod ndimage;
+mod ndimage_distance;
 mod ndimage_label;
 mod ops;
 mod rawcall;
@@ -134,6 +135,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     finance::register(m)?;
     ndimage::register(m)?;
     ndimage_label::register(m)?;
+    ndimage_distance::register(m)?;
     kernels::register(m)?;
     userexpr::register(m)?;
     Ok(())

@@ -67,7 +67,8 @@ __all__ = [
     "binary_hit_or_miss", "iterate_structure", "label", "find_objects", "value_indices",
     "sum_labels", "sum", "mean", "variance", "standard_deviation", "minimum", "maximum",
     "median", "minimum_position", "maximum_position", "extrema", "center_of_mass",
-    "histogram", "labeled_comprehension", "watershed_ift",
+    "histogram", "labeled_comprehension", "watershed_ift", "distance_transform_edt",
+    "distance_transform_cdt", "distance_transform_bf",
 ]
 
 class ScipyRuntimeError(InvalidInputError, RuntimeError):
@@ -644,6 +645,7 @@ from ._ndimage_morph import (  # noqa: E402  (built from the functions above)
     white_tophat,
 )
 from ._ndimage_measure import find_objects, label, value_indices, watershed_ift  # noqa: E402
+from ._ndimage_distance import distance_transform_bf, distance_transform_cdt, distance_transform_edt  # noqa: E402
 from ._ndimage_stats import (  # noqa: E402, A004  (scipy's names: `sum` shadows the builtin here)
     center_of_mass,
     extrema,
