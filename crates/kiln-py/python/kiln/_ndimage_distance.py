@@ -60,7 +60,7 @@ def _mask(x):
         m = x != 0
     else:
         m = np.where(x, True, False)
-    return np.ascontiguousarray(m)
+    return np.asarray(m, order="C")
 
 
 def _arg_check(distances_out, indices_out, return_distances, return_indices):
@@ -82,7 +82,13 @@ def _sampling(sampling, ndim):
     if sampling is None:
         return None
     np = _np()
-    return np.asarray(_h_seq(sampling, ndim), dtype=np.float64)
+    seq = _h_seq(sampling, ndim)
+    try:
+        return np.asarray(seq, dtype=np.float64)
+    except TypeError as e:
+        raise ScipyTypeError(f"sampling: {e}") from e
+    except ValueError as e:
+        raise InvalidInputError(f"sampling: {e}") from e
 
 
 def _result(dt, ft, return_distances, return_indices, dt_inplace, ft_inplace):
@@ -249,7 +255,7 @@ def distance_transform_bf(input, metric="euclidean", sampling=None, return_dista
     dt_inplace = isinstance(distances, np.ndarray)
     _arg_check(dt_inplace, ft_inplace, return_distances, return_indices)
     x = np.asarray(_cpu(input, _BF))
-    m = np.ascontiguousarray(np.asarray(x != 0, dtype=bool))
+    m = np.asarray(x != 0, dtype=bool, order="C")
     metric = metric.lower()
     if metric == "euclidean":
         code = 1
