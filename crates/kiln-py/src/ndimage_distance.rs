@@ -25,9 +25,7 @@ fn mask_bytes<'a>(f: &str, obj: &'a Bound<'_, PyAny>, n: usize) -> PyResult<&'a 
     }
     let len: usize = v.shape.iter().product();
     if len != n {
-        return Err(invalid(format!(
-            "{f}: the mask has {len} elements for {n}"
-        )));
+        return Err(invalid(format!("{f}: the mask has {len} elements for {n}")));
     }
     if n == 0 {
         return Ok(&[]);
@@ -88,13 +86,9 @@ fn ndimage_cdt_host<'py>(
     let (dist, ft) = py
         .detach(|| {
             let out = cdt(m, &shape, &st, indices)?;
-            let ft = out.features.map(|ft| {
-                if planes {
-                    feature_planes(&ft, &shape)
-                } else {
-                    ft
-                }
-            });
+            let ft = out
+                .features
+                .map(|ft| if planes { feature_planes(&ft, &shape) } else { ft });
             Ok::<_, kiln::Error>((out.distances, ft))
         })
         .py()?;

@@ -41,7 +41,10 @@ pub fn cdt(mask: &[u8], shape: &[usize], structure: &[bool], features: bool) -> 
     if structure.len() != size {
         return Err(Error::invalid(
             OP,
-            format!("the structure has {} elements, not 3^{r} = {size}", structure.len()),
+            format!(
+                "the structure has {} elements, not 3^{r} = {size}",
+                structure.len()
+            ),
         ));
     }
     if n > i32::MAX as usize {

@@ -232,7 +232,10 @@ fn edt_result_does_not_depend_on_threads() {
 fn edt_edge_inputs() {
     // all foreground: axis 0 holds -1, the others 0
     let out = edt(&[1, 1, 1, 1, 1, 1], &[2, 3], None, true, true).unwrap();
-    assert_eq!(out.indices.unwrap(), vec![-1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        out.indices.unwrap(),
+        vec![-1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0]
+    );
     assert_eq!(out.distances.unwrap()[5], 8f64.sqrt());
     let out = edt(&[], &[0, 4], None, true, true).unwrap();
     assert_eq!(out.indices.unwrap().len(), 0);
@@ -293,7 +296,12 @@ fn cdt_matches_bfs() {
             .collect();
         let neighbours: Vec<Vec<isize>> = (0..size)
             .filter(|&j| structure[j] && j != size / 2)
-            .map(|j| coords(j, &vec![3; rank]).iter().map(|&v| v as isize - 1).collect())
+            .map(|j| {
+                coords(j, &vec![3; rank])
+                    .iter()
+                    .map(|&v| v as isize - 1)
+                    .collect()
+            })
             .collect();
         let out = cdt(&mask, &shape, &structure, true).unwrap();
         let want = bfs(&mask, &shape, &neighbours);
@@ -308,7 +316,11 @@ fn cdt_matches_bfs() {
             assert_eq!(mask[f], 0);
             let (a, b) = (coords(p, &shape), coords(f, &shape));
             let diffs = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y) as i32);
-            let metric = if chess { diffs.max().unwrap_or(0) } else { diffs.sum() };
+            let metric = if chess {
+                diffs.max().unwrap_or(0)
+            } else {
+                diffs.sum()
+            };
             assert_eq!(metric, want[p], "the feature is at the distance");
         }
         let planes = feature_planes(&ft, &shape);
@@ -346,14 +358,10 @@ fn bf_matches_a_direct_search() {
             for &b in &bg {
                 let c = coords(b, &shape);
                 let d = match metric {
-                    BfMetric::Euclidean => x
-                        .iter()
-                        .zip(&c)
-                        .zip(&s)
-                        .fold(0.0, |a, ((&u, &v), &w)| {
-                            let t = (u as f64 - v as f64) * w;
-                            a + t * t
-                        }),
+                    BfMetric::Euclidean => x.iter().zip(&c).zip(&s).fold(0.0, |a, ((&u, &v), &w)| {
+                        let t = (u as f64 - v as f64) * w;
+                        a + t * t
+                    }),
                     BfMetric::CityBlock => {
                         x.iter().zip(&c).map(|(u, v)| u.abs_diff(*v)).sum::<usize>() as f64
                     }
