@@ -83,7 +83,9 @@ pub fn cdt(mask: &[u8], shape: &[usize], structure: &[bool], features: bool) -> 
 }
 
 /// One pass: forward over row-major order with neighbours `p + o`, or (`reversed`) backward
-/// with neighbours `p - o`; `ft` is empty when no features are kept.
+/// with neighbours `p - o`; `ft` is empty when no features are kept. Rows along the last axis
+/// are taken one at a time: the neighbours inside the array for the row's other coordinates
+/// are picked once per row, and only a row's first and last elements check the last axis.
 fn one_pass(
     dt: &mut [i32],
     ft: &mut [i32],
@@ -92,34 +94,41 @@ fn one_pass(
     reversed: bool,
 ) {
     let r = shape.len();
-    let n = dt.len();
+    let len = shape[r - 1];
+    let rows = dt.len() / len;
     let sign: isize = if reversed { -1 } else { 1 };
-    let mut c = vec![0usize; r];
-    if reversed {
-        for (v, &s) in c.iter_mut().zip(shape) {
-            *v = s - 1;
+    let outer = &shape[..r - 1];
+    let mut c = vec![0usize; r - 1];
+    // (flat offset, step along the last axis) of the neighbours valid for this row
+    let mut valid: Vec<(isize, isize)> = Vec::with_capacity(offsets.len());
+    for k in 0..rows {
+        let row = if reversed { rows - 1 - k } else { k };
+        unravel(row, outer, &mut c);
+        valid.clear();
+        for (o, flat) in offsets {
+            let inside = o[..r - 1].iter().zip(&c).zip(outer).all(|((&ok, &v), &s)| {
+                let w = v as isize + sign * ok;
+                w >= 0 && (w as usize) < s
+            });
+            if inside {
+                valid.push((sign * flat, sign * o[r - 1]));
+            }
         }
-    }
-    for step in 0..n {
-        let p = if reversed { n - 1 - step } else { step };
-        let value = dt[p];
-        if value != 0 {
-            let interior = c.iter().zip(shape).all(|(&v, &s)| v >= 1 && v + 1 < s);
+        let base = row * len;
+        for j in 0..len {
+            let i = if reversed { len - 1 - j } else { j };
+            let p = base + i;
+            let value = dt[p];
+            if value == 0 {
+                continue;
+            }
             let mut min = value;
             let mut best = p;
-            for (o, flat) in offsets {
-                let q = if interior {
-                    (p as isize + sign * flat) as usize
-                } else {
-                    let inside = o.iter().zip(&c).zip(shape).all(|((&ok, &v), &s)| {
-                        let w = v as isize + sign * ok;
-                        w >= 0 && (w as usize) < s
-                    });
-                    if !inside {
-                        continue;
-                    }
-                    (p as isize + sign * flat) as usize
-                };
+            for &(flat, step) in &valid {
+                if (step < 0 && i == 0) || (step > 0 && i + 1 == len) {
+                    continue;
+                }
+                let q = (p as isize + flat) as usize;
                 let tt = dt[q];
                 if tt >= 0 && (min < 0 || tt.wrapping_add(1) < min) {
                     min = tt.wrapping_add(1);
@@ -129,22 +138,6 @@ fn one_pass(
             dt[p] = min;
             if !ft.is_empty() {
                 ft[p] = ft[best];
-            }
-        }
-        // the next element's coordinates
-        for a in (0..r).rev() {
-            if reversed {
-                if c[a] > 0 {
-                    c[a] -= 1;
-                    break;
-                }
-                c[a] = shape[a] - 1;
-            } else {
-                c[a] += 1;
-                if c[a] < shape[a] {
-                    break;
-                }
-                c[a] = 0;
             }
         }
     }

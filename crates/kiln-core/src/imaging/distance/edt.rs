@@ -45,6 +45,12 @@ struct Pass<'a> {
     /// Whether a point's squared distance to a site may be taken as the site's cached sum over
     /// the other axes plus the term of axis `d` (the same value as scipy's sum in axis order).
     fast_delta: bool,
+    /// Whether the first pass may be computed as a scan: on a line of background elements
+    /// (sites with the same other coordinates) scipy's stack keeps every site and each point
+    /// takes the nearest, the earlier of two equally near; with a positive, finite sampling
+    /// along the axis whose squares neither overflow nor underflow, its comparisons of
+    /// `((site - i) * s)^2` order the sites as `|site - i|` does.
+    scan_first: bool,
 }
 
 /// The stack of one line's Voronoi sites.
@@ -61,9 +67,12 @@ impl Pass<'_> {
     /// scipy's `_VoronoiFT` on one line: `f` holds the line's points (`r` values each; a
     /// point with a negative value 0 has no feature), `coor` the line's coordinates on the
     /// other axes. Writes `out` and returns `true`, or returns `false` without writing when
-    /// no point of the line has a feature (scipy leaves such a line as it is).
-    fn line(&self, f: &[i32], coor: &[i64], st: &mut Stack, out: &mut [i32]) -> bool {
-        let (r, d, s) = (self.r, self.d, self.s);
+    /// no point of the line has a feature (scipy leaves such a line as it is). `R` is the
+    /// rank where it is a compile-time constant (the loops over the axes unrolled), 0 for
+    /// any rank.
+    fn line<const R: usize>(&self, f: &[i32], coor: &[i64], st: &mut Stack, out: &mut [i32]) -> bool {
+        let r = if R == 0 { self.r } else { R };
+        let (d, s) = (self.d, self.s);
         let len = f.len() / r;
         let sd = s[d];
         st.g.clear();
@@ -188,6 +197,7 @@ pub fn edt(
             r,
             s: &s,
             fast_delta: exact || d == r - 1 || r <= 2,
+            scan_first: d == 0 && (1e-140..=1e140).contains(&s[0]),
         };
         let mut next = vec![0i32; n * r];
         let src = if d == 0 {
@@ -241,6 +251,45 @@ fn run_pass(p: &Pass<'_>, src: Src<'_>, shape: &[usize], dst: &mut [i32], dist: 
         let nb = chunk.len() / (len * r);
         let mut scratch = vec![0i32; nb * len * r];
         match src {
+            Src::Mask(m) if p.scan_first => {
+                // the first pass as its result: each point takes the nearest background
+                // element of its line, the earlier one of two equally near (see `scan_first`)
+                let mut cs = vec![0usize; rest_shape.len()];
+                let mut near = vec![usize::MAX; len];
+                for b in 0..nb {
+                    unravel(first + b, &rest_shape, &mut cs);
+                    let mut last = usize::MAX;
+                    for (i, v) in near.iter_mut().enumerate() {
+                        if m[i * rest + first + b] == 0 {
+                            last = i;
+                        }
+                        *v = last;
+                    }
+                    let mut next = usize::MAX;
+                    for i in (0..len).rev() {
+                        if m[i * rest + first + b] == 0 {
+                            next = i;
+                        }
+                        let left = near[i];
+                        let pos = match (left, next) {
+                            (usize::MAX, usize::MAX) => usize::MAX,
+                            (usize::MAX, q) => q,
+                            (q, usize::MAX) => q,
+                            (l, q) if i - l <= q - i => l,
+                            (_, q) => q,
+                        };
+                        let pt = &mut scratch[(b * len + i) * r..][..r];
+                        if pos == usize::MAX {
+                            pt[0] = -1;
+                        } else {
+                            pt[d] = pos as i32;
+                            for (&a, &c) in rest_axes.iter().zip(&cs) {
+                                pt[a] = c as i32;
+                            }
+                        }
+                    }
+                }
+            }
             Src::Mask(m) => {
                 // scipy's first pass: a background element is its own feature, a foreground
                 // one has none (-1 in value 0)
@@ -280,11 +329,28 @@ fn run_pass(p: &Pass<'_>, src: Src<'_>, shape: &[usize], dst: &mut [i32], dist: 
             }
             let f = &scratch[b * len * r..][..len * r];
             let o = &mut chunk[b * len * r..][..len * r];
-            if !p.line(f, &coor, &mut st, o) {
+            let found = if matches!(src, Src::Mask(_)) && p.scan_first {
+                o.copy_from_slice(f);
+                true
+            } else {
+                match r {
+                    1 => p.line::<1>(f, &coor, &mut st, o),
+                    2 => p.line::<2>(f, &coor, &mut st, o),
+                    3 => p.line::<3>(f, &coor, &mut st, o),
+                    4 => p.line::<4>(f, &coor, &mut st, o),
+                    _ => p.line::<0>(f, &coor, &mut st, o),
+                }
+            };
+            if !found {
                 o.copy_from_slice(f);
             }
             if let Some(dl) = dist.as_deref_mut() {
-                line_distances(o, &coor, d, p.s, &mut dl[b * len..][..len]);
+                let dl = &mut dl[b * len..][..len];
+                match r {
+                    2 => line_distances::<2>(o, &coor, d, p.s, dl),
+                    3 => line_distances::<3>(o, &coor, d, p.s, dl),
+                    _ => line_distances::<0>(o, &coor, d, p.s, dl),
+                }
             }
         }
     };
@@ -305,8 +371,9 @@ fn run_pass(p: &Pass<'_>, src: Src<'_>, shape: &[usize], dst: &mut [i32], dist: 
 /// scipy's distances along one line of the last pass (axis `d`, the last):
 /// `sqrt(sum_k ((ft_k - x_k) * sampling_k)**2)`, the difference in int32 as NumPy takes it,
 /// the sum in axis order.
-fn line_distances(pts: &[i32], coor: &[i64], d: usize, s: &[f64], out: &mut [f64]) {
-    let r = s.len();
+/// `R`: the rank where it is a compile-time constant, 0 for any.
+fn line_distances<const R: usize>(pts: &[i32], coor: &[i64], d: usize, s: &[f64], out: &mut [f64]) {
+    let r = if R == 0 { s.len() } else { R };
     for (i, (pt, o)) in pts.chunks_exact(r).zip(out.iter_mut()).enumerate() {
         let mut acc = 0.0;
         for k in 0..r {

@@ -229,6 +229,32 @@ fn edt_result_does_not_depend_on_threads() {
 }
 
 #[test]
+fn edt_unusual_samplings_and_ranks_follow_scipys_stack() {
+    // the first pass is a scan only for ordinary samplings; these run scipy's stack
+    let mut rng = Lcg(17);
+    for s0 in [0.0, f64::NAN, f64::INFINITY, 1e-200, -2.0, 1e200] {
+        for shape in [vec![23usize], vec![13, 11], vec![7, 6, 5]] {
+            let mask = rng.mask(shape.iter().product(), 60);
+            let mut s = vec![1.25; shape.len()];
+            s[0] = s0;
+            let out = edt(&mask, &shape, Some(&s), false, true).unwrap();
+            assert_eq!(
+                out.indices.unwrap(),
+                reference_ft(&mask, &shape, Some(&s)),
+                "{s:?}"
+            );
+        }
+    }
+    // rank 5 and 6 (no unrolled copy)
+    for shape in [vec![3usize, 4, 3, 5, 3], vec![2, 3, 2, 3, 2, 3]] {
+        let mask = rng.mask(shape.iter().product(), 80);
+        let s: Vec<f64> = (0..shape.len()).map(|k| 0.5 + k as f64 * 0.3).collect();
+        let out = edt(&mask, &shape, Some(&s), true, true).unwrap();
+        assert_eq!(out.indices.unwrap(), reference_ft(&mask, &shape, Some(&s)));
+    }
+}
+
+#[test]
 fn edt_edge_inputs() {
     // all foreground: axis 0 holds -1, the others 0
     let out = edt(&[1, 1, 1, 1, 1, 1], &[2, 3], None, true, true).unwrap();
@@ -399,4 +425,73 @@ fn bf_matches_a_direct_search() {
     // 0-D: no neighbours, so no border element
     let out = bf(&[1], &[], BfMetric::Euclidean, None, true, true).unwrap();
     assert_eq!(out.distances, Some(BfDistances::F64(vec![f64::MAX.sqrt()])));
+}
+
+/// The process's CPU time in ms: the run time of each of its threads (Linux schedstat, in ns).
+fn cpu_ms() -> f64 {
+    let mut ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    ns as f64 / 1e6
+}
+
+/// Timings of the transforms on the sizes `scripts/ndimage-cpu-vs-scipy.py distance` uses
+/// (best of 5: process CPU time and wall time): `cargo test --release -p kiln-core --lib
+/// distance::tests::timing -- --ignored --nocapture`.
+#[test]
+#[ignore = "a timing, not a check"]
+fn timing() {
+    use std::time::Instant;
+    let best = |f: &mut dyn FnMut()| {
+        f();
+        let (mut c, mut w) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..5 {
+            let (t, c0) = (Instant::now(), cpu_ms());
+            f();
+            c = c.min(cpu_ms() - c0);
+            w = w.min(t.elapsed().as_secs_f64() * 1e3);
+        }
+        format!("cpu {c:.2} ms wall {w:.2} ms")
+    };
+    let mut rng = Lcg(1);
+    for shape in [vec![512, 512], vec![128, 128, 128]] {
+        for fg in [50, 99] {
+            let mask = rng.mask(shape.iter().product(), fg);
+            let a = best(&mut || {
+                edt(&mask, &shape, None, true, false).unwrap();
+            });
+            let b = best(&mut || {
+                edt(&mask, &shape, None, true, true).unwrap();
+            });
+            println!("edt {shape:?} fg {fg}%: {a}; with indices {b}");
+        }
+    }
+    let shape = [512, 512];
+    let mask = rng.mask(512 * 512, 50);
+    for (name, conn) in [("chessboard", 2), ("taxicab", 1)] {
+        let st: Vec<bool> = (0..9)
+            .map(|j| {
+                let c = coords(j, &[3, 3]);
+                c.iter().map(|&v| v.abs_diff(1)).sum::<usize>() <= conn
+            })
+            .collect();
+        let t = best(&mut || {
+            cdt(&mask, &shape, &st, false).unwrap();
+        });
+        println!("cdt 512x512 {name}: {t}");
+    }
+    let mask = rng.mask(64 * 64, 50);
+    let t = best(&mut || {
+        bf(&mask, &[64, 64], BfMetric::Euclidean, None, true, false).unwrap();
+    });
+    println!("bf 64x64: {t}");
 }
