@@ -184,7 +184,7 @@ pub fn bf(
         }
     }
     Ok(BfOutput {
-        distances: distances.then(|| match metric {
+        distances: distances.then_some(match metric {
             BfMetric::Euclidean => BfDistances::F64(dist_f),
             _ => BfDistances::U32(dist_u),
         }),
