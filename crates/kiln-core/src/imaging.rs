@@ -17,6 +17,7 @@
 //! ([`path_2d`], [`resolve_2d`]), so neither backend consults the other.
 
 pub mod interp;
+pub mod distance;
 pub mod label;
 pub mod linear;
 pub mod linear_spec;

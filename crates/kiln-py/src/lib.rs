@@ -21,6 +21,7 @@ mod finance;
 mod kernels;
 mod ndimage;
 mod ndimage_interp;
+mod ndimage_distance;
 mod ndimage_label;
 mod ops;
 mod rawcall;
@@ -136,6 +137,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ndimage::register(m)?;
     ndimage_label::register(m)?;
     ndimage_interp::register(m)?;
+    ndimage_distance::register(m)?;
     kernels::register(m)?;
     userexpr::register(m)?;
     Ok(())

@@ -69,6 +69,7 @@ __all__ = [
     "median", "minimum_position", "maximum_position", "extrema", "center_of_mass",
     "histogram", "labeled_comprehension", "watershed_ift", "spline_filter1d", "spline_filter",
     "map_coordinates", "affine_transform", "shift", "zoom", "rotate", "geometric_transform",
+    "distance_transform_edt", "distance_transform_cdt", "distance_transform_bf",
 ]
 
 class ScipyRuntimeError(InvalidInputError, RuntimeError):
@@ -646,6 +647,7 @@ from ._ndimage_morph import (  # noqa: E402  (built from the functions above)
 )
 from ._ndimage_measure import find_objects, label, value_indices, watershed_ift  # noqa: E402
 from ._ndimage_interp import affine_transform, geometric_transform, map_coordinates, rotate, shift, spline_filter, spline_filter1d, zoom  # noqa: E402, E501
+from ._ndimage_distance import distance_transform_bf, distance_transform_cdt, distance_transform_edt  # noqa: E402
 from ._ndimage_stats import (  # noqa: E402, A004  (scipy's names: `sum` shadows the builtin here)
     center_of_mass,
     extrema,
