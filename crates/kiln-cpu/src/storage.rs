@@ -1,11 +1,13 @@
 //! [`CpuStorage`]: a tensor's elements in host memory, and the CPU implementation of
 //! [`BackendStorage`] over it. Every op calls the same functions as the slice-level API
-//! (`elementwise::map`, `imaging::filter2d_into`, `linalg::gemm`), so a tensor op and the
-//! host-slice op give the same bits.
+//! (`elementwise::map`, `imaging::filter2d_into`, `linalg::gemm`, `imaging::rank`,
+//! `imaging::morphology`), so a tensor op and the host-slice op give the same bits.
 
 use crate::{elementwise, imaging, linalg, HostBuf};
 use kiln_core::backend::{bf16, f16};
 use kiln_core::backend::{check_same_len, Element, MapOp};
+use kiln_core::imaging::morphology::BinarySpec;
+use kiln_core::imaging::rank::RankSpec;
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::storage::{cast_f64, check_cast, unsupported_dtype, BackendStorage, Device};
@@ -315,6 +317,29 @@ impl BackendStorage for CpuStorage {
             )),
             (a, _) => Err(unsupported_dtype("gemm", a.dtype(), FLOATS)),
         }
+    }
+
+    fn rank_filter(&self, shape: [usize; 3], spec: &RankSpec, op: &str) -> Result<Self> {
+        imaging::rank::rank_filter_storage(self, shape, spec, op)
+    }
+
+    fn binary_morph(&self, shape: [usize; 3], spec: &BinarySpec, op: &str) -> Result<Self> {
+        binary_dtype(op, self)?;
+        imaging::morphology::binary_storage(self, shape, spec)
+    }
+
+    fn binary_fill_holes(&self, shape: [usize; 3], spec: &BinarySpec) -> Result<Self> {
+        binary_dtype("binary_fill_holes", self)?;
+        imaging::morphology::fill_holes_storage(self, shape, spec)
+    }
+}
+
+/// The binary ops take the dtypes the GPU takes (u8, u16, f32), though the CPU's truth test
+/// reads any, so an error does not depend on the device.
+fn binary_dtype(op: &str, s: &CpuStorage) -> Result<()> {
+    match s.dtype() {
+        DType::U8 | DType::U16 | DType::F32 => Ok(()),
+        d => Err(unsupported_dtype(op, d, "u8, u16, f32")),
     }
 }
 
