@@ -383,4 +383,38 @@ mod tests {
             .to_string();
         assert!(e.contains("f32") && e.contains("f16"), "{e}");
     }
+
+    #[test]
+    fn rank_and_binary_ops_take_the_gpus_dtypes() {
+        use kiln_core::imaging::morphology::{BinaryParams, BinarySpec};
+        use kiln_core::imaging::rank::{RankParams, RankSpec};
+        let shape = [1, 2, 2];
+        let h = CpuStorage::F16(vec![f16::ONE; 4].into());
+        let med = RankSpec::median_filter(2, &RankParams::size(&[3])).expect("spec");
+        let e = h
+            .rank_filter(shape, &med, "median_filter")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("median_filter") && e.contains("f16"), "{e}");
+        // f64 is the CPU's extra rank dtype, not a binary one
+        let d = CpuStorage::F64(vec![1.0; 4].into());
+        assert_eq!(
+            d.rank_filter(shape, &med, "median_filter").expect("f64").dtype(),
+            DType::F64
+        );
+        let ero = BinarySpec::erosion(2, &BinaryParams::default()).expect("spec");
+        let e = d
+            .binary_morph(shape, &ero, "binary_erosion")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("binary_erosion") && e.contains("u8, u16, f32"), "{e}");
+        let fill = BinarySpec::fill_holes(2, None, &[]).expect("spec");
+        let e = d.binary_fill_holes(shape, &fill).unwrap_err().to_string();
+        assert!(e.contains("binary_fill_holes") && e.contains("f64"), "{e}");
+        let u = CpuStorage::U8(vec![1, 1, 1, 1].into());
+        assert_eq!(
+            u.binary_fill_holes(shape, &fill).expect("u8"),
+            CpuStorage::U8(vec![1; 4].into())
+        );
+    }
 }
