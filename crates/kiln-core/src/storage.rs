@@ -11,6 +11,8 @@
 //! casts are the same function of the input.
 
 use crate::backend::MapOp;
+use crate::imaging::morphology::BinarySpec;
+use crate::imaging::rank::RankSpec;
 use crate::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
 use crate::linalg::{Gemm, GemmImpl, GemmPrecision};
 use crate::{DType, Error, Result};
@@ -78,6 +80,21 @@ pub trait BackendStorage: Sized {
     fn ndimage_linear(&self, shape: [usize; 3], f: &crate::imaging::linear::LinearFilter) -> Result<Self>;
     /// `op(A)·op(B)` per batch (`self` is A; layout in [`crate::linalg`]) in `p`'s storage.
     fn matmul(&self, b: &Self, g: &Gemm, p: GemmPrecision, imp: GemmImpl) -> Result<Self>;
+    /// A `(d, h, w)` array through the rank filter or grey morphology op `spec` (scipy's
+    /// median, rank, percentile, minimum and maximum filters, grey erosion and dilation;
+    /// resolved in [`crate::imaging::rank`]): a new storage of the same dtype, the same bits
+    /// on every backend. u8, u16 and f32 everywhere; the CPU also takes f64. Errors name
+    /// `op` (the scipy function the caller ran): another dtype, `shape` not matching the
+    /// length or empty.
+    fn rank_filter(&self, shape: [usize; 3], spec: &RankSpec, op: &str) -> Result<Self>;
+    /// A `(d, h, w)` array of u8, u16 or f32 (non-zero is true) through binary erosion or
+    /// dilation `spec` with its iterations ([`crate::imaging::morphology`]): a u8 storage
+    /// of 0 and 1. Errors name `op`: another dtype, `shape` not matching the length.
+    fn binary_morph(&self, shape: [usize; 3], spec: &BinarySpec, op: &str) -> Result<Self>;
+    /// scipy's `binary_fill_holes` of a `(d, h, w)` array of u8, u16 or f32 (non-zero is
+    /// true), with the dilation `spec` of [`BinarySpec::fill_holes`]: a u8 storage of 0 and
+    /// 1. Errors as `binary_morph`'s, named `binary_fill_holes`.
+    fn binary_fill_holes(&self, shape: [usize; 3], spec: &BinarySpec) -> Result<Self>;
 }
 
 /// The value an element of `to` gets from the value `x` (exact for every source type as

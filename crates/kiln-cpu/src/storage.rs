@@ -1,11 +1,13 @@
 //! [`CpuStorage`]: a tensor's elements in host memory, and the CPU implementation of
 //! [`BackendStorage`] over it. Every op calls the same functions as the slice-level API
-//! (`elementwise::map`, `imaging::filter2d_into`, `linalg::gemm`), so a tensor op and the
-//! host-slice op give the same bits.
+//! (`elementwise::map`, `imaging::filter2d_into`, `linalg::gemm`, `imaging::rank`,
+//! `imaging::morphology`), so a tensor op and the host-slice op give the same bits.
 
 use crate::{elementwise, imaging, linalg, HostBuf};
 use kiln_core::backend::{bf16, f16};
 use kiln_core::backend::{check_same_len, Element, MapOp};
+use kiln_core::imaging::morphology::BinarySpec;
+use kiln_core::imaging::rank::RankSpec;
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::storage::{cast_f64, check_cast, unsupported_dtype, BackendStorage, Device};
@@ -316,6 +318,29 @@ impl BackendStorage for CpuStorage {
             (a, _) => Err(unsupported_dtype("gemm", a.dtype(), FLOATS)),
         }
     }
+
+    fn rank_filter(&self, shape: [usize; 3], spec: &RankSpec, op: &str) -> Result<Self> {
+        imaging::rank::rank_filter_storage(self, shape, spec, op)
+    }
+
+    fn binary_morph(&self, shape: [usize; 3], spec: &BinarySpec, op: &str) -> Result<Self> {
+        binary_dtype(op, self)?;
+        imaging::morphology::binary_storage(self, shape, spec)
+    }
+
+    fn binary_fill_holes(&self, shape: [usize; 3], spec: &BinarySpec) -> Result<Self> {
+        binary_dtype("binary_fill_holes", self)?;
+        imaging::morphology::fill_holes_storage(self, shape, spec)
+    }
+}
+
+/// The binary ops take the dtypes the GPU takes (u8, u16, f32), though the CPU's truth test
+/// reads any, so an error does not depend on the device.
+fn binary_dtype(op: &str, s: &CpuStorage) -> Result<()> {
+    match s.dtype() {
+        DType::U8 | DType::U16 | DType::F32 => Ok(()),
+        d => Err(unsupported_dtype(op, d, "u8, u16, f32")),
+    }
 }
 
 /// The CPU path that runs what the facade resolved: the passes of `sep`, or the direct sum.
@@ -357,5 +382,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("f32") && e.contains("f16"), "{e}");
+    }
+
+    #[test]
+    fn rank_and_binary_ops_take_the_gpus_dtypes() {
+        use kiln_core::imaging::morphology::{BinaryParams, BinarySpec};
+        use kiln_core::imaging::rank::{RankParams, RankSpec};
+        let shape = [1, 2, 2];
+        let h = CpuStorage::F16(vec![f16::ONE; 4].into());
+        let med = RankSpec::median_filter(2, &RankParams::size(&[3])).expect("spec");
+        let e = h
+            .rank_filter(shape, &med, "median_filter")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("median_filter") && e.contains("f16"), "{e}");
+        // f64 is the CPU's extra rank dtype, not a binary one
+        let d = CpuStorage::F64(vec![1.0; 4].into());
+        assert_eq!(
+            d.rank_filter(shape, &med, "median_filter").expect("f64").dtype(),
+            DType::F64
+        );
+        let ero = BinarySpec::erosion(2, &BinaryParams::default()).expect("spec");
+        let e = d
+            .binary_morph(shape, &ero, "binary_erosion")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("binary_erosion") && e.contains("u8, u16, f32"), "{e}");
+        let fill = BinarySpec::fill_holes(2, None, &[]).expect("spec");
+        let e = d.binary_fill_holes(shape, &fill).unwrap_err().to_string();
+        assert!(e.contains("binary_fill_holes") && e.contains("f64"), "{e}");
+        let u = CpuStorage::U8(vec![1, 1, 1, 1].into());
+        assert_eq!(
+            u.binary_fill_holes(shape, &fill).expect("u8"),
+            CpuStorage::U8(vec![1; 4].into())
+        );
     }
 }

@@ -18,6 +18,8 @@ use crate::backend::{lock, CudaBackend};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{CudaEvent, CudaStream};
 use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp};
+use kiln_core::imaging::morphology::BinarySpec;
+use kiln_core::imaging::rank::RankSpec;
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::storage::{check_cast, unsupported_dtype, BackendStorage, Device};
@@ -530,5 +532,17 @@ impl BackendStorage for CudaStorage {
             CudaData::BF16(a) => self.matmul_t(a, b, g, p, imp),
             _ => Err(unsupported_dtype("gemm", self.dtype(), FLOATS)),
         }
+    }
+
+    fn rank_filter(&self, shape: [usize; 3], spec: &RankSpec, op: &str) -> Result<Self> {
+        self.launch_rank_filter(shape, spec, op)
+    }
+
+    fn binary_morph(&self, shape: [usize; 3], spec: &BinarySpec, op: &str) -> Result<Self> {
+        self.launch_binary_morph(shape, spec, op)
+    }
+
+    fn binary_fill_holes(&self, shape: [usize; 3], spec: &BinarySpec) -> Result<Self> {
+        self.launch_fill_holes(shape, spec)
     }
 }

@@ -6,9 +6,10 @@
 //! are `u8` 0/1 of the same shape on the same device (scipy returns `bool`). The CPU and the
 //! GPU return the same bits. Grey morphology is in [`crate::rank`].
 
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::{on_storage, Tensor};
 pub use kiln_core::imaging::morphology::{BinaryParams, BinarySpec};
 pub use kiln_core::imaging::rank::Footprint;
+use kiln_core::storage::BackendStorage;
 use kiln_core::Result;
 
 /// A binary morphology op by scipy's name (for front ends that pick it at run time).
@@ -40,17 +41,12 @@ impl BinaryFunction {
 }
 
 impl Tensor {
-    /// Runs one resolved binary op (with its iterations) on this tensor's backend.
+    /// Runs one resolved binary op (with its iterations) on this tensor's backend
+    /// (`BackendStorage::binary_morph`).
     pub fn binary_spec(&self, spec: &BinarySpec, op: &str) -> Result<Tensor> {
         let (_, shape) = self.rank_shape(op)?;
         let _r = crate::profiler().host_range(op);
-        let s = match self.storage() {
-            Storage::Cpu(c) => {
-                check_binary_dtype(op, self)?;
-                Storage::Cpu(kiln_cpu::imaging::morphology::binary_storage(c, shape, spec)?)
-            }
-            Storage::Cuda(g) => Storage::Cuda(g.binary_morph(shape, spec, op)?),
-        };
+        let s = on_storage!(self, |s| s.binary_morph(shape, spec, op)?);
         Ok(self.derive(s, self.shape().to_vec()))
     }
 
@@ -69,15 +65,7 @@ impl Tensor {
             BinaryFunction::FillHoles => {
                 let spec = BinarySpec::fill_holes(dims, p.structure.clone(), &p.origin)?;
                 let _r = crate::profiler().host_range(f.name());
-                let s = match self.storage() {
-                    Storage::Cpu(c) => {
-                        check_binary_dtype(f.name(), self)?;
-                        Storage::Cpu(kiln_cpu::imaging::morphology::fill_holes_storage(
-                            c, shape, &spec,
-                        )?)
-                    }
-                    Storage::Cuda(g) => Storage::Cuda(g.binary_fill_holes(shape, &spec)?),
-                };
+                let s = on_storage!(self, |s| s.binary_fill_holes(shape, &spec)?);
                 Ok(self.derive(s, self.shape().to_vec()))
             }
         }
@@ -111,15 +99,5 @@ impl Tensor {
             ..Default::default()
         };
         self.binary_apply(BinaryFunction::FillHoles, &p)
-    }
-}
-
-/// The CPU takes the dtypes the GPU takes (u8, u16, f32), so errors do not depend on the
-/// device.
-fn check_binary_dtype(op: &str, t: &Tensor) -> Result<()> {
-    use kiln_core::DType;
-    match t.dtype() {
-        DType::U8 | DType::U16 | DType::F32 => Ok(()),
-        d => Err(kiln_core::storage::unsupported_dtype(op, d, "u8, u16, f32")),
     }
 }

@@ -15,7 +15,7 @@
 //! The CPU sums in f64 and rounds each pass to f32 (scipy's arithmetic for float32 data);
 //! the GPU sums in f32 with fma. [`ndimage_tolerance`] bounds the difference.
 
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::{on_storage, Tensor};
 use crate::Runtime;
 pub use kiln_core::imaging::linear::*;
 use kiln_core::storage::BackendStorage;
@@ -75,10 +75,7 @@ impl Tensor {
             ));
         }
         let _r = crate::profiler().host_range("ndimage");
-        let s = match self.storage() {
-            Storage::Cpu(s) => Storage::Cpu(s.ndimage_linear(shape, f)?),
-            Storage::Cuda(s) => Storage::Cuda(s.ndimage_linear(shape, f)?),
-        };
+        let s = on_storage!(self, |s| s.ndimage_linear(shape, f)?);
         Ok(self.derive(s, self.shape().to_vec()))
     }
 }

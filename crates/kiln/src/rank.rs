@@ -17,8 +17,9 @@
 //! # Ok::<(), kiln::Error>(())
 //! ```
 
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::{on_storage, Tensor};
 pub use kiln_core::imaging::rank::{Footprint, RankOp, RankParams, RankSpec};
+use kiln_core::storage::BackendStorage;
 use kiln_core::{DType, Error, Result};
 
 /// A rank-type filter or grey morphology op, by scipy's name (for front ends that pick the
@@ -83,17 +84,12 @@ impl Tensor {
         Ok((r, s))
     }
 
-    /// Runs a resolved `spec` on this tensor's backend.
+    /// Runs a resolved `spec` on this tensor's backend (`BackendStorage::rank_filter`).
     pub fn rank_spec(&self, spec: &RankSpec, op: &str) -> Result<Tensor> {
         let (_, shape) = self.rank_shape(op)?;
         self.check_cval(spec, op)?;
         let _r = crate::profiler().host_range(op);
-        let s = match self.storage() {
-            Storage::Cpu(c) => {
-                Storage::Cpu(kiln_cpu::imaging::rank::rank_filter_storage(c, shape, spec, op)?)
-            }
-            Storage::Cuda(g) => Storage::Cuda(g.rank_filter(shape, spec, op)?),
-        };
+        let s = on_storage!(self, |s| s.rank_filter(shape, spec, op)?);
         Ok(self.derive(s, self.shape().to_vec()))
     }
 

@@ -5,13 +5,14 @@
 //! cheap and never copies data). The storage is an enum of the backends' storages, CPU
 //! (`kiln_cpu::CpuStorage`) or CUDA (`kiln_cuda::CudaStorage`, a pool block), dispatched
 //! with a `match` (candle's `Storage{Cpu,Cuda}` pattern); each backend implements
-//! [`BackendStorage`]. Ops on a CUDA tensor are queued on the calling thread's current
-//! stream ([`Runtime::with_stream`]) and return at once; a chain of ops never leaves the
-//! device. Host reads ([`Tensor::to_vec`]) wait for the data, and an error raised by
-//! queued work surfaces there, named after the op that wrote the data and classified
-//! ([`Error::is_sticky`]). Use on another stream waits on an event of the writer's stream,
-//! and a block returns to the pool only after the last reader's work (see
-//! `kiln_cuda::storage`).
+//! [`BackendStorage`], and every op reaches its backend's method through the dispatch
+//! macros defined here (`on_storage!`, `on_storage2!`). Ops on a CUDA tensor are queued on
+//! the calling thread's current stream ([`Runtime::with_stream`]) and return at once; a
+//! chain of ops never leaves the device. Host reads ([`Tensor::to_vec`]) wait for the
+//! data, and an error raised by queued work surfaces there, named after the op that wrote
+//! the data and classified ([`Error::is_sticky`]). Use on another stream waits on an event
+//! of the writer's stream, and a block returns to the pool only after the last reader's
+//! work (see `kiln_cuda::storage`).
 //!
 //! ```no_run
 //! use kiln::{Runtime, Tensor};
@@ -49,19 +50,66 @@ pub enum Storage {
     Cuda(CudaStorage),
 }
 
+/// Run `$body` with `$s` bound to the backend storage of `$storage` (a `&Storage`:
+/// `CpuStorage` or `CudaStorage`, both [`BackendStorage`]) and return its value: the one
+/// dispatch of a storage query (dtype, length, device).
+macro_rules! storage_value {
+    ($storage:expr, |$s:ident| $body:expr) => {
+        match $storage {
+            $crate::tensor::Storage::Cpu($s) => $body,
+            $crate::tensor::Storage::Cuda($s) => $body,
+        }
+    };
+}
+
+/// Run `$body` with `$s` bound to tensor `$t`'s backend storage and wrap the storage it
+/// returns in the same variant: the one dispatch of a tensor op to its backend's
+/// [`BackendStorage`] method.
+macro_rules! on_storage {
+    ($t:expr, |$s:ident| $body:expr) => {
+        match $t.storage() {
+            $crate::tensor::Storage::Cpu($s) => $crate::tensor::Storage::Cpu($body),
+            $crate::tensor::Storage::Cuda($s) => $crate::tensor::Storage::Cuda($body),
+        }
+    };
+}
+
+/// [`on_storage!`] for an op of two tensors, which must be on one device (an error naming
+/// `$op` otherwise).
+macro_rules! on_storage2 {
+    ($a:expr, $b:expr, $op:expr, |$x:ident, $y:ident| $body:expr) => {
+        match ($a.storage(), $b.storage()) {
+            ($crate::tensor::Storage::Cpu($x), $crate::tensor::Storage::Cpu($y)) => {
+                $crate::tensor::Storage::Cpu($body)
+            }
+            ($crate::tensor::Storage::Cuda($x), $crate::tensor::Storage::Cuda($y)) => {
+                $crate::tensor::Storage::Cuda($body)
+            }
+            _ => {
+                // a CPU and a CUDA storage: the devices differ, so this returns the error
+                $a.check_same_device($b, $op)?;
+                return Err(kiln_core::Error::invalid(
+                    $op,
+                    "operands are on different backends",
+                ));
+            }
+        }
+    };
+}
+
+pub(crate) use {on_storage, on_storage2};
+
 impl Storage {
     pub(crate) fn dtype(&self) -> DType {
-        match self {
-            Storage::Cpu(s) => s.dtype(),
-            Storage::Cuda(s) => s.dtype(),
-        }
+        storage_value!(self, |s| s.dtype())
     }
 
     pub(crate) fn device(&self) -> Device {
-        match self {
-            Storage::Cpu(s) => s.device(),
-            Storage::Cuda(s) => s.device(),
-        }
+        storage_value!(self, |s| s.device())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        storage_value!(self, |s| s.len())
     }
 }
 
@@ -101,11 +149,7 @@ impl Tensor {
     /// front ends that wrap memory they imported (kiln-py's DLPack import).
     pub fn from_parts(storage: Storage, shape: &[usize]) -> Result<Tensor> {
         let n = numel("tensor", shape)?;
-        let len = match &storage {
-            Storage::Cpu(s) => s.len(),
-            Storage::Cuda(s) => s.len(),
-        };
-        kiln_core::backend::check_same_len("tensor", n, len)?;
+        kiln_core::backend::check_same_len("tensor", n, storage.len())?;
         Ok(Self::from_storage(storage, shape.to_vec()))
     }
 

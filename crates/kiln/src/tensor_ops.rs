@@ -4,38 +4,13 @@
 //! CUDA it is queued on the current stream and returns at once.
 
 use crate::imaging::FilterPath;
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::{on_storage, on_storage2, Tensor};
 use kiln_core::backend::{MapOp, UnaryOp};
 use kiln_core::imaging::{path_2d, path_3d};
 use kiln_core::imaging::{BoundaryMode, Kernel2D, Kernel3D};
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::storage::BackendStorage;
 use kiln_core::{DType, Error, Result};
-
-/// Run `$body` with `$s` bound to the backend storage (`CpuStorage` or `CudaStorage`) and
-/// wrap the result in the same variant.
-macro_rules! on_storage {
-    ($t:expr, |$s:ident| $body:expr) => {
-        match $t.storage() {
-            Storage::Cpu($s) => Storage::Cpu($body),
-            Storage::Cuda($s) => Storage::Cuda($body),
-        }
-    };
-}
-
-/// The same, for ops of two tensors on one device.
-macro_rules! on_storage2 {
-    ($a:expr, $b:expr, $op:expr, |$x:ident, $y:ident| $body:expr) => {
-        match ($a.storage(), $b.storage()) {
-            (Storage::Cpu($x), Storage::Cpu($y)) => Storage::Cpu($body),
-            (Storage::Cuda($x), Storage::Cuda($y)) => Storage::Cuda($body),
-            _ => {
-                $a.check_same_device($b, $op)?;
-                unreachable!("devices checked equal")
-            }
-        }
-    };
-}
 
 fn range(op: &str) -> kiln_cuda::Range {
     crate::profiler().host_range(op)

@@ -58,8 +58,14 @@ struct Run<'a> {
 }
 
 impl CudaStorage {
-    /// `spec` (binary erosion or dilation with its iterations) on this storage.
-    pub fn binary_morph(&self, shape: [usize; 3], spec: &BinarySpec, op: &str) -> Result<CudaStorage> {
+    /// `spec` (binary erosion or dilation with its iterations) on this storage
+    /// (`BackendStorage::binary_morph`).
+    pub(crate) fn launch_binary_morph(
+        &self,
+        shape: [usize; 3],
+        spec: &BinarySpec,
+        op: &str,
+    ) -> Result<CudaStorage> {
         let src = truth_code(op, self.data())?;
         check_dims(op, shape, self.len())?;
         let dev = self.backend().clone();
@@ -73,8 +79,9 @@ impl CudaStorage {
         dev.binary_run(&run, op)
     }
 
-    /// scipy's `binary_fill_holes` with the dilation `spec` ([`BinarySpec::fill_holes`]).
-    pub fn binary_fill_holes(&self, shape: [usize; 3], spec: &BinarySpec) -> Result<CudaStorage> {
+    /// scipy's `binary_fill_holes` with the dilation `spec` ([`BinarySpec::fill_holes`])
+    /// (`BackendStorage::binary_fill_holes`).
+    pub(crate) fn launch_fill_holes(&self, shape: [usize; 3], spec: &BinarySpec) -> Result<CudaStorage> {
         let op = "binary_fill_holes";
         let (mp, mdt) = truth_code(op, self.data())?;
         check_dims(op, shape, self.len())?;

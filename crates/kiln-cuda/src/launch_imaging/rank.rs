@@ -190,8 +190,14 @@ pub(crate) fn point_cfg(shape: [usize; 3]) -> LaunchConfig {
 
 impl CudaStorage {
     /// `spec` (a rank filter or grey morphology op) on this `(d, h, w)` storage of u8, u16
-    /// or f32, queued on the current stream: a new storage of the same dtype.
-    pub fn rank_filter(&self, shape: [usize; 3], spec: &RankSpec, op: &str) -> Result<CudaStorage> {
+    /// or f32, queued on the current stream: a new storage of the same dtype
+    /// (`BackendStorage::rank_filter`).
+    pub(crate) fn launch_rank_filter(
+        &self,
+        shape: [usize; 3],
+        spec: &RankSpec,
+        op: &str,
+    ) -> Result<CudaStorage> {
         let dt = self.dtype();
         dtype_code(op, dt)?;
         check_dims(op, shape, self.len())?;
