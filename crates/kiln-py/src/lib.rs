@@ -23,6 +23,7 @@ mod ndimage;
 mod ndimage_label;
 mod ops;
 mod rawcall;
+mod risk;
 mod runtime;
 mod tensor;
 mod userexpr;
@@ -132,6 +133,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlpack::register(m)?;
     ops::register(m)?;
     finance::register(m)?;
+    risk::register(m)?;
     ndimage::register(m)?;
     ndimage_label::register(m)?;
     kernels::register(m)?;
