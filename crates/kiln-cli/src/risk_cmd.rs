@@ -311,8 +311,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "{} options ({} of {total_rows} rows) x {} scenarios: {analytic} analytic, {} Monte Carlo; {:.3} s on {}",
-            positions.len(),
+            "{} options (of {total_rows} rows) x {} scenarios: {analytic} analytic, {} Monte Carlo; {:.3} s on {}",
             positions.len(),
             set.len(),
             positions.len() - analytic,

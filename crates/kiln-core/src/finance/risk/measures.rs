@@ -46,8 +46,8 @@ pub fn pairwise_sum(a: &[f64]) -> f64 {
         r.copy_from_slice(&a[..8]);
         let mut i = 8;
         while i < n - n % 8 {
-            for j in 0..8 {
-                r[j] += a[i + j];
+            for (j, rj) in r.iter_mut().enumerate() {
+                *rj += a[i + j];
             }
             i += 8;
         }

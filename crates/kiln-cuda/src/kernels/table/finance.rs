@@ -508,7 +508,8 @@ declare_kernels! { FAMILY:
             output(U8),
         ],
     }
-    /// Portfolio risk: a block per scenario, the book's European Black-Scholes P&L summed.
+    /// Portfolio risk: a block per scenario, the book's European Black-Scholes P&L summed
+    /// (compile estimate guessed from a kernel of its size, not measured).
     RISK_BS_GRID_F64 {
         symbol: "risk_bs_grid_f64",
         module: RISK,
