@@ -29,6 +29,7 @@ mod ndimage_rank;
 mod power_cmd;
 mod price;
 mod price_devices;
+mod risk_cmd;
 mod row_files;
 mod serve_cmd;
 mod submit_cmd;
@@ -107,6 +108,14 @@ enum Command {
     /// (exit 4, nothing written) unless --skip-invalid. Example:
     /// kiln implied-vol --input quotes.csv --output vols.csv --json
     ImpliedVol(implied_vol_cmd::Args),
+    /// Portfolio risk by full revaluation: a book of options under every scenario of spot,
+    /// volatility and rate shocks, the P&L per scenario, VaR and expected shortfall.
+    ///
+    /// Closed forms where they exist, Monte Carlo with common random numbers where not; the
+    /// European Black-Scholes grid on the GPU when one is usable. Every bad row of the book
+    /// and the scenarios is reported (exit 4, nothing written) unless --skip-invalid. Example:
+    /// kiln risk --book book.csv --scenarios s.csv --levels 0.95,0.99 --pnl-out pnl.csv
+    Risk(risk_cmd::Args),
     /// Filter a 2-D image (PNG, TIFF, NPY) with a preset or .npy kernel into a file of the
     /// same kind.
     ///
@@ -205,6 +214,7 @@ fn main() -> ExitCode {
             Command::Cache(a) => cache_cmd::run(a, cli.device, &cfg),
             Command::Price(a) => price::run(a, cli.device, &cfg),
             Command::ImpliedVol(a) => implied_vol_cmd::run(a, cli.device, &cfg),
+            Command::Risk(a) => risk_cmd::run(a, cli.device, &cfg),
             Command::Filter2d(a) => filter_cmd::run_2d(a, cli.device, &cfg),
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
             Command::Ndimage(a) => ndimage_cmd::run(a, cli.device, &cfg),

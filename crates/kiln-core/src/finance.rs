@@ -28,6 +28,7 @@ pub mod implied;
 pub mod invnorm;
 pub mod qmc;
 pub mod rainbow;
+pub mod risk;
 pub mod sobol;
 pub mod spread;
 

@@ -8,7 +8,10 @@
 //!   `barrier` (needed only by the styles that use them; empty cells otherwise), `rebate`
 //!   (barrier styles' cash rebate; absent or empty: 0), `model` (`bs`, the default, or
 //!   `heston`) and Heston's `kappa,theta,xi,rho,v0` (heston rows only; all five needed
-//!   there), `basket` and `average` (basket rows only, below). Any other column, or a column
+//!   there), `basket` and `average` (basket rows only, below), and a position's `underlying`
+//!   (a name the scenarios of `kiln risk` shock; empty: none) and `quantity` (a finite
+//!   number, negative for a short position; absent or empty: 1), which `kiln price` reads
+//!   and does not use ([`OptionsFile::holdings`]). Any other column, or a column
 //!   named twice, is a header error for the whole file
 //!   ([`IoError::Content`](crate::IoError::Content): the file is readable, its header breaks
 //!   the rules) that names each such column, lists the accepted ones and, where an unknown
@@ -79,7 +82,7 @@ const SCHEMA: Schema = Schema {
 };
 
 /// Input columns.
-const NCOLS: usize = 20;
+const NCOLS: usize = 22;
 
 /// Every input column, in the documented order.
 pub const INPUT_COLUMNS: [&str; NCOLS] = [
@@ -103,6 +106,8 @@ pub const INPUT_COLUMNS: [&str; NCOLS] = [
     "v0",
     "basket",
     "average",
+    "underlying",
+    "quantity",
 ];
 
 /// The input columns every file must have.
@@ -134,6 +139,8 @@ const MODEL: usize = 12;
 const HESTON_COLS: [usize; 5] = [13, 14, 15, 16, 17];
 const BASKET: usize = 18;
 const AVERAGE: usize = 19;
+const UNDERLYING: usize = 20;
+const QUANTITY: usize = 21;
 
 /// The style name of American rows (not a [`Style`]: Longstaff-Schwartz and the tree price
 /// them, not the path engine).
@@ -230,11 +237,22 @@ fn american_spec(s: &OptionSpec, dates: u32) -> AmericanSpec {
     }
 }
 
+/// A row's position cells: what `kiln risk` holds of the option.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Holding {
+    /// The `underlying` cell (`None` where empty or absent).
+    pub underlying: Option<String>,
+    /// The `quantity` cell, finite (1 where empty or absent).
+    pub quantity: f64,
+}
+
 /// What [`read_options`] found: the good rows and the bad ones, each in file order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OptionsFile {
     /// The rows that parsed and validated.
     pub options: Vec<OptionRow>,
+    /// Each good row's position cells, `holdings[i]` of `options[i]`.
+    pub holdings: Vec<Holding>,
     /// The rows that did not, with every reason.
     pub errors: Vec<RowError>,
     /// The basket files the basket rows name, each once ([`RowKind::Basket`]'s index).
@@ -291,9 +309,12 @@ pub fn parse_options<R: Read>(path: &Path, reader: R) -> Result<OptionsFile> {
         files: Vec::new(),
     };
     let rows = read_rows(path, reader, &SCHEMA, |row, reasons| {
-        parse_spec(row, &mut baskets).map_err(|r| reasons.extend(r)).ok()
+        let spec = parse_spec(row, &mut baskets).map_err(|r| reasons.extend(r)).ok();
+        let holding = parse_holding(row, reasons);
+        spec.zip(holding)
     })?;
     Ok(OptionsFile {
+        holdings: rows.good.iter().map(|g| g.value.1.clone()).collect(),
         options: rows
             .good
             .into_iter()
@@ -301,13 +322,20 @@ pub fn parse_options<R: Read>(path: &Path, reader: R) -> Result<OptionsFile> {
                 row: g.row,
                 line: g.line,
                 id: g.id,
-                spec: g.value.0,
-                kind: g.value.1,
+                spec: g.value.0 .0,
+                kind: g.value.0 .1,
             })
             .collect(),
         errors: rows.errors,
         baskets: baskets.files,
     })
+}
+
+/// The `underlying` and `quantity` cells (`None` with the reason pushed for a bad quantity).
+fn parse_holding(row: &Row<'_>, reasons: &mut Vec<String>) -> Option<Holding> {
+    let underlying = Some(row.text(UNDERLYING)).filter(|u| !u.is_empty());
+    let quantity = row.num(QUANTITY, Some(1.0), reasons)?;
+    Some(Holding { underlying, quantity })
 }
 
 fn parse_spec(

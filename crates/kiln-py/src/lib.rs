@@ -25,6 +25,7 @@ mod ndimage_distance;
 mod ndimage_label;
 mod ops;
 mod rawcall;
+mod risk;
 mod runtime;
 mod tensor;
 mod userexpr;
@@ -134,6 +135,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlpack::register(m)?;
     ops::register(m)?;
     finance::register(m)?;
+    risk::register(m)?;
     ndimage::register(m)?;
     ndimage_label::register(m)?;
     ndimage_interp::register(m)?;

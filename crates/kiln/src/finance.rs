@@ -24,10 +24,12 @@ pub mod book;
 mod heston;
 mod implied_book;
 pub mod records;
+pub mod risk;
 mod target;
 pub use american::{AmericanSpec, DEFAULT_TREE_STEPS};
 pub use book::BookOption;
 pub use records::{book_option, normalize_record, RecordError};
+pub use risk::{Position, RiskParams, RiskReport, Valuation};
 pub use target::{TargetRun, TargetSe};
 
 /// How to price.

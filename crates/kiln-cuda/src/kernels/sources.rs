@@ -178,6 +178,15 @@ pub const IMPLIED_VOL: Module = Module {
     source: include_str!("../../kernels/implied_vol.cu"),
 };
 
+/// Portfolio risk by full revaluation: the P&L of a book of European Black-Scholes options
+/// under every scenario, a block per scenario (`kernels/risk.cu`); `--fmad=false`, so its f64
+/// arithmetic is kiln-core's `bsm` operation for operation.
+pub const RISK: Module = Module {
+    name: "risk",
+    options: &["--fmad=false"],
+    source: include_str!("../../kernels/risk.cu"),
+};
+
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
 pub const MODULES: &[Module] = &[
     MAP,
@@ -197,4 +206,5 @@ pub const MODULES: &[Module] = &[
     RANK,
     MORPH,
     IMPLIED_VOL,
+    RISK,
 ];

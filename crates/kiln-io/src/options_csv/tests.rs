@@ -421,3 +421,34 @@ fn spreads_and_rainbows_are_basket_rows() {
     assert!(r == 7 && k1.contains("strike"), "{k1}");
     assert_eq!((f.options.len(), f.errors.len()), (4, 3));
 }
+
+#[test]
+fn underlying_and_quantity_are_optional_position_cells() {
+    // a file without them: every holding is one unit of no named underlying
+    let f = parse("type,style,spot,strike,rate,volatility,maturity\ncall,european,100,100,0.05,0.2,1\n");
+    assert_eq!(
+        f.holdings,
+        [Holding {
+            underlying: None,
+            quantity: 1.0
+        }]
+    );
+    let f = parse(
+        "id,type,style,spot,strike,rate,volatility,maturity,underlying,quantity\n\
+         a,call,european,100,100,0.05,0.2,1,SPX,-2.5\n\
+         b,put,european,100,100,0.05,0.2,1,,\n\
+         c,put,european,100,100,0.05,0.2,1,SPX,lots\n\
+         d,put,european,100,100,0.05,0.2,1,SPX,inf\n\
+         e,put,european,100,-3,0.05,0.2,1,SPX,nan\n",
+    );
+    assert_eq!(f.options.len(), f.holdings.len());
+    assert_eq!(f.holdings[0].underlying.as_deref(), Some("SPX"));
+    assert_eq!((f.holdings[0].quantity, f.holdings[1].quantity), (-2.5, 1.0));
+    assert_eq!(f.holdings[1].underlying, None);
+    let reasons: Vec<(usize, &str)> = f.errors.iter().map(|e| (e.row, e.reason.as_str())).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].0 == 3 && reasons[0].1.contains("quantity: `lots` is not a number"));
+    assert!(reasons[1].1.contains("quantity: `inf` is not a finite number"));
+    // every reason of a row at once: the strike and the quantity
+    assert!(reasons[2].1.contains("strike") && reasons[2].1.contains("quantity"), "{}", reasons[2].1);
+}

@@ -47,7 +47,7 @@ __all__ = [
     "Runtime", "Stream", "Tensor", "KilnError", "OutOfMemoryError", "DeviceFaultError",
     "InvalidInputError", "NoDeviceError", "from_dlpack", "asarray", "zeros", "sigmoid", "tanh",
     "relu", "exp", "scale_shift", "clamp", "axpy", "transpose", "cast", "matmul", "filter2d",
-    "filter3d", "correlate", "price", "implied_vol", "memory_stats", "empty_cache", "synchronize",
+    "filter3d", "correlate", "price", "risk", "implied_vol", "memory_stats", "empty_cache", "synchronize",
     "doctor", "profile", "profiler_report", "ndimage", "ElementwiseKernel", "ReductionKernel",
     "RawKernel", "RawModule", "KernelArgumentError", "CompileException", "CUDADriverError",
     "GlobalPointer", "__version__",
@@ -338,6 +338,99 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     out = {}
     for k, v in r.items():
         out[k] = v if k in ("device", "rounds", "seconds") else np.asarray(v)
+    return out
+
+
+_POSITION_FIELDS = ("underlying", "quantity", "id")
+_SCENARIO_FIELDS = ("scenario", "underlying", "spot_shift", "spot_shift_kind", "vol_shift",
+                    "rate_shift")
+
+
+def _rows(rows, what):
+    """A list of dicts from a list of dicts or a dict of columns (arrays or scalars)."""
+    if isinstance(rows, dict):
+        import numpy as np
+
+        cols = {k: np.atleast_1d(np.asarray(v)) for k, v in rows.items()}
+        n = max(len(c) for c in cols.values())
+        return [{k: (c[i] if len(c) > 1 else c[0]).item() for k, c in cols.items()}
+                for i in range(n)]
+    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+        raise InvalidInputError(f"{what} must be a list of dicts or a dict of columns")
+    return [dict(r) for r in rows]
+
+
+def risk(book, scenarios, levels=(0.95, 0.99), method: str = "analytic", *,
+         paths: int = 20_000, steps: int = 64, seed: int = 0x6B696C6E, tree_steps: int = 2000,
+         matrix: bool = True, device: str | None = None):
+    """Portfolio risk by full revaluation: every position of ``book`` re-priced under every
+    scenario, the P&L per scenario, VaR and expected shortfall at ``levels``.
+
+    ``book``: the option records ``kiln.price`` takes (a list of dicts or a dict of columns;
+    every kind: Black-Scholes styles, ``american``, ``basket``, ``model="heston"``) plus
+    ``underlying`` (the name scenarios shock; None: only the ``"*"`` shock), ``quantity``
+    (default 1, negative for short) and ``id``. A basket's assets are shocked by their
+    ``name``; the position's ``underlying`` shocks its rate.
+
+    ``scenarios``: one record per scenario and underlying, the rows of ``kiln risk``'s
+    scenario CSV: ``scenario`` (a name), ``underlying`` (a name, or ``"*"`` for every
+    underlying the scenario does not name; the default), ``spot_shift`` (with
+    ``spot_shift_kind`` ``"relative"``, the default: S(1+x); ``"absolute"``: S+x),
+    ``vol_shift`` (added to the volatility; under Heston to sqrt(v0) and sqrt(theta)) and
+    ``rate_shift`` (added to the rate); a missing shift is 0.
+
+    ``method``: ``"analytic"`` values each option by its closed form where its kind has one
+    (the American by a ``tree_steps`` binomial tree) and by Monte Carlo otherwise;
+    ``"mc"`` values every option by Monte Carlo (``paths``, ``steps``, ``seed``). Monte
+    Carlo uses common random numbers: option ``i`` draws stream ``i`` in the base and in
+    every scenario.
+
+    VaR and ES (losses, positive for a loss): with ``L = -pnl``,
+    ``var[k] == np.quantile(L, levels[k])`` (NumPy's default 'linear') and
+    ``es[k] == L[L >= var[k]].mean()``, bit for bit.
+
+    Returns a dict: ``pnl`` (float64, one per scenario), ``matrix`` (float64, scenarios x
+    positions, quantities included; None with ``matrix=False``), ``scenarios`` (names),
+    ``base`` and ``base_std_error`` (per position, one unit), ``valuation``
+    (``"analytic"``/``"mc"`` per position), ``levels``, ``var``, ``es``, ``tail`` (losses
+    averaged by ES), ``gpu_options`` and ``device``.
+
+    >>> r = kiln.risk([{"spot": 100.0, "strike": 100.0, "rate": 0.03, "volatility": 0.2,
+    ...                 "maturity": 1.0, "underlying": "A", "quantity": 10}],
+    ...               [{"scenario": "down", "underlying": "A", "spot_shift": -0.1},
+    ...                {"scenario": "up", "underlying": "A", "spot_shift": 0.1}],
+    ...               levels=[0.5])
+    >>> bool(r["pnl"][0] < 0 < r["pnl"][1])
+    True
+    """
+    import numpy as np
+
+    rows = _rows(book, "book")
+    pos = []
+    for r in rows:
+        pos.append({k: r.pop(k) for k in _POSITION_FIELDS if k in r})
+        for k in ("underlying", "id"):
+            v = pos[-1].get(k)
+            if v is not None and not isinstance(v, str):
+                pos[-1][k] = str(v)
+    recs = _records(rows)
+    for r, p in zip(recs, pos):
+        r.update(p)
+    scen = _rows(scenarios, "scenarios")
+    for i, s in enumerate(scen):
+        for k, v in list(s.items()):
+            if v is None or (isinstance(v, float) and v != v):
+                s.pop(k)
+    levels = [float(a) for a in np.atleast_1d(np.asarray(levels, dtype=float))]
+    r = _native.risk(_json.dumps(recs), _json.dumps(scen), levels, method, paths, steps, seed,
+                     tree_steps, matrix, device)
+    out = dict(r)
+    out["pnl"] = np.frombuffer(r["pnl"], dtype="<f8").copy()
+    if r["matrix"] is not None:
+        out["matrix"] = np.frombuffer(r["matrix"], dtype="<f8").reshape(len(out["pnl"]), -1).copy()
+    for k in ("base", "base_std_error", "levels", "var", "es"):
+        out[k] = np.asarray(r[k], dtype=float)
+    out["tail"] = np.asarray(r["tail"], dtype=np.int64)
     return out
 
 

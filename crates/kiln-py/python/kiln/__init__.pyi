@@ -210,6 +210,11 @@ def price(options: Sequence[Mapping[str, Any]] | Mapping[str, Any], method: Lite
           control_variate: bool = False, fast_math: bool = False, device: Device | None = None,
           rng: Literal["philox", "sobol"] = "philox", replicates: int | None = None,
           target_se: float | str | None = None, max_paths: int | None = None) -> dict[str, Any]: ...
+def risk(book: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+         scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+         levels: Sequence[float] = (0.95, 0.99), method: Literal["analytic", "mc"] = "analytic", *,
+         paths: int = 20000, steps: int = 64, seed: int = ..., tree_steps: int = 2000,
+         matrix: bool = True, device: Device | None = None) -> dict[str, Any]: ...
 def implied_vol(price: Any, spot: Any, strike: Any, maturity: Any, rate: Any = 0.0,
                 dividend: Any = 0.0, kind: Any = "call", *, return_reasons: bool = False,
                 device: Device | None = None) -> Any: ...

@@ -2,7 +2,7 @@
 
 use super::{B256, MC_GRID, MC_P, QMC_GRID, QMC_P};
 use crate::kernels::params::decl::*;
-use crate::kernels::{AMERICAN, BASKET, FINANCE, FINANCE_QMC, HESTON, IMPLIED_VOL};
+use crate::kernels::{AMERICAN, BASKET, FINANCE, FINANCE_QMC, HESTON, IMPLIED_VOL, RISK};
 
 declare_kernels! { FAMILY:
     /// Monte Carlo, European options: per-(option, 1024-sample block) f64 sums, a warp each.
@@ -506,6 +506,38 @@ declare_kernels! { FAMILY:
             val(U64),
             output(F64),
             output(U8),
+        ],
+    }
+    /// Portfolio risk: a block per scenario, the book's European Black-Scholes P&L summed
+    /// (compile estimate guessed from a kernel of its size, not measured).
+    RISK_BS_GRID_F64 {
+        symbol: "risk_bs_grid_f64",
+        module: RISK,
+        compile_ms: 150,
+        computes: "Portfolio risk by full revaluation: European Black-Scholes options re-priced under each scenario's spot, vol and rate shocks, quantity times (shocked - base) summed per scenario in a fixed order",
+        block: B256,
+        grid: "n_scen blocks, a block per scenario striding over the options",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(U8),
+            input(U32),
+            val(U64),
+            input(F64),
+            input(U8),
+            input(F64),
+            input(F64),
+            val(U32),
+            val(U64),
+            output(F64),
         ],
     }
 }
