@@ -37,8 +37,11 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// `scenario -> (pnl, per-position columns)` of a P&L file.
-fn read_pnl(path: &Path) -> (Vec<String>, Vec<(String, f64, Vec<f64>)>) {
+/// One row of a P&L file: the scenario, its P&L and the per-position columns.
+type PnlRow = (String, f64, Vec<f64>);
+
+/// The header and the rows of a P&L file.
+fn read_pnl(path: &Path) -> (Vec<String>, Vec<PnlRow>) {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
     let head: Vec<String> = lines.next().unwrap().split(',').map(str::to_string).collect();

@@ -16,8 +16,8 @@
 //! Which path a call takes (direct or 1-D passes, [`FilterPath`]) is resolved here too
 //! ([`path_2d`], [`resolve_2d`]), so neither backend consults the other.
 
-pub mod interp;
 pub mod distance;
+pub mod interp;
 pub mod label;
 pub mod linear;
 pub mod linear_spec;
