@@ -19,6 +19,10 @@ What it measures (one function each; `--only` takes these names):
   transpose    16384^2 f32 transpose (torch, CuPy)
   alloc        1 MiB allocate + free: CuPy's pool, torch's caching allocator, raw cudaMalloc/cudaFree
   graphs       1000 tiny dependent kernels: eager launches against one CUDA graph replay (torch)
+  risk_grid    portfolio risk by full revaluation: 10,000 European Black-Scholes options (f64) on
+               5 underlyings x 10,000 scenarios of spot, volatility and rate shocks, P&L per
+               scenario (torch, vectorised in chunks of scenarios): host to host wall clock
+               (the book and the shocks uploaded, the P&L vector back) and device-only
   user_paths   wall clock of what a user waits for: a host array through sigmoid and back (torch
                and CuPy pageable, torch pinned), an 8192^2 .npy through a cupyx gaussian to a
                .npy file, and a folder of 200 1080p PNG frames through a PIL + cupyx loop (the
@@ -512,7 +516,60 @@ def user_paths(q):
            frames_per_s=round(frames / (ms / 1e3), 2), folder=f"{tmp}/frames")
 
 
-ALL = [copy_bw, h2d, sigmoid, stencil, conv3d, monte_carlo, matmul, transpose, alloc, graphs, user_paths]
+def risk_grid(q):
+    """Portfolio risk by full revaluation of a European book (kiln's `Runtime::risk` grid)."""
+    n, m, chunk = (1000, 1000, 500) if q else (10000, 10000, 1000)
+    und_n = 5
+    rng = np.random.default_rng(0)
+    book = {k: rng.uniform(a, b, n) for k, (a, b) in dict(
+        S=(50, 150), K=(50, 150), r=(-0.01, 0.06), q=(0, 0.03), v=(0.1, 0.6), T=(0.05, 3.0),
+        qty=(-5, 5)).items()}
+    put = rng.random(n) < 0.5
+    und = rng.integers(0, und_n, n)
+    shocks = dict(spot=rng.uniform(-0.25, 0.25, (m, und_n)), vol=rng.uniform(-0.08, 0.15, (m, und_n)),
+                  rate=rng.uniform(-0.01, 0.01, (m, und_n)))
+    dev = torch.device("cuda")
+
+    def ncdf(x):
+        return 0.5 * torch.erfc(-x / math.sqrt(2.0))
+
+    def price(put, s, k, r, q, v, t):
+        st = torch.sqrt(t)
+        vst = v * st
+        d1 = (torch.log(s / k) + (r - q + 0.5 * v * v) * t) / vst
+        d2 = d1 - vst
+        dq, dr = torch.exp(-q * t), torch.exp(-r * t)
+        call = s * dq * ncdf(d1) - k * dr * ncdf(d2)
+        putp = k * dr * ncdf(-d2) - s * dq * ncdf(-d1)
+        return torch.where(put, putp, call)
+
+    def grid(b, p, u, sh):
+        base = price(p, b["S"], b["K"], b["r"], b["q"], b["v"], b["T"])
+        out = torch.empty(m, dtype=torch.float64, device=dev)
+        for c in range(0, m, chunk):
+            sp, vo, ra = (sh[k][c:c + chunk][:, u] for k in ("spot", "vol", "rate"))
+            pr = price(p, b["S"] * (1.0 + sp), b["K"], b["r"] + ra, b["q"], b["v"] + vo, b["T"])
+            out[c:c + chunk] = ((pr - base) * b["qty"]).sum(dim=1)
+        return out
+
+    def host_to_host():
+        b = {k: torch.from_numpy(v).to(dev) for k, v in book.items()}
+        sh = {k: torch.from_numpy(v).to(dev) for k, v in shocks.items()}
+        return grid(b, torch.from_numpy(put).to(dev), torch.from_numpy(und).to(dev), sh).cpu().numpy()
+
+    ms = wall_ms(host_to_host)
+    record("risk_grid_10k_x_10k", "torch-f64-host-to-host", ms, options=n, scenarios=m,
+           revaluations_per_s=round(n * m / (ms / 1e3)))
+    b = {k: torch.from_numpy(v).to(dev) for k, v in book.items()}
+    sh = {k: torch.from_numpy(v).to(dev) for k, v in shocks.items()}
+    p, u = torch.from_numpy(put).to(dev), torch.from_numpy(und).to(dev)
+    ms = bench(lambda: grid(b, p, u, sh), warmup=1, reps=5)
+    record("risk_grid_10k_x_10k", "torch-f64-device", ms, options=n, scenarios=m,
+           revaluations_per_s=round(n * m / (ms / 1e3)))
+
+
+ALL = [copy_bw, h2d, sigmoid, stencil, conv3d, monte_carlo, matmul, transpose, alloc, graphs,
+       risk_grid, user_paths]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

@@ -265,32 +265,41 @@ impl Runtime {
             v
         };
         let n = positions.len();
-        let rows: Vec<Vec<f64>> = self
-            .par_or_serial(scenarios.len(), |s| {
+        // The positions the CPU (or the Monte Carlo engines) revalue, in book order; the GPU
+        // grid's options are left out here rather than skipped inside the loop: a 10,000 x
+        // 10,000 grid would otherwise allocate and sum a matrix of zeros.
+        let cpu_idx: Vec<usize> = (0..n).filter(|&i| !on_gpu[i]).collect();
+        let rows: Vec<Vec<f64>> = if cpu_idx.is_empty() {
+            vec![Vec::new(); scenarios.len()]
+        } else {
+            self.par_or_serial(scenarios.len(), |s| {
                 let sc = &scenarios.scenarios[s];
-                let mut row = vec![0.0; n];
-                for (i, pos) in positions.iter().enumerate() {
-                    if on_gpu[i] {
-                        continue;
-                    }
+                let mut row = Vec::with_capacity(cpu_idx.len());
+                for &i in &cpu_idx {
+                    let pos = &positions[i];
                     let label = || format!("{} in scenario `{}`", pos.label(i), sc.name);
                     let (how, b) = base[i];
                     let shocked = shock_option(pos, sc, &label)?;
                     let v = self
                         .risk_value(&shocked, how, i as u32, p)
                         .map_err(|e| context(e, &label()))?;
-                    row[i] = pos.quantity * (v.price - b.price);
+                    row.push(pos.quantity * (v.price - b.price));
                 }
                 done();
                 Ok(row)
             })
             .into_iter()
-            .collect::<Result<_>>()?;
+            .collect::<Result<_>>()?
+        };
         let mut pnl: Vec<f64> = rows.iter().map(|r| r.iter().sum()).collect();
         if !gpu_idx.is_empty() {
             let gpu_tot = self.gpu_grid_totals(positions, &base, &gpu_idx, scenarios)?;
             for (t, g) in pnl.iter_mut().zip(gpu_tot) {
                 *t += g;
+            }
+            if cpu_idx.is_empty() {
+                // the grid was the whole revaluation: every scenario is done now
+                scenarios.scenarios.iter().for_each(|_| done());
             }
         }
         let measures = loss_measures(&pnl, &p.levels)?;
@@ -299,6 +308,7 @@ impl Runtime {
             base_std_error: base.iter().map(|(_, r)| r.std_error).collect(),
             valuation: base.iter().map(|(v, _)| *v).collect(),
             pnl,
+            // a kept matrix has every position in its rows: the GPU grid is off then
             matrix: p.keep_matrix.then(|| rows.concat()),
             measures,
             gpu_options: gpu_idx.len(),
