@@ -237,7 +237,7 @@ impl Runtime {
         }
         // base values, and how each option is valued
         let base: Vec<(Valuation, PriceResult)> = self
-            .par_or_serial(positions.len(), |i| {
+            .par_or_serial(positions.len(), true, |i| {
                 let pos = &positions[i];
                 let mc = || {
                     self.risk_value(&pos.option, Valuation::MonteCarlo, i as u32, p)
@@ -272,7 +272,10 @@ impl Runtime {
         let rows: Vec<Vec<f64>> = if cpu_idx.is_empty() {
             vec![Vec::new(); scenarios.len()]
         } else {
-            self.par_or_serial(scenarios.len(), |s| {
+            // analytic revaluations run in parallel on any runtime; Monte Carlo ones go to the
+            // runtime's engines, which on a GPU take one call at a time
+            let mc_rows = cpu_idx.iter().any(|&i| base[i].0 == Valuation::MonteCarlo);
+            self.par_or_serial(scenarios.len(), mc_rows, |s| {
                 let sc = &scenarios.scenarios[s];
                 let mut row = Vec::with_capacity(cpu_idx.len());
                 for &i in &cpu_idx {
@@ -315,10 +318,15 @@ impl Runtime {
         })
     }
 
-    /// `f(0..n)`, in parallel on a CPU runtime, in order on a GPU one (its Monte Carlo
-    /// engines take one call at a time).
-    fn par_or_serial<T: Send>(&self, n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
-        if self.cuda().is_some() {
+    /// `f(0..n)`, in parallel on a CPU runtime, and on a GPU one unless `f` may call its
+    /// Monte Carlo engines (`uses_engines`), which take one call at a time: in order then.
+    fn par_or_serial<T: Send>(
+        &self,
+        n: usize,
+        uses_engines: bool,
+        f: impl Fn(usize) -> T + Sync + Send,
+    ) -> Vec<T> {
+        if uses_engines && self.cuda().is_some() {
             (0..n).map(f).collect()
         } else {
             (0..n).into_par_iter().map(f).collect()
