@@ -19,7 +19,10 @@ use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 11) as f64 / (1u64 << 53) as f64
     }
     fn range(&mut self, a: f64, b: f64) -> f64 {
@@ -32,7 +35,11 @@ const UNDERLYINGS: [&str; 4] = ["AAA", "BBB", "CCC", "DDD"];
 fn bs_book(n: usize, rng: &mut Lcg) -> Vec<Position> {
     (0..n)
         .map(|i| {
-            let kind = if rng.next() < 0.5 { OptionType::Call } else { OptionType::Put };
+            let kind = if rng.next() < 0.5 {
+                OptionType::Call
+            } else {
+                OptionType::Put
+            };
             let spec = OptionSpec::european(
                 kind,
                 rng.range(50.0, 150.0),
@@ -104,11 +111,17 @@ fn compare(gpu: &RiskReport, cpu: &RiskReport, scale: f64, upto: usize) {
         .zip(&cpu.pnl[..upto])
         .map(|(g, c)| (g - c).abs())
         .fold(0.0, f64::max);
-    assert!(worst <= 1e-12 * scale, "worst |gpu - cpu| {worst:e} over a gross value {scale:e}");
+    assert!(
+        worst <= 1e-12 * scale,
+        "worst |gpu - cpu| {worst:e} over a gross value {scale:e}"
+    );
 }
 
 #[test]
-#[cfg_attr(not(feature = "gpu-tests"), ignore = "needs a GPU: cargo test --features gpu-tests")]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_grid_matches_the_cpu_on_random_books() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_grid_matches_the_cpu_on_random_books") else {
         return;
@@ -138,12 +151,18 @@ fn gpu_grid_matches_the_cpu_on_random_books() {
             },
         )],
     };
-    let e = rt.risk(&book, &set, &RiskParams::default()).unwrap_err().to_string();
+    let e = rt
+        .risk(&book, &set, &RiskParams::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("`crash`") && e.contains("option 1"), "{e}");
 }
 
 #[test]
-#[cfg_attr(not(feature = "gpu-tests"), ignore = "needs a GPU: cargo test --features gpu-tests")]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_grid_10k_options_by_10k_scenarios() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_grid_10k_options_by_10k_scenarios") else {
         return;
@@ -177,14 +196,22 @@ fn gpu_grid_10k_options_by_10k_scenarios() {
         times[2],
         rt.device_name()
     );
-    assert!(times[1] <= 1.0, "10,000 x 10,000 took {:.3} s (the target is 1 s)", times[1]);
+    assert!(
+        times[1] <= 1.0,
+        "10,000 x 10,000 took {:.3} s (the target is 1 s)",
+        times[1]
+    );
 }
 
 fn exotic_book(n: usize, rng: &mut Lcg) -> Vec<Position> {
     (0..n)
         .map(|i| {
             let s = OptionSpec::european(
-                if i % 2 == 0 { OptionType::Call } else { OptionType::Put },
+                if i % 2 == 0 {
+                    OptionType::Call
+                } else {
+                    OptionType::Put
+                },
                 rng.range(80.0, 120.0),
                 rng.range(80.0, 120.0),
                 0.03,
@@ -222,7 +249,10 @@ fn exotic_book(n: usize, rng: &mut Lcg) -> Vec<Position> {
                     maturity: 1.0,
                     average: BasketAverage::Arithmetic,
                     assets: (0..3)
-                        .map(|k| BasketAsset::new(rng.range(80.0, 120.0), 0.25, 0.0, 1.0 / 3.0).named(UNDERLYINGS[k]))
+                        .map(|k| {
+                            BasketAsset::new(rng.range(80.0, 120.0), 0.25, 0.0, 1.0 / 3.0)
+                                .named(UNDERLYINGS[k])
+                        })
                         .collect(),
                     correlation: vec![1.0, 0.5, 0.3, 0.5, 1.0, 0.4, 0.3, 0.4, 1.0],
                 }),
@@ -280,7 +310,11 @@ fn exotic_timing(rt: &Runtime, what: &str) {
     let t = Instant::now();
     let r = rt.risk(&book, &set, &exotic_params()).unwrap();
     let s = t.elapsed().as_secs_f64();
-    let mc = r.valuation.iter().filter(|v| **v == Valuation::MonteCarlo).count();
+    let mc = r
+        .valuation
+        .iter()
+        .filter(|v| **v == Valuation::MonteCarlo)
+        .count();
     println!(
         "risk {what}: 100-option exotic book (25 discrete barriers analytic, 25 arithmetic Asians MC, 25 Americans by a 500-step tree, 25 3-asset baskets MC; 4,096 paths, 16 steps) x 100 scenarios: {s:.3} s ({mc} by Monte Carlo), 95% VaR {:.4}",
         r.measures[0].var
@@ -290,7 +324,10 @@ fn exotic_timing(rt: &Runtime, what: &str) {
 /// The exotic book's Monte Carlo revaluation on the GPU, timed (every option by Monte
 /// Carlo: `--method mc`).
 #[test]
-#[cfg_attr(not(feature = "gpu-tests"), ignore = "needs a GPU: cargo test --features gpu-tests")]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
 fn gpu_exotic_book_monte_carlo() {
     let Some(rt) = kiln::testing::cuda_runtime_or_skip("gpu_exotic_book_monte_carlo") else {
         return;

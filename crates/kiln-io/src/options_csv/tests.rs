@@ -450,5 +450,9 @@ fn underlying_and_quantity_are_optional_position_cells() {
     assert!(reasons[0].0 == 3 && reasons[0].1.contains("quantity: `lots` is not a number"));
     assert!(reasons[1].1.contains("quantity: `inf` is not a finite number"));
     // every reason of a row at once: the strike and the quantity
-    assert!(reasons[2].1.contains("strike") && reasons[2].1.contains("quantity"), "{}", reasons[2].1);
+    assert!(
+        reasons[2].1.contains("strike") && reasons[2].1.contains("quantity"),
+        "{}",
+        reasons[2].1
+    );
 }
