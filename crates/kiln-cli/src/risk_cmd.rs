@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kiln::core::finance::risk::{simulate, ScenarioSet};
+use kiln::core::finance::risk::{loss_measures, simulate, ScenarioSet};
 use kiln::core::finance::{McParams, Rng};
 use kiln::finance::risk::{Position, RiskParams, Valuation};
 use kiln::finance::{BookOption, Method};
@@ -184,6 +184,8 @@ fn book_option(o: &OptionRow, steps: u32, baskets: &[kiln_io::basket_csv::Basket
 pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let t_start = Instant::now();
     let method: Method = args.method.parse()?;
+    // the levels before any file is read or a device starts
+    loss_measures(&[0.0], &args.levels)?;
     let book = options_csv::read_options(&args.book).map_err(io_error("--book"))?;
     let mut bad: Vec<(String, RowError)> = book
         .errors

@@ -1,7 +1,9 @@
 //! `kiln risk` end to end: the binary on a small mixed book and scenario CSVs, the P&L file
 //! read back and checked against re-pricing each shocked option with kiln's closed forms
 //! here, VaR and ES against the sorted losses; bad rows of both files reported in one pass
-//! naming file, row and column with nothing written; `--skip-invalid`; simulated scenarios.
+//! naming file, row and column with nothing written; `--skip-invalid`; simulated scenarios;
+//! a run refused at any stage (a shock out of its domain, a bad level, method, file or
+//! covariance) leaves an earlier P&L file as it was and nothing beside it.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 use kiln::core::finance::{bsm, OptionType};
@@ -297,4 +299,60 @@ fn help_teaches_with_an_example() {
         h.contains("np.quantile(L, a)") && h.contains("spot_shift_kind"),
         "{h}"
     );
+}
+
+#[test]
+fn a_refused_run_leaves_an_earlier_pnl_file_as_it_was() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "book.csv", BOOK);
+    write(d.path(), "s.csv", SCEN);
+    let common = ["--book", "book.csv", "--pnl-out", "pnl.csv", "--tree-steps", "50"];
+    let o = kiln(d.path(), &[&common[..], &["--scenarios", "s.csv"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = std::fs::read(d.path().join("pnl.csv")).unwrap();
+    let files = || {
+        let mut v: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let listing = files();
+    write(
+        d.path(),
+        "crash.csv",
+        "scenario,underlying,spot_shift,spot_shift_kind\ncrash,BBB,-60,absolute\n",
+    );
+    write(
+        d.path(),
+        "bad_cov.csv",
+        "factor,AAA:spot,BBB:spot\nAAA:spot,1,2\nBBB:spot,2,1\n",
+    );
+    let listing: Vec<String> = {
+        let mut v = listing;
+        v.extend(["bad_cov.csv".to_string(), "crash.csv".to_string()]);
+        v.sort();
+        v
+    };
+    // each: the extra arguments, the exit code, what stderr must name
+    let refusals: [(&[&str], i32, &str); 5] = [
+        (&["--scenarios", "crash.csv"], 4, "`crash`"),
+        (&["--scenarios", "s.csv", "--levels", "0.9,1.5"], 4, "1.5"),
+        (&["--scenarios", "s.csv", "--method", "tree"], 4, "tree"),
+        (&["--scenarios", "missing.csv"], 4, "missing.csv"),
+        (&["--simulate", "10", "--cov", "bad_cov.csv"], 4, "bad_cov.csv"),
+    ];
+    for (extra, code, named) in refusals {
+        let o = kiln(d.path(), &[&common[..], extra].concat());
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(code), "{extra:?}: {e}");
+        assert!(e.contains(named), "{extra:?}: {e}");
+        assert_eq!(
+            std::fs::read(d.path().join("pnl.csv")).unwrap(),
+            before,
+            "{extra:?}"
+        );
+        assert_eq!(files(), listing, "{extra:?}: a file was left behind");
+    }
 }

@@ -12,8 +12,9 @@
 //! the same per kind of device); a filter or GEMM job is one image, volume or product, with
 //! nothing to split, and runs on the pool's first device, as does a mixed book
 //! ([`Task::PriceBook`]: a solo job, `Runtime::price_book` on one runtime; crate::pricing).
-//! A user kernel ([`Task::UserKernel`], crate::user_kernel) and a book of implied
-//! volatilities ([`Task::ImpliedVol`], crate::implied) run on the pool's first GPU.
+//! A user kernel ([`Task::UserKernel`], crate::user_kernel), a book of implied
+//! volatilities ([`Task::ImpliedVol`], crate::implied) and a risk job ([`Task::Risk`],
+//! crate::risk) run on the pool's first GPU.
 
 use crate::protocol::{JobResult, WorkItem, WorkOutcome};
 use crate::store::{now_ms, BlobRecord};
@@ -170,6 +171,7 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
             max_paths,
         } => crate::pricing::run_book(rt, &method, &mc, &options, target_se, max_paths),
         Task::ImpliedVol { quotes } => crate::implied::run(rt, &quotes),
+        Task::Risk(job) => crate::risk::run(rt, opts, &item.id, &job),
         Task::Filter2d {
             kernel,
             mode,
@@ -513,11 +515,11 @@ fn run_job(eng: Engine<'_>, opts: &ExecOptions, item: &WorkItem, task: Task) -> 
                     Err(e) => kiln_error(&e),
                 };
             }
-            // a user kernel or a book of implied volatilities on the group's first GPU (a
-            // raw kernel needs it; the others are faster there), anything else on its first
-            // device
+            // a user kernel, a book of implied volatilities or a risk job on the group's
+            // first GPU (a raw kernel needs it; the others are faster there), anything else
+            // on its first device
             let w = match &task {
-                Task::UserKernel { .. } | Task::ImpliedVol { .. } => {
+                Task::UserKernel { .. } | Task::ImpliedVol { .. } | Task::Risk(_) => {
                     p.ex.workers().iter().find(|w| w.is_gpu()).unwrap_or(p.first())
                 }
                 _ => p.first(),

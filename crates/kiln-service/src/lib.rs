@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod pricing;
 pub mod private;
 pub mod protocol;
+pub mod risk;
 pub mod sandbox;
 pub mod server;
 pub mod store;

@@ -17,9 +17,10 @@ use std::path::PathBuf;
 
 /// The kinds of the service (`user_kernel` runs only with `allow_user_kernels`; `fault`,
 /// not listed, only with `allow_fault_injection`).
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 8] = [
     "price",
     crate::implied::KIND,
+    crate::risk::KIND,
     "filter2d",
     "filter3d",
     "gemm",
@@ -87,6 +88,8 @@ pub enum Task {
         /// The quotes, in order.
         quotes: Vec<crate::implied::QuoteRow>,
     },
+    /// Portfolio risk by full revaluation of a book under a scenario set (crate::risk).
+    Risk(crate::risk::RiskJob),
     /// Filter a 2-D image `(h, w)` or `(h, w, c)`.
     Filter2d {
         /// The kernel.
@@ -356,6 +359,7 @@ pub fn validate(
     let (task, elements) = match kind {
         "price" => crate::pricing::validate(params, inputs, blobs)?,
         crate::implied::KIND => crate::implied::validate(params, inputs)?,
+        crate::risk::KIND => crate::risk::validate(params, inputs, max_elements)?,
         "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs, max_elements)?,
         "gemm" => gemm(params, inputs, blobs, max_elements)?,
         "elementwise" => elementwise(params, inputs, blobs, max_elements)?,

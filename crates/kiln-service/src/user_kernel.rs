@@ -27,6 +27,7 @@ mod raw;
 mod run;
 mod scalar;
 pub use run::run;
+pub(crate) use run::write_blob;
 pub(crate) use scalar::{expr_scalar, raw_scalar};
 
 use crate::error::ApiError;

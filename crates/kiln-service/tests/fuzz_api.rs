@@ -28,6 +28,16 @@ fn valid_bodies() -> Vec<Value> {
         json!({"kind": "implied_vol", "inputs": {"quotes": [
             {"type": "call", "price": 10.45, "spot": 100.0, "strike": 100.0, "maturity": 1.0, "rate": 0.05},
             {"option_type": "put", "price": 5.0, "spot": 100.0, "strike": 95.0, "maturity": 0.5, "dividend": 0.01}]}}),
+        json!({"kind": "risk", "params": {"levels": [0.9, 0.99], "paths": 2048, "steps": 8, "matrix": true},
+            "inputs": {"book": [
+                {"option_type": "call", "spot": 100.0, "strike": 95.0, "rate": 0.02, "volatility": 0.2,
+                 "maturity": 1.0, "underlying": "A", "quantity": 2.0, "id": "c"},
+                {"option_type": "put", "style": "asian_arithmetic", "fixings": 4, "spot": 50.0,
+                 "strike": 55.0, "rate": 0.02, "volatility": 0.3, "maturity": 0.5, "quantity": -1.0}],
+            "scenarios": [
+                {"scenario": "down", "underlying": "A", "spot_shift": -0.1, "vol_shift": 0.05},
+                {"scenario": "down", "underlying": "*", "spot_shift": -2.0, "spot_shift_kind": "absolute"},
+                {"scenario": "up", "rate_shift": 0.001}]}}),
         json!({"kind": "elementwise", "params": {"op": "scale_shift", "a": 2.0, "b": 1.0},
             "inputs": {"x": {"shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0]}}}),
         json!({"kind": "elementwise", "params": {"op": "clamp", "lo": 0.0, "hi": 1.0},

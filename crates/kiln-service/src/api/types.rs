@@ -9,14 +9,15 @@ use serde_json::Value;
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
-    /// `price`, `filter2d`, `filter3d`, `gemm`, `elementwise`, `user_kernel` (where
-    /// `allow_user_kernels` is on; else 403 `forbidden`), and `fault` where enabled.
+    /// `price`, `implied_vol`, `risk`, `filter2d`, `filter3d`, `gemm`, `elementwise`,
+    /// `user_kernel` (where `allow_user_kernels` is on; else 403 `forbidden`), and `fault`
+    /// where enabled.
     pub kind: String,
     /// Kind-specific parameters (see docs/operations.md).
     #[serde(default)]
     #[schema(value_type = Object)]
     pub params: Value,
-    /// Inputs: inline arrays / option rows, or blob ids.
+    /// Inputs: inline arrays, option, quote, position or scenario records, or blob ids.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub inputs: Value,

@@ -406,7 +406,7 @@ pub(crate) fn npy_bytes(a: &OwnedArray) -> Vec<u8> {
 }
 
 /// `a` as a result blob of `job` (written beside, then renamed into place; private mode).
-fn write_blob(opts: &ExecOptions, job: &str, a: &OwnedArray) -> Result<BlobRecord, String> {
+pub(crate) fn write_blob(opts: &ExecOptions, job: &str, a: &OwnedArray) -> Result<BlobRecord, String> {
     let id = crate::ids::new_id("b");
     let path = opts.blob_dir.join(format!("{id}.npy"));
     let part = opts.blob_dir.join(format!("{id}.npy.part"));
