@@ -16,12 +16,14 @@
 
 mod filter2d;
 mod filter3d;
+mod interp;
 mod morph;
 mod ndimage;
 mod rank;
 mod separable;
 mod transpose;
 
+pub use interp::{interp_args_bytes, spline_args_bytes, InterpSpec, Resample};
 pub use rank::rank_algorithm;
 
 use crate::kernels::decl;

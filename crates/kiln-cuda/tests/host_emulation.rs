@@ -22,12 +22,19 @@
 //! `kiln_core::finance::implied::sample`; compiled without contraction and calling the
 //! host's libm (as Rust's `f64::exp`/`ln`/`powf` do), every volatility must equal kiln-core's
 //! `implied_volatility_book` bit for bit and every reason code its `NoVolatility::index`.
+//!
+//! The interpolation kernels (`kernels/interp.cu`: resampling and the spline prefilter) run
+//! on the launcher's own argument structs against kiln-core's loops, bit for bit
+//! (`emu/interp.rs`).
 #![allow(clippy::unwrap_used)]
 
 use kiln_core::finance::basket::{basket_sample, BasketAsset, BasketAverage, BasketPathParams, BasketSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, Rng, BLOCK_SAMPLES};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "emu/interp.rs"]
+mod interp;
 
 const SOURCES: [&str; 4] = [
     include_str!("../kernels/imaging.cuh"),

@@ -14,6 +14,15 @@
 //!
 //! The CPU sums in f64 and rounds each pass to f32 (scipy's arithmetic for float32 data);
 //! the GPU sums in f32 with fma. [`ndimage_tolerance`] bounds the difference.
+//!
+//! Interpolation (`zoom`, `shift`, `affine_transform`, `map_coordinates`:
+//! [`Tensor::resample`]; the spline prefilter: [`Tensor::spline_filter1d`]; the `interp`
+//! submodule): written to be bitwise the same on both devices (the GPU path has not yet run
+//! on a GPU; see docs/ndimage.md).
+
+mod interp;
+
+pub use interp::{InterpMode, InterpSpec, Resample};
 
 use crate::tensor::{on_storage, Tensor};
 use crate::Runtime;

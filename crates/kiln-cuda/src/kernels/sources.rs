@@ -187,6 +187,16 @@ pub const RISK: Module = Module {
     source: include_str!("../../kernels/risk.cu"),
 };
 
+/// scipy.ndimage's interpolation as kiln-core computes it (`kernels/interp.cu`): resampling
+/// (zoom / shift, affine_transform, map_coordinates), one thread per output point, and the
+/// spline prefilter, one thread per line; `--fmad=false`, so its f64 arithmetic is the CPU
+/// loops' operation for operation and each output is the CPU's to the bit.
+pub const INTERP: Module = Module {
+    name: "interp",
+    options: &["--fmad=false"],
+    source: include_str!("../../kernels/interp.cu"),
+};
+
 /// Every module (the compile test and `examples/ptxas_info.rs` compile them whole).
 pub const MODULES: &[Module] = &[
     MAP,
@@ -207,4 +217,5 @@ pub const MODULES: &[Module] = &[
     MORPH,
     IMPLIED_VOL,
     RISK,
+    INTERP,
 ];

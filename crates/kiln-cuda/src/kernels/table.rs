@@ -133,6 +133,7 @@ mod elementwise;
 mod finance;
 mod gemm;
 mod imaging;
+mod interp;
 mod rank;
 
 /// 256 threads in x.
@@ -155,9 +156,10 @@ const fn f2d_smem(k: u32) -> u32 {
     (32 + 2 * r) * (64 + 2 * r) * 4
 }
 
-const FAMILIES: [&[Kernel]; 5] = [
+const FAMILIES: [&[Kernel]; 6] = [
     elementwise::FAMILY,
     imaging::FAMILY,
+    interp::FAMILY,
     finance::FAMILY,
     gemm::FAMILY,
     rank::FAMILY,

@@ -1,5 +1,6 @@
-// Host stand-ins for the CUDA built-ins the rank, basket and implied-volatility kernels use,
-// so a C++ compiler can run them (tests/host_emulation.rs): qualifiers become nothing, the grid indices are
+// Host stand-ins for the CUDA built-ins the rank, basket, implied-volatility and interpolation
+// kernels use, so a C++ compiler can run them (tests/host_emulation.rs): qualifiers become
+// nothing, the grid indices are
 // globals the driver loop sets (threadIdx per host thread), the SIMD intrinsics are their
 // documented per-lane operations, and the _rn arithmetic intrinsics are the host's IEEE
 // operations, which round to nearest the same way (compile with -ffp-contract=off so the
@@ -43,6 +44,8 @@ static inline double max(double a, double b) { return a > b ? a : b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline double __longlong_as_double(long long u) { double d; memcpy(&d, &u, 8); return d; }
+// One host thread runs at a time where this is used (interp_check.cpp's grid loop).
+static inline int atomicOr(int* p, int v) { const int o = *p; *p = o | v; return o; }
 static inline unsigned __vminu4(unsigned a, unsigned b) { unsigned r = 0; for (int i = 0; i < 4; ++i) { unsigned x = (a >> 8*i) & 255, y = (b >> 8*i) & 255; r |= (x < y ? x : y) << 8*i; } return r; }
 static inline unsigned __vmaxu4(unsigned a, unsigned b) { unsigned r = 0; for (int i = 0; i < 4; ++i) { unsigned x = (a >> 8*i) & 255, y = (b >> 8*i) & 255; r |= (x > y ? x : y) << 8*i; } return r; }
 static inline unsigned __vminu2(unsigned a, unsigned b) { unsigned r = 0; for (int i = 0; i < 2; ++i) { unsigned x = (a >> 16*i) & 65535, y = (b >> 16*i) & 65535; r |= (x < y ? x : y) << 16*i; } return r; }
