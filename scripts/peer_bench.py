@@ -23,6 +23,11 @@ What it measures (one function each; `--only` takes these names):
                5 underlyings x 10,000 scenarios of spot, volatility and rate shocks, P&L per
                scenario (torch, vectorised in chunks of scenarios): host to host wall clock
                (the book and the shocks uploaded, the P&L vector back) and device-only
+  interp       cupyx.scipy.ndimage's resampling at kiln's interp_gpu bench sizes (prefilter off,
+               as kiln's Rust resample takes coefficients): affine_transform rotating a 512^3
+               f32 volume 30 degrees about axis 0 (orders 1 and 3, constant), zoom x2 of a
+               2048^2 f32 image (orders 1 and 3, mirror), map_coordinates order 3 at a shifted
+               2048^2 grid; best of a few wall-clock calls with a synchronize
   user_paths   wall clock of what a user waits for: a host array through sigmoid and back (torch
                and CuPy pageable, torch pinned), an 8192^2 .npy through a cupyx gaussian to a
                .npy file, and a folder of 200 1080p PNG frames through a PIL + cupyx loop (the
@@ -568,8 +573,48 @@ def risk_grid(q):
            revaluations_per_s=round(n * m / (ms / 1e3)))
 
 
+def interp(q):
+    """cupyx resampling at the sizes of kiln's `interp_gpu` bench (`bench_resample`)."""
+    import cupy as cp
+    import cupyx.scipy.ndimage as cnd
+
+    def best(fn, reps=3):
+        fn()
+        cp.cuda.Device().synchronize()
+        out = math.inf
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            cp.cuda.Device().synchronize()
+            out = min(out, time.perf_counter() - t)
+        return out * 1e3
+
+    n = 128 if q else 512
+    vol = cp.asarray(np.random.default_rng(7).uniform(-1, 1, (n, n, n)).astype(np.float32))
+    a = math.radians(30)
+    m = np.array([[1, 0, 0], [0, math.cos(a), -math.sin(a)], [0, math.sin(a), math.cos(a)]])
+    c = (n - 1) / 2.0
+    off = c - m @ np.full(3, c)
+    for order in (1, 3):
+        ms = best(lambda: cnd.affine_transform(vol, m, off, order=order, mode="constant",
+                                               prefilter=False))
+        record("affine_rotate_%d^3_f32" % n, "cupyx-order%d" % order, ms,
+               gvoxels_per_s=round(n ** 3 / ms / 1e6, 3))
+    del vol
+    h = 256 if q else 2048
+    img = cp.asarray(np.random.default_rng(8).uniform(-1, 1, (h, h)).astype(np.float32))
+    for order in (1, 3):
+        ms = best(lambda: cnd.zoom(img, 2, order=order, mode="mirror", prefilter=False), 5)
+        record("zoom2_%d^2_f32" % h, "cupyx-order%d" % order, ms,
+               mpixels_out_per_s=round(4 * h * h / ms / 1e3, 1))
+    ii, jj = cp.meshgrid(cp.arange(h, dtype=cp.float64), cp.arange(h, dtype=cp.float64), indexing="ij")
+    coords = cp.stack([ii + 0.37, jj + 0.37 - 0.21])
+    ms = best(lambda: cnd.map_coordinates(img, coords, order=3, mode="mirror", prefilter=False), 5)
+    record("map_coordinates_%d^2_f32" % h, "cupyx-order3", ms)
+
+
 ALL = [copy_bw, h2d, sigmoid, stencil, conv3d, monte_carlo, matmul, transpose, alloc, graphs,
-       risk_grid, user_paths]
+       risk_grid, interp, user_paths]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
