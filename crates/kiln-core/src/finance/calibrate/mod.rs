@@ -27,6 +27,8 @@ pub mod lm;
 pub mod pricer;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dax;
 
 pub use lm::{LmOptions, Stop};
 pub use pricer::{Contract, Quadrature, SurfacePricer};
