@@ -49,6 +49,7 @@ mod peek;
 pub mod quotes_csv;
 mod raster;
 mod samples;
+pub mod surface_csv;
 mod table;
 mod volume;
 

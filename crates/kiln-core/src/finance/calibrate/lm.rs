@@ -108,8 +108,8 @@ pub(crate) fn cholesky_solve(a: &[[f64; NP]; NP], b: &[f64; NP]) -> Option<[f64;
     for i in 0..NP {
         for j in 0..=i {
             let mut s = a[i][j];
-            for k in 0..j {
-                s -= l[i][k] * l[j][k];
+            for (a, b) in l[i][..j].iter().zip(&l[j][..j]) {
+                s -= a * b;
             }
             if i == j {
                 if s.is_nan() || s <= 0.0 {
@@ -153,9 +153,11 @@ fn normal_equations(r: &[f64], jac: &[[f64; NP]]) -> ([[f64; NP]; NP], [f64; NP]
             }
         }
     }
-    for i in 0..NP {
-        for j in i + 1..NP {
-            a[i][j] = a[j][i];
+    // the upper triangle from the lower
+    for j in 1..NP {
+        let (top, rest) = a.split_at_mut(j);
+        for (i, row) in top.iter_mut().enumerate() {
+            row[j] = rest[0][i];
         }
     }
     (a, g, cost)

@@ -110,10 +110,9 @@ impl Quadrature {
     /// short panels), then panels of `width` (the oscillation of `e^{iux}` needs a few nodes
     /// per period), `order` nodes each.
     pub fn new(upper: f64, width: f64, order: usize) -> Result<Quadrature> {
-        if !(2..=64).contains(&order)
-            || !(upper.is_finite() && upper > 0.0)
-            || !(width.is_finite() && width > 0.0)
-        {
+        let ok =
+            (2..=64).contains(&order) && upper.is_finite() && upper > 0.0 && width.is_finite() && width > 0.0;
+        if !ok {
             return Err(Error::invalid(
                 "calibrate_heston",
                 format!("quadrature [0, {upper}] in panels up to {width} wide of {order} nodes; use upper > 0, width > 0 and 2..=64 nodes"),

@@ -5,6 +5,9 @@
 use super::pricer::{from_vec, gauss_legendre, to_vec};
 use super::*;
 use crate::finance::heston::heston_price;
+use crate::finance::heston::HestonParams;
+use crate::finance::implied::implied_volatility;
+use crate::finance::OptionType;
 
 /// A deterministic uniform in `[0, 1)` (SplitMix64).
 struct Rng(u64);
@@ -247,7 +250,36 @@ fn refuses_bad_input_with_reasons() {
     assert!(e.to_string().contains("at least 5"), "{e}");
     let mut q = synthetic_quotes(&truth());
     q[0].contract.strike = 0.0;
-    assert!(calibrate_heston(&q, &DEFAULT_START, &CalibrationOptions::default()).is_err());
+    let e = calibrate_heston(&q, &DEFAULT_START, &CalibrationOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("quote 0: strike = 0"), "{e}");
+}
+
+#[test]
+fn lists_every_unusable_quote_with_every_reason() {
+    let mut q = synthetic_quotes(&truth());
+    q[2].contract.strike = -1.0;
+    q[2].weight = f64::NAN;
+    q[5].value = 0.0;
+    // a call price above the spot: no volatility reaches it
+    q[7].value = q[7].contract.spot * 2.0;
+    let problems = quote_problems(&q, QuoteKind::Price, Target::Vol);
+    let idx: Vec<usize> = problems.iter().map(|p| p.index).collect();
+    assert_eq!(idx, [2, 5, 7], "{problems:?}");
+    assert!(problems[0].reason.contains("strike = -1"), "{problems:?}");
+    assert!(problems[0].reason.contains("weight = NaN"), "{problems:?}");
+    assert!(problems[1].reason.contains("price = 0"), "{problems:?}");
+    assert!(
+        problems[2].reason.contains("no implied volatility"),
+        "{problems:?}"
+    );
+    // a price fit needs no implied vol
+    let idx: Vec<usize> = quote_problems(&q, QuoteKind::Price, Target::Price)
+        .iter()
+        .map(|p| p.index)
+        .collect();
+    assert_eq!(idx, [2, 5]);
+    let e = calibrate_heston(&q, &DEFAULT_START, &CalibrationOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("and 2 more"), "{e}");
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! `sqrt(177.2 / 104) = 1.305` vol points; QuantLib's test accepts 177.2 +- 1.0.
 
 use super::*;
+use crate::finance::heston::HestonParams;
+use crate::finance::OptionType;
 
 /// Days to each curve node and its continuously compounded zero rate (Actual/365).
 const CURVE_DAYS: [f64; 8] = [13.0, 41.0, 75.0, 165.0, 256.0, 345.0, 524.0, 703.0];
