@@ -13,7 +13,9 @@
 //! nothing to split, and runs on the pool's first device, as does a mixed book
 //! ([`Task::PriceBook`]: a solo job, `Runtime::price_book` on one runtime; crate::pricing).
 //! A user kernel ([`Task::UserKernel`], crate::user_kernel) and a book of implied
-//! volatilities ([`Task::ImpliedVol`], crate::implied) run on the pool's first GPU.
+//! volatilities ([`Task::ImpliedVol`], crate::implied) run on the pool's first GPU; a
+//! calibration ([`Task::Calibrate`], crate::calibrate) runs on the first device's runtime
+//! and fits on its CPU cores.
 
 use crate::protocol::{JobResult, WorkItem, WorkOutcome};
 use crate::store::{now_ms, BlobRecord};
@@ -170,6 +172,13 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
             max_paths,
         } => crate::pricing::run_book(rt, &method, &mc, &options, target_se, max_paths),
         Task::ImpliedVol { quotes } => crate::implied::run(rt, &quotes),
+        Task::Calibrate {
+            quotes,
+            quoted,
+            target,
+            start,
+            max_iterations,
+        } => crate::calibrate::run(rt, &quotes, quoted, target, &start, max_iterations),
         Task::Filter2d {
             kernel,
             mode,

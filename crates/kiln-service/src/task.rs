@@ -17,9 +17,10 @@ use std::path::PathBuf;
 
 /// The kinds of the service (`user_kernel` runs only with `allow_user_kernels`; `fault`,
 /// not listed, only with `allow_fault_injection`).
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 8] = [
     "price",
     crate::implied::KIND,
+    crate::calibrate::KIND,
     "filter2d",
     "filter3d",
     "gemm",
@@ -86,6 +87,19 @@ pub enum Task {
     ImpliedVol {
         /// The quotes, in order.
         quotes: Vec<crate::implied::QuoteRow>,
+    },
+    /// Heston's parameters fitted to a surface of quotes (crate::calibrate).
+    Calibrate {
+        /// The quotes, in order.
+        quotes: Vec<crate::calibrate::CalibQuote>,
+        /// What their values are.
+        quoted: kiln::core::finance::calibrate::QuoteKind,
+        /// What is fitted.
+        target: kiln::core::finance::calibrate::Target,
+        /// Where the fit starts.
+        start: kiln::core::finance::heston::HestonParams,
+        /// The iteration cap.
+        max_iterations: usize,
     },
     /// Filter a 2-D image `(h, w)` or `(h, w, c)`.
     Filter2d {
@@ -356,6 +370,7 @@ pub fn validate(
     let (task, elements) = match kind {
         "price" => crate::pricing::validate(params, inputs, blobs)?,
         crate::implied::KIND => crate::implied::validate(params, inputs)?,
+        crate::calibrate::KIND => crate::calibrate::validate(params, inputs)?,
         "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs, max_elements)?,
         "gemm" => gemm(params, inputs, blobs, max_elements)?,
         "elementwise" => elementwise(params, inputs, blobs, max_elements)?,
