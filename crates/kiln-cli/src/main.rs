@@ -5,6 +5,7 @@
 
 mod bench_cmd;
 mod cache_cmd;
+mod calibrate_cmd;
 mod demo;
 mod devices_arg;
 mod doctor;
@@ -116,6 +117,14 @@ enum Command {
     /// and the scenarios is reported (exit 4, nothing written) unless --skip-invalid. Example:
     /// kiln risk --book book.csv --scenarios s.csv --levels 0.95,0.99 --pnl-out pnl.csv
     Risk(risk_cmd::Args),
+    /// Fit Heston's kappa, theta, xi, rho, v0 to a CSV of European option prices or implied
+    /// vols (optionally weighted), reporting RMSE in vol points, per-quote errors,
+    /// iterations and the Feller condition.
+    ///
+    /// Levenberg-Marquardt on the semi-analytic price with its exact gradient, on the CPU.
+    /// Every bad row is reported in one pass (exit 4, nothing fitted). Example:
+    /// kiln calibrate --model heston --quotes surface.csv --start 1,0.1,0.5,-0.5,0.1 --json
+    Calibrate(calibrate_cmd::Args),
     /// Filter a 2-D image (PNG, TIFF, NPY) with a preset or .npy kernel into a file of the
     /// same kind.
     ///
@@ -215,6 +224,7 @@ fn main() -> ExitCode {
             Command::Price(a) => price::run(a, cli.device, &cfg),
             Command::ImpliedVol(a) => implied_vol_cmd::run(a, cli.device, &cfg),
             Command::Risk(a) => risk_cmd::run(a, cli.device, &cfg),
+            Command::Calibrate(a) => calibrate_cmd::run(a, cli.device, &cfg),
             Command::Filter2d(a) => filter_cmd::run_2d(a, cli.device, &cfg),
             Command::Filter3d(a) => filter_cmd::run_3d(a, cli.device, &cfg),
             Command::Ndimage(a) => ndimage_cmd::run(a, cli.device, &cfg),

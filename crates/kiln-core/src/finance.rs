@@ -23,6 +23,7 @@ pub mod barrier;
 pub mod basket;
 pub mod bivariate;
 pub mod blocks;
+pub mod calibrate;
 pub mod heston;
 pub mod implied;
 pub mod invnorm;

@@ -50,6 +50,7 @@ pub mod quotes_csv;
 mod raster;
 mod samples;
 pub mod scenarios_csv;
+pub mod surface_csv;
 mod table;
 mod volume;
 

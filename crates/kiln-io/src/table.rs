@@ -46,19 +46,20 @@ impl fmt::Display for RowError {
     }
 }
 
-/// A format's columns.
-pub(crate) struct Schema {
+/// A format's columns (`'s`: a format whose column names are chosen at run time borrows
+/// them).
+pub(crate) struct Schema<'s> {
     /// The format's name in messages (`option CSV`).
     pub format: &'static str,
     /// Every column, in the documented order; `columns[id]` is the row id's column.
-    pub columns: &'static [&'static str],
+    pub columns: &'s [&'s str],
     /// The columns every file must have.
-    pub required: &'static [&'static str],
+    pub required: &'s [&'s str],
     /// Index of the `id` column in `columns`.
     pub id: usize,
     /// Names users write for something the format spells otherwise, and where it goes
     /// (`exercise`: the style and dates columns); shown after an unknown column.
-    pub hints: &'static [(&'static str, &'static str)],
+    pub hints: &'s [(&'s str, &'s str)],
 }
 
 /// The file line each byte offset is on (the csv crate's own line numbers drift on blank
@@ -92,10 +93,10 @@ impl<'a> Lines<'a> {
 pub(crate) struct Row<'a> {
     rec: &'a ByteRecord,
     cols: &'a [Option<usize>],
-    names: &'static [&'static str],
+    names: &'a [&'a str],
 }
 
-impl Row<'_> {
+impl<'a> Row<'a> {
     /// The trimmed text of column `c`'s cell; empty where the column or the cell is absent.
     pub(crate) fn text(&self, c: usize) -> String {
         self.cols
@@ -107,8 +108,13 @@ impl Row<'_> {
             .unwrap_or_default()
     }
 
+    /// Whether the header names column `c`.
+    pub(crate) fn has(&self, c: usize) -> bool {
+        self.cols.get(c).copied().flatten().is_some()
+    }
+
     /// Column `c`'s name.
-    pub(crate) fn name(&self, c: usize) -> &'static str {
+    pub(crate) fn name(&self, c: usize) -> &'a str {
         self.names[c]
     }
 
@@ -150,6 +156,8 @@ pub(crate) struct Good<T> {
 pub(crate) struct Rows<T> {
     pub good: Vec<Good<T>>,
     pub errors: Vec<RowError>,
+    /// Whether the header names each schema column, in the schema's order.
+    pub present: Vec<bool>,
 }
 
 /// Reads a row CSV whole from `reader` (`path` names it in messages): the header against
@@ -159,7 +167,7 @@ pub(crate) struct Rows<T> {
 pub(crate) fn read_rows<T, R: Read>(
     path: &Path,
     mut reader: R,
-    schema: &Schema,
+    schema: &Schema<'_>,
     mut parse: impl FnMut(&Row<'_>, &mut Vec<String>) -> Option<T>,
 ) -> Result<Rows<T>> {
     let mut data = Vec::new();
@@ -178,6 +186,7 @@ pub(crate) fn read_rows<T, R: Read>(
     let mut out = Rows {
         good: Vec::new(),
         errors: Vec::new(),
+        present: cols.iter().map(Option::is_some).collect(),
     };
     let mut first_row_of_id: HashMap<String, usize> = HashMap::new();
     let mut row = 0;
@@ -244,7 +253,7 @@ pub(crate) fn read_rows<T, R: Read>(
 }
 
 /// Maps the header to a cell index per schema column, or says everything wrong with it.
-fn columns(path: &Path, headers: &ByteRecord, schema: &Schema) -> Result<Vec<Option<usize>>> {
+fn columns(path: &Path, headers: &ByteRecord, schema: &Schema<'_>) -> Result<Vec<Option<usize>>> {
     let content = |reason: String| IoError::Content {
         path: path.to_owned(),
         format: schema.format,
@@ -309,7 +318,7 @@ fn columns(path: &Path, headers: &ByteRecord, schema: &Schema) -> Result<Vec<Opt
 }
 
 /// "`name`", with the accepted column it nearly spells or the schema's hint for it.
-fn unknown_column(name: &str, schema: &Schema) -> String {
+fn unknown_column(name: &str, schema: &Schema<'_>) -> String {
     if let Some((_, hint)) = schema.hints.iter().find(|(n, _)| *n == name) {
         return format!("`{name}` ({hint})");
     }

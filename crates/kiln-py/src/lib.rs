@@ -15,6 +15,7 @@
 //! - kiln's error enum maps to one exception hierarchy ([`errors`]).
 #![deny(missing_docs)]
 
+mod calibrate;
 mod dlpack;
 mod errors;
 mod finance;
@@ -136,6 +137,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     finance::register(m)?;
     risk::register(m)?;
+    calibrate::register(m)?;
     ndimage::register(m)?;
     ndimage_label::register(m)?;
     ndimage_interp::register(m)?;

@@ -14,7 +14,8 @@
 //! ([`Task::PriceBook`]: a solo job, `Runtime::price_book` on one runtime; crate::pricing).
 //! A user kernel ([`Task::UserKernel`], crate::user_kernel), a book of implied
 //! volatilities ([`Task::ImpliedVol`], crate::implied) and a risk job ([`Task::Risk`],
-//! crate::risk) run on the pool's first GPU.
+//! crate::risk) run on the pool's first GPU; a calibration ([`Task::Calibrate`],
+//! crate::calibrate) runs on the first device's runtime and fits on its CPU cores.
 
 use crate::protocol::{JobResult, WorkItem, WorkOutcome};
 use crate::store::{now_ms, BlobRecord};
@@ -172,6 +173,13 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
         } => crate::pricing::run_book(rt, &method, &mc, &options, target_se, max_paths),
         Task::ImpliedVol { quotes } => crate::implied::run(rt, &quotes),
         Task::Risk(job) => crate::risk::run(rt, opts, &item.id, &job),
+        Task::Calibrate {
+            quotes,
+            quoted,
+            target,
+            start,
+            max_iterations,
+        } => crate::calibrate::run(rt, &quotes, quoted, target, &start, max_iterations),
         Task::Filter2d {
             kernel,
             mode,

@@ -28,6 +28,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod calibrate;
 pub mod config;
 pub mod error;
 pub mod exec;

@@ -21,6 +21,7 @@ pub const KINDS: [&str; 8] = [
     "price",
     crate::implied::KIND,
     crate::risk::KIND,
+    crate::calibrate::KIND,
     "filter2d",
     "filter3d",
     "gemm",
@@ -90,6 +91,19 @@ pub enum Task {
     },
     /// Portfolio risk by full revaluation of a book under a scenario set (crate::risk).
     Risk(crate::risk::RiskJob),
+    /// Heston's parameters fitted to a surface of quotes (crate::calibrate).
+    Calibrate {
+        /// The quotes, in order.
+        quotes: Vec<crate::calibrate::CalibQuote>,
+        /// What their values are.
+        quoted: kiln::core::finance::calibrate::QuoteKind,
+        /// What is fitted.
+        target: kiln::core::finance::calibrate::Target,
+        /// Where the fit starts.
+        start: kiln::core::finance::heston::HestonParams,
+        /// The iteration cap.
+        max_iterations: usize,
+    },
     /// Filter a 2-D image `(h, w)` or `(h, w, c)`.
     Filter2d {
         /// The kernel.
@@ -360,6 +374,7 @@ pub fn validate(
         "price" => crate::pricing::validate(params, inputs, blobs)?,
         crate::implied::KIND => crate::implied::validate(params, inputs)?,
         crate::risk::KIND => crate::risk::validate(params, inputs, max_elements)?,
+        crate::calibrate::KIND => crate::calibrate::validate(params, inputs)?,
         "filter2d" | "filter3d" => filter(kind == "filter3d", params, inputs, blobs, max_elements)?,
         "gemm" => gemm(params, inputs, blobs, max_elements)?,
         "elementwise" => elementwise(params, inputs, blobs, max_elements)?,

@@ -47,10 +47,10 @@ __all__ = [
     "Runtime", "Stream", "Tensor", "KilnError", "OutOfMemoryError", "DeviceFaultError",
     "InvalidInputError", "NoDeviceError", "from_dlpack", "asarray", "zeros", "sigmoid", "tanh",
     "relu", "exp", "scale_shift", "clamp", "axpy", "transpose", "cast", "matmul", "filter2d",
-    "filter3d", "correlate", "price", "risk", "implied_vol", "memory_stats", "empty_cache", "synchronize",
-    "doctor", "profile", "profiler_report", "ndimage", "ElementwiseKernel", "ReductionKernel",
-    "RawKernel", "RawModule", "KernelArgumentError", "CompileException", "CUDADriverError",
-    "GlobalPointer", "__version__",
+    "filter3d", "correlate", "price", "risk", "implied_vol", "calibrate_heston", "memory_stats",
+    "empty_cache", "synchronize", "doctor", "profile", "profiler_report", "ndimage",
+    "ElementwiseKernel", "ReductionKernel", "RawKernel", "RawModule", "KernelArgumentError",
+    "CompileException", "CUDADriverError", "GlobalPointer", "__version__",
 ]
 
 
@@ -494,6 +494,83 @@ def implied_vol(price, spot, strike, maturity, rate=0.0, dividend=0.0, kind="cal
         return vol
     reasons = np.array(_NO_VOLATILITY)[np.frombuffer(codes, dtype=np.uint8)].reshape(shape)
     return vol, (reasons[()] if shape == () else reasons)
+
+
+def calibrate_heston(quotes, spot, strike, maturity, rate=0.0, dividend=0.0, kind="call", *,
+                     quoted="price", weights=None, start=None, target="vol",
+                     max_iterations=200) -> dict:
+    """Fit Heston's ``kappa, theta, xi, rho, v0`` to European quotes by Levenberg-Marquardt on
+    the semi-analytic price with its exact gradient, on the CPU's cores (there is no GPU
+    pricer of a surface); the GIL is released during the fit.
+
+    ``quotes`` holds one value per quote: discounted prices (``quoted="price"``) or
+    Black-Scholes implied vols (``quoted="vol"``, 0.2 for 20%). ``spot``, ``strike``,
+    ``maturity`` (years), ``rate``, ``dividend`` (continuously compounded per year), ``kind``
+    (``"call"`` or ``"put"``) and ``weights`` (``>= 0``, default 1) are numbers or arrays
+    that broadcast with ``quotes`` (NumPy broadcasting), as ``implied_vol``'s arguments do.
+    ``target`` says what is fitted: ``"vol"`` (weighted implied-vol differences, the default)
+    or ``"price"`` (weighted price differences). ``start`` is ``(kappa, theta, xi, rho, v0)``
+    or a dict of them (default ``(1, 0.1, 0.5, -0.5, 0.1)``).
+
+    Returns a dict: ``params`` and ``start`` (dicts of the five), ``feller`` (whether ``2
+    kappa theta >= xi^2``), ``rmse_vol_points`` (100 x the RMSE of the model prices' implied
+    vols against the quotes', unweighted; None where no quote has both), ``vol_quotes`` (the
+    quotes it counts), ``rmse_price``, ``cost`` (half the sum of squared weighted residuals),
+    ``target``, ``iterations``, ``evaluations``, ``stop`` (``"gradient"``, ``"step"``,
+    ``"relative_reduction"``, ``"zero_residual"`` or ``"max_iterations"``) and ``quotes``
+    (one dict per quote in input order: ``market_price``, ``model_price``, ``price_error``,
+    ``market_vol``, ``model_vol``, ``vol_error_points``, ``weight``). Bad input raises
+    ``InvalidInputError`` naming the argument, or the quote by its index in the flattened
+    broadcast arrays.
+
+    >>> fit = kiln.calibrate_heston(vols, 100.0, strikes, maturities, rate=0.02, quoted="vol",
+    ...                             kind=np.where(strikes < 100, "put", "call"))
+    >>> fit["params"]["kappa"], fit["rmse_vol_points"], fit["feller"]
+    """
+    import numpy as np
+
+    def bad(msg):
+        return InvalidInputError(f"calibrate_heston: {msg}")
+
+    for name, v, ok in (("quoted", quoted, ("price", "vol")), ("target", target, ("price", "vol"))):
+        if not isinstance(v, str) or v not in ok:
+            raise bad(f"{name} must be 'price' or 'vol', got {v!r}")
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
+        raise bad(f"max_iterations must be an integer >= 1, got {max_iterations!r}")
+    kinds = np.asarray(kind)
+    if kinds.dtype.kind not in "UO":
+        raise bad(f"kind must be 'call' or 'put' (or an array of them), got {kind!r}")
+    try:
+        nums = [np.asarray(a, dtype=np.float64) for a in
+                (quotes, spot, strike, maturity, rate, dividend, 1.0 if weights is None else weights)]
+    except (TypeError, ValueError) as e:
+        raise bad(f"quotes, spot, strike, maturity, rate, dividend and weights must be numbers: {e}") from None
+    try:
+        *nums, kinds = np.broadcast_arrays(*nums, kinds)
+    except ValueError as e:
+        raise bad(f"the arguments do not broadcast together: {e}") from None
+    names = np.char.lower(kinds.astype(str))
+    wrong = ~np.isin(names, ("call", "put"))
+    if wrong.any():
+        raise bad(f"kind must be 'call' or 'put', got {str(kinds[wrong].flat[0])!r}")
+    fields = ("kappa", "theta", "xi", "rho", "v0")
+    if isinstance(start, dict):
+        missing = [k for k in fields if k not in start]
+        if missing:
+            raise bad(f"start lacks {', '.join(missing)}; give kappa, theta, xi, rho, v0")
+        start = [start[k] for k in fields]
+    if start is not None:
+        try:
+            start = [float(x) for x in start]
+        except (TypeError, ValueError):
+            raise bad(f"start must be 5 numbers (kappa, theta, xi, rho, v0) or a dict of them, got {start!r}") from None
+        if len(start) != 5:
+            raise bad(f"start has {len(start)} numbers; give kappa, theta, xi, rho, v0")
+    value, spot_, strike_, mat, rate_, div, weight = (c.ravel().tolist() for c in nums)
+    out = _native.calibrate_heston(spot_, strike_, mat, rate_, div, value, weight,
+                                   (names == "call").ravel().tolist(), quoted, target, start,
+                                   int(max_iterations))
+    return _json.loads(out)
 
 
 @contextlib.contextmanager
