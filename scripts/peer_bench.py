@@ -594,7 +594,8 @@ def interp(q):
     a = math.radians(30)
     m = np.array([[1, 0, 0], [0, math.cos(a), -math.sin(a)], [0, math.sin(a), math.cos(a)]])
     c = (n - 1) / 2.0
-    off = c - m @ np.full(3, c)
+    off = tuple(float(v) for v in c - m @ np.full(3, c))
+    m = cp.asarray(m)
     for order in (1, 3):
         ms = best(lambda: cnd.affine_transform(vol, m, off, order=order, mode="constant",
                                                prefilter=False))

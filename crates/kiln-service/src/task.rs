@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 /// The kinds of the service (`user_kernel` runs only with `allow_user_kernels`; `fault`,
 /// not listed, only with `allow_fault_injection`).
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 9] = [
     "price",
     crate::implied::KIND,
     crate::risk::KIND,
