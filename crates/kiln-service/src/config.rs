@@ -539,7 +539,7 @@ impl ServiceConfig {
             return Err("no workers: set workers.cpu_workers >= 1, workers.gpus or workers.groups".into());
         }
         if self.store.is_postgres() {
-            crate::store::parse_pg_url(&self.store.url).map_err(|e| e.0)?;
+            crate::store::parse_pg_url(&self.store.url).map_err(|e| e.message().to_string())?;
             if self.store.pool_size == 0 {
                 return Err("store.pool_size = 0; it must be at least 1".into());
             }

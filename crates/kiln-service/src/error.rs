@@ -2,6 +2,7 @@
 //! decided in one exhaustive `match` ([`ApiError::parts`]), so a new variant cannot reach a
 //! client unmapped. The body is always `{"error": {"code": "...", "message": "..."}}`.
 
+use crate::store::StoreFault;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -152,7 +153,14 @@ impl ApiError {
             ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout", Some(1)),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", Some(1)),
             ApiError::InBatch { error, .. } => error.parts(),
-            ApiError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "store_error", None),
+            // A database restarting or a full disk passes: a 503 to retry, with a code of
+            // its own, not a 500. (A connection lost at commit may have stored a job: a
+            // client retries with its Idempotency-Key.)
+            ApiError::Store(e) => match e.fault() {
+                StoreFault::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", Some(1)),
+                StoreFault::Full => (StatusCode::SERVICE_UNAVAILABLE, "store_full", Some(5)),
+                StoreFault::Failed => (StatusCode::INTERNAL_SERVER_ERROR, "store_error", None),
+            },
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", None),
         }
     }
@@ -200,4 +208,30 @@ pub enum ServeError {
     /// An I/O failure (bind, data dir, signals).
     #[error("{0}")]
     Io(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreError;
+
+    #[test]
+    fn store_failures_that_pass_are_503s_with_their_own_codes() {
+        let parts = |e: StoreError| ApiError::Store(e).parts();
+        assert_eq!(
+            parts(StoreError::with_fault(
+                StoreFault::Unavailable,
+                "connection closed"
+            )),
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", Some(1))
+        );
+        assert_eq!(
+            parts(StoreError::with_fault(StoreFault::Full, "disk full")),
+            (StatusCode::SERVICE_UNAVAILABLE, "store_full", Some(5))
+        );
+        assert_eq!(
+            parts(StoreError::new("schema mismatch")),
+            (StatusCode::INTERNAL_SERVER_ERROR, "store_error", None)
+        );
+    }
 }

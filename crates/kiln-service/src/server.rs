@@ -226,11 +226,10 @@ pub async fn open_store(cfg: &ServiceConfig) -> Result<Arc<dyn JobStore>, ServeE
             ..PgOptions::default()
         };
         let s = PgStore::connect(&cfg.store.url, opts).await.map_err(|e| {
-            ServeError::Store(crate::store::StoreError(format!(
-                "{} ({})",
-                e.0,
-                crate::config::redact_url(&cfg.store.url)
-            )))
+            ServeError::Store(crate::store::StoreError::with_fault(
+                e.fault(),
+                format!("{} ({})", e.message(), crate::config::redact_url(&cfg.store.url)),
+            ))
         })?;
         tracing::info!(
             "job store: PostgreSQL at {} (schema {})",

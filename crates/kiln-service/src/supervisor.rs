@@ -15,13 +15,14 @@
 //! meanwhile.
 
 pub mod fault;
+mod outcome;
 mod process;
 
 use crate::config::ServiceConfig;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
 use crate::protocol::{read_frame_async, write_frame_async, FromWorker, ToWorker, WorkItem, WorkOutcome};
-use crate::store::{now_ms, ClaimedJob, JobState, JobStore, Outcome};
+use crate::store::{now_ms, ClaimedJob, JobStore, Outcome};
 pub use fault::DeviceFault;
 #[cfg(test)]
 use process::is_alloc_failure;
@@ -702,46 +703,6 @@ impl Shared {
                 }
             }
         }
-    }
-
-    async fn finish(&self, job: &ClaimedJob, owner: &str, outcome: Outcome) -> bool {
-        let state = match &outcome {
-            Outcome::Succeeded { .. } => "succeeded",
-            Outcome::Failed { .. } => "failed",
-        };
-        match self.store.finish(&job.id, owner, outcome).await {
-            Ok(true) => {
-                self.done(job, state);
-                true
-            }
-            Ok(false) => false,
-            Err(e) => {
-                tracing::error!("storing job {}: {e}", job.id);
-                false
-            }
-        }
-    }
-
-    async fn retry(&self, job: &ClaimedJob, owner: &str, code: &str, message: &str) {
-        match self.store.retry(&job.id, owner, code, message).await {
-            Ok(Some(JobState::Queued)) => {
-                tracing::info!(
-                    "job {} re-queued after attempt {}: {message}",
-                    job.id,
-                    job.attempt
-                );
-                self.hub.wake.notify_waiters();
-            }
-            Ok(Some(s)) => self.done(job, s.name()),
-            Ok(None) => {}
-            Err(e) => tracing::error!("re-queueing job {}: {e}", job.id),
-        }
-    }
-
-    fn done(&self, job: &ClaimedJob, state: &str) {
-        let latency = (now_ms() - job.created_ms).max(0) as f64 / 1e3;
-        self.metrics.finished(&job.kind, state, latency);
-        self.hub.finished(&job.id, &job.principal);
     }
 }
 

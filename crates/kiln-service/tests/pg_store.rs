@@ -230,7 +230,7 @@ async fn pg_migrations_once_when_nodes_start_together() {
     .await
     .unwrap();
     let e = PgStore::connect(&url, PgOptions::default()).await.err().unwrap();
-    assert!(e.0.contains("upgrade kiln"), "{e}");
+    assert!(e.message().contains("upgrade kiln"), "{e}");
     // Bad URLs fail before connecting.
     assert!(parse_pg_url("postgres://h/db?sslmode=require").is_err());
     assert!(parse_pg_url("postgres://[").is_err());

@@ -38,10 +38,57 @@ use std::time::Duration;
 /// A boxed, sendable future: what every [`JobStore`] method returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A store failure (the database or the disk under it).
+/// A store failure (the database or the disk under it), with what a client should make
+/// of it ([`StoreFault`]): a database that is restarting or a disk that is full is a 503 to
+/// retry, not a 500.
 #[derive(Debug, thiserror::Error)]
-#[error("job store: {0}")]
-pub struct StoreError(pub String);
+#[error("job store: {msg}")]
+pub struct StoreError {
+    msg: String,
+    fault: StoreFault,
+}
+
+/// Whether a store failure may pass by itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreFault {
+    /// Retrying will not cure it (a bug, a schema mismatch, a constraint).
+    Failed,
+    /// The database cannot be reached now: restarting, connections cut, no free pooled
+    /// connection within the wait, busy.
+    Unavailable,
+    /// The store's disk refused a write (full, or past a file size limit).
+    Full,
+}
+
+impl StoreError {
+    /// A failure retrying will not cure.
+    pub fn new(msg: impl Into<String>) -> StoreError {
+        StoreError::with_fault(StoreFault::Failed, msg)
+    }
+
+    /// A failure of the given kind.
+    pub fn with_fault(fault: StoreFault, msg: impl Into<String>) -> StoreError {
+        StoreError {
+            msg: msg.into(),
+            fault,
+        }
+    }
+
+    /// What kind of failure it is.
+    pub fn fault(&self) -> StoreFault {
+        self.fault
+    }
+
+    /// Whether it may pass by itself (the database back, space freed): worth retrying.
+    pub fn is_transient(&self) -> bool {
+        self.fault != StoreFault::Failed
+    }
+
+    /// The message, without the `job store:` prefix.
+    pub fn message(&self) -> &str {
+        &self.msg
+    }
+}
 
 /// The result of store calls.
 pub type StoreResult<T> = std::result::Result<T, StoreError>;

@@ -1,7 +1,7 @@
 //! The SQLite job store: one database file in WAL mode under the data dir.
 //!
 //! One writer thread owns the write connection and commits in groups: it takes every write
-//! waiting in its channel (up to [`GROUP`]), runs each in a savepoint of one transaction,
+//! waiting in its channel (up to [`GROUP`](writer::GROUP)), runs each in a savepoint of one transaction,
 //! commits once, and only then answers the callers. Under load many submissions share one
 //! commit (one fsync with `synchronous = FULL`), and nothing is acknowledged before it is
 //! on disk. Reads use a second connection (WAL readers do not block the writer).
@@ -9,6 +9,7 @@
 mod rows;
 mod schema;
 mod tenancy;
+mod writer;
 
 use super::*;
 use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, insert_job, job_row, JOB_COLS};
@@ -19,11 +20,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use tenancy::{fair_head, uploaded};
 use tokio::sync::oneshot;
-
-/// Writes committed together at most.
-pub const GROUP: usize = 256;
-type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
-type WriteOp = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+use writer::{sqlite_err, writer_loop, Reply, WriteOp};
 
 /// The SQLite store (see the [module docs](self)).
 pub struct SqliteStore {
@@ -45,11 +42,11 @@ fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
+    StoreError::new(e.to_string())
 }
 
 fn open(path: &Path, synchronous_full: bool) -> StoreResult<Connection> {
-    let c = Connection::open(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+    let c = Connection::open(path).map_err(|e| StoreError::new(format!("{}: {e}", path.display())))?;
     c.busy_timeout(Duration::from_secs(10)).map_err(err)?;
     c.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
     c.pragma_update(
@@ -67,7 +64,7 @@ impl SqliteStore {
     /// Open (or create) `dir/jobs.sqlite3`. `synchronous_full`: fsync every commit (else
     /// only WAL checkpoints: a power loss may drop the last commits, a crash does not).
     pub fn open(dir: &Path, synchronous_full: bool) -> StoreResult<SqliteStore> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::new(format!("{}: {e}", dir.display())))?;
         let path = dir.join("jobs.sqlite3");
         // created 0600 before SQLite opens it: SQLite gives its WAL and SHM files the
         // database file's mode (crate::private)
@@ -75,7 +72,7 @@ impl SqliteStore {
             crate::private::private_create()
                 .truncate(false)
                 .open(&path)
-                .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+                .map_err(|e| StoreError::new(format!("{}: {e}", path.display())))?;
         }
         let w = open(&path, synchronous_full)?;
         w.execute_batch(SCHEMA).map_err(err)?;
@@ -99,14 +96,14 @@ impl SqliteStore {
                 w.execute_batch(&format!(
                     "BEGIN; {TO_V2} UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;"
                 ))
-                .map_err(|e| StoreError(format!("{}: migrating to schema 2: {e}", path.display())))?;
+                .map_err(|e| StoreError::new(format!("{}: migrating to schema 2: {e}", path.display())))?;
                 tracing::info!(
                     "{}: job store migrated to schema 2 (priorities, queue timeouts)",
                     path.display()
                 );
             }
             Some(other) => {
-                return Err(StoreError(format!(
+                return Err(StoreError::new(format!(
                     "{} has schema version {other:?}; this kiln knows {SCHEMA_VERSION}",
                     path.display()
                 )))
@@ -136,16 +133,21 @@ impl SqliteStore {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
         let op: WriteOp = Box::new(move |c| {
             let r = f(c);
-            let ok = r.is_ok();
-            let reply: Reply = Box::new(move |commit_err: Option<&str>| {
+            let failure = r.as_ref().err().map(sqlite_err);
+            let reply: Reply = Box::new(move |commit_err: Option<&StoreError>| {
                 let out = match (r, commit_err) {
+                    // a failed begin or commit stored nothing of the op, whatever it returned
+                    // (an op run on op_failed's empty database fails for want of a table)
+                    (_, Some(e)) => Err(StoreError::with_fault(
+                        e.fault(),
+                        format!("commit failed: {}", e.message()),
+                    )),
                     (Ok(v), None) => Ok(v),
-                    (Ok(_), Some(e)) => Err(StoreError(format!("commit failed: {e}"))),
-                    (Err(e), _) => Err(err(e)),
+                    (Err(e), None) => Err(sqlite_err(&e)),
                 };
                 let _ = tx.send(out);
             });
-            (ok, reply)
+            (failure, reply)
         });
         let sent = self
             .writer
@@ -155,10 +157,10 @@ impl SqliteStore {
             .unwrap_or(false);
         Box::pin(async move {
             if !sent {
-                return Err(StoreError("the store is closed".into()));
+                return Err(StoreError::new("the store is closed"));
             }
             rx.await
-                .unwrap_or_else(|_| Err(StoreError("the store's writer stopped".into())))
+                .unwrap_or_else(|_| Err(StoreError::new("the store's writer stopped")))
         })
     }
 
@@ -171,65 +173,12 @@ impl SqliteStore {
         let reader = self.reader.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let c = reader.lock().map_err(|_| StoreError("reader poisoned".into()))?;
-                f(&c).map_err(err)
+                let c = reader.lock().map_err(|_| StoreError::new("reader poisoned"))?;
+                f(&c).map_err(|e| sqlite_err(&e))
             })
             .await
             .map_err(err)?
         })
-    }
-}
-
-fn writer_loop(mut c: Connection, rx: mpsc::Receiver<WriteOp>) {
-    while let Ok(first) = rx.recv() {
-        let mut ops = vec![first];
-        while ops.len() < GROUP {
-            match rx.try_recv() {
-                Ok(op) => ops.push(op),
-                Err(_) => break,
-            }
-        }
-        let tx = match c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
-            Ok(t) => t,
-            Err(e) => {
-                let msg = e.to_string();
-                for op in ops {
-                    // The op never ran; answer with the error through a throwaway run on
-                    // no transaction is not possible, so report the begin failure.
-                    let reply = op_failed(op, &msg);
-                    reply(Some(&msg));
-                }
-                continue;
-            }
-        };
-        let mut replies: Vec<Reply> = Vec::with_capacity(ops.len());
-        for op in ops {
-            // One savepoint name, its three statements prepared once: a group's ops nest
-            // nothing, each is released (or rolled back) before the next begins.
-            let _ = exec(&tx, "SAVEPOINT op", []);
-            // A failed op rolls back its own savepoint only (its reply carries the error).
-            let (ok, reply) = op(&tx);
-            if !ok {
-                let _ = exec(&tx, "ROLLBACK TO op", []);
-            }
-            let _ = exec(&tx, "RELEASE op", []);
-            replies.push(reply);
-        }
-        let commit = tx.commit().err().map(|e| e.to_string());
-        for r in replies {
-            r(commit.as_deref());
-        }
-    }
-    let _ = c.pragma_update(None, "wal_checkpoint", "TRUNCATE");
-    drop(c.close());
-}
-
-fn op_failed(op: WriteOp, _msg: &str) -> Reply {
-    // Run the op against an in-memory database without the schema: nothing reaches the
-    // store, and the reply (given the begin error as its commit error) reports a failure.
-    match Connection::open_in_memory() {
-        Ok(mem) => op(&mem).1,
-        Err(_) => Box::new(|_| {}),
     }
 }
 
@@ -693,7 +642,7 @@ impl JobStore for SqliteStore {
                 tokio::task::spawn_blocking(move || th.join())
                     .await
                     .map_err(err)?
-                    .map_err(|_| StoreError("the writer thread panicked".into()))?;
+                    .map_err(|_| StoreError::new("the writer thread panicked"))?;
             }
             Ok(())
         })

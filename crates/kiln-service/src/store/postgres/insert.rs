@@ -18,7 +18,7 @@ async fn existing<C: tokio_postgres::GenericClient>(c: &C, job: &NewJob) -> Stor
         .query_opt(&sql, &[&job.principal, &key])
         .await
         .map_err(pg_err)?
-        .ok_or_else(|| StoreError(format!("job {}: the insert stored nothing", job.id)))?;
+        .ok_or_else(|| StoreError::new(format!("job {}: the insert stored nothing", job.id)))?;
     let mut j = job_row(&row)?;
     j.result = row.try_get(15).map_err(pg_err)?;
     let hash: String = row.try_get(16).map_err(pg_err)?;

@@ -120,7 +120,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> StoreResult<i32> {
         .map_err(pg_err)?;
     let current: i32 = row.get(0);
     if current > SCHEMA_VERSION {
-        return Err(StoreError(format!(
+        return Err(StoreError::new(format!(
             "the database has kiln schema version {current}; this kiln knows up to {SCHEMA_VERSION}: \
              upgrade kiln on this node"
         )));
@@ -128,7 +128,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> StoreResult<i32> {
     for (version, description, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v > current) {
         tx.batch_execute(sql)
             .await
-            .map_err(|e| StoreError(format!("migration {version} ({description}): {}", describe(&e))))?;
+            .map_err(|e| StoreError::new(format!("migration {version} ({description}): {}", describe(&e))))?;
         tx.execute(
             "INSERT INTO kiln_schema_version(version, description) VALUES ($1, $2)",
             &[version, description],

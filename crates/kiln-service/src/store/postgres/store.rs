@@ -55,31 +55,68 @@ pub struct PgStore {
     lease: Duration,
 }
 
-/// A database error as a store error, with the server's message.
+/// A database error as a store error, with the server's message. A lost or refused
+/// connection (the server restarting, `pg_terminate_backend`, too many connections) is
+/// [`StoreFault::Unavailable`] and a full disk [`StoreFault::Full`]: both pass by
+/// themselves, so clients get a 503 to retry rather than a 500.
 pub fn pg_err(e: tokio_postgres::Error) -> StoreError {
-    StoreError(format!("postgres: {}", describe(&e)))
+    StoreError::with_fault(pg_fault(&e), format!("postgres: {}", describe(&e)))
+}
+
+fn pg_fault(e: &tokio_postgres::Error) -> StoreFault {
+    use tokio_postgres::error::SqlState;
+    if let Some(code) = e.code() {
+        return if *code == SqlState::DISK_FULL {
+            StoreFault::Full
+        } else if code.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+                SqlState::TOO_MANY_CONNECTIONS,
+                SqlState::T_R_SERIALIZATION_FAILURE,
+                SqlState::T_R_DEADLOCK_DETECTED,
+            ]
+            .contains(code)
+        {
+            StoreFault::Unavailable
+        } else {
+            StoreFault::Failed
+        };
+    }
+    // No SQLSTATE: the connection closed, or connecting failed (an I/O error underneath).
+    let io = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+    if e.is_closed() || io {
+        StoreFault::Unavailable
+    } else {
+        StoreFault::Failed
+    }
 }
 
 fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
     match e {
         deadpool_postgres::PoolError::Backend(e) => pg_err(e),
-        other => StoreError(format!("postgres pool: {other}")),
+        // every connection busy for the whole wait (or the server slow to accept one)
+        deadpool_postgres::PoolError::Timeout(t) => StoreError::with_fault(
+            StoreFault::Unavailable,
+            format!("postgres pool: no connection within the wait ({t:?}): every pooled connection is busy"),
+        ),
+        other => StoreError::new(format!("postgres pool: {other}")),
     }
 }
 
 /// Parse and check a `postgres://` URL (or key=value string) without connecting.
 pub fn parse_url(url: &str) -> StoreResult<tokio_postgres::Config> {
     let cfg = tokio_postgres::Config::from_str(url)
-        .map_err(|e| StoreError(format!("store.url is not a valid PostgreSQL URL: {e}")))?;
+        .map_err(|e| StoreError::new(format!("store.url is not a valid PostgreSQL URL: {e}")))?;
     if cfg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err(StoreError(
+        return Err(StoreError::new(
             "store.url asks for sslmode=require; this build connects without TLS: use a \
-             private network, a TLS-terminating proxy, or sslmode=disable"
-                .into(),
+             private network, a TLS-terminating proxy, or sslmode=disable",
         ));
     }
     if cfg.get_hosts().is_empty() {
-        return Err(StoreError("store.url names no host".into()));
+        return Err(StoreError::new("store.url names no host"));
     }
     Ok(cfg)
 }
@@ -108,7 +145,7 @@ impl PgStore {
             .wait_timeout(Some(Duration::from_secs(opts.connect_timeout_s.max(1))))
             .create_timeout(Some(Duration::from_secs(opts.connect_timeout_s.max(1))))
             .build()
-            .map_err(|e| StoreError(format!("postgres pool: {e}")))?;
+            .map_err(|e| StoreError::new(format!("postgres pool: {e}")))?;
         {
             let mut c = pool.get().await.map_err(pool_err)?;
             let client: &mut tokio_postgres::Client = &mut c;
@@ -125,7 +162,7 @@ impl PgStore {
 
     async fn conn(&self) -> StoreResult<Conn> {
         if self.closed.load(Ordering::SeqCst) {
-            return Err(StoreError("the store is closed".into()));
+            return Err(StoreError::new("the store is closed"));
         }
         self.pool.get().await.map_err(pool_err)
     }
@@ -631,7 +668,7 @@ impl JobStore for PgStore {
         let node = node.clone();
         Box::pin(async move {
             let mut c = self.conn().await?;
-            let devices = serde_json::to_string(&node.devices).map_err(|e| StoreError(e.to_string()))?;
+            let devices = serde_json::to_string(&node.devices).map_err(|e| StoreError::new(e.to_string()))?;
             let tx = c.transaction().await.map_err(pg_err)?;
             tx.execute(
                 "INSERT INTO kiln_nodes(id, hostname, devices, started_ms, last_heartbeat_ms, version) \
