@@ -149,6 +149,7 @@ impl PyElementwise {
     #[pyo3(signature = (ins, outs, size = None, given = true))]
     fn call_cpu(
         &self,
+        py: Python<'_>,
         ins: Vec<Bound<'_, PyAny>>,
         outs: Vec<Bound<'_, PyAny>>,
         size: Option<usize>,
@@ -170,7 +171,10 @@ impl PyElementwise {
         let a = cpu_args(&ins, &b.param_types, &ov)?;
         let args = a.args();
         let mut om = out_mut(&ov);
-        self.k.call_bound(&args, &mut om, &b).map_err(expr_err)
+        // the evaluation reads and writes only the views taken above: other Python threads
+        // run meanwhile, as they do during a NumPy ufunc
+        py.detach(|| self.k.call_bound(&args, &mut om, &b))
+            .map_err(expr_err)
     }
 
     /// Run on a CUDA device: `ins` `DeviceArray`s and scalars, `outs` `DeviceArray`s.
@@ -310,6 +314,7 @@ impl PyReduction {
     /// Run on the CPU into C-contiguous NumPy outputs.
     fn call_cpu(
         &self,
+        py: Python<'_>,
         ins: Vec<Bound<'_, PyAny>>,
         outs: Vec<Bound<'_, PyAny>>,
         axis_: Option<Vec<isize>>,
@@ -332,7 +337,8 @@ impl PyReduction {
         let a = cpu_args(&ins, &rb.binding.param_types, &ov)?;
         let args = a.args();
         let mut om = out_mut(&ov);
-        self.k.call(&args, &mut om, &ax, keepdims).map_err(expr_err)
+        py.detach(|| self.k.call(&args, &mut om, &ax, keepdims))
+            .map_err(expr_err)
     }
 
     /// Run on a CUDA device; returns the generated source when `want_source`.

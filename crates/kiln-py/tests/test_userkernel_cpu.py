@@ -115,3 +115,40 @@ def test_one_kernel_called_with_changing_signatures():
         k(np.ones(3, np.float32), np.ones(4, np.float32), np.float32(1))
     with pytest.raises(ValueError):  # the same bad call again: refused again, not cached
         k(np.ones(3, np.float32), np.ones(4, np.float32), np.float32(1))
+
+
+def _ticks_per_call(call, calls=4):
+    """How many times a Python thread ran per `call()`: about one a call when the call holds
+    the GIL (the thread gets it only between calls), many when the call releases it."""
+    import threading
+
+    ticks = []
+    done = threading.Event()
+
+    def tick():
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.0005)
+
+    call()  # bind and warm up first
+    t = threading.Thread(target=tick)
+    t.start()
+    try:
+        for _ in range(calls):
+            call()
+    finally:
+        done.set()
+        t.join()
+    return len(ticks) / calls
+
+
+def test_the_cpu_path_releases_the_gil():
+    x = RNG.random(1 << 23, dtype=np.float32)
+    y = RNG.random(1 << 23, dtype=np.float32)
+    ew = kiln.ElementwiseKernel("T x, T y", "T z", "z = expf(sinf(x) * cosf(y))", "gil_ew")
+    red = kiln.ReductionKernel("T x, T y", "T z", "expf(sinf(x) * cosf(y))", "a + b", "z = a",
+                               "0", "gil_red")
+    # each call takes tens of milliseconds; a ticker waking every 0.5 ms runs many times
+    # during it only if the GIL is released
+    assert _ticks_per_call(lambda: ew(x, y)) > 5
+    assert _ticks_per_call(lambda: red(x, y)) > 5
