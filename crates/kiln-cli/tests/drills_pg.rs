@@ -6,8 +6,8 @@
 //!   dir in `KILN_TEST_PG_DIR`, as `scripts/pg-test-cluster.sh start DIR` made it);
 //! - one node's connections killed (`pg_terminate_backend`, five times under load);
 //! - the pool exhausted (`store.pool_size = 2`, 16 clients, the jobs table locked for 12 s
-//!   by another database connection: requests wait, then answer 503 `store_unavailable` with a
-//!   `Retry-After`, never a 500);
+//!   by another database connection: requests wait, then answer 503 `store_unavailable`
+//!   with a `Retry-After`, never a 500);
 //! - a node frozen past its lease (SIGSTOP) while it runs a job, woken (SIGCONT) after
 //!   another node re-ran the job: its late result is discarded, logged, and the stored
 //!   result is the other node's;
@@ -300,8 +300,8 @@ fn pg_pool_exhausted_waits_or_answers_503() {
     let (stop, rd) = c.reader();
     let clients = submit_all(&c.h, &c.nodes, TOKEN, n, 16, Duration::from_secs(120));
     c.until_accepted(n / 4);
-    // A separate database connection holds the jobs table: both pooled connections block on it, and
-    // requests queue for the pool past its 10 s wait.
+    // A separate database connection holds the jobs table: both pooled connections block on
+    // it, and requests queue for the pool past its 10 s wait.
     let db = c.db();
     db.exec("BEGIN; LOCK TABLE kiln_jobs IN ACCESS EXCLUSIVE MODE");
     std::thread::sleep(Duration::from_secs(12));
