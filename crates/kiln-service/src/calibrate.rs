@@ -22,6 +22,7 @@
 //! model price and vol and their errors), with `quoted` and `device` (`cpu`).
 
 use crate::error::ApiError;
+use crate::implied::QuoteObject;
 use crate::protocol::WorkOutcome;
 use crate::task::Task;
 use kiln::core::finance::calibrate::{
@@ -125,61 +126,27 @@ struct StartParams {
 
 /// One element of `inputs.quotes`, checked field by field, with what its value is.
 fn quote_row(i: usize, v: &Value) -> Result<(CalibQuote, QuoteKind), ApiError> {
-    let at = format!("inputs.quotes[{i}]");
-    let Value::Object(obj) = v else {
-        return Err(bad(format!(
-            "{at}: {} is not an object; a quote is {{\"type\", \"price\" or \"vol\", \"spot\", \"strike\", \"maturity\", \"rate\", \"dividend\", \"weight\"}}",
-            crate::task::shown(v)
-        )));
-    };
-    if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(bad(format!(
-            "{at}: unknown field `{k}`; a quote has type, price or vol, spot, strike, maturity, rate, dividend and weight"
-        )));
-    }
-    let kind = match (obj.get("type"), obj.get("option_type")) {
-        (Some(_), Some(_)) => return Err(bad(format!("{at}: give type or option_type, not both"))),
-        (Some(t), None) | (None, Some(t)) => t,
-        (None, None) => return Err(bad(format!("{at}.type is missing (call or put)"))),
-    };
-    let put = match kind.as_str().map(str::to_ascii_lowercase).as_deref() {
-        Some("call") => false,
-        Some("put") => true,
-        _ => {
-            return Err(bad(format!(
-                "{at}.type: {}; use call or put",
-                crate::task::shown(kind)
-            )))
-        }
-    };
-    let num = |name: &str, default: Option<f64>| -> Result<f64, ApiError> {
-        match obj.get(name) {
-            None | Some(Value::Null) => default.ok_or_else(|| bad(format!("{at}.{name} is missing"))),
-            Some(v) => v
-                .as_f64()
-                .ok_or_else(|| bad(format!("{at}.{name}: {} is not a number", crate::task::shown(v)))),
-        }
-    };
-    let positive = |name: &str| -> Result<f64, ApiError> {
-        let x = num(name, None)?;
-        if x > 0.0 {
-            Ok(x)
-        } else {
-            Err(bad(format!("{at}.{name} = {x}; it must be > 0")))
-        }
-    };
-    let quoted = match (obj.contains_key("price"), obj.contains_key("vol")) {
+    let q = QuoteObject::open(
+        i,
+        v,
+        "{\"type\", \"price\" or \"vol\", \"spot\", \"strike\", \"maturity\", \"rate\", \"dividend\", \"weight\"}",
+        &FIELDS,
+        "type, price or vol, spot, strike, maturity, rate, dividend and weight",
+    )?;
+    let at = &q.at;
+    let put = q.put()?;
+    let quoted = match (q.obj.contains_key("price"), q.obj.contains_key("vol")) {
         (true, false) => QuoteKind::Price,
         (false, true) => QuoteKind::Vol,
         (true, true) => return Err(bad(format!("{at}: give price or vol, not both"))),
         (false, false) => return Err(bad(format!("{at}: price or vol is missing"))),
     };
-    let value = positive(if quoted == QuoteKind::Price {
+    let value = q.positive(if quoted == QuoteKind::Price {
         "price"
     } else {
         "vol"
     })?;
-    let weight = num("weight", Some(1.0))?;
+    let weight = q.num("weight", Some(1.0))?;
     if weight < 0.0 {
         return Err(bad(format!("{at}.weight = {weight}; it must be >= 0")));
     }
@@ -187,11 +154,11 @@ fn quote_row(i: usize, v: &Value) -> Result<(CalibQuote, QuoteKind), ApiError> {
         CalibQuote {
             put,
             value,
-            spot: positive("spot")?,
-            strike: positive("strike")?,
-            maturity: positive("maturity")?,
-            rate: num("rate", Some(0.0))?,
-            dividend: num("dividend", Some(0.0))?,
+            spot: q.positive("spot")?,
+            strike: q.positive("strike")?,
+            maturity: q.positive("maturity")?,
+            rate: q.num("rate", Some(0.0))?,
+            dividend: q.num("dividend", Some(0.0))?,
             weight,
         },
         quoted,

@@ -87,59 +87,95 @@ fn bad(msg: impl Into<String>) -> ApiError {
 #[serde(deny_unknown_fields)]
 struct Params {}
 
-/// One element of `inputs.quotes`, checked field by field.
-fn quote_row(i: usize, v: &Value) -> Result<QuoteRow, ApiError> {
-    let at = format!("inputs.quotes[{i}]");
-    let Value::Object(obj) = v else {
-        return Err(bad(format!(
-            "{at}: {} is not an object; a quote is {{\"type\", \"price\", \"spot\", \"strike\", \"maturity\", \"rate\", \"dividend\"}}",
-            crate::task::shown(v)
-        )));
-    };
-    if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(bad(format!(
-            "{at}: unknown field `{k}`; a quote has type, price, spot, strike, maturity, rate and dividend"
-        )));
-    }
-    let kind = match (obj.get("type"), obj.get("option_type")) {
-        (Some(_), Some(_)) => return Err(bad(format!("{at}: give type or option_type, not both"))),
-        (Some(t), None) | (None, Some(t)) => t,
-        (None, None) => return Err(bad(format!("{at}.type is missing (call or put)"))),
-    };
-    let put = match kind.as_str().map(str::to_ascii_lowercase).as_deref() {
-        Some("call") => false,
-        Some("put") => true,
-        _ => {
+/// A quote object of a job's `inputs.quotes`, its fields read with the errors every quote
+/// kind words the same way (`implied_vol`, `calibrate`); `at` names it (`inputs.quotes[3]`).
+pub(crate) struct QuoteObject<'a> {
+    pub at: String,
+    pub obj: &'a serde_json::Map<String, Value>,
+}
+
+impl<'a> QuoteObject<'a> {
+    /// Element `i`: an object (`shape` lists its fields in the error) with no field outside
+    /// `fields` (`field_list` names them in the error).
+    pub(crate) fn open(
+        i: usize,
+        v: &'a Value,
+        shape: &str,
+        fields: &[&str],
+        field_list: &str,
+    ) -> Result<Self, ApiError> {
+        let at = format!("inputs.quotes[{i}]");
+        let Value::Object(obj) = v else {
             return Err(bad(format!(
+                "{at}: {} is not an object; a quote is {shape}",
+                crate::task::shown(v)
+            )));
+        };
+        if let Some(k) = obj.keys().find(|k| !fields.contains(&k.as_str())) {
+            return Err(bad(format!(
+                "{at}: unknown field `{k}`; a quote has {field_list}"
+            )));
+        }
+        Ok(Self { at, obj })
+    }
+
+    /// `type` (or `option_type`): whether the quote is a put.
+    pub(crate) fn put(&self) -> Result<bool, ApiError> {
+        let at = &self.at;
+        let kind = match (self.obj.get("type"), self.obj.get("option_type")) {
+            (Some(_), Some(_)) => return Err(bad(format!("{at}: give type or option_type, not both"))),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => return Err(bad(format!("{at}.type is missing (call or put)"))),
+        };
+        match kind.as_str().map(str::to_ascii_lowercase).as_deref() {
+            Some("call") => Ok(false),
+            Some("put") => Ok(true),
+            _ => Err(bad(format!(
                 "{at}.type: {}; use call or put",
                 crate::task::shown(kind)
-            )))
+            ))),
         }
-    };
-    let num = |name: &str, default: Option<f64>| -> Result<f64, ApiError> {
-        match obj.get(name) {
+    }
+
+    /// A number field; `default` where it is missing or null, else an error.
+    pub(crate) fn num(&self, name: &str, default: Option<f64>) -> Result<f64, ApiError> {
+        let at = &self.at;
+        match self.obj.get(name) {
             None | Some(Value::Null) => default.ok_or_else(|| bad(format!("{at}.{name} is missing"))),
             Some(v) => v
                 .as_f64()
                 .ok_or_else(|| bad(format!("{at}.{name}: {} is not a number", crate::task::shown(v)))),
         }
-    };
-    let positive = |name: &str| -> Result<f64, ApiError> {
-        let x = num(name, None)?;
+    }
+
+    /// A number field that must be present and > 0.
+    pub(crate) fn positive(&self, name: &str) -> Result<f64, ApiError> {
+        let x = self.num(name, None)?;
         if x > 0.0 {
             Ok(x)
         } else {
-            Err(bad(format!("{at}.{name} = {x}; it must be > 0")))
+            Err(bad(format!("{}.{name} = {x}; it must be > 0", self.at)))
         }
-    };
+    }
+}
+
+/// One element of `inputs.quotes`, checked field by field.
+fn quote_row(i: usize, v: &Value) -> Result<QuoteRow, ApiError> {
+    let q = QuoteObject::open(
+        i,
+        v,
+        "{\"type\", \"price\", \"spot\", \"strike\", \"maturity\", \"rate\", \"dividend\"}",
+        &FIELDS,
+        "type, price, spot, strike, maturity, rate and dividend",
+    )?;
     Ok(QuoteRow {
-        put,
-        price: num("price", None)?,
-        spot: positive("spot")?,
-        strike: positive("strike")?,
-        maturity: positive("maturity")?,
-        rate: num("rate", Some(0.0))?,
-        dividend: num("dividend", Some(0.0))?,
+        put: q.put()?,
+        price: q.num("price", None)?,
+        spot: q.positive("spot")?,
+        strike: q.positive("strike")?,
+        maturity: q.positive("maturity")?,
+        rate: q.num("rate", Some(0.0))?,
+        dividend: q.num("dividend", Some(0.0))?,
     })
 }
 
