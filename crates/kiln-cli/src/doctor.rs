@@ -89,6 +89,8 @@ struct Trial {
     total_ms: f64,
     /// Whether graph captures use programmatic dependent launch on this device, and why.
     graph_pdl: Option<String>,
+    /// Whether kiln's wgmma bf16 GEMM runs on this device, and why.
+    gemm_wgmma: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -121,11 +123,13 @@ fn trial(info: &DeviceInfo, cache: &KernelCache, limit: Option<kiln::MemoryLimit
         max_rel_err_vs_cpu: f64::NAN,
         total_ms: 0.0,
         graph_pdl: None,
+        gemm_wgmma: None,
     };
     let r = (|| -> kiln::Result<()> {
         let b = CudaBackend::new(info, cache.clone(), limit)?;
         t.context_ms = b.context_ms();
         t.graph_pdl = Some(b.pdl_status());
+        t.gemm_wgmma = Some(b.wgmma_status());
         let x = kiln::testing::random_f32(TRIAL_N, -12.0, 12.0, 7);
         let dx = b.upload(&x)?;
         let mut dy = b.alloc_poisoned(TRIAL_N)?;
@@ -501,6 +505,9 @@ fn print_text(r: &Report) {
             }
             if let Some(p) = &t.graph_pdl {
                 println!("    graphs: programmatic dependent launch {p}");
+            }
+            if let Some(w) = &t.gemm_wgmma {
+                println!("    gemm: wgmma kernel {w}");
             }
         }
     }

@@ -21,9 +21,10 @@ Layout: row-major, C (m x n) = op(A) (m x k) . op(B) (k x n) for each of --batch
   A is stored m x k (k x m with --trans-a), B k x n (n x k with --trans-b).
 Precisions: f32 (f32 products), tf32 (f32 storage, TF32 tensor cores on a GPU; f32 on the
   CPU), bf16 and f16 (16-bit storage, exact products); every one accumulates in f32.
-Implementations: cublas (default on a GPU; faer on the CPU), kiln (kiln's tiled f32 SIMT
-  kernel), naive (the seed's one-thread-per-element kernel, the baseline). kiln and naive are
-  f32-only CUDA kernels.
+Implementations: cublas (default on a GPU; faer on the CPU), kiln (kiln's own kernels: the
+  tiled SIMT kernel for f32, the wgmma tensor-core kernel for bf16 on compute capability 9.0,
+  one product, k a multiple of 8), naive (the seed's one-thread-per-element kernel, the
+  baseline, f32). kiln and naive are CUDA kernels; kiln has none for tf32 or f16.
 --check: C against the f64 product of the stored inputs, |c - exact| <= beta * sum|a||b| with
   beta = 2u_in + k*2^-23 + u_out (u_in = 2^-10 for tf32, else 0; u_out the storage's unit
   roundoff); exit 5 when any checked element is outside or not finite.
@@ -34,6 +35,16 @@ Implementations: cublas (default on a GPU; faer on the CPU), kiln (kiln's tiled 
   --check also prints c_digest (FNV-1a of C's bits) to compare runs.
 Example: kiln gemm --m 8192 --n 8192 --k 8192 --precision bf16 --check --json
          kiln gemm --m 512 --n 512 --k 512 --batch 64 --devices cpu+all --check --json";
+
+/// kiln's own kernel for a precision: the wgmma tensor-core kernel for bf16, the tiled SIMT
+/// kernel otherwise (which refuses all but f32 with a message naming cuBLAS).
+fn kiln_impl(p: GemmPrecision) -> GemmImpl {
+    if p == GemmPrecision::Bf16 {
+        GemmImpl::Wgmma
+    } else {
+        GemmImpl::Tiled
+    }
+}
 
 /// `kiln gemm` options.
 #[derive(clap::Args, Debug)]
@@ -51,8 +62,8 @@ pub struct Args {
     /// Storage precision (all accumulate in f32).
     #[arg(long, default_value = "f32", value_parser = ["f32", "tf32", "bf16", "f16"])]
     precision: String,
-    /// Implementation: cublas (the default on a GPU), kiln (tiled f32 kernel), naive (the
-    /// seed's baseline). Omit on the CPU, which runs faer.
+    /// Implementation: cublas (the default on a GPU), kiln (kiln's own: tiled f32 kernel,
+    /// wgmma bf16 kernel on Hopper), naive (the seed's baseline). Omit on the CPU (faer).
     #[arg(long = "impl", value_parser = ["cublas", "kiln", "naive"])]
     imp: Option<String>,
     /// Number of products (strided batch, packed).
@@ -221,7 +232,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let gpu = rt.cuda().is_some();
     let imp = match (args.imp.as_deref(), gpu) {
         (None, _) | (Some("cublas"), true) => GemmImpl::Library,
-        (Some("kiln"), true) => GemmImpl::Tiled,
+        (Some("kiln"), true) => kiln_impl(p),
         (Some("naive"), true) => GemmImpl::Naive,
         (Some(other), _) => {
             let why = match rt.fallback_reason() {
@@ -244,6 +255,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         (GemmImpl::Library, true) => "cublas",
         (GemmImpl::Library, false) => "faer",
         (GemmImpl::Tiled, _) => "kiln",
+        (GemmImpl::Wgmma, _) => "kiln-wgmma",
         (GemmImpl::Naive, _) => "naive",
     };
     let s = Summary {
@@ -348,7 +360,7 @@ fn run_split(
     let imp = match args.imp.as_deref() {
         None | Some("cublas") => GemmImpl::Library,
         Some(other) if all_gpu => match other {
-            "kiln" => GemmImpl::Tiled,
+            "kiln" => kiln_impl(p),
             _ => GemmImpl::Naive,
         },
         Some(other) => {
@@ -371,6 +383,7 @@ fn run_split(
         (GemmImpl::Library, false, true) => "cublas+faer",
         (GemmImpl::Library, false, false) => "faer",
         (GemmImpl::Tiled, _, _) => "kiln",
+        (GemmImpl::Wgmma, _, _) => "kiln-wgmma",
         (GemmImpl::Naive, _, _) => "naive",
     };
     let s = Summary {

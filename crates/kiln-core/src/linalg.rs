@@ -143,6 +143,9 @@ pub enum GemmImpl {
     Tiled,
     /// The seed's naive kernel, one thread per element of C (GPU, f32 only): the baseline.
     Naive,
+    /// kiln's tensor-core kernel: TMA loads, wgmma, warp-specialised and persistent (GPU of
+    /// compute capability 9.0, bf16, one product, `k` a multiple of 8).
+    Wgmma,
 }
 
 impl GemmImpl {
@@ -152,6 +155,7 @@ impl GemmImpl {
             GemmImpl::Library => "library",
             GemmImpl::Tiled => "tiled",
             GemmImpl::Naive => "naive",
+            GemmImpl::Wgmma => "wgmma",
         }
     }
 }

@@ -271,7 +271,59 @@ impl CudaBackend {
             GemmImpl::Tiled | GemmImpl::Naive => {
                 self.gemm_kernel(a.device_ptr(), b.device_ptr(), c.device_ptr(), g, imp)
             }
+            GemmImpl::Wgmma => self.gemm_wgmma_layouts(a, b, c, g, p),
         }
+    }
+
+    /// kiln's wgmma kernel for any transpose pair of one product. Each operand is read as
+    /// stored when TMA can take its rows (a multiple of 8 elements); an operand whose stored
+    /// rows cannot (an odd m with A transposed, an odd n with B as stored) is first
+    /// transposed into a pool buffer whose rows run along k (`transpose_device`).
+    fn gemm_wgmma_layouts<T: Element>(
+        &self,
+        a: &DeviceBuffer<T>,
+        b: &DeviceBuffer<T>,
+        c: &mut DeviceBuffer<T>,
+        g: &Gemm,
+        p: GemmPrecision,
+    ) -> Result<()> {
+        if p != GemmPrecision::Bf16 {
+            return Err(Error::invalid(
+                "gemm",
+                format!("kiln's wgmma kernel is bf16 only; {p} runs through cuBLAS (the library implementation) or, for f32, kiln's tiled kernel"),
+            ));
+        }
+        if g.batch != 1 {
+            return Err(Error::invalid(
+                "gemm",
+                format!("kiln's wgmma kernel takes one product, not a batch of {}; batches run through cuBLAS (the library implementation)", g.batch),
+            ));
+        }
+        let a_t = if g.trans_a && g.m % 8 != 0 {
+            let mut t = self.alloc::<T>(g.m * g.k)?;
+            self.transpose_device(a, g.k, g.m, &mut t)?;
+            Some(t)
+        } else {
+            None
+        };
+        let b_t = if !g.trans_b && g.n % 8 != 0 {
+            let mut t = self.alloc::<T>(g.n * g.k)?;
+            self.transpose_device(b, g.k, g.n, &mut t)?;
+            Some(t)
+        } else {
+            None
+        };
+        let (pa, ta) = a_t
+            .as_ref()
+            .map_or((a.device_ptr(), g.trans_a), |t| (t.device_ptr(), false));
+        let (pb, tb) = b_t
+            .as_ref()
+            .map_or((b.device_ptr(), g.trans_b), |t| (t.device_ptr(), true));
+        // `pa` holds op(A) (m x k, stored k x m when `ta`) and `pb` op(B) (stored n x k when
+        // `tb`, else k x n): a packed product, whose lengths validate checked, or a
+        // transposed copy of exactly that many; `c` holds m x n. The copies go back to the
+        // pool after the launch is enqueued, in this stream's order.
+        self.gemm_wgmma_ptr(pa, pb, c.device_ptr(), g.m, g.n, g.k, ta, tb)
     }
 
     /// Host round trip of [`Self::gemm_device`]: upload, multiply into a NaN-poisoned

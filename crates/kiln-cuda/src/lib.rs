@@ -47,6 +47,7 @@ pub mod coldstart;
 mod copy;
 pub mod discovery;
 pub mod gemm;
+pub mod gemm_wgmma;
 pub mod graph;
 pub mod graph_pdl;
 pub mod kernels;

@@ -79,3 +79,23 @@ fn every_kernel_compiles_alone_into_its_own_cubin() {
     let again = coldstart::compile_all(&cache, "sm_90", version, Kernel::ALL).unwrap();
     assert!(again.iter().all(|e| e.outcome == kiln_cuda::Outcome::Hit));
 }
+
+#[test]
+fn the_wgmma_gemm_compiles_for_sm_90a_without_spills() {
+    use kiln_cuda::gemm_wgmma::{WGMMA_ARCH, WGMMA_SYMBOLS};
+    if !nvrtc_or_skip("the_wgmma_gemm_compiles_for_sm_90a") {
+        return;
+    }
+    let cubin = nvrtc::compile_cubin(kernels::GEMM_WGMMA, WGMMA_ARCH).unwrap();
+    let report = nvrtc::ptxas_info(kernels::GEMM_WGMMA, WGMMA_ARCH).unwrap();
+    for symbol in WGMMA_SYMBOLS {
+        assert!(contains(&cubin, symbol.as_bytes()), "{symbol} is in the cubin");
+        assert!(report.contains(symbol), "{report}");
+    }
+    // accumulators in registers: a spill would put the 128 floats a thread holds in local
+    // memory; ptxas also warns when it serialises wgmma or ignores setmaxnreg
+    assert!(report.contains("0 bytes spill stores"), "{report}");
+    assert!(!report.to_lowercase().contains("warning"), "{report}");
+    // sm_90a features only: plain sm_90 rejects wgmma
+    assert!(nvrtc::compile_cubin(kernels::GEMM_WGMMA, "sm_90").is_err());
+}

@@ -48,3 +48,7 @@ pub use kiln_cuda::nvrtc::version as nvrtc_version;
 
 /// How many times this process has run NVRTC's compiler (cache hits do not count).
 pub use kiln_cuda::nvrtc::compiles_this_process as nvrtc_compiles_this_process;
+
+/// How kiln's wgmma GEMM paces its tensor-core groups (benchmarks compare the two through
+/// [`CudaBackend::gemm_wgmma_nt_with`]).
+pub use kiln_cuda::gemm_wgmma::WgmmaPipeline;

@@ -259,6 +259,7 @@ fn demo_case<T: GemmElement>(
         GemmImpl::Library => lib,
         GemmImpl::Tiled => "kiln tiled",
         GemmImpl::Naive => "naive (seed)",
+        GemmImpl::Wgmma => "kiln wgmma",
     };
     Ok(DemoCase {
         op: format!("gemm {p} {name}"),

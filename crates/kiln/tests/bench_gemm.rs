@@ -114,3 +114,81 @@ fn bench_gemm() {
     );
     bench::<f32>(b, 2048, GemmPrecision::F32, lib, "kiln-cublas-fp32", 10);
 }
+
+/// kiln's wgmma bf16 kernel against cuBLAS bf16 at `n`³, `NT` and `NN` (each operand read as
+/// stored), each checked on a sample before it is timed;
+/// cuBLAS and kiln alternate over three rounds so clock drift favours neither.
+#[test]
+#[ignore]
+fn bench_gemm_wgmma() {
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_gemm_wgmma") else {
+        return;
+    };
+    let b = rt.cuda().unwrap();
+    if !b.wgmma_supported() {
+        println!(
+            "bench_gemm_wgmma: compute capability {:?}, no wgmma kernel",
+            b.info().desc.compute_capability
+        );
+        return;
+    }
+    let p = GemmPrecision::Bf16;
+    for g in [
+        Gemm::new(1031, 1043, 1016),
+        Gemm::new(129, 1000, 72).transposed(true, false),
+        Gemm::new(1024, 1000, 1016).transposed(true, true),
+    ] {
+        verify::<bf16>(b, &g, p, GemmImpl::Wgmma, 1 << 16);
+    }
+    for n in [4096usize, 8192] {
+        for tb in [true, false] {
+            let g = Gemm::new(n, n, n).transposed(false, tb);
+            let (a, bb) = (data::<bf16>(n * n, 5), data::<bf16>(n * n, 6));
+            let da = b.upload_slice(&a).unwrap();
+            let db = b.upload_slice(&bb).unwrap();
+            let mut dc = b.alloc_poisoned_as::<bf16>(n * n).unwrap();
+            for imp in [GemmImpl::Library, GemmImpl::Wgmma] {
+                b.gemm_device(&da, &db, &mut dc, &g, p, imp).unwrap();
+                let mut c = vec![bf16::from_f32(0.0); n * n];
+                dc.copy_to_host(&mut c, b.stream()).unwrap();
+                let r = check(&a, &bb, &c, &g, p, 4096).unwrap();
+                assert!(r.passed, "{g} {p} {imp:?}: {r:?}");
+            }
+            let mut times = [Vec::new(), Vec::new()];
+            for _ in 0..3 {
+                for (i, imp) in [GemmImpl::Library, GemmImpl::Wgmma].into_iter().enumerate() {
+                    times[i].extend(
+                        b.time_ms(2, 10, || b.gemm_device(&da, &db, &mut dc, &g, p, imp))
+                            .unwrap(),
+                    );
+                }
+            }
+            let layout = if tb { "nt" } else { "nn" };
+            let [lib, kiln] = times.map(median);
+            for (peer, ms) in [("kiln-cublas-bf16", lib), ("kiln-wgmma-bf16", kiln)] {
+                let tflops = g.flops() / ms / 1e9;
+                println!(
+                    "BENCH {{\"workload\": \"gemm_{n}_{layout}\", \"peer\": \"{peer}\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}}}"
+                );
+            }
+            println!("BENCH_RATIO gemm_{n}_{layout} kiln/cublas time {:.3}", kiln / lib);
+            if tb {
+                // the other pipeline (one wgmma group in flight), checked then timed
+                use kiln::device::WgmmaPipeline;
+                let run = |dc: &mut _| b.gemm_wgmma_nt_with(&da, &db, dc, n, n, n, WgmmaPipeline::InFlight);
+                run(&mut dc).unwrap();
+                let mut c = vec![bf16::from_f32(0.0); n * n];
+                dc.copy_to_host(&mut c, b.stream()).unwrap();
+                assert!(
+                    check(&a, &bb, &c, &g, p, 4096).unwrap().passed,
+                    "in-flight pipeline"
+                );
+                let ms = median(b.time_ms(2, 10, || run(&mut dc)).unwrap());
+                let tflops = g.flops() / ms / 1e9;
+                println!(
+                    "BENCH {{\"workload\": \"gemm_{n}_nt\", \"peer\": \"kiln-wgmma-inflight-bf16\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}}}"
+                );
+            }
+        }
+    }
+}

@@ -309,3 +309,61 @@ fn gemm_tiled_float4_every_transpose() {
         }
     }
 }
+
+kiln::test_device!(gemm_wgmma_bf16_every_transpose, |rt: &Runtime| {
+    // kiln's wgmma kernel: bf16 on compute capability 9.0 only; elsewhere a clear error.
+    let p = GemmPrecision::Bf16;
+    let Some(cuda) = rt.cuda() else {
+        let a = vec![bf16::from_f32(1.0); 64];
+        let e = rt
+            .matmul_with(&a, &a, &Gemm::new(8, 8, 8), p, GemmImpl::Wgmma)
+            .expect_err("wgmma on the CPU");
+        assert!(e.to_string().contains("wgmma"), "{e}");
+        return;
+    };
+    if !cuda.wgmma_supported() {
+        let a = vec![bf16::from_f32(1.0); 64];
+        let e = rt
+            .matmul_with(&a, &a, &Gemm::new(8, 8, 8), p, GemmImpl::Wgmma)
+            .expect_err("wgmma off Hopper");
+        assert!(e.to_string().contains("compute capability 9.0"), "{e}");
+        return;
+    }
+    let seed = testing::fresh_seed();
+    // one element; inside one 128 x 256 tile; odd m and n across tiles with k tails inside
+    // the 64-wide stage (a transposed A with m, or a B as stored with n, not a multiple of 8
+    // is copied to K-major rows first); exact tiles; every operand read as stored across
+    // edge tiles; several tiles a block on the persistent walk
+    let shapes = [
+        (1, 1, 8),
+        (17, 33, 64),
+        (257, 129, 40),
+        (128, 256, 64),
+        (136, 264, 72),
+        (300, 520, 136),
+        (129, 257, 1000),
+        (1000, 776, 520),
+        (1031, 777, 264),
+    ];
+    for (s, &(m, n, k)) in shapes.iter().enumerate() {
+        for (t, &(ta, tb)) in TRANSPOSES.iter().enumerate() {
+            let g = Gemm::new(m, n, k).transposed(ta, tb);
+            check::<bf16>(rt, &g, p, GemmImpl::Wgmma, seed + (10 * s + t) as u64);
+        }
+    }
+    // what it cannot take is an error naming the library path
+    let a = vec![bf16::from_f32(1.0); 8 * 12];
+    let e = rt
+        .matmul_with(&a, &a, &Gemm::new(8, 8, 12), p, GemmImpl::Wgmma)
+        .expect_err("k = 12");
+    assert!(e.to_string().contains("multiple of 8"), "{e}");
+    let g = Gemm::new(8, 8, 8).batched(2);
+    let a = vec![bf16::from_f32(1.0); 128];
+    let e = rt.matmul_with(&a, &a, &g, p, GemmImpl::Wgmma).expect_err("batch");
+    assert!(e.to_string().contains("batch"), "{e}");
+    let a = vec![1.0f32; 64];
+    let e = rt
+        .matmul_with(&a, &a, &Gemm::new(8, 8, 8), GemmPrecision::F32, GemmImpl::Wgmma)
+        .expect_err("f32");
+    assert!(e.to_string().contains("bf16 only"), "{e}");
+});

@@ -26,18 +26,22 @@ impl CudaBackend {
     /// Load a program (a kernel alone, or a whole module) from the cubin cache, compiling
     /// it on a miss, and return its module.
     pub fn module(&self, program: impl Into<Program>) -> Result<Arc<CudaModule>> {
-        let p = program.into();
+        self.module_for(program.into(), &self.info.arch())
+    }
+
+    /// [`Self::module`] compiled for `arch` (a program that needs an architecture's
+    /// `a`-suffixed features, e.g. `sm_90a`, on this device); one arch per program.
+    pub(crate) fn module_for(&self, p: Program, arch: &str) -> Result<Arc<CudaModule>> {
         let slot = lock(&self.modules).entry(p.name()).or_default().clone();
         let mut slot = lock(&slot);
         if let Some(md) = slot.as_ref() {
             return Ok(md.clone());
         }
-        let arch = self.info.arch();
         let options = nvrtc::options(p);
         let (cubin, event) =
             self.cache
-                .get_or_compile(&coldstart::unit(p, &options), &arch, self.nvrtc, || {
-                    nvrtc::compile_cubin(p, &arch)
+                .get_or_compile(&coldstart::unit(p, &options), arch, self.nvrtc, || {
+                    nvrtc::compile_cubin(p, arch)
                 })?;
         let md = self.load_cubin(cubin, event)?;
         *slot = Some(md.clone());

@@ -69,6 +69,15 @@ pub const AMERICAN: Module = Module {
     ),
 };
 
+/// kiln's bf16 tensor-core GEMM for Hopper: TMA, wgmma, warp specialisation, persistent
+/// tiles (`kernels/gemm_wgmma.cu`). Compiled for `sm_90a` only ([`crate::gemm_wgmma`]), so it
+/// is not in the kernel table every architecture compiles.
+pub const GEMM_WGMMA: Module = Module {
+    name: "gemm_wgmma",
+    options: &[],
+    source: include_str!("../../kernels/gemm_wgmma.cu"),
+};
+
 /// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
 pub const MAP: Module = Module {
     name: "map",

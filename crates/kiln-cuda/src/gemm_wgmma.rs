@@ -1,0 +1,358 @@
+//! kiln's own bf16 tensor-core GEMM for Hopper (`kernels/gemm_wgmma.cu`): TMA tile loads,
+//! wgmma from shared memory, a producer warpgroup and two consumer warpgroups over a ring of
+//! mbarrier-guarded stages, and a persistent grid of one block per SM.
+//!
+//! Written by hand because no crate offers a Hopper GEMM kiln can compile with NVRTC and
+//! launch on its own streams and pool (CUTLASS is C++ templates for nvcc; cuBLAS is the
+//! library path kiln already has). It runs on compute capability 9.0 only: wgmma and
+//! `setmaxnreg` are `sm_90a` features, absent from later architectures' instruction sets, so
+//! the module is compiled for `sm_90a` ([`WGMMA_ARCH`]) and is not in the kernel table every
+//! architecture compiles.
+//!
+//! One kernel per transpose pair reads each operand as stored (wgmma takes bf16 K-major or
+//! M/N-major from shared memory), so no layout costs a copy. The tensor maps (made here by
+//! `cuTensorMapEncodeTiled`) read outside the matrices as zeros, so no dimension needs
+//! padding; TMA's own rules need each stored row to be a multiple of 16 bytes (its length a
+//! multiple of 8) and 16-byte aligned operands, checked before the launch
+//! ([`wgmma_unfit`]).
+#![allow(unsafe_code)]
+
+use crate::kernels::{Program, GEMM_WGMMA};
+use crate::pool::DeviceBuffer;
+use crate::CudaBackend;
+use cudarc::driver::sys;
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use kiln_core::backend::bf16;
+use kiln_core::{Error, Result};
+
+/// The architecture the module is compiled for.
+pub const WGMMA_ARCH: &str = "sm_90a";
+/// The kernels' symbols: `A`, `B` as stored (`nn`), `B` transposed (`nt`), `A` transposed
+/// (`tn`), both (`tt`).
+pub const WGMMA_SYMBOLS: [&str; 4] = [
+    "gemm_wgmma_bf16_nn",
+    "gemm_wgmma_bf16_nt",
+    "gemm_wgmma_bf16_tn",
+    "gemm_wgmma_bf16_tt",
+];
+
+/// How a consumer warpgroup paces its wgmma groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaPipeline {
+    /// Each group waited for before the next stage (the default).
+    Sync,
+    /// One group in flight while the next stage is awaited (`nt` only: the benchmark's
+    /// comparison).
+    InFlight,
+}
+
+fn symbol(ta: bool, tb: bool, pipeline: WgmmaPipeline) -> Result<&'static str> {
+    match (pipeline, ta, tb) {
+        (WgmmaPipeline::Sync, _, _) => Ok(WGMMA_SYMBOLS[usize::from(ta) * 2 + usize::from(tb)]),
+        (WgmmaPipeline::InFlight, false, true) => Ok("gemm_wgmma_bf16_nt_inflight"),
+        (WgmmaPipeline::InFlight, _, _) => Err(Error::invalid(
+            "gemm",
+            "the in-flight wgmma pipeline exists for the nt layout only",
+        )),
+    }
+}
+/// Tile rows of `C` a block computes (two consumer warpgroups of 64).
+const BM: u32 = 128;
+/// Tile columns of `C` a block computes (one wgmma's N).
+const BN: u32 = 256;
+/// K columns a stage holds (128 bytes of bf16: one swizzle row).
+const BK: u32 = 64;
+/// Stages in the shared-memory ring.
+const STAGES: u32 = 4;
+/// Threads a block: one producer and two consumer warpgroups.
+const THREADS: u32 = 384;
+/// Dynamic shared memory: the stages, plus slack to align them to 1024 bytes.
+const SMEM_BYTES: u32 = STAGES * (BM + BN) * BK * 2 + 1024;
+
+/// A `CUtensorMap` passed by value (the kernel's `KilnTmaDesc`: 128 bytes, 64-byte aligned).
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct TmaDesc([u64; 16]);
+
+// SAFETY: plain bytes of the driver's opaque tensor map, the layout of the kernel's
+// `KilnTmaDesc` (16 x u64, 64-byte aligned) which takes it by value.
+unsafe impl DeviceRepr for TmaDesc {}
+
+/// Why the wgmma kernel cannot run `m x n x k` (A transposed when `ta`, B when `tb`) on
+/// operands at `a` and `b`, if it cannot.
+pub fn wgmma_unfit(m: usize, n: usize, k: usize, ta: bool, tb: bool, a: u64, b: u64) -> Option<String> {
+    if m == 0 || n == 0 || k == 0 {
+        return Some("an empty dimension".into());
+    }
+    let rows = [
+        ("A", if ta { ("m", m) } else { ("k", k) }),
+        ("B", if tb { ("k", k) } else { ("n", n) }),
+    ];
+    for (op, (dim, len)) in rows {
+        if len % 8 != 0 {
+            return Some(format!(
+                "{op} is stored in rows of {dim} = {len} elements, not a multiple of 8 (TMA needs 16-byte row strides)"
+            ));
+        }
+    }
+    if a % 16 != 0 || b % 16 != 0 {
+        return Some("an operand is not 16-byte aligned (TMA's rule)".into());
+    }
+    let limit = i32::MAX as usize - 512;
+    if m > limit || n > limit || k > limit || m.saturating_mul(n) > i64::MAX as usize {
+        return Some("a dimension past 2^31 - 512".into());
+    }
+    None
+}
+
+impl CudaBackend {
+    /// Whether this device runs kiln's wgmma GEMM: compute capability 9.0 exactly (the
+    /// `sm_90a` features it uses are not in later architectures).
+    pub fn wgmma_supported(&self) -> bool {
+        self.info().desc.compute_capability == (9, 0)
+    }
+
+    /// Whether `kiln gemm --impl kiln` (and [`GemmImpl::Wgmma`](kiln_core::linalg::GemmImpl))
+    /// can use the wgmma kernel here, and why, for `kiln doctor`.
+    pub fn wgmma_status(&self) -> String {
+        let (ma, mi) = self.info().desc.compute_capability;
+        if self.wgmma_supported() {
+            format!("available (cc {ma}.{mi}): bf16 GEMM with `--impl kiln` (TMA, wgmma, {WGMMA_ARCH})")
+        } else {
+            format!("off: needs compute capability 9.0, this device is {ma}.{mi}; bf16 runs through cuBLAS")
+        }
+    }
+
+    /// A 2-D bf16 tensor map over `rows x cols` (row-major, `cols` contiguous) at `ptr`,
+    /// read in boxes of `box_rows x 64` with the 128-byte swizzle.
+    fn tma_map(&self, ptr: u64, rows: usize, cols: usize, box_rows: u32) -> Result<TmaDesc> {
+        debug_assert!(box_rows <= 256 && cols % 8 == 0);
+        let mut map = TmaDesc([0; 16]);
+        let dims: [u64; 2] = [cols as u64, rows as u64];
+        let strides: [u64; 1] = [cols as u64 * 2];
+        let boxes: [u32; 2] = [BK, box_rows];
+        let elem: [u32; 2] = [1, 1];
+        self.stream()
+            .context()
+            .bind_to_thread()
+            .map_err(|e| self.err("cuCtxSetCurrent", e))?;
+        // SAFETY: `map` is 128 bytes, 64-byte aligned, the layout of CUtensorMap; the arrays
+        // live through the call and have rank (2) entries (rank - 1 for the strides); `ptr`
+        // is a live device allocation the caller sized for rows x cols bf16 elements and
+        // checked 16-byte aligned with a 16-byte multiple row stride (wgmma_unfit).
+        let r = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                (&mut map as *mut TmaDesc).cast::<sys::CUtensorMap>(),
+                sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                2,
+                ptr as *mut std::ffi::c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                elem.as_ptr(),
+                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        r.result().map_err(|e| self.err("cuTensorMapEncodeTiled", e))?;
+        Ok(map)
+    }
+
+    /// `C = A·Bᵀ` in bf16 with f32 accumulation on kiln's wgmma kernel: `A` is `m x k`, `B`
+    /// is `n x k`, `C` is `m x n`, all row-major and packed. An `Unsupported` error on a
+    /// device other than compute capability 9.0; an `InvalidArgument` for shapes the kernel
+    /// cannot take (see [`wgmma_unfit`]) or buffers of the wrong length.
+    pub fn gemm_wgmma_nt(
+        &self,
+        a: &DeviceBuffer<bf16>,
+        b: &DeviceBuffer<bf16>,
+        c: &mut DeviceBuffer<bf16>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<()> {
+        let want = |what: &str, have: usize, rows: usize, cols: usize| -> Result<()> {
+            if rows.checked_mul(cols) != Some(have) {
+                return Err(Error::invalid(
+                    "gemm",
+                    format!("{what} holds {have} elements, not {rows} x {cols}"),
+                ));
+            }
+            Ok(())
+        };
+        want("A", a.len(), m, k)?;
+        want("B", b.len(), n, k)?;
+        want("C", c.len(), m, n)?;
+        self.gemm_wgmma_ptr(
+            a.device_ptr(),
+            b.device_ptr(),
+            c.device_ptr(),
+            m,
+            n,
+            k,
+            false,
+            true,
+        )
+    }
+
+    /// [`Self::gemm_wgmma_nt`] with the pipeline chosen (benchmarks compare them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_wgmma_nt_with(
+        &self,
+        a: &DeviceBuffer<bf16>,
+        b: &DeviceBuffer<bf16>,
+        c: &mut DeviceBuffer<bf16>,
+        m: usize,
+        n: usize,
+        k: usize,
+        pipeline: WgmmaPipeline,
+    ) -> Result<()> {
+        for (what, have, want) in [
+            ("A", a.len(), m * k),
+            ("B", b.len(), n * k),
+            ("C", c.len(), m * n),
+        ] {
+            if have != want {
+                return Err(Error::invalid(
+                    "gemm",
+                    format!("{what} holds {have} elements, not {want}"),
+                ));
+            }
+        }
+        self.gemm_wgmma_launch(
+            a.device_ptr(),
+            b.device_ptr(),
+            c.device_ptr(),
+            [m, n, k],
+            false,
+            true,
+            pipeline,
+        )
+    }
+
+    /// `C = op(A)·op(B)` on pointers whose buffers were checked to hold the extents (A
+    /// stored `k x m` when `ta`, else `m x k`; B stored `n x k` when `tb`, else `k x n`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gemm_wgmma_ptr(
+        &self,
+        a: u64,
+        b: u64,
+        c: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        ta: bool,
+        tb: bool,
+    ) -> Result<()> {
+        self.gemm_wgmma_launch(a, b, c, [m, n, k], ta, tb, WgmmaPipeline::Sync)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_wgmma_launch(
+        &self,
+        a: u64,
+        b: u64,
+        c: u64,
+        [m, n, k]: [usize; 3],
+        ta: bool,
+        tb: bool,
+        pipeline: WgmmaPipeline,
+    ) -> Result<()> {
+        let symbol = symbol(ta, tb, pipeline)?;
+        if !self.wgmma_supported() {
+            let (x, y) = self.info().desc.compute_capability;
+            return Err(Error::Unsupported {
+                op: format!(
+                    "kiln's wgmma GEMM (needs compute capability 9.0, this device is {x}.{y}; \
+                     the library implementation runs bf16 through cuBLAS)"
+                ),
+                backend: self.name(),
+            });
+        }
+        if let Some(why) = wgmma_unfit(m, n, k, ta, tb, a, b) {
+            return Err(Error::invalid(
+                "gemm",
+                format!(
+                    "kiln's wgmma kernel cannot take {m} x {n} x {k}: {why}; the library implementation can"
+                ),
+            ));
+        }
+        // as stored: K-major rows in one box a stage, M/N-major ones in 64 x 64 boxes
+        let map_a = if ta {
+            self.tma_map(a, k, m, 64)?
+        } else {
+            self.tma_map(a, m, k, BM)?
+        };
+        let map_b = if tb {
+            self.tma_map(b, n, k, BN)?
+        } else {
+            self.tma_map(b, k, n, 64)?
+        };
+        let f = self
+            .module_for(Program::Module(GEMM_WGMMA), WGMMA_ARCH)?
+            .load_function(symbol)
+            .map_err(|e| self.err(symbol, e))?;
+        f.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            SMEM_BYTES as i32,
+        )
+        .map_err(|e| self.err("cuFuncSetAttribute", e))?;
+        let tiles = (m.div_ceil(BM as usize) * n.div_ceil(BN as usize)) as u64;
+        let sms = u64::from(self.info().desc.multiprocessors.max(1));
+        let cfg = LaunchConfig {
+            grid_dim: (tiles.min(sms) as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: SMEM_BYTES,
+        };
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        let stream = self.stream();
+        let _range = self.range_on(symbol, stream);
+        let mut l = stream.launch_builder(&f);
+        l.arg(&map_a).arg(&map_b).arg(&c).arg(&mi).arg(&ni).arg(&ki);
+        // SAFETY: `f` is the kernel of GEMM_WGMMA loaded in this context; the arguments are
+        // its parameters in order (two KilnTmaDesc by value, unsigned short*, three int); the
+        // tensor maps cover A and B as stored, whose buffers the caller checked, and
+        // TMA never reads outside them (out-of-bounds boxes fill zeros); the kernel writes C
+        // only at row < m, col < n, inside its m x n elements; the shared memory is the
+        // kernel's STAGES ring plus alignment slack, allowed by the attribute set above.
+        unsafe { l.launch(cfg) }.map_err(|e| self.err(symbol, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_the_kernel_cannot_take_are_named() {
+        assert!(wgmma_unfit(128, 256, 64, false, true, 0, 0).is_none());
+        assert!(wgmma_unfit(1, 1, 8, false, true, 16, 32).is_none());
+        assert!(wgmma_unfit(1, 1, 12, false, true, 0, 0)
+            .unwrap()
+            .contains("k = 12"));
+        // the stored rows: m for a transposed A, n for a B as stored
+        assert!(wgmma_unfit(12, 16, 8, true, true, 0, 0)
+            .unwrap()
+            .contains("m = 12"));
+        assert!(wgmma_unfit(16, 12, 8, false, false, 0, 0)
+            .unwrap()
+            .contains("n = 12"));
+        assert!(wgmma_unfit(16, 16, 12, true, false, 0, 0).is_none());
+        assert!(wgmma_unfit(1, 1, 8, false, true, 8, 0)
+            .unwrap()
+            .contains("aligned"));
+        assert!(wgmma_unfit(0, 1, 8, false, true, 0, 0).unwrap().contains("empty"));
+        assert!(wgmma_unfit(1 << 31, 1, 8, false, true, 0, 0)
+            .unwrap()
+            .contains("2^31"));
+        assert!(symbol(true, false, WgmmaPipeline::InFlight).is_err());
+        assert_eq!(
+            symbol(true, false, WgmmaPipeline::Sync).unwrap(),
+            "gemm_wgmma_bf16_tn"
+        );
+        assert_eq!(SMEM_BYTES, 197_632);
+    }
+}
