@@ -1,7 +1,8 @@
 //! `kiln kernels`: every kernel of kiln-cuda's table with what the driver reports for the
 //! cubin kiln loads (registers, shared and local memory, the thread limit) and its occupancy
-//! at the block size and shared memory its launcher uses. Needs a GPU: `--device auto` means
-//! the first allowed GPU, and without one it exits 3 with the reason.
+//! at the block size and shared memory its launcher uses, then whether the Hopper-only paths
+//! (graph PDL, the wgmma GEMM) run on the device. Needs a GPU: `--device auto` means the first
+//! allowed GPU, and without one it exits 3 with the reason.
 
 use crate::exit;
 use kiln::kernels::Kernel;
@@ -53,6 +54,9 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(&report);
+        // the Hopper-only paths, which the table (every architecture's kernels) leaves out
+        println!("graphs: programmatic dependent launch {}", b.pdl_status());
+        println!("gemm: wgmma kernel {}", b.wgmma_status());
     }
     Ok(ExitCode::from(exit::OK))
 }
