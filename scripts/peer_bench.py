@@ -355,6 +355,20 @@ def matmul(q):
     # B stored n x k and used transposed: the layout kiln's wgmma kernel reads natively
     ms = bench(lambda: ab @ bb.t(), reps=10)
     record(f"gemm_{m}_nt", "torch-bf16", ms, TFLOPs=round(flops / ms / 1e9, 1))
+    # fp8 e4m3 through cuBLASLt (torch._scaled_mm: B stored n x k, per-tensor scales, bf16 out),
+    # with tensor-core accumulation alone (fast accum, what kiln's fp8 kernel does) and with
+    # cuBLASLt's periodic promotion to f32
+    try:
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+        one = torch.tensor(1.0, device="cuda")
+        for fast in (True, False):
+            f = lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                         use_fast_accum=fast)
+            ms = bench(f, reps=10)
+            record(f"gemm_{m}_nt", "torch-fp8-e4m3" + ("-fastaccum" if fast else ""), ms,
+                   TFLOPs=round(flops / ms / 1e9, 1))
+    except Exception as e:  # an fp8-less torch or card is a finding, not a crash
+        print(json.dumps({"workload": f"gemm_{m}_fp8", "error": repr(e)[:300]}), flush=True)
     ah, bh = a.half(), b.half()
     ms = bench(lambda: ah @ bh, reps=10)
     record(f"gemm_{m}", "torch-fp16", ms, TFLOPs=round(flops / ms / 1e9, 1))

@@ -1,4 +1,4 @@
-// kiln's bf16 GEMM for Hopper (sm_90a): TMA tile loads into 128-byte-swizzled shared memory,
+// kiln's bf16 and fp8 GEMMs for Hopper (sm_90a): TMA tile loads into 128-byte-swizzled shared memory,
 // wgmma (warpgroup MMA) from shared-memory descriptors, warp specialisation (one producer
 // warpgroup issues the TMA copies, two consumer warpgroups multiply) over a ring of STAGES
 // buffers handed over by mbarriers, and a persistent grid (one block per SM walking the tiles
@@ -11,13 +11,14 @@
 // maps (cuTensorMapEncodeTiled: 2-D over each operand as stored, 128-byte swizzle, boxes 64
 // elements wide, out-of-bounds elements read as zero, so m, n and k need no padding) and passes
 // them by value as __grid_constant__ parameters. Each stored row must be a multiple of 16 bytes
-// and A and B 16-byte aligned (TMA's rules), which the launcher checks.
+// and A and B 16-byte aligned (TMA's rules), which the launcher checks. The fp8 kernels
+// (e4m3, e5m2) read A (m x k) and B (n x k) K-major only (wgmma has no transposed fp8 form),
+// 128 elements of k a stage, and scale C by a per-product factor before rounding it to bf16.
 //
 // Block: 384 threads (warpgroup 0 produces, 1 and 2 consume 64 rows each of a 128 x 256
 // tile). Dynamic shared memory: STAGES * (128 + 256) * 64 * 2 bytes + 1024 for alignment.
 
 #define KILN_WG_BN 256
-#define KILN_WG_BK 64
 #define KILN_WG_GROUP_M 8
 
 struct __align__(64) KilnTmaDesc {
@@ -149,6 +150,37 @@ __device__ __forceinline__ void store_pair(unsigned short* c, int m, int n, int 
     }
 }
 
+// D (64 x 256, f32) = A (64 x 32) * B (256 x 32)^T, plus D when `accumulate` is non-zero, both
+// fp8 K-major in shared memory (128-byte swizzle; fp8 has no transposed form); E5M2: the
+// e5m2 format, else e4m3.
+template <bool E5M2>
+__device__ __forceinline__ void wgmma_m64n256k32_fp8(float* d, unsigned long long da, unsigned long long db,
+                                                     int accumulate) {
+    if (E5M2) {
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "setp.ne.b32 p, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2 "
+            "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+            "%128, %129, p, 1, 1;\n"
+            "}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+            : "l"(da), "l"(db), "r"(accumulate));
+    } else {
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "setp.ne.b32 p, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
+            "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+            "%128, %129, p, 1, 1;\n"
+            "}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+            : "l"(da), "l"(db), "r"(accumulate));
+    }
+}
+
 // The block's work: a 128 x 256 tile of C (each consumer warpgroup owns 64 rows); STAGES ring
 // buffers; INFLIGHT: a consumer keeps one wgmma group running while it waits for the next
 // stage (releasing a stage once the group that read it is done), else it waits for each group
@@ -156,13 +188,16 @@ __device__ __forceinline__ void store_pair(unsigned short* c, int m, int n, int 
 // m x k (K-major, one 128 x 64 box); TB: B is stored n x k (K-major, one 256 x 64 box) instead
 // of k x n (N-major, four 64 x 64 boxes). Either way operand tile chunk j of 64 rows (m or n)
 // sits at byte 8192 j of its stage.
-template <int STAGES, bool INFLIGHT, bool TA, bool TB>
+template <int STAGES, bool INFLIGHT, bool TA, bool TB, int ELEM>
 __device__ __forceinline__ void gemm_wgmma_body(const KilnTmaDesc* map_a, const KilnTmaDesc* map_b,
-                                                unsigned short* __restrict__ c, int m, int n, int k) {
+                                                unsigned short* __restrict__ c, int m, int n, int k,
+                                                float scale) {
     constexpr int BM = 128;
     constexpr int BN = KILN_WG_BN;
-    constexpr int a_bytes = BM * KILN_WG_BK * 2;
-    constexpr int b_bytes = BN * KILN_WG_BK * 2;
+    // a stage holds 128 bytes of each operand row: 64 bf16 or 128 fp8 elements of k
+    constexpr int BK = ELEM == 0 ? 64 : 128;
+    constexpr int a_bytes = BM * 128;
+    constexpr int b_bytes = BN * 128;
     // a k16 step moves 32 bytes along a K-major row, 16 rows (2048 bytes) in an M/N-major box
     constexpr int a_kstep = TA ? 2048 : 32;
     constexpr int b_kstep = TB ? 32 : 2048;
@@ -177,7 +212,7 @@ __device__ __forceinline__ void gemm_wgmma_body(const KilnTmaDesc* map_a, const 
     const int tiles_m = (m + BM - 1) / BM;
     const int tiles_n = (n + BN - 1) / BN;
     const int tiles = tiles_m * tiles_n;
-    const int ksteps = (k + KILN_WG_BK - 1) / KILN_WG_BK;
+    const int ksteps = (k + BK - 1) / BK;
     const int wg = threadIdx.x / 128;
 
     if (threadIdx.x == 0) {
@@ -205,15 +240,15 @@ __device__ __forceinline__ void gemm_wgmma_body(const KilnTmaDesc* map_a, const 
                     unsigned char* db = sb + s * b_bytes;
                     if (TA) {
                         for (int j = 0; j < BM / 64; ++j)
-                            tma_load_2d(da + j * 8192, map_a, tm * BM + 64 * j, ks * KILN_WG_BK, &full[s]);
+                            tma_load_2d(da + j * 8192, map_a, tm * BM + 64 * j, ks * BK, &full[s]);
                     } else {
-                        tma_load_2d(da, map_a, ks * KILN_WG_BK, tm * BM, &full[s]);
+                        tma_load_2d(da, map_a, ks * BK, tm * BM, &full[s]);
                     }
                     if (TB) {
-                        tma_load_2d(db, map_b, ks * KILN_WG_BK, tn * BN, &full[s]);
+                        tma_load_2d(db, map_b, ks * BK, tn * BN, &full[s]);
                     } else {
                         for (int j = 0; j < BN / 64; ++j)
-                            tma_load_2d(db + j * 8192, map_b, tn * BN + 64 * j, ks * KILN_WG_BK, &full[s]);
+                            tma_load_2d(db + j * 8192, map_b, tn * BN + 64 * j, ks * BK, &full[s]);
                     }
                 }
             }
@@ -236,11 +271,16 @@ __device__ __forceinline__ void gemm_wgmma_body(const KilnTmaDesc* map_a, const 
                 const unsigned char* ta = sa + s * a_bytes + cw * 8192;
                 const unsigned char* tb = sb + s * b_bytes;
                 wgmma_fence();
+                // four wgmma a stage: k16 for bf16, k32 for fp8, 32 bytes of a K-major row each
 #pragma unroll
-                for (int kk = 0; kk < KILN_WG_BK / 16; ++kk) {
+                for (int kk = 0; kk < 4; ++kk) {
                     unsigned long long da = TA ? smem_desc_mn(ta + kk * a_kstep) : smem_desc(ta + kk * a_kstep);
                     unsigned long long db = TB ? smem_desc(tb + kk * b_kstep) : smem_desc_mn(tb + kk * b_kstep);
-                    wgmma_m64n256k16<TA ? 1 : 0, TB ? 0 : 1>(d, da, db, ks > 0 || kk > 0);
+                    if (ELEM == 0) {
+                        wgmma_m64n256k16<TA ? 1 : 0, TB ? 0 : 1>(d, da, db, ks > 0 || kk > 0);
+                    } else {
+                        wgmma_m64n256k32_fp8<ELEM == 2>(d, da, db, ks > 0 || kk > 0);
+                    }
                 }
                 wgmma_commit();
                 if (INFLIGHT) {
@@ -263,8 +303,8 @@ __device__ __forceinline__ void gemm_wgmma_body(const KilnTmaDesc* map_a, const 
             const int colq = tn * BN + 2 * (lane % 4);
 #pragma unroll
             for (int j = 0; j < 32; ++j) {
-                store_pair(c, m, n, row0, colq + 8 * j, d[4 * j], d[4 * j + 1]);
-                store_pair(c, m, n, row0 + 8, colq + 8 * j, d[4 * j + 2], d[4 * j + 3]);
+                store_pair(c, m, n, row0, colq + 8 * j, d[4 * j] * scale, d[4 * j + 1] * scale);
+                store_pair(c, m, n, row0 + 8, colq + 8 * j, d[4 * j + 2] * scale, d[4 * j + 3] * scale);
             }
         }
     }
@@ -274,7 +314,15 @@ __device__ __forceinline__ void gemm_wgmma_body(const KilnTmaDesc* map_a, const 
     extern "C" __global__ void __launch_bounds__(384, 1)                                                \
         NAME(const __grid_constant__ KilnTmaDesc map_a, const __grid_constant__ KilnTmaDesc map_b,      \
              unsigned short* __restrict__ c, int m, int n, int k) {                                     \
-        gemm_wgmma_body<STAGES, INFLIGHT, TA, TB>(&map_a, &map_b, c, m, n, k);                          \
+        gemm_wgmma_body<STAGES, INFLIGHT, TA, TB, 0>(&map_a, &map_b, c, m, n, k, 1.0f);                 \
+    }
+
+// fp8 (A m x k, B n x k, both stored K-major): C = scale * A B^T in bf16.
+#define KILN_WGMMA_FP8_KERNEL(NAME, ELEM)                                                               \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                                \
+        NAME(const __grid_constant__ KilnTmaDesc map_a, const __grid_constant__ KilnTmaDesc map_b,      \
+             unsigned short* __restrict__ c, int m, int n, int k, float scale) {                        \
+        gemm_wgmma_body<4, false, false, true, ELEM>(&map_a, &map_b, c, m, n, k, scale);                \
     }
 
 // Each transpose pair read as stored, 4 stages, each wgmma group waited for.
@@ -284,3 +332,5 @@ KILN_WGMMA_KERNEL(gemm_wgmma_bf16_tn, 4, false, true, false)
 KILN_WGMMA_KERNEL(gemm_wgmma_bf16_tt, 4, false, true, true)
 // NT with one wgmma group in flight (the pipelines are compared by the benchmark).
 KILN_WGMMA_KERNEL(gemm_wgmma_bf16_nt_inflight, 4, true, false, true)
+KILN_WGMMA_FP8_KERNEL(gemm_wgmma_e4m3_nt, 1)
+KILN_WGMMA_FP8_KERNEL(gemm_wgmma_e5m2_nt, 2)

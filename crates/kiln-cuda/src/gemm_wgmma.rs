@@ -46,6 +46,51 @@ pub enum WgmmaPipeline {
     InFlight,
 }
 
+/// An 8-bit float format of the fp8 kernels (OCP FP8: `e4m3` is the "FN" form, no
+/// infinities, one NaN per sign; `e5m2` is IEEE-like).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fp8Format {
+    /// 4 exponent bits (bias 7), 3 mantissa bits; largest 448.
+    E4m3,
+    /// 5 exponent bits (bias 15), 2 mantissa bits; largest 57344.
+    E5m2,
+}
+
+impl Fp8Format {
+    /// The kernel's symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Fp8Format::E4m3 => "gemm_wgmma_e4m3_nt",
+            Fp8Format::E5m2 => "gemm_wgmma_e5m2_nt",
+        }
+    }
+
+    /// The value of byte `b` (exact in f32): the reference the kernels are checked against.
+    pub fn decode(self, b: u8) -> f32 {
+        let sign = if b & 0x80 != 0 { -1.0f32 } else { 1.0 };
+        let (e_bits, m_bits, bias) = match self {
+            Fp8Format::E4m3 => (4u32, 3u32, 7i32),
+            Fp8Format::E5m2 => (5, 2, 15),
+        };
+        let e = (u32::from(b) >> m_bits) & ((1 << e_bits) - 1);
+        let m = u32::from(b) & ((1 << m_bits) - 1);
+        let top = (1 << e_bits) - 1;
+        let frac = m as f32 / (1u32 << m_bits) as f32;
+        match self {
+            Fp8Format::E4m3 if e == top && m == 7 => f32::NAN,
+            Fp8Format::E5m2 if e == top => {
+                if m == 0 {
+                    sign * f32::INFINITY
+                } else {
+                    f32::NAN
+                }
+            }
+            _ if e == 0 => sign * frac * 2f32.powi(1 - bias),
+            _ => sign * (1.0 + frac) * 2f32.powi(e as i32 - bias),
+        }
+    }
+}
+
 fn symbol(ta: bool, tb: bool, pipeline: WgmmaPipeline) -> Result<&'static str> {
     match (pipeline, ta, tb) {
         (WgmmaPipeline::Sync, _, _) => Ok(WGMMA_SYMBOLS[usize::from(ta) * 2 + usize::from(tb)]),
@@ -126,11 +171,24 @@ impl CudaBackend {
     /// A 2-D bf16 tensor map over `rows x cols` (row-major, `cols` contiguous) at `ptr`,
     /// read in boxes of `box_rows x 64` with the 128-byte swizzle.
     fn tma_map(&self, ptr: u64, rows: usize, cols: usize, box_rows: u32) -> Result<TmaDesc> {
-        debug_assert!(box_rows <= 256 && cols % 8 == 0);
+        self.tma_map_of(ptr, rows, cols, box_rows, false)
+    }
+
+    /// A 2-D tensor map of bf16 (or, with `bytes`, of single bytes: fp8) over `rows x cols`
+    /// (row-major, `cols` contiguous) at `ptr`, read in boxes of `box_rows` rows of 128 bytes
+    /// with the 128-byte swizzle.
+    fn tma_map_of(&self, ptr: u64, rows: usize, cols: usize, box_rows: u32, bytes: bool) -> Result<TmaDesc> {
+        let elem = if bytes { 1 } else { 2 };
+        debug_assert!(box_rows <= 256 && (cols * elem) % 16 == 0);
         let mut map = TmaDesc([0; 16]);
         let dims: [u64; 2] = [cols as u64, rows as u64];
-        let strides: [u64; 1] = [cols as u64 * 2];
-        let boxes: [u32; 2] = [BK, box_rows];
+        let strides: [u64; 1] = [(cols * elem) as u64];
+        let boxes: [u32; 2] = [128 / elem as u32, box_rows];
+        let ty = if bytes {
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8
+        } else {
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+        };
         let elem: [u32; 2] = [1, 1];
         self.stream()
             .context()
@@ -138,12 +196,12 @@ impl CudaBackend {
             .map_err(|e| self.err("cuCtxSetCurrent", e))?;
         // SAFETY: `map` is 128 bytes, 64-byte aligned, the layout of CUtensorMap; the arrays
         // live through the call and have rank (2) entries (rank - 1 for the strides); `ptr`
-        // is a live device allocation the caller sized for rows x cols bf16 elements and
+        // is a live device allocation the caller sized for rows x cols elements and
         // checked 16-byte aligned with a 16-byte multiple row stride (wgmma_unfit).
         let r = unsafe {
             sys::cuTensorMapEncodeTiled(
                 (&mut map as *mut TmaDesc).cast::<sys::CUtensorMap>(),
-                sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                ty,
                 2,
                 ptr as *mut std::ffi::c_void,
                 dims.as_ptr(),
@@ -261,16 +319,7 @@ impl CudaBackend {
         pipeline: WgmmaPipeline,
     ) -> Result<()> {
         let symbol = symbol(ta, tb, pipeline)?;
-        if !self.wgmma_supported() {
-            let (x, y) = self.info().desc.compute_capability;
-            return Err(Error::Unsupported {
-                op: format!(
-                    "kiln's wgmma GEMM (needs compute capability 9.0, this device is {x}.{y}; \
-                     the library implementation runs bf16 through cuBLAS)"
-                ),
-                backend: self.name(),
-            });
-        }
+        self.require_wgmma()?;
         if let Some(why) = wgmma_unfit(m, n, k, ta, tb, a, b) {
             return Err(Error::invalid(
                 "gemm",
@@ -290,6 +339,35 @@ impl CudaBackend {
         } else {
             self.tma_map(b, k, n, 64)?
         };
+        self.launch_tiles(symbol, &map_a, &map_b, c, [m, n, k], None)
+    }
+
+    /// The Hopper check every entry point makes first.
+    fn require_wgmma(&self) -> Result<()> {
+        if self.wgmma_supported() {
+            return Ok(());
+        }
+        let (x, y) = self.info().desc.compute_capability;
+        Err(Error::Unsupported {
+            op: format!(
+                "kiln's wgmma GEMM (needs compute capability 9.0, this device is {x}.{y}; \
+                 the library implementation runs bf16 through cuBLAS)"
+            ),
+            backend: self.name(),
+        })
+    }
+
+    /// Launch `symbol` (a kernel of GEMM_WGMMA) over the tiles of an `m x n` C at `c`, with
+    /// `scale` after the three sizes when it is an fp8 kernel's.
+    fn launch_tiles(
+        &self,
+        symbol: &str,
+        map_a: &TmaDesc,
+        map_b: &TmaDesc,
+        c: u64,
+        [m, n, k]: [usize; 3],
+        scale: Option<f32>,
+    ) -> Result<()> {
         let f = self
             .module_for(Program::Module(GEMM_WGMMA), WGMMA_ARCH)?
             .load_function(symbol)
@@ -310,15 +388,75 @@ impl CudaBackend {
         let stream = self.stream();
         let _range = self.range_on(symbol, stream);
         let mut l = stream.launch_builder(&f);
-        l.arg(&map_a).arg(&map_b).arg(&c).arg(&mi).arg(&ni).arg(&ki);
-        // SAFETY: `f` is the kernel of GEMM_WGMMA loaded in this context; the arguments are
-        // its parameters in order (two KilnTmaDesc by value, unsigned short*, three int); the
-        // tensor maps cover A and B as stored, whose buffers the caller checked, and
-        // TMA never reads outside them (out-of-bounds boxes fill zeros); the kernel writes C
-        // only at row < m, col < n, inside its m x n elements; the shared memory is the
-        // kernel's STAGES ring plus alignment slack, allowed by the attribute set above.
+        l.arg(map_a).arg(map_b).arg(&c).arg(&mi).arg(&ni).arg(&ki);
+        if let Some(s) = scale.as_ref() {
+            l.arg(s);
+        }
+        // SAFETY: `f` is a kernel of GEMM_WGMMA loaded in this context; the arguments are its
+        // parameters in order (two KilnTmaDesc by value, unsigned short*, three int, and a
+        // float for the fp8 kernels, which the callers pass exactly then); the tensor maps
+        // cover A and B as stored, whose buffers the callers checked, and TMA never reads
+        // outside them (out-of-bounds boxes fill zeros); the kernel writes C only at row < m,
+        // col < n, inside its m x n elements; the shared memory is the kernel's ring of
+        // stages plus alignment slack, allowed by the attribute set above.
         unsafe { l.launch(cfg) }.map_err(|e| self.err(symbol, e))?;
         Ok(())
+    }
+
+    /// `C = scale · A·Bᵀ` on kiln's fp8 wgmma kernel: `A` (`m x k`) and `B` (`n x k`) hold
+    /// fp8 bytes of `format` (row-major, packed), `C` (`m x n`) is bf16, products accumulate
+    /// on the tensor cores (whose fp8 accumulation keeps fewer bits than f32: see
+    /// docs/performance.md), then are scaled and rounded once. `k` must be a multiple of 16
+    /// (16-byte rows for TMA).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_fp8_nt(
+        &self,
+        a: &DeviceBuffer<u8>,
+        b: &DeviceBuffer<u8>,
+        c: &mut DeviceBuffer<bf16>,
+        [m, n, k]: [usize; 3],
+        format: Fp8Format,
+        scale: f32,
+    ) -> Result<()> {
+        self.require_wgmma()?;
+        for (what, have, rows, cols) in [("A", a.len(), m, k), ("B", b.len(), n, k), ("C", c.len(), m, n)] {
+            if rows.checked_mul(cols) != Some(have) {
+                return Err(Error::invalid(
+                    "gemm",
+                    format!("{what} holds {have} elements, not {rows} x {cols}"),
+                ));
+            }
+        }
+        if !scale.is_finite() {
+            return Err(Error::invalid(
+                "gemm",
+                format!("the fp8 scale {scale} is not finite"),
+            ));
+        }
+        // fp8 rows of k bytes: TMA's 16-byte rule is k % 16 (the bf16 check asks k % 8)
+        let why = if k % 16 != 0 {
+            Some(format!(
+                "k = {k} is not a multiple of 16 (TMA needs 16-byte fp8 rows)"
+            ))
+        } else {
+            wgmma_unfit(m, n, k, false, true, a.device_ptr(), b.device_ptr())
+        };
+        if let Some(why) = why {
+            return Err(Error::invalid(
+                "gemm",
+                format!("kiln's fp8 wgmma kernel cannot take {m} x {n} x {k}: {why}"),
+            ));
+        }
+        let map_a = self.tma_map_of(a.device_ptr(), m, k, BM, true)?;
+        let map_b = self.tma_map_of(b.device_ptr(), n, k, BN, true)?;
+        self.launch_tiles(
+            format.symbol(),
+            &map_a,
+            &map_b,
+            c.device_ptr(),
+            [m, n, k],
+            Some(scale),
+        )
     }
 }
 
@@ -349,6 +487,20 @@ mod tests {
             .unwrap()
             .contains("2^31"));
         assert!(symbol(true, false, WgmmaPipeline::InFlight).is_err());
+        // fp8 decoding: the formats' landmarks
+        let e4 = Fp8Format::E4m3;
+        assert_eq!(e4.decode(0x7E), 448.0);
+        assert_eq!(e4.decode(0x38), 1.0);
+        assert_eq!(e4.decode(0xB8), -1.0);
+        assert_eq!(e4.decode(0x01), 2f32.powi(-9));
+        assert!(e4.decode(0x7F).is_nan() && e4.decode(0xFF).is_nan());
+        assert_eq!(e4.decode(0x78), 256.0);
+        let e5 = Fp8Format::E5m2;
+        assert_eq!(e5.decode(0x7B), 57344.0);
+        assert_eq!(e5.decode(0x3C), 1.0);
+        assert_eq!(e5.decode(0x01), 2f32.powi(-16));
+        assert_eq!(e5.decode(0x7C), f32::INFINITY);
+        assert!(e5.decode(0x7D).is_nan());
         assert_eq!(
             symbol(true, false, WgmmaPipeline::Sync).unwrap(),
             "gemm_wgmma_bf16_tn"

@@ -82,13 +82,14 @@ fn every_kernel_compiles_alone_into_its_own_cubin() {
 
 #[test]
 fn the_wgmma_gemm_compiles_for_sm_90a_without_spills() {
-    use kiln_cuda::gemm_wgmma::{WGMMA_ARCH, WGMMA_SYMBOLS};
+    use kiln_cuda::gemm_wgmma::{Fp8Format, WGMMA_ARCH, WGMMA_SYMBOLS};
     if !nvrtc_or_skip("the_wgmma_gemm_compiles_for_sm_90a") {
         return;
     }
     let cubin = nvrtc::compile_cubin(kernels::GEMM_WGMMA, WGMMA_ARCH).unwrap();
     let report = nvrtc::ptxas_info(kernels::GEMM_WGMMA, WGMMA_ARCH).unwrap();
-    for symbol in WGMMA_SYMBOLS {
+    let fp8 = [Fp8Format::E4m3.symbol(), Fp8Format::E5m2.symbol()];
+    for symbol in WGMMA_SYMBOLS.iter().chain(&fp8) {
         assert!(contains(&cubin, symbol.as_bytes()), "{symbol} is in the cubin");
         assert!(report.contains(symbol), "{report}");
     }

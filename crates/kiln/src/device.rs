@@ -50,5 +50,6 @@ pub use kiln_cuda::nvrtc::version as nvrtc_version;
 pub use kiln_cuda::nvrtc::compiles_this_process as nvrtc_compiles_this_process;
 
 /// How kiln's wgmma GEMM paces its tensor-core groups (benchmarks compare the two through
-/// [`CudaBackend::gemm_wgmma_nt_with`]).
-pub use kiln_cuda::gemm_wgmma::WgmmaPipeline;
+/// [`CudaBackend::gemm_wgmma_nt_with`]), and the fp8 formats of
+/// [`CudaBackend::gemm_fp8_nt`].
+pub use kiln_cuda::gemm_wgmma::{Fp8Format, WgmmaPipeline};

@@ -192,3 +192,63 @@ fn bench_gemm_wgmma() {
         }
     }
 }
+
+/// kiln's fp8 wgmma kernel (e4m3 and e5m2, B stored n x k) at `n`³, checked on a sample
+/// against the decoded inputs' f64 product first; the peer is cuBLASLt through
+/// `torch._scaled_mm` in `peer_bench.py --only matmul` (same call).
+#[test]
+#[ignore]
+fn bench_gemm_fp8() {
+    use kiln::device::Fp8Format;
+    let Some(rt) = testing::cuda_runtime_or_skip("bench_gemm_fp8") else {
+        return;
+    };
+    let b = rt.cuda().unwrap();
+    if !b.wgmma_supported() {
+        println!("bench_gemm_fp8: no wgmma kernel on this device");
+        return;
+    }
+    for n in [4096usize, 8192] {
+        for f in [Fp8Format::E4m3, Fp8Format::E5m2] {
+            let finite: Vec<u8> = (0..=255u8)
+                .filter(|&x| f.decode(x).is_finite() && f.decode(x).abs() <= 4.0)
+                .collect();
+            let pick = |seed: u64| -> Vec<u8> {
+                testing::random_f32(n * n, 0.0, finite.len() as f32, seed)
+                    .into_iter()
+                    .map(|x| finite[(x as usize).min(finite.len() - 1)])
+                    .collect()
+            };
+            let (a, bb) = (pick(5), pick(6));
+            let da = b.upload_slice(&a).unwrap();
+            let db = b.upload_slice(&bb).unwrap();
+            let mut dc = b.alloc_poisoned_as::<bf16>(n * n).unwrap();
+            b.gemm_fp8_nt(&da, &db, &mut dc, [n, n, n], f, 1.0).unwrap();
+            let mut c = vec![bf16::from_f32(0.0); n * n];
+            dc.copy_to_host(&mut c, b.stream()).unwrap();
+            // 4096 sampled elements within the fp8 accumulation bound (tests/gemm_fp8.rs)
+            let beta = n as f64 * 2f64.powi(-13) + 2f64.powi(-8);
+            let mut worst = 0.0f64;
+            for s in 0..4096usize {
+                let (i, j) = ((s * 7919) % n, (s * 104_729) % n);
+                let (mut sum, mut mag) = (0.0f64, 0.0f64);
+                for q in 0..n {
+                    let t = f64::from(f.decode(a[i * n + q])) * f64::from(f.decode(bb[j * n + q]));
+                    sum += t;
+                    mag += t.abs();
+                }
+                let err = (f64::from(c[i * n + j].to_f32()) - sum).abs() / (beta * mag + 1e-30);
+                worst = worst.max(err);
+            }
+            assert!(worst <= 1.0, "{f:?} {n}: worst error over bound {worst}");
+            let ms = median(
+                b.time_ms(3, 20, || b.gemm_fp8_nt(&da, &db, &mut dc, [n, n, n], f, 1.0))
+                    .unwrap(),
+            );
+            let tflops = 2.0 * (n as f64).powi(3) / ms / 1e9;
+            println!(
+                "BENCH {{\"workload\": \"gemm_{n}_nt\", \"peer\": \"kiln-wgmma-{f:?}\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}, \"worst_err_over_bound\": {worst:.2e}}}"
+            );
+        }
+    }
+}
