@@ -299,20 +299,16 @@ impl CudaBackend {
                 format!("kiln's wgmma kernel takes one product, not a batch of {}; batches run through cuBLAS (the library implementation)", g.batch),
             ));
         }
-        let a_t = if g.trans_a && g.m % 8 != 0 {
-            let mut t = self.alloc::<T>(g.m * g.k)?;
-            self.transpose_device(a, g.k, g.m, &mut t)?;
-            Some(t)
-        } else {
-            None
+        // a stored `k x rows` operand copied to `rows x k` (rows along k)
+        let k_major = |x: &DeviceBuffer<T>, rows: usize| -> Result<DeviceBuffer<T>> {
+            let mut t = self.alloc::<T>(rows * g.k)?;
+            self.transpose_device(x, g.k, rows, &mut t)?;
+            Ok(t)
         };
-        let b_t = if !g.trans_b && g.n % 8 != 0 {
-            let mut t = self.alloc::<T>(g.n * g.k)?;
-            self.transpose_device(b, g.k, g.n, &mut t)?;
-            Some(t)
-        } else {
-            None
-        };
+        let a_t = (g.trans_a && g.m % 8 != 0).then(|| k_major(a, g.m)).transpose()?;
+        let b_t = (!g.trans_b && g.n % 8 != 0)
+            .then(|| k_major(b, g.n))
+            .transpose()?;
         let (pa, ta) = a_t
             .as_ref()
             .map_or((a.device_ptr(), g.trans_a), |t| (t.device_ptr(), false));

@@ -173,21 +173,24 @@ fn bench_gemm_wgmma() {
             }
             println!("BENCH_RATIO gemm_{n}_{layout} kiln/cublas time {:.3}", kiln / lib);
             if tb {
-                // the other pipeline (one wgmma group in flight), checked then timed
+                // the other variants (one wgmma group in flight; 128 x 192 tiles), each
+                // checked then timed
                 use kiln::device::WgmmaPipeline;
-                let run = |dc: &mut _| b.gemm_wgmma_nt_with(&da, &db, dc, n, n, n, WgmmaPipeline::InFlight);
-                run(&mut dc).unwrap();
-                let mut c = vec![bf16::from_f32(0.0); n * n];
-                dc.copy_to_host(&mut c, b.stream()).unwrap();
-                assert!(
-                    check(&a, &bb, &c, &g, p, 4096).unwrap().passed,
-                    "in-flight pipeline"
-                );
-                let ms = median(b.time_ms(2, 10, || run(&mut dc)).unwrap());
-                let tflops = g.flops() / ms / 1e9;
-                println!(
-                    "BENCH {{\"workload\": \"gemm_{n}_nt\", \"peer\": \"kiln-wgmma-inflight-bf16\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}}}"
-                );
+                for (v, name) in [
+                    (WgmmaPipeline::InFlight, "kiln-wgmma-inflight-bf16"),
+                    (WgmmaPipeline::N192, "kiln-wgmma-n192-bf16"),
+                ] {
+                    let run = |dc: &mut _| b.gemm_wgmma_nt_with(&da, &db, dc, n, n, n, v);
+                    run(&mut dc).unwrap();
+                    let mut c = vec![bf16::from_f32(0.0); n * n];
+                    dc.copy_to_host(&mut c, b.stream()).unwrap();
+                    assert!(check(&a, &bb, &c, &g, p, 4096).unwrap().passed, "{name}");
+                    let ms = median(b.time_ms(2, 10, || run(&mut dc)).unwrap());
+                    let tflops = g.flops() / ms / 1e9;
+                    println!(
+                        "BENCH {{\"workload\": \"gemm_{n}_nt\", \"peer\": \"{name}\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}}}"
+                    );
+                }
             }
         }
     }

@@ -134,7 +134,10 @@ fn fp8_random_inputs_within_the_bound() {
                     .map(|x| finite[(x as usize).min(finite.len() - 1)])
                     .collect()
             };
-            let (a, bb) = (pick(m * k, seed + s as u64), pick(n * k, (seed ^ 0xb0) + s as u64));
+            let (a, bb) = (
+                pick(m * k, seed + s as u64),
+                pick(n * k, (seed ^ 0xb0) + s as u64),
+            );
             let scale = 0.37f32;
             let c = multiply(b, &a, &bb, [m, n, k], f, scale);
             let beta = k as f64 * 2f64.powi(-13) + 2f64.powi(-8);
