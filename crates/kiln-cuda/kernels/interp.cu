@@ -363,13 +363,9 @@ __device__ __forceinline__ void im_unravel(const InterpArgs& a, unsigned long lo
     }
 }
 
-// Whether the mode maps coordinates before the taps (all but nearest and grid-constant).
-__device__ __forceinline__ bool im_maps(int mode) {
-    return mode != IM_GRID_CONSTANT && mode != IM_NEAREST;
-}
-
 // im_map where the coordinate is outside [0, n - 1] (the only place it changes one), the
-// common inside case without the call.
+// common inside case without the call. Every mode but nearest and grid-constant maps the
+// coordinates before the taps.
 __device__ __forceinline__ double im_map_outside(double x, long long n, int mode) {
     return (x < 0.0 || x > (double)(n - 1)) ? im_map(x, n, mode) : x;
 }
