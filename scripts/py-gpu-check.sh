@@ -5,7 +5,8 @@
 # then, on the GPU machine (device run, carry [".device"]):
 #   bash scripts/py-gpu-check.sh
 # Installs the carried wheel with --no-deps into a target dir (the machine's numpy, torch,
-# ... stay in use), runs tests/test_gpu.py and tests/test_ndimage_gpu.py with KILN_REQUIRE_GPU=1
+# ... stay in use), runs tests/test_gpu.py, tests/test_ndimage_gpu.py and
+# tests/test_ndimage_interp_gpu.py with KILN_REQUIRE_GPU=1
 # (a skip is a failure; torch/CuPy cases of test_ndimage_gpu skip if those do not import),
 # the CPU suites (test_cpu.py, test_ndimage.py), then scripts/py-bench.py, CuPy's user-kernel
 # tests (crates/kiln-py/cupy_suite, --device gpu) and scripts/userkernel-bench.py; logs under
@@ -20,7 +21,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .de
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import kiln, json; print(json.dumps(kiln.doctor(), indent=1))" | tee "$out/py-doctor.txt"
 : > "$out/py-skips.log"
-(cd crates/kiln-py && KILN_REQUIRE_GPU=1 KILN_SKIP_LOG="$out/py-skips.log" python3 -m pytest -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_ndimage_gpu.py tests/test_userkernel_gpu.py tests/test_raw_gpu.py tests/test_examples.py) 2>&1 | tee "$out/py-gpu-tests.txt"
+(cd crates/kiln-py && KILN_REQUIRE_GPU=1 KILN_SKIP_LOG="$out/py-skips.log" python3 -m pytest -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_ndimage_gpu.py tests/test_ndimage_interp_gpu.py tests/test_userkernel_gpu.py tests/test_raw_gpu.py tests/test_examples.py) 2>&1 | tee "$out/py-gpu-tests.txt"
 gpu_rc=${PIPESTATUS[0]}
 # a skip under KILN_REQUIRE_GPU=1 is a test that did not run: it fails the GPU step
 bash scripts/count-skips.sh "$out/py-skips.log" | tee -a "$out/py-gpu-tests.txt" || gpu_rc=1

@@ -19,6 +19,13 @@
 // integers. The powers of a pole (Rust's powf) and the prefilter's gain come from the host.
 // So each output is the CPU's value to the bit.
 //
+// Specialisation: each resampling kernel is one coordinate kind (zoom / shift, affine,
+// coordinates), one spline order and one input type (interp_<kind>_o<order>_<f32|f64>), and
+// branches once per launch on the input rank and on grid-constant mode into a copy of its
+// loops with those fixed too: every tap loop has compile-time bounds and is unrolled, the
+// taps and weights stay in registers, and the input is read through the read-only data path
+// (__ldg). The order of the f64 operations is unchanged by the unrolling.
+//
 // Inputs: f32 or f64 coefficients (the spline prefilter already applied where scipy applies
 // it), read as f64; outputs f32 (rounded once from the f64 value) or f64. Ranks 1 to 3.
 // map_coordinates reads its coordinates as f64, input rank rows of the output's size.
@@ -221,11 +228,11 @@ struct ImTaps {
 };
 
 // transform.rs's Ctx::taps: false when the point reads cval; sets *bad when an edge tap
-// cannot be mapped into the input (the CPU's error).
-template <int ORDER>
+// cannot be mapped into the input (the CPU's error). GC: the mode is grid-constant (each
+// tap outside the input reads cval).
+template <int ORDER, bool GC>
 __device__ __forceinline__ bool im_taps(const InterpArgs& a, int axis, double cc, ImTaps<ORDER>& t, bool* bad) {
-    const bool gc = a.mode == IM_GRID_CONSTANT;
-    if (!(cc > -1.0 || gc || a.mode == IM_NEAREST)) return false;
+    if (!(cc > -1.0 || GC || a.mode == IM_NEAREST)) return false;
     const long long len = a.ishape[axis];
     const long long stride = a.istride[axis];
     const double base = (ORDER & 1) ? floor(cc) : floor(cc + 0.5);
@@ -235,7 +242,7 @@ __device__ __forceinline__ bool im_taps(const InterpArgs& a, int axis, double cc
     if (cl > 4.6e18) cl = 4.6e18;
     const long long start = im_f2ll(cl) - ORDER / 2;
     const bool edge = start < 0 || start + ORDER >= len;
-    if (gc) {
+    if (GC) {
 #pragma unroll
         for (int l = 0; l <= ORDER; l++) {
             const long long idx = start + l;
@@ -266,31 +273,34 @@ __device__ __forceinline__ bool im_taps(const InterpArgs& a, int axis, double cc
     return true;
 }
 
-__device__ __forceinline__ double im_read(const void* src, int f64, long long off) {
-    return f64 ? ((const double*)src)[off] : (double)((const float*)src)[off];
+// One input value as f64, through the read-only data path.
+__device__ __forceinline__ double im_ld(const float* __restrict__ src, long long off) {
+    return (double)__ldg(src + off);
 }
 
-// transform.rs's accumulate for ranks 1 to 3.
-template <int ORDER>
-__device__ __forceinline__ double im_accumulate(const InterpArgs& a, const void* src, const ImTaps<ORDER>* tp) {
-    const bool gc = a.mode == IM_GRID_CONSTANT;
-    const int f64 = a.in_f64;
-    const double cval = a.cval;
+__device__ __forceinline__ double im_ld(const double* __restrict__ src, long long off) {
+    return __ldg(src + off);
+}
+
+// transform.rs's accumulate for input rank RANK: every loop has compile-time bounds and is
+// unrolled, so the taps stay in registers. The sum runs in the CPU's order (last axis
+// fastest, from t = 0.0), each tap's value multiplied by the axes' weights in axis order.
+template <int ORDER, int RANK, bool GC, typename TIN>
+__device__ __forceinline__ double im_accumulate(const TIN* __restrict__ src, double cval, const ImTaps<ORDER>* tp) {
     double t = 0.0;
-    if (a.irank == 1) {
+    if (RANK == 1) {
 #pragma unroll
         for (int i = 0; i <= ORDER; i++) {
-            double c = (gc && tp[0].cv[i]) ? cval : im_read(src, f64, tp[0].off[i]);
+            double c = (GC && tp[0].cv[i]) ? cval : im_ld(src, tp[0].off[i]);
             if (ORDER > 0) c *= tp[0].w[i];
             t += c;
         }
-    } else if (a.irank == 2) {
-#pragma unroll 1
+    } else if (RANK == 2) {
+#pragma unroll
         for (int i = 0; i <= ORDER; i++) {
 #pragma unroll
             for (int j = 0; j <= ORDER; j++) {
-                double c = (gc && (tp[0].cv[i] || tp[1].cv[j])) ? cval
-                                                                : im_read(src, f64, tp[0].off[i] + tp[1].off[j]);
+                double c = (GC && (tp[0].cv[i] || tp[1].cv[j])) ? cval : im_ld(src, tp[0].off[i] + tp[1].off[j]);
                 if (ORDER > 0) {
                     c *= tp[0].w[i];
                     c *= tp[1].w[j];
@@ -299,15 +309,15 @@ __device__ __forceinline__ double im_accumulate(const InterpArgs& a, const void*
             }
         }
     } else {
-#pragma unroll 1
+#pragma unroll
         for (int i = 0; i <= ORDER; i++) {
-#pragma unroll 1
+#pragma unroll
             for (int j = 0; j <= ORDER; j++) {
+                const long long oij = tp[0].off[i] + tp[1].off[j];
 #pragma unroll
                 for (int l = 0; l <= ORDER; l++) {
-                    double c = (gc && (tp[0].cv[i] || tp[1].cv[j] || tp[2].cv[l]))
-                                   ? cval
-                                   : im_read(src, f64, tp[0].off[i] + tp[1].off[j] + tp[2].off[l]);
+                    double c = (GC && (tp[0].cv[i] || tp[1].cv[j] || tp[2].cv[l])) ? cval
+                                                                                    : im_ld(src, oij + tp[2].off[l]);
                     if (ORDER > 0) {
                         c *= tp[0].w[i];
                         c *= tp[1].w[j];
@@ -329,8 +339,21 @@ __device__ __forceinline__ void im_store(const InterpArgs& a, void* dst, unsigne
     }
 }
 
-// The output multi-index of the flat index p.
+// The output multi-index of the flat index p: in 32-bit unsigned arithmetic when the output
+// has fewer than 2^32 points (a 64-bit division is a long instruction sequence; the
+// quotients are the same integers either way).
 __device__ __forceinline__ void im_unravel(const InterpArgs& a, unsigned long long p, long long* idx) {
+    if (a.n <= 0xffffffffLL) {
+        unsigned q = (unsigned)p;
+#pragma unroll
+        for (int ax = 2; ax >= 0; ax--) {
+            if (ax >= a.orank) continue;
+            const unsigned n = (unsigned)a.oshape[ax];
+            idx[ax] = (long long)(q % n);
+            q /= n;
+        }
+        return;
+    }
 #pragma unroll
     for (int ax = 2; ax >= 0; ax--) {
         if (ax >= a.orank) continue;
@@ -340,22 +363,23 @@ __device__ __forceinline__ void im_unravel(const InterpArgs& a, unsigned long lo
     }
 }
 
-// Whether the mode maps coordinates before the taps (all but nearest and grid-constant).
-__device__ __forceinline__ bool im_maps(int mode) {
-    return mode != IM_GRID_CONSTANT && mode != IM_NEAREST;
+// im_map where the coordinate is outside [0, n - 1] (the only place it changes one), the
+// common inside case without the call. Every mode but nearest and grid-constant maps the
+// coordinates before the taps.
+__device__ __forceinline__ double im_map_outside(double x, long long n, int mode) {
+    return (x < 0.0 || x > (double)(n - 1)) ? im_map(x, n, mode) : x;
 }
 
 // One output point of zoom_shift_into: every axis's taps are found (as the CPU finds them
 // for every output index of every axis, so an unmappable tap is reported whatever the other
 // axes give), then cval if any axis reads it.
-template <int ORDER>
-__device__ __forceinline__ double im_zoom_shift_point(const InterpArgs& a, const void* src, const long long* oidx,
-                                                      bool* bad) {
-    ImTaps<ORDER> tp[3];
+template <int ORDER, int RANK, bool GC, typename TIN>
+__device__ __forceinline__ double im_zoom_shift_point(const InterpArgs& a, const TIN* __restrict__ src,
+                                                      const long long* oidx, bool* bad) {
+    ImTaps<ORDER> tp[RANK];
     bool inside = true;
 #pragma unroll
-    for (int jj = 0; jj < 3; jj++) {
-        if (jj >= a.irank) break;
+    for (int jj = 0; jj < RANK; jj++) {
         double cc = (double)oidx[jj];
         if (a.has_shift) cc += a.off[jj];
         if (a.has_zoom) {
@@ -368,26 +392,25 @@ __device__ __forceinline__ double im_zoom_shift_point(const InterpArgs& a, const
             }
         }
         cc += a.nprepad;
-        if (im_maps(a.mode)) cc = im_map(cc, a.ishape[jj], a.mode);
-        if (!im_taps<ORDER>(a, jj, cc, tp[jj], bad)) inside = false;
+        if (!GC && a.mode != IM_NEAREST) cc = im_map_outside(cc, a.ishape[jj], a.mode);
+        if (!im_taps<ORDER, GC>(a, jj, cc, tp[jj], bad)) inside = false;
     }
-    return inside ? im_accumulate<ORDER>(a, src, tp) : a.cval;
+    return inside ? im_accumulate<ORDER, RANK, GC>(src, a.cval, tp) : a.cval;
 }
 
 // One output point of geometric_transform_into at the input coordinates icoor (the affine
 // map of its index, or its row of map_coordinates' coordinates).
-template <int ORDER>
-__device__ __forceinline__ double im_geometric_point(const InterpArgs& a, const void* src, const double* icoor,
-                                                     bool* bad) {
-    ImTaps<ORDER> tp[3];
+template <int ORDER, int RANK, bool GC, typename TIN>
+__device__ __forceinline__ double im_geometric_point(const InterpArgs& a, const TIN* __restrict__ src,
+                                                     const double* icoor, bool* bad) {
+    ImTaps<ORDER> tp[RANK];
 #pragma unroll
-    for (int hh = 0; hh < 3; hh++) {
-        if (hh >= a.irank) break;
+    for (int hh = 0; hh < RANK; hh++) {
         double cc = icoor[hh] + a.nprepad;
-        if (im_maps(a.mode)) cc = im_map(cc, a.ishape[hh], a.mode);
-        if (!im_taps<ORDER>(a, hh, cc, tp[hh], bad)) return a.cval;
+        if (!GC && a.mode != IM_NEAREST) cc = im_map_outside(cc, a.ishape[hh], a.mode);
+        if (!im_taps<ORDER, GC>(a, hh, cc, tp[hh], bad)) return a.cval;
     }
-    return im_accumulate<ORDER>(a, src, tp);
+    return im_accumulate<ORDER, RANK, GC>(src, a.cval, tp);
 }
 
 // The kind of each output point's input coordinates.
@@ -397,13 +420,13 @@ __device__ __forceinline__ double im_geometric_point(const InterpArgs& a, const 
 
 // One output point p (multi-index oidx) of geometric_transform_into: KIND IM_AFFINE or
 // IM_COORDS.
-template <int ORDER, int KIND>
-__device__ __forceinline__ double im_mapped_point(const InterpArgs& a, const void* src, const double* coords,
-                                                  unsigned long long p, const long long* oidx, bool* bad) {
-    double icoor[3];
+template <int ORDER, int RANK, bool GC, int KIND, typename TIN>
+__device__ __forceinline__ double im_mapped_point(const InterpArgs& a, const TIN* __restrict__ src,
+                                                  const double* __restrict__ coords, unsigned long long p,
+                                                  const long long* oidx, bool* bad) {
+    double icoor[RANK];
 #pragma unroll
-    for (int hh = 0; hh < 3; hh++) {
-        if (hh >= a.irank) break;
+    for (int hh = 0; hh < RANK; hh++) {
         if (KIND == IM_AFFINE) {
             double tmp = a.off[hh];
 #pragma unroll
@@ -413,22 +436,23 @@ __device__ __forceinline__ double im_mapped_point(const InterpArgs& a, const voi
             }
             icoor[hh] = tmp;
         } else {
-            icoor[hh] = coords[(unsigned long long)hh * (unsigned long long)a.n + p];
+            icoor[hh] = __ldg(coords + ((unsigned long long)hh * (unsigned long long)a.n + p));
         }
     }
-    return im_geometric_point<ORDER>(a, src, icoor, bad);
+    return im_geometric_point<ORDER, RANK, GC>(a, src, icoor, bad);
 }
 
-template <int ORDER, int KIND>
-__device__ void im_run(const InterpArgs& a, const void* src, void* dst, const double* coords, int* status) {
+template <int ORDER, int RANK, bool GC, int KIND, typename TIN>
+__device__ void im_run(const InterpArgs& a, const TIN* __restrict__ src, void* dst,
+                       const double* __restrict__ coords, int* status) {
     const unsigned long long n = (unsigned long long)a.n;
     const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long p = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; p < n; p += step) {
         long long oidx[3];
         im_unravel(a, p, oidx);
         bool bad = false;
-        double v = KIND == IM_ZOOM_SHIFT ? im_zoom_shift_point<ORDER>(a, src, oidx, &bad)
-                                         : im_mapped_point<ORDER, KIND>(a, src, coords, p, oidx, &bad);
+        double v = KIND == IM_ZOOM_SHIFT ? im_zoom_shift_point<ORDER, RANK, GC>(a, src, oidx, &bad)
+                                         : im_mapped_point<ORDER, RANK, GC, KIND>(a, src, coords, p, oidx, &bad);
         if (bad) {
             atomicOr(status, 1);
             v = __longlong_as_double(0x7ff8000000000000LL);
@@ -437,38 +461,186 @@ __device__ void im_run(const InterpArgs& a, const void* src, void* dst, const do
     }
 }
 
-template <int KIND>
-__device__ __forceinline__ void im_dispatch(const InterpArgs& a, const void* src, void* dst, const double* coords,
-                                            int* status) {
-    switch (a.order) {
-    case 0: im_run<0, KIND>(a, src, dst, coords, status); break;
-    case 1: im_run<1, KIND>(a, src, dst, coords, status); break;
-    case 2: im_run<2, KIND>(a, src, dst, coords, status); break;
-    case 3: im_run<3, KIND>(a, src, dst, coords, status); break;
-    case 4: im_run<4, KIND>(a, src, dst, coords, status); break;
-    default: im_run<5, KIND>(a, src, dst, coords, status); break;
+// The launch's input rank and whether its mode is grid-constant, as template arguments
+// (uniform branches, taken once per thread).
+template <int ORDER, int KIND, typename TIN>
+__device__ __forceinline__ void im_dispatch(const InterpArgs& a, const TIN* __restrict__ src, void* dst,
+                                            const double* __restrict__ coords, int* status) {
+    if (a.mode == IM_GRID_CONSTANT) {
+        switch (a.irank) {
+        case 1: im_run<ORDER, 1, true, KIND>(a, src, dst, coords, status); break;
+        case 2: im_run<ORDER, 2, true, KIND>(a, src, dst, coords, status); break;
+        default: im_run<ORDER, 3, true, KIND>(a, src, dst, coords, status); break;
+        }
+    } else {
+        switch (a.irank) {
+        case 1: im_run<ORDER, 1, false, KIND>(a, src, dst, coords, status); break;
+        case 2: im_run<ORDER, 2, false, KIND>(a, src, dst, coords, status); break;
+        default: im_run<ORDER, 3, false, KIND>(a, src, dst, coords, status); break;
+        }
     }
 }
 
-#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_any)
-extern "C" __global__ void __launch_bounds__(256) interp_zoom_shift_any(const void* src, void* dst, int* status,
-                                                                        InterpArgs a) {
-    im_dispatch<IM_ZOOM_SHIFT>(a, src, dst, nullptr, status);
-}
+// The resampling kernels, one per coordinate kind, spline order and input type (TIN: float
+// or double), so that each compiles its order's loops alone: zoom / shift, affine_transform
+// (the same parameters) and map_coordinates (the coordinates added).
+// No minimum of resident blocks: capping the registers (__launch_bounds__(256, 2) for orders
+// 2-5, (256, 5) for order 1) makes ptxas spill the taps to local memory (64-152 byte stack
+// frames on sm_90), the traffic the specialisation removes.
+#define IM_KERNEL(NAME, ORDER, KIND, TIN)                                                               \
+    extern "C" __global__ void __launch_bounds__(256)                                                   \
+        NAME(const TIN* __restrict__ src, void* dst, int* status, InterpArgs a) {                       \
+        im_dispatch<ORDER, KIND>(a, src, dst, nullptr, status);                                         \
+    }
+#define IM_COORDS_KERNEL(NAME, ORDER, TIN)                                                              \
+    extern "C" __global__ void __launch_bounds__(256) NAME(const TIN* __restrict__ src, void* dst,      \
+                                                           int* status, const double* __restrict__ coords, \
+                                                           InterpArgs a) {                              \
+        im_dispatch<ORDER, IM_COORDS>(a, src, dst, coords, status);                                     \
+    }
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o0_f32)
+IM_KERNEL(interp_zoom_shift_o0_f32, 0, IM_ZOOM_SHIFT, float)
 #endif
 
-#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_any)
-extern "C" __global__ void __launch_bounds__(256) interp_affine_any(const void* src, void* dst, int* status,
-                                                                    InterpArgs a) {
-    im_dispatch<IM_AFFINE>(a, src, dst, nullptr, status);
-}
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o0_f64)
+IM_KERNEL(interp_zoom_shift_o0_f64, 0, IM_ZOOM_SHIFT, double)
 #endif
 
-#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_any)
-extern "C" __global__ void __launch_bounds__(256) interp_coords_any(const void* src, void* dst, int* status,
-                                                                    const double* coords, InterpArgs a) {
-    im_dispatch<IM_COORDS>(a, src, dst, coords, status);
-}
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o1_f32)
+IM_KERNEL(interp_zoom_shift_o1_f32, 1, IM_ZOOM_SHIFT, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o1_f64)
+IM_KERNEL(interp_zoom_shift_o1_f64, 1, IM_ZOOM_SHIFT, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o2_f32)
+IM_KERNEL(interp_zoom_shift_o2_f32, 2, IM_ZOOM_SHIFT, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o2_f64)
+IM_KERNEL(interp_zoom_shift_o2_f64, 2, IM_ZOOM_SHIFT, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o3_f32)
+IM_KERNEL(interp_zoom_shift_o3_f32, 3, IM_ZOOM_SHIFT, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o3_f64)
+IM_KERNEL(interp_zoom_shift_o3_f64, 3, IM_ZOOM_SHIFT, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o4_f32)
+IM_KERNEL(interp_zoom_shift_o4_f32, 4, IM_ZOOM_SHIFT, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o4_f64)
+IM_KERNEL(interp_zoom_shift_o4_f64, 4, IM_ZOOM_SHIFT, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o5_f32)
+IM_KERNEL(interp_zoom_shift_o5_f32, 5, IM_ZOOM_SHIFT, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_zoom_shift_o5_f64)
+IM_KERNEL(interp_zoom_shift_o5_f64, 5, IM_ZOOM_SHIFT, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o0_f32)
+IM_KERNEL(interp_affine_o0_f32, 0, IM_AFFINE, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o0_f64)
+IM_KERNEL(interp_affine_o0_f64, 0, IM_AFFINE, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o1_f32)
+IM_KERNEL(interp_affine_o1_f32, 1, IM_AFFINE, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o1_f64)
+IM_KERNEL(interp_affine_o1_f64, 1, IM_AFFINE, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o2_f32)
+IM_KERNEL(interp_affine_o2_f32, 2, IM_AFFINE, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o2_f64)
+IM_KERNEL(interp_affine_o2_f64, 2, IM_AFFINE, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o3_f32)
+IM_KERNEL(interp_affine_o3_f32, 3, IM_AFFINE, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o3_f64)
+IM_KERNEL(interp_affine_o3_f64, 3, IM_AFFINE, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o4_f32)
+IM_KERNEL(interp_affine_o4_f32, 4, IM_AFFINE, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o4_f64)
+IM_KERNEL(interp_affine_o4_f64, 4, IM_AFFINE, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o5_f32)
+IM_KERNEL(interp_affine_o5_f32, 5, IM_AFFINE, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_affine_o5_f64)
+IM_KERNEL(interp_affine_o5_f64, 5, IM_AFFINE, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o0_f32)
+IM_COORDS_KERNEL(interp_coords_o0_f32, 0, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o0_f64)
+IM_COORDS_KERNEL(interp_coords_o0_f64, 0, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o1_f32)
+IM_COORDS_KERNEL(interp_coords_o1_f32, 1, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o1_f64)
+IM_COORDS_KERNEL(interp_coords_o1_f64, 1, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o2_f32)
+IM_COORDS_KERNEL(interp_coords_o2_f32, 2, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o2_f64)
+IM_COORDS_KERNEL(interp_coords_o2_f64, 2, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o3_f32)
+IM_COORDS_KERNEL(interp_coords_o3_f32, 3, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o3_f64)
+IM_COORDS_KERNEL(interp_coords_o3_f64, 3, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o4_f32)
+IM_COORDS_KERNEL(interp_coords_o4_f32, 4, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o4_f64)
+IM_COORDS_KERNEL(interp_coords_o4_f64, 4, double)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o5_f32)
+IM_COORDS_KERNEL(interp_coords_o5_f32, 5, float)
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_interp_coords_o5_f64)
+IM_COORDS_KERNEL(interp_coords_o5_f64, 5, double)
 #endif
 
 // The prefilter's launch parameters, by value: `lines` lines of `len` samples, sample i of

@@ -1,5 +1,7 @@
 //! `kiln.ndimage`'s interpolation natives: scipy.ndimage's spline prefilter and resampling
-//! loops (`kiln_core::imaging::interp`) over host buffers, with the GIL released.
+//! loops (`kiln_core::imaging::interp`) over host buffers, with the GIL released; and the
+//! same on tensors ([`ndimage_resample`], [`ndimage_spline_filter`]), which run where the
+//! tensor lives (a CUDA array on its GPU, `kernels/interp.cu`, the CPU's bits).
 //!
 //! Design: the Python layer (python/kiln/_ndimage_interp.py) owns scipy's signatures,
 //! checks and errors, the prefilter's prepadding, complex splitting and the output array;
@@ -9,10 +11,15 @@
 //! output, rounded as scipy's C cast rounds), which the Python layer casts into the output.
 
 use crate::errors::invalid;
-use crate::IntoPy;
+use crate::ops::coerce;
+use crate::runtime::parse_dtype;
+use crate::tensor::PyTensor;
+use crate::{run, IntoPy};
 use kiln::core::imaging::interp::{
     geometric_transform_into, spline_filter1d, zoom_shift_into, InterpMode, Mapping, OutValue, Store,
 };
+use kiln::ndimage::{InterpSpec, Resample};
+use kiln::DType;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use std::borrow::Cow;
@@ -184,7 +191,102 @@ fn ndimage_zoom_shift_host<'py>(
     }
 }
 
+/// `ndimage_resample(x, oshape, order, mode, cval, nprepad, out_dtype, *, zoom, shift,
+/// grid_mode, matrix, offset, coords)`: [`Tensor::resample`](kiln::Tensor::resample) of a
+/// tensor (f32 or f64 coefficients, the spline prefilter already applied where scipy
+/// applies it) on its device, into a new float32 or float64 tensor of shape `oshape`: zoom /
+/// shift (`zoom` and `shift` per axis, either `None`, and `grid_mode`), an affine map
+/// (`matrix` row-major `x.ndim × len(oshape)` and `offset`), or the float64 bytes of
+/// map_coordinates' coordinates (`x.ndim` rows of the output's size, uploaded). The values
+/// are kiln-core's to the bit on the CPU and on a GPU.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, oshape, order, mode, cval, nprepad, out_dtype, *, zoom=None, shift=None,
+    grid_mode=false, matrix=None, offset=None, coords=None))]
+fn ndimage_resample(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    oshape: Vec<usize>,
+    order: usize,
+    mode: i64,
+    cval: f64,
+    nprepad: usize,
+    out_dtype: &str,
+    zoom: Option<Vec<f64>>,
+    shift: Option<Vec<f64>>,
+    grid_mode: bool,
+    matrix: Option<Vec<f64>>,
+    offset: Option<Vec<f64>>,
+    coords: Option<&[u8]>,
+) -> PyResult<PyTensor> {
+    let mode = mode_of(mode)?;
+    let out = parse_dtype(out_dtype)?;
+    let c = coords.map(|c| f64s("map_coordinates", c)).transpose()?;
+    let map = match (&matrix, &offset, &c) {
+        (Some(m), Some(o), None) => Resample::Affine { matrix: m, offset: o },
+        (None, None, Some(c)) => Resample::Coordinates(c),
+        (None, None, None) => Resample::ZoomShift {
+            zoom: zoom.as_deref(),
+            shift: shift.as_deref(),
+            grid_mode,
+        },
+        _ => {
+            return Err(invalid(
+                "ndimage_resample: give zoom / shift, a matrix and an offset, or coordinates",
+            ))
+        }
+    };
+    let (t, rt, keep) = coerce(py, x, None)?;
+    let ishape = t.shape().to_vec();
+    let spec = InterpSpec {
+        ishape: &ishape,
+        oshape: &oshape,
+        order,
+        mode,
+        cval,
+        nprepad,
+        map,
+    };
+    let r = run(py, &rt, || t.resample(&spec, out))?;
+    Ok(PyTensor::with_inputs(r, rt, keep))
+}
+
+/// `ndimage_spline_filter(x, axes, order, mode, out_dtype)`: scipy's `spline_filter1d`
+/// (order 0–5, mode code) of a tensor along each of `axes` in turn on its device, in float64
+/// throughout ([`Tensor::spline_filter1d`](kiln::Tensor::spline_filter1d)), then cast to
+/// `out_dtype` (float32 rounds once, or float64); with no axes, a copy of `x` as `out_dtype`.
+/// The result is a new tensor.
+#[pyfunction]
+fn ndimage_spline_filter(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axes: Vec<usize>,
+    order: usize,
+    mode: i64,
+    out_dtype: &str,
+) -> PyResult<PyTensor> {
+    let mode = mode_of(mode)?;
+    let out = parse_dtype(out_dtype)?;
+    let (t, rt, keep) = coerce(py, x, None)?;
+    let r = run(py, &rt, || {
+        // a new f64 buffer (the order-0 filter copies) where no axis is filtered, so that the
+        // result never shares the input's memory
+        let mut cur = if axes.is_empty() {
+            t.spline_filter1d(0, 0, mode, DType::F64)?
+        } else {
+            t
+        };
+        for &axis in &axes {
+            cur = cur.spline_filter1d(axis, order, mode, DType::F64)?;
+        }
+        cur.cast(out)
+    })?;
+    Ok(PyTensor::with_inputs(r, rt, keep))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(ndimage_resample, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_spline_filter, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_spline_filter1d_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_geometric_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_zoom_shift_host, m)?)?;

@@ -340,19 +340,42 @@ def test_scipy_c_layer_errors():
     same(kn.spline_filter1d(x, 1.0), scipy_ndimage.spline_filter1d(x, 1.0))
 
 
-def test_gpu_arrays_are_refused():
-    class FakeCuda:
-        shape = (4, 4)
-        dtype = "float32"
+class FakeCuda:
+    """An array that says it is on a CUDA device and must not be read."""
 
-        def __dlpack__(self, stream=None):
-            raise AssertionError("must not be read")
+    def __init__(self, shape=(4, 4), dtype="float32"):
+        self.shape, self.dtype = shape, dtype
 
-        def __dlpack_device__(self):
-            return (2, 0)
+    def __dlpack__(self, stream=None):
+        raise AssertionError("must not be read")
 
-    with pytest.raises(kiln.InvalidInputError, match="zoom.*NumPy"):
-        kn.zoom(FakeCuda(), 2)
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_gpu_arrays_take_the_gpu_route_and_its_refusals():
+    # what the GPU path cannot run is refused before the data is read, with what works
+    with pytest.raises(kiln.InvalidInputError, match="geometric_transform.*map_coordinates"):
+        kn.geometric_transform(FakeCuda(), lambda o: o)
+    with pytest.raises(kiln.InvalidInputError, match="zoom: input dtype int16 on the GPU"):
+        kn.zoom(FakeCuda(dtype="int16"), 2)
+    with pytest.raises(kiln.InvalidInputError, match="shift: complex input on the GPU"):
+        kn.shift(FakeCuda(dtype="complex64"), 1.0)
+    with pytest.raises(kiln.InvalidInputError, match="zoom: output= an array"):
+        kn.zoom(FakeCuda(), 2, output=np.zeros((8, 8), np.float32))
+    with pytest.raises(kiln.InvalidInputError, match="affine_transform: output dtype uint8"):
+        kn.affine_transform(FakeCuda(), np.eye(2), output=np.uint8)
+    with pytest.raises(kiln.InvalidInputError, match="rotate: a CUDA input of 3 axes"):
+        kn.rotate(FakeCuda((3, 4, 5)), 30.0)
+    with pytest.raises(kiln.InvalidInputError, match="map_coordinates: input has 4 axes"):
+        kn.map_coordinates(FakeCuda((2, 2, 2, 2)), np.zeros((4, 3)))
+    with pytest.raises(kiln.InvalidInputError, match="spline_filter1d: input has 0 axes"):
+        kn.spline_filter1d(FakeCuda(()), 3)
+    # scipy's argument errors come first, as on the CPU
+    with pytest.raises(RuntimeError, match="spline order not supported"):
+        kn.shift(FakeCuda(), 1.0, order=6)
+    with pytest.raises(RuntimeError, match="spline order not supported"):
+        kn.spline_filter(FakeCuda(), order=1)
 
 
 def test_geometric_transform_low_level_callable():
@@ -376,3 +399,52 @@ def test_byteswapped_input_and_output():
     kn.shift(x, 0.3, output=o1)
     scipy_ndimage.shift(x, 0.3, output=o2)
     same(o1, o2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", [(11,), (6, 9), (4, 5, 7)], ids=lambda s: "x".join(map(str, s)))
+def test_the_device_route_equals_the_numpy_path_on_cpu_tensors(shape, dtype):
+    # the GPU route's steps (prepadding by an order-0 shift, the float64 prefilter, zoom
+    # factors, affine matrices, the resampling natives) run on a kiln tensor's device: on a
+    # CPU tensor they must give the NumPy path's bits (the kernels' own bits are the host
+    # emulation's and the GPU tests')
+    from kiln import _ndimage_interp_gpu as gpu
+
+    g = np.random.default_rng(len(shape))
+    x = g.uniform(-2, 2, size=shape).astype(dtype)
+    t = kiln.asarray(x, device="cpu")
+    nd = len(shape)
+    m = np.eye(nd) * 1.1
+    if nd > 1:
+        m[0, nd - 1], m[nd - 1, 0] = 0.3, -0.2
+    coords = np.stack([g.uniform(-3, n + 3, size=(4, 5)) for n in shape])
+    for order in range(6):
+        for mode in ["nearest", "wrap", "reflect", "mirror", "constant", "grid-wrap", "grid-constant"]:
+            kw = dict(order=order, mode=mode, cval=0.75, prefilter=True)
+            cases = [
+                (gpu.shift, kn.shift, ([1.5] * nd,), dict(output=None, **kw)),
+                (gpu.zoom, kn.zoom, ([1.7] * nd,), dict(output=None, grid_mode=False, **kw)),
+                (gpu.zoom, kn.zoom, ([0.6] * nd,), dict(output=np.float64, grid_mode=True, **kw)),
+                (gpu.affine_transform, kn.affine_transform, (m, 0.5),
+                 dict(output_shape=None, output=np.float32, **kw)),
+                (gpu.affine_transform, kn.affine_transform, (np.diag(m), -0.25),
+                 dict(output_shape=None, output=None, **kw)),
+                (gpu.map_coordinates, kn.map_coordinates, (coords,), dict(output=None, **kw)),
+            ]
+            if order >= 2:
+                cases.append((gpu.spline_filter, kn.spline_filter, (),
+                              dict(order=order, output=np.float32, mode=mode)))
+            cases.append((gpu.spline_filter1d, kn.spline_filter1d, (),
+                          dict(order=order, axis=-1, output=None, mode=mode)))
+            for dev, host, args, k in cases:
+                if "grid_mode" in k and k["grid_mode"] and mode in ("constant", "wrap"):
+                    continue
+                # the spline filters' default output (float64) is None on the device route
+                hk = {a: v for a, v in k.items() if not (a == "output" and v is None
+                                                         and "spline" in host.__name__)}
+                want = host(x, *args, **hk)
+                got = dev(t, *args, **k)
+                assert isinstance(got, kiln.Tensor)
+                got = got.numpy()
+                assert got.dtype == want.dtype and got.shape == want.shape, (host.__name__, k)
+                assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (host.__name__, order, mode)

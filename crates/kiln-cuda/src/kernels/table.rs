@@ -175,8 +175,9 @@ const COUNT: usize = {
 };
 
 /// Every family's kernels, one after another (a const concatenation: the list is built at
-/// compile time, so `Kernel::ALL` stays a `&'static [Kernel]`).
-pub(super) const ALL: [Kernel; COUNT] = {
+/// compile time, so `Kernel::ALL` stays a `&'static [Kernel]`; a static, not a const: the
+/// array is too large to be copied into each use).
+pub(super) static ALL: [Kernel; COUNT] = {
     let mut out = [FAMILIES[0][0]; COUNT];
     let (mut f, mut o) = (0, 0);
     while f < FAMILIES.len() {

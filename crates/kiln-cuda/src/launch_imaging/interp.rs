@@ -151,6 +151,46 @@ fn numel(op: &str, what: &str, shape: &[usize]) -> Result<usize> {
         .ok_or_else(|| Error::invalid(op, format!("the {what} shape {shape:?} overflows")))
 }
 
+/// The resampling kernels by coordinate kind (zoom / shift, affine, coordinates), spline
+/// order and input type (f32, f64).
+const RESAMPLE_KERNELS: [[[Kernel; 2]; 6]; 3] = [
+    [
+        [Kernel::INTERP_ZOOM_SHIFT_O0_F32, Kernel::INTERP_ZOOM_SHIFT_O0_F64],
+        [Kernel::INTERP_ZOOM_SHIFT_O1_F32, Kernel::INTERP_ZOOM_SHIFT_O1_F64],
+        [Kernel::INTERP_ZOOM_SHIFT_O2_F32, Kernel::INTERP_ZOOM_SHIFT_O2_F64],
+        [Kernel::INTERP_ZOOM_SHIFT_O3_F32, Kernel::INTERP_ZOOM_SHIFT_O3_F64],
+        [Kernel::INTERP_ZOOM_SHIFT_O4_F32, Kernel::INTERP_ZOOM_SHIFT_O4_F64],
+        [Kernel::INTERP_ZOOM_SHIFT_O5_F32, Kernel::INTERP_ZOOM_SHIFT_O5_F64],
+    ],
+    [
+        [Kernel::INTERP_AFFINE_O0_F32, Kernel::INTERP_AFFINE_O0_F64],
+        [Kernel::INTERP_AFFINE_O1_F32, Kernel::INTERP_AFFINE_O1_F64],
+        [Kernel::INTERP_AFFINE_O2_F32, Kernel::INTERP_AFFINE_O2_F64],
+        [Kernel::INTERP_AFFINE_O3_F32, Kernel::INTERP_AFFINE_O3_F64],
+        [Kernel::INTERP_AFFINE_O4_F32, Kernel::INTERP_AFFINE_O4_F64],
+        [Kernel::INTERP_AFFINE_O5_F32, Kernel::INTERP_AFFINE_O5_F64],
+    ],
+    [
+        [Kernel::INTERP_COORDS_O0_F32, Kernel::INTERP_COORDS_O0_F64],
+        [Kernel::INTERP_COORDS_O1_F32, Kernel::INTERP_COORDS_O1_F64],
+        [Kernel::INTERP_COORDS_O2_F32, Kernel::INTERP_COORDS_O2_F64],
+        [Kernel::INTERP_COORDS_O3_F32, Kernel::INTERP_COORDS_O3_F64],
+        [Kernel::INTERP_COORDS_O4_F32, Kernel::INTERP_COORDS_O4_F64],
+        [Kernel::INTERP_COORDS_O5_F32, Kernel::INTERP_COORDS_O5_F64],
+    ],
+];
+
+/// The kernel that resamples with `map` at spline `order` (0..=5, checked by `build`) from
+/// f64 (else f32) input.
+fn resample_kernel(map: &Resample<'_>, order: usize, in_f64: bool) -> Kernel {
+    let kind = match map {
+        Resample::ZoomShift { .. } => 0,
+        Resample::Affine { .. } => 1,
+        Resample::Coordinates(_) => 2,
+    };
+    RESAMPLE_KERNELS[kind][order.min(5)][usize::from(in_f64)]
+}
+
 /// Checks `spec` against the buffers and builds the kernel's arguments; also returns
 /// whether every coordinate is provably small enough that no tap can fail.
 fn build(
@@ -337,16 +377,24 @@ impl InterpArgs {
 }
 
 /// The bytes of the `InterpArgs` the launcher passes for `spec` with f64 (else f32) input
-/// and output, and whether it returns without reading the status word: for the
-/// host-emulation test (`tests/host_emulation.rs`), which runs `kernels/interp.cu` on
-/// these arguments.
+/// and output, the symbol of the kernel it launches, and whether it returns without
+/// reading the status word: for the host-emulation test (`tests/host_emulation.rs`), which
+/// runs that kernel of `kernels/interp.cu` on these arguments.
 #[doc(hidden)]
-pub fn interp_args_bytes(spec: &InterpSpec<'_>, in_f64: bool, out_f64: bool) -> Result<(Vec<u8>, bool)> {
+pub fn interp_args_bytes(
+    spec: &InterpSpec<'_>,
+    in_f64: bool,
+    out_f64: bool,
+) -> Result<(Vec<u8>, &'static str, bool)> {
     let op = op_of(&spec.map);
     let n_in = numel(op, "input", spec.ishape)?;
     let n_out = numel(op, "output", spec.oshape)?;
     let (a, safe) = build(spec, in_f64, n_in, out_f64, n_out)?;
-    Ok((a.bytes(), safe))
+    Ok((
+        a.bytes(),
+        resample_kernel(&spec.map, spec.order, in_f64).symbol(),
+        safe,
+    ))
 }
 
 impl CudaBackend {
@@ -394,11 +442,7 @@ impl CudaBackend {
             Resample::Coordinates(c) => Some(self.upload_slice(c)?),
             _ => None,
         };
-        let k = match spec.map {
-            Resample::ZoomShift { .. } => Kernel::INTERP_ZOOM_SHIFT_ANY,
-            Resample::Affine { .. } => Kernel::INTERP_AFFINE_ANY,
-            Resample::Coordinates(_) => Kernel::INTERP_COORDS_ANY,
-        };
+        let k = resample_kernel(&spec.map, spec.order, in_f64);
         let mut launch_args = vec![sa, da, st];
         if let Some(c) = &coords {
             launch_args.push(Arg::buf(c));
@@ -625,11 +669,7 @@ mod tests {
                 bytes: std::mem::size_of::<SplineArgs>() as u32
             }
         );
-        for k in [
-            Kernel::INTERP_ZOOM_SHIFT_ANY,
-            Kernel::INTERP_AFFINE_ANY,
-            Kernel::INTERP_COORDS_ANY,
-        ] {
+        for k in RESAMPLE_KERNELS.iter().flatten().flatten().copied() {
             assert_eq!(
                 *k.params().last().expect("the struct parameter"),
                 crate::kernels::KernelParam::Struct {
@@ -637,6 +677,47 @@ mod tests {
                     bytes: std::mem::size_of::<InterpArgs>() as u32
                 }
             );
+        }
+    }
+
+    #[test]
+    fn each_kind_order_and_input_type_has_its_kernel() {
+        let c = [0.0];
+        let maps = [
+            (
+                Resample::ZoomShift {
+                    zoom: None,
+                    shift: None,
+                    grid_mode: false,
+                },
+                "zoom_shift",
+            ),
+            (
+                Resample::Affine {
+                    matrix: &c,
+                    offset: &c,
+                },
+                "affine",
+            ),
+            (Resample::Coordinates(&c), "coords"),
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for (map, kind) in maps {
+            for order in 0..=5 {
+                for (in_f64, dt) in [(false, "f32"), (true, "f64")] {
+                    let k = resample_kernel(&map, order, in_f64);
+                    assert_eq!(k.symbol(), format!("interp_{kind}_o{order}_{dt}"));
+                    let elem = if in_f64 { ScalarType::F64 } else { ScalarType::F32 };
+                    assert_eq!(
+                        k.params()[0],
+                        crate::kernels::KernelParam::Pointer {
+                            elem: Some(elem),
+                            access: crate::kernels::Access::In
+                        }
+                    );
+                    assert!(seen.insert(k.symbol()));
+                }
+            }
         }
     }
 

@@ -2,7 +2,9 @@
 //! the module over `emu/cuda_host_stub.h` without contraction (`-ffp-contract=off`, as the
 //! module is compiled with `--fmad=false`), and `emu/interp_check.cpp` runs each kernel over
 //! a simulated grid on the argument structs the launcher builds
-//! (`kiln_cuda::{interp_args_bytes, spline_args_bytes}`). Every output must equal
+//! (`kiln_cuda::{interp_args_bytes, spline_args_bytes}`), each resampling through the kernel
+//! the launcher picks for its coordinate kind, order and input type (every one of the table's
+//! resampling kernels is run). Every output must equal
 //! kiln-core's (`zoom_shift_into`, `geometric_transform_into`, `spline_filter1d`) bit for
 //! bit, and the status word must be set exactly where the CPU returns its error: random
 //! inputs of odd sizes, ranks 1 to 3, every order 0-5 and every mode, zoom with and without
@@ -348,6 +350,8 @@ fn interp_kernels_match_kiln_core_on_the_host() {
     let mut cases_bin = Vec::new();
     let mut expect = Vec::new();
     let (mut resamplings, mut errors, mut unchecked) = (0usize, 0usize, 0usize);
+    // the resampling kernels the launcher picked: every one must be run
+    let mut kernels = std::collections::BTreeSet::new();
     let shapes: [&[usize]; 5] = [&[17], &[13, 9], &[7, 6, 5], &[1, 11], &[2, 5]];
     let mut all = Vec::new();
     for shape in shapes {
@@ -367,7 +371,8 @@ fn interp_kernels_match_kiln_core_on_the_host() {
         let x32_as_64: Vec<f64> = x32.iter().map(|&v| f64::from(v)).collect();
         let spec = case.spec();
         for (in_f64, out_f64) in [(false, false), (true, true), (true, false), (false, true)] {
-            let (args, safe) = kiln_cuda::interp_args_bytes(&spec, in_f64, out_f64).unwrap();
+            let (args, symbol, safe) = kiln_cuda::interp_args_bytes(&spec, in_f64, out_f64).unwrap();
+            kernels.insert(symbol);
             let input = if in_f64 { x64 } else { &x32_as_64 };
             let n_out: usize = case.oshape.iter().product();
             let want = if out_f64 {
@@ -383,6 +388,7 @@ fn interp_kernels_match_kiln_core_on_the_host() {
             errors += usize::from(want.is_none());
             unchecked += usize::from(safe);
             cases_bin.extend_from_slice(&case.kind_code().to_le_bytes());
+            put(&mut cases_bin, symbol.as_bytes());
             put(&mut cases_bin, &args);
             put(
                 &mut cases_bin,
@@ -425,6 +431,7 @@ fn interp_kernels_match_kiln_core_on_the_host() {
                         }
                     );
                     cases_bin.extend_from_slice(&3u64.to_le_bytes());
+                    put(&mut cases_bin, b"interp_spline_pole_f64");
                     put(&mut cases_bin, &passes.concat());
                     put(&mut cases_bin, &f64_bytes(&x));
                     cases_bin.extend_from_slice(&0u64.to_le_bytes());
@@ -480,7 +487,22 @@ fn interp_kernels_match_kiln_core_on_the_host() {
         errors > 0 && unchecked > 0,
         "both the error and the unchecked paths are reached"
     );
+    let resamplers: Vec<&str> = kiln_cuda::Kernel::ALL
+        .iter()
+        .map(|k| k.symbol())
+        .filter(|s| s.starts_with("interp_") && *s != "interp_spline_pole_f64")
+        .collect();
+    assert_eq!(
+        kernels.iter().copied().collect::<Vec<_>>(),
+        {
+            let mut r = resamplers.clone();
+            r.sort_unstable();
+            r
+        },
+        "every resampling kernel of the table is run"
+    );
     eprintln!(
-        "{resamplings} resamplings ({errors} CPU errors, {unchecked} launches without a status read) and {filters} prefilters equal kiln-core's bits"
+        "{} kernels: {resamplings} resamplings ({errors} CPU errors, {unchecked} launches without a status read) and {filters} prefilters equal kiln-core's bits",
+        kernels.len() + 1
     );
 }

@@ -1,6 +1,7 @@
 // Driver of the interpolation kernels on the host (tests/emu/interp.rs): reads DIR/cases.bin,
 // a sequence of records (little-endian u64 fields):
 //   kind (0 zoom/shift, 1 affine, 2 coordinates, 3 a prefilter),
+//   symbol bytes + the kernel's name (the one the launcher picks),
 //   args bytes + the kernel's argument struct as the launcher builds it (for a prefilter,
 //   one struct per pole, launched in order),
 //   data bytes + the input (f32 or f64 per the struct; the f64 data of a prefilter),
@@ -50,6 +51,62 @@ template <class F> static void emu_grid(F body) {
   }
 }
 
+// The resampling kernels by symbol: coordinate kind, input type, and the entry point.
+struct EmuResampler {
+  const char* sym;
+  unsigned long long kind;
+  bool in_f64;
+  void (*f32)(const float*, void*, int*, InterpArgs);
+  void (*f64)(const double*, void*, int*, InterpArgs);
+  void (*c32)(const float*, void*, int*, const double*, InterpArgs);
+  void (*c64)(const double*, void*, int*, const double*, InterpArgs);
+};
+
+static const EmuResampler EMU_RESAMPLERS[] = {
+  {"interp_zoom_shift_o0_f32", 0, false, interp_zoom_shift_o0_f32, nullptr, nullptr, nullptr},
+  {"interp_zoom_shift_o0_f64", 0, true, nullptr, interp_zoom_shift_o0_f64, nullptr, nullptr},
+  {"interp_zoom_shift_o1_f32", 0, false, interp_zoom_shift_o1_f32, nullptr, nullptr, nullptr},
+  {"interp_zoom_shift_o1_f64", 0, true, nullptr, interp_zoom_shift_o1_f64, nullptr, nullptr},
+  {"interp_zoom_shift_o2_f32", 0, false, interp_zoom_shift_o2_f32, nullptr, nullptr, nullptr},
+  {"interp_zoom_shift_o2_f64", 0, true, nullptr, interp_zoom_shift_o2_f64, nullptr, nullptr},
+  {"interp_zoom_shift_o3_f32", 0, false, interp_zoom_shift_o3_f32, nullptr, nullptr, nullptr},
+  {"interp_zoom_shift_o3_f64", 0, true, nullptr, interp_zoom_shift_o3_f64, nullptr, nullptr},
+  {"interp_zoom_shift_o4_f32", 0, false, interp_zoom_shift_o4_f32, nullptr, nullptr, nullptr},
+  {"interp_zoom_shift_o4_f64", 0, true, nullptr, interp_zoom_shift_o4_f64, nullptr, nullptr},
+  {"interp_zoom_shift_o5_f32", 0, false, interp_zoom_shift_o5_f32, nullptr, nullptr, nullptr},
+  {"interp_zoom_shift_o5_f64", 0, true, nullptr, interp_zoom_shift_o5_f64, nullptr, nullptr},
+  {"interp_affine_o0_f32", 1, false, interp_affine_o0_f32, nullptr, nullptr, nullptr},
+  {"interp_affine_o0_f64", 1, true, nullptr, interp_affine_o0_f64, nullptr, nullptr},
+  {"interp_affine_o1_f32", 1, false, interp_affine_o1_f32, nullptr, nullptr, nullptr},
+  {"interp_affine_o1_f64", 1, true, nullptr, interp_affine_o1_f64, nullptr, nullptr},
+  {"interp_affine_o2_f32", 1, false, interp_affine_o2_f32, nullptr, nullptr, nullptr},
+  {"interp_affine_o2_f64", 1, true, nullptr, interp_affine_o2_f64, nullptr, nullptr},
+  {"interp_affine_o3_f32", 1, false, interp_affine_o3_f32, nullptr, nullptr, nullptr},
+  {"interp_affine_o3_f64", 1, true, nullptr, interp_affine_o3_f64, nullptr, nullptr},
+  {"interp_affine_o4_f32", 1, false, interp_affine_o4_f32, nullptr, nullptr, nullptr},
+  {"interp_affine_o4_f64", 1, true, nullptr, interp_affine_o4_f64, nullptr, nullptr},
+  {"interp_affine_o5_f32", 1, false, interp_affine_o5_f32, nullptr, nullptr, nullptr},
+  {"interp_affine_o5_f64", 1, true, nullptr, interp_affine_o5_f64, nullptr, nullptr},
+  {"interp_coords_o0_f32", 2, false, nullptr, nullptr, interp_coords_o0_f32, nullptr},
+  {"interp_coords_o0_f64", 2, true, nullptr, nullptr, nullptr, interp_coords_o0_f64},
+  {"interp_coords_o1_f32", 2, false, nullptr, nullptr, interp_coords_o1_f32, nullptr},
+  {"interp_coords_o1_f64", 2, true, nullptr, nullptr, nullptr, interp_coords_o1_f64},
+  {"interp_coords_o2_f32", 2, false, nullptr, nullptr, interp_coords_o2_f32, nullptr},
+  {"interp_coords_o2_f64", 2, true, nullptr, nullptr, nullptr, interp_coords_o2_f64},
+  {"interp_coords_o3_f32", 2, false, nullptr, nullptr, interp_coords_o3_f32, nullptr},
+  {"interp_coords_o3_f64", 2, true, nullptr, nullptr, nullptr, interp_coords_o3_f64},
+  {"interp_coords_o4_f32", 2, false, nullptr, nullptr, interp_coords_o4_f32, nullptr},
+  {"interp_coords_o4_f64", 2, true, nullptr, nullptr, nullptr, interp_coords_o4_f64},
+  {"interp_coords_o5_f32", 2, false, nullptr, nullptr, interp_coords_o5_f32, nullptr},
+  {"interp_coords_o5_f64", 2, true, nullptr, nullptr, nullptr, interp_coords_o5_f64},
+};
+
+static const EmuResampler* emu_resampler(const std::string& sym) {
+  for (const EmuResampler& k : EMU_RESAMPLERS)
+    if (sym == k.sym) return &k;
+  return nullptr;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) { fprintf(stderr, "usage: interp_check DIR\n"); return 2; }
   const std::string d = argv[1];
@@ -59,6 +116,9 @@ int main(int argc, char** argv) {
   unsigned long long records = 0;
   while (r.at < all.size()) {
     const unsigned long long kind = r.u64();
+    const unsigned long long sym_bytes = r.u64();
+    std::string sym(sym_bytes, '\0');
+    r.take(&sym[0], sym_bytes);
     const unsigned long long args_bytes = r.u64();
     std::vector<char> args(args_bytes);
     r.take(args.data(), args_bytes);
@@ -84,10 +144,22 @@ int main(int argc, char** argv) {
       InterpArgs a;
       if (args_bytes != sizeof a) { fprintf(stderr, "InterpArgs: %llu bytes, want %zu\n", args_bytes, sizeof a); return 2; }
       memcpy(&a, args.data(), sizeof a);
+      const EmuResampler* k = emu_resampler(sym);
+      if (!k) { fprintf(stderr, "no resampling kernel %s\n", sym.c_str()); return 2; }
+      if (k->kind != kind || k->in_f64 != (a.in_f64 != 0)) {
+        fprintf(stderr, "%s: kind %llu, in_f64 %d do not match it\n", sym.c_str(), kind, a.in_f64);
+        return 2;
+      }
       emu_grid([&] {
-        if (kind == 0) interp_zoom_shift_any(data.data(), dst.data(), &status, a);
-        else if (kind == 1) interp_affine_any(data.data(), dst.data(), &status, a);
-        else interp_coords_any(data.data(), dst.data(), &status, coords.data(), a);
+        if (k->in_f64) {
+          const double* src = data.data();
+          if (k->c64) k->c64(src, dst.data(), &status, coords.data(), a);
+          else k->f64(src, dst.data(), &status, a);
+        } else {
+          const float* src = (const float*)data.data();
+          if (k->c32) k->c32(src, dst.data(), &status, coords.data(), a);
+          else k->f32(src, dst.data(), &status, a);
+        }
       });
     }
     const unsigned long long st = (unsigned long long)status;

@@ -16,7 +16,10 @@ float64 values that are stored into the output as scipy stores them: integers ro
 away from zero and clipped to the type's range, float32 rounded once.
 
 Inputs are NumPy arrays or anything ``numpy.asarray`` takes; a kiln tensor or another DLPack
-array on the CPU is read through DLPack, one on a GPU is refused with ``InvalidInputError``.
+array on the CPU is read through DLPack. An input on a CUDA device (a kiln tensor, CuPy, torch)
+is interpolated on its GPU and the result is an array of its kind there
+(``_ndimage_interp_gpu``: float32 and float64 data, the CPU path's values to the bit);
+``geometric_transform`` refuses one.
 ``geometric_transform`` calls the Python ``mapping`` once per output point in row-major
 order, as scipy does, before interpolating; a ``scipy.LowLevelCallable`` mapping is called
 through ctypes the same way.
@@ -30,6 +33,7 @@ import operator
 import warnings
 
 from . import _native
+from . import _ndimage_interp_gpu as _gpu
 from ._errors import InvalidInputError
 from .ndimage import ScipyRuntimeError, ScipyTypeError, _is_numpy
 
@@ -53,7 +57,7 @@ def _np():
 def _cpu(x, fname, what="input"):
     """``x`` as scipy would read it: NumPy arrays, lists and scalars as they are; a kiln
     tensor or another DLPack array through DLPack when it is on the CPU; one on a GPU is
-    refused."""
+    refused (a CUDA input is routed to ``_ndimage_interp_gpu`` before this)."""
     if x is None or _is_numpy(x):
         return x
     np = _np()
@@ -61,8 +65,9 @@ def _cpu(x, fname, what="input"):
     if dev == 1:  # kDLCPU
         return np.from_dlpack(x)
     raise InvalidInputError(
-        f"{fname}: {what} is a {type(x).__module__}.{type(x).__name__} off the CPU; kiln.ndimage's "
-        f"interpolation runs on the CPU and takes NumPy arrays: copy it to a NumPy array first")
+        f"{fname}: {what} is a {type(x).__module__}.{type(x).__name__} off the CPU with an input on the CPU; "
+        f"kiln.ndimage's interpolation runs where the input lives: give the input on the GPU, or copy "
+        f"this to a NumPy array")
 
 
 # --- scipy's argument helpers (_ni_support) ---------------------------------------------
@@ -202,6 +207,8 @@ def _normalize_axis(axis, ndim):
 def spline_filter1d(input, order=3, axis=-1, output=_F64, mode="mirror"):
     """scipy.ndimage.spline_filter1d: the B-spline coefficients of ``order`` along ``axis``
     (orders 0 and 1 copy the input), float64 unless ``output`` says otherwise."""
+    if _gpu.is_cuda(input):
+        return _gpu.spline_filter1d(input, order, axis, None if output is _F64 else output, mode)
     np = _np()
     if output is _F64:
         output = np.float64
@@ -230,6 +237,8 @@ def spline_filter1d(input, order=3, axis=-1, output=_F64, mode="mirror"):
 def spline_filter(input, order=3, output=_F64, mode="mirror"):
     """scipy.ndimage.spline_filter: ``spline_filter1d`` along every axis in turn, each pass
     reading the previous one's result as ``output`` holds it."""
+    if _gpu.is_cuda(input):
+        return _gpu.spline_filter(input, order, None if output is _F64 else output, mode)
     np = _np()
     if output is _F64:
         output = np.float64
@@ -317,6 +326,8 @@ def map_coordinates(input, coordinates, output=None, order=3, mode="constant", c
                     prefilter=True):
     """scipy.ndimage.map_coordinates: the spline interpolation of ``input`` at
     ``coordinates`` (one row per input axis)."""
+    if _gpu.is_cuda(input):
+        return _gpu.map_coordinates(input, coordinates, output, order, mode, cval, prefilter)
     np = _np()
     _check_order(order)
     input = np.asarray(_cpu(input, "map_coordinates"))
@@ -398,6 +409,8 @@ def geometric_transform(input, mapping, output_shape=None, output=None, order=3,
     """scipy.ndimage.geometric_transform: ``mapping(output_index, *extra_arguments,
     **extra_keywords)`` gives the input coordinates of each output point (a tuple), called
     once per point in row-major order; the input is interpolated there."""
+    if _gpu.is_cuda(input):
+        _gpu.refuse_geometric_transform()
     np = _np()
     if extra_keywords is None:
         extra_keywords = {}
@@ -443,11 +456,42 @@ def geometric_transform(input, mapping, output_shape=None, output=None, order=3,
 
 # --- affine_transform, shift, zoom, rotate ----------------------------------------------
 
+def _affine_params(matrix, offset, ndim, out_ndim, shape=None):
+    """scipy's checks of affine_transform's float64 ``matrix`` and ``offset`` for an input of
+    ``ndim`` axes (``shape``, for the message) and an output of ``out_ndim``: the matrix (a
+    1-D diagonal, or ``ndim × out_ndim``; a homogeneous one split) and the float64 offset."""
+    np = _np()
+    if matrix.ndim not in (1, 2) or matrix.shape[0] < 1:
+        raise ScipyRuntimeError("no proper affine matrix provided")
+    if (matrix.ndim == 2 and matrix.shape[1] == ndim + 1
+            and matrix.shape[0] in (ndim, ndim + 1)):
+        if matrix.shape[0] == ndim + 1:
+            exptd = [0] * ndim + [1]
+            if not np.all(matrix[ndim] == exptd):
+                raise InvalidInputError(
+                    f"Expected homogeneous transformation matrix with shape {matrix.shape} for "
+                    f"image shape {shape}, but bottom row was not equal to {exptd}")
+        offset = matrix[:ndim, ndim]
+        matrix = matrix[:ndim, :ndim]
+    if matrix.shape[0] != ndim:
+        raise ScipyRuntimeError("affine matrix has wrong number of rows")
+    if matrix.ndim == 2 and matrix.shape[1] != out_ndim:
+        raise ScipyRuntimeError("affine matrix has wrong number of columns")
+    offset = _normalize_sequence(offset, ndim)
+    offset = np.asarray(offset, dtype=np.float64)
+    if offset.ndim != 1 or offset.shape[0] < 1:
+        raise ScipyRuntimeError("no proper offset provided")
+    return matrix, offset
+
+
 def affine_transform(input, matrix, offset=0.0, output_shape=None, output=None, order=3,
                      mode="constant", cval=0.0, prefilter=True):
     """scipy.ndimage.affine_transform: the input interpolated at ``matrix @ o + offset`` for
     each output index ``o`` (a 1-D ``matrix`` is a diagonal; an ``(ndim + 1)``-column one a
     homogeneous transform)."""
+    if _gpu.is_cuda(input):
+        return _gpu.affine_transform(input, matrix, offset, output_shape, output, order, mode, cval,
+                                     prefilter)
     np = _np()
     _check_order(order)
     input = np.asarray(_cpu(input, "affine_transform"))
@@ -469,26 +513,7 @@ def affine_transform(input, matrix, offset=0.0, output_shape=None, output=None, 
     filtered, npad = _prefiltered(input, order, mode, cval, prefilter)
     code = _mode_code(mode)
     matrix = np.asarray(_cpu(matrix, "affine_transform", "matrix"), dtype=np.float64)
-    if matrix.ndim not in (1, 2) or matrix.shape[0] < 1:
-        raise ScipyRuntimeError("no proper affine matrix provided")
-    if (matrix.ndim == 2 and matrix.shape[1] == input.ndim + 1
-            and matrix.shape[0] in (input.ndim, input.ndim + 1)):
-        if matrix.shape[0] == input.ndim + 1:
-            exptd = [0] * input.ndim + [1]
-            if not np.all(matrix[input.ndim] == exptd):
-                raise InvalidInputError(
-                    f"Expected homogeneous transformation matrix with shape {matrix.shape} for "
-                    f"image shape {input.shape}, but bottom row was not equal to {exptd}")
-        offset = matrix[:input.ndim, input.ndim]
-        matrix = matrix[:input.ndim, :input.ndim]
-    if matrix.shape[0] != input.ndim:
-        raise ScipyRuntimeError("affine matrix has wrong number of rows")
-    if matrix.ndim == 2 and matrix.shape[1] != output.ndim:
-        raise ScipyRuntimeError("affine matrix has wrong number of columns")
-    offset = _normalize_sequence(offset, input.ndim)
-    offset = np.asarray(offset, dtype=np.float64)
-    if offset.ndim != 1 or offset.shape[0] < 1:
-        raise ScipyRuntimeError("no proper offset provided")
+    matrix, offset = _affine_params(matrix, offset, input.ndim, output.ndim, input.shape)
     if matrix.ndim == 1:
         return _run_zoom_shift(filtered, output, order, code, cval, npad, zoom=matrix,
                                shift=offset / matrix)
@@ -499,6 +524,8 @@ def affine_transform(input, matrix, offset=0.0, output_shape=None, output=None, 
 def shift(input, shift, output=None, order=3, mode="constant", cval=0.0, prefilter=True):
     """scipy.ndimage.shift: the input moved by ``shift`` (per axis or one for all), output
     index ``o`` reading the input at ``o - shift``."""
+    if _gpu.is_cuda(input):
+        return _gpu.shift(input, shift, output, order, mode, cval, prefilter)
     np = _np()
     _check_order(order)
     input = np.asarray(_cpu(input, "shift"))
@@ -522,6 +549,8 @@ def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter
          grid_mode=False):
     """scipy.ndimage.zoom: the input resampled to ``round(shape * zoom)``, the corner samples
     aligned (or, with ``grid_mode``, the pixel edges)."""
+    if _gpu.is_cuda(input):
+        return _gpu.zoom(input, zoom, output, order, mode, cval, prefilter, grid_mode)
     np = _np()
     _check_order(order)
     input = np.asarray(_cpu(input, "zoom"))
@@ -616,8 +645,9 @@ def rotate(input, angle, axes=(1, 0), reshape=True, output=None, order=3, mode="
     centre (every such plane of an n-D input), the output enlarged to hold the whole rotated
     input when ``reshape``."""
     np = _np()
-    input_arr = np.asarray(_cpu(input, "rotate"))
-    ndim = input_arr.ndim
+    cuda = _gpu.is_cuda(input)
+    input_arr = input if cuda else np.asarray(_cpu(input, "rotate"))
+    ndim = len(input_arr.shape)
     if ndim < 2:
         raise InvalidInputError("input array should be at least 2D")
     axes = list(axes)
@@ -647,7 +677,14 @@ def rotate(input, angle, axes=(1, 0), reshape=True, output=None, order=3, mode="
     offset = in_center - out_center
     output_shape = img_shape
     output_shape[axes] = out_plane_shape
-    output_shape = tuple(output_shape)
+    output_shape = tuple(int(d) for d in output_shape)
+    if cuda:
+        if ndim > 2:
+            raise InvalidInputError(
+                f"rotate: a CUDA input of {ndim} axes is not supported (scipy rotates each plane in turn); on the "
+                f"GPU rotate takes 2-D inputs; give a NumPy array (the CPU path rotates every plane)")
+        return affine_transform(input, rot_matrix, offset, output_shape, output, order, mode, cval,
+                                prefilter)
     complex_output = np.iscomplexobj(input_arr)
     output = _get_output(output, input_arr, shape=output_shape, complex_output=complex_output)
     if ndim <= 2:

@@ -7,8 +7,9 @@
 //! prepadding, zoom factors, rotate's matrix) is the caller's: the resampled tensor holds
 //! the coefficients the interpolation reads, as scipy's C layer receives them.
 //!
-//! The GPU path is reached from Rust only (the Python `kiln.ndimage` interpolation refuses
-//! CUDA arrays) until its bitwise test (`tests/interp_gpu.rs`) has passed on a GPU.
+//! The Python `kiln.ndimage` interpolation routes CUDA arrays here (`ndimage_resample`,
+//! `ndimage_spline_filter` in kiln-py); `tests/interp_gpu.rs` checks the GPU's bits
+//! against the CPU's.
 
 use crate::tensor::{Storage, Tensor};
 use kiln_core::imaging::interp::{self as cpu, Mapping, OutValue, Store};
