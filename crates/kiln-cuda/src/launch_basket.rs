@@ -23,7 +23,7 @@ use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule};
+use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule, Streams};
 use crate::mc_driver::McRun;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -140,9 +140,34 @@ impl CudaBackend {
         mc: &McParams,
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
+        self.price_basket_streams(specs, mc, opts.max_items, Streams::From(opts.first_option))
+    }
+
+    /// [`price_basket_gpu`](Self::price_basket_gpu) with an explicit stream index per option
+    /// (option `i` uses `streams[i]`, as the CPU engine's `price_basket_mc(spec, mc,
+    /// streams[i])`), at most `max_items` (option, block) items a launch. `streams` must
+    /// hold one index an option (else the outer error).
+    pub fn price_basket_gpu_streams(
+        &self,
+        specs: &[BasketSpec],
+        mc: &McParams,
+        streams: &[u32],
+        max_items: u64,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        self.price_basket_streams(specs, mc, max_items, Streams::Each(streams))
+    }
+
+    fn price_basket_streams(
+        &self,
+        specs: &[BasketSpec],
+        mc: &McParams,
+        max_items: u64,
+        streams: Streams<'_>,
+    ) -> Result<Vec<Result<PriceResult>>> {
         mc.validate()?;
         philox_only(mc)?;
-        if opts.max_items == 0 {
+        streams.check(specs.len(), "price_basket_gpu")?;
+        if max_items == 0 {
             return Err(Error::invalid(
                 "price_basket_gpu",
                 "max_items = 0; it must be >= 1",
@@ -152,15 +177,7 @@ impl CudaBackend {
         let mut slots = Vec::new();
         let mut params = Params::default();
         for (i, spec) in specs.iter().enumerate() {
-            let option = u32::try_from(i as u64 + u64::from(opts.first_option)).map_err(|_| {
-                Error::invalid(
-                    "price_basket_gpu",
-                    format!(
-                        "option {i}: stream index past 2^32 (first_option {})",
-                        opts.first_option
-                    ),
-                )
-            });
+            let option = streams.of(i, "price_basket_gpu");
             let row = option.and_then(|o| {
                 let pp = gpu_path_params(spec, mc)?;
                 params.push(&pp, o)
@@ -171,7 +188,7 @@ impl CudaBackend {
             }
         }
         if !slots.is_empty() {
-            let totals = self.basket_totals(&params, mc, opts.max_items)?;
+            let totals = self.basket_totals(&params, mc, max_items)?;
             for (k, &slot) in slots.iter().enumerate() {
                 let t = sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS]);
                 results[slot] = Some(finish_basket(&specs[slot], mc, &[t]));

@@ -56,6 +56,49 @@ impl Default for GpuMcOptions {
     }
 }
 
+/// Which Philox stream each option of a run draws: the stream index is a word of the
+/// option's parameter row (every Philox kernel reads its counter's option word from there,
+/// never from the option's place in the launch), so any assignment costs nothing on the
+/// device. Consecutive indices from a first one serve a book priced in pieces; an explicit
+/// index per option serves callers that price one option many times in one run (shocked
+/// copies under risk scenarios keep the stream of the option they copy).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Streams<'a> {
+    /// Option `i` uses `first + i` (an error in its slot past 2^32).
+    From(u32),
+    /// Option `i` uses `streams[i]`; as many as the options.
+    Each(&'a [u32]),
+}
+
+impl Streams<'_> {
+    /// An error unless the streams cover `n` options.
+    pub(crate) fn check(&self, n: usize, op: &str) -> Result<()> {
+        match self {
+            Streams::Each(s) if s.len() != n => Err(Error::invalid(
+                op,
+                format!("{} stream indices for {n} options; give one an option", s.len()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Option `i`'s stream index.
+    pub(crate) fn of(&self, i: usize, op: &str) -> Result<u32> {
+        match *self {
+            Streams::From(first) => u32::try_from(i as u64 + u64::from(first)).map_err(|_| {
+                Error::invalid(
+                    op,
+                    format!("option {i}: stream index past 2^32 (first_option {first})"),
+                )
+            }),
+            Streams::Each(s) => s
+                .get(i)
+                .copied()
+                .ok_or_else(|| Error::invalid(op, format!("option {i} has no stream index"))),
+        }
+    }
+}
+
 /// Benchmark probes: the European kernel's launch, loop and block sums with the path loop
 /// cut down, so a benchmark can time what each part of a path-step costs
 /// ([`CudaBackend::mc_probe_gpu`]). Their sums are not prices.
@@ -180,10 +223,37 @@ impl CudaBackend {
         mc: &McParams,
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
+        self.price_mc_streams(specs, mc, opts.max_items, Streams::From(opts.first_option))
+    }
+
+    /// [`price_mc_gpu`](Self::price_mc_gpu) with an explicit stream index per option:
+    /// option `i` uses Philox option word `streams[i]` (as the CPU engine's
+    /// `price_mc(spec, mc, streams[i])`), so the same option priced twice in one run, or a
+    /// shocked copy of it, draws the same numbers. Launches hold at most `max_items`
+    /// (option, block) items. Neither the order of the options nor the chunking changes a
+    /// bit. `streams` must hold one index an option (else the outer error).
+    pub fn price_mc_gpu_streams(
+        &self,
+        specs: &[OptionSpec],
+        mc: &McParams,
+        streams: &[u32],
+        max_items: u64,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        self.price_mc_streams(specs, mc, max_items, Streams::Each(streams))
+    }
+
+    fn price_mc_streams(
+        &self,
+        specs: &[OptionSpec],
+        mc: &McParams,
+        max_items: u64,
+        streams: Streams<'_>,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        streams.check(specs.len(), "price_mc_gpu")?;
         if let Rng::Sobol { .. } = mc.rng {
-            return self.price_qmc_gpu(specs, mc, opts);
+            return self.price_qmc_gpu(specs, mc, max_items, streams);
         }
-        let totals = self.mc_totals(specs, mc, opts, None)?;
+        let totals = self.mc_totals(specs, mc, max_items, streams, None)?;
         Ok(specs
             .iter()
             .zip(totals)
@@ -271,7 +341,8 @@ impl CudaBackend {
                 format!("the probes run the European launch; got a {:?} option", s.style),
             ));
         }
-        self.mc_totals(specs, mc, &GpuMcOptions::default(), Some(probe))?
+        let max_items = GpuMcOptions::default().max_items;
+        self.mc_totals(specs, mc, max_items, Streams::From(0), Some(probe))?
             .into_iter()
             .map(|t| t.map(|t| t.y))
             .collect()
@@ -282,25 +353,18 @@ impl CudaBackend {
         &self,
         specs: &[OptionSpec],
         mc: &McParams,
-        opts: &GpuMcOptions,
+        max_items: u64,
+        streams: Streams<'_>,
         probe: Option<McProbe>,
     ) -> Result<Vec<Result<BlockSums>>> {
         mc.validate()?;
-        if opts.max_items == 0 {
+        if max_items == 0 {
             return Err(Error::invalid("price_mc_gpu", "max_items = 0; it must be >= 1"));
         }
         let mut results: Vec<Option<Result<BlockSums>>> = (0..specs.len()).map(|_| None).collect();
         let mut groups: Vec<Group> = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
-            let option = u32::try_from(i as u64 + u64::from(opts.first_option)).map_err(|_| {
-                Error::invalid(
-                    "price_mc_gpu",
-                    format!(
-                        "option {i}: stream index past 2^32 (first_option {})",
-                        opts.first_option
-                    ),
-                )
-            });
+            let option = streams.of(i, "price_mc_gpu");
             let pp = option.and_then(|o| PathParams::new(spec, mc).map(|pp| (o, pp)));
             match pp {
                 Err(e) => results[i] = Some(Err(e)),
@@ -329,7 +393,7 @@ impl CudaBackend {
         let nb = mc.samples().div_ceil(BLOCK_SAMPLES);
         for g in &groups {
             let k = probe.map_or_else(|| kernel_for(g.style, mc.fast_math), McProbe::kernel);
-            let totals = self.group_totals(g, k, nb, mc, opts.max_items)?;
+            let totals = self.group_totals(g, k, nb, mc, max_items)?;
             for (k, &slot) in g.slots.iter().enumerate() {
                 results[slot] = Some(Ok(sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS])));
             }

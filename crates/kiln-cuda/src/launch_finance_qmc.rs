@@ -13,7 +13,7 @@
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
-use crate::launch_finance::{param_rows, sums_from, too_many, GpuMcOptions, OPT_D, OPT_U, SUMS};
+use crate::launch_finance::{param_rows, sums_from, too_many, Streams, OPT_D, OPT_U, SUMS};
 use crate::mc_driver::McRun;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -85,7 +85,8 @@ impl CudaBackend {
         &self,
         specs: &[OptionSpec],
         mc: &McParams,
-        opts: &GpuMcOptions,
+        max_items: u64,
+        streams: Streams<'_>,
     ) -> Result<Vec<Result<PriceResult>>> {
         mc.validate()?;
         let Rng::Sobol { replicates } = mc.rng else {
@@ -94,14 +95,19 @@ impl CudaBackend {
                 "the run does not use the sobol generator",
             ));
         };
-        if opts.max_items == 0 {
+        if max_items == 0 {
             return Err(Error::invalid("price_mc_gpu", "max_items = 0; it must be >= 1"));
         }
         let mut results: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
         let mut groups: Vec<Group> = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
-            let pp = match PathParams::new(spec, mc).and_then(|pp| check_steps(pp.steps).map(|()| pp)) {
-                Ok(pp) => pp,
+            let checked = streams.of(i, "price_mc_gpu").and_then(|o| {
+                let pp = PathParams::new(spec, mc)?;
+                check_steps(pp.steps)?;
+                Ok((o, pp))
+            });
+            let (option, pp) = match checked {
+                Ok(x) => x,
                 Err(e) => {
                     results[i] = Some(Err(e));
                     continue;
@@ -109,7 +115,7 @@ impl CudaBackend {
             };
             // The stream index is unused by Sobol paths (the shifts are the run's), but the
             // row keeps it for the layout shared with the Philox kernels.
-            let (u, d) = param_rows(spec, &pp, opts.first_option.wrapping_add(i as u32));
+            let (u, d) = param_rows(spec, &pp, option);
             let pos = groups
                 .iter()
                 .position(|g| g.style == spec.style && g.steps == pp.steps);
@@ -135,7 +141,7 @@ impl CudaBackend {
         let r = replicates as usize;
         for g in &groups {
             let plan = QmcPlan::new(&g.pp, mc)?;
-            let totals = self.qmc_group_totals(g, &plan, mc, opts.max_items)?;
+            let totals = self.qmc_group_totals(g, &plan, mc, max_items)?;
             for (k, &slot) in g.slots.iter().enumerate() {
                 let reps: Vec<BlockSums> = (0..r)
                     .map(|j| sums_from(plan.points, &totals[(k * r + j) * SUMS..(k * r + j + 1) * SUMS]))

@@ -21,7 +21,7 @@ use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule};
+use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule, Streams};
 use crate::mc_driver::McRun;
 use crate::CudaBackend;
 
@@ -82,8 +82,33 @@ impl CudaBackend {
         mc: &McParams,
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
+        self.price_heston_streams(specs, mc, opts.max_items, Streams::From(opts.first_option))
+    }
+
+    /// [`price_heston_gpu`](Self::price_heston_gpu) with an explicit stream index per option
+    /// (option `i` uses `streams[i]`, as the CPU engine's `price_heston_mc(spec, mc,
+    /// streams[i])`), at most `max_items` (option, block) items a launch. `streams` must
+    /// hold one index an option (else the outer error).
+    pub fn price_heston_gpu_streams(
+        &self,
+        specs: &[HestonSpec],
+        mc: &McParams,
+        streams: &[u32],
+        max_items: u64,
+    ) -> Result<Vec<Result<PriceResult>>> {
+        self.price_heston_streams(specs, mc, max_items, Streams::Each(streams))
+    }
+
+    fn price_heston_streams(
+        &self,
+        specs: &[HestonSpec],
+        mc: &McParams,
+        max_items: u64,
+        streams: Streams<'_>,
+    ) -> Result<Vec<Result<PriceResult>>> {
         mc.validate()?;
-        if opts.max_items == 0 {
+        streams.check(specs.len(), "price_heston_gpu")?;
+        if max_items == 0 {
             return Err(Error::invalid(
                 "price_heston_gpu",
                 "max_items = 0; it must be >= 1",
@@ -92,15 +117,7 @@ impl CudaBackend {
         let mut results: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
         let (mut slots, mut u, mut d) = (Vec::new(), Vec::new(), Vec::new());
         for (i, spec) in specs.iter().enumerate() {
-            let option = u32::try_from(i as u64 + u64::from(opts.first_option)).map_err(|_| {
-                Error::invalid(
-                    "price_heston_gpu",
-                    format!(
-                        "option {i}: stream index past 2^32 (first_option {})",
-                        opts.first_option
-                    ),
-                )
-            });
+            let option = streams.of(i, "price_heston_gpu");
             match option.and_then(|o| HestonPathParams::new(spec, mc).map(|pp| (o, pp))) {
                 Err(e) => results[i] = Some(Err(e)),
                 Ok((o, pp)) => {
@@ -112,7 +129,7 @@ impl CudaBackend {
             }
         }
         if !slots.is_empty() {
-            let totals = self.heston_totals(&u, &d, slots.len(), mc, opts.max_items)?;
+            let totals = self.heston_totals(&u, &d, slots.len(), mc, max_items)?;
             for (k, &slot) in slots.iter().enumerate() {
                 let t = sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS]);
                 results[slot] = Some(finish_heston(&specs[slot].option, mc, &[t]));

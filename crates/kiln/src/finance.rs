@@ -21,6 +21,7 @@ pub use kiln_core::finance::implied;
 pub mod american;
 mod basket;
 pub mod book;
+mod book_streams;
 mod calibrate;
 mod heston;
 mod implied_book;

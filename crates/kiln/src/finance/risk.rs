@@ -5,19 +5,24 @@
 //! [`risk::measures`](kiln_core::finance::risk::measures) states the convention).
 //!
 //! How each option is valued ([`Valuation`]): with [`Method::Analytic`], by its closed form
-//! where the kind has one (Black-Scholes styles but the arithmetic Asian; the Heston
-//! European; the American tree of [`RiskParams::tree_steps`] steps; geometric baskets,
-//! two-asset spreads and rainbows), else by Monte Carlo; with [`Method::MonteCarlo`], every
-//! option by Monte Carlo. Monte Carlo uses common random numbers: option `i` draws stream
-//! `i` of the run's seed in the base valuation and in every scenario, so the P&L of a small
-//! shock carries little noise (the base and shocked prices move together).
+//! where the kind has one ([`has_closed_form`]: Black-Scholes styles but the arithmetic
+//! Asian; the Heston European; the American tree of [`RiskParams::tree_steps`] steps;
+//! geometric baskets, two-asset spreads and rainbows), else by Monte Carlo; a closed form
+//! that fails for its option is that option's error, never a silent Monte Carlo value. With
+//! [`Method::MonteCarlo`], every option by Monte Carlo. Monte Carlo uses common random
+//! numbers: option `i` draws stream `i` of the run's seed in the base valuation and in every
+//! scenario, so the P&L of a small shock carries little noise (the base and shocked prices
+//! move together).
 //!
-//! Where it runs: scenarios in parallel on the CPU's cores (rayon); when the runtime has a
-//! GPU, the European Black-Scholes options valued analytically go through the
-//! `risk_bs_grid_f64` kernel (a block per scenario) and the rest through the CPU or the
-//! runtime's Monte Carlo engines; the CPU path is the reference the GPU's totals are tested
-//! against. Keeping the per-option P&L matrix ([`RiskParams::keep_matrix`]) runs every
-//! option on the CPU.
+//! Where it runs: on a CPU runtime, scenarios in parallel on the CPU's cores (rayon). On a
+//! GPU runtime (with [`RiskParams::use_gpu`]), the European Black-Scholes options valued
+//! analytically go through the `risk_bs_grid_f64` kernel (a block per scenario), the other
+//! closed forms run on the CPU's cores, and the Monte Carlo valuations go to the GPU's
+//! engines in batches, each shocked copy on its option's stream (module `batch`, in
+//! `risk_batch.rs`, says how): every value is bitwise the one-call-per-option path's
+//! (`use_gpu = false`) and the CPU engine's. The CPU path is the reference the GPU's totals
+//! are tested against. Keeping the per-option P&L matrix ([`RiskParams::keep_matrix`])
+//! turns the grid off (its options revalue on the CPU); the Monte Carlo batches stay.
 
 use rayon::prelude::*;
 
@@ -88,11 +93,14 @@ pub struct RiskParams {
     pub mc: McParams,
     /// VaR and ES levels, each in `(0, 1)`.
     pub levels: Vec<f64>,
-    /// Keep the scenarios x options P&L matrix (every option then runs on the CPU).
+    /// Keep the scenarios x options P&L matrix (the GPU grid is off then).
     pub keep_matrix: bool,
     /// Steps of the American tree.
     pub tree_steps: u32,
-    /// Let the GPU revalue the European Black-Scholes options when the runtime has one.
+    /// On a GPU runtime, revalue in batches: the European Black-Scholes options valued
+    /// analytically in the grid kernel, the Monte Carlo valuations a batch of shocked copies
+    /// per engine call (module docs). `false`: one option an engine call, the reference
+    /// path (the Monte Carlo engines are still the runtime's).
     pub use_gpu: bool,
 }
 
@@ -125,7 +133,8 @@ pub struct RiskReport {
     pub matrix: Option<Vec<f64>>,
     /// VaR and ES at each level.
     pub measures: Vec<LossMeasure>,
-    /// Options the GPU revalued (0 on the CPU).
+    /// Options the GPU grid kernel revalued (0 on the CPU; the Monte Carlo batches are not
+    /// counted).
     pub gpu_options: usize,
 }
 
@@ -137,6 +146,19 @@ fn context(e: Error, prefix: &str) -> Error {
             reason: format!("{prefix}: {reason}"),
         },
         e => e,
+    }
+}
+
+/// Whether `opt`'s kind has a closed form ([`Method::Analytic`] values it): every
+/// Black-Scholes style but the arithmetic Asian, the Heston European, every American (the
+/// tree), and the baskets kiln-core's `BasketSpec::analytic_refusal` lets through (geometric
+/// baskets, two-asset spreads, rainbows on one or two assets).
+pub fn has_closed_form(opt: &BookOption) -> bool {
+    match opt {
+        BookOption::Plain(s) => super::supports(Method::Analytic, s.style),
+        BookOption::Heston(h) => h.option.style == Style::European,
+        BookOption::American { .. } => true,
+        BookOption::Basket(b) => b.analytic_refusal().is_none(),
     }
 }
 
@@ -198,14 +220,28 @@ impl Runtime {
         self.risk_progress(positions, scenarios, p, &|| {})
     }
 
-    /// [`risk`](Self::risk), calling `done()` after each scenario is revalued on the CPU
-    /// (from any thread; for a progress bar).
+    /// [`risk`](Self::risk), calling `done()` after each scenario is revalued (from any
+    /// thread; for a progress bar).
     pub fn risk_progress(
         &self,
         positions: &[Position],
         scenarios: &ScenarioSet,
         p: &RiskParams,
         done: &(dyn Fn() + Sync),
+    ) -> Result<RiskReport> {
+        let mc_batch = (self.cuda().is_some() && p.use_gpu).then_some(batch::MC_BATCH);
+        self.risk_run(positions, scenarios, p, done, mc_batch)
+    }
+
+    /// [`risk_progress`](Self::risk_progress), the Monte Carlo valuations in batches of at
+    /// most `mc_batch` (module `batch`), or one option an engine call (`None`).
+    fn risk_run(
+        &self,
+        positions: &[Position],
+        scenarios: &ScenarioSet,
+        p: &RiskParams,
+        done: &(dyn Fn() + Sync),
+        mc_batch: Option<usize>,
     ) -> Result<RiskReport> {
         let _range = crate::profiler().host_range("risk");
         scenarios.validate()?;
@@ -235,26 +271,28 @@ impl Runtime {
         {
             p.mc.validate()?;
         }
-        // base values, and how each option is valued
-        let base: Vec<(Valuation, PriceResult)> = self
-            .par_or_serial(positions.len(), true, |i| {
-                let pos = &positions[i];
-                let mc = || {
-                    self.risk_value(&pos.option, Valuation::MonteCarlo, i as u32, p)
-                        .map(|r| (Valuation::MonteCarlo, r))
-                };
-                match p.method {
-                    Method::MonteCarlo => mc(),
-                    // no closed form (or an invalid option): Monte Carlo, whose error an
-                    // option neither can value reports
-                    Method::Analytic => self
-                        .risk_value(&pos.option, Valuation::Analytic, i as u32, p)
-                        .map(|r| (Valuation::Analytic, r))
-                        .or_else(|_| mc()),
-                }
-                .map_err(|e| context(e, &pos.label(i)))
+        // how each option is valued: its closed form where its kind has one (an error of the
+        // closed form is the option's error, not a reason to simulate), else Monte Carlo
+        let how: Vec<Valuation> = positions
+            .iter()
+            .map(|pos| match p.method {
+                Method::Analytic if has_closed_form(&pos.option) => Valuation::Analytic,
+                _ => Valuation::MonteCarlo,
             })
+            .collect();
+        let values = match mc_batch {
+            Some(_) => self.base_batched(positions, &how, p)?,
+            None => self.par_or_serial(positions.len(), true, |i| {
+                self.risk_value(&positions[i].option, how[i], i as u32, p)
+            }),
+        };
+        let base: Vec<(Valuation, PriceResult)> = values
             .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.map(|r| (how[i], r))
+                    .map_err(|e| context(e, &positions[i].label(i)))
+            })
             .collect::<Result<_>>()?;
         let gpu_idx = self.gpu_grid_options(positions, &base, p);
         let on_gpu: Vec<bool> = {
@@ -269,12 +307,14 @@ impl Runtime {
         // grid's options are left out here rather than skipped inside the loop: a 10,000 x
         // 10,000 grid would otherwise allocate and sum a matrix of zeros.
         let cpu_idx: Vec<usize> = (0..n).filter(|&i| !on_gpu[i]).collect();
+        let mc_rows = cpu_idx.iter().any(|&i| base[i].0 == Valuation::MonteCarlo);
         let rows: Vec<Vec<f64>> = if cpu_idx.is_empty() {
             vec![Vec::new(); scenarios.len()]
+        } else if let Some(max) = mc_batch.filter(|_| mc_rows) {
+            self.batched_rows(positions, scenarios, &base, &cpu_idx, p, done, max)?
         } else {
             // analytic revaluations run in parallel on any runtime; Monte Carlo ones go to the
             // runtime's engines, which on a GPU take one call at a time
-            let mc_rows = cpu_idx.iter().any(|&i| base[i].0 == Valuation::MonteCarlo);
             self.par_or_serial(scenarios.len(), mc_rows, |s| {
                 let sc = &scenarios.scenarios[s];
                 let mut row = Vec::with_capacity(cpu_idx.len());
@@ -621,6 +661,9 @@ pub fn bs_price(s: &OptionSpec) -> f64 {
     )
     .price
 }
+
+#[path = "risk_batch.rs"]
+mod batch;
 
 #[cfg(test)]
 #[path = "risk_tests.rs"]

@@ -303,3 +303,244 @@ fn refusals_name_the_option_and_the_scenario() {
         .contains("level 1.5"));
     assert!(rt.risk(&book, &ScenarioSet::default(), &p).is_err());
 }
+
+/// A book of every Monte Carlo kind (arithmetic Asian, barrier, Heston Asian, American,
+/// arithmetic and spread baskets, a three-asset rainbow) between options with closed forms,
+/// on named underlyings and none.
+fn exotic_book() -> Vec<Position> {
+    let mut book = mixed_book();
+    let h = |style: Style| HestonSpec {
+        option: euro(OptionType::Put, 98.0).with_style(style, (style != Style::European).then_some(5), None),
+        heston: HestonParams {
+            kappa: 2.0,
+            theta: 0.04,
+            xi: 0.3,
+            rho: -0.5,
+            v0: 0.05,
+        },
+    };
+    let basket = |average: BasketAverage, w: [f64; 3]| {
+        BookOption::Basket(BasketSpec {
+            kind: OptionType::Call,
+            strike: 10.0,
+            rate: 0.02,
+            maturity: 0.5,
+            average,
+            assets: vec![
+                BasketAsset::new(100.0, 0.25, 0.0, w[0]).named("AAA"),
+                BasketAsset::new(90.0, 0.2, 0.01, w[1]).named("BBB"),
+                BasketAsset::new(80.0, 0.3, 0.0, w[2]),
+            ],
+            correlation: vec![1.0, 0.4, 0.2, 0.4, 1.0, 0.3, 0.2, 0.3, 1.0],
+        })
+    };
+    let extra = [
+        (
+            BookOption::Plain(euro(OptionType::Call, 102.0).with_style(
+                Style::AsianArithmetic,
+                Some(5),
+                None,
+            )),
+            Some("BBB"),
+        ),
+        (BookOption::Heston(h(Style::AsianArithmetic)), Some("AAA")),
+        (basket(BasketAverage::Arithmetic, [0.3, 0.3, 0.4]), None),
+        (
+            BookOption::Plain(euro(OptionType::Put, 99.0).with_style(
+                Style::BarrierDownIn,
+                Some(5),
+                Some(85.0),
+            )),
+            None,
+        ),
+        (basket(BasketAverage::Arithmetic, [1.0, -0.5, -0.4]), Some("BBB")),
+        (basket(BasketAverage::Max, [1.0, 1.0, 1.0]), None),
+        (BookOption::Heston(h(Style::European)), None),
+        (
+            BookOption::Plain(euro(OptionType::Call, 97.0).with_style(Style::AsianArithmetic, Some(5), None)),
+            Some("AAA"),
+        ),
+    ];
+    for (k, (o, u)) in extra.into_iter().enumerate() {
+        book.push(Position {
+            option: o,
+            underlying: u.map(str::to_string),
+            quantity: 1.5 - k as f64 * 0.75,
+            id: None,
+        });
+    }
+    book
+}
+
+fn report_bits(r: &RiskReport) -> Vec<u64> {
+    let m = r.matrix.as_deref().unwrap_or(&[]);
+    r.base
+        .iter()
+        .chain(&r.base_std_error)
+        .chain(&r.pnl)
+        .chain(m)
+        .chain(
+            r.measures
+                .iter()
+                .flat_map(|x| [x.var, x.es])
+                .collect::<Vec<_>>()
+                .iter(),
+        )
+        .map(|x| x.to_bits())
+        .collect()
+}
+
+/// The batched Monte Carlo path (what a GPU runtime runs), driven by the CPU engines: the
+/// per-option path's report to the bit, whatever the batch size, every scenario reported
+/// done once.
+#[test]
+fn batched_mc_rows_are_the_per_option_bits() {
+    let rt = Runtime::cpu();
+    let book = exotic_book();
+    let mut rng = Lcg(41);
+    let set = scenarios(37, &mut rng);
+    for method in [Method::Analytic, Method::MonteCarlo] {
+        let p = RiskParams {
+            method,
+            mc: McParams {
+                paths: 1024 + 5,
+                steps: 5,
+                seed: 77,
+                ..McParams::default()
+            },
+            keep_matrix: method == Method::Analytic,
+            tree_steps: 40,
+            ..RiskParams::default()
+        };
+        let want = rt.risk_run(&book, &set, &p, &|| {}, None).unwrap();
+        let mc = want
+            .valuation
+            .iter()
+            .filter(|v| **v == Valuation::MonteCarlo)
+            .count();
+        assert!(mc >= 6, "{method:?}: {mc} options by Monte Carlo");
+        for max in [1, 5, 7 * mc + 3, 1 << 16] {
+            let ticks = std::sync::atomic::AtomicUsize::new(0);
+            let tick = || {
+                ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            };
+            let got = rt.risk_run(&book, &set, &p, &tick, Some(max)).unwrap();
+            assert_eq!(got.valuation, want.valuation);
+            assert_eq!(got.matrix.is_some(), want.matrix.is_some());
+            assert_eq!(report_bits(&got), report_bits(&want), "{method:?}, batch {max}");
+            assert_eq!(ticks.into_inner(), set.len());
+        }
+    }
+}
+
+/// The batched path reports the error the per-option path meets first: the first failing
+/// option in book order of the first failing scenario, analytic or Monte Carlo.
+#[test]
+fn batched_errors_are_the_per_option_paths() {
+    let rt = Runtime::cpu();
+    let mut rng = Lcg(43);
+    let mut set = scenarios(9, &mut rng);
+    // BBB below zero from scenario 5 on
+    for sc in set.scenarios.iter_mut().skip(5) {
+        sc.set(
+            "BBB",
+            Shock {
+                spot: SpotShift::Absolute(-1000.0),
+                ..Shock::default()
+            },
+        );
+    }
+    let p = RiskParams {
+        mc: McParams {
+            paths: 1024,
+            steps: 5,
+            ..McParams::default()
+        },
+        tree_steps: 40,
+        ..RiskParams::default()
+    };
+    let full = exotic_book();
+    // the first option on BBB in book order analytic (option 1), then, without the put, the
+    // American and the geometric basket, Monte Carlo (the arithmetic Asian)
+    let mc_first: Vec<Position> = full
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| ![1, 5, 6].contains(&i))
+        .map(|(_, x)| x.clone())
+        .collect();
+    for (book, first) in [(full, "option 1 "), (mc_first, "option 4 ")] {
+        let want = rt
+            .risk_run(&book, &set, &p, &|| {}, None)
+            .unwrap_err()
+            .to_string();
+        assert!(want.contains(first) && want.contains("`s5`"), "{want}");
+        for max in [1, 4, 1 << 16] {
+            let got = rt
+                .risk_run(&book, &set, &p, &|| {}, Some(max))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(got, want);
+        }
+    }
+}
+
+/// Under `Method::Analytic` an option whose kind has a closed form is valued by it, and
+/// the closed form's error is the option's error (no silent Monte Carlo); kinds without
+/// one still go to Monte Carlo.
+#[test]
+fn a_closed_form_error_is_reported_not_simulated() {
+    let rt = Runtime::cpu();
+    // a rainbow on two assets, one of volatility 0: Stulz's formula refuses it
+    let rainbow = BasketSpec {
+        kind: OptionType::Call,
+        strike: 95.0,
+        rate: 0.02,
+        maturity: 1.0,
+        average: BasketAverage::Max,
+        assets: vec![
+            BasketAsset::new(100.0, 0.25, 0.0, 1.0),
+            BasketAsset::new(90.0, 0.0, 0.0, 1.0),
+        ],
+        correlation: vec![1.0, 0.0, 0.0, 1.0],
+    };
+    assert!(has_closed_form(&BookOption::Basket(rainbow.clone())));
+    assert!(rainbow.price_analytic().is_err());
+    let mut book = mixed_book();
+    book.push(Position {
+        id: Some("flat-rainbow".into()),
+        ..Position::new(BookOption::Basket(rainbow))
+    });
+    let set = ScenarioSet {
+        scenarios: vec![Scenario::new("calm")],
+    };
+    let p = RiskParams {
+        tree_steps: 40,
+        mc: McParams {
+            paths: 1024,
+            steps: 4,
+            ..McParams::default()
+        },
+        ..RiskParams::default()
+    };
+    for batch in [None, Some(16)] {
+        let e = rt
+            .risk_run(&book, &set, &p, &|| {}, batch)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("flat-rainbow") && e.contains("Stulz"), "{e}");
+    }
+    // Monte Carlo values it
+    let mc = RiskParams {
+        method: Method::MonteCarlo,
+        ..p.clone()
+    };
+    let r = rt.risk(&book, &set, &mc).unwrap();
+    assert_eq!(r.valuation[7], Valuation::MonteCarlo);
+    // kinds without a closed form are simulated under Analytic
+    let asian = euro(OptionType::Call, 100.0).with_style(Style::AsianArithmetic, Some(4), None);
+    assert!(!has_closed_form(&BookOption::Plain(asian)));
+    let r = rt
+        .risk(&[Position::new(BookOption::Plain(asian))], &set, &p)
+        .unwrap();
+    assert_eq!(r.valuation[0], Valuation::MonteCarlo);
+}
