@@ -2,6 +2,11 @@
 //! ([`finish_many`], `JobStore::finish_many`: one transaction, one statement for the state
 //! changes and their `kiln_done` notifications, one for the results). Both store an end
 //! only while the job is `running` under the caller's lease.
+//!
+//! A batch locks several job rows at once. A node's heartbeat, renewing the leases of the
+//! same rows in another order, can meet it as a deadlock; PostgreSQL then aborts one of the
+//! two (`deadlock_detected`, a passing failure): the supervisor sends the batch again, the
+//! heartbeat renews on its next beat, and nothing is stored twice.
 
 use super::rows::{insert_blob, Conn};
 use super::store::pg_err;
