@@ -47,6 +47,9 @@ pub struct Args {
     /// Milliseconds the oldest job waits for a batch to fill.
     #[arg(long, value_name = "MS")]
     max_queue_delay_ms: Option<u64>,
+    /// Jobs an unbatched slot claims at most in one store call (1: one at a time).
+    #[arg(long, value_name = "N")]
+    claim_batch: Option<usize>,
     /// Jobs queued or running at most (beyond: 429 with Retry-After).
     #[arg(long, value_name = "N")]
     max_queue: Option<u64>,
@@ -131,6 +134,9 @@ fn effective(args: &Args, device: DeviceRequest) -> anyhow::Result<ServiceConfig
     }
     if let Some(v) = args.max_queue_delay_ms {
         c.batching.max_queue_delay_ms = v;
+    }
+    if let Some(v) = args.claim_batch {
+        c.batching.claim_batch = v;
     }
     if let Some(v) = args.max_queue {
         c.limits.max_queue = v;

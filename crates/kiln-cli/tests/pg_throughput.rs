@@ -4,7 +4,9 @@
 //! submission to last result) and the CPU seconds the nodes (servers and workers) and
 //! PostgreSQL spent per 1,000 jobs. Ignored by default (a measurement, not a check):
 //! scripts/pg-throughput.sh runs it in release mode; docs/deployment.md quotes a run.
-//! KILN_PG_TP_SECS (default 10) and KILN_PG_TP_CLIENTS (default 16) tune it.
+//! KILN_PG_TP_SECS (default 10), KILN_PG_TP_CLIENTS (default 16), KILN_PG_TP_NODES (the
+//! most nodes, default 3) and KILN_PG_TP_BATCHING (`on` or `off`, default on) tune it. The
+//! server CPU column is the `kiln serve` processes' own (their workers excluded).
 #![allow(clippy::unwrap_used)]
 
 mod pg_support;
@@ -26,10 +28,11 @@ struct Row {
     secs: f64,
     mean_batch: f64,
     kiln_cpu: f64,
+    server_cpu: f64,
     pg_cpu: f64,
 }
 
-fn measure(admin: &str, nodes: usize, secs: f64, clients: usize) -> Row {
+fn measure(admin: &str, nodes: usize, secs: f64, clients: usize, batching: &str) -> Row {
     let db_name = format!("kiln_tp_{}_{nodes}", std::process::id());
     Db::connect(admin).exec(&format!("CREATE DATABASE {db_name}"));
     let url = with_db(admin, &db_name);
@@ -48,13 +51,21 @@ fn measure(admin: &str, nodes: usize, secs: f64, clients: usize) -> Row {
         .map(|i| {
             start(
                 &dir.path().join(format!("n{i}")),
-                &["--service-config", &cfg_s, "--cpu-workers", "1"],
+                &[
+                    "--service-config",
+                    &cfg_s,
+                    "--cpu-workers",
+                    "1",
+                    "--batching",
+                    batching,
+                ],
             )
         })
         .collect();
     let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
     let body = price_job(90.0, 100).to_string();
-    let (k0, p0) = (cpu_seconds("kiln"), cpu_seconds("postgres"));
+    let server_cpu = || -> f64 { servers.iter().map(|s| process_cpu_seconds(s.child.id())).sum() };
+    let (k0, p0, s0) = (cpu_seconds("kiln"), cpu_seconds("postgres"), server_cpu());
     let t0 = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicUsize::new(0));
@@ -105,6 +116,7 @@ fn measure(admin: &str, nodes: usize, secs: f64, clients: usize) -> Row {
     }
     let secs = t0.elapsed().as_secs_f64();
     let (kiln_cpu, pg_cpu) = (cpu_seconds("kiln") - k0, cpu_seconds("postgres") - p0);
+    let server_cpu = server_cpu() - s0;
     let r = &db.query(
         "SELECT count(*) FILTER (WHERE state = 'succeeded'), count(*) FROM kiln_jobs",
         &[],
@@ -134,6 +146,7 @@ fn measure(admin: &str, nodes: usize, secs: f64, clients: usize) -> Row {
         secs,
         mean_batch: mean_batch.0 / mean_batch.1.max(1.0),
         kiln_cpu,
+        server_cpu,
         pg_cpu,
     }
 }
@@ -147,20 +160,27 @@ fn pg_throughput_one_two_three_nodes() {
     let secs = env_or("KILN_PG_TP_SECS", 10) as f64;
     let clients = env_or("KILN_PG_TP_CLIENTS", 16);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    println!("{cores} cores; {clients} clients for {secs} s; 100 options per job (analytic)");
-    println!("| nodes | jobs | seconds | jobs/s | mean batch | kiln CPU s / 1k jobs | PostgreSQL CPU s / 1k jobs |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for nodes in 1..=3 {
-        let r = measure(&admin, nodes, secs, clients);
+    let most = env_or("KILN_PG_TP_NODES", 3).max(1);
+    let batching = std::env::var("KILN_PG_TP_BATCHING").unwrap_or_else(|_| "on".into());
+    println!(
+        "{cores} cores; {clients} clients for {secs} s; 100 options per job (analytic); batching {batching}"
+    );
+    println!(
+        "| nodes | jobs | seconds | jobs/s | mean batch | kiln CPU s / 1k jobs | server CPU s / 1k jobs | PostgreSQL CPU s / 1k jobs |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for nodes in 1..=most {
+        let r = measure(&admin, nodes, secs, clients, &batching);
         let k = 1000.0 / r.jobs.max(1) as f64;
         println!(
-            "| {} | {} | {:.1} | {:.0} | {:.1} | {:.2} | {:.2} |",
+            "| {} | {} | {:.1} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} |",
             r.nodes,
             r.jobs,
             r.secs,
             r.jobs as f64 / r.secs,
             r.mean_batch,
             r.kiln_cpu * k,
+            r.server_cpu * k,
             r.pg_cpu * k
         );
     }

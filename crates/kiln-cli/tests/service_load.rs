@@ -1,7 +1,8 @@
 //! A bounded load test of the job service on loopback: 200 concurrent clients submit small
 //! analytic pricing jobs (`?wait=`, so latency is submission to result) for a fixed time,
-//! with dynamic batching on and then off. Only 429s may fail. Prints p50/p99 and jobs/s
-//! (docs/performance.md quotes a run); KILN_SERVICE_LOAD_SECS sets the duration (default 3).
+//! with dynamic batching on and then off. Only 429s may fail. Prints p50/p99, jobs/s and
+//! the server process's CPU seconds per 1,000 jobs (its workers excluded; docs/performance.md
+//! quotes a run); KILN_SERVICE_LOAD_SECS sets the duration (default 3).
 #![allow(clippy::unwrap_used)]
 
 mod service_support;
@@ -16,6 +17,7 @@ struct Run {
     latencies_ms: Vec<f64>,
     secs: f64,
     mean_batch: f64,
+    server_cpu: f64,
 }
 
 fn load(batching: bool, clients: usize, secs: f64, options: usize) -> Run {
@@ -38,6 +40,7 @@ fn load(batching: bool, clients: usize, secs: f64, options: usize) -> Run {
     let body = price_job(100.0, options).to_string();
     let lat: Arc<Mutex<Vec<f64>>> = Arc::default();
     let counts: Arc<Mutex<(usize, usize)>> = Arc::default();
+    let cpu0 = process_cpu_seconds(s.child.id());
     let t0 = Instant::now();
     let stop = t0 + Duration::from_secs_f64(secs);
     let threads: Vec<_> = (0..clients)
@@ -75,6 +78,7 @@ fn load(batching: bool, clients: usize, secs: f64, options: usize) -> Run {
         t.join().unwrap();
     }
     let secs = t0.elapsed().as_secs_f64();
+    let server_cpu = process_cpu_seconds(s.child.id()) - cpu0;
     let m = s.get("/metrics", None).unwrap().text();
     let metric = |name: &str| -> f64 {
         m.lines()
@@ -93,6 +97,7 @@ fn load(batching: bool, clients: usize, secs: f64, options: usize) -> Run {
         latencies_ms,
         secs,
         mean_batch,
+        server_cpu,
     }
 }
 
@@ -110,20 +115,21 @@ fn two_hundred_clients_get_answers_or_429s_only() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3.0);
     let mut table = String::from(
-        "| batching | clients | options/job | jobs done | 429s | jobs/s | p50 ms | p99 ms | mean batch |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| batching | clients | options/job | jobs done | 429s | jobs/s | p50 ms | p99 ms | mean batch | server CPU s / 1k jobs |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for batching in [true, false] {
         let r = load(batching, 200, secs, 10);
         assert!(r.ok > 0, "no job finished");
         table.push_str(&format!(
-            "| {} | 200 | 10 | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} |\n",
+            "| {} | 200 | 10 | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
             if batching { "on" } else { "off" },
             r.ok,
             r.rejected,
             r.ok as f64 / r.secs,
             pct(&r.latencies_ms, 0.5),
             pct(&r.latencies_ms, 0.99),
-            r.mean_batch
+            r.mean_batch,
+            r.server_cpu * 1000.0 / r.ok.max(1) as f64
         ));
     }
     eprintln!("{table}");

@@ -212,6 +212,12 @@ pub struct Batching {
     pub max_batch: usize,
     /// Milliseconds the oldest job may wait for a batch to fill.
     pub max_queue_delay_ms: u64,
+    /// Jobs an unbatched slot (batching off, or `max_batch = 1`) claims at most in one store
+    /// call: the fair head's job and further queued jobs of its batch key (so of its token),
+    /// never more than the slot's share of that key's queue. The worker runs them one by
+    /// one (nothing merged) and their ends are stored in one transaction. 1 claims one job
+    /// at a time.
+    pub claim_batch: usize,
 }
 
 impl Default for Batching {
@@ -220,6 +226,7 @@ impl Default for Batching {
             enabled: true,
             max_batch: 64,
             max_queue_delay_ms: 2,
+            claim_batch: 16,
         }
     }
 }
@@ -519,6 +526,7 @@ impl ServiceConfig {
             ("workers.heartbeat_ms", self.workers.heartbeat_ms),
             ("workers.heartbeat_timeout_ms", self.workers.heartbeat_timeout_ms),
             ("batching.max_batch", self.batching.max_batch as u64),
+            ("batching.claim_batch", self.batching.claim_batch as u64),
             (
                 "listener.header_read_timeout_ms",
                 self.listener.header_read_timeout_ms,
@@ -742,5 +750,17 @@ mod tests {
         assert_eq!(c.listener.health_reserve, 8);
         let zero = ServiceConfig::from_toml("[listener]\nmax_connections = 0\n").unwrap();
         assert!(zero.validate().unwrap_err().contains("listener.max_connections"));
+    }
+
+    #[test]
+    fn the_claim_batch_parses_defaults_and_is_checked() {
+        assert_eq!(ServiceConfig::default().batching.claim_batch, 16);
+        let c = ServiceConfig::from_toml("[batching]\nenabled = false\nclaim_batch = 4\n").unwrap();
+        assert_eq!((c.batching.enabled, c.batching.claim_batch), (false, 4));
+        c.validate().unwrap();
+        let zero = ServiceConfig::from_toml("[batching]\nclaim_batch = 0\n").unwrap();
+        assert!(zero.validate().unwrap_err().contains("batching.claim_batch = 0"));
+        let typo = ServiceConfig::from_toml("[batching]\nclaim_batches = 4\n");
+        assert!(typo.is_err(), "an unknown key is refused");
     }
 }

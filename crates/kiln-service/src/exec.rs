@@ -581,20 +581,23 @@ fn run_batch_on(eng: Engine<'_>, opts: &ExecOptions, jobs: &[WorkItem]) -> (Vec<
     let out = jobs
         .iter()
         .zip(results)
-        .map(|(item, r)| {
-            r.unwrap_or_else(|| JobResult {
-                id: item.id.clone(),
-                outcome: WorkOutcome::Err {
-                    code: "cuda_sticky".into(),
-                    message: "not run: the worker's CUDA context was poisoned by an earlier job of its batch"
-                        .into(),
-                    retry: true,
-                    sticky: true,
-                },
-            })
-        })
+        .map(|(item, r)| r.unwrap_or_else(|| not_run(item)))
         .collect();
     (out, poisoned)
+}
+
+/// The answer for a job of a batch left unrun because an earlier job poisoned the worker's
+/// CUDA context: retried on the next worker.
+pub fn not_run(item: &WorkItem) -> JobResult {
+    JobResult {
+        id: item.id.clone(),
+        outcome: WorkOutcome::Err {
+            code: "cuda_sticky".into(),
+            message: "not run: the worker's CUDA context was poisoned by an earlier job of its batch".into(),
+            retry: true,
+            sticky: true,
+        },
+    }
 }
 
 #[cfg(test)]

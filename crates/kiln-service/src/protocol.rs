@@ -20,6 +20,10 @@ pub struct WorkItem {
     pub task: String,
 }
 
+fn merged() -> bool {
+    true
+}
+
 /// Supervisor to worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -30,6 +34,11 @@ pub enum ToWorker {
         batch: u64,
         /// The jobs.
         jobs: Vec<WorkItem>,
+        /// Whether their work may be merged (dynamic batching: one option book for the
+        /// batch's pricing jobs); `false` runs each job alone, one after another (a group
+        /// an unbatched slot claimed together). Absent: `true`.
+        #[serde(default = "merged")]
+        merge: bool,
     },
     /// Answer `Pong` (the heartbeat).
     Ping {

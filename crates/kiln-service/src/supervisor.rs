@@ -3,12 +3,15 @@
 //! replaces.
 //!
 //! A slot claims work from the store (dynamic batching: the oldest queued job's batch key,
-//! up to `max_batch` jobs, waiting at most `max_queue_delay_ms` for a batch to fill), sends
-//! it, and stores each outcome once. A worker that dies mid-batch (abort, sticky CUDA error,
-//! killed) has its jobs retried up to `max_attempts`; a batch past its deadline gets its
-//! worker killed and its jobs failed; an idle worker that misses a heartbeat is killed. The
-//! slot then starts a fresh process. Shutdown stops claiming, lets batches finish until the
-//! drain timeout, then kills workers and re-queues what was still running.
+//! up to `max_batch` jobs, waiting at most `max_queue_delay_ms` for a batch to fill; without
+//! it, the fair head and up to `claim_batch` more jobs of its batch key, run one by one),
+//! sends it, and stores each outcome once, a batch's outcomes in one transaction
+//! ([`JobStore::finish_many`]) before any waiting client is told. A worker that dies
+//! mid-batch (abort, sticky CUDA error, killed) has its jobs retried up to `max_attempts`;
+//! a batch past its deadline gets its worker killed and its jobs failed; an idle worker
+//! that misses a heartbeat is killed. The slot then starts a fresh process. Shutdown stops
+//! claiming, lets batches finish until the drain timeout, then kills workers and re-queues
+//! what was still running.
 //!
 //! A worker that ends because of a device fault (a sticky CUDA error, exit code 8) marks
 //! its slot faulted until the replacement reports ready ([`fault`]); `/readyz` answers 503
@@ -22,7 +25,7 @@ use crate::config::ServiceConfig;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
 use crate::protocol::{read_frame_async, write_frame_async, FromWorker, ToWorker, WorkItem, WorkOutcome};
-use crate::store::{now_ms, ClaimedJob, JobStore, Outcome};
+use crate::store::{now_ms, ClaimLimit, ClaimedJob, JobStore, Outcome};
 pub use fault::DeviceFault;
 #[cfg(test)]
 use process::is_alloc_failure;
@@ -476,13 +479,18 @@ impl Shared {
     async fn next_batch(&self, slot: &Slot) -> Result<Option<Vec<ClaimedJob>>, crate::store::StoreError> {
         let cap = self.cfg.scheduling.max_workers_per_token;
         let b = &self.cfg.batching;
-        let max = if b.enabled { b.max_batch.max(1) } else { 1 };
-        let jobs = if max == 1 {
-            // Nothing to wait for or to group: the head is the claim.
+        let jobs = if !self.merges() {
+            // Nothing to wait for or to merge: the head is the claim, with up to
+            // `claim_batch` more of its batch key that are queued now (run one by one).
+            let limit = ClaimLimit {
+                max: b.claim_batch.max(1),
+                slots: lock(&self.workers).len(),
+            };
             self.store
-                .claim_head(&self.owner(slot), slot.gpu, cap, self.cfg.store.lease())
+                .claim_head(&self.owner(slot), slot.gpu, cap, limit, self.cfg.store.lease())
                 .await?
         } else {
+            let max = b.max_batch;
             let Some(head) = self.store.head(slot.gpu, cap).await? else {
                 return Ok(None);
             };
@@ -508,6 +516,7 @@ impl Shared {
         }
         let now = now_ms();
         let mut live = Vec::with_capacity(jobs.len());
+        let (mut late, mut outs) = (Vec::new(), Vec::new());
         for job in jobs {
             let out = if job.deadline_ms.is_some_and(|d| d <= now) {
                 Outcome::Failed {
@@ -524,9 +533,18 @@ impl Shared {
                 live.push(job);
                 continue;
             };
-            self.finish(&job, &self.owner(slot), out).await;
+            late.push(job);
+            outs.push(out);
         }
+        self.finish_all(&self.owner(slot), late.iter().zip(outs).collect())
+            .await;
         Ok(Some(live))
+    }
+
+    /// Whether a slot's claim is a dynamic batch (one worker call merging its jobs' work);
+    /// else it is the fair head with up to `claim_batch` more jobs, run one by one.
+    fn merges(&self) -> bool {
+        self.cfg.batching.enabled && self.cfg.batching.max_batch > 1
     }
 
     /// Run one batch; `Some(end)` if the worker is gone afterwards.
@@ -558,7 +576,12 @@ impl Shared {
             })
             .collect();
         let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-        let sent = write_frame_async(&mut proc.stdin, &ToWorker::Run { batch, jobs: items }).await;
+        let run = ToWorker::Run {
+            batch,
+            jobs: items,
+            merge: self.merges(),
+        };
+        let sent = write_frame_async(&mut proc.stdin, &run).await;
         let deadline = tokio::time::Instant::now() + Duration::from_millis((deadline_ms - now).max(0) as u64);
         let lease = self.cfg.store.lease();
         let mut renew = tokio::time::interval(lease / 3);
@@ -607,11 +630,33 @@ impl Shared {
                     // finds the node not ready already
                     self.mark_fault(slot.index, &slot.device, fault::sticky_reason(&message));
                 }
+                // the ends first, in one transaction, then the retries
+                let mut ends = Vec::with_capacity(jobs.len());
+                let mut retries = Vec::new();
                 for (job, r) in jobs.iter().zip(results) {
                     if r.id != job.id {
                         tracing::error!("worker answered job {} for {}", r.id, job.id);
                     }
-                    self.settle(job, &owner, r.outcome).await;
+                    match r.outcome {
+                        WorkOutcome::Ok { result, mut blobs } => {
+                            for b in &mut blobs {
+                                b.principal = job.principal.clone();
+                            }
+                            let result = result.to_string();
+                            ends.push((job, Outcome::Succeeded { result, blobs }));
+                        }
+                        WorkOutcome::Err {
+                            code,
+                            message,
+                            retry: false,
+                            ..
+                        } => ends.push((job, Outcome::Failed { code, message })),
+                        WorkOutcome::Err { code, message, .. } => retries.push((job, code, message)),
+                    }
+                }
+                self.finish_all(&owner, ends).await;
+                for (job, code, message) in retries {
+                    self.retry(job, &owner, &code, &message).await;
                 }
                 // a poisoned worker is on its way out (it exits after its answer)
                 let state = if poisoned { "down" } else { "idle" };
@@ -627,17 +672,17 @@ impl Shared {
                     "the job ran past its deadline ({} s); its worker was killed",
                     ((deadline_ms - now) as f64 / 1e3).round()
                 );
-                for (job, own) in jobs.iter().zip(&own) {
-                    if *own <= deadline_ms {
-                        let out = Outcome::Failed {
-                            code: "deadline_exceeded".into(),
-                            message: msg.clone(),
-                        };
-                        self.finish(job, &owner, out).await;
-                    } else {
-                        let why = "its worker was killed: another job of its batch passed its deadline";
-                        self.retry(job, &owner, "worker_killed", why).await;
-                    }
+                let (late, others): (Vec<_>, Vec<_>) =
+                    jobs.iter().zip(&own).partition(|(_, own)| **own <= deadline_ms);
+                let out = Outcome::Failed {
+                    code: "deadline_exceeded".into(),
+                    message: msg,
+                };
+                self.finish_all(&owner, late.into_iter().map(|(j, _)| (j, out.clone())).collect())
+                    .await;
+                for (job, _) in others {
+                    let why = "its worker was killed: another job of its batch passed its deadline";
+                    self.retry(job, &owner, "worker_killed", why).await;
                 }
                 Some(End::Died("deadline: batch past its deadline".into()))
             }
@@ -649,13 +694,12 @@ impl Shared {
                         "the job's worker on {} ran out of memory (workers.memory_limit) and ended ({status})",
                         slot.device
                     );
-                    for job in &jobs {
-                        let out = Outcome::Failed {
-                            code: "resource_exhausted".into(),
-                            message: msg.clone(),
-                        };
-                        self.finish(job, &owner, out).await;
-                    }
+                    let out = Outcome::Failed {
+                        code: "resource_exhausted".into(),
+                        message: msg,
+                    };
+                    self.finish_all(&owner, jobs.iter().map(|j| (j, out.clone())).collect())
+                        .await;
                     return Some(End::Died(format!("memory: {reason}")));
                 }
                 let msg = format!(
@@ -666,41 +710,6 @@ impl Shared {
                     self.retry(job, &owner, "worker_crashed", &msg).await;
                 }
                 Some(End::Died(reason))
-            }
-        }
-    }
-
-    async fn settle(&self, job: &ClaimedJob, owner: &str, outcome: WorkOutcome) {
-        match outcome {
-            WorkOutcome::Ok { result, mut blobs } => {
-                for b in &mut blobs {
-                    b.principal = job.principal.clone();
-                }
-                let paths: Vec<PathBuf> = blobs.iter().map(|b| b.path.clone()).collect();
-                let stored = self
-                    .finish(
-                        job,
-                        owner,
-                        Outcome::Succeeded {
-                            result: result.to_string(),
-                            blobs,
-                        },
-                    )
-                    .await;
-                if !stored {
-                    for p in paths {
-                        let _ = std::fs::remove_file(p);
-                    }
-                }
-            }
-            WorkOutcome::Err {
-                code, message, retry, ..
-            } => {
-                if retry {
-                    self.retry(job, owner, &code, &message).await;
-                } else {
-                    self.finish(job, owner, Outcome::Failed { code, message }).await;
-                }
             }
         }
     }

@@ -6,8 +6,8 @@
 //! A multi-device worker ([`run_pool`], `kiln worker --devices SET`, from `workers.groups`)
 //! runs the same loop over a [`Pool`] of devices (see [`crate::exec`]).
 
-use crate::exec::{run_batch, run_batch_pool, ExecOptions, Pool};
-use crate::protocol::{read_frame, write_frame, FromWorker, ToWorker};
+use crate::exec::{not_run, run_batch, run_batch_pool, ExecOptions, Pool};
+use crate::protocol::{read_frame, write_frame, FromWorker, JobResult, ToWorker, WorkItem};
 use kiln::{Config, DeviceRequest, Runtime};
 
 /// Exit codes of a worker.
@@ -75,11 +75,27 @@ pub fn run_pool(set: &kiln::executor::DeviceSet, cfg: &Config, opts: &ExecOption
     serve(ready, |jobs| run_batch_pool(&pool, opts, jobs))
 }
 
+/// Runs `jobs` one at a time (a group claimed without batching: nothing merged), as one
+/// batch answers: once a job poisons the CUDA context the rest are not run (retried on the
+/// next worker).
+fn run_each(
+    jobs: &[WorkItem],
+    run_jobs: &impl Fn(&[WorkItem]) -> (Vec<JobResult>, bool),
+) -> (Vec<JobResult>, bool) {
+    let mut out = Vec::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        let (results, poisoned) = run_jobs(std::slice::from_ref(job));
+        out.extend(results);
+        if poisoned {
+            out.extend(jobs[i + 1..].iter().map(not_run));
+            return (out, true);
+        }
+    }
+    (out, false)
+}
+
 /// Says `ready`, then answers frames until told to stop; `run_jobs` runs a batch.
-fn serve(
-    ready: FromWorker,
-    run_jobs: impl Fn(&[crate::protocol::WorkItem]) -> (Vec<crate::protocol::JobResult>, bool),
-) -> i32 {
+fn serve(ready: FromWorker, run_jobs: impl Fn(&[WorkItem]) -> (Vec<JobResult>, bool)) -> i32 {
     let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
     if write_frame(&mut out, &ready).is_err() {
@@ -96,8 +112,12 @@ fn serve(
         let reply = match msg {
             None | Some(ToWorker::Shutdown) => return exit::OK,
             Some(ToWorker::Ping { seq }) => FromWorker::Pong { seq },
-            Some(ToWorker::Run { batch, jobs }) => {
-                let (results, poisoned) = run_jobs(&jobs);
+            Some(ToWorker::Run { batch, jobs, merge }) => {
+                let (results, poisoned) = if merge {
+                    run_jobs(&jobs)
+                } else {
+                    run_each(&jobs, &run_jobs)
+                };
                 let done = FromWorker::Done { batch, results };
                 if write_frame(&mut out, &done).is_err() {
                     return exit::PROTOCOL;

@@ -112,7 +112,10 @@ async fn fair_order(s: &dyn JobStore) {
 async fn claim_head_follows_the_head(s: &dyn JobStore) {
     let claim = |owner: &'static str, cap: u32| async move {
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let c = s.claim_head(owner, false, cap, LEASE).await.unwrap();
+        let c = s
+            .claim_head(owner, false, cap, ClaimLimit::ONE, LEASE)
+            .await
+            .unwrap();
         assert!(c.len() <= 1, "one job at most");
         c.into_iter().next().map(|j| (j.id, j.principal))
     };

@@ -45,7 +45,10 @@ async fn priority_order(s: &dyn JobStore) {
     assert_eq!(ids(&c), ["j_2", "j_4", "j_1"]);
     // an unbatched slot's head is the highest-priority job too
     s.insert(job("j_6", "alice", 9, None)).await.unwrap();
-    let c = s.claim_head("n/1", false, 0, LEASE).await.unwrap();
+    let c = s
+        .claim_head("n/1", false, 0, ClaimLimit::ONE, LEASE)
+        .await
+        .unwrap();
     assert_eq!(ids(&c), ["j_6"]);
     assert_eq!(s.get("j_6").await.unwrap().unwrap().priority, 9);
     // fairness first: bob (no slot held) goes before alice's high-priority work
@@ -53,9 +56,15 @@ async fn priority_order(s: &dyn JobStore) {
     s.insert(job("b_1", "bob", -100, None)).await.unwrap();
     let h = s.head(false, 0).await.unwrap().unwrap();
     assert_eq!(h.batch_key, "bob|k");
-    let c = s.claim_head("n/2", false, 0, LEASE).await.unwrap();
+    let c = s
+        .claim_head("n/2", false, 0, ClaimLimit::ONE, LEASE)
+        .await
+        .unwrap();
     assert_eq!(ids(&c), ["b_1"]);
-    let c = s.claim_head("n/3", false, 0, LEASE).await.unwrap();
+    let c = s
+        .claim_head("n/3", false, 0, ClaimLimit::ONE, LEASE)
+        .await
+        .unwrap();
     assert_eq!(ids(&c), ["j_7"]);
     let c = s.claim("n/4", false, None, 10, LEASE).await.unwrap();
     assert_eq!(ids(&c), ["j_3", "j_5"]);

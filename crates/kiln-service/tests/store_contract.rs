@@ -102,6 +102,164 @@ async fn batch_idempotency(s: &dyn JobStore) {
     assert_eq!(s.counts().await.unwrap().get(JobState::Queued), 2);
 }
 
+fn ok(result: &str) -> Outcome {
+    Outcome::Succeeded {
+        result: result.into(),
+        blobs: Vec::new(),
+    }
+}
+
+fn end(id: &str, outcome: Outcome) -> JobEnd {
+    JobEnd {
+        id: id.into(),
+        outcome,
+    }
+}
+
+fn blob(id: &str, job: &str) -> BlobRecord {
+    BlobRecord {
+        id: id.into(),
+        path: format!("/nonexistent/{id}.npy").into(),
+        size: 2,
+        sha256: "00".into(),
+        format: "npy".into(),
+        principal: "p".into(),
+        job_id: Some(job.into()),
+        created_ms: now_ms(),
+    }
+}
+
+/// A batch of ends in one call, by `finish`'s rule for each: the ends of jobs still
+/// running under the owner are stored (results, errors, blobs); a job cancelled meanwhile,
+/// one leased to another owner, one finished already and an id given twice are reported
+/// as not stored and left as they were, and the others are stored all the same.
+async fn finish_many_stores_each_end_by_the_finish_rule(s: &dyn JobStore) {
+    let jobs: Vec<NewJob> = (0..7).map(|i| job(&format!("j_m{i}"), "K", None, "")).collect();
+    assert!(s.insert_batch(jobs).await.unwrap().is_stored());
+    let mine = s.claim("n1/0", false, Some("K"), 6, LEASE).await.unwrap();
+    assert_eq!(mine.len(), 6);
+    let theirs = s.claim("n2/0", false, Some("K"), 1, LEASE).await.unwrap();
+    assert_eq!(theirs[0].id, "j_m6");
+    assert!(s.cancel("j_m1").await.unwrap().is_some());
+    assert!(s.finish("j_m2", "n1/0", ok("\"early\"")).await.unwrap());
+    let with_blob = Outcome::Succeeded {
+        result: "3".into(),
+        blobs: vec![blob("b_m3", "j_m3")],
+    };
+    let lost_blob = Outcome::Succeeded {
+        result: "1".into(),
+        blobs: vec![blob("b_m1", "j_m1")],
+    };
+    let failed = Outcome::Failed {
+        code: "invalid_input".into(),
+        message: "bad strike".into(),
+    };
+    let ends = vec![
+        end("j_m0", ok("0")),
+        end("j_m1", lost_blob),
+        end("j_m2", ok("2")),
+        end("j_m3", with_blob),
+        end("j_m4", failed),
+        end("j_m6", ok("6")),
+        end("j_m0", ok("again")),
+        end("j_m5", ok("5")),
+    ];
+    let stored = s.finish_many("n1/0", ends).await.unwrap();
+    assert_eq!(stored, [true, false, false, true, true, false, false, true]);
+    let got = |id: &'static str| async move { s.get(id).await.unwrap().unwrap() };
+    for (id, want) in [("j_m0", "0"), ("j_m3", "3"), ("j_m5", "5"), ("j_m2", "\"early\"")] {
+        let j = got(id).await;
+        assert_eq!(
+            (j.state, j.result.as_deref()),
+            (JobState::Succeeded, Some(want)),
+            "{id}"
+        );
+        assert!(j.finished_ms.is_some(), "{id}");
+    }
+    let j = got("j_m4").await;
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(j.error, Some(("invalid_input".into(), "bad strike".into())));
+    let j = got("j_m1").await;
+    assert_eq!((j.state, j.result), (JobState::Cancelled, None));
+    assert_eq!(
+        got("j_m6").await.state,
+        JobState::Running,
+        "another owner's job untouched"
+    );
+    let b = s.get_blob("b_m3").await.unwrap().expect("the stored end's blob");
+    assert_eq!(
+        (b.job_id.as_deref(), b.size, b.principal.as_str()),
+        (Some("j_m3"), 2, "p")
+    );
+    assert!(
+        s.get_blob("b_m1").await.unwrap().is_none(),
+        "a blob of an end not stored"
+    );
+    // its owner still finishes it; a second batch of the same ends stores nothing again
+    assert_eq!(
+        s.finish_many("n2/0", vec![end("j_m6", ok("6"))]).await.unwrap(),
+        [true]
+    );
+    let again = s
+        .finish_many("n1/0", vec![end("j_m0", ok("x")), end("j_m5", ok("y"))])
+        .await
+        .unwrap();
+    assert_eq!(again, [false, false]);
+    assert_eq!(
+        got("j_m0").await.result.as_deref(),
+        Some("0"),
+        "a stored result never changes"
+    );
+    assert!(s.finish_many("n1/0", Vec::new()).await.unwrap().is_empty());
+    let c = s.counts().await.unwrap();
+    assert_eq!(
+        (
+            c.get(JobState::Succeeded),
+            c.get(JobState::Failed),
+            c.get(JobState::Cancelled)
+        ),
+        (5, 1, 1)
+    );
+    assert_eq!(c.get(JobState::Running), 0);
+}
+
+/// `claim_head` with a limit: the fair head's job first, then more queued jobs of its batch
+/// key (never another token's), at most the limit and at most the slot's share of that
+/// key's queue.
+async fn claim_head_takes_more_of_the_heads_key(s: &dyn JobStore) {
+    let mut jobs: Vec<NewJob> = (0..10).map(|i| job(&format!("j_h{i}"), "A", None, "")).collect();
+    for i in 0..2 {
+        let mut j = job(&format!("j_q{i}"), "B", None, "");
+        j.principal = "q".into();
+        jobs.push(j);
+    }
+    assert!(s.insert_batch(jobs).await.unwrap().is_stored());
+    let ids = |c: &[ClaimedJob]| c.iter().map(|j| j.id.clone()).collect::<Vec<_>>();
+    let four = ClaimLimit { max: 4, slots: 1 };
+    let a = s.claim_head("n/0", false, 0, four, LEASE).await.unwrap();
+    assert_eq!(
+        ids(&a),
+        ["j_h0", "j_h1", "j_h2", "j_h3"],
+        "the head, then its key in order"
+    );
+    // p now holds a slot: q's head comes next, and only q's key (two queued) is taken
+    let b = s.claim_head("n/1", false, 0, four, LEASE).await.unwrap();
+    assert_eq!(ids(&b), ["j_q0", "j_q1"]);
+    // six of A queued, two slots: a share of three
+    let share = ClaimLimit { max: 16, slots: 2 };
+    let c = s.claim_head("n/2", false, 0, share, LEASE).await.unwrap();
+    assert_eq!(ids(&c), ["j_h4", "j_h5", "j_h6"]);
+    let one = s
+        .claim_head("n/3", false, 0, ClaimLimit::ONE, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(ids(&one), ["j_h7"]);
+    let rest = s.claim_head("n/4", false, 0, share, LEASE).await.unwrap();
+    assert_eq!(ids(&rest), ["j_h8"], "a share of two queued over two slots");
+    assert_eq!(ClaimLimit { max: 8, slots: 3 }.jobs(0), 1, "always the head");
+    assert_eq!(ClaimLimit { max: 8, slots: 0 }.jobs(100), 8);
+}
+
 macro_rules! both_stores {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -141,4 +299,6 @@ both_stores!(
     batch_stores_every_job_in_order,
     a_failing_batch_stores_nothing,
     batch_idempotency,
+    finish_many_stores_each_end_by_the_finish_rule,
+    claim_head_takes_more_of_the_heads_key,
 );

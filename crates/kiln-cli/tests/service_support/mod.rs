@@ -10,6 +10,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// CPU seconds (user + system) process `pid` has used so far, its children (the workers)
+/// excluded: `/proc/PID/stat`'s utime and stime; 0 where it cannot be read.
+pub fn process_cpu_seconds(pid: u32) -> f64 {
+    let tick = 100.0; // USER_HZ on Linux
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let Some(close) = stat.rfind(')') else {
+        return 0.0;
+    };
+    // after the name: state is field 3 overall; utime and stime are 14 and 15
+    let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+    let field = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (field(11) + field(12)) as f64 / tick
+}
+
 /// A running `kiln serve`.
 pub struct Server {
     pub child: Child,

@@ -367,6 +367,37 @@ pub enum Outcome {
     },
 }
 
+/// One job's end for [`JobStore::finish_many`].
+#[derive(Clone, Debug)]
+pub struct JobEnd {
+    /// The job.
+    pub id: String,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// How many jobs [`JobStore::claim_head`] takes: at most `max`, and at most a `1/slots`
+/// share (rounded up) of the queued jobs of the head's batch key, so that one slot does not
+/// take the work other idle slots could run beside it. Always at least one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimLimit {
+    /// Jobs at most.
+    pub max: usize,
+    /// The worker slots sharing the queue (this node's).
+    pub slots: usize,
+}
+
+impl ClaimLimit {
+    /// One job (the head's).
+    pub const ONE: ClaimLimit = ClaimLimit { max: 1, slots: 1 };
+
+    /// The jobs to claim when `queued` jobs of the head's batch key are waiting.
+    pub fn jobs(self, queued: u64) -> usize {
+        let share = queued.div_ceil(self.slots.max(1) as u64);
+        (share.min(self.max as u64) as usize).max(1)
+    }
+}
+
 /// A listing request.
 #[derive(Clone, Debug, Default)]
 pub struct ListQuery {
@@ -466,15 +497,19 @@ pub trait JobStore: Send + Sync + 'static {
         max: usize,
         lease: Duration,
     ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>>;
-    /// Claim the one job [`JobStore::head`] names, as [`JobStore::claim`] would (an
-    /// unbatched slot's claim). A store may do both in one step; the default asks for the
-    /// head, then claims the oldest queued job of its batch key (the same job unless another
-    /// claim came between).
+    /// Claim the job [`JobStore::head`] names, as [`JobStore::claim`] would (an unbatched
+    /// slot's claim), and with it, when `limit` allows more than one, further queued jobs of
+    /// the head's batch key (so of the head's principal), in the order [`JobStore::claim`]
+    /// takes them. Only the first job follows the fair order between tokens: the others
+    /// are the same token's, served in the same turn. A store may do this in one step; the
+    /// default asks for the head, then claims from its batch key (the head's job first
+    /// unless another claim came between).
     fn claim_head(
         &self,
         owner: &str,
         gpu: bool,
         max_workers_per_token: u32,
+        limit: ClaimLimit,
         lease: Duration,
     ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>> {
         let owner = owner.to_string();
@@ -482,7 +517,8 @@ pub trait JobStore: Send + Sync + 'static {
             let Some(head) = self.head(gpu, max_workers_per_token).await? else {
                 return Ok(Vec::new());
             };
-            self.claim(&owner, gpu, Some(&head.batch_key), 1, lease).await
+            let max = limit.jobs(head.same_key);
+            self.claim(&owner, gpu, Some(&head.batch_key), max, lease).await
         })
     }
     /// Fail every queued job whose queue timeout has passed as [`EXPIRED`]; returns them.
@@ -492,6 +528,14 @@ pub trait JobStore: Send + Sync + 'static {
     /// Store a job's end, once: only while it is `running` under `owner`. Returns whether
     /// it was stored (false: cancelled meanwhile, or the lease was lost).
     fn finish(&self, id: &str, owner: &str, outcome: Outcome) -> BoxFuture<'_, StoreResult<bool>>;
+    /// Store many jobs' ends of `owner` in one transaction (one commit), each by the rule
+    /// of [`JobStore::finish`]: stored only while the job is `running` under `owner`.
+    /// Returns, in the order of `ends`, whether each was stored: a job cancelled meanwhile
+    /// or whose lease was lost is `false` and the others are stored all the same. An id
+    /// given twice is stored once (its first end; the later ones are `false`). An error
+    /// stores none of them (the transaction rolls back), so the caller may send them all
+    /// again.
+    fn finish_many(&self, owner: &str, ends: Vec<JobEnd>) -> BoxFuture<'_, StoreResult<Vec<bool>>>;
     /// Put a running job of `owner` back in the queue for another attempt, noting why; when
     /// its attempts are used up it fails with that error instead. Returns the new state.
     fn retry(

@@ -6,12 +6,14 @@
 //! commit (one fsync with `synchronous = FULL`), and nothing is acknowledged before it is
 //! on disk. Reads use a second connection (WAL readers do not block the writer).
 
+mod finish;
 mod rows;
 mod schema;
 mod tenancy;
 mod writer;
 
 use super::*;
+use finish::{finish_all, finish_one};
 use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, insert_job, job_row, JOB_COLS};
 use rusqlite::{params, Connection, OptionalExtension};
 use schema::{INDEXES_V2, SCHEMA, SCHEMA_VERSION, TO_V2};
@@ -182,6 +184,34 @@ impl SqliteStore {
     }
 }
 
+/// Claim up to `max` queued jobs (of batch key `key` if given) for `owner`, leased until
+/// `until`: highest priority first, then oldest.
+fn claim_jobs(
+    c: &Connection,
+    owner: &str,
+    now: i64,
+    until: i64,
+    gpu: bool,
+    key: Option<&str>,
+    max: usize,
+) -> rusqlite::Result<Vec<ClaimedJob>> {
+    let mut st = c.prepare_cached(
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
+         lease_owner = ?2, lease_until_ms = ?3 \
+         WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
+           AND (?5 IS NULL OR batch_key = ?5) ORDER BY priority DESC, seq LIMIT ?6) \
+         RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
+           queue_until_ms, priority, seq",
+    )?;
+    let mut jobs: Vec<((i64, i64), ClaimedJob)> = st
+        .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
+            Ok(((-r.get::<_, i64>(9)?, r.get::<_, i64>(10)?), claimed_job(r)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    jobs.sort_by_key(|(s, _)| *s);
+    Ok(jobs.into_iter().map(|(_, j)| j).collect())
+}
+
 impl JobStore for SqliteStore {
     fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>> {
         self.write(move |c| insert_job(c, &job))
@@ -276,31 +306,27 @@ impl JobStore for SqliteStore {
         let key = batch_key.map(str::to_string);
         self.write(move |c| {
             let now = now_ms();
-            let until = now + lease.as_millis() as i64;
-            let mut st = c.prepare_cached(
-                "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
-                 lease_owner = ?2, lease_until_ms = ?3 \
-                 WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
-                   AND (?5 IS NULL OR batch_key = ?5) ORDER BY priority DESC, seq LIMIT ?6) \
-                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-                   queue_until_ms, priority, seq",
-            )?;
-            let mut jobs: Vec<((i64, i64), ClaimedJob)> = st
-                .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
-                    Ok(((-r.get::<_, i64>(9)?, r.get::<_, i64>(10)?), claimed_job(r)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            jobs.sort_by_key(|(s, _)| *s);
-            Ok(jobs.into_iter().map(|(_, j)| j).collect())
+            claim_jobs(
+                c,
+                &owner,
+                now,
+                now + lease.as_millis() as i64,
+                gpu,
+                key.as_deref(),
+                max,
+            )
         })
     }
 
-    /// The fair head and its claim in one write: no read between, and no second query.
+    /// The fair head and its claim in one write: no read between. One job (`limit` of
+    /// one) needs no second query; more count the head key's queued jobs (up to what the
+    /// limit could take) and claim the rest of the share from that key.
     fn claim_head(
         &self,
         owner: &str,
         gpu: bool,
         max_workers_per_token: u32,
+        limit: ClaimLimit,
         lease: Duration,
     ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>> {
         let owner = owner.to_string();
@@ -314,11 +340,27 @@ impl JobStore for SqliteStore {
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
                  lease_owner = ?2, lease_until_ms = ?3 WHERE seq = ?4 AND state = 'queued' \
                  RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-                   queue_until_ms",
+                   queue_until_ms, batch_key",
             )?;
-            let jobs = st
-                .query_map(params![now, owner, until, seq], claimed_job)?
-                .collect::<rusqlite::Result<_>>()?;
+            let mut rows = st.query(params![now, owner, until, seq])?;
+            let Some(r) = rows.next()? else {
+                return Ok(Vec::new());
+            };
+            let mut jobs = vec![claimed_job(r)?];
+            let key: String = r.get(9)?;
+            drop(rows);
+            if limit.max > 1 {
+                // the jobs still queued, plus the head just claimed
+                let cap = limit.max.saturating_mul(limit.slots.max(1)).min(i64::MAX as usize) as i64;
+                let queued: i64 = c.prepare_cached(
+                    "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'queued' AND batch_key = ?1 LIMIT ?2)",
+                )?
+                .query_row(params![key, cap], |r| r.get(0))?;
+                let more = limit.jobs(queued.max(0) as u64 + 1) - 1;
+                if more > 0 {
+                    jobs.extend(claim_jobs(c, &owner, now, until, gpu, Some(&key), more)?);
+                }
+            }
             Ok(jobs)
         })
     }
@@ -364,35 +406,14 @@ impl JobStore for SqliteStore {
     fn finish(&self, id: &str, owner: &str, outcome: Outcome) -> BoxFuture<'_, StoreResult<bool>> {
         let id = id.to_string();
         let owner = owner.to_string();
-        self.write(move |c| {
-            let now = now_ms();
-            let (state, code, msg) = match &outcome {
-                Outcome::Succeeded { .. } => ("succeeded", None, None),
-                Outcome::Failed { code, message } => ("failed", Some(code.clone()), Some(message.clone())),
-            };
-            let n = exec(
-                c,
-                "UPDATE jobs SET state = ?3, finished_ms = ?4, lease_owner = NULL, \
-                 error_code = coalesce(?5, error_code), error_message = coalesce(?6, error_message) \
-                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2",
-                params![id, owner, state, now, code, msg],
-            )?;
-            if n == 0 {
-                return Ok(false);
-            }
-            if let Outcome::Succeeded { result, blobs } = outcome {
-                // The primary key keeps one result per job: a second insert fails the op.
-                exec(
-                    c,
-                    "INSERT INTO results(job_id, body, bytes, stored_ms) VALUES (?1, ?2, ?3, ?4)",
-                    params![id, result, result.len() as i64, now],
-                )?;
-                for b in &blobs {
-                    insert_blob(c, b)?;
-                }
-            }
-            Ok(true)
-        })
+        self.write(move |c| finish_one(c, &id, &owner, &outcome, now_ms()))
+    }
+
+    /// One write op: the group commit's savepoint around it rolls back every end of the
+    /// batch if one statement fails, and the batch shares the group's one commit.
+    fn finish_many(&self, owner: &str, ends: Vec<JobEnd>) -> BoxFuture<'_, StoreResult<Vec<bool>>> {
+        let owner = owner.to_string();
+        self.write(move |c| finish_all(c, &owner, &ends, now_ms()))
     }
 
     fn retry(

@@ -1,10 +1,11 @@
-//! Storing a job's outcome: a store that cannot take it now (the database restarting, its
+//! Storing jobs' outcomes: a store that cannot take them now (the database restarting, its
 //! connections cut, a full disk) is asked again, with a pause growing from 100 ms to 1.6 s
 //! ([`Backoff`]), until it answers; an outcome whose lease was lost meanwhile is discarded
-//! and logged.
+//! and logged. A batch's outcomes go to the store together ([`Shared::finish_all`]: one
+//! transaction), and only once it has committed are waiting clients told.
 
 use super::Shared;
-use crate::store::{now_ms, ClaimedJob, JobState, Outcome, StoreError};
+use crate::store::{now_ms, ClaimedJob, JobEnd, JobState, Outcome, StoreError};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -40,10 +41,7 @@ impl Shared {
     /// Once the store answers, a lease lost meanwhile discards the outcome (logged): the
     /// job was re-queued and its next attempt's outcome is the one stored.
     pub(super) async fn finish(&self, job: &ClaimedJob, owner: &str, outcome: Outcome) -> bool {
-        let state = match &outcome {
-            Outcome::Succeeded { .. } => "succeeded",
-            Outcome::Failed { .. } => "failed",
-        };
+        let state = state_of(&outcome);
         let mut pause = Backoff::default();
         loop {
             match self.store.finish(&job.id, owner, outcome.clone()).await {
@@ -62,6 +60,84 @@ impl Shared {
                     tracing::error!("storing job {}: {e}", job.id);
                     return false;
                 }
+            }
+        }
+    }
+
+    /// Store the outcomes of a batch's jobs in one transaction ([`crate::store::JobStore::finish_many`]),
+    /// asking again while the store cannot take them now (as [`Shared::finish`]; a failed
+    /// try stores none of them, so nothing is stored twice, and an end whose commit went
+    /// through unanswered is found stored by the next try). Waiting clients are told of
+    /// each stored job once the transaction has committed. A failure that retrying will not
+    /// cure falls back to one [`Shared::finish`] per job, so that one job's end the store
+    /// refuses does not keep its batch's other ends from being stored. The result blobs of
+    /// an end that was not stored are deleted.
+    pub(super) async fn finish_all(&self, owner: &str, ends: Vec<(&ClaimedJob, Outcome)>) {
+        if ends.len() < 2 {
+            for (job, outcome) in ends {
+                self.finish_cleaned(job, owner, outcome).await;
+            }
+            return;
+        }
+        let list: Vec<JobEnd> = ends
+            .iter()
+            .map(|(job, outcome)| JobEnd {
+                id: job.id.clone(),
+                outcome: outcome.clone(),
+            })
+            .collect();
+        let mut pause = Backoff::default();
+        let stored = loop {
+            match self.store.finish_many(owner, list.clone()).await {
+                Ok(stored) if stored.len() == ends.len() => break Some(stored),
+                Ok(stored) => {
+                    // a store bug: no end is known to be stored; each alone says
+                    tracing::error!(
+                        "storing {} jobs' ends: the store answered for {}; storing each alone",
+                        ends.len(),
+                        stored.len()
+                    );
+                    break None;
+                }
+                Err(e) if e.is_transient() && !self.stopping.load(Ordering::SeqCst) => {
+                    pause
+                        .wait(&format!("storing {} jobs' ends", ends.len()), &e)
+                        .await;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "storing {} jobs' ends together: {e}; storing each alone",
+                        ends.len()
+                    );
+                    break None;
+                }
+            }
+        };
+        let Some(stored) = stored else {
+            for (job, outcome) in ends {
+                self.finish_cleaned(job, owner, outcome).await;
+            }
+            return;
+        };
+        for ((job, outcome), ok) in ends.into_iter().zip(stored) {
+            if ok {
+                self.done(job, state_of(&outcome));
+            } else {
+                self.discarded(job).await;
+                remove_blobs(outcome);
+            }
+        }
+    }
+
+    /// [`Shared::finish`], deleting the result blobs of an end that was not stored.
+    async fn finish_cleaned(&self, job: &ClaimedJob, owner: &str, outcome: Outcome) {
+        let paths: Vec<std::path::PathBuf> = match &outcome {
+            Outcome::Succeeded { blobs, .. } => blobs.iter().map(|b| b.path.clone()).collect(),
+            Outcome::Failed { .. } => Vec::new(),
+        };
+        if !self.finish(job, owner, outcome).await {
+            for p in paths {
+                let _ = std::fs::remove_file(p);
             }
         }
     }
@@ -129,6 +205,23 @@ impl Shared {
         let latency = (now_ms() - job.created_ms).max(0) as f64 / 1e3;
         self.metrics.finished(&job.kind, state, latency);
         self.hub.finished(&job.id, &job.principal);
+    }
+}
+
+/// The state an outcome stores.
+fn state_of(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Succeeded { .. } => "succeeded",
+        Outcome::Failed { .. } => "failed",
+    }
+}
+
+/// Delete the result blob files of an outcome that was not stored.
+fn remove_blobs(outcome: Outcome) {
+    if let Outcome::Succeeded { blobs, .. } = outcome {
+        for b in blobs {
+            let _ = std::fs::remove_file(b.path);
+        }
     }
 }
 

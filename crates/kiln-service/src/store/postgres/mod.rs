@@ -1,5 +1,6 @@
 //! The PostgreSQL job store: many `kiln serve` nodes share one queue (see [`PgStore`]).
 
+mod finish;
 mod insert;
 mod listen;
 mod rows;

@@ -376,50 +376,12 @@ impl JobStore for PgStore {
     fn finish(&self, id: &str, owner: &str, outcome: Outcome) -> BoxFuture<'_, StoreResult<bool>> {
         let id = id.to_string();
         let owner = owner.to_string();
-        Box::pin(async move {
-            let mut c = self.conn().await?;
-            let tx = c.transaction().await.map_err(pg_err)?;
-            let now = now_ms();
-            let (state, code, msg) = match &outcome {
-                Outcome::Succeeded { .. } => ("succeeded", None, None),
-                Outcome::Failed { code, message } => ("failed", Some(code.clone()), Some(message.clone())),
-            };
-            let st = tx
-                .prepare_cached(
-                    "UPDATE kiln_jobs SET state = $3, finished_ms = $4, lease_owner = NULL, \
-                     error_code = coalesce($5, error_code), error_message = coalesce($6, error_message) \
-                     WHERE id = $1 AND state = 'running' AND lease_owner = $2",
-                )
-                .await
-                .map_err(pg_err)?;
-            let n = tx
-                .execute(&st, &[&id, &owner, &state, &now, &code, &msg])
-                .await
-                .map_err(pg_err)?;
-            if n == 0 {
-                return Ok(false);
-            }
-            if let Outcome::Succeeded { result, blobs } = &outcome {
-                // The primary key keeps one result per job: a second insert fails the call.
-                let st = tx
-                    .prepare_cached(
-                        "INSERT INTO kiln_results(job_id, body, bytes, stored_ms) VALUES ($1, $2, $3, $4)",
-                    )
-                    .await
-                    .map_err(pg_err)?;
-                tx.execute(&st, &[&id, result, &(result.len() as i64), &now])
-                    .await
-                    .map_err(pg_err)?;
-                for b in blobs {
-                    insert_blob(&*tx, b).await?;
-                }
-            }
-            tx.execute("SELECT pg_notify('kiln_done', $1)", &[&id])
-                .await
-                .map_err(pg_err)?;
-            tx.commit().await.map_err(pg_err)?;
-            Ok(true)
-        })
+        Box::pin(async move { super::finish::finish_one(self.conn().await?, &id, &owner, &outcome).await })
+    }
+
+    fn finish_many(&self, owner: &str, ends: Vec<JobEnd>) -> BoxFuture<'_, StoreResult<Vec<bool>>> {
+        let owner = owner.to_string();
+        Box::pin(async move { super::finish::finish_many(self.conn().await?, &owner, &ends).await })
     }
 
     fn retry(
