@@ -44,19 +44,6 @@ pub enum WgmmaPipeline {
     /// One group in flight while the next stage is awaited (`nt` only: the benchmark's
     /// comparison).
     InFlight,
-    /// Each group waited for, 128 x 192 tiles and 5 stages (`nt` only: the benchmark's
-    /// comparison of how the last wave of tiles fills the SMs).
-    N192,
-}
-
-impl WgmmaPipeline {
-    /// Tile columns and the dynamic shared memory the kernel wants.
-    fn geometry(self) -> (u32, u32) {
-        match self {
-            WgmmaPipeline::N192 => (192, 5 * (BM + 192) * BK * 2 + 1024),
-            _ => (BN, SMEM_BYTES),
-        }
-    }
 }
 
 /// An 8-bit float format of the fp8 kernels (OCP FP8: `e4m3` is the "FN" form, no
@@ -121,7 +108,6 @@ fn symbol(ta: bool, tb: bool, pipeline: WgmmaPipeline) -> Result<&'static str> {
     match (pipeline, ta, tb) {
         (WgmmaPipeline::Sync, _, _) => Ok(WGMMA_SYMBOLS[usize::from(ta) * 2 + usize::from(tb)]),
         (WgmmaPipeline::InFlight, false, true) => Ok("gemm_wgmma_bf16_nt_inflight"),
-        (WgmmaPipeline::N192, false, true) => Ok("gemm_wgmma_bf16_nt_n192"),
         (_, _, _) => Err(Error::invalid(
             "gemm",
             format!("the {pipeline:?} wgmma variant exists for the nt layout only"),
@@ -329,13 +315,12 @@ impl CudaBackend {
         } else {
             self.tma_map(a, m, k, BM)?
         };
-        let (bn, smem) = pipeline.geometry();
         let map_b = if tb {
-            self.tma_map(b, n, k, bn)?
+            self.tma_map(b, n, k, BN)?
         } else {
             self.tma_map(b, k, n, 64)?
         };
-        self.launch_tiles(symbol, &map_a, &map_b, c, [m, n, k], None, (bn, smem))
+        self.launch_tiles(symbol, &map_a, &map_b, c, [m, n, k], None)
     }
 
     /// The Hopper check every entry point makes first.
@@ -353,10 +338,8 @@ impl CudaBackend {
         })
     }
 
-    /// Launch `symbol` (a kernel of GEMM_WGMMA) over the `BM x bn` tiles of an `m x n` C at
-    /// `c` with `smem` bytes of dynamic shared memory, with `scale` after the three sizes
-    /// when it is an fp8 kernel's.
-    #[allow(clippy::too_many_arguments)]
+    /// Launch `symbol` (a kernel of GEMM_WGMMA) over the tiles of an `m x n` C at `c`, with
+    /// `scale` after the three sizes when it is an fp8 kernel's.
     fn launch_tiles(
         &self,
         symbol: &str,
@@ -365,7 +348,6 @@ impl CudaBackend {
         c: u64,
         [m, n, k]: [usize; 3],
         scale: Option<f32>,
-        (bn, smem): (u32, u32),
     ) -> Result<()> {
         let f = self
             .module_for(Program::Module(GEMM_WGMMA), WGMMA_ARCH)?
@@ -373,15 +355,15 @@ impl CudaBackend {
             .map_err(|e| self.err(symbol, e))?;
         f.set_attribute(
             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
+            SMEM_BYTES as i32,
         )
         .map_err(|e| self.err("cuFuncSetAttribute", e))?;
-        let tiles = (m.div_ceil(BM as usize) * n.div_ceil(bn as usize)) as u64;
+        let tiles = (m.div_ceil(BM as usize) * n.div_ceil(BN as usize)) as u64;
         let sms = u64::from(self.info().desc.multiprocessors.max(1));
         let cfg = LaunchConfig {
             grid_dim: (tiles.min(sms) as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: smem,
+            shared_mem_bytes: SMEM_BYTES,
         };
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let stream = self.stream();
@@ -448,7 +430,6 @@ impl CudaBackend {
             c.device_ptr(),
             [m, n, k],
             Some(scale),
-            (BN, SMEM_BYTES),
         )
     }
 }
