@@ -231,23 +231,12 @@ impl CudaBackend {
         Ok(map)
     }
 
-    /// `C = A·Bᵀ` in bf16 with f32 accumulation on kiln's wgmma kernel: `A` is `m x k`, `B`
-    /// is `n x k`, `C` is `m x n`, all row-major and packed. An `Unsupported` error on a
-    /// device other than compute capability 9.0; an `InvalidArgument` for shapes the kernel
-    /// cannot take (see [`wgmma_unfit`]) or buffers of the wrong length.
-    pub fn gemm_wgmma_nt(
-        &self,
-        a: &DeviceBuffer<bf16>,
-        b: &DeviceBuffer<bf16>,
-        c: &mut DeviceBuffer<bf16>,
-        m: usize,
-        n: usize,
-        k: usize,
-    ) -> Result<()> {
-        self.gemm_wgmma_nt_with(a, b, c, m, n, k, WgmmaPipeline::Sync)
-    }
-
-    /// [`Self::gemm_wgmma_nt`] with the pipeline chosen (benchmarks compare them).
+    /// `C = A·Bᵀ` in bf16 with f32 accumulation on kiln's wgmma kernel, with the pipeline
+    /// chosen (benchmarks compare them; [`GemmImpl::Wgmma`](kiln_core::linalg::GemmImpl)
+    /// uses [`WgmmaPipeline::Sync`]): `A` is `m x k`, `B` is `n x k`, `C` is `m x n`, all
+    /// row-major and packed. An `Unsupported` error on a device other than compute
+    /// capability 9.0; an `InvalidArgument` for shapes the kernel cannot take (see
+    /// [`wgmma_unfit`]) or buffers of the wrong length.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_wgmma_nt_with(
         &self,
