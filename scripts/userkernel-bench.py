@@ -5,7 +5,8 @@
    them through DLPack on CuPy's current stream): CUDA-event median per call, against the
    device-copy floor (the bytes moved, 3 x 4 x 2^28, at the rate of a 1 GiB device-to-device
    copy measured here) and against CuPy's own ElementwiseKernel on the same arrays.
-2. RawKernel call overhead: host time per launch of a tiny kernel on a 16-element array
+2. RawKernel call overhead: host time per launch of a tiny kernel on a 16-element array,
+   and an ElementwiseKernel's (output allocated by the call, and given)
    (no synchronisation inside the loop), kiln and CuPy, same source.
 3. First call on a fresh cache: a child process with an empty cache directory (KILN_CACHE_DIR,
    CUPY_CACHE_DIR) runs one ElementwiseKernel and one RawKernel, from the import to the
@@ -123,6 +124,34 @@ def main():
 
     rows["rawkernel_call_us"] = dict(kiln_us=per_call_us(rk), cupy_us=per_call_us(rc))
 
+    # 2b. ElementwiseKernel call overhead on 16 elements: `z = a * x` with the output
+    # allocated by the call (CuPy's usual form) and given, alternated rounds, medians
+    ek = kiln.ElementwiseKernel("T x, T a", "T z", "z = a * x", "scale16")
+    ec = cp.ElementwiseKernel("T x, T a", "T z", "z = a * x", "scale16")
+    a16, z16 = np.float32(2), cp.empty_like(t)
+    assert np.array_equal(cp.asnumpy(ek(t, a16)), cp.asnumpy(ec(t, a16))), "kiln's result"
+
+    def ew_us(k, given):
+        f = (lambda: k(t, a16, z16)) if given else (lambda: k(t, a16))
+        for _ in range(1000):
+            f()
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            f()
+        us = (time.perf_counter() - t0) / calls * 1e6
+        cp.cuda.Device().synchronize()
+        return us
+
+    for given in (False, True):
+        kr, cr = [], []
+        for _ in range(3):
+            kr.append(ew_us(ek, given))
+            cr.append(ew_us(ec, given))
+        key = "elementwise_call_us_out_given" if given else "elementwise_call_us"
+        rows[key] = dict(kiln_us=statistics.median(kr), cupy_us=statistics.median(cr),
+                         kiln_runs=[round(v, 2) for v in kr], cupy_runs=[round(v, 2) for v in cr])
+
     # 3. first call on a fresh cache, then warm: three rounds, kiln and CuPy alternating
     # (a fresh process's time varies by a few hundred ms between runs), medians reported
     runs = {}
@@ -151,6 +180,11 @@ def main():
     r = rows["rawkernel_call_us"]
     print(f"| RawKernel call, 16 elements | kiln {r['kiln_us']:.2f} us | CuPy {r['cupy_us']:.2f} us "
           f"| ratio {r['kiln_us'] / r['cupy_us']:.2f} |")
+    for key, what in (("elementwise_call_us", "allocating its output"),
+                      ("elementwise_call_us_out_given", "output given")):
+        r = rows[key]
+        print(f"| ElementwiseKernel call, 16 elements, {what} | kiln {r['kiln_us']:.2f} us | "
+              f"CuPy {r['cupy_us']:.2f} us | ratio {r['kiln_us'] / r['cupy_us']:.2f} |")
     for k, v in first.items():
         print(f"| first call {k} | {v['in_process_ms']:.1f} ms in process | {v['process_ms']:.1f} ms "
               f"whole process (median of {v['process_ms_runs']}) |")

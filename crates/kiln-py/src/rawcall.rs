@@ -29,9 +29,11 @@ pub(crate) struct Read {
 
 /// CuPy's `ndarray` type and `cuda.get_current_stream`, found once CuPy has been imported by
 /// the caller (kiln never imports CuPy itself).
-struct Cupy {
-    ndarray: Py<PyType>,
-    current_stream: Py<PyAny>,
+pub(crate) struct Cupy {
+    pub(crate) ndarray: Py<PyType>,
+    pub(crate) current_stream: Py<PyAny>,
+    /// `cupy.empty`, for the outputs an `ElementwiseKernel` call allocates.
+    pub(crate) empty: Py<PyAny>,
 }
 
 static CUPY: PyOnceLock<Cupy> = PyOnceLock::new();
@@ -60,7 +62,7 @@ const NUMPY_SCALARS: [(&str, ScalarType); 12] = [
 static DTYPES: Mutex<Vec<(Py<PyAny>, Option<ScalarType>)>> = Mutex::new(Vec::new());
 const DTYPES_MAX: usize = 64;
 
-fn cupy(py: Python<'_>) -> Option<&'static Cupy> {
+pub(crate) fn cupy(py: Python<'_>) -> Option<&'static Cupy> {
     if let Some(c) = CUPY.get(py) {
         return Some(c);
     }
@@ -79,9 +81,11 @@ fn cupy(py: Python<'_>) -> Option<&'static Cupy> {
         .getattr("get_current_stream")
         .ok()?
         .unbind();
+    let empty = cp.getattr("empty").ok()?.unbind();
     Some(CUPY.get_or_init(py, || Cupy {
         ndarray,
         current_stream,
+        empty,
     }))
 }
 
@@ -132,7 +136,7 @@ fn dim3(v: &Bound<'_, PyAny>) -> Option<(u32, u32, u32)> {
 
 /// The stream the caller names: an int, or an object with `.ptr` (CuPy) or `.cuda_stream`
 /// (torch).
-fn named_stream(s: &Bound<'_, PyAny>) -> Option<u64> {
+pub(crate) fn named_stream(s: &Bound<'_, PyAny>) -> Option<u64> {
     if s.is_exact_instance_of::<PyInt>() {
         return s.extract().ok();
     }

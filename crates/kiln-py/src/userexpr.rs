@@ -5,13 +5,16 @@
 //! CUDA source, compiles it through kiln's NVRTC path and cubin cache, and launches it on the
 //! caller's stream over CUDA arrays given as `(address, dtype, shape, strides)`.
 
-use kiln::expr_kernel::{ExprLaunch, LaunchCache};
+use kiln::expr_kernel::{DeviceArg, ExprLaunch, LaunchCache};
 use kiln_expr::{ArgSpec, Axis, ElementwiseKernel, ReductionKernel, Scalar, ScalarType};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyComplex;
+use pyo3::types::{PyComplex, PyTuple};
+use std::collections::HashSet;
+use std::sync::Mutex;
 
 mod device;
+mod fast;
 pub(crate) mod host;
 
 use device::{describe_gpu, launch};
@@ -82,6 +85,48 @@ pub struct PyElementwise {
     k: ElementwiseKernel,
     /// Launches by argument signature: a repeated call only fills in its arrays' addresses.
     cache: LaunchCache,
+    /// The fast path's output shapes and types by input signature.
+    out_bindings: Mutex<fast::OutBindings>,
+    /// The argument array types whose source the Python layer has been given.
+    sourced: Mutex<HashSet<Vec<ScalarType>>>,
+}
+
+/// Signatures either cache of [`PyElementwise`] keeps before starting over.
+const FAST_KEPT: usize = 256;
+
+impl PyElementwise {
+    /// The output shape and types of a call of `ins` alone (no outputs given), bound once per
+    /// signature; `None` where binding fails (the general path words the error).
+    fn out_binding(&self, ins: &[DeviceArg], size: Option<usize>) -> Option<(Vec<usize>, Vec<ScalarType>)> {
+        let specs: Vec<ArgSpec> = ins.iter().map(DeviceArg::spec).collect();
+        let key = (specs, size);
+        let mut m = self.out_bindings.lock().ok()?;
+        if let Some(v) = m.get(&key) {
+            return Some(v.clone());
+        }
+        let b = self.k.bind(&key.0, &[], size).ok()?;
+        let v = (b.shape.clone(), b.param_types[ins.len()..].to_vec());
+        if m.len() >= FAST_KEPT {
+            m.clear();
+        }
+        m.insert(key, v.clone());
+        Some(v)
+    }
+
+    /// Whether `types` is new to the Python layer's `_cached_codes` (then recorded).
+    fn first_sighting(&self, types: &[ScalarType]) -> bool {
+        let Ok(mut s) = self.sourced.lock() else {
+            return true;
+        };
+        if s.contains(types) {
+            return false;
+        }
+        if s.len() >= FAST_KEPT {
+            s.clear();
+        }
+        s.insert(types.to_vec());
+        true
+    }
 }
 
 #[pymethods]
@@ -94,6 +139,8 @@ impl PyElementwise {
         Ok(PyElementwise {
             k,
             cache: LaunchCache::default(),
+            out_bindings: Mutex::default(),
+            sourced: Mutex::default(),
         })
     }
 
@@ -105,6 +152,32 @@ impl PyElementwise {
     #[getter]
     fn nout(&self) -> usize {
         self.k.out_params().len()
+    }
+
+    /// A call on CUDA arrays read in one native step ([`fast`]): `(outputs, new source)`, or
+    /// `None` (nothing launched) where the call is not the common one and the Python layer
+    /// takes its general path.
+    #[pyo3(signature = (args, size = None, block_size = None, stream = None, options = None))]
+    fn call_fast(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        size: Option<usize>,
+        block_size: Option<u32>,
+        stream: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyTuple>>,
+    ) -> PyResult<Option<fast::Called>> {
+        let none = py.None().into_bound(py);
+        let empty = PyTuple::empty(py);
+        fast::call(
+            py,
+            self,
+            args,
+            size,
+            block_size,
+            stream.unwrap_or(&none),
+            options.unwrap_or(&empty),
+        )
     }
 
     /// `(shape, output dtype names)` for the arguments described.

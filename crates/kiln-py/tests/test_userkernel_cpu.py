@@ -152,3 +152,14 @@ def test_the_cpu_path_releases_the_gil():
     # during it only if the GIL is released
     assert _ticks_per_call(lambda: ew(x, y)) > 5
     assert _ticks_per_call(lambda: red(x, y)) > 5
+
+
+def test_native_call_leaves_host_arrays_to_the_general_path():
+    """The native one-step call reads only CUDA arrays: with NumPy arrays or kiln CPU tensors
+    it launches nothing and answers None, and the call runs on the CPU path."""
+    k = kiln.ElementwiseKernel("T x, T a", "T z", "z = a * x", "scale_host")
+    x = np.arange(5, dtype=np.float32)
+    assert k._k.call_fast((x, np.float32(2)), None, None, None, ()) is None
+    t = kiln.asarray(x)
+    assert k._k.call_fast((t, np.float32(2)), None, None, None, ()) is None
+    np.testing.assert_array_equal(k(x, np.float32(2)), 2 * x)

@@ -126,3 +126,64 @@ def test_one_kernel_on_the_gpu_with_changing_signatures_and_addresses(cupy):
     for lo in (0, 1, 2, 3, 0):
         g = k(xd[lo:lo + 4093], yd[lo:lo + 4093], np.float32(1.5))
         np.testing.assert_array_equal(cupy.asnumpy(g), k(base[lo:lo + 4093], other[lo:lo + 4093], np.float32(1.5)))
+
+
+# Python numbers and every NumPy scalar type the native reader takes (complex ones go the
+# general way), against a float64 or complex128 parameter of the kernel
+_SCALARS = [
+    2.5, 3, True, 1.5 - 2j, np.float16(1.5), np.float32(0.1), np.float64(-2.25), np.int8(-7),
+    np.int16(300), np.int32(-70000), np.int64(2**40), np.uint8(200), np.uint16(60000),
+    np.uint32(2**31 + 5), np.uint64(2**63 + 11), np.bool_(True), np.complex64(1 + 1j),
+]
+
+
+@pytest.mark.parametrize("s", _SCALARS, ids=lambda s: type(s).__name__)
+def test_elementwise_native_call_equals_the_general_path(cupy, s):
+    """The native one-step call (no size=/block_size=) and the general Python path give the
+    same bits, types, shapes and `_cached_codes` keys for scalars of every type, broadcast
+    CuPy inputs, given outputs, kiln tensors and strided arrays (which the native reader
+    hands to the general path)."""
+    k = kiln.ElementwiseKernel("T x, S s", "T z", "z = x * (T)s + (T)i", "fastpath")
+    rng = np.random.default_rng(7)
+    # a complex scalar converts only to a complex T (C++ has no complex -> float cast)
+    dts = (np.complex64, np.complex128) if np.iscomplexobj(s) else (np.float32, np.float64)
+    for dt in dts:
+        xh = rng.random((5, 33)).astype(dt)
+        x = cupy.asarray(xh)
+        fast = k(x, s)
+        general = k(x, s, block_size=128)  # block_size= always takes the general path
+        assert type(fast) is type(general) and fast.dtype == general.dtype
+        assert fast.shape == general.shape == (5, 33)
+        np.testing.assert_array_equal(cupy.asnumpy(fast), cupy.asnumpy(general))
+        out = cupy.empty_like(x)
+        assert k(x, s, out) is out
+        np.testing.assert_array_equal(cupy.asnumpy(out), cupy.asnumpy(general))
+        strided = cupy.asarray(rng.random((5, 66)).astype(dt))[:, ::2]
+        np.testing.assert_array_equal(
+            cupy.asnumpy(k(strided, s)), cupy.asnumpy(k(strided, s, block_size=64))
+        )
+    name = np.dtype(dts[0]).name
+    assert (name,) in k._cached_codes and (name, name) in k._cached_codes
+
+
+def test_elementwise_native_call_broadcasts_streams_and_kiln_tensors(cupy):
+    k = kiln.ElementwiseKernel("float32 a, float32 x, float32 y", "float32 z", "z = a * x + y", "axpyb")
+    x = cupy.arange(12, dtype=cupy.float32).reshape(3, 4)
+    y = cupy.ones((1, 4), dtype=cupy.float32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        z = k(np.float32(2), x, y)
+        total = float(z.sum())  # queued after the kernel on the same stream
+    s.synchronize()
+    assert z.shape == (3, 4) and total == float(2 * np.arange(12).sum() + 12)
+    kx = kiln.asarray(np.arange(6, dtype=np.float32), device="cuda")
+    ky = kiln.asarray(np.ones(6, dtype=np.float32), device="cuda")
+    kz = kiln.asarray(np.zeros(6, dtype=np.float32), device="cuda")
+    assert k(np.float32(3), kx, ky, kz) is kz  # outputs given: the native call
+    np.testing.assert_array_equal(kz.numpy(), 3 * np.arange(6, dtype=np.float32) + 1)
+    made = k(np.float32(3), kx, ky)  # a kiln tensor result: the general path allocates it
+    np.testing.assert_array_equal(made.numpy(), kz.numpy())
+    with pytest.raises(TypeError, match="Wrong number of arguments"):
+        k(x, y)
+    with pytest.raises(TypeError):
+        k(np.float32(2), x, cupy.ones(4, dtype=cupy.float64))  # a float64 y: the general path's error
