@@ -24,6 +24,7 @@ mod implied_vol_cmd;
 mod jobs_cmd;
 mod kernel_cmd;
 mod kernels_cmd;
+mod load_cmd;
 mod monitor_cmd;
 mod ndimage_cmd;
 mod ndimage_rank;
@@ -191,6 +192,11 @@ enum Command {
     Submit(submit_cmd::Args),
     /// List, get, wait for or cancel jobs on a `kiln serve`.
     Jobs(jobs_cmd::Args),
+    /// Load a `kiln serve` with tiny pricing jobs from keep-alive clients and print jobs/s
+    /// end to end, latency and the server's CPU per 1,000 jobs.
+    ///
+    /// Example: kiln load --server http://127.0.0.1:8080 --clients 16 --duration 10 --batch 100
+    Load(load_cmd::Args),
     /// A worker process of `kiln serve` (started by it; not for people).
     #[command(hide = true)]
     Worker(worker_cmd::Args),
@@ -237,6 +243,7 @@ fn main() -> ExitCode {
             Command::Serve(a) => serve_cmd::run(a, cli.device, &cfg, cli.config.as_deref()),
             Command::Submit(a) => submit_cmd::run(a),
             Command::Jobs(a) => jobs_cmd::run(a),
+            Command::Load(a) => load_cmd::run(a),
             Command::Worker(a) => worker_cmd::run(a, cli.device, &cfg),
         });
     let code = match result {

@@ -129,6 +129,21 @@ impl Client {
         self.finish(req.call())
     }
 
+    /// GET `path` as text (`/metrics`), an error for a status other than 200.
+    pub fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let url = format!("{}{path}", self.base);
+        let mut r = self.agent.get(&url).call().map_err(|e| {
+            let redact = kiln_service::config::redact_url;
+            anyhow::anyhow!("cannot reach {}: {}", redact(&self.base), redact(&e.to_string()))
+        })?;
+        let status = r.status().as_u16();
+        let text = r.body_mut().with_config().limit(1 << 26).read_to_string()?;
+        if status != 200 {
+            anyhow::bail!("GET {path} answered {status}: {text}");
+        }
+        Ok(text)
+    }
+
     /// DELETE `path`.
     pub fn delete(&self, path: &str) -> anyhow::Result<Reply> {
         let mut req = self.agent.delete(format!("{}{path}", self.base));

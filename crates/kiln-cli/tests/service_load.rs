@@ -134,3 +134,59 @@ fn two_hundred_clients_get_answers_or_429s_only() {
     }
     eprintln!("{table}");
 }
+
+/// `kiln load`, the repository's load generator, against a live server: both modes count
+/// finished jobs (the batch mode through the server's counter), read the server's CPU, and
+/// a bad duration is an invalid-input exit with nothing sent.
+#[test]
+fn kiln_load_counts_finished_jobs_in_both_modes() {
+    let d = data_dir();
+    let s = start(d.path(), &["--cpu-workers", "2", "--max-batch", "64"]);
+    let url = format!("http://{}", s.addr);
+    let pid = s.child.id().to_string();
+    for extra in [&[][..], &["--batch", "25"][..]] {
+        let out = std::process::Command::new(kiln_bin())
+            .args([
+                "load",
+                "--server",
+                &url,
+                "--clients",
+                "3",
+                "--duration",
+                "0.5",
+                "--json",
+            ])
+            .args(["--server-pid", &pid])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let done = r["jobs_finished"].as_u64().unwrap();
+        assert!(done > 0 && r["failed"] == 0, "{r}");
+        assert!(r["jobs_per_second"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["server_cpu_seconds"].as_f64().unwrap() >= 0.0, "{r}");
+        if extra.is_empty() {
+            assert_eq!(r["mode"], "single");
+            assert!(
+                r["p99_ms"].as_f64().unwrap() >= r["p50_ms"].as_f64().unwrap(),
+                "{r}"
+            );
+        } else {
+            assert_eq!(r["mode"], "batch");
+            // every accepted job finished before the run ended
+            assert_eq!(done, r["accepted"].as_u64().unwrap(), "{r}");
+        }
+    }
+    let bad = std::process::Command::new(kiln_bin())
+        .args(["load", "--server", &url, "--duration=0"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        bad.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("duration"));
+}
