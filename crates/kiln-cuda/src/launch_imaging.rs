@@ -17,6 +17,7 @@
 mod filter2d;
 mod filter3d;
 mod interp;
+mod label;
 mod morph;
 mod ndimage;
 mod rank;
@@ -24,6 +25,7 @@ mod separable;
 mod transpose;
 
 pub use interp::{interp_args_bytes, spline_args_bytes, InterpSpec, Resample};
+pub use label::LabelInput;
 pub use rank::rank_algorithm;
 
 use crate::kernels::decl;

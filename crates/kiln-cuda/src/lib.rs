@@ -86,7 +86,7 @@ pub use launch_basket::basket_param_arrays;
 pub use launch_finance::{GpuMcOptions, McProbe};
 #[doc(hidden)]
 pub use launch_imaging::{interp_args_bytes, spline_args_bytes};
-pub use launch_imaging::{rank_algorithm, InterpSpec, Resample};
+pub use launch_imaging::{rank_algorithm, InterpSpec, LabelInput, Resample};
 pub use launch_implied::{DeviceQuotes, IV_CHUNK_QUOTES};
 pub use launch_risk::{BsGridBook, ShockGrid};
 pub use profiler::{profiler, Profiler, Range};

@@ -1,5 +1,6 @@
-//! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label`, `find_objects`,
-//! `value_indices` and `watershed_ift` over host buffers (`kiln_core::imaging::label`,
+//! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label` over host buffers and over
+//! CUDA arrays (`kiln_cuda`'s `label_raw`), and `find_objects`, `value_indices` and
+//! `watershed_ift` over host buffers (`kiln_core::imaging::label`,
 //! `objects`, `value_indices` and `watershed`), with the GIL released.
 //!
 //! Design: the Python layer (python/kiln/_ndimage_measure.py) owns scipy's signature, checks
@@ -15,6 +16,7 @@ use kiln::core::imaging::objects::find_objects_bytes;
 use kiln::core::imaging::rank_value::NdDType;
 use kiln::core::imaging::value_indices::value_indices_bytes;
 use kiln::core::imaging::watershed::{watershed_ift, StoredLabel};
+use kiln::device::LabelInput;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyTuple};
 
@@ -68,6 +70,48 @@ fn ndimage_label_host<'py>(
         Ok(())
     })?;
     Ok((out, count))
+}
+
+/// `ndimage_label_cuda(src, dtype, shape, structure, out, device)`: scipy.ndimage.label of
+/// the C-contiguous `shape` array (1 to 3 axes) of `dtype` at device address `src` on CUDA
+/// device `device`, with `structure` (as [`ndimage_label_host`]'s), into the C-contiguous
+/// int32 array at `out`; returns the number of groups. The caller has synchronised the
+/// streams that wrote `src` and `out`; the labels are complete when this returns.
+#[pyfunction]
+fn ndimage_label_cuda(
+    py: Python<'_>,
+    src: u64,
+    dtype: &str,
+    shape: Vec<usize>,
+    structure: &[u8],
+    out: u64,
+    device: usize,
+) -> PyResult<usize> {
+    let s = Structure::new(shape.len(), structure.iter().map(|&b| b != 0).collect()).py()?;
+    let input = LabelInput::from_name(dtype).ok_or_else(|| {
+        invalid(format!(
+            "label: a CUDA array of {dtype}; on the GPU label reads bool, uint8, uint16, int32, \
+             int64, float32 and float64 (cast it, or pass a host array)"
+        ))
+    })?;
+    let offsets = s.backward3().filter(|_| !shape.is_empty()).ok_or_else(|| {
+        invalid(format!(
+            "label: a {}-axis CUDA array; on the GPU label takes 1 to 3 axes (pass a host array)",
+            shape.len()
+        ))
+    })?;
+    let mut dims = [1usize; 3];
+    dims[3 - shape.len()..].copy_from_slice(&shape);
+    let (_rt, cuda) = crate::kernels::cuda_backend(py, device)?;
+    py.detach(|| {
+        // SAFETY: the Python layer passes the addresses of a live C-contiguous array of
+        // `shape` and `dtype` and of a distinct live C-contiguous int32 array of the same
+        // shape, both on `device` (kiln's context there is the device's primary context,
+        // which CuPy and torch use too), held by the call, with their streams synchronised
+        // before it; `label_raw` waits for its own kernels before returning.
+        unsafe { cuda.label_raw(src, input, dims, &offsets, out) }
+    })
+    .py()
 }
 
 /// `ndimage_find_objects_host(data, dtype, shape, max_label)`: scipy.ndimage.find_objects of
@@ -187,6 +231,7 @@ fn ndimage_watershed_host<'py>(
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage_label_host, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_label_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_find_objects_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_watershed_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_value_indices_host, m)?)?;

@@ -233,3 +233,57 @@ def test_composed_morphology_on_the_gpu_equals_the_cpu(peer):
         else:
             gpu = to_np(getattr(ndi, fn)(to_gpu(x), size=5))
         assert same_bits(gpu, cpu), fn
+
+
+LABEL_SHAPES = [(1,), (1001,), (37, 61), (9, 10, 11), (3, 211, 5), (64, 64, 64)]
+LABEL_DTYPES = [np.bool_, np.uint8, np.uint16, np.int32, np.int64, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("shape", LABEL_SHAPES, ids=str)
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_label_on_cuda_arrays_equals_the_cpu(gpu, lib, shape):
+    """label of a CuPy or torch array runs on the GPU and gives the CPU path's labels and
+    count bit for bit (every connectivity, several densities, every dtype the GPU reads),
+    as an int32 array of the input's library; output= in place."""
+    try:
+        mod = __import__(lib)
+    except Exception as e:  # noqa: BLE001 - any import failure means the peer is absent
+        skip_or_fail(f"{lib} not importable: {e}")
+    rng = np.random.default_rng(len(shape) * 1000 + shape[-1])
+    to_gpu = (lambda a: mod.asarray(a)) if lib == "cupy" else (lambda a: mod.from_numpy(a).cuda())
+    back = (lambda a: mod.asnumpy(a)) if lib == "cupy" else (lambda a: a.cpu().numpy())
+    for k, dt in enumerate(LABEL_DTYPES):
+        if lib == "torch" and dt == np.uint16:
+            continue  # torch's uint16 is partial
+        density = (0.2, 0.5, 0.8)[k % 3]
+        x = (rng.random(shape) < density).astype(dt)
+        for c in range(1, len(shape) + 1):
+            s = ndi.generate_binary_structure(len(shape), c)
+            want, wn = ndi.label(x, s)
+            got, n = ndi.label(to_gpu(x), s)
+            assert type(got).__module__.split(".")[0] == lib
+            assert n == wn
+            np.testing.assert_array_equal(back(got), want)
+    out = to_gpu(np.full(shape, -7, np.int32))
+    assert ndi.label(to_gpu(x), None, out) == ndi.label(x)[1]
+    np.testing.assert_array_equal(back(out), ndi.label(x)[0])
+
+
+def test_label_on_cuda_arrays_refuses_what_it_cannot_do(gpu):
+    try:
+        import cupy
+    except Exception as e:  # noqa: BLE001
+        skip_or_fail(f"cupy not importable: {e}")
+    x = cupy.ones((4, 5), dtype=cupy.uint8)
+    with pytest.raises(kiln.InvalidInputError, match="1 to 3 axes"):
+        ndi.label(cupy.ones((2, 2, 2, 2), dtype=cupy.uint8))
+    with pytest.raises(kiln.InvalidInputError, match="int32"):
+        ndi.label(x, output=np.int64)
+    with pytest.raises(kiln.InvalidInputError, match="contiguous"):
+        ndi.label(cupy.ones((4, 10), dtype=cupy.uint8)[:, ::2])
+    with pytest.raises(kiln.InvalidInputError, match="int8"):
+        ndi.label(cupy.ones((4, 5), dtype=cupy.int8))
+    with pytest.raises(AssertionError):
+        ndi.label(x, np.array([[1, 1, 0], [0, 1, 0], [0, 0, 0]]))
+    with pytest.raises(kiln.InvalidInputError, match="kiln tensors"):
+        ndi.label(kiln.asarray(np.ones((4, 5), np.uint8), device="cuda"))

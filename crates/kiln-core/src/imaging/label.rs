@@ -119,6 +119,25 @@ impl Structure {
         &self.mask
     }
 
+    /// The true elements before the centre in row-major order as `[dz, dy, dx]` offsets of
+    /// an input of at most 3 axes seen as `(d, h, w)` (fewer axes are the trailing ones);
+    /// `None` for 4 axes or more. The GPU labelling's neighbour table.
+    pub fn backward3(&self) -> Option<Vec<[isize; 3]>> {
+        if self.ndim > 3 {
+            return None;
+        }
+        Some(
+            self.backward()
+                .into_iter()
+                .map(|o| {
+                    let mut d = [0isize; 3];
+                    d[3 - o.len()..].copy_from_slice(&o);
+                    d
+                })
+                .collect(),
+        )
+    }
+
     /// The true elements before the centre in row-major order, as per-axis offsets.
     fn backward(&self) -> Vec<Vec<isize>> {
         let centre = self.mask.len() / 2;

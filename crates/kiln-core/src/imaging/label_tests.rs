@@ -280,3 +280,16 @@ fn find_objects_boxes_and_scipy_value_rules() {
         }]
     );
 }
+
+#[test]
+fn backward3_lists_the_neighbours_before_the_centre_as_3_axis_offsets() {
+    let faces2 = Structure::connectivity(2, 1).unwrap();
+    assert_eq!(faces2.backward3().unwrap(), [[0, -1, 0], [0, 0, -1]]);
+    let line = Structure::connectivity(1, 1).unwrap();
+    assert_eq!(line.backward3().unwrap(), [[0, 0, -1]]);
+    let full3 = Structure::connectivity(3, 3).unwrap();
+    let b = full3.backward3().unwrap();
+    assert_eq!(b.len(), 13);
+    assert!(b.iter().all(|o| *o < [0, 0, 0]));
+    assert_eq!(Structure::connectivity(4, 1).unwrap().backward3(), None);
+}

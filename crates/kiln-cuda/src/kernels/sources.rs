@@ -178,6 +178,13 @@ pub const MORPH: Module = Module {
     source: include_str!("../../kernels/morph.cu"),
 };
 
+/// Connected-component labelling, scipy.ndimage.label's numbering (`kernels/label.cu`).
+pub const LABEL: Module = Module {
+    name: "label",
+    options: &[],
+    source: include_str!("../../kernels/label.cu"),
+};
+
 /// Implied volatility of a book of European quotes: Jäckel's "Let's Be Rational" as
 /// kiln-core ports it, one thread per quote (`kernels/implied_vol.cu`); `--fmad=false`, so
 /// its f64 arithmetic is the CPU solver's operation for operation.
@@ -224,6 +231,7 @@ pub const MODULES: &[Module] = &[
     FAULT,
     RANK,
     MORPH,
+    LABEL,
     IMPLIED_VOL,
     RISK,
     INTERP,

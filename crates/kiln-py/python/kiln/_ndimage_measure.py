@@ -13,8 +13,12 @@ scan order (scipy labels along the output's axis of smallest stride, so a Fortra
 ``output`` array numbers the groups column by column).
 
 Inputs are NumPy arrays or anything ``numpy.asarray`` takes; a kiln tensor or another DLPack
-array on the CPU is read through DLPack, one on a GPU is refused (these functions run on the
-CPU). Results are NumPy arrays and Python or NumPy scalars, as scipy's.
+array on the CPU is read through DLPack. ``label`` of a CUDA array (CuPy, torch) runs on
+its GPU (``label.cu``: a lock-free union-find whose roots are each group's
+first element, numbered in index order, so the labels equal the CPU's) and returns its labels
+in the input's library (CuPy, torch); the other functions refuse CUDA arrays (they run on
+the CPU). Results
+are NumPy arrays and Python or NumPy scalars, as scipy's.
 """
 
 from __future__ import annotations
@@ -93,6 +97,10 @@ def label(input, structure=None, output=None):
     (default: faces only), numbered 1, 2, ... in row-major order of their first element.
     Returns ``(labels, count)``, or ``count`` when ``output`` is an array (filled in place; it
     may be ``input``)."""
+    from ._ndimage_interp_gpu import is_cuda
+
+    if is_cuda(input):
+        return _label_cuda(input, structure, output)
     np = _np()
     x = np.asarray(_cpu(input, "label"))
     if np.iscomplexobj(x):
@@ -150,6 +158,85 @@ def label(input, structure=None, output=None):
             f"label: insufficient bit-depth in requested output type: {count} labels do not "
             f"fit in {output.dtype}")
     return count if given else (output, count)
+
+
+def _label_cuda(input, structure, output):
+    """``label`` of a CUDA array (CuPy, torch) on its device: the same labels
+    and count as the CPU path (``label.cu``, checked bit for bit against it), the labels an
+    int32 array of the input's library. Takes 1 to 3 axes of bool, uint8, uint16, int32,
+    int64, float32 or float64, C-contiguous, and ``output`` None, ``numpy.int32`` or a
+    C-contiguous int32 CUDA array of the input's shape; anything else is refused with the
+    reason (``kiln.ndimage.label(host_array)`` takes every case)."""
+    np = _np()
+    from ._ndimage_interp_gpu import host, is_cuda
+    from ._ndimage_rank import generate_binary_structure
+    from ._userkernel import DeviceArray, _device_of, _empty_like_caller
+
+    if isinstance(input, _native.Tensor):
+        raise InvalidInputError(
+            "label: a kiln CUDA tensor; its labels are int32, which kiln tensors do not hold: "
+            "pass a CuPy or torch array (or a host array)")
+
+    x = DeviceArray(input, "label: input")
+    if x.dtype.kind == "c":
+        raise ScipyTypeError("label: complex input is not supported (Complex type not supported)")
+    if not x.contiguous:
+        raise InvalidInputError("label: a non-contiguous CUDA array; make it contiguous first")
+    ndim = len(x.shape)
+    if not 1 <= ndim <= 3:
+        raise InvalidInputError(
+            f"label: a {ndim}-axis CUDA array; on the GPU label takes 1 to 3 axes "
+            "(pass a host array)")
+    if structure is None:
+        structure = generate_binary_structure(ndim, 1)
+    s = np.asarray(host(structure), dtype=bool)
+    if s.ndim != ndim:
+        raise ScipyRuntimeError(
+            f"label: structure and input must have equal rank ({s.ndim} and {ndim})")
+    if any(n != 3 for n in s.shape):
+        raise InvalidInputError(
+            f"label: structure dimensions must be equal to 3, got shape {s.shape}")
+    if not np.array_equal(s, s[(slice(None, None, -1),) * s.ndim]):
+        raise ScipyAssertionError(
+            "label: the structure is not centrosymmetric (equal to itself reversed along every "
+            "axis), so a connection would not hold both ways (Structuring element is not "
+            "symmetric)")
+    given = output is not None and not isinstance(output, (type, np.dtype, str))
+    if given:
+        if not is_cuda(output):
+            raise InvalidInputError("label: output must be a CUDA array when the input is one")
+        o = DeviceArray(output, "label: output")
+        if o.dtype != np.int32 or not o.contiguous or tuple(o.shape) != tuple(x.shape):
+            raise InvalidInputError(
+                f"label: on the GPU the output must be a C-contiguous int32 array of shape "
+                f"{tuple(x.shape)}, got {o.dtype} {tuple(o.shape)}")
+        out = output
+    else:
+        if output is not None and np.dtype(output) != np.int32:
+            raise InvalidInputError(
+                f"label: on the GPU labels are int32, not {np.dtype(output)} (pass a host array "
+                "for other types)")
+        out = _empty_like_caller(input, tuple(x.shape), np.int32)
+        o = DeviceArray(out, "label: output")
+    _synchronize(input)
+    count = _native.ndimage_label_cuda(
+        x.ptr, x.name, [int(n) for n in x.shape], np.ascontiguousarray(s).tobytes(), o.ptr,
+        _device_of([input]))
+    return count if given else (out, count)
+
+
+def _synchronize(x):
+    """Wait for the work queued on ``x``'s library's current stream (CuPy, torch), which
+    may still be writing it: labelling runs on kiln's stream and waits for itself."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "cupy":
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()
+    elif mod == "torch":
+        import torch
+
+        torch.cuda.current_stream(x.device).synchronize()
 
 
 def find_objects(input, max_label=0):

@@ -1,8 +1,9 @@
-//! Rank filters and binary morphology (`rank.cu`, `rank_med.cu`, `morph.cu`).
+//! Rank filters, binary morphology and labelling (`rank.cu`, `rank_med.cu`, `morph.cu`,
+//! `label.cu`).
 
 use super::{B256, B32X8, RANK_NET_P};
 use crate::kernels::params::decl::*;
-use crate::kernels::{MORPH, RANK};
+use crate::kernels::{LABEL, MORPH, RANK};
 
 declare_kernels! { FAMILY:
     // rank.cu / morph.cu: guesses until measured (the networks are the slow ones)
@@ -194,5 +195,101 @@ declare_kernels! { FAMILY:
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
         params: &[inout(U8), val(I64)],
+    }
+    /// Labelling, step 1: each non-zero element its own tree (`L[p] = p`), zeros -1.
+    LABEL_INIT {
+        symbol: "label_init",
+        module: LABEL,
+        compile_ms: 60,
+        computes: "label's start: L[p] = p where the input (u8, u16, f32, f64, i32, i64 by code) is non-zero, else -1",
+        block: B256,
+        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[INPUT_ANY, val(I32), output(I32), val(I32)],
+    }
+    /// Labelling, step 2: union of each element's tree with its earlier neighbours' (lock-free, atomicMin).
+    LABEL_MERGE {
+        symbol: "label_merge",
+        module: LABEL,
+        compile_ms: 80,
+        computes: "label's merge: each non-zero element's tree joined with those of the structure's neighbours before it (Playne-Hawick, atomicMin to the smaller root)",
+        block: B256,
+        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[inout(I32), input(I32), val(I32), val(I32), val(I32), val(I32)],
+    }
+    /// Labelling, step 3: every element points at its root.
+    LABEL_COMPRESS {
+        symbol: "label_compress",
+        module: LABEL,
+        compile_ms: 60,
+        computes: "label's path compression: L[p] = root of p",
+        block: B256,
+        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[inout(I32), val(I32)],
+    }
+    /// Labelling, step 4: roots counted per 1,024-element block.
+    LABEL_COUNT {
+        symbol: "label_count",
+        module: LABEL,
+        compile_ms: 80,
+        computes: "label's root count per 1,024-element block",
+        block: B256,
+        grid: "ceil(n/1024) blocks, 4 elements a thread",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[input(I32), val(I32), output(I32)],
+    }
+    /// Labelling, step 5: the block counts scanned, and their total.
+    LABEL_SCAN {
+        symbol: "label_scan",
+        module: LABEL,
+        compile_ms: 80,
+        computes: "label's exclusive scan of the block counts (one block) and their total",
+        block: B256,
+        grid: "1 block",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[inout(I32), val(I32), output(I32)],
+    }
+    /// Labelling, step 6: each root numbered in index order (scipy's numbering).
+    LABEL_NUMBER {
+        symbol: "label_number",
+        module: LABEL,
+        compile_ms: 80,
+        computes: "label's numbering: each root's slot set to -(number + 1), roots numbered in index order",
+        block: B256,
+        grid: "ceil(n/1024) blocks, 4 elements a thread",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[inout(I32), val(I32), input(I32)],
+    }
+    /// Labelling, step 7: non-root elements take their root's number.
+    LABEL_SPREAD {
+        symbol: "label_spread",
+        module: LABEL,
+        compile_ms: 60,
+        computes: "label's spread: each non-root element its root's number",
+        block: B256,
+        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[inout(I32), val(I32)],
+    }
+    /// Labelling, step 8: roots' numbers decoded, zeros 0.
+    LABEL_FINISH {
+        symbol: "label_finish",
+        module: LABEL,
+        compile_ms: 60,
+        computes: "label's last step: roots' numbers decoded, background 0",
+        block: B256,
+        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[inout(I32), val(I32)],
     }
 }

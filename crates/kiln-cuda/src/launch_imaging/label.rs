@@ -1,0 +1,213 @@
+//! Launchers for `kernels/label.cu`: scipy.ndimage.label of a `(d, h, w)` array in device
+//! memory into an int32 array of the same shape, the labels kiln-core's `label` writes
+//! (numbered in row-major order of each group's first element) and their count.
+//!
+//! The arrays are addresses, not storages: labels are int32 and the input may be any
+//! type NumPy's truth applies to (bool and u8, u16, f32, f64, i32, i64 here), which kiln's
+//! storage dtypes do not cover; the Python layer passes CuPy's or torch's arrays this way.
+//! Eight launches on the current stream, then the count is read back (which waits for
+//! them). See `label.cu` for the algorithm and why the result is scipy's numbering.
+
+#![allow(unsafe_code)]
+
+use super::rank::{check_dims, flat_offsets};
+use crate::kernels::{Kernel, ScalarType};
+use crate::launch::Arg;
+use crate::pool::DeviceBuffer;
+use crate::CudaBackend;
+use cudarc::driver::LaunchConfig;
+use kiln_core::{Error, Result};
+
+const OP: &str = "label";
+/// Elements a block of the count and number kernels covers (`LBL_TILE`).
+const TILE: usize = 1024;
+
+/// The element type of a labelling input (read as its truth: non-zero, NaN included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelInput {
+    /// `uint8` or `bool`.
+    U8,
+    /// `uint16`.
+    U16,
+    /// `float32`.
+    F32,
+    /// `float64`.
+    F64,
+    /// `int32`.
+    I32,
+    /// `int64`.
+    I64,
+}
+
+impl LabelInput {
+    /// The type of a NumPy dtype name, if labelling on the GPU reads it (`int8`, `uint32`
+    /// and the rest go through the host).
+    pub fn from_name(name: &str) -> Option<LabelInput> {
+        Some(match name {
+            "bool" | "uint8" => LabelInput::U8,
+            "uint16" => LabelInput::U16,
+            "float32" => LabelInput::F32,
+            "float64" => LabelInput::F64,
+            "int32" => LabelInput::I32,
+            "int64" => LabelInput::I64,
+            _ => return None,
+        })
+    }
+
+    /// `label_init`'s code and the pointer's element type.
+    fn code(self) -> (i32, ScalarType) {
+        match self {
+            LabelInput::U8 => (0, ScalarType::U8),
+            LabelInput::U16 => (1, ScalarType::U16),
+            LabelInput::F32 => (2, ScalarType::F32),
+            LabelInput::F64 => (3, ScalarType::F64),
+            LabelInput::I32 => (4, ScalarType::I32),
+            LabelInput::I64 => (5, ScalarType::I64),
+        }
+    }
+}
+
+/// A grid-stride launch over `n` elements.
+fn stride_cfg(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(256).clamp(1, 1 << 20) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn tile_cfg(blocks: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl CudaBackend {
+    /// scipy.ndimage.label of the `shape` array at `src` (row-major, elements of `input`)
+    /// with the structure whose neighbours are `offsets` (each `[dz, dy, dx]`, every
+    /// neighbour of the centre, either half or both: the ones before the centre are used),
+    /// written into the int32 array at `out`; returns the number of labels. Queued on the
+    /// current stream and waited for.
+    ///
+    /// # Safety
+    ///
+    /// `src` must address `shape`'s product of `input` elements and `out` as many int32s,
+    /// device memory of this backend's context, distinct, whose writes and reads by other
+    /// streams are ordered before this call (the caller synchronises them), live until it
+    /// returns.
+    pub unsafe fn label_raw(
+        &self,
+        src: u64,
+        input: LabelInput,
+        shape: [usize; 3],
+        offsets: &[[isize; 3]],
+        out: u64,
+    ) -> Result<usize> {
+        let n: usize = shape.iter().product();
+        if n == 0 {
+            return Ok(0);
+        }
+        check_dims(OP, shape, n)?;
+        // L holds indices below n and -(number + 1) down to -(n + 1)
+        if n >= i32::MAX as usize {
+            return Err(Error::invalid(
+                OP,
+                format!("{n} elements: labelling on the GPU takes fewer than 2^31 - 1; use a host array"),
+            ));
+        }
+        if src == 0 || out == 0 {
+            return Err(Error::invalid(OP, "a null device address"));
+        }
+        let before: Vec<[isize; 3]> = offsets
+            .iter()
+            .copied()
+            .filter(|o| *o < [0, 0, 0] && o.iter().all(|v| v.abs() <= 1))
+            .collect();
+        let flat = flat_offsets(OP, &before)?;
+        let table = self.small_table(&flat)?;
+        let blocks = n.div_ceil(TILE);
+        let counts: DeviceBuffer<i32> = self.alloc(blocks)?;
+        let total: DeviceBuffer<i32> = self.alloc(1)?;
+        let (code, elem) = input.code();
+        let [d, h, w] = shape.map(|a| a as i32);
+        let ni = n as i32;
+        let l = || Arg::ptr(out, ScalarType::I32);
+        // Sizes: `src` holds n elements of `elem` and `out` n int32s (the caller's
+        // contract), `table` 3 * before.len() int32s, `counts` blocks, `total` one; every kernel
+        // bounds its indices by n (or nb for the scan).
+        self.launch(
+            Kernel::LABEL_INIT,
+            stride_cfg(n),
+            &[Arg::ptr(src, elem), code.into(), l(), ni.into()],
+        )?;
+        self.launch(
+            Kernel::LABEL_MERGE,
+            stride_cfg(n),
+            &[
+                l(),
+                Arg::ptr(table.device_ptr(), ScalarType::I32),
+                (before.len() as i32).into(),
+                d.into(),
+                h.into(),
+                w.into(),
+            ],
+        )?;
+        self.launch(Kernel::LABEL_COMPRESS, stride_cfg(n), &[l(), ni.into()])?;
+        let c = || Arg::ptr(counts.device_ptr(), ScalarType::I32);
+        self.launch(Kernel::LABEL_COUNT, tile_cfg(blocks), &[l(), ni.into(), c()])?;
+        self.launch(
+            Kernel::LABEL_SCAN,
+            tile_cfg(1),
+            &[
+                c(),
+                (blocks as i32).into(),
+                Arg::ptr(total.device_ptr(), ScalarType::I32),
+            ],
+        )?;
+        self.launch(Kernel::LABEL_NUMBER, tile_cfg(blocks), &[l(), ni.into(), c()])?;
+        self.launch(Kernel::LABEL_SPREAD, stride_cfg(n), &[l(), ni.into()])?;
+        self.launch(Kernel::LABEL_FINISH, stride_cfg(n), &[l(), ni.into()])?;
+        let mut count = [0i32];
+        self.download_into(&total, &mut count, self.stream(), OP)?;
+        Ok(count[0] as usize)
+    }
+
+    /// [`CudaBackend::label_raw`] of a u8 mask in a buffer of this backend into an int32
+    /// buffer, both of `shape`'s product of elements (checked).
+    pub fn label_buffers(
+        &self,
+        mask: &DeviceBuffer<u8>,
+        shape: [usize; 3],
+        offsets: &[[isize; 3]],
+        out: &mut DeviceBuffer<i32>,
+    ) -> Result<usize> {
+        let n: usize = shape.iter().product();
+        if mask.len() != n || out.len() != n {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "shape {shape:?} has {n} elements, the mask {} and the output {}",
+                    mask.len(),
+                    out.len()
+                ),
+            ));
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: both buffers are this backend's allocations of n elements (checked above),
+        // distinct (one is borrowed mutably), used on its current stream, and live for the
+        // call, which waits for its kernels before returning.
+        unsafe {
+            self.label_raw(
+                mask.device_ptr(),
+                LabelInput::U8,
+                shape,
+                offsets,
+                out.device_ptr(),
+            )
+        }
+    }
+}
