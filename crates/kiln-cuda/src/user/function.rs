@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone)]
 pub struct UserFunction {
     inner: Arc<FnInner>,
-    params: Params,
+    /// Shared, so a clone (launch caches hand out clones a call) copies no list.
+    params: Arc<Params>,
     cooperative: bool,
 }
 
@@ -124,16 +125,16 @@ impl UserFunction {
         };
         let f = UserFunction {
             inner: Arc::new(inner),
-            params: Params::Unknown(String::new()),
+            params: Arc::new(Params::Unknown(String::new())),
             cooperative: false,
         };
         // a parsed list the driver contradicts is not used (with_signature can replace it)
         let params = match params {
             Ok(p) => match f.clone().checked(p, "the parameter list parsed from the source") {
                 Ok(typed) => typed.params,
-                Err(e) => f.untyped(e.to_string()),
+                Err(e) => Arc::new(f.untyped(e.to_string())),
             },
-            Err(why) => f.untyped(why),
+            Err(why) => Arc::new(f.untyped(why)),
         };
         Ok(UserFunction { params, ..f })
     }
@@ -153,7 +154,7 @@ impl UserFunction {
     /// The parameters arguments are checked against, or why there are none (then, where the
     /// driver reports them, arguments are checked against [`UserFunction::param_sizes`]).
     pub fn params(&self) -> std::result::Result<&[Param], &str> {
-        match &self.params {
+        match &*self.params {
             Params::Typed(p) => Ok(p),
             Params::Sized(_, why) | Params::Unknown(why) => Err(why),
         }
@@ -207,7 +208,7 @@ impl UserFunction {
                 ));
             }
         }
-        self.params = Params::Typed(params);
+        self.params = Arc::new(Params::Typed(params));
         Ok(self)
     }
 
@@ -409,7 +410,7 @@ impl UserFunction {
                 format!("kernel `{name}` takes {n} arguments ({list}), got {}", args.len()),
             ))
         };
-        match &self.params {
+        match &*self.params {
             Params::Typed(params) => {
                 if params.len() != args.len() {
                     let list: Vec<&str> = params.iter().map(|p| p.text.as_str()).collect();

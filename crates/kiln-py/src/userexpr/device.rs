@@ -51,8 +51,14 @@ pub(super) fn launch(
     stream: Option<u64>,
 ) -> PyResult<()> {
     let (_rt, cuda) = kernels::cuda_backend(py, device)?;
-    let c = cuda.clone();
-    let f = py.detach(|| l.compile(&c, options)).py()?;
+    // compiled already (every call after a signature's first): no GIL release needed
+    let f = match l.compiled(&cuda, options) {
+        Some(f) => f,
+        None => {
+            let c = cuda.clone();
+            py.detach(|| l.compile(&c, options)).py()?
+        }
+    };
     let stream = stream.unwrap_or_else(|| cuda.stream().cu_stream() as u64);
     // SAFETY: `stream` is the caller's current stream of this device (or kiln's own); the
     // arrays are the caller's live CUDA arrays of this device, shaped as the binding says,

@@ -58,6 +58,22 @@ fn numpy_scalars(py: Python<'_>) -> Option<&'static [(Py<PyType>, ScalarType)]> 
     Some(NUMPY.get_or_init(py, || v))
 }
 
+/// NumPy's dtype objects by kernel type, made once each: `cupy.empty` takes one without
+/// parsing a name.
+static NP_DTYPES: Mutex<Vec<(ScalarType, Py<PyAny>)>> = Mutex::new(Vec::new());
+
+fn numpy_dtype<'py>(py: Python<'py>, t: ScalarType) -> PyResult<Bound<'py, PyAny>> {
+    let mut made = NP_DTYPES
+        .lock()
+        .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("dtype cache poisoned"))?;
+    if let Some((_, d)) = made.iter().find(|(k, _)| *k == t) {
+        return Ok(d.bind(py).clone());
+    }
+    let d = py.import("numpy")?.getattr("dtype")?.call1((t.name(),))?;
+    made.push((t, d.clone().unbind()));
+    Ok(d)
+}
+
 /// The kernel type of a NumPy dtype object (`dtype.name` read once per dtype).
 fn dtype_type(dtype: &Bound<'_, PyAny>) -> Option<ScalarType> {
     let mut seen = DTYPES.lock().ok()?;
@@ -216,7 +232,7 @@ pub(super) fn call(
         };
         let shape_t = PyTuple::new(py, &shape)?;
         for t in types {
-            let o = c.empty.bind(py).call1((&shape_t, t.name()))?;
+            let o = c.empty.bind(py).call1((&shape_t, numpy_dtype(py, t)?))?;
             let ptr: u64 = o
                 .getattr(intern!(py, "data"))?
                 .getattr(intern!(py, "ptr"))?

@@ -251,6 +251,15 @@ impl Prepared {
         })
     }
 
+    /// `symbol` as compiled for `dev` with `options` already, if it is.
+    fn compiled(&self, dev: &CudaBackend, options: &[String], symbol: &str) -> Option<UserFunction> {
+        let backend = dev as *const CudaBackend as usize;
+        lock(&self.functions)
+            .iter()
+            .find(|c| c.backend == backend && c.symbol == symbol && c.options == options)
+            .map(|c| c.function.clone())
+    }
+
     /// `symbol` compiled for `dev` with the caller's `options` (once; later calls find it).
     fn function(&self, dev: &CudaBackend, options: &[String], symbol: &str) -> Result<UserFunction> {
         let backend = dev as *const CudaBackend as usize;
@@ -497,6 +506,12 @@ impl ExprLaunch {
     /// came through a [`LaunchCache`] that compiled it before.
     pub fn compile(&self, dev: &CudaBackend, options: &[String]) -> Result<UserFunction> {
         self.prepared.function(dev, options, &self.name)
+    }
+
+    /// The function [`ExprLaunch::compile`] returns, if an earlier call compiled it already
+    /// (a lookup: what a caller can do without releasing the GIL).
+    pub fn compiled(&self, dev: &CudaBackend, options: &[String]) -> Option<UserFunction> {
+        self.prepared.compiled(dev, options, &self.name)
     }
 
     /// Compiles (see [`ExprLaunch::compile`]) and queues the kernel on `dev`'s current
