@@ -4,8 +4,11 @@
 // gets one label, numbered 1, 2, ... in row-major order of each group's first element.
 //
 // One int32 array L of n elements (the output) carries the whole computation:
-// - label_init: L[p] = p for a non-zero element (read as its truth, dt: 0 u8/bool, 1 u16,
-//   2 f32, 3 f64, 4 i32, 5 i64; NaN is true), -1 for zero;
+// - label_init: -1 for a zero element; for a non-zero one (read as its truth, dt: 0 u8/bool,
+//   1 u16, 2 f32, 3 f64, 4 i32, 5 i64; NaN is true) L[p] = p, or, when the structure joins
+//   an element to its left neighbour (`run`), the start of its run of non-zero elements
+//   along the row, looked up at most LBL_RUN elements back (further runs chain in hops of
+//   LBL_RUN): every run is then one tree before the merge, which skips that neighbour;
 // - label_merge: for each non-zero p and each neighbour q of the structure that comes
 //   before p in row-major order (offsets table, 3 ints a neighbour: dz, dy, dx), union of
 //   p's and q's trees by Playne and Hawick's lock-free merge: each root is linked to the
@@ -16,9 +19,10 @@
 // - label_count, label_scan, label_number: the roots counted per 1,024-element block, the
 //   counts scanned (one block), then each root's L slot set to -(its number + 1): roots are
 //   numbered in index order, which is scipy's numbering;
-// - label_spread (non-roots read their root's number) and then label_finish (roots and
-//   zeros) write the labels in place. Two kernels, so that no root slot is rewritten while a
-//   non-root still reads it.
+// - label_write: every element's label in place: 0 for a zero, a root's number decoded, a
+//   non-root its root's number. A root's slot may be decoded by its own thread while another
+//   reads it: the reader decodes either form (negative: encoded, else the number), so the
+//   race is harmless; after compression no element points at a non-root.
 // Shapes are (D, H, W) (fewer axes padded with 1s), n = D*H*W < 2^31.
 
 typedef unsigned char u8;
@@ -26,6 +30,7 @@ typedef unsigned short u16;
 #define LBL_BLOCK 256
 #define LBL_PER 4  // elements a thread in the count and number kernels
 #define LBL_TILE (LBL_BLOCK * LBL_PER)
+#define LBL_RUN 32  // elements label_init looks back along a row
 
 __device__ __forceinline__ int lbl_truth(const void* __restrict__ p, long long i, int dt) {
     switch (dt) {
@@ -49,10 +54,21 @@ __device__ __forceinline__ int lbl_find(const int* L, int p) {
 
 #if !defined(KILN_ONLY) || defined(KILN_K_label_init)
 extern "C" __global__ void __launch_bounds__(256) label_init(const void* __restrict__ src, int dt,
-                                                             int* __restrict__ L, int n) {
+                                                             int* __restrict__ L, int n, int W, int run) {
     const int stride = gridDim.x * blockDim.x;
-    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride)
-        L[p] = lbl_truth(src, p, dt) ? p : -1;
+    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
+        if (!lbl_truth(src, p, dt)) {
+            L[p] = -1;
+            continue;
+        }
+        int q = p;
+        if (run) {
+            const int x0 = p - p % W;  // the row's first element
+            const int lo = max(x0, p - LBL_RUN);
+            while (q > lo && lbl_truth(src, q - 1, dt)) --q;
+        }
+        L[p] = q;
+    }
 }
 #endif
 
@@ -149,18 +165,22 @@ extern "C" __global__ void __launch_bounds__(256) label_count(const int* __restr
 #endif
 
 #if !defined(KILN_ONLY) || defined(KILN_K_label_scan)
-// One block: counts[0..nb) becomes its exclusive scan, *total their sum.
+// One block: counts[0..nb) becomes its exclusive scan, *total their sum. Thread t scans the
+// contiguous chunk [t*c, (t+1)*c), c = ceil(nb / 256): its chunk's sum, a block scan of the
+// sums, then its chunk again from its offset.
 extern "C" __global__ void __launch_bounds__(256) label_scan(int* counts, int nb, int* total_out) {
-    int carry = 0;
-    for (int base = 0; base < nb; base += LBL_BLOCK) {
-        const int i = base + threadIdx.x;
-        const int v = i < nb ? counts[i] : 0;
-        int total;
-        const int ex = lbl_block_scan(v, &total);
-        if (i < nb) counts[i] = carry + ex;
-        carry += total;
+    const int c = (nb + LBL_BLOCK - 1) / LBL_BLOCK;
+    const int b0 = min(nb, threadIdx.x * c), b1 = min(nb, b0 + c);
+    int sum = 0;
+    for (int i = b0; i < b1; ++i) sum += counts[i];
+    int total;
+    int run = lbl_block_scan(sum, &total);
+    for (int i = b0; i < b1; ++i) {
+        const int v = counts[i];
+        counts[i] = run;
+        run += v;
     }
-    if (threadIdx.x == 0) *total_out = carry;
+    if (threadIdx.x == 0) *total_out = total;
 }
 #endif
 
@@ -178,22 +198,19 @@ extern "C" __global__ void __launch_bounds__(256) label_number(int* L, int n, co
 }
 #endif
 
-#if !defined(KILN_ONLY) || defined(KILN_K_label_spread)
-extern "C" __global__ void __launch_bounds__(256) label_spread(int* L, int n) {
+#if !defined(KILN_ONLY) || defined(KILN_K_label_write)
+extern "C" __global__ void __launch_bounds__(256) label_write(int* L, int n) {
     const int stride = gridDim.x * blockDim.x;
     for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
         const int v = L[p];
-        if (v >= 0) L[p] = -L[v] - 1;  // v is p's root, whose slot holds -(number + 1)
-    }
-}
-#endif
-
-#if !defined(KILN_ONLY) || defined(KILN_K_label_finish)
-extern "C" __global__ void __launch_bounds__(256) label_finish(int* L, int n) {
-    const int stride = gridDim.x * blockDim.x;
-    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
-        const int v = L[p];
-        if (v < 0) L[p] = v == -1 ? 0 : -v - 1;
+        if (v == -1) {
+            L[p] = 0;
+        } else if (v < 0) {
+            L[p] = -v - 1;  // a root: its number
+        } else {
+            const int r = L[v];  // its root's slot, encoded or already decoded
+            L[p] = r < 0 ? -r - 1 : r;
+        }
     }
 }
 #endif

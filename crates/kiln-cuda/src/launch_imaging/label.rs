@@ -5,8 +5,8 @@
 //! The arrays are addresses, not storages: labels are int32 and the input may be any
 //! type NumPy's truth applies to (bool and u8, u16, f32, f64, i32, i64 here), which kiln's
 //! storage dtypes do not cover; the Python layer passes CuPy's or torch's arrays this way.
-//! Eight launches on the current stream, then the count is read back (which waits for
-//! them). See `label.cu` for the algorithm and why the result is scipy's numbering.
+//! Seven launches (six when the row runs are every link) on the current stream, then the
+//! count is read back (which waits for them). See `label.cu` for the algorithm and why the result is scipy's numbering.
 
 #![allow(unsafe_code)]
 
@@ -120,11 +120,16 @@ impl CudaBackend {
         if src == 0 || out == 0 {
             return Err(Error::invalid(OP, "a null device address"));
         }
-        let before: Vec<[isize; 3]> = offsets
+        let mut before: Vec<[isize; 3]> = offsets
             .iter()
             .copied()
             .filter(|o| *o < [0, 0, 0] && o.iter().all(|v| v.abs() <= 1))
             .collect();
+        before.dedup();
+        // a structure joining left neighbours: label_init makes each row run one tree, and
+        // the merge skips that neighbour
+        let run = before.contains(&[0, 0, -1]);
+        before.retain(|o| *o != [0, 0, -1]);
         let flat = flat_offsets(OP, &before)?;
         let table = self.small_table(&flat)?;
         let blocks = n.div_ceil(TILE);
@@ -135,40 +140,45 @@ impl CudaBackend {
         let ni = n as i32;
         let l = || Arg::ptr(out, ScalarType::I32);
         // Sizes: `src` holds n elements of `elem` and `out` n int32s (the caller's
-        // contract), `table` 3 * before.len() int32s, `counts` blocks, `total` one; every kernel
-        // bounds its indices by n (or nb for the scan).
+        // contract), `table` 3 * before.len() int32s, `counts` blocks, `total` one; every
+        // kernel bounds its indices by n (or nb for the scan), and label_init's look-back
+        // by the row's start.
         self.launch(
             Kernel::LABEL_INIT,
             stride_cfg(n),
-            &[Arg::ptr(src, elem), code.into(), l(), ni.into()],
-        )?;
-        self.launch(
-            Kernel::LABEL_MERGE,
-            stride_cfg(n),
             &[
+                Arg::ptr(src, elem),
+                code.into(),
                 l(),
-                Arg::ptr(table.device_ptr(), ScalarType::I32),
-                (before.len() as i32).into(),
-                d.into(),
-                h.into(),
+                ni.into(),
                 w.into(),
+                i32::from(run).into(),
             ],
         )?;
+        if !before.is_empty() {
+            self.launch(
+                Kernel::LABEL_MERGE,
+                stride_cfg(n),
+                &[
+                    l(),
+                    Arg::ptr(table.device_ptr(), ScalarType::I32),
+                    (before.len() as i32).into(),
+                    d.into(),
+                    h.into(),
+                    w.into(),
+                ],
+            )?;
+        }
         self.launch(Kernel::LABEL_COMPRESS, stride_cfg(n), &[l(), ni.into()])?;
         let c = || Arg::ptr(counts.device_ptr(), ScalarType::I32);
         self.launch(Kernel::LABEL_COUNT, tile_cfg(blocks), &[l(), ni.into(), c()])?;
         self.launch(
             Kernel::LABEL_SCAN,
             tile_cfg(1),
-            &[
-                c(),
-                (blocks as i32).into(),
-                Arg::ptr(total.device_ptr(), ScalarType::I32),
-            ],
+            &[c(), (blocks as i32).into(), Arg::ptr(total.device_ptr(), ScalarType::I32)],
         )?;
         self.launch(Kernel::LABEL_NUMBER, tile_cfg(blocks), &[l(), ni.into(), c()])?;
-        self.launch(Kernel::LABEL_SPREAD, stride_cfg(n), &[l(), ni.into()])?;
-        self.launch(Kernel::LABEL_FINISH, stride_cfg(n), &[l(), ni.into()])?;
+        self.launch(Kernel::LABEL_WRITE, stride_cfg(n), &[l(), ni.into()])?;
         let mut count = [0i32];
         self.download_into(&total, &mut count, self.stream(), OP)?;
         Ok(count[0] as usize)

@@ -196,17 +196,17 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(U8), val(I64)],
     }
-    /// Labelling, step 1: each non-zero element its own tree (`L[p] = p`), zeros -1.
+    /// Labelling, step 1: each non-zero element its own tree, or its row run's (the run's start), zeros -1.
     LABEL_INIT {
         symbol: "label_init",
         module: LABEL,
         compile_ms: 60,
-        computes: "label's start: L[p] = p where the input (u8, u16, f32, f64, i32, i64 by code) is non-zero, else -1",
+        computes: "label's start: -1 where the input (u8, u16, f32, f64, i32, i64 by code) is zero, else p or, when the structure joins left neighbours, the start of p's run along the row (at most 32 back)",
         block: B256,
         grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-        params: &[INPUT_ANY, val(I32), output(I32), val(I32)],
+        params: &[INPUT_ANY, val(I32), output(I32), val(I32), val(I32), val(I32)],
     }
     /// Labelling, step 2: union of each element's tree with its earlier neighbours' (lock-free, atomicMin).
     LABEL_MERGE {
@@ -268,24 +268,12 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(I32), val(I32), input(I32)],
     }
-    /// Labelling, step 7: non-root elements take their root's number.
-    LABEL_SPREAD {
-        symbol: "label_spread",
+    /// Labelling, step 7: every element's label written in place.
+    LABEL_WRITE {
+        symbol: "label_write",
         module: LABEL,
         compile_ms: 60,
-        computes: "label's spread: each non-root element its root's number",
-        block: B256,
-        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-        params: &[inout(I32), val(I32)],
-    }
-    /// Labelling, step 8: roots' numbers decoded, zeros 0.
-    LABEL_FINISH {
-        symbol: "label_finish",
-        module: LABEL,
-        compile_ms: 60,
-        computes: "label's last step: roots' numbers decoded, background 0",
+        computes: "label's last step: 0 for background, a root's number decoded, a non-root its root's number",
         block: B256,
         grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
         dynamic_shared_bytes: 0,
