@@ -31,6 +31,7 @@ mod ndimage_rank;
 mod power_cmd;
 mod price;
 mod price_devices;
+mod price_greeks;
 mod risk_cmd;
 mod row_files;
 mod serve_cmd;

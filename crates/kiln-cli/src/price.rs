@@ -60,6 +60,11 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
   maturity in years. Rows are numbered from 1 after the header (blank lines not counted).
 Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Greek is not
   computed; std_error 0 for analytic; vega and rho per 1.0, theta per year). Never NaN/inf.
+  With --greeks (mc only): the Greek columns hold every row's Monte Carlo Greeks (bump and
+  revalue with common random numbers, 32 independent batches; docs/finance.md), followed by
+  delta_se,gamma_se,vega_se,theta_se,rho_se; heston rows' vega is dV/dv0; basket rows fill
+  theta and rho only, their per-asset delta, gamma and vega (basket file order, with
+  errors) are in the --json summary's asset_greeks. Costs about 4n+5 prices (n assets).
 Methods: analytic prices european (all Greeks), asian_geometric (no theta) and the barrier
   styles (Reiner-Rubinstein with rebate; Greeks by differences, no theta); mc prices every
   style (delta and vega for european and asian styles; barriers without rebate).
@@ -167,6 +172,10 @@ pub struct Args {
     /// Price the good rows anyway and list the bad ones in <output stem>.errors.csv.
     #[arg(long)]
     skip_invalid: bool,
+    /// --method mc: every row's delta, gamma, vega, theta and rho with standard errors by
+    /// bump and revalue with common random numbers (see below).
+    #[arg(long)]
+    greeks: bool,
     /// Print a summary object (counts, method, device, timing) as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -207,6 +216,10 @@ struct Summary {
     seconds: f64,
     path_steps_per_s: f64,
     total_seconds: f64,
+    /// With --greeks: whether the Greeks were computed, and the basket rows' per-asset ones.
+    greeks: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asset_greeks: Option<Vec<crate::price_greeks::AssetGreeks>>,
     /// With --devices: each worker's part (share, chunks, steals, busy seconds) over the book.
     #[serde(skip_serializing_if = "Option::is_none")]
     workers: Option<Vec<crate::devices_arg::WorkerSplit>>,
@@ -389,6 +402,13 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         )
         .into());
     }
+    if args.greeks && (!is_mc || args.target_se.is_some() || args.devices.is_some()) {
+        return Err(Error::invalid(
+            "kiln price",
+            "--greeks needs --method mc and combines with neither --target-se nor --devices",
+        )
+        .into());
+    }
     if args.max_paths.is_some() && args.target_se.is_none() {
         return Err(Error::invalid(
             "kiln price",
@@ -473,6 +493,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
     let (mut rounds, mut extra_work, mut short) = (0u32, 0u64, 0usize);
     let mut max_used = 0u64;
     let mut records = Vec::with_capacity(good.len());
+    let (mut greek_errors, mut asset_greeks) = (Vec::new(), Vec::new());
     let mut done = 0usize;
     for range in plan {
         let rows = &good[range];
@@ -495,19 +516,51 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             }
             None => price_rows(&rt, pool.as_ref(), rows, &baskets, method, &mc, first)?,
         };
+        let mut greeks = if args.greeks {
+            let book: Vec<BookOption> = rows
+                .iter()
+                .filter_map(|o| book_option(o, &mc, &baskets))
+                .collect();
+            if book.len() != rows.len() {
+                return Err(Error::invalid("kiln price", "a row has no option for --greeks").into());
+            }
+            Some(crate::price_greeks::greeks_rows(&rt, &book, &mc, first)?.into_iter())
+        } else {
+            None
+        };
         for (o, r) in rows.iter().zip(results) {
+            let g = greeks.as_mut().and_then(|g| g.next());
             let bad = |reason: String| RowError {
                 row: o.row,
                 line: o.line,
                 id: o.id.clone(),
                 reason,
             };
+            // the Greeks' error, where the price had none
+            let (r, g) = match (r, g) {
+                (Ok(_), Some(Err(e))) => (Err(e), None),
+                (r, g) => (r, g.and_then(|g| g.ok())),
+            };
             match r {
                 Ok(res) => {
                     max_used = max_used.max(res.paths_used);
-                    let rec = PriceRecord::new(o.id.clone(), &res);
-                    match rec.non_finite() {
-                        None => records.push(rec),
+                    let mut rec = PriceRecord::new(o.id.clone(), &res);
+                    let extra = g.map(|g| crate::price_greeks::apply(&mut rec, &g));
+                    let se_bad = extra.as_ref().and_then(|(se, _)| {
+                        [se.delta, se.gamma, se.vega, se.theta, se.rho]
+                            .into_iter()
+                            .flatten()
+                            .find(|v| !v.is_finite())
+                            .map(|v| ("a Greek's standard error", v))
+                    });
+                    match rec.non_finite().or(se_bad) {
+                        None => {
+                            records.push(rec);
+                            if let Some((se, assets)) = extra {
+                                greek_errors.push(se);
+                                asset_greeks.extend(assets);
+                            }
+                        }
                         Some((col, v)) => errors.push(bad(format!(
                             "{col} came out {v}: the inputs overflow the model (check spot, strike, \
                              rate, volatility and maturity)"
@@ -539,7 +592,12 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         return Err(files.fail_invalid(&errors, total));
     }
 
-    options_csv::write_prices(&args.output, &records).map_err(io_error("--output"))?;
+    if args.greeks {
+        options_csv::write_prices_with_errors(&args.output, &records, &greek_errors)
+    } else {
+        options_csv::write_prices(&args.output, &records)
+    }
+    .map_err(io_error("--output"))?;
     if args.skip_invalid {
         files.write_errors(&errors)?;
     }
@@ -575,6 +633,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         seconds,
         path_steps_per_s: path_steps as f64 / seconds.max(1e-9),
         total_seconds: t_start.elapsed().as_secs_f64(),
+        greeks: args.greeks,
+        asset_greeks: args.greeks.then_some(asset_greeks),
         workers: pool.as_ref().map(|p| p.split()),
     };
     if args.json {

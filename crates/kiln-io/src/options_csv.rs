@@ -63,7 +63,10 @@ use kiln_core::finance::basket::{BasketAverage, BasketSpec};
 pub use crate::table::RowError;
 
 mod prices;
-pub use prices::{read_prices, write_errors, write_prices, PriceRecord, ERROR_COLUMNS, PRICE_COLUMNS};
+pub use prices::{
+    read_prices, write_errors, write_prices, write_prices_with_errors, GreekErrors, PriceRecord,
+    ERROR_COLUMNS, GREEK_ERROR_COLUMNS, PRICE_COLUMNS,
+};
 
 /// The option CSV's columns, for the shared reader.
 const SCHEMA: Schema = Schema {

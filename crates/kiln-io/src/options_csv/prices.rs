@@ -31,6 +31,37 @@ pub const PRICE_COLUMNS: [&str; 8] = [
     "rho",
 ];
 
+/// The columns a prices file with Monte Carlo Greeks' standard errors adds after
+/// [`PRICE_COLUMNS`] ([`write_prices_with_errors`]).
+pub const GREEK_ERROR_COLUMNS: [&str; 5] = ["delta_se", "gamma_se", "vega_se", "theta_se", "rho_se"];
+
+/// The standard errors of one row's Greeks, where computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GreekErrors {
+    /// delta's.
+    pub delta: Option<f64>,
+    /// gamma's.
+    pub gamma: Option<f64>,
+    /// vega's.
+    pub vega: Option<f64>,
+    /// theta's.
+    pub theta: Option<f64>,
+    /// rho's.
+    pub rho: Option<f64>,
+}
+
+impl GreekErrors {
+    fn cells(&self) -> [(&'static str, Option<f64>); 5] {
+        [
+            ("delta_se", self.delta),
+            ("gamma_se", self.gamma),
+            ("vega_se", self.vega),
+            ("theta_se", self.theta),
+            ("rho_se", self.rho),
+        ]
+    }
+}
+
 /// The columns of the errors file, in order.
 pub const ERROR_COLUMNS: [&str; 3] = ["row", "id", "reason"];
 
@@ -89,8 +120,45 @@ impl PriceRecord {
 /// Writes the prices file (`id,price,std_error,delta,gamma,vega,theta,rho`), atomically.
 /// A NaN or infinite value anywhere is an [`IoError::Encode`] and nothing is written.
 pub fn write_prices(path: impl AsRef<Path>, records: &[PriceRecord]) -> Result<()> {
+    write_rows(path.as_ref(), records, None)
+}
+
+/// [`write_prices`] with the Greeks' standard errors after the other columns
+/// ([`GREEK_ERROR_COLUMNS`]), `errors[i]` for `records[i]` (as many), atomically; readers of
+/// the prices file ([`read_prices`]) skip the extra columns.
+pub fn write_prices_with_errors(
+    path: impl AsRef<Path>,
+    records: &[PriceRecord],
+    errors: &[GreekErrors],
+) -> Result<()> {
     let path = path.as_ref();
-    if let Some((r, (col, v))) = records.iter().find_map(|r| r.non_finite().map(|b| (r, b))) {
+    if errors.len() != records.len() {
+        return Err(IoError::Encode {
+            path: path.to_owned(),
+            format: PRICE_FORMAT,
+            reason: format!(
+                "{} rows of standard errors for {} prices",
+                errors.len(),
+                records.len()
+            ),
+        });
+    }
+    write_rows(path, records, Some(errors))
+}
+
+fn write_rows(path: &Path, records: &[PriceRecord], errors: Option<&[GreekErrors]>) -> Result<()> {
+    let bad_se = errors.and_then(|es| {
+        records.iter().zip(es).find_map(|(r, e)| {
+            e.cells()
+                .into_iter()
+                .find_map(|(c, v)| v.filter(|v| !v.is_finite()).map(|v| (r, (c, v))))
+        })
+    });
+    if let Some((r, (col, v))) = records
+        .iter()
+        .find_map(|r| r.non_finite().map(|b| (r, b)))
+        .or(bad_se)
+    {
         return Err(IoError::Encode {
             path: path.to_owned(),
             format: PRICE_FORMAT,
@@ -102,10 +170,16 @@ pub fn write_prices(path: impl AsRef<Path>, records: &[PriceRecord]) -> Result<(
     }
     write_atomic(path, ".csv", |w| {
         let mut wtr = csv::Writer::from_writer(w);
-        wtr.write_record(PRICE_COLUMNS).map_err(|e| csv_error(path, e))?;
-        for r in records {
+        let extra: &[&str] = if errors.is_some() {
+            &GREEK_ERROR_COLUMNS
+        } else {
+            &[]
+        };
+        wtr.write_record(PRICE_COLUMNS.iter().chain(extra))
+            .map_err(|e| csv_error(path, e))?;
+        for (i, r) in records.iter().enumerate() {
             let opt = |v: Option<f64>| v.map(number).unwrap_or_default();
-            wtr.write_record([
+            let mut row = vec![
                 r.id.clone(),
                 number(r.price),
                 number(r.std_error),
@@ -114,8 +188,11 @@ pub fn write_prices(path: impl AsRef<Path>, records: &[PriceRecord]) -> Result<(
                 opt(r.vega),
                 opt(r.theta),
                 opt(r.rho),
-            ])
-            .map_err(|e| csv_error(path, e))?;
+            ];
+            if let Some(e) = errors.and_then(|es| es.get(i)) {
+                row.extend(e.cells().into_iter().map(|(_, v)| opt(v)));
+            }
+            wtr.write_record(&row).map_err(|e| csv_error(path, e))?;
         }
         wtr.flush().map_err(|e| IoError::os(path, e))
     })

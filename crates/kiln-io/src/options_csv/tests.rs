@@ -266,6 +266,38 @@ fn non_finite_values_are_never_written() {
 }
 
 #[test]
+fn greek_errors_follow_the_price_columns_and_readers_skip_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("prices.csv");
+    let mut r = PriceRecord::new("a", &PriceResult::exact(2.5));
+    r.delta = Some(0.5);
+    r.rho = Some(3.0);
+    let e = GreekErrors {
+        delta: Some(0.25),
+        rho: Some(0.125),
+        ..GreekErrors::default()
+    };
+    write_prices_with_errors(&p, std::slice::from_ref(&r), &[e]).unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert_eq!(
+        text,
+        "id,price,std_error,delta,gamma,vega,theta,rho,delta_se,gamma_se,vega_se,theta_se,rho_se\n\
+         a,2.5,0,0.5,,,,3,0.25,,,,0.125\n"
+    );
+    assert_eq!(read_prices(&p).unwrap(), [r.clone()]);
+    // a length mismatch or a non-finite error: nothing written
+    std::fs::remove_file(&p).unwrap();
+    assert!(write_prices_with_errors(&p, std::slice::from_ref(&r), &[]).is_err());
+    let nan = GreekErrors {
+        gamma: Some(f64::NAN),
+        ..e
+    };
+    let err = write_prices_with_errors(&p, &[r], &[nan]).unwrap_err();
+    assert!(err.to_string().contains("gamma_se is NaN"), "{err}");
+    assert!(!p.exists());
+}
+
+#[test]
 fn errors_file_quotes_reasons() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("prices.errors.csv");
