@@ -420,3 +420,75 @@ fn bad_interpolation_input_exits_4_and_writes_nothing() {
         "is the input file",
     );
 }
+
+/// On a CUDA device (`--device cuda`): the same bits as the CPU facade, for a 2-D rotate and
+/// zoom of each order class, a 3-D rotate (plane by plane) and a NIfTI zoom.
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn on_cuda_the_cli_gives_the_cpu_bits() {
+    if !kiln::testing::gpu_or_skip("on_cuda_the_cli_gives_the_cpu_bits") {
+        return;
+    }
+    let d = Dir::new();
+    let x = f32s(13 * 9, 41, -40.0, 90.0);
+    write_npy(&d.p("in.npy"), &[13, 9], x.clone());
+    let v = f32s(7 * 6 * 5, 42, -1.0, 1.0);
+    write_npy(&d.p("v.npy"), &[7, 6, 5], v.clone());
+    let o = |order: usize, mode: &str| opts(order, mode, 0.0);
+    type Case<'a> = (&'a str, &'a str, &'a [f32], &'a [usize], Box<Op>);
+    let cases: Vec<Case> = vec![
+        (
+            "rotate --angle 30 --order 1",
+            "in.npy",
+            &x,
+            &[13, 9],
+            Box::new(move |rt, t| si::rotate(rt, t, 30.0, [1, 0], true, &o(1, "constant"), DType::F32)),
+        ),
+        (
+            "rotate --angle -50 --mode nearest",
+            "in.npy",
+            &x,
+            &[13, 9],
+            Box::new(move |rt, t| si::rotate(rt, t, -50.0, [1, 0], true, &o(3, "nearest"), DType::F32)),
+        ),
+        (
+            "zoom --zoom 1.7,0.6 --order 5 --mode grid-constant",
+            "in.npy",
+            &x,
+            &[13, 9],
+            Box::new(move |rt, t| si::zoom(rt, t, &[1.7, 0.6], false, &o(5, "grid-constant"), DType::F32)),
+        ),
+        (
+            "rotate --angle 25",
+            "v.npy",
+            &v,
+            &[7, 6, 5],
+            Box::new(move |rt, t| si::rotate(rt, t, 25.0, [1, 0], true, &o(3, "constant"), DType::F32)),
+        ),
+        (
+            "affine_transform --matrix 1,0.1,0,0.5;0,0.9,0.2,-1;0.05,0,1.1,0 --order 2 --mode mirror",
+            "v.npy",
+            &v,
+            &[7, 6, 5],
+            Box::new(move |rt, t| {
+                let m = AffineMatrix {
+                    values: vec![1.0, 0.1, 0.0, 0.5, 0.0, 0.9, 0.2, -1.0, 0.05, 0.0, 1.1, 0.0],
+                    shape: vec![3, 4],
+                };
+                si::affine_transform(rt, t, &m, &[0.0], None, &o(2, "mirror"), DType::F32)
+            }),
+        ),
+    ];
+    for (i, (line, input, data, shape, f)) in cases.iter().enumerate() {
+        let out = format!("g{i}.npy");
+        let json = d.ok(&format!(
+            "--device cuda ndimage {line} --input {input} --output {out} --json"
+        ));
+        // --device cuda exits 3 when no GPU can be used: a result here ran on one
+        assert!(json["fallback_reason"].is_null(), "{json}");
+        same_npy(&d, &out, &run(data, shape, f));
+    }
+}
