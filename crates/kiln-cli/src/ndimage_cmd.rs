@@ -52,12 +52,13 @@ Functions (scipy.ndimage's names; the parameters each reads):
     binary_opening, binary_closing   generate_binary_structure(ndim, C); default 1),
                                      --iterations N (< 1: until nothing changes), --border-value 0|1
   binary_fill_holes                --structure | --connectivity, --origin
-  zoom                             --zoom Z[,Z..] (> 0; output shape round(shape * zoom)), --grid-mode
+  zoom                             --zoom Z[,Z..] (> 0; shape round(shape * zoom)), --grid-mode
   shift                            --shift S[,S..] (output o reads the input at o - S)
-  rotate                           --angle DEG, --axes A,B (the plane; default 1,0), --reshape true|false
-                                     (more than 2 axes: every plane of A,B, as scipy)
-  affine_transform                 --matrix M.npy or rows A,B;C,D (scipy's forms: (n,) diagonal, (n, n),
-                                     (n, n+1), (n+1, n+1) homogeneous), --offset, --output-shape
+  rotate                           --angle DEG, --axes A,B (the plane; default 1,0), --reshape
+                                     true|false (more than 2 axes: every plane, as scipy)
+  affine_transform                 --matrix M.npy or rows A,B;C,D (scipy's forms: (n,) a diagonal,
+                                     (n, n), (n, n+1), (n+1, n+1) homogeneous), --offset,
+                                     --output-shape
   spline_filter                    --order 2-5, --mode (default mirror)
   spline_filter1d                  --order, --axis, --mode (default mirror)
   Interpolation also reads --order 0-5 (default 3), --mode (default constant; scipy's: constant,
