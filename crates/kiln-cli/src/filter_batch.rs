@@ -63,12 +63,12 @@ struct Skipped {
 }
 
 /// The inputs of a batch, sorted, and what was passed over.
-struct Listing {
-    files: Vec<PathBuf>,
+pub(crate) struct Listing {
+    pub(crate) files: Vec<PathBuf>,
     skipped: Vec<Skipped>,
 }
 
-fn list_inputs(input: &Path, two_d: bool) -> anyhow::Result<Listing> {
+pub(crate) fn list_inputs(input: &Path, two_d: bool) -> anyhow::Result<Listing> {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut consider = |p: PathBuf, skipped: &mut Vec<Skipped>| {
@@ -147,7 +147,7 @@ fn list_inputs(input: &Path, two_d: bool) -> anyhow::Result<Listing> {
 
 /// The output path of each input in `dir`, after the checks of the module docs; creates
 /// the directory.
-fn output_paths(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn output_paths(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     if dir.exists() && !dir.is_dir() {
         return Err(invalid(
             "--output",

@@ -27,6 +27,8 @@ mod kernels_cmd;
 mod load_cmd;
 mod monitor_cmd;
 mod ndimage_cmd;
+mod ndimage_interp;
+mod ndimage_interp_io;
 mod ndimage_rank;
 mod power_cmd;
 mod price;
@@ -153,7 +155,7 @@ enum Command {
     /// Every boundary mode (reflect, constant, nearest, mirror, wrap, grid-wrap,
     /// grid-constant), kernels of any shape and origin, 8/16-bit images kept in their type.
     /// Example: kiln ndimage gaussian_filter --input t1.nii.gz --sigma 1,1,2 --output o.nii.gz
-    Ndimage(ndimage_cmd::Args),
+    Ndimage(Box<ndimage_cmd::Args>),
     /// Benchmark the workloads against the hardware's measured ceilings.
     ///
     /// Ceilings first (device copy and pinned host-to-device on a GPU, a host copy on the

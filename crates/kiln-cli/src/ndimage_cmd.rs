@@ -20,6 +20,7 @@
 
 use crate::filter_cmd::{invalid, io_error, preflight, refuse_batch_flags, run_image, run_volume, Common};
 use crate::filter_kernel::{plan_size, Described, Filter2, Filter3};
+use crate::ndimage_interp as interp;
 use crate::ndimage_rank::{self as rank, MorphPlan, RankFlags};
 use kiln::core::imaging::linear_spec::{self, NdParams};
 use kiln::ndimage::LinearFilter;
@@ -51,9 +52,28 @@ Functions (scipy.ndimage's names; the parameters each reads):
     binary_opening, binary_closing   generate_binary_structure(ndim, C); default 1),
                                      --iterations N (< 1: until nothing changes), --border-value 0|1
   binary_fill_holes                --structure | --connectivity, --origin
+  zoom                             --zoom Z[,Z..] (> 0; shape round(shape * zoom)), --grid-mode
+  shift                            --shift S[,S..] (output o reads the input at o - S)
+  rotate                           --angle DEG, --axes A,B (the plane; default 1,0), --reshape
+                                     true|false (more than 2 axes: every plane, as scipy)
+  affine_transform                 --matrix M.npy or rows A,B;C,D (scipy's forms: (n,) a diagonal,
+                                     (n, n), (n, n+1), (n+1, n+1) homogeneous), --offset,
+                                     --output-shape
+  spline_filter                    --order 2-5, --mode (default mirror)
+  spline_filter1d                  --order, --axis, --mode (default mirror)
+  Interpolation also reads --order 0-5 (default 3), --mode (default constant; scipy's: constant,
+  grid-constant, nearest, reflect, grid-mirror, mirror, wrap, grid-wrap), --cval (constant
+  modes), --prefilter true|false. Results are scipy 1.17's bits for a float32 array (an 8/16-bit
+  image: computed in float64, stored as scipy stores into uint8/uint16: t + 0.5 truncated,
+  clamped); every channel (alpha too) is resampled; CPU and CUDA give the same bits. The output's
+  shape may differ from the input's. NIfTI: after zoom the voxel sizes (pixdim), the sform and
+  the qform offset follow the new grid (the volume covers the same space); shift, rotate,
+  affine_transform and the spline filters keep the input's header as it is (only the dims
+  follow the data; the affine is not moved with a rotated or reshaped grid). A 4-D volume is
+  resampled volume by volume along t.
   Rank filters and morphology keep 8/16-bit data in its type on the device and give the CPU's
   bits exactly. Binary results are 0/1 in the input's type (an 8-bit PNG mask holds 0 and 1).
-  every function but binary_*: --mode reflect|constant|nearest|mirror|wrap|grid-wrap|grid-constant|grid-mirror,
+  filters (not binary_*): --mode reflect|constant|nearest|mirror|wrap|grid-wrap|grid-constant|grid-mirror,
   --cval V. Lists are comma-separated (--sigma 1,2.5); one value is every axis. Axes are the
   data's (0 = rows of an image, the first stored axis of a volume); negative count from the end.
 Files: as kiln filter2d (.png .tif .tiff .npy) and kiln filter3d (.nii .nii.gz .npy); 8/16-bit
@@ -68,6 +88,9 @@ Examples:
   kiln ndimage median_filter --input noisy.png --size 5 --output clean.png
   kiln ndimage grey_opening --input part.tif --footprint disk7.npy --mode nearest --output o.tif
   kiln ndimage binary_fill_holes --input mask.png --connectivity 1 --output filled.png
+  kiln ndimage zoom --input t1.nii.gz --zoom 2,2,1 --order 1 --output t1_up.nii.gz
+  kiln ndimage rotate --input slice.png --angle 30 --reshape false --mode nearest --output r.png
+  kiln ndimage affine_transform --input vol.npy --matrix 'a.npy' --output-shape 64,64,32 --output o.npy
 ";
 
 /// `kiln ndimage` options.
@@ -76,88 +99,115 @@ Examples:
 pub struct Args {
     /// The scipy.ndimage function, e.g. gaussian_filter (see below).
     #[arg(value_name = "FUNCTION")]
-    function: String,
+    pub(crate) function: String,
     /// The file to filter, or for a batch a directory or a quoted glob.
     #[arg(long, value_name = "FILE|DIR|GLOB")]
-    input: PathBuf,
+    pub(crate) input: PathBuf,
     /// Where to write the result (a directory for a batch).
     #[arg(long, value_name = "FILE|DIR")]
-    output: PathBuf,
+    pub(crate) output: PathBuf,
     /// Gaussian standard deviation(s), one per axis or one for all.
     #[arg(long, value_name = "S[,S..]")]
-    sigma: Option<String>,
+    pub(crate) sigma: Option<String>,
     /// Gaussian derivative order(s) per axis (0, 1, 2).
     #[arg(long, value_name = "N[,N..]")]
-    order: Option<String>,
+    pub(crate) order: Option<String>,
     /// Gaussian radius = int(truncate * sigma + 0.5) (default 4.0).
     #[arg(long, value_name = "T")]
-    truncate: Option<String>,
+    pub(crate) truncate: Option<String>,
     /// Gaussian radius per axis (overrides --truncate).
     #[arg(long, value_name = "R[,R..]")]
-    radius: Option<String>,
+    pub(crate) radius: Option<String>,
     /// uniform_filter size per axis (default 3).
     #[arg(long, value_name = "N[,N..]")]
-    size: Option<String>,
+    pub(crate) size: Option<String>,
     /// Kernel placement per axis: -(n/2) <= origin <= (n-1)/2 (default 0).
     #[arg(long, value_name = "O[,O..]", allow_hyphen_values = true)]
-    origin: Option<String>,
+    pub(crate) origin: Option<String>,
     /// The axis of 1-D functions, sobel and prewitt (default -1).
     #[arg(long, value_name = "A", allow_hyphen_values = true)]
-    axis: Option<String>,
+    pub(crate) axis: Option<String>,
     /// The axes filtered (default: all).
     #[arg(long, value_name = "A[,A..]", allow_hyphen_values = true)]
-    axes: Option<String>,
+    pub(crate) axes: Option<String>,
     /// Kernel weights: a .npy file (any shape) or a comma-separated list (1-D, or a
     /// square/cube).
     #[arg(long, value_name = "FILE.npy|W,W..", allow_hyphen_values = true)]
-    weights: Option<String>,
+    pub(crate) weights: Option<String>,
     /// Boundary mode (scipy's names; default reflect).
     #[arg(long)]
-    mode: Option<String>,
+    pub(crate) mode: Option<String>,
     /// The value outside under constant modes, in the input's units.
     #[arg(long, value_name = "V", allow_hyphen_values = true)]
-    cval: Option<f64>,
+    pub(crate) cval: Option<f64>,
     /// Take a 3-D .npy as a batch (N, H, W) of images, not a volume.
     #[arg(long)]
-    batch: bool,
+    pub(crate) batch: bool,
     /// Rank filters and grey morphology: a window mask (.npy, bool or 0/1), instead of
     /// --size.
     #[arg(long, value_name = "FILE.npy")]
-    footprint: Option<String>,
+    pub(crate) footprint: Option<String>,
     /// Grey morphology: a non-flat structuring element (.npy values); binary morphology:
     /// the structuring element (.npy, bool or 0/1).
     #[arg(long, value_name = "FILE.npy")]
-    structure: Option<String>,
+    pub(crate) structure: Option<String>,
     /// Binary morphology: the structure generate_binary_structure(ndim, C) (default 1).
     #[arg(long, value_name = "C")]
-    connectivity: Option<usize>,
+    pub(crate) connectivity: Option<usize>,
     /// rank_filter: the rank (0 is the minimum; negative counts from the top).
     #[arg(long, value_name = "R", allow_hyphen_values = true)]
-    rank: Option<isize>,
+    pub(crate) rank: Option<isize>,
     /// percentile_filter: the percentile, -100 to 100.
     #[arg(long, value_name = "Q", allow_hyphen_values = true)]
-    percentile: Option<f64>,
+    pub(crate) percentile: Option<f64>,
     /// Binary morphology: repetitions (< 1 repeats until the result stops changing).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    iterations: Option<i64>,
+    pub(crate) iterations: Option<i64>,
     /// Binary morphology: the value read outside the image (0 or 1).
     #[arg(long, value_name = "0|1")]
-    border_value: Option<u8>,
+    pub(crate) border_value: Option<u8>,
     /// Print a summary object as JSON on stdout.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Batch: reader threads.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    readers: Option<u32>,
+    pub(crate) readers: Option<u32>,
     /// Batch: writer threads.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    writers: Option<u32>,
+    pub(crate) writers: Option<u32>,
     /// Batch: device streams (default 2).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
-    streams: Option<u32>,
+    pub(crate) streams: Option<u32>,
     /// Batch: stop at the first file that fails.
     #[arg(long)]
-    fail_fast: bool,
+    pub(crate) fail_fast: bool,
+    /// zoom: the factor per axis (one for all), > 0.
+    #[arg(long, value_name = "Z[,Z..]")]
+    pub(crate) zoom: Option<String>,
+    /// shift: the shift per axis (one for all); output index o reads the input at o - shift.
+    #[arg(long, value_name = "S[,S..]", allow_hyphen_values = true)]
+    pub(crate) shift: Option<String>,
+    /// rotate: the angle in degrees.
+    #[arg(long, value_name = "DEG", allow_hyphen_values = true)]
+    pub(crate) angle: Option<f64>,
+    /// rotate: enlarge the output to hold the whole rotated input (default true).
+    #[arg(long, value_name = "true|false")]
+    pub(crate) reshape: Option<String>,
+    /// affine_transform: a .npy, or rows of numbers split by `;` (a diagonal: one row).
+    #[arg(long, value_name = "FILE.npy|A,B;C,D", allow_hyphen_values = true)]
+    pub(crate) matrix: Option<String>,
+    /// affine_transform: the offset per axis (one for all; default 0).
+    #[arg(long, value_name = "O[,O..]", allow_hyphen_values = true)]
+    pub(crate) offset: Option<String>,
+    /// affine_transform: the output's shape (default the input's).
+    #[arg(long, value_name = "N[,N..]")]
+    pub(crate) output_shape: Option<String>,
+    /// Interpolation: spline-filter the input first for order > 1 (default true).
+    #[arg(long, value_name = "true|false")]
+    pub(crate) prefilter: Option<String>,
+    /// zoom: align the pixel edges, not the corner samples (default false).
+    #[arg(long, value_name = "true|false")]
+    pub(crate) grid_mode: Option<String>,
 }
 
 /// What a function becomes.
@@ -193,6 +243,16 @@ impl Planned {
 
 /// The function `name` for `ndim`-D data.
 fn plan(name: &str, ndim: usize, p: &NdParams, a: &Args) -> anyhow::Result<Planned> {
+    if let Some(flag) = interp::interp_flags_given(a).first() {
+        if rank::RANK_FUNCTIONS.iter().any(|f| f.0 == name)
+            || linear_spec::FUNCTIONS.iter().any(|f| f.0 == name)
+        {
+            return Err(invalid(
+                flag,
+                format!("{name} does not take {flag} (an interpolation flag)"),
+            ));
+        }
+    }
     let flags = RankFlags {
         size: a.size.as_deref(),
         footprint: a.footprint.as_deref(),
@@ -248,6 +308,7 @@ fn plan(name: &str, ndim: usize, p: &NdParams, a: &Args) -> anyhow::Result<Plann
         .iter()
         .map(|f| f.0)
         .chain(rank::RANK_FUNCTIONS.iter().map(|f| f.0))
+        .chain(interp::INTERP_FUNCTIONS.iter().map(|f| f.0))
         .collect();
     Err(invalid(
         "FUNCTION",
@@ -345,7 +406,11 @@ fn data_rank(path: &Path, batch: bool) -> anyhow::Result<usize> {
 /// `kiln ndimage`; see the module docs.
 pub fn run(a: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let t_start = Instant::now();
-    let p = params(a)?;
+    let interp_plan = if interp::is_interp(&a.function) {
+        Some(interp::plan(a)?)
+    } else {
+        None
+    };
     let is_batch = crate::filter_batch::is_batch_input(&a.input);
     let probe = if is_batch {
         first_file(&a.input)
@@ -354,6 +419,10 @@ pub fn run(a: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<Exi
         a.input.clone()
     };
     let ndim = data_rank(&probe, a.batch)?;
+    if let Some(ip) = interp_plan {
+        return crate::ndimage_interp_io::run(a, &ip, ndim, is_batch, request, cfg);
+    }
+    let p = params(a)?;
     let planned = plan(&a.function, ndim, &p, a)?;
     let mode = p.boundary()?;
     let c = Common {

@@ -61,6 +61,40 @@ impl Volume {
         self.header.pixdim[1..=n].to_vec()
     }
 
+    /// The header after resampling the first three axes onto a new grid where output voxel
+    /// `o` lies at input voxel `o * scale[a] + start[a]` along axis `a` (scipy's `zoom`:
+    /// `scale` its factors, `start` 0, or `0.5 * scale - 0.5` with `grid_mode`): the voxel
+    /// sizes (`pixdim[1..=3]`) scale, and the sform rows and the qform offset move so that
+    /// every output voxel keeps the world position of the point it was sampled from. The
+    /// qform's rotation, the codes, the units and the fourth axis stay as they are.
+    pub fn resample_grid(&mut self, scale: [f64; 3], start: [f64; 3]) {
+        let h = &mut self.header;
+        // the qform's affine, before pixdim changes
+        let qform = header_affine(&NiftiHeader {
+            sform_code: 0,
+            ..h.clone()
+        });
+        for row in [&mut h.srow_x, &mut h.srow_y, &mut h.srow_z] {
+            let m: [f64; 4] = row.map(f64::from);
+            let t = m[3] + (0..3).map(|j| m[j] * start[j]).sum::<f64>();
+            for j in 0..3 {
+                row[j] = (m[j] * scale[j]) as f32;
+            }
+            row[3] = t as f32;
+        }
+        let q: Vec<f64> = (0..3)
+            .map(|r| qform[r][3] + (0..3).map(|j| qform[r][j] * start[j]).sum::<f64>())
+            .collect();
+        if h.qform_code > 0 {
+            h.quatern_x = q[0] as f32;
+            h.quatern_y = q[1] as f32;
+            h.quatern_z = q[2] as f32;
+        }
+        for (p, s) in h.pixdim[1..4].iter_mut().zip(scale) {
+            *p = (f64::from(*p) * s) as f32;
+        }
+    }
+
     /// The element type of the file the volume was read from (`None` for a header that
     /// names no valid type, e.g. one made by [`Volume::new`]).
     pub fn stored_dtype(&self) -> Option<NiftiType> {

@@ -17,10 +17,12 @@
 //!
 //! Interpolation (`zoom`, `shift`, `affine_transform`, `map_coordinates`:
 //! [`Tensor::resample`]; the spline prefilter: [`Tensor::spline_filter1d`]; the `interp`
-//! submodule): written to be bitwise the same on both devices (the GPU path has not yet run
+//! submodule; scipy's Python-level functions `zoom`, `shift`, `affine_transform`, `rotate`,
+//! `spline_filter[1d]` with their parameters: [`scipy_interp`]): written to be bitwise the same on both devices (the GPU path has not yet run
 //! on a GPU; see docs/ndimage.md).
 
 mod interp;
+pub mod scipy_interp;
 
 pub use interp::{InterpMode, InterpSpec, Resample};
 

@@ -14,6 +14,9 @@ use super::spline::weights_of_delta;
 use super::{check_order, floor, store_value, InterpMode, Store};
 use crate::error::{Error, Result};
 
+#[path = "transform_fast.rs"]
+mod fast;
+
 /// Output points per parallel task.
 const CHUNK: usize = 4096;
 
@@ -312,6 +315,27 @@ pub fn geometric_transform_into<T: OutValue>(
     store: Store,
     out: &mut [T],
 ) -> Result<()> {
+    geometric_impl(
+        input, ishape, mapping, oshape, order, mode, cval, nprepad, store, out, true,
+    )
+}
+
+/// [`geometric_transform_into`]; `fast` lets a 2-D affine map of order 0 or 1 take the
+/// loop of `transform_fast.rs` (the same values: the tests compare both).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn geometric_impl<T: OutValue>(
+    input: &[f64],
+    ishape: &[usize],
+    mapping: Mapping<'_>,
+    oshape: &[usize],
+    order: usize,
+    mode: InterpMode,
+    cval: f64,
+    nprepad: usize,
+    store: Store,
+    out: &mut [T],
+    fast: bool,
+) -> Result<()> {
     let op = "geometric_transform";
     check_input(op, input, ishape, order)?;
     let irank = ishape.len();
@@ -350,6 +374,9 @@ pub fn geometric_transform_into<T: OutValue>(
         nprepad: nprepad as f64,
     };
     check_out(op, out.len(), n)?;
+    if let (true, Mapping::Affine { matrix, shift }, 2, 2, 0..=1) = (fast, mapping, irank, orank, order) {
+        return fast::affine_2d_low(&ctx, input, matrix, shift, oshape, mode, cval, store, out);
+    }
     let gc = mode == InterpMode::GridConstant;
     let map = mode != InterpMode::GridConstant && mode != InterpMode::Nearest;
     out.par_chunks_mut(CHUNK)
