@@ -355,3 +355,15 @@ async fn small_books_and_queue_timeouts_are_not_split() {
     let id = app_support::submit_job(&st, &target).await;
     assert!(get(&st, &id).await.get("shards").is_none());
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_shard_fields() {
+    let doc = serde_json::to_value(kiln_service::api::openapi()).unwrap();
+    let view = &doc["components"]["schemas"]["JobView"]["properties"];
+    assert!(view.get("parent").is_some(), "{view}");
+    assert!(view.get("shards").is_some(), "{view}");
+    let counts = &doc["components"]["schemas"]["ShardCounts"]["properties"];
+    for k in ["total", "done", "failed", "cancelled"] {
+        assert!(counts.get(k).is_some(), "ShardCounts.{k}: {counts}");
+    }
+}
