@@ -245,6 +245,11 @@ fn top_level_array(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
     None
 }
 
+/// The largest merged result the stores keep: under SQLite's default string limit (1e9
+/// bytes) and PostgreSQL's limit on one text value (1 GiB). A book whose merged result
+/// would be larger fails with the size named, instead of failing the store's transaction.
+pub const MAX_MERGED_BYTES: usize = 900_000_000;
+
 /// What the merge reads of a shard's result besides its prices.
 #[derive(Deserialize)]
 struct ShardHead {
@@ -263,6 +268,19 @@ struct ShardHead {
 /// JSON text joined, so every price keeps its bits. An error names what did not fit (a
 /// shard's result that is not a book's, or whose price count is not its row count).
 pub fn merge(parent: &ParentTask, results: &[String]) -> Result<String, String> {
+    merge_within(parent, results, MAX_MERGED_BYTES)
+}
+
+/// [`merge`] with a size limit of `max_bytes`.
+fn merge_within(parent: &ParentTask, results: &[String], max_bytes: usize) -> Result<String, String> {
+    let bytes: usize = results.iter().map(String::len).sum();
+    if bytes > max_bytes {
+        return Err(format!(
+            "the merged result of {} rows would be about {bytes} bytes; the store keeps at most \
+             {max_bytes} in one result: split the book into several jobs",
+            parent.rows
+        ));
+    }
     if results.len() as u64 != parent.shards {
         return Err(format!(
             "{} shard results for {} shards",
@@ -270,7 +288,7 @@ pub fn merge(parent: &ParentTask, results: &[String]) -> Result<String, String> 
             parent.shards
         ));
     }
-    let mut rows = String::with_capacity(results.iter().map(String::len).sum());
+    let mut rows = String::with_capacity(bytes);
     let mut devices = Vec::with_capacity(results.len());
     let mut first: Option<ShardHead> = None;
     let mut total = 0u64;

@@ -87,6 +87,11 @@ fn merge_refuses_results_that_do_not_fit() {
     assert!(e.contains("shard 1 has 3 prices for 2 options"), "{e}");
     let e = merge(&parent, &[shard_result(&[1.0; 3], "d"), "{\"x\": 1}".into()]).unwrap_err();
     assert!(e.contains("shard 1's result is not a book's"), "{e}");
+    let fits = [shard_result(&[1.0; 3], "d"), shard_result(&[1.0; 2], "d")];
+    let bytes = fits[0].len() + fits[1].len();
+    assert!(merge_within(&parent, &fits, bytes).is_ok());
+    let e = merge_within(&parent, &fits, bytes - 1).unwrap_err();
+    assert!(e.contains(&format!("about {bytes} bytes")), "{e}");
 }
 
 #[test]
