@@ -167,7 +167,15 @@ pub async fn list_jobs(
             })
             .await?;
     Ok(Json(JobList {
-        jobs: page.jobs.into_iter().map(JobView::from).collect(),
+        // a list reads no shard counts: a parent's are shown by GET /v1/jobs/{id}
+        jobs: page
+            .jobs
+            .into_iter()
+            .map(|mut j| {
+                j.shards = None;
+                JobView::from(j)
+            })
+            .collect(),
         next_cursor: page.next_cursor.map(|c| c.to_string()),
     }))
 }

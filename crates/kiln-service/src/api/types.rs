@@ -92,7 +92,7 @@ pub struct JobView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
     /// A job split into shards: how many, and how many are done, failed or cancelled
-    /// (shown by `GET /v1/jobs/{id}`; a list shows only `total`).
+    /// (shown by `GET /v1/jobs/{id}`, not in lists).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<crate::store::ShardCounts>,
 }
