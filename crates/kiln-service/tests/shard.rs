@@ -92,15 +92,31 @@ fn run(rt: &Runtime, opts: &ExecOptions, j: &ClaimedJob) -> Outcome {
     }
 }
 
+/// A worker's runtime: the CPU, or with `gpu` the first CUDA device (gpu-tests).
+fn runtime(gpu: bool) -> Runtime {
+    if gpu {
+        let rt = Runtime::new(kiln::DeviceRequest::Cuda(Some(0)), &kiln::Config::default()).unwrap();
+        assert!(rt.cuda().is_some(), "a CUDA runtime");
+        rt
+    } else {
+        Runtime::cpu()
+    }
+}
+
 /// `workers` workers, each claiming one job at a time until the queue is empty; every
 /// end stored. Returns how many jobs they ran.
 async fn drain(st: &Arc<AppState>, dir: &std::path::Path, workers: usize) -> usize {
+    drain_on(st, dir, workers, false).await
+}
+
+/// [`drain`] on CPU or GPU runtimes.
+async fn drain_on(st: &Arc<AppState>, dir: &std::path::Path, workers: usize, gpu: bool) -> usize {
     let mut tasks = Vec::new();
     for w in 0..workers {
         let (st, opts) = (st.clone(), opts(dir));
         tasks.push(tokio::spawn(async move {
             let owner = format!("live/w{w}");
-            let rt = Arc::new(Runtime::cpu());
+            let rt = Arc::new(runtime(gpu));
             let mut ran = 0;
             loop {
                 let jobs = st
@@ -148,10 +164,15 @@ fn bits(result: &Value) -> Vec<(u64, u64)> {
 
 /// The job run unsharded on a store of its own: its result.
 async fn unsharded(body: &Value) -> Value {
+    unsharded_on(body, false).await
+}
+
+/// [`unsharded`] on a CPU or GPU runtime.
+async fn unsharded_on(body: &Value, gpu: bool) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let st = state(dir.path(), false);
     let id = app_support::submit_job(&st, body).await;
-    assert_eq!(drain(&st, dir.path(), 1).await, 1, "one job, not split");
+    assert_eq!(drain_on(&st, dir.path(), 1, gpu).await, 1, "one job, not split");
     let b = get(&st, &id).await;
     assert_eq!(b["state"], "succeeded", "{b}");
     assert!(b.get("shards").is_none(), "{b}");
@@ -365,5 +386,24 @@ async fn the_openapi_document_describes_the_shard_fields() {
     let counts = &doc["components"]["schemas"]["ShardCounts"]["properties"];
     for k in ["total", "done", "failed", "cancelled"] {
         assert!(counts.get(k).is_some(), "ShardCounts.{k}: {counts}");
+    }
+}
+
+/// On a GPU: shards priced by CUDA runtimes (two workers on the one device) give the bits
+/// of the book priced unsharded on that device: each shard's first stream reaches the
+/// GPU kernels.
+#[cfg(feature = "gpu-tests")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_gpu_a_sharded_book_is_bitwise_the_unsharded_one() {
+    let mc = json!({"method": "mc", "paths": 65536, "steps": 32, "seed": 3});
+    for body in [job(mc.clone(), book(true)), job(mc.clone(), book(false))] {
+        let want = unsharded_on(&body, true).await;
+        let dir = tempfile::tempdir().unwrap();
+        let st = state(dir.path(), true);
+        let id = app_support::submit_job(&st, &body).await;
+        assert_eq!(drain_on(&st, dir.path(), 2, true).await, 7);
+        let b = get(&st, &id).await;
+        assert_eq!(b["state"], "succeeded", "{b}");
+        assert_eq!(bits(&b["result"]), bits(&want), "{body}");
     }
 }
