@@ -415,6 +415,8 @@ pub struct ServiceConfig {
     pub blobs: BlobLimits,
     /// Sharing workers between tokens.
     pub scheduling: Scheduling,
+    /// Splitting large `price` books into shards any node may run (crate::shard).
+    pub sharding: crate::shard::Sharding,
     /// The store.
     pub store: StoreConfig,
     /// Accept the `fault` job kind (tests and drills only), from tokens that name it in
@@ -444,6 +446,7 @@ impl Default for ServiceConfig {
             results: Results::default(),
             blobs: BlobLimits::default(),
             scheduling: Scheduling::default(),
+            sharding: crate::shard::Sharding::default(),
             store: StoreConfig::default(),
             allow_fault_injection: false,
             allow_user_kernels: false,
@@ -540,6 +543,7 @@ impl ServiceConfig {
             }
         }
         self.workers.device_groups()?;
+        self.sharding.validate()?;
         if self.workers.cpu_workers == 0
             && self.workers.gpus == GpuSelection::None
             && self.workers.groups.is_empty()

@@ -170,7 +170,8 @@ fn run_one(rt: &Runtime, opts: &ExecOptions, item: &WorkItem, task: Task) -> Wor
             options,
             target_se,
             max_paths,
-        } => crate::pricing::run_book(rt, &method, &mc, &options, target_se, max_paths),
+            first_option,
+        } => crate::pricing::run_book(rt, &method, &mc, &options, target_se, max_paths, first_option),
         Task::ImpliedVol { quotes } => crate::implied::run(rt, &quotes),
         Task::Risk(job) => crate::risk::run(rt, opts, &item.id, &job),
         Task::Calibrate {

@@ -43,6 +43,7 @@ pub mod protocol;
 pub mod risk;
 pub mod sandbox;
 pub mod server;
+pub mod shard;
 pub mod store;
 pub mod supervisor;
 pub mod task;

@@ -56,6 +56,7 @@ pub struct ServiceMetrics {
     submitted: Family<KindLabels, Counter>,
     finished: Family<KindStateLabels, Counter>,
     expired: Family<KindLabels, Counter>,
+    shards: Counter,
     queue_depth: Gauge,
     running: Gauge,
     workers_up: Gauge,
@@ -87,6 +88,7 @@ impl Default for ServiceMetrics {
             submitted: Family::default(),
             finished: Family::default(),
             expired: Family::default(),
+            shards: Counter::default(),
             queue_depth: Gauge::default(),
             running: Gauge::default(),
             workers_up: Gauge::default(),
@@ -103,6 +105,11 @@ impl Default for ServiceMetrics {
             "kiln_service_jobs_submitted",
             "Jobs accepted (202), by kind",
             m.submitted.clone(),
+        );
+        r.register(
+            "kiln_service_job_shards_created",
+            "Shards stored for jobs split across the cluster (sharding.min_rows); each is also a job",
+            m.shards.clone(),
         );
         r.register(
             "kiln_service_jobs_finished",
@@ -205,6 +212,11 @@ impl ServiceMetrics {
             })
             .inc();
         kiln_monitor::global().kiln().observe_job_latency(kind, latency_s);
+    }
+
+    /// A job was split into `n` shards (crate::shard).
+    pub fn sharded(&self, n: usize) {
+        self.shards.inc_by(n as u64);
     }
 
     /// A job of `kind` was not started within its queue timeout.

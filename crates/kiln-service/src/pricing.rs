@@ -193,6 +193,7 @@ pub fn validate(params: &Value, inputs: &Value, blobs: &dyn BlobLookup) -> Resul
             options: book,
             target_se: target,
             max_paths,
+            first_option: 0,
         },
         n,
     ))
@@ -312,8 +313,9 @@ fn refuse_basket_rows(data: &[u8]) -> Result<(), ApiError> {
 }
 
 /// Runs a [`Task::PriceBook`] on `rt`: `Runtime::price_book` on the whole book from stream
-/// 0, or `Runtime::price_to_target` with a target. The result is [`Task::Price`]'s shape
-/// (`method`, `prices`, `stream_offset` 0, `batch_options`, `device`, `workers` null) with
+/// `first_option` (0 but for a shard of a larger book, crate::shard), or
+/// `Runtime::price_to_target` with a target. The result is [`Task::Price`]'s shape
+/// (`method`, `prices`, `stream_offset` (`first_option`), `batch_options`, `device`, `workers` null) with
 /// each price's `kind` (`bs`, `heston`, `american`, `basket`) and the generator (`rng`),
 /// and with a target: each price's `met`, and `target_se`, `max_paths`, `rounds`,
 /// `seconds`. A sticky device error fails the job (the worker restarts); an option's own
@@ -325,6 +327,7 @@ pub fn run_book(
     options: &[BookOption],
     target: Option<TargetSe>,
     max_paths: u64,
+    first_option: u32,
 ) -> WorkOutcome {
     let m = if method == "mc" {
         Method::MonteCarlo
@@ -332,7 +335,7 @@ pub fn run_book(
         Method::Analytic
     };
     let (prices, run) = match target {
-        None => (rt.price_book(options, m, mc, 0), None),
+        None => (rt.price_book(options, m, mc, first_option), None),
         Some(t) => {
             // validation let only Black-Scholes options through with a target
             let specs: Vec<OptionSpec> = options
@@ -350,7 +353,7 @@ pub fn run_book(
                     sticky: false,
                 };
             }
-            let r = rt.price_to_target(&specs, mc, t, max_paths, 0);
+            let r = rt.price_to_target(&specs, mc, t, max_paths, first_option);
             (r.results, Some((r.met, r.rounds, r.seconds)))
         }
     };
@@ -383,7 +386,7 @@ pub fn run_book(
             Rng::Sobol { .. } => "sobol",
         },
         "prices": rows,
-        "stream_offset": 0,
+        "stream_offset": first_option,
         "batch_options": options.len(),
         "device": rt.device_name(),
         "workers": Value::Null,

@@ -83,6 +83,10 @@ pub enum Task {
         target_se: Option<TargetSe>,
         /// The path cap of a `target_se` run.
         max_paths: u64,
+        /// The stream index of the first option: 0 for a whole book, a shard's first row
+        /// for a shard of a larger one (crate::shard), so each option keeps its stream.
+        #[serde(default)]
+        first_option: u32,
     },
     /// Implied volatilities of a book of quotes (crate::implied).
     ImpliedVol {

@@ -137,8 +137,9 @@ async fn pg_queued_jobs_past_their_timeout_expire() {
     }
 }
 
-/// A file written by a version-1 store (no priority or queue-timeout columns) opens, is
-/// migrated to version 2 in place, and its jobs read back with priority 0.
+/// A file written by a version-1 store (no priority, queue-timeout or shard columns) opens,
+/// is migrated to the current version (3) in place, and its jobs read back with priority 0
+/// and no parent.
 #[tokio::test]
 async fn sqlite_version_1_files_are_migrated() {
     let dir = tempfile::tempdir().unwrap();
@@ -178,5 +179,13 @@ async fn sqlite_version_1_files_are_migrated() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(v, "2");
+    assert_eq!(v, "3");
+    let shard_cols: (Option<String>, Option<i64>, Option<i64>, Option<String>) = c
+        .query_row(
+            "SELECT parent, shard_index, shards, closed_by FROM jobs WHERE id = 'j_old'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(shard_cols, (None, None, None, None));
 }

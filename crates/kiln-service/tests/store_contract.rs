@@ -260,6 +260,249 @@ async fn claim_head_takes_more_of_the_heads_key(s: &dyn JobStore) {
     assert_eq!(ClaimLimit { max: 8, slots: 0 }.jobs(100), 8);
 }
 
+/// A parent of `n` shards of 2 rows each (the last of `rows - 2 (n - 1)`), as the API
+/// stores a sharded book: its task the plan's descriptor.
+fn sharded(id: &str, rows: u64, n: u64, idem: Option<&str>) -> (NewJob, Vec<NewJob>) {
+    let mut parent = job(id, &format!("sharded:{id}"), idem, "h");
+    parent.task =
+        serde_json::json!({"type": "sharded", "rows": rows, "shards": n, "shard_rows": 2}).to_string();
+    let shards = (0..n)
+        .map(|i| job(&format!("{id}_s{i}"), &format!("solo:{id}_s{i}"), None, "h"))
+        .collect();
+    (parent, shards)
+}
+
+/// Shard `i`'s result: a book's, its prices `10 i + row`, printed as a worker prints them.
+fn shard_result(i: u64, rows: u64) -> Outcome {
+    let prices: Vec<serde_json::Value> = (0..rows)
+        .map(|r| serde_json::json!({"price": (10 * i + r) as f64 + 0.1, "kind": "bs"}))
+        .collect();
+    Outcome::Succeeded {
+        result: serde_json::json!({"method": "mc", "rng": "philox", "prices": prices,
+            "stream_offset": 2 * i, "batch_options": rows, "device": format!("d{i}"), "workers": null})
+        .to_string(),
+        blobs: Vec::new(),
+    }
+}
+
+/// Claim every queued shard, each under its own owner `n/i`; their ids by owner.
+async fn claim_all(s: &dyn JobStore, n: usize) -> Vec<(String, ClaimedJob)> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let owner = format!("n/{i}");
+        let c = s.claim(&owner, false, None, 1, LEASE).await.unwrap();
+        assert_eq!(c.len(), 1, "shard {i} claimed");
+        out.push((owner, c.into_iter().next().unwrap()));
+    }
+    assert!(
+        s.claim("n/x", false, None, 10, LEASE).await.unwrap().is_empty(),
+        "the parent is never claimed"
+    );
+    out
+}
+
+/// A sharded job: parent `running` with its count and no lease, shards queued with their
+/// parent; lists show the parent only, in-flight counts it once; the last shard's end (in
+/// any order, one of them through `finish_many`) merges the results in row order, closes
+/// the parent under its id and drops the shards' results.
+async fn a_sharded_job_merges_in_row_order(s: &dyn JobStore) {
+    let (parent, shards) = sharded("j_p", 5, 3, None);
+    let Inserted::Created(p) = s.insert_sharded(parent, shards).await.unwrap() else {
+        panic!("created")
+    };
+    assert_eq!(p.state, JobState::Running);
+    assert_eq!(p.shards.map(|c| c.total), Some(3));
+    let back = s.get("j_p").await.unwrap().unwrap();
+    assert_eq!((back.state, back.shards), (JobState::Running, p.shards));
+    let page = s
+        .list(ListQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let listed: Vec<&str> = page.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(listed, ["j_p"], "shards are not listed");
+    let c = s.counts().await.unwrap();
+    assert_eq!(
+        c.in_flight_by_principal,
+        [("p".to_string(), 1)],
+        "the job counts once"
+    );
+    assert_eq!((c.get(JobState::Queued), c.get(JobState::Running)), (3, 1));
+    let held = claim_all(s, 3).await;
+    for (i, (_, j)) in held.iter().enumerate() {
+        assert_eq!(j.id, format!("j_p_s{i}"), "shards in row order");
+        assert_eq!(j.parent.as_deref(), Some("j_p"));
+    }
+    assert_eq!(
+        s.requeue_orphans("n/").await.unwrap(),
+        0,
+        "the parent holds no lease to lose"
+    );
+    let rows = |i: u64| if i == 2 { 1 } else { 2 };
+    assert!(s
+        .finish(&held[2].1.id, &held[2].0, shard_result(2, rows(2)))
+        .await
+        .unwrap());
+    assert!(s
+        .finish(&held[0].1.id, &held[0].0, shard_result(0, rows(0)))
+        .await
+        .unwrap());
+    let mid = s.get("j_p").await.unwrap().unwrap();
+    assert_eq!(mid.state, JobState::Running);
+    assert_eq!(mid.shards.unwrap().done, 2);
+    let end = JobEnd {
+        id: held[1].1.id.clone(),
+        outcome: shard_result(1, rows(1)),
+    };
+    assert_eq!(s.finish_many(&held[1].0, vec![end]).await.unwrap(), [true]);
+    let done = s.get("j_p").await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Succeeded);
+    assert_eq!(done.closed_by.as_deref(), Some("j_p_s1"));
+    assert_eq!(
+        done.shards,
+        Some(ShardCounts {
+            total: 3,
+            done: 3,
+            failed: 0,
+            cancelled: 0
+        })
+    );
+    let v: serde_json::Value = serde_json::from_str(done.result.as_deref().unwrap()).unwrap();
+    let prices: Vec<f64> = v["prices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["price"].as_f64().unwrap())
+        .collect();
+    assert_eq!(prices, [0.1, 1.1, 10.1, 11.1, 20.1]);
+    assert_eq!(
+        (v["batch_options"].as_u64(), v["shards"].as_u64()),
+        (Some(5), Some(3))
+    );
+    assert_eq!(v["devices"], serde_json::json!(["d0", "d1", "d2"]));
+    let shard = s.get("j_p_s0").await.unwrap().unwrap();
+    assert_eq!(
+        (shard.state, shard.result),
+        (JobState::Succeeded, None),
+        "merged into the parent"
+    );
+    assert_eq!(s.counts().await.unwrap().in_flight_by_principal, []);
+}
+
+/// A shard's final error fails the parent with it (naming the shard) and cancels the rest;
+/// a running sibling's end is then refused. A shard whose attempts run out fails it too.
+async fn a_failed_shard_fails_the_parent(s: &dyn JobStore) {
+    let (parent, shards) = sharded("j_f", 6, 3, None);
+    s.insert_sharded(parent, shards).await.unwrap();
+    let held = claim_all(s, 3).await;
+    let bad = Outcome::Failed {
+        code: "invalid_input".into(),
+        message: "row 3".into(),
+    };
+    assert!(s.finish(&held[1].1.id, &held[1].0, bad).await.unwrap());
+    let p = s.get("j_f").await.unwrap().unwrap();
+    assert_eq!(p.state, JobState::Failed);
+    assert_eq!(p.closed_by.as_deref(), Some("j_f_s1"));
+    let (code, msg) = p.error.clone().unwrap();
+    assert_eq!(code, "invalid_input");
+    assert!(msg.contains("j_f_s1") && msg.contains("row 3"), "{msg}");
+    assert_eq!(
+        p.shards,
+        Some(ShardCounts {
+            total: 3,
+            done: 0,
+            failed: 1,
+            cancelled: 2
+        })
+    );
+    assert!(!s
+        .finish(&held[0].1.id, &held[0].0, shard_result(0, 2))
+        .await
+        .unwrap());
+
+    let (parent, shards) = sharded("j_r", 2, 1, None);
+    s.insert_sharded(parent, shards).await.unwrap();
+    for attempt in 1..=2 {
+        let c = s.claim("n/r", false, None, 1, LEASE).await.unwrap();
+        assert_eq!(c[0].attempt, attempt);
+        let st = s.retry(&c[0].id, "n/r", "worker_crashed", "gone").await.unwrap();
+        let want = if attempt == 2 {
+            JobState::Failed
+        } else {
+            JobState::Queued
+        };
+        assert_eq!(st, Some(want));
+    }
+    let p = s.get("j_r").await.unwrap().unwrap();
+    assert_eq!(
+        (p.state, p.error.map(|e| e.0)),
+        (JobState::Failed, Some("worker_crashed".into()))
+    );
+}
+
+/// Cancelling a shard (or the parent) cancels the parent and every unfinished shard, and
+/// answers with the parent.
+async fn cancelling_a_shard_cancels_its_job(s: &dyn JobStore) {
+    let (parent, shards) = sharded("j_c", 6, 3, None);
+    s.insert_sharded(parent, shards).await.unwrap();
+    let c = s.claim("n/c", false, None, 1, LEASE).await.unwrap();
+    assert!(s.finish(&c[0].id, "n/c", shard_result(0, 2)).await.unwrap());
+    let p = s.cancel("j_c_s2").await.unwrap().unwrap();
+    assert_eq!((p.id.as_str(), p.state), ("j_c", JobState::Cancelled));
+    assert_eq!(
+        p.shards,
+        Some(ShardCounts {
+            total: 3,
+            done: 1,
+            failed: 0,
+            cancelled: 2
+        })
+    );
+    assert!(s.claim("n/c", false, None, 10, LEASE).await.unwrap().is_empty());
+}
+
+/// A parent's idempotency key returns the earlier job and stores no second set of shards.
+async fn a_sharded_job_is_idempotent(s: &dyn JobStore) {
+    let (parent, shards) = sharded("j_k", 4, 2, Some("key"));
+    assert!(matches!(
+        s.insert_sharded(parent, shards).await.unwrap(),
+        Inserted::Created(_)
+    ));
+    let (mut again, shards) = sharded("j_k2", 4, 2, Some("key"));
+    again.request_hash = "h".into();
+    match s.insert_sharded(again, shards).await.unwrap() {
+        Inserted::Existing { job, same_request } => {
+            assert_eq!(job.id, "j_k");
+            assert!(same_request);
+        }
+        Inserted::Created(_) => panic!("a second job under one key"),
+    }
+    assert!(
+        s.get("j_k2_s0").await.unwrap().is_none(),
+        "no shard of the retry stored"
+    );
+    assert_eq!(s.counts().await.unwrap().get(JobState::Queued), 2);
+}
+
+/// The last two shards' ends at once (two nodes): exactly one of them merges.
+async fn concurrent_last_ends_merge_once(s: &dyn JobStore) {
+    let (parent, shards) = sharded("j_m", 4, 2, None);
+    s.insert_sharded(parent, shards).await.unwrap();
+    let held = claim_all(s, 2).await;
+    let (a, b) = tokio::join!(
+        s.finish(&held[0].1.id, &held[0].0, shard_result(0, 2)),
+        s.finish(&held[1].1.id, &held[1].0, shard_result(1, 2)),
+    );
+    assert!(a.unwrap() && b.unwrap());
+    let p = s.get("j_m").await.unwrap().unwrap();
+    assert_eq!(p.state, JobState::Succeeded);
+    assert!(matches!(p.closed_by.as_deref(), Some("j_m_s0" | "j_m_s1")));
+    let v: serde_json::Value = serde_json::from_str(p.result.as_deref().unwrap()).unwrap();
+    assert_eq!(v["prices"].as_array().unwrap().len(), 4);
+}
+
 macro_rules! both_stores {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -301,4 +544,9 @@ both_stores!(
     batch_idempotency,
     finish_many_stores_each_end_by_the_finish_rule,
     claim_head_takes_more_of_the_heads_key,
+    a_sharded_job_merges_in_row_order,
+    a_failed_shard_fails_the_parent,
+    cancelling_a_shard_cancels_its_job,
+    a_sharded_job_is_idempotent,
+    concurrent_last_ends_merge_once,
 );

@@ -101,7 +101,8 @@ pub async fn get_job(
     Ok(view(job, StatusCode::OK))
 }
 
-/// Cancel a job: a queued job never runs; a running one's result is discarded.
+/// Cancel a job: a queued job never runs; a running one's result is discarded. A job split
+/// into shards is cancelled whole, by its id or any shard's: the answer is the parent's.
 #[utoipa::path(
     delete, path = "/v1/jobs/{id}", tag = "jobs",
     params(("id" = String, Path, description = "Job id")),
@@ -113,7 +114,10 @@ pub async fn cancel_job(
     Extension(p): Extension<Arc<Principal>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let before = owned(&st.0, &p, &id).await?;
+    let mut before = owned(&st.0, &p, &id).await?;
+    if let Some(parent) = before.parent.clone() {
+        before = owned(&st.0, &p, &parent).await?;
+    }
     let after = st.0.store.cancel(&id).await?.ok_or_else(|| ApiError::NotFound {
         what: "job",
         id: id.clone(),
@@ -163,7 +167,15 @@ pub async fn list_jobs(
             })
             .await?;
     Ok(Json(JobList {
-        jobs: page.jobs.into_iter().map(JobView::from).collect(),
+        // a list reads no shard counts: a parent's are shown by GET /v1/jobs/{id}
+        jobs: page
+            .jobs
+            .into_iter()
+            .map(|mut j| {
+                j.shards = None;
+                JobView::from(j)
+            })
+            .collect(),
         next_cursor: page.next_cursor.map(|c| c.to_string()),
     }))
 }

@@ -76,6 +76,7 @@ type St = State<Arc<AppState>>;
         types::BlobView,
         types::Health,
         crate::store::JobState,
+        crate::store::ShardCounts,
         crate::error::ErrorResponse,
         crate::error::ErrorBody,
         crate::supervisor::WorkerStatus,

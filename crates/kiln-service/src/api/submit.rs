@@ -192,6 +192,44 @@ fn new_job(
     })
 }
 
+/// A large book's parent (`new`, its task replaced by the plan's descriptor) and its
+/// shards: jobs of the parent's token, kind, priority and deadline, each with a batch of its
+/// own (crate::shard).
+fn shard_jobs(
+    req: &SubmitRequest,
+    p: &Principal,
+    mut parent: NewJob,
+    plan: crate::shard::Plan,
+) -> Result<(NewJob, Vec<NewJob>), ApiError> {
+    parent.task = json(&plan.parent)?;
+    parent.batch_key = format!("sharded:{}", parent.id);
+    let shards = plan
+        .shards
+        .iter()
+        .map(|t| {
+            let id = crate::ids::new_id("j");
+            let elements = match t {
+                task::Task::PriceBook { options, .. } => options.len() as u64,
+                _ => 0,
+            };
+            Ok(NewJob {
+                batch_key: batch_key(&format!("solo:{id}"), &p.name, req.deadline_s.is_some(), &id),
+                task: json(t)?,
+                id,
+                idempotency_key: None,
+                elements,
+                ..parent.clone()
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    Ok((parent, shards))
+}
+
+/// A task as the store's JSON text.
+fn json<T: serde::Serialize>(v: &T) -> Result<String, ApiError> {
+    serde_json::to_string(v).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
 /// Submit a job.
 #[utoipa::path(
     post, path = "/v1/jobs", tag = "jobs",
@@ -224,20 +262,38 @@ pub async fn submit(
     let lookup = blobs(&st, &p);
     let (st2, req) = (st.clone(), Arc::new(req));
     let req2 = req.clone();
-    let v = tokio::task::spawn_blocking(move || validate(&st2, &req2, &lookup))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let hash = hex::encode(Sha256::digest(&bytes));
+    let (p2, idem2) = (p.clone(), idem.clone());
+    // validation, and for a large book its shards' tasks (crate::shard), off the runtime
+    let made = tokio::task::spawn_blocking(move || {
+        let v = validate(&st2, &req2, &lookup)?;
+        let new = new_job(&st2, &p2, &req2, &v, idem2, hash, now_ms())?;
+        let shards = match (
+            &req2.queue_timeout_s,
+            crate::shard::plan(&st2.cfg.sharding, &v.task),
+        ) {
+            // a queue timeout is the whole job's: such a job runs unsharded
+            (None, Some(plan)) => Some(shard_jobs(&req2, &p2, new.clone(), plan)?),
+            _ => None,
+        };
+        Ok::<_, ApiError>((new, shards))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
     let per_token = p.max_in_flight.unwrap_or(st.cfg.limits.max_in_flight_per_token);
     st.hub.admit(&p.name, per_token, st.cfg.limits.max_queue)?;
-    let hash = hex::encode(Sha256::digest(&bytes));
-    let new = match new_job(&st, &p, &req, &v, idem.clone(), hash, now_ms()) {
-        Ok(n) => n,
-        Err(e) => {
-            st.hub.release(&p.name);
-            return Err(e);
+    let stored = match made {
+        (_, Some((parent, shards))) => {
+            let n = shards.len();
+            let r = st.store.insert_sharded(parent, shards).await;
+            if matches!(r, Ok(Inserted::Created(_))) {
+                st.metrics.sharded(n);
+            }
+            r
         }
+        (new, None) => st.store.insert(new).await,
     };
-    let inserted = match st.store.insert(new).await {
+    let inserted = match stored {
         Ok(i) => i,
         Err(e) => {
             st.hub.release(&p.name);

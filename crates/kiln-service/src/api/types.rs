@@ -86,6 +86,15 @@ pub struct JobView {
     pub result: Option<Value>,
     /// The error of a failed job, or of the latest failed attempt of a retried one.
     pub error: Option<ErrorBody>,
+    /// A shard's parent: the job split into shards it is part of (`sharding` in
+    /// docs/operations.md). Shards are left out of job lists; their results go into the
+    /// parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// A job split into shards: how many, and how many are done, failed or cancelled
+    /// (shown by `GET /v1/jobs/{id}`, not in lists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<crate::store::ShardCounts>,
 }
 
 impl From<JobRecord> for JobView {
@@ -104,6 +113,8 @@ impl From<JobRecord> for JobView {
             queue_until_ms: j.queue_until_ms,
             result: j.result.and_then(|r| serde_json::from_str(&r).ok()),
             error: j.error.map(|(code, message)| ErrorBody { code, message }),
+            parent: j.parent,
+            shards: j.shards,
         }
     }
 }

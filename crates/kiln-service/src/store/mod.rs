@@ -196,6 +196,9 @@ impl NewJob {
             queue_until_ms: self.queue_until_ms,
             result: None,
             error: None,
+            parent: None,
+            shards: None,
+            closed_by: None,
         }
     }
 }
@@ -293,6 +296,26 @@ pub struct JobRecord {
     pub result: Option<String>,
     /// The error code and message, failed (or retried) jobs.
     pub error: Option<(String, String)>,
+    /// A shard's parent job (crate::shard).
+    pub parent: Option<String>,
+    /// A parent's shards (read by [`JobStore::get`] only; `None` for other jobs).
+    pub shards: Option<ShardCounts>,
+    /// A finished parent's closing shard: the one whose end merged or failed it, whose
+    /// finisher releases the parent's admission (crate::shard).
+    pub closed_by: Option<String>,
+}
+
+/// A sharded job's shards by state (crate::shard).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ShardCounts {
+    /// Shards in all.
+    pub total: u64,
+    /// Succeeded.
+    pub done: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Cancelled (the parent cancelled, or failed by a sibling).
+    pub cancelled: u64,
 }
 
 /// A job handed to a worker by [`JobStore::claim`].
@@ -316,6 +339,9 @@ pub struct ClaimedJob {
     pub deadline_ms: Option<i64>,
     /// The queue timeout, if any: past it the job fails as `expired` instead of running.
     pub queue_until_ms: Option<i64>,
+    /// A shard's parent job (crate::shard).
+    #[serde(default)]
+    pub parent: Option<String>,
 }
 
 /// A queued job failed as `expired` by [`JobStore::expire_queued`].
@@ -471,12 +497,20 @@ pub trait JobStore: Send + Sync + 'static {
     /// that a key naming an earlier job of a different request stores nothing of the batch
     /// ([`BatchInserted::Mismatch`]).
     fn insert_batch(&self, jobs: Vec<NewJob>) -> BoxFuture<'_, StoreResult<BatchInserted>>;
+    /// Store a sharded job in one transaction (crate::shard): `parent` `running`, with no
+    /// lease and `shards.len()` shards, and each shard queued with that parent and its
+    /// index (its place in row order), or (by the parent's idempotency key) return the
+    /// earlier job as [`JobStore::insert`] does, storing no shard. The shards' idempotency
+    /// keys are ignored.
+    fn insert_sharded(&self, parent: NewJob, shards: Vec<NewJob>) -> BoxFuture<'_, StoreResult<Inserted>>;
     /// One job with its result.
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>>;
-    /// A page of jobs, newest first.
+    /// A page of jobs, newest first; shards are left out (they show in their parent's
+    /// counts and by id).
     fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>>;
     /// Cancel a queued or running job; terminal jobs are left as they are. Returns the job
-    /// after the change, `None` if there is no such job.
+    /// after the change, `None` if there is no such job. A sharded job's parent, or any of
+    /// its shards, cancels the parent and every unfinished shard.
     fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>>;
     /// The queued job a worker should run next (`gpu`: the worker has a GPU), fair between
     /// tokens: among the principals with queued work (and, when `max_workers_per_token` is
@@ -526,7 +560,10 @@ pub trait JobStore: Send + Sync + 'static {
     /// Extend `owner`'s leases on `ids`.
     fn renew(&self, owner: &str, ids: &[String], lease: Duration) -> BoxFuture<'_, StoreResult<()>>;
     /// Store a job's end, once: only while it is `running` under `owner`. Returns whether
-    /// it was stored (false: cancelled meanwhile, or the lease was lost).
+    /// it was stored (false: cancelled meanwhile, or the lease was lost). A shard's end, in
+    /// the same transaction, merges the parent when it was the last one unfinished, or
+    /// fails the parent when it failed (crate::shard); so do [`JobStore::finish_many`] and
+    /// a [`JobStore::retry`] that fails the job.
     fn finish(&self, id: &str, owner: &str, outcome: Outcome) -> BoxFuture<'_, StoreResult<bool>>;
     /// Store many jobs' ends of `owner` in one transaction (one commit), each by the rule
     /// of [`JobStore::finish`]: stored only while the job is `running` under `owner`.
@@ -546,9 +583,11 @@ pub trait JobStore: Send + Sync + 'static {
         message: &str,
     ) -> BoxFuture<'_, StoreResult<Option<JobState>>>;
     /// Return to the queue every running job whose lease expired or whose owner does not
-    /// start with `live_prefix` (a node that is gone). Returns how many.
+    /// start with `live_prefix` (a node that is gone), a sharded job's parent excepted (it
+    /// holds no lease). Returns how many.
     fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>>;
-    /// Counts by state and in-flight jobs by principal.
+    /// Counts by state (shards included) and in-flight jobs by principal (a sharded job
+    /// counts once: its parent).
     fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>>;
     /// Delete finished jobs older than `ttl`, then, for each principal whose results and
     /// result blobs take more than `max_result_bytes_per_token`, that principal's oldest

@@ -9,14 +9,18 @@
 mod finish;
 mod rows;
 mod schema;
+mod shards;
 mod tenancy;
 mod writer;
 
 use super::*;
 use finish::{finish_all, finish_one};
-use rows::{blob_row, claimed_job, delete_jobs, get_job, insert_blob, insert_job, job_row, JOB_COLS};
+use rows::{
+    blob_row, claimed_job, delete_jobs, get_job, insert_blob, insert_job, insert_job_as, job_row, Sharded,
+    JOB_COLS,
+};
 use rusqlite::{params, Connection, OptionalExtension};
-use schema::{INDEXES_V2, SCHEMA, SCHEMA_VERSION, TO_V2};
+use schema::{INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -93,14 +97,26 @@ impl SqliteStore {
                 .map_err(err)?;
             }
             Some(Ok(SCHEMA_VERSION)) => {}
-            Some(Ok(1)) => {
-                // one transaction: a crash midway leaves version 1, migrated again next start
+            Some(Ok(v @ (1 | 2))) => {
+                // one transaction: a crash midway leaves the old version, migrated again
+                // next start
+                let steps = if v == 1 {
+                    format!("{TO_V2} {TO_V3}")
+                } else {
+                    TO_V3.to_string()
+                };
                 w.execute_batch(&format!(
-                    "BEGIN; {TO_V2} UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;"
+                    "BEGIN; {steps} UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'; COMMIT;"
                 ))
-                .map_err(|e| StoreError::new(format!("{}: migrating to schema 2: {e}", path.display())))?;
+                .map_err(|e| {
+                    StoreError::new(format!(
+                        "{}: migrating to schema {SCHEMA_VERSION}: {e}",
+                        path.display()
+                    ))
+                })?;
                 tracing::info!(
-                    "{}: job store migrated to schema 2 (priorities, queue timeouts)",
+                    "{}: job store migrated from schema {v} to {SCHEMA_VERSION} (priorities, queue \
+                     timeouts, sharded jobs)",
                     path.display()
                 );
             }
@@ -112,6 +128,7 @@ impl SqliteStore {
             }
         }
         w.execute_batch(INDEXES_V2).map_err(err)?;
+        w.execute_batch(INDEXES_V3).map_err(err)?;
         let r = open(&path, synchronous_full)?;
         let (tx, rx) = mpsc::channel::<WriteOp>();
         let thread = std::thread::Builder::new()
@@ -201,11 +218,11 @@ fn claim_jobs(
          WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
            AND (?5 IS NULL OR batch_key = ?5) ORDER BY priority DESC, seq LIMIT ?6) \
          RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-           queue_until_ms, priority, seq",
+           queue_until_ms, parent, priority, seq",
     )?;
     let mut jobs: Vec<((i64, i64), ClaimedJob)> = st
         .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
-            Ok(((-r.get::<_, i64>(9)?, r.get::<_, i64>(10)?), claimed_job(r)?))
+            Ok(((-r.get::<_, i64>(10)?, r.get::<_, i64>(11)?), claimed_job(r)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
     jobs.sort_by_key(|(s, _)| *s);
@@ -232,6 +249,26 @@ impl JobStore for SqliteStore {
         })
     }
 
+    fn insert_sharded(&self, parent: NewJob, shards: Vec<NewJob>) -> BoxFuture<'_, StoreResult<Inserted>> {
+        // one write op: its savepoint rolls back the parent and every shard if one fails
+        self.write(move |c| {
+            let inserted = insert_job_as(c, &parent, Sharded::Parent(shards.len() as u64))?;
+            if matches!(inserted, Inserted::Created(_)) {
+                for (i, s) in shards.iter().enumerate() {
+                    insert_job_as(
+                        c,
+                        s,
+                        Sharded::Shard {
+                            parent: &parent.id,
+                            index: i as u64,
+                        },
+                    )?;
+                }
+            }
+            Ok(inserted)
+        })
+    }
+
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
         let id = id.to_string();
         self.read(move |c| get_job(c, &id, true))
@@ -242,7 +279,7 @@ impl JobStore for SqliteStore {
             let limit = q.limit.clamp(1, 1000);
             let mut st = c.prepare_cached(&format!(
                 "SELECT {JOB_COLS} FROM jobs WHERE (?1 IS NULL OR principal = ?1) \
-                 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR seq < ?3) \
+                 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR seq < ?3) AND parent IS NULL \
                  ORDER BY seq DESC LIMIT ?4"
             ))?;
             let jobs: Vec<JobRecord> = st
@@ -261,13 +298,8 @@ impl JobStore for SqliteStore {
     fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
         let id = id.to_string();
         self.write(move |c| {
-            exec(
-                c,
-                "UPDATE jobs SET state = 'cancelled', finished_ms = ?2, lease_owner = NULL \
-                 WHERE id = ?1 AND state IN ('queued', 'running')",
-                params![id, now_ms()],
-            )?;
-            get_job(c, &id, true)
+            let root = shards::cancel(c, &id, now_ms())?;
+            get_job(c, &root, true)
         })
     }
 
@@ -340,14 +372,14 @@ impl JobStore for SqliteStore {
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
                  lease_owner = ?2, lease_until_ms = ?3 WHERE seq = ?4 AND state = 'queued' \
                  RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-                   queue_until_ms, batch_key",
+                   queue_until_ms, parent, batch_key",
             )?;
             let mut rows = st.query(params![now, owner, until, seq])?;
             let Some(r) = rows.next()? else {
                 return Ok(Vec::new());
             };
             let mut jobs = vec![claimed_job(r)?];
-            let key: String = r.get(9)?;
+            let key: String = r.get(10)?;
             drop(rows);
             if limit.max > 1 {
                 // the jobs still queued, plus the head just claimed
@@ -442,7 +474,16 @@ impl JobStore for SqliteStore {
             if n == 0 {
                 return Ok(None);
             }
-            Ok(get_job(c, &id, false)?.map(|j| j.state))
+            let job = get_job(c, &id, false)?;
+            if let Some(JobRecord {
+                state: JobState::Failed,
+                parent: Some(parent),
+                ..
+            }) = &job
+            {
+                shards::after_end(c, &id, parent, now)?;
+            }
+            Ok(job.map(|j| j.state))
         })
     }
 
@@ -452,8 +493,8 @@ impl JobStore for SqliteStore {
             let n = exec(
                 c,
                 "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
-                 WHERE state = 'running' AND (lease_owner IS NULL OR lease_owner NOT LIKE ?1 \
-                 OR lease_until_ms < ?2)",
+                 WHERE state = 'running' AND shards IS NULL AND (lease_owner IS NULL \
+                 OR lease_owner NOT LIKE ?1 OR lease_until_ms < ?2)",
                 params![prefix, now_ms()],
             )?;
             Ok(n as u64)
@@ -474,7 +515,8 @@ impl JobStore for SqliteStore {
                 })
                 .collect();
             let mut st = c.prepare_cached(
-                "SELECT principal, count(*) FROM jobs WHERE state IN ('queued', 'running') GROUP BY principal",
+                "SELECT principal, count(*) FROM jobs WHERE state IN ('queued', 'running') AND parent IS NULL \
+                 GROUP BY principal",
             )?;
             let in_flight_by_principal = st
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?

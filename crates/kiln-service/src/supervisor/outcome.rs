@@ -46,7 +46,7 @@ impl Shared {
         loop {
             match self.store.finish(&job.id, owner, outcome.clone()).await {
                 Ok(true) => {
-                    self.done(job, state);
+                    self.done(job, state).await;
                     return true;
                 }
                 Ok(false) => {
@@ -121,7 +121,7 @@ impl Shared {
         };
         for ((job, outcome), ok) in ends.into_iter().zip(stored) {
             if ok {
-                self.done(job, state_of(&outcome));
+                self.done(job, state_of(&outcome)).await;
             } else {
                 self.discarded(job).await;
                 remove_blobs(outcome);
@@ -161,7 +161,7 @@ impl Shared {
                     job.id,
                     job.attempt
                 );
-                self.done(job, j.state.name());
+                self.done(job, j.state.name()).await;
                 return;
             }
             Ok(Some(j)) => format!("{} after {} attempts", j.state.name(), j.attempts),
@@ -188,7 +188,7 @@ impl Shared {
                     );
                     self.hub.wake.notify_waiters();
                 }
-                Ok(Some(s)) => self.done(job, s.name()),
+                Ok(Some(s)) => self.done(job, s.name()).await,
                 Ok(None) => self.discarded(job).await,
                 // as in finish: a job left `running` under a live node would never end
                 Err(e) if e.is_transient() && !self.stopping.load(Ordering::SeqCst) => {
@@ -201,10 +201,27 @@ impl Shared {
         }
     }
 
-    fn done(&self, job: &ClaimedJob, state: &str) {
+    /// Count a job's end and tell its watchers. A shard's end releases no admission of its
+    /// own (its parent holds the token's one); when it closed its parent (merged or
+    /// failed it, crate::shard), the parent's end is counted and its watchers told here,
+    /// once: the store names the closing shard.
+    async fn done(&self, job: &ClaimedJob, state: &str) {
         let latency = (now_ms() - job.created_ms).max(0) as f64 / 1e3;
         self.metrics.finished(&job.kind, state, latency);
-        self.hub.finished(&job.id, &job.principal);
+        let Some(parent) = &job.parent else {
+            self.hub.finished(&job.id, &job.principal);
+            return;
+        };
+        crate::store::StoreEvents::job_finished(&*self.hub, &job.id);
+        match self.store.get(parent).await {
+            Ok(Some(p)) if p.state.is_terminal() && p.closed_by.as_deref() == Some(job.id.as_str()) => {
+                self.metrics.finished(&p.kind, p.state.name(), latency);
+                self.hub.finished(&p.id, &p.principal);
+            }
+            Ok(_) => {}
+            // the parent's watchers still see its end on their next look at the store
+            Err(e) => tracing::warn!("job {parent}: reading the parent of shard {}: {e}", job.id),
+        }
     }
 }
 

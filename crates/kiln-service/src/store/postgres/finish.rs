@@ -24,6 +24,8 @@ fn columns(outcome: &Outcome) -> (&'static str, Option<&str>, Option<&str>) {
 /// Store job `id`'s end if it is `running` under `owner`; whether it was.
 pub async fn finish_one(mut c: Conn, id: &str, owner: &str, outcome: &Outcome) -> StoreResult<bool> {
     let tx = c.transaction().await.map_err(pg_err)?;
+    // a shard's parent first (crate::shard: the lock order of every sharded change)
+    let parents = super::shards::lock_parents(&tx, &[id]).await?;
     let now = now_ms();
     let (state, code, msg) = columns(outcome);
     let st = tx
@@ -55,6 +57,9 @@ pub async fn finish_one(mut c: Conn, id: &str, owner: &str, outcome: &Outcome) -
         for b in blobs {
             insert_blob(&*tx, b).await?;
         }
+    }
+    if !parents.is_empty() {
+        super::shards::after_end(&tx, id, now).await?;
     }
     tx.execute("SELECT pg_notify('kiln_done', $1)", &[&id])
         .await
@@ -88,14 +93,16 @@ pub async fn finish_many(mut c: Conn, owner: &str, ends: &[JobEnd]) -> StoreResu
     }
     let now = now_ms();
     let tx = c.transaction().await.map_err(pg_err)?;
+    let parents = super::shards::lock_parents(&tx, &ids).await?;
     let st = tx
         .prepare_cached(
             "WITH e AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) \
                AS e(id, state, code, msg)), \
              u AS (UPDATE kiln_jobs j SET state = e.state, finished_ms = $6, lease_owner = NULL, \
                error_code = coalesce(e.code, j.error_code), error_message = coalesce(e.msg, j.error_message) \
-               FROM e WHERE j.id = e.id AND j.state = 'running' AND j.lease_owner = $1 RETURNING j.id) \
-             SELECT id, pg_notify('kiln_done', id) FROM u",
+               FROM e WHERE j.id = e.id AND j.state = 'running' AND j.lease_owner = $1 \
+               RETURNING j.id, j.parent) \
+             SELECT id, parent, pg_notify('kiln_done', id) FROM u",
         )
         .await
         .map_err(pg_err)?;
@@ -107,6 +114,14 @@ pub async fn finish_many(mut c: Conn, owner: &str, ends: &[JobEnd]) -> StoreResu
         .iter()
         .map(|r| r.try_get::<_, String>(0).map_err(pg_err))
         .collect::<StoreResult<_>>()?;
+    let mut shards = Vec::new();
+    if !parents.is_empty() {
+        for r in &rows {
+            if r.try_get::<_, Option<String>>(1).map_err(pg_err)?.is_some() {
+                shards.push(r.try_get::<_, String>(0).map_err(pg_err)?);
+            }
+        }
+    }
     // The results of the stored successes, one statement (the primary key keeps one
     // result per job: a second insert fails the call, which stores nothing).
     let mut bodies: HashMap<&str, &str> = HashMap::new();
@@ -136,6 +151,10 @@ pub async fn finish_many(mut c: Conn, owner: &str, ends: &[JobEnd]) -> StoreResu
                 }
             }
         }
+    }
+    // the shards' consequences for their parents, once their results are in
+    for id in &shards {
+        super::shards::after_end(&tx, id, now).await?;
     }
     tx.commit().await.map_err(pg_err)?;
     Ok(ends

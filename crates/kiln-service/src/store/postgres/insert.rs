@@ -2,13 +2,13 @@
 //! one multi-row insert, one notification). A created job's record is made from what was
 //! inserted and the `seq` the database returned, not read back.
 
-use super::rows::{job_row, Conn, JOB_COLS};
+use super::rows::{job_row, Conn, AFTER_JOB_COLS, JOB_COLS};
 use super::store::pg_err;
 use crate::store::*;
 
 /// The earlier job of `job`'s principal and idempotency key (after an insert that
 /// conflicted on it), with its result.
-async fn existing<C: tokio_postgres::GenericClient>(c: &C, job: &NewJob) -> StoreResult<Inserted> {
+pub(super) async fn existing<C: tokio_postgres::GenericClient>(c: &C, job: &NewJob) -> StoreResult<Inserted> {
     let key = job.idempotency_key.as_deref().unwrap_or_default();
     let sql = format!(
         "SELECT {JOB_COLS}, r.body, j.request_hash FROM kiln_jobs j \
@@ -20,8 +20,8 @@ async fn existing<C: tokio_postgres::GenericClient>(c: &C, job: &NewJob) -> Stor
         .map_err(pg_err)?
         .ok_or_else(|| StoreError::new(format!("job {}: the insert stored nothing", job.id)))?;
     let mut j = job_row(&row)?;
-    j.result = row.try_get(15).map_err(pg_err)?;
-    let hash: String = row.try_get(16).map_err(pg_err)?;
+    j.result = row.try_get(AFTER_JOB_COLS).map_err(pg_err)?;
+    let hash: String = row.try_get(AFTER_JOB_COLS + 1).map_err(pg_err)?;
     Ok(Inserted::Existing {
         job: j,
         same_request: hash == job.request_hash,

@@ -5,6 +5,7 @@ mod insert;
 mod listen;
 mod rows;
 mod schema;
+mod shards;
 mod store;
 
 pub use schema::SCHEMA_VERSION;

@@ -6,7 +6,10 @@ use tokio_postgres::Row;
 
 pub const JOB_COLS: &str = "j.seq, j.id, j.kind, j.state, j.principal, j.attempts, j.max_attempts, \
      j.created_ms, j.started_ms, j.finished_ms, j.deadline_ms, j.error_code, j.error_message, \
-     j.priority, j.queue_until_ms";
+     j.priority, j.queue_until_ms, j.parent, j.closed_by, j.shards";
+
+/// The first column after [`JOB_COLS`].
+pub const AFTER_JOB_COLS: usize = 18;
 
 pub fn job_row(r: &Row) -> StoreResult<JobRecord> {
     let state: String = r.try_get(3).map_err(pg_err)?;
@@ -30,6 +33,16 @@ pub fn job_row(r: &Row) -> StoreResult<JobRecord> {
         queue_until_ms: r.try_get(14).map_err(pg_err)?,
         result: None,
         error: code.map(|c| (c, msg.unwrap_or_default())),
+        parent: r.try_get(15).map_err(pg_err)?,
+        closed_by: r.try_get(16).map_err(pg_err)?,
+        // the counts are read by get_job; a listing only says it is a parent
+        shards: r
+            .try_get::<_, Option<i32>>(17)
+            .map_err(pg_err)?
+            .map(|n| ShardCounts {
+                total: n.max(0) as u64,
+                ..ShardCounts::default()
+            }),
     })
 }
 
@@ -68,7 +81,22 @@ pub async fn get_job(
         return Ok(None);
     };
     let mut j = job_row(&row)?;
-    j.result = row.try_get(15).map_err(pg_err)?;
+    j.result = row.try_get(AFTER_JOB_COLS).map_err(pg_err)?;
+    if let (Some(counts), true) = (j.shards.as_mut(), with_result) {
+        let st = c
+            .prepare_cached("SELECT state, count(*) FROM kiln_jobs WHERE parent = $1 GROUP BY state")
+            .await
+            .map_err(pg_err)?;
+        for row in c.query(&st, &[&id]).await.map_err(pg_err)? {
+            let n = row.try_get::<_, i64>(1).map_err(pg_err)?.max(0) as u64;
+            match row.try_get::<_, &str>(0).map_err(pg_err)? {
+                "succeeded" => counts.done = n,
+                "failed" => counts.failed = n,
+                "cancelled" => counts.cancelled = n,
+                _ => {}
+            }
+        }
+    }
     Ok(Some(j))
 }
 

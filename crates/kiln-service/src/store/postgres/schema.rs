@@ -10,7 +10,7 @@ use crate::store::{StoreError, StoreResult};
 const MIGRATION_LOCK: i64 = 0x6b69_6c6e_006d_6967;
 
 /// The schema version this build knows (the last migration's).
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// `(version, description, SQL)`, in order; never edit one that has shipped, add the next.
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
@@ -94,6 +94,17 @@ ALTER TABLE kiln_jobs ADD COLUMN queue_until_ms bigint;
 CREATE INDEX kiln_jobs_queued_key_priority ON kiln_jobs(batch_key, priority DESC, seq) WHERE state = 'queued';
 CREATE INDEX kiln_jobs_queued_principal_priority ON kiln_jobs(principal, priority DESC, seq) WHERE state = 'queued';
 CREATE INDEX kiln_jobs_queue_until ON kiln_jobs(queue_until_ms) WHERE state = 'queued' AND queue_until_ms IS NOT NULL;
+",
+    ),
+    (
+        4,
+        "sharded jobs: a shard's parent and index, a parent's shard count and closing shard",
+        "
+ALTER TABLE kiln_jobs ADD COLUMN parent text;
+ALTER TABLE kiln_jobs ADD COLUMN shard_index integer;
+ALTER TABLE kiln_jobs ADD COLUMN shards integer;
+ALTER TABLE kiln_jobs ADD COLUMN closed_by text;
+CREATE INDEX kiln_jobs_parent ON kiln_jobs(parent, shard_index) WHERE parent IS NOT NULL;
 ",
     ),
 ];

@@ -182,6 +182,10 @@ impl JobStore for PgStore {
         Box::pin(async move { super::insert::insert_many(self.conn().await?, jobs).await })
     }
 
+    fn insert_sharded(&self, parent: NewJob, shards: Vec<NewJob>) -> BoxFuture<'_, StoreResult<Inserted>> {
+        Box::pin(async move { super::shards::insert_sharded(self.conn().await?, parent, shards).await })
+    }
+
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
         let id = id.to_string();
         Box::pin(async move {
@@ -198,7 +202,7 @@ impl JobStore for PgStore {
                 .prepare_cached(&format!(
                     "SELECT {JOB_COLS} FROM kiln_jobs j WHERE ($1::text IS NULL OR j.principal = $1) \
                      AND ($2::text IS NULL OR j.state = $2) AND ($3::bigint IS NULL OR j.seq < $3) \
-                     ORDER BY j.seq DESC LIMIT $4"
+                     AND j.parent IS NULL ORDER BY j.seq DESC LIMIT $4"
                 ))
                 .await
                 .map_err(pg_err)?;
@@ -218,16 +222,8 @@ impl JobStore for PgStore {
     fn cancel(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
         let id = id.to_string();
         Box::pin(async move {
-            let c = self.conn().await?;
-            c.execute(
-                "WITH u AS (UPDATE kiln_jobs SET state = 'cancelled', finished_ms = $2, lease_owner = NULL \
-                 WHERE id = $1 AND state IN ('queued', 'running') RETURNING id) \
-                 SELECT pg_notify('kiln_done', id) FROM u",
-                &[&id, &now_ms()],
-            )
-            .await
-            .map_err(pg_err)?;
-            get_job(&c, &id, true).await
+            let (c, root) = super::shards::cancel(self.conn().await?, &id).await?;
+            get_job(&c, &root, true).await
         })
     }
 
@@ -293,7 +289,7 @@ impl JobStore for PgStore {
                        FOR UPDATE SKIP LOCKED) picked \
                      WHERE j.seq = picked.seq \
                      RETURNING j.id, j.kind, j.principal, j.task, j.attempts, j.max_attempts, \
-                       j.created_ms, j.deadline_ms, j.seq, j.priority, j.queue_until_ms",
+                       j.created_ms, j.deadline_ms, j.seq, j.priority, j.queue_until_ms, j.parent",
                 )
                 .await
                 .map_err(pg_err)?;
@@ -321,6 +317,7 @@ impl JobStore for PgStore {
                             created_ms: r.try_get(6).map_err(pg_err)?,
                             deadline_ms: r.try_get(7).map_err(pg_err)?,
                             queue_until_ms: r.try_get(10).map_err(pg_err)?,
+                            parent: r.try_get(11).map_err(pg_err)?,
                         },
                     ))
                 })
@@ -398,8 +395,12 @@ impl JobStore for PgStore {
             message.to_string(),
         );
         Box::pin(async move {
-            let c = self.conn().await?;
-            let row = c
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await.map_err(pg_err)?;
+            // a shard's parent first (crate::shard: the lock order of every sharded change)
+            super::shards::lock_parents(&tx, &[id.as_str()]).await?;
+            let now = now_ms();
+            let row = tx
                 .query_opt(
                     "WITH u AS (UPDATE kiln_jobs SET \
                        state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
@@ -408,11 +409,16 @@ impl JobStore for PgStore {
                      WHERE id = $1 AND state = 'running' AND lease_owner = $2 RETURNING id, state) \
                      SELECT state, pg_notify(CASE WHEN state = 'queued' THEN 'kiln_jobs' ELSE 'kiln_done' END, id) \
                      FROM u",
-                    &[&id, &owner, &code, &message, &now_ms()],
+                    &[&id, &owner, &code, &message, &now],
                 )
                 .await
                 .map_err(pg_err)?;
-            Ok(row.and_then(|r| JobState::parse(r.get::<_, &str>(0))))
+            let state = row.and_then(|r| JobState::parse(r.get::<_, &str>(0)));
+            if state == Some(JobState::Failed) {
+                super::shards::after_end(&tx, &id, now).await?;
+            }
+            tx.commit().await.map_err(pg_err)?;
+            Ok(state)
         })
     }
 
@@ -425,7 +431,8 @@ impl JobStore for PgStore {
             let rows = c
                 .query(
                     "WITH u AS (UPDATE kiln_jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
-                     WHERE state = 'running' AND (lease_owner IS NULL OR lease_until_ms < kiln_now_ms()) \
+                     WHERE state = 'running' AND shards IS NULL \
+                       AND (lease_owner IS NULL OR lease_until_ms < kiln_now_ms()) \
                      RETURNING 1) SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('kiln_jobs', '') END FROM u",
                     &[],
                 )
@@ -456,7 +463,7 @@ impl JobStore for PgStore {
             let rows = c
                 .query(
                     "SELECT principal, count(*) FROM kiln_jobs WHERE state IN ('queued', 'running') \
-                     GROUP BY principal",
+                     AND parent IS NULL GROUP BY principal",
                     &[],
                 )
                 .await

@@ -3,10 +3,10 @@
 //! `JobStore::finish_many` inside one write op, so a worker's batch of ends shares one
 //! commit.
 
-use super::exec;
 use super::rows::insert_blob;
+use super::{exec, shards};
 use crate::store::{JobEnd, Outcome};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashSet;
 
 /// Store `outcome` as job `id`'s end if it is `running` under `owner`; whether it was.
@@ -21,16 +21,19 @@ pub(super) fn finish_one(
         Outcome::Succeeded { .. } => ("succeeded", None, None),
         Outcome::Failed { code, message } => ("failed", Some(code.as_str()), Some(message.as_str())),
     };
-    let n = exec(
-        c,
-        "UPDATE jobs SET state = ?3, finished_ms = ?4, lease_owner = NULL, \
-         error_code = coalesce(?5, error_code), error_message = coalesce(?6, error_message) \
-         WHERE id = ?1 AND state = 'running' AND lease_owner = ?2",
-        params![id, owner, state, now, code, msg],
-    )?;
-    if n == 0 {
+    let Some(parent) = c
+        .prepare_cached(
+            "UPDATE jobs SET state = ?3, finished_ms = ?4, lease_owner = NULL, \
+             error_code = coalesce(?5, error_code), error_message = coalesce(?6, error_message) \
+             WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 RETURNING parent",
+        )?
+        .query_row(params![id, owner, state, now, code, msg], |r| {
+            r.get::<_, Option<String>>(0)
+        })
+        .optional()?
+    else {
         return Ok(false);
-    }
+    };
     if let Outcome::Succeeded { result, blobs } = outcome {
         // The primary key keeps one result per job: a second insert fails the op.
         exec(
@@ -41,6 +44,9 @@ pub(super) fn finish_one(
         for b in blobs {
             insert_blob(c, b)?;
         }
+    }
+    if let Some(parent) = parent {
+        shards::after_end(c, id, &parent, now)?;
     }
     Ok(true)
 }

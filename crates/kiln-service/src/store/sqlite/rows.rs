@@ -6,7 +6,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::PathBuf;
 
 pub(super) const JOB_COLS: &str = "seq, id, kind, state, principal, attempts, max_attempts, created_ms, \
-     started_ms, finished_ms, deadline_ms, error_code, error_message, priority, queue_until_ms";
+     started_ms, finished_ms, deadline_ms, error_code, error_message, priority, queue_until_ms, \
+     parent, closed_by, shards";
 
 pub(super) fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
     let state: String = r.get(3)?;
@@ -28,6 +29,13 @@ pub(super) fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
         queue_until_ms: r.get(14)?,
         result: None,
         error: code.map(|c| (c, msg.unwrap_or_default())),
+        parent: r.get(15)?,
+        closed_by: r.get(16)?,
+        // the counts are read by get_job; a listing only says it is a parent
+        shards: r.get::<_, Option<i64>>(17)?.map(|n| ShardCounts {
+            total: n.max(0) as u64,
+            ..ShardCounts::default()
+        }),
     })
 }
 
@@ -43,6 +51,21 @@ pub(super) fn get_job(c: &Connection, id: &str, with_result: bool) -> rusqlite::
         j.result = c
             .query_row("SELECT body FROM results WHERE job_id = ?1", [id], |r| r.get(0))
             .optional()?;
+        if let Some(counts) = j.shards.as_mut() {
+            let mut st =
+                c.prepare_cached("SELECT state, count(*) FROM jobs WHERE parent = ?1 GROUP BY state")?;
+            let rows = st.query_map([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                let (state, n) = row?;
+                let n = n.max(0) as u64;
+                match state.as_str() {
+                    "succeeded" => counts.done = n,
+                    "failed" => counts.failed = n,
+                    "cancelled" => counts.cancelled = n,
+                    _ => {}
+                }
+            }
+        }
     }
     Ok(job)
 }
@@ -96,7 +119,7 @@ pub(super) fn delete_jobs(c: &Connection, ids: &[String]) -> rusqlite::Result<Ve
 }
 
 /// A claimed job from the columns `id, kind, principal, task, attempts, max_attempts,
-/// created_ms, deadline_ms, queue_until_ms` (in that order) of a claim's `RETURNING`.
+/// created_ms, deadline_ms, queue_until_ms, parent` (in that order) of a claim's `RETURNING`.
 pub(super) fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
     Ok(ClaimedJob {
         id: r.get(0)?,
@@ -108,6 +131,7 @@ pub(super) fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
         created_ms: r.get(6)?,
         deadline_ms: r.get(7)?,
         queue_until_ms: r.get(8)?,
+        parent: r.get(9)?,
     })
 }
 
@@ -115,7 +139,37 @@ pub(super) fn claimed_job(r: &Row<'_>) -> rusqlite::Result<ClaimedJob> {
 /// job of its principal and idempotency key. A created job's record is made from what was
 /// inserted, not read back.
 pub(super) fn insert_job(c: &Connection, job: &NewJob) -> rusqlite::Result<Inserted> {
-    if let Some(key) = &job.idempotency_key {
+    insert_job_as(c, job, Sharded::No)
+}
+
+/// A job's place in a sharded job (crate::shard), as [`insert_job_as`] stores it.
+#[derive(Clone, Copy)]
+pub(super) enum Sharded<'a> {
+    /// An ordinary job.
+    No,
+    /// A parent of this many shards: stored `running`, no lease.
+    Parent(u64),
+    /// Shard `index` of `parent`: its idempotency key is not looked at.
+    Shard {
+        /// The parent's id.
+        parent: &'a str,
+        /// Its place in row order.
+        index: u64,
+    },
+}
+
+/// [`insert_job`] for a parent or a shard.
+pub(super) fn insert_job_as(
+    c: &Connection,
+    job: &NewJob,
+    sharded: Sharded<'_>,
+) -> rusqlite::Result<Inserted> {
+    let (state, parent, index, shards) = match sharded {
+        Sharded::No => ("queued", None, None, None),
+        Sharded::Parent(n) => ("running", None, None, Some(n as i64)),
+        Sharded::Shard { parent, index } => ("queued", Some(parent), Some(index as i64), None),
+    };
+    if let (Some(key), None) = (&job.idempotency_key, parent) {
         let earlier: Option<(String, String)> = c
             .prepare_cached("SELECT id, request_hash FROM jobs WHERE principal = ?1 AND idem_key = ?2")?
             .query_row(params![job.principal, key], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -129,10 +183,16 @@ pub(super) fn insert_job(c: &Connection, job: &NewJob) -> rusqlite::Result<Inser
             }
         }
     }
+    let idem = if parent.is_some() {
+        None
+    } else {
+        job.idempotency_key.as_deref()
+    };
     c.prepare_cached(
         "INSERT INTO jobs(id, kind, batch_key, needs_gpu, principal, idem_key, request_hash, \
-         task, elements, state, max_attempts, deadline_ms, created_ms, priority, queue_until_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'queued', ?10, ?11, ?12, ?13, ?14)",
+         task, elements, state, max_attempts, deadline_ms, created_ms, priority, queue_until_ms, \
+         parent, shard_index, shards) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?15, ?10, ?11, ?12, ?13, ?14, ?16, ?17, ?18)",
     )?
     .execute(params![
         job.id,
@@ -140,7 +200,7 @@ pub(super) fn insert_job(c: &Connection, job: &NewJob) -> rusqlite::Result<Inser
         job.batch_key,
         job.needs_gpu,
         job.principal,
-        job.idempotency_key,
+        idem,
         job.request_hash,
         job.task,
         job.elements.min(i64::MAX as u64) as i64,
@@ -148,7 +208,20 @@ pub(super) fn insert_job(c: &Connection, job: &NewJob) -> rusqlite::Result<Inser
         job.deadline_ms,
         job.created_ms,
         job.priority,
-        job.queue_until_ms
+        job.queue_until_ms,
+        state,
+        parent,
+        index,
+        shards
     ])?;
-    Ok(Inserted::Created(job.queued_record(c.last_insert_rowid())))
+    let mut record = job.queued_record(c.last_insert_rowid());
+    if let Sharded::Parent(n) = sharded {
+        record.state = JobState::Running;
+        record.shards = Some(ShardCounts {
+            total: n,
+            ..ShardCounts::default()
+        });
+    }
+    record.parent = parent.map(str::to_string);
+    Ok(Inserted::Created(record))
 }

@@ -1,7 +1,7 @@
 //! The SQLite store's schema: the tables and indexes of a new database, and the steps that
 //! migrate an older one (`user_version`).
 
-pub(super) const SCHEMA_VERSION: i64 = 2;
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -28,7 +28,11 @@ CREATE TABLE IF NOT EXISTS jobs(
   error_code TEXT,
   error_message TEXT,
   priority INTEGER NOT NULL DEFAULT 0,
-  queue_until_ms INTEGER
+  queue_until_ms INTEGER,
+  parent TEXT,
+  shard_index INTEGER,
+  shards INTEGER,
+  closed_by TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs(principal, idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
@@ -67,4 +71,18 @@ pub(super) const INDEXES_V2: &str = "
 CREATE INDEX IF NOT EXISTS jobs_key_priority ON jobs(state, batch_key, priority DESC, seq);
 CREATE INDEX IF NOT EXISTS jobs_principal_priority ON jobs(state, principal, priority DESC, seq);
 CREATE INDEX IF NOT EXISTS jobs_queue_until ON jobs(state, queue_until_ms) WHERE queue_until_ms IS NOT NULL;
+";
+
+/// Version 2 to 3: sharded jobs (crate::shard): a shard's parent and index, a parent's shard
+/// count and closing shard.
+pub(super) const TO_V3: &str = "
+ALTER TABLE jobs ADD COLUMN parent TEXT;
+ALTER TABLE jobs ADD COLUMN shard_index INTEGER;
+ALTER TABLE jobs ADD COLUMN shards INTEGER;
+ALTER TABLE jobs ADD COLUMN closed_by TEXT;
+";
+
+/// Indexes of the version-3 columns: a parent's shards in row order.
+pub(super) const INDEXES_V3: &str = "
+CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent, shard_index) WHERE parent IS NOT NULL;
 ";
