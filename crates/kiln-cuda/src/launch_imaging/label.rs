@@ -175,7 +175,11 @@ impl CudaBackend {
         self.launch(
             Kernel::LABEL_SCAN,
             tile_cfg(1),
-            &[c(), (blocks as i32).into(), Arg::ptr(total.device_ptr(), ScalarType::I32)],
+            &[
+                c(),
+                (blocks as i32).into(),
+                Arg::ptr(total.device_ptr(), ScalarType::I32),
+            ],
         )?;
         self.launch(Kernel::LABEL_NUMBER, tile_cfg(blocks), &[l(), ni.into(), c()])?;
         self.launch(Kernel::LABEL_WRITE, stride_cfg(n), &[l(), ni.into()])?;
