@@ -57,8 +57,7 @@ const NUMPY_SCALARS: [(&str, ScalarType); 12] = [
 ];
 
 /// Array dtypes seen, by identity, with their element type (`None`: no C type kiln checks,
-/// passed untyped, as the general path passes it). The dtype objects are held, so an
-/// address is never reused by another dtype while cached; a handful of entries at most.
+/// passed untyped, as the general path passes it); see [`dtype_cached`].
 static DTYPES: Mutex<Vec<(Py<PyAny>, Option<ScalarType>)>> = Mutex::new(Vec::new());
 const DTYPES_MAX: usize = 64;
 
@@ -90,29 +89,51 @@ pub(crate) fn cupy(py: Python<'_>) -> Option<&'static Cupy> {
 }
 
 fn numpy_scalars(py: Python<'_>) -> Option<&'static [(Py<PyType>, ScalarType)]> {
-    if let Some(v) = NUMPY.get(py) {
+    numpy_types(py, &NUMPY, &NUMPY_SCALARS)
+}
+
+/// NumPy's scalar types named in `names`, with their element types, looked up once into
+/// `cell` (`RawKernel`'s and `ElementwiseKernel`'s fast calls each keep their own kind of
+/// element type).
+pub(crate) fn numpy_types<T: Copy + Send + Sync + 'static>(
+    py: Python<'_>,
+    cell: &'static PyOnceLock<Vec<(Py<PyType>, T)>>,
+    names: &[(&str, T)],
+) -> Option<&'static [(Py<PyType>, T)]> {
+    if let Some(v) = cell.get(py) {
         return Some(v);
     }
     let np = py.import("numpy").ok()?;
-    let mut v = Vec::with_capacity(NUMPY_SCALARS.len());
-    for (name, t) in NUMPY_SCALARS {
+    let mut v = Vec::with_capacity(names.len());
+    for &(name, t) in names {
         v.push((np.getattr(name).ok()?.cast_into::<PyType>().ok()?.unbind(), t));
     }
-    Some(NUMPY.get_or_init(py, || v))
+    Some(cell.get_or_init(py, || v))
 }
 
-/// The element type of a NumPy dtype object (`dtype.name` read once per dtype).
-fn dtype_type(dtype: &Bound<'_, PyAny>) -> Option<Option<ScalarType>> {
-    let mut seen = DTYPES.lock().ok()?;
+/// The element type `of` gives a NumPy dtype object's name, read once per dtype object and
+/// kept in `cache` (the objects are held, so an address is never reused by another dtype
+/// while cached; a handful of entries at most). `None` where the cache cannot be read.
+pub(crate) fn dtype_cached<T: Copy>(
+    cache: &Mutex<Vec<(Py<PyAny>, T)>>,
+    dtype: &Bound<'_, PyAny>,
+    of: impl FnOnce(&str) -> T,
+) -> Option<T> {
+    let mut seen = cache.lock().ok()?;
     if let Some((_, t)) = seen.iter().find(|(d, _)| d.as_ptr() == dtype.as_ptr()) {
         return Some(*t);
     }
     let name: String = dtype.getattr("name").ok()?.extract().ok()?;
-    let t = crate::kernels::scalar_type_of(&name);
+    let t = of(&name);
     if seen.len() < DTYPES_MAX {
         seen.push((dtype.clone().unbind(), t));
     }
     Some(t)
+}
+
+/// The element type of a NumPy dtype object (`dtype.name` read once per dtype).
+fn dtype_type(dtype: &Bound<'_, PyAny>) -> Option<Option<ScalarType>> {
+    dtype_cached(&DTYPES, dtype, crate::kernels::scalar_type_of)
 }
 
 /// A launch dimension: an int, or a tuple of one to three ints.

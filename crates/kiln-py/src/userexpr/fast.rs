@@ -14,14 +14,14 @@
 
 use super::device::launch;
 use super::PyElementwise;
-use crate::rawcall::{cupy, named_stream, Cupy};
+use crate::rawcall::{cupy, dtype_cached, named_stream, numpy_types, Cupy};
 use kiln::expr_kernel::{DeviceArg, DeviceArray, ExprLaunch};
 use kiln::Device;
 use kiln_expr::{ArgSpec, Scalar, ScalarType};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyComplex, PyFloat, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyComplex, PyFloat, PyInt, PyTuple, PyType};
 use std::sync::Mutex;
 
 /// NumPy's scalar types that are kernel types (complex ones go the general way).
@@ -41,21 +41,11 @@ const NUMPY_SCALARS: [(&str, ScalarType); 12] = [
     ("bool_", ScalarType::Bool),
 ];
 
-/// Array dtypes seen, by identity, with their kernel type (`None`: not one). The dtype
-/// objects are held, so an address is never reused by another dtype while cached.
+/// Array dtypes seen, by identity, with their kernel type (`None`: not one).
 static DTYPES: Mutex<Vec<(Py<PyAny>, Option<ScalarType>)>> = Mutex::new(Vec::new());
-const DTYPES_MAX: usize = 64;
 
 fn numpy_scalars(py: Python<'_>) -> Option<&'static [(Py<PyType>, ScalarType)]> {
-    if let Some(v) = NUMPY.get(py) {
-        return Some(v);
-    }
-    let np = py.import("numpy").ok()?;
-    let mut v = Vec::with_capacity(NUMPY_SCALARS.len());
-    for (name, t) in NUMPY_SCALARS {
-        v.push((np.getattr(name).ok()?.cast_into::<PyType>().ok()?.unbind(), t));
-    }
-    Some(NUMPY.get_or_init(py, || v))
+    numpy_types(py, &NUMPY, &NUMPY_SCALARS)
 }
 
 /// NumPy's dtype objects by kernel type, made once each: `cupy.empty` takes one without
@@ -76,18 +66,7 @@ fn numpy_dtype<'py>(py: Python<'py>, t: ScalarType) -> PyResult<Bound<'py, PyAny
 
 /// The kernel type of a NumPy dtype object (`dtype.name` read once per dtype).
 fn dtype_type(dtype: &Bound<'_, PyAny>) -> Option<ScalarType> {
-    let mut seen = DTYPES.lock().ok()?;
-    if let Some((_, t)) = seen.iter().find(|(d, _)| d.as_ptr() == dtype.as_ptr()) {
-        return *t;
-    }
-    let name = dtype.getattr("name").ok()?;
-    let t = ScalarType::from_name(&name.cast::<PyString>().ok()?.to_cow().ok()?)
-        .ok()
-        .flatten();
-    if seen.len() < DTYPES_MAX {
-        seen.push((dtype.clone().unbind(), t));
-    }
-    t
+    dtype_cached(&DTYPES, dtype, |name| ScalarType::from_name(name).ok().flatten())?
 }
 
 /// A scalar as the general path converts it (`_scalar_desc`, then `py_scalar`): Python
