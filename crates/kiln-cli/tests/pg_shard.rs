@@ -32,18 +32,6 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Row `i` of the book: every third a Heston put, the others Black-Scholes calls and puts.
-fn row(i: u64) -> Value {
-    let k = 80.0 + (i % 41) as f64;
-    if i % 3 == 1 {
-        json!({"model": "heston", "option_type": "put", "spot": 100.0, "strike": k, "rate": 0.03,
-               "maturity": 1.0, "kappa": 1.5, "theta": 0.04, "xi": 0.5, "rho": -0.6, "v0": 0.05})
-    } else {
-        json!({"option_type": if i % 2 == 0 { "call" } else { "put" }, "spot": 100.0, "strike": k,
-               "rate": 0.03, "volatility": 0.15 + 0.001 * (i % 97) as f64, "maturity": 1.0})
-    }
-}
-
 fn node_ids(s: &Server) -> HashSet<String> {
     let r = s.get("/v1/nodes", Some(TOKEN)).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
@@ -53,29 +41,6 @@ fn node_ids(s: &Server) -> HashSet<String> {
         .iter()
         .map(|n| n["id"].as_str().unwrap().to_string())
         .collect()
-}
-
-/// Each price's bits, in order.
-fn bits(job: &Value) -> Vec<u64> {
-    job["result"]["prices"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no prices: {job}"))
-        .iter()
-        .map(|r| r["price"].as_f64().unwrap_or(f64::NAN).to_bits())
-        .collect()
-}
-
-/// Submit `body` to `s`; the job id.
-fn submit(s: &Server, body: &Value) -> String {
-    let r = s.post_json("/v1/jobs", Some(TOKEN), body);
-    assert_eq!(r.status, 202, "{}", r.text());
-    r.json()["id"].as_str().unwrap().to_string()
-}
-
-fn finished(s: &Server, id: &str) -> Value {
-    let j = s.wait_job(id, Some(TOKEN), 1800);
-    assert_eq!(j["state"], "succeeded", "{j}");
-    j
 }
 
 #[test]
@@ -117,7 +82,7 @@ fn a_sharded_book_on_three_nodes_one_killed_is_bitwise_the_one_node_book() {
         known = now;
         servers.push(s);
     }
-    let book: Vec<Value> = (0..rows).map(row).collect();
+    let book: Vec<Value> = (0..rows).map(shard_row).collect();
     let params = json!({"method": "mc", "paths": paths, "steps": 16, "seed": 11});
     let body = json!({"kind": "price", "params": params, "inputs": {"options": book}});
 
@@ -125,28 +90,28 @@ fn a_sharded_book_on_three_nodes_one_killed_is_bitwise_the_one_node_book() {
     let mut whole = body.clone();
     whole["queue_timeout_s"] = json!(86400);
     let t = Instant::now();
-    let id = submit(&servers[0], &whole);
-    let one = finished(&servers[0], &id);
+    let id = submit_as(&servers[0], TOKEN, &whole);
+    let one = succeeded(&servers[0], &id, TOKEN, 1800);
     let one_s = t.elapsed().as_secs_f64();
     assert!(one.get("shards").is_none(), "not split: {one}");
-    let want = bits(&one);
+    let want = price_bits(&one);
     assert_eq!(want.len() as u64, rows);
 
     // three nodes
     let t = Instant::now();
-    let id = submit(&servers[0], &body);
-    let three = finished(&servers[1], &id);
+    let id = submit_as(&servers[0], TOKEN, &body);
+    let three = succeeded(&servers[1], &id, TOKEN, 1800);
     let three_s = t.elapsed().as_secs_f64();
     let shards = three["shards"]["total"].as_u64().unwrap();
     assert!(shards >= 10, "{three}");
     assert_eq!(three["shards"]["done"], shards);
-    assert_eq!(bits(&three), want, "three nodes: the one-node bits");
+    assert_eq!(price_bits(&three), want, "three nodes: the one-node bits");
 
     // three nodes, one killed while it holds a shard
     let victim = 2usize;
     let prefix = format!("{}/", ids[victim]);
     let t = Instant::now();
-    let id = submit(&servers[0], &body);
+    let id = submit_as(&servers[0], TOKEN, &body);
     let held_sql =
         "SELECT id FROM kiln_jobs WHERE parent = $1 AND state = 'running' AND starts_with(lease_owner, $2)";
     let end = Instant::now() + Duration::from_secs(600);
@@ -164,9 +129,9 @@ fn a_sharded_book_on_three_nodes_one_killed_is_bitwise_the_one_node_book() {
     };
     let killed_at_s = t.elapsed().as_secs_f64();
     servers[victim].kill9();
-    let killed = finished(&servers[0], &id);
+    let killed = succeeded(&servers[0], &id, TOKEN, 1800);
     let killed_s = t.elapsed().as_secs_f64();
-    assert_eq!(bits(&killed), want, "one node killed: the one-node bits");
+    assert_eq!(price_bits(&killed), want, "one node killed: the one-node bits");
     let redone: Vec<i32> = db
         .query("SELECT attempts FROM kiln_jobs WHERE id = ANY($1)", &[&held])
         .iter()

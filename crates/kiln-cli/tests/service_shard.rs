@@ -15,38 +15,6 @@ use std::time::{Duration, Instant};
 const TOKEN: &str = "shard-token-1";
 const ROWS: u64 = 600;
 
-fn row(i: u64) -> Value {
-    let k = 80.0 + (i % 41) as f64;
-    if i % 3 == 1 {
-        json!({"model": "heston", "option_type": "put", "spot": 100.0, "strike": k, "rate": 0.03,
-               "maturity": 1.0, "kappa": 1.5, "theta": 0.04, "xi": 0.5, "rho": -0.6, "v0": 0.05})
-    } else {
-        json!({"option_type": if i % 2 == 0 { "call" } else { "put" }, "spot": 100.0, "strike": k,
-               "rate": 0.03, "volatility": 0.15 + 0.001 * (i % 97) as f64, "maturity": 1.0})
-    }
-}
-
-fn bits(job: &Value) -> Vec<u64> {
-    job["result"]["prices"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no prices: {job}"))
-        .iter()
-        .map(|r| r["price"].as_f64().unwrap_or(f64::NAN).to_bits())
-        .collect()
-}
-
-fn submit(s: &Server, body: &Value) -> String {
-    let r = s.post_json("/v1/jobs", Some(TOKEN), body);
-    assert_eq!(r.status, 202, "{}", r.text());
-    r.json()["id"].as_str().unwrap().to_string()
-}
-
-fn finished(s: &Server, id: &str) -> Value {
-    let j = s.wait_job(id, Some(TOKEN), 600);
-    assert_eq!(j["state"], "succeeded", "{j}");
-    j
-}
-
 /// The server's child processes (its workers).
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -83,25 +51,25 @@ fn a_sharded_book_through_the_supervisor_is_bitwise_the_unsharded_one() {
         &dir.path().join("node"),
         &["--service-config", cfg_s.as_str(), "--cpu-workers", "3"],
     );
-    let book: Vec<Value> = (0..ROWS).map(row).collect();
+    let book: Vec<Value> = (0..ROWS).map(shard_row).collect();
     let body = json!({"kind": "price", "params": {"method": "mc", "paths": 2048, "steps": 16, "seed": 5},
                       "inputs": {"options": book}});
     let mut whole = body.clone();
     whole["queue_timeout_s"] = json!(300);
-    let one = finished(&s, &submit(&s, &whole));
+    let one = succeeded(&s, &submit_as(&s, TOKEN, &whole), TOKEN, 600);
     assert!(one.get("shards").is_none(), "not split: {one}");
-    let want = bits(&one);
+    let want = price_bits(&one);
     assert_eq!(want.len() as u64, ROWS);
 
     // accepted although the token may hold one job: the unsharded one released its own
-    let id = submit(&s, &body);
-    let got = finished(&s, &id);
+    let id = submit_as(&s, TOKEN, &body);
+    let got = succeeded(&s, &id, TOKEN, 600);
     assert_eq!(got["shards"]["total"], 10);
     assert_eq!(got["shards"]["done"], 10);
-    assert_eq!(bits(&got), want, "sharded: the unsharded bits");
+    assert_eq!(price_bits(&got), want, "sharded: the unsharded bits");
 
     // accepted only if the sharded job's admission was released by its closing shard
-    let id = submit(&s, &body);
+    let id = submit_as(&s, TOKEN, &body);
     let end = Instant::now() + Duration::from_secs(300);
     loop {
         let j = s.get(&format!("/v1/jobs/{id}"), Some(TOKEN)).unwrap().json();
@@ -125,8 +93,12 @@ fn a_sharded_book_through_the_supervisor_is_bitwise_the_unsharded_one() {
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &busy.to_string()])
         .status();
-    let got = finished(&s, &id);
-    assert_eq!(bits(&got), want, "a worker killed midway: the unsharded bits");
+    let got = succeeded(&s, &id, TOKEN, 600);
+    assert_eq!(
+        price_bits(&got),
+        want,
+        "a worker killed midway: the unsharded bits"
+    );
     let r = s.post_json("/v1/jobs", Some(TOKEN), &whole);
     assert_eq!(r.status, 202, "the admission was released: {}", r.text());
 }

@@ -352,3 +352,42 @@ pub fn data_dir() -> tempfile::TempDir {
         .tempdir()
         .unwrap()
 }
+
+/// Row `i` of the sharding tests' book: every third a Heston put, the others Black-Scholes
+/// calls and puts.
+pub fn shard_row(i: u64) -> Value {
+    let k = 80.0 + (i % 41) as f64;
+    if i % 3 == 1 {
+        serde_json::json!({"model": "heston", "option_type": "put", "spot": 100.0, "strike": k,
+            "rate": 0.03, "maturity": 1.0, "kappa": 1.5, "theta": 0.04, "xi": 0.5, "rho": -0.6,
+            "v0": 0.05})
+    } else {
+        serde_json::json!({"option_type": if i % 2 == 0 { "call" } else { "put" }, "spot": 100.0,
+            "strike": k, "rate": 0.03, "volatility": 0.15 + 0.001 * (i % 97) as f64,
+            "maturity": 1.0})
+    }
+}
+
+/// Each price's bits of a finished pricing job, in order.
+pub fn price_bits(job: &Value) -> Vec<u64> {
+    job["result"]["prices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no prices: {job}"))
+        .iter()
+        .map(|r| r["price"].as_f64().unwrap_or(f64::NAN).to_bits())
+        .collect()
+}
+
+/// Submit `body` to `s` as `token` (202 expected); the job id.
+pub fn submit_as(s: &Server, token: &str, body: &Value) -> String {
+    let r = s.post_json("/v1/jobs", Some(token), body);
+    assert_eq!(r.status, 202, "{}", r.text());
+    r.json()["id"].as_str().unwrap().to_string()
+}
+
+/// Job `id` once it has succeeded (waiting up to `secs`).
+pub fn succeeded(s: &Server, id: &str, token: &str, secs: u64) -> Value {
+    let j = s.wait_job(id, Some(token), secs);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    j
+}
