@@ -554,7 +554,7 @@ fn gpu_mc_risk_batches_match_the_per_option_path_and_the_cpu() {
 
 /// The exotic book of `gpu_exotic_book_monte_carlo` (100 options x 100 scenarios, analytic
 /// where a closed form exists, and x 1,000 scenarios by Monte Carlo, also without its
-/// Americans) timed on the GPU runtime batched and one option a call, and on the CPU
+/// Americans) timed on the GPU runtime batched and one option per engine invocation, and on the CPU
 /// runtime; wall clock of `Runtime::risk`, one run each after a warm-up run of the batched
 /// path.
 #[test]
@@ -622,7 +622,7 @@ fn gpu_mc_risk_timing() {
             .filter(|v| **v == Valuation::MonteCarlo)
             .count();
         println!(
-            "risk: {what} ({mc} by Monte Carlo, 4,096 paths x 16 steps): GPU runtime batched {tb:.3} s, GPU runtime one option a call {to:.3} s ({}), CPU runtime {tc:.3} s ({} threads); {}",
+            "risk: {what} ({mc} by Monte Carlo, 4,096 paths x 16 steps): GPU runtime batched {tb:.3} s, GPU runtime one option per engine invocation {to:.3} s ({}), CPU runtime {tc:.3} s ({} threads); {}",
             rt.device_name(),
             rayon_threads(),
             if bits(&b) == bits(&o) { "the same bits" } else { "DIFFERENT BITS" },

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone)]
 pub struct UserFunction {
     inner: Arc<FnInner>,
-    /// Shared, so a clone (launch caches hand out clones a call) copies no list.
+    /// Shared, so a clone (launch caches hand out clones on every launch) copies no list.
     params: Arc<Params>,
     cooperative: bool,
 }

@@ -55,7 +55,7 @@
 //! honest for any payoff, whatever the correlation of base and copies). A Sobol run's batches
 //! are randomised QMC runs of two replicates each (the engines need at least two), the same
 //! estimator over independent randomisations. The batches go to the engines through
-//! [`Runtime::price_book_streams`], one call a batch for every option's copies together
+//! [`Runtime::price_book_streams`], one engine invocation per batch for every option's copies together
 //! (a few launches of each kind on a GPU), so no new kernel is needed: the engines give the
 //! same bits for the same stream on either device, and so do the Greeks, computed from them
 //! on the host by this module.
@@ -422,7 +422,7 @@ impl Runtime {
             .collect())
     }
 
-    /// Every batch of the options `group`: one [`price_book_streams`] call a batch holding
+    /// Every batch of the options `group`: one [`price_book_streams`] invocation per batch holding
     /// every copy of every option still valid, each on its option's stream.
     ///
     /// [`price_book_streams`]: Runtime::price_book_streams
