@@ -80,7 +80,7 @@ impl Runtime {
             .chain(k.out_params())
             .map(|p| p.name.as_str());
         let call = Uploaded::new(dev, k.name(), names, inputs, &outs)?;
-        ExprLaunch::elementwise_bound(k, &b, &call.named, None)?.queue(dev, &[])?;
+        ExprLaunch::elementwise_bound(k, &b, &call.named(), None)?.queue(dev, &[])?;
         call.download(dev, &mut outs)?;
         Ok(outs)
     }
@@ -115,7 +115,7 @@ impl Runtime {
             .chain(k.out_params())
             .map(|p| p.name.as_str());
         let call = Uploaded::new(dev, k.name(), names, inputs, &outs)?;
-        ExprLaunch::reduction_bound(k, &rb, &call.named)?.queue(dev, &[])?;
+        ExprLaunch::reduction_bound(k, &rb, &call.named())?.queue(dev, &[])?;
         call.download(dev, &mut outs)?;
         Ok(outs)
     }
@@ -124,7 +124,11 @@ impl Runtime {
 /// A host call's arrays uploaded (inputs C-contiguous, outputs zero-filled), as device
 /// arrays by parameter name; the buffers live as long as this.
 struct Uploaded {
-    named: Named,
+    /// The kernel's parameter names, inputs then outputs.
+    names: Vec<String>,
+    /// The inputs and outputs as device arguments.
+    ins: Vec<DeviceArg>,
+    outs: Vec<DeviceArg>,
     /// Every array's buffer, inputs then outputs.
     buffers: Vec<DeviceBuffer<u8>>,
     /// The outputs' buffers' indices in `buffers`, in order.
@@ -141,13 +145,15 @@ impl Uploaded {
         inputs: &[Arg<'_>],
         outs: &[OwnedArray],
     ) -> Result<Uploaded> {
+        let names: Vec<String> = names.map(str::to_string).collect();
         let mut call = Uploaded {
-            named: Named::default(),
+            names: Vec::new(),
+            ins: Vec::new(),
+            outs: Vec::new(),
             buffers: Vec::new(),
             outputs: Vec::new(),
         };
-        let names: Vec<&str> = names.collect();
-        let (in_names, out_names) = names.split_at(inputs.len().min(names.len()));
+        let in_names = &names[..inputs.len().min(names.len())];
         let mut ins = Vec::with_capacity(inputs.len());
         for (a, name) in inputs.iter().zip(in_names) {
             ins.push(match a {
@@ -163,9 +169,19 @@ impl Uploaded {
             call.outputs.push(call.buffers.len());
             outputs.push(DeviceArg::Array(call.upload(dev, &o.bytes, o.dtype, &o.shape)?));
         }
-        call.named.add(in_names.iter().copied(), &ins, false);
-        call.named.add(out_names.iter().copied(), &outputs, true);
+        call.ins = ins;
+        call.outs = outputs;
+        call.names = names;
         Ok(call)
+    }
+
+    /// The arguments by parameter name.
+    fn named(&self) -> Named<'_> {
+        let (in_names, out_names) = self.names.split_at(self.ins.len().min(self.names.len()));
+        let mut named = Named::default();
+        named.add(in_names.iter().map(String::as_str), &self.ins, false);
+        named.add(out_names.iter().map(String::as_str), &self.outs, true);
+        named
     }
 
     /// `bytes` (C order) in a new device buffer (one byte for an empty array, which the

@@ -72,33 +72,35 @@ impl DeviceArg {
     }
 }
 
-/// A call's arrays and scalars by parameter name.
+/// A call's arrays and scalars by parameter name, borrowed from the call (a lookup walks the
+/// few parameters; nothing is copied or hashed per call).
 #[derive(Default)]
-pub(crate) struct Named {
-    arrays: HashMap<String, DeviceArray>,
-    scalars: HashMap<String, Scalar>,
+pub(crate) struct Named<'a> {
+    /// Each argument under its name, with whether it is an output.
+    entries: Vec<(&'a str, &'a DeviceArg, bool)>,
 }
 
-impl Named {
-    /// `args` under `names` (a kernel's parameter names, in order); scalars among outputs
-    /// are dropped (binding refuses them).
-    pub(crate) fn add<'n>(
-        &mut self,
-        names: impl Iterator<Item = &'n str>,
-        args: &[DeviceArg],
-        outputs: bool,
-    ) {
-        for (name, a) in names.zip(args) {
-            match a {
-                DeviceArg::Array(d) => {
-                    self.arrays.insert(name.to_string(), d.clone());
-                }
-                DeviceArg::Scalar(s) if !outputs => {
-                    self.scalars.insert(name.to_string(), *s);
-                }
-                DeviceArg::Scalar(_) => {}
-            }
-        }
+impl<'a> Named<'a> {
+    /// `args` under `names` (a kernel's parameter names, in order).
+    pub(crate) fn add(&mut self, names: impl Iterator<Item = &'a str>, args: &'a [DeviceArg], outputs: bool) {
+        self.entries.extend(names.zip(args).map(|(n, a)| (n, a, outputs)));
+    }
+
+    /// The array named `name` (the last one given under it: an output over an input).
+    fn array(&self, name: &str) -> Option<&'a DeviceArray> {
+        self.entries.iter().rev().find_map(|&(n, a, _)| match a {
+            DeviceArg::Array(d) if n == name => Some(d),
+            _ => None,
+        })
+    }
+
+    /// The input scalar named `name` (scalars among outputs are dropped: binding refuses
+    /// them).
+    fn scalar(&self, name: &str) -> Option<&'a Scalar> {
+        self.entries.iter().rev().find_map(|&(n, a, out)| match a {
+            DeviceArg::Scalar(s) if n == name && !out => Some(s),
+            _ => None,
+        })
     }
 }
 
@@ -221,7 +223,7 @@ impl Prepared {
     }
 
     /// The launch over one call's arrays and scalars.
-    fn bind(self: &Arc<Self>, named: &Named) -> Result<ExprLaunch> {
+    fn bind(self: &Arc<Self>, named: &Named<'_>) -> Result<ExprLaunch> {
         let args = args(named, &self.params, &self.geometry, &self.name)?;
         let size = self.geometry.size;
         // The vector form (16-byte accesses, two a thread) where every vector-accessed
@@ -230,7 +232,7 @@ impl Prepared {
         let vector = self
             .vector
             .as_ref()
-            .filter(|p| p.fits(|name| named.arrays.get(name).map(|a| a.ptr)));
+            .filter(|p| p.fits(|name| named.array(name).map(|a| a.ptr)));
         let (name, grid, block) = match vector {
             Some(p) => (p.symbol.clone(), p.grid(size), p.block()),
             // a reduction: one block per output element, grid-stride over the outputs
@@ -358,7 +360,12 @@ fn specs(args: &[DeviceArg]) -> Vec<ArgSpec> {
 }
 
 /// A call's arguments under the kernel's parameter names.
-fn named_args(in_names: &[Param], out_names: &[Param], inputs: &[DeviceArg], outputs: &[DeviceArg]) -> Named {
+fn named_args<'a>(
+    in_names: &'a [Param],
+    out_names: &'a [Param],
+    inputs: &'a [DeviceArg],
+    outputs: &'a [DeviceArg],
+) -> Named<'a> {
     let mut named = Named::default();
     named.add(in_names.iter().map(|p| p.name.as_str()), inputs, false);
     named.add(out_names.iter().map(|p| p.name.as_str()), outputs, true);
@@ -400,15 +407,16 @@ impl ExprLaunch {
         block: Option<u32>,
         bind_outputs: bool,
     ) -> Result<ExprLaunch> {
-        let (ins, outs) = (specs(inputs), bind_outputs.then(|| specs(outputs)));
         let prepared = cache.get_or(
             Signature::Elementwise {
-                ins: ins.clone(),
-                outs: outs.clone(),
+                ins: specs(inputs),
+                outs: bind_outputs.then(|| specs(outputs)),
                 size,
                 block,
             },
             || {
+                // (the key's specs again: a miss pays for them twice, a hit never copies)
+                let (ins, outs) = (specs(inputs), bind_outputs.then(|| specs(outputs)));
                 let b = k.bind(&ins, outs.as_deref().unwrap_or_default(), size)?;
                 Prepared::elementwise(k, &b, block)
             },
@@ -421,7 +429,7 @@ impl ExprLaunch {
     pub(crate) fn elementwise_bound(
         k: &ElementwiseKernel,
         b: &Binding,
-        named: &Named,
+        named: &Named<'_>,
         block: Option<u32>,
     ) -> Result<ExprLaunch> {
         Arc::new(Prepared::elementwise(k, b, block)?).bind(named)
@@ -449,15 +457,15 @@ impl ExprLaunch {
         axis: &Axis,
         keepdims: bool,
     ) -> Result<ExprLaunch> {
-        let (ins, outs) = (specs(inputs), specs(outputs));
         let prepared = cache.get_or(
             Signature::Reduction {
-                ins: ins.clone(),
-                outs: outs.clone(),
+                ins: specs(inputs),
+                outs: specs(outputs),
                 axis: axis.clone(),
                 keepdims,
             },
             || {
+                let (ins, outs) = (specs(inputs), specs(outputs));
                 let rb = k.bind(&ins, &outs, axis, keepdims)?;
                 Prepared::reduction(k, &rb)
             },
@@ -470,7 +478,7 @@ impl ExprLaunch {
     pub(crate) fn reduction_bound(
         k: &ReductionKernel,
         rb: &ReductionBinding,
-        named: &Named,
+        named: &Named<'_>,
     ) -> Result<ExprLaunch> {
         Arc::new(Prepared::reduction(k, rb)?).bind(named)
     }
@@ -541,7 +549,7 @@ fn nvrtc_options(extra: &[String]) -> Vec<String> {
 
 /// The launch arguments for the generated kernel's parameters.
 fn args(
-    named: &Named,
+    named: &Named<'_>,
     params: &[KernelParam],
     g: &Geometry,
     kernel: &str,
@@ -552,8 +560,8 @@ fn args(
             format!("the generated kernel takes the {what} `{name}`, which the call does not have"),
         )
     };
-    let array = |name: &str| named.arrays.get(name).ok_or_else(|| missing("array", name));
-    let scalar = |name: &str| named.scalars.get(name).ok_or_else(|| missing("scalar", name));
+    let array = |name: &str| named.array(name).ok_or_else(|| missing("array", name));
+    let scalar = |name: &str| named.scalar(name).ok_or_else(|| missing("scalar", name));
     let int = |v: i64| KernelArg::Scalar(CudaScalar::I64(v));
     params
         .iter()
