@@ -11,7 +11,7 @@ use kiln_core::finance::american::AmericanSpec;
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::implied::{NoVolatility, Quote};
-use kiln_core::finance::{McParams, OptionSpec, Rng};
+use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 use kiln_core::{Device, Result};
 
@@ -41,6 +41,16 @@ impl FinanceBackend for CudaBackend {
                 self.price_mc_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
             }
         }
+    }
+
+    fn mc_block_sums(
+        &self,
+        spec: &OptionSpec,
+        mc: &McParams,
+        option: u32,
+        blocks: std::ops::Range<u64>,
+    ) -> Result<Vec<BlockSums>> {
+        self.mc_block_range_sums_gpu(spec, mc, option, blocks)
     }
 
     fn price_heston(&self, specs: &[HestonSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {

@@ -19,7 +19,7 @@ use crate::finance::basket::BasketSpec;
 use crate::finance::calibrate::{calibrate_heston, CalibrationOptions, HestonFit, HestonQuote};
 use crate::finance::heston::{HestonParams, HestonSpec};
 use crate::finance::implied::{NoVolatility, Quote};
-use crate::finance::{McParams, OptionSpec, PriceResult};
+use crate::finance::{BlockSums, McParams, OptionSpec, PriceResult};
 use crate::{Device, Error, Result};
 
 /// Which Philox stream (or Sobol replicate set) each option of a run draws.
@@ -107,6 +107,19 @@ pub trait FinanceBackend: Send + Sync {
     /// Black-Scholes Monte Carlo (European, Asian, barrier; Philox paths or Sobol points):
     /// kiln-core's `finance::blocks` contract.
     fn price_mc(&self, specs: &[OptionSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch;
+
+    /// The sums of the canonical blocks `blocks` of one Black-Scholes option (stream index
+    /// `option`), in block order: a run split into block ranges (across devices) and
+    /// finished over the concatenation gives the bits of [`price_mc`](Self::price_mc).
+    /// Philox runs (a device may refuse a Sobol run's ranges: its points are scrambled per
+    /// replicate over every block).
+    fn mc_block_sums(
+        &self,
+        spec: &OptionSpec,
+        mc: &McParams,
+        option: u32,
+        blocks: std::ops::Range<u64>,
+    ) -> Result<Vec<BlockSums>>;
 
     /// Heston Monte Carlo (Andersen's QE scheme, kiln-core's `finance::heston::qe`).
     fn price_heston(&self, specs: &[HestonSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch;

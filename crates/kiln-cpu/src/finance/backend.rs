@@ -11,13 +11,13 @@ use kiln_core::finance::american::AmericanSpec;
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::implied::{implied_volatility_book, NoVolatility, Quote};
-use kiln_core::finance::{McParams, OptionSpec};
+use kiln_core::finance::{BlockSums, McParams, OptionSpec};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 use kiln_core::{Device, Error, Result};
 
 use super::{
     price_american, price_american_portfolio, price_basket_mc, price_heston_mc, price_mc,
-    price_portfolio_from,
+    price_portfolio_from, simulate_blocks,
 };
 
 /// The CPU's finance engines (module docs).
@@ -48,6 +48,16 @@ impl FinanceBackend for CpuFinance {
             McStreams::From(first) => Ok(price_portfolio_from(specs, mc, first)),
             McStreams::Each(st) => par_streams(specs, st, |s, o| price_mc(s, mc, o)),
         }
+    }
+
+    fn mc_block_sums(
+        &self,
+        spec: &OptionSpec,
+        mc: &McParams,
+        option: u32,
+        blocks: std::ops::Range<u64>,
+    ) -> Result<Vec<BlockSums>> {
+        simulate_blocks(spec, mc, option, blocks)
     }
 
     fn price_heston(&self, specs: &[HestonSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
@@ -149,6 +159,12 @@ mod tests {
             assert_eq!(b.as_ref().unwrap().price.to_bits(), want, "option {i}");
         }
         assert!(CpuFinance.price_mc(&specs, &mc, McStreams::Each(&[1])).is_err());
+        // block ranges finished over their concatenation: option 1's bits at stream 6
+        let nb = kiln_core::finance::block_count(&mc);
+        let mut sums = CpuFinance.mc_block_sums(&specs[1], &mc, 6, 0..1).unwrap();
+        sums.extend(CpuFinance.mc_block_sums(&specs[1], &mc, 6, 1..nb).unwrap());
+        let whole = kiln_core::finance::finish(&specs[1], &mc, &sums).unwrap();
+        assert_eq!(whole.price.to_bits(), from[1].as_ref().unwrap().price.to_bits());
         assert!(CpuFinance.risk_bs_grid(&empty_book(), &empty_grid()).is_err());
     }
 
