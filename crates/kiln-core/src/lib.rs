@@ -8,7 +8,8 @@
 //! - the device request (`auto|cpu|cuda|cuda:N`) and the device policy
 //!   (allowed ordinals/UUIDs, minimum compute capability) in [`device`];
 //! - the [`BackendStorage`] trait that the CPU and CUDA storages implement (the ops a
-//!   tensor runs), with [`Device`], and [`BackendKind`];
+//!   tensor runs), with [`Device`], and [`BackendKind`]; beside it the [`FinanceBackend`]
+//!   trait of the finance engines (Monte Carlo, the risk grid, the implied-volatility book);
 //! - the reference numerics both backends share, so that neither depends on the other:
 //!   Philox and the path constants ([`philox`], [`finance::PathParams`]), the closed forms
 //!   and a Monte Carlo run's finishing math ([`finance::analytic`], [`finance::blocks`]),
@@ -36,4 +37,4 @@ pub use config::{Config, MemoryLimit};
 pub use device::{DeviceRequest, DeviceSelector};
 pub use dtype::{DType, HasDType};
 pub use error::{cuda_code_name, is_sticky_cuda_code, Error, NoDeviceReason, Result};
-pub use storage::{BackendStorage, Device};
+pub use storage::{BackendStorage, Device, FinanceBackend};

@@ -9,6 +9,11 @@
 //!
 //! The element conversions ([`cast_f64`]) are defined here once, so that both backends'
 //! casts are the same function of the input.
+//!
+//! Finance has its own interface beside this one, [`FinanceBackend`] (the Monte Carlo
+//! engines, the risk grid, the implied-volatility book; module `finance` of this one): its
+//! inputs are option specs and parameter columns rather than a storage, so it is not a
+//! storage method.
 
 use crate::backend::MapOp;
 use crate::imaging::morphology::BinarySpec;
@@ -17,6 +22,9 @@ use crate::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
 use crate::linalg::{Gemm, GemmImpl, GemmPrecision};
 use crate::{DType, Error, Result};
 use std::fmt;
+
+mod finance;
+pub use finance::{every_slot, per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 
 /// Where a tensor's storage lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -16,50 +16,11 @@ use crate::kernels::Kernel;
 use crate::launch::Arg;
 use crate::CudaBackend;
 
+/// The kernel's inputs: kiln-core's, the finance backend interface's types.
+pub use kiln_core::storage::{BsGridBook, ShockGrid};
+
 const OP: &str = "risk_bs_grid";
 const THREADS: u32 = 256;
-
-/// A book of European Black-Scholes options as columns, one entry per option.
-#[derive(Clone, Copy, Debug)]
-pub struct BsGridBook<'a> {
-    /// Spot, `> 0`.
-    pub spot: &'a [f64],
-    /// Strike, `> 0`.
-    pub strike: &'a [f64],
-    /// Rate.
-    pub rate: &'a [f64],
-    /// Dividend yield.
-    pub dividend: &'a [f64],
-    /// Volatility, `> 0`.
-    pub vol: &'a [f64],
-    /// Maturity in years, `> 0`.
-    pub maturity: &'a [f64],
-    /// Position quantity.
-    pub qty: &'a [f64],
-    /// The unshocked price (the P&L is `qty * (shocked - base)`).
-    pub base: &'a [f64],
-    /// 1 for a put, 0 for a call.
-    pub put: &'a [u8],
-    /// The option's underlying slot in [`ShockGrid`], `< n_und`.
-    pub und: &'a [u32],
-}
-
-/// The shocks of every scenario to every underlying slot, row-major `[scenario][slot]`.
-#[derive(Clone, Copy, Debug)]
-pub struct ShockGrid<'a> {
-    /// The spot shift.
-    pub spot_shift: &'a [f64],
-    /// 1: absolute (`S + x`), 0: relative (`S (1 + x)`).
-    pub spot_abs: &'a [u8],
-    /// The volatility shift.
-    pub vol_shift: &'a [f64],
-    /// The rate shift.
-    pub rate_shift: &'a [f64],
-    /// Slots per scenario.
-    pub n_und: u32,
-    /// Scenarios.
-    pub n_scen: usize,
-}
 
 impl CudaBackend {
     /// `total[s] = sum_i qty[i] * (bsm(option i under scenario s) - base[i])` for every

@@ -46,6 +46,7 @@ pub mod cache;
 pub mod coldstart;
 mod copy;
 pub mod discovery;
+mod finance_backend;
 pub mod gemm;
 pub mod gemm_wgmma;
 pub mod graph;

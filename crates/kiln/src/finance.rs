@@ -1,13 +1,13 @@
 //! Option pricing through the runtime: closed forms on the CPU always, Monte Carlo on the
-//! GPU when the runtime has one (else the CPU). The two Monte Carlo engines give the same
-//! bits for the same seed (see `kiln_cuda`'s `launch_finance`), so where a price was
-//! computed never shows in it.
+//! runtime's finance engine ([`Runtime::finance_backend`]: kiln-core's [`FinanceBackend`],
+//! the GPU's launchers when the runtime has one, else the CPU's engines). The engines give
+//! the same bits for the same seed and stream (see `kiln_cuda`'s `launch_finance`), so
+//! where a price was computed never shows in it.
 
 use kiln_core::finance::{bsm, geometric_asian, price_analytic};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
 use kiln_core::Result;
 use kiln_cpu::finance as cpu;
-use kiln_cuda::GpuMcOptions;
 
 use crate::verify::{time_host, Covers, Timing};
 use crate::Runtime;
@@ -17,6 +17,9 @@ pub use kiln_core::finance;
 /// whole book on the CPU's cores; `Runtime::implied_volatility_book` solves a book on the
 /// runtime's device.
 pub use kiln_core::finance::implied;
+/// The finance backend interface and its inputs ([`Runtime::finance_backend`] gives the
+/// runtime's engine).
+pub use kiln_core::storage::{BsGridBook, FinanceBackend, McStreams, ShockGrid};
 
 pub mod american;
 mod basket;
@@ -69,43 +72,20 @@ pub fn supports(method: Method, style: Style) -> bool {
     }
 }
 
-/// A failure of a whole batch of `n` options (a device error, an invalid run) as an error
-/// in every slot: the first keeps the error itself (its sticky classification), the others
-/// carry its message under `op`.
-pub(crate) fn every_slot(op: &str, e: kiln_core::Error, n: usize) -> Vec<Result<PriceResult>> {
-    let msg = e.to_string();
-    let mut v: Vec<Result<PriceResult>> = Vec::with_capacity(n);
-    if n > 0 {
-        v.push(Err(e));
-    }
-    v.extend((1..n).map(|_| Err(kiln_core::Error::invalid(op, msg.clone()))));
-    v
-}
-
-/// `price(spec, stream)` for each spec in turn, option `i` on stream `first_option + i` (an
-/// error in its slot past 2^32).
-pub(crate) fn per_option<S>(
-    op: &str,
-    specs: &[S],
-    first_option: u32,
-    price: impl Fn(&S, u32) -> Result<PriceResult>,
-) -> Vec<Result<PriceResult>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let option = u32::try_from(i as u64 + u64::from(first_option)).map_err(|_| {
-                kiln_core::Error::invalid(
-                    op,
-                    format!("option {i}: stream index past 2^32 (first_option {first_option})"),
-                )
-            })?;
-            price(s, option)
-        })
-        .collect()
-}
+pub(crate) use kiln_core::storage::every_slot;
 
 impl Runtime {
+    /// The runtime's finance engines: the GPU's when it has one, else the CPU's. A `&dyn`
+    /// rather than a generic: the runtime's engine is known only at run time, every method
+    /// prices a whole batch (one indirect call per batch costs nothing beside it), and the
+    /// pricing methods' signatures stay free of a backend parameter.
+    pub fn finance_backend(&self) -> &dyn FinanceBackend {
+        match self.cuda() {
+            Some(gpu) => gpu,
+            None => &cpu::CpuFinance,
+        }
+    }
+
     /// Prices every option; option `i` uses Monte Carlo stream index `i`. One result per
     /// option: an invalid option is an error in its slot.
     pub fn price(&self, specs: &[OptionSpec], method: Method, mc: &McParams) -> Vec<Result<PriceResult>> {
@@ -127,26 +107,22 @@ impl Runtime {
         });
         match method {
             Method::Analytic => specs.iter().map(price_analytic).collect(),
-            Method::MonteCarlo => match self.cuda() {
-                Some(gpu) => {
-                    let opts = GpuMcOptions {
-                        first_option,
-                        ..GpuMcOptions::default()
-                    };
-                    match gpu.price_mc_gpu_with(specs, mc, &opts) {
-                        Ok(v) => v,
-                        Err(e) if specs.is_empty() => {
-                            tracing::warn!("price: {e}");
-                            Vec::new()
-                        }
-                        // A device failure or an invalid run: every slot says so.
-                        Err(e) => every_slot("price", e, specs.len()),
+            // the CPU engine prices in parallel whatever the first option (a serial loop
+            // made a book in the executor's chunks ~3x slower on the CPU than in one piece)
+            Method::MonteCarlo => {
+                match self
+                    .finance_backend()
+                    .price_mc(specs, mc, McStreams::From(first_option))
+                {
+                    Ok(v) => v,
+                    Err(e) if specs.is_empty() => {
+                        tracing::warn!("price: {e}");
+                        Vec::new()
                     }
+                    // A device failure or an invalid run: every slot says so.
+                    Err(e) => every_slot("price", e, specs.len()),
                 }
-                // in parallel whatever the first option (a serial loop here made a book in
-                // the executor's chunks ~3x slower on the CPU than in one piece)
-                None => cpu::price_portfolio_from(specs, mc, first_option),
-            },
+            }
         }
     }
 }

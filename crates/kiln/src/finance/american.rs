@@ -1,12 +1,12 @@
-//! American options through the runtime: Longstaff-Schwartz Monte Carlo on the GPU when the
-//! runtime has one, else on the CPU (the same bits either way: kiln-core's
+//! American options through the runtime: Longstaff-Schwartz Monte Carlo on the runtime's
+//! finance engine, the GPU's or the CPU's (the same bits either way: kiln-core's
 //! `finance::american::lsm` is the contract both engines implement), and the binomial tree
 //! of the same option (exercise on its dates; Broadie-Detemple smoothing, two step counts
 //! averaged) as the closed-form-like reference, always on the CPU.
 
 use kiln_core::finance::{McParams, PriceResult};
+use kiln_core::storage::McStreams;
 use kiln_core::Result;
-use kiln_cpu::finance as cpu;
 
 use crate::Runtime;
 
@@ -35,12 +35,9 @@ impl Runtime {
         first_option: u32,
     ) -> Vec<Result<PriceResult>> {
         let _range = crate::profiler().host_range("price american");
-        match self.cuda() {
-            Some(gpu) => super::per_option("price_american", specs, first_option, |s, option| {
-                gpu.price_american_gpu(s, mc, option)
-            }),
-            None => cpu::price_american_portfolio(specs, mc, first_option),
-        }
+        self.finance_backend()
+            .price_american(specs, mc, McStreams::From(first_option))
+            .unwrap_or_else(|e| super::every_slot("price_american", e, specs.len()))
     }
 
     /// Prices American options, exercisable on their `exercise_dates` dates as Monte Carlo

@@ -1,13 +1,14 @@
 //! Basket options through the runtime: the closed forms (kiln-core, CPU: the geometric
-//! basket, two-asset spreads, two-asset rainbows), and Monte Carlo on the CPU, or on the GPU
-//! when the runtime has one (Philox draws; spreads and rainbows stay on the CPU engine), with
-//! the same bits on both (kiln-core's `finance::basket::mc` is the path both run;
+//! basket, two-asset spreads, two-asset rainbows), and Monte Carlo on the runtime's finance
+//! engine, the GPU's or the CPU's (the GPU takes Philox draws of positive weights; Sobol
+//! runs, spreads and rainbows go to the CPU engine), with the same bits on both (kiln-core's `finance::basket::mc` is the path both run;
 //! `tests/basket_gpu.rs` checks the GPU's samples and sums against it).
 
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::{McParams, PriceResult};
+use kiln_core::storage::{FinanceBackend, McStreams};
 use kiln_core::Result;
-use kiln_cpu::finance as cpu;
+use kiln_cpu::finance::CpuFinance;
 
 use super::Method;
 use crate::Runtime;
@@ -52,21 +53,17 @@ impl Runtime {
                 .collect();
         }
         let _range = crate::profiler().host_range("price basket");
-        let cpu_one = |s: &BasketSpec, option: u32| cpu::price_basket_mc(s, mc, option);
-        // Sobol baskets: the CPU engine (the kernel draws Philox normals only)
-        let Some(gpu) = self.cuda().filter(|_| mc.rng == kiln_core::finance::Rng::Philox) else {
-            // each option's blocks run in parallel, so options go one after another
-            return super::per_option("price_basket", specs, first_option, cpu_one);
-        };
-        // Spreads and rainbows (BasketSpec::gpu_refusal) run on the CPU engine, the rest on the
-        // GPU, each run of consecutive options on its own streams: the same bits as pricing
-        // the batch on either engine.
+        let engine = self.finance_backend();
+        // Options the engine refuses (BasketSpec::gpu_refusal, Sobol runs on a GPU) run on
+        // the CPU engine, the rest on the runtime's, each run of consecutive options on its
+        // own streams: the same bits as pricing the batch on either engine. On the CPU
+        // engine each option's blocks run in parallel, so options go one after another.
         let mut out = Vec::with_capacity(specs.len());
         let mut start = 0;
         while start < specs.len() {
-            let cpu_run = specs[start].gpu_refusal().is_some();
+            let taken = engine.takes_basket(&specs[start], mc);
             let end = (start..specs.len())
-                .find(|&i| specs[i].gpu_refusal().is_some() != cpu_run)
+                .find(|&i| engine.takes_basket(&specs[i], mc) != taken)
                 .unwrap_or(specs.len());
             let run = &specs[start..end];
             let Ok(first) = u32::try_from(u64::from(first_option) + start as u64) else {
@@ -75,17 +72,10 @@ impl Runtime {
                 start = end;
                 continue;
             };
-            if cpu_run {
-                out.extend(super::per_option("price_basket", run, first, cpu_one));
-            } else {
-                let opts = kiln_cuda::GpuMcOptions {
-                    first_option: first,
-                    ..kiln_cuda::GpuMcOptions::default()
-                };
-                match gpu.price_basket_gpu_with(run, mc, &opts) {
-                    Ok(v) => out.extend(v),
-                    Err(e) => out.extend(super::every_slot("price_basket", e, run.len())),
-                }
+            let by: &dyn FinanceBackend = if taken { engine } else { &CpuFinance };
+            match by.price_basket(run, mc, McStreams::From(first)) {
+                Ok(v) => out.extend(v),
+                Err(e) => out.extend(super::every_slot("price_basket", e, run.len())),
             }
             start = end;
         }

@@ -4,25 +4,25 @@
 //! (common random numbers), so the stream cannot follow the option's place in the run as in
 //! [`Runtime::price_book`].
 //!
-//! Every option of a kind goes to its engine in one call, wherever it sits in the book: on a
-//! GPU, the Black-Scholes styles (one launch per style, kiln-cuda's `price_mc_gpu_streams`),
-//! Heston (`price_heston_gpu_streams`) and the baskets the kernel takes
-//! (`price_basket_gpu_streams`) each in as few launches as their block sums allow; the
+//! Every option of a kind goes to the runtime's finance engine ([`Runtime::finance_backend`])
+//! in one call with its stream per option (`McStreams::Each`), wherever it sits in the book:
+//! on a GPU, the Black-Scholes styles (one launch per style, kiln-cuda's
+//! `price_mc_gpu_streams`), Heston (`price_heston_gpu_streams`) and the baskets the kernel
+//! takes (`price_basket_gpu_streams`) each in as few launches as their block sums allow; the
 //! baskets it refuses (spreads, rainbows, Sobol runs) on the CPU engine, in parallel over
 //! the options, while the GPU runs the rest; American options by Longstaff-Schwartz one
 //! option a call (the regression of each exercise date needs the whole path matrix of its
 //! option, so the engine has no batched launch). On the CPU every option runs on the CPU
-//! engine at its stream. Both engines give the same bits for the same stream (each engine's
+//! engine at its stream, in parallel over the options (Americans in turn). Both engines give the same bits for the same stream (each engine's
 //! module says how), so a price here is bitwise the one [`Runtime::price_book`] gives the
 //! option at that stream index, on either runtime.
 
-use rayon::prelude::*;
-
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::heston::HestonSpec;
-use kiln_core::finance::{McParams, OptionSpec, PriceResult, Rng};
+use kiln_core::finance::{McParams, OptionSpec, PriceResult};
+use kiln_core::storage::{FinanceBackend, McStreams};
 use kiln_core::{Error, Result};
-use kiln_cpu::finance as cpu;
+use kiln_cpu::finance::CpuFinance;
 
 use super::american::AmericanSpec;
 use super::{every_slot, BookOption};
@@ -131,18 +131,9 @@ impl Runtime {
         mc: &McParams,
         streams: &[u32],
     ) -> Vec<Result<PriceResult>> {
-        match self.cuda() {
-            Some(gpu) => {
-                let max_items = kiln_cuda::GpuMcOptions::default().max_items;
-                gpu.price_mc_gpu_streams(specs, mc, streams, max_items)
-                    .unwrap_or_else(|e| every_slot("price", e, specs.len()))
-            }
-            None => specs
-                .par_iter()
-                .zip(streams)
-                .map(|(s, &o)| cpu::price_mc(s, mc, o))
-                .collect(),
-        }
+        self.finance_backend()
+            .price_mc(specs, mc, McStreams::Each(streams))
+            .unwrap_or_else(|e| every_slot("price", e, specs.len()))
     }
 
     /// Heston options, `streams[i]` for option `i` (as many).
@@ -152,52 +143,32 @@ impl Runtime {
         mc: &McParams,
         streams: &[u32],
     ) -> Vec<Result<PriceResult>> {
-        match self.cuda() {
-            Some(gpu) => {
-                let max_items = kiln_cuda::GpuMcOptions::default().max_items;
-                gpu.price_heston_gpu_streams(specs, mc, streams, max_items)
-                    .unwrap_or_else(|e| every_slot("price_heston", e, specs.len()))
-            }
-            None => specs
-                .par_iter()
-                .zip(streams)
-                .map(|(s, &o)| cpu::price_heston_mc(s, mc, o))
-                .collect(),
-        }
+        self.finance_backend()
+            .price_heston(specs, mc, McStreams::Each(streams))
+            .unwrap_or_else(|e| every_slot("price_heston", e, specs.len()))
     }
 
-    /// Baskets, `streams[i]` for option `i` (as many): the GPU's where it takes them, the
-    /// CPU engine's for the rest (spreads, rainbows, Sobol runs), both at once.
+    /// Baskets, `streams[i]` for option `i` (as many): the engine's where it takes them, the
+    /// CPU engine's for the rest (spreads, rainbows, Sobol runs on a GPU), both at once.
     fn basket_streams(
         &self,
         specs: &[BasketSpec],
         mc: &McParams,
         streams: &[u32],
     ) -> Vec<Result<PriceResult>> {
-        let on_cpu = |idx: &[usize]| -> Vec<Result<PriceResult>> {
-            idx.par_iter()
-                .map(|&i| cpu::price_basket_mc(&specs[i], mc, streams[i]))
-                .collect()
+        let engine = self.finance_backend();
+        let run = |by: &dyn FinanceBackend, idx: &[usize]| -> Vec<Result<PriceResult>> {
+            if idx.is_empty() {
+                return Vec::new();
+            }
+            by.price_basket(&pick(specs, idx), mc, McStreams::Each(&pick(streams, idx)))
+                .unwrap_or_else(|e| every_slot("price_basket", e, idx.len()))
         };
-        let all: Vec<usize> = (0..specs.len()).collect();
-        let Some(gpu) = self.cuda().filter(|_| mc.rng == Rng::Philox) else {
-            return on_cpu(&all);
-        };
-        let (cpu_idx, gpu_idx): (Vec<usize>, Vec<usize>) =
-            all.into_iter().partition(|&i| specs[i].gpu_refusal().is_some());
-        let (from_cpu, from_gpu) = rayon::join(
-            || on_cpu(&cpu_idx),
-            || {
-                if gpu_idx.is_empty() {
-                    return Vec::new();
-                }
-                let max_items = kiln_cuda::GpuMcOptions::default().max_items;
-                gpu.price_basket_gpu_streams(&pick(specs, &gpu_idx), mc, &pick(streams, &gpu_idx), max_items)
-                    .unwrap_or_else(|e| every_slot("price_basket", e, gpu_idx.len()))
-            },
-        );
+        let (eng_idx, cpu_idx): (Vec<usize>, Vec<usize>) =
+            (0..specs.len()).partition(|&i| engine.takes_basket(&specs[i], mc));
+        let (from_cpu, from_engine) = rayon::join(|| run(&CpuFinance, &cpu_idx), || run(engine, &eng_idx));
         let mut out: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
-        for (idx, res) in [(cpu_idx, from_cpu), (gpu_idx, from_gpu)] {
+        for (idx, res) in [(cpu_idx, from_cpu), (eng_idx, from_engine)] {
             for (i, r) in idx.into_iter().zip(res) {
                 out[i] = Some(r);
             }
@@ -215,14 +186,9 @@ impl Runtime {
         mc: &McParams,
         streams: &[u32],
     ) -> Vec<Result<PriceResult>> {
-        specs
-            .iter()
-            .zip(streams)
-            .map(|(s, &o)| match self.cuda() {
-                Some(gpu) => gpu.price_american_gpu(s, mc, o),
-                None => cpu::price_american(s, mc, o),
-            })
-            .collect()
+        self.finance_backend()
+            .price_american(specs, mc, McStreams::Each(streams))
+            .unwrap_or_else(|e| every_slot("price_american", e, specs.len()))
     }
 }
 

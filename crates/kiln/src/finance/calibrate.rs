@@ -1,9 +1,10 @@
 //! Heston calibration through the runtime: the five parameters fitted to a surface of
 //! European quotes by Levenberg-Marquardt on the semi-analytic price and its exact gradient
-//! (kiln-core's `finance::calibrate`, whose docs give the method). The surface is priced on
-//! the CPU's cores whatever the runtime's device: there is no GPU pricer of a surface.
+//! (kiln-core's `finance::calibrate`, whose docs give the method), through the runtime's
+//! finance engine. The surface is priced on the CPU's cores whatever the runtime's device:
+//! there is no GPU pricer of a surface (both engines take `FinanceBackend`'s default).
 
-use kiln_core::finance::calibrate::{calibrate_heston, CalibrationOptions, HestonFit, HestonQuote};
+use kiln_core::finance::calibrate::{CalibrationOptions, HestonFit, HestonQuote};
 use kiln_core::finance::heston::HestonParams;
 use kiln_core::Result;
 
@@ -21,6 +22,6 @@ impl Runtime {
         options: &CalibrationOptions,
     ) -> Result<HestonFit> {
         let _range = crate::profiler().host_range("calibrate heston");
-        calibrate_heston(quotes, start, options)
+        self.finance_backend().calibrate_heston(quotes, start, options)
     }
 }

@@ -1,12 +1,12 @@
-//! Heston pricing through the runtime: Monte Carlo (Andersen's QE scheme) on the GPU when
-//! the runtime has one, else on the CPU, with the same bits on both (kiln-core's
-//! `finance::heston::qe` is the path both run); the semi-analytic European price is
-//! [`HestonSpec::price_analytic`] (kiln-core, CPU).
+//! Heston pricing through the runtime: Monte Carlo (Andersen's QE scheme) on the runtime's
+//! finance engine ([`Runtime::finance_backend`]), with the same bits on the GPU and the CPU
+//! (kiln-core's `finance::heston::qe` is the path both run); the semi-analytic European
+//! price is [`HestonSpec::price_analytic`] (kiln-core, CPU).
 
 use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::{McParams, PriceResult};
+use kiln_core::storage::McStreams;
 use kiln_core::Result;
-use kiln_cpu::finance as cpu;
 
 use crate::Runtime;
 
@@ -30,19 +30,10 @@ impl Runtime {
         first_option: u32,
     ) -> Vec<Result<PriceResult>> {
         let _range = crate::profiler().host_range("price heston");
-        let opts = kiln_cuda::GpuMcOptions {
-            first_option,
-            ..kiln_cuda::GpuMcOptions::default()
-        };
-        match self.cuda() {
-            Some(gpu) => match gpu.price_heston_gpu_with(specs, mc, &opts) {
-                Ok(v) => v,
-                Err(e) => super::every_slot("price_heston", e, specs.len()),
-            },
-            // each option's blocks run in parallel, so options go one after another
-            None => super::per_option("price_heston", specs, first_option, |s, option| {
-                cpu::price_heston_mc(s, mc, option)
-            }),
-        }
+        // a device runs the batch in one engine call; the CPU prices the options one after
+        // another, each option's blocks in parallel
+        self.finance_backend()
+            .price_heston(specs, mc, McStreams::From(first_option))
+            .unwrap_or_else(|e| super::every_slot("price_heston", e, specs.len()))
     }
 }

@@ -32,6 +32,7 @@ use kiln_core::finance::risk::{
     ScenarioSet, SpotShift,
 };
 use kiln_core::finance::{bsm, price_analytic, McParams, OptionSpec, OptionType, PriceResult, Style};
+use kiln_core::storage::{BsGridBook, ShockGrid};
 use kiln_core::{Error, Result};
 
 use super::{BookOption, Method, DEFAULT_TREE_STEPS};
@@ -229,7 +230,7 @@ impl Runtime {
         p: &RiskParams,
         done: &(dyn Fn() + Sync),
     ) -> Result<RiskReport> {
-        let mc_batch = (self.cuda().is_some() && p.use_gpu).then_some(batch::MC_BATCH);
+        let mc_batch = (self.finance_backend().batches_calls() && p.use_gpu).then_some(batch::MC_BATCH);
         self.risk_run(positions, scenarios, p, done, mc_batch)
     }
 
@@ -359,14 +360,15 @@ impl Runtime {
     }
 
     /// `f(0..n)`, in parallel on a CPU runtime, and on a GPU one unless `f` may call its
-    /// Monte Carlo engines (`uses_engines`), which take one call at a time: in order then.
+    /// Monte Carlo engines (`uses_engines`), which take one call at a time
+    /// (`FinanceBackend::batches_calls`): in order then.
     fn par_or_serial<T: Send>(
         &self,
         n: usize,
         uses_engines: bool,
         f: impl Fn(usize) -> T + Sync + Send,
     ) -> Vec<T> {
-        if uses_engines && self.cuda().is_some() {
+        if uses_engines && self.finance_backend().batches_calls() {
             (0..n).map(f).collect()
         } else {
             (0..n).into_par_iter().map(f).collect()
@@ -374,14 +376,14 @@ impl Runtime {
     }
 
     /// The options the GPU grid revalues: European Black-Scholes options valued analytically,
-    /// when the runtime has a GPU and the matrix is not kept.
+    /// when the runtime's engine has the grid (a GPU) and the matrix is not kept.
     fn gpu_grid_options(
         &self,
         positions: &[Position],
         base: &[(Valuation, PriceResult)],
         p: &RiskParams,
     ) -> Vec<(usize, OptionSpec)> {
-        if self.cuda().is_none() || !p.use_gpu || p.keep_matrix {
+        if !self.finance_backend().has_risk_grid() || !p.use_gpu || p.keep_matrix {
             return Vec::new();
         }
         positions
@@ -406,9 +408,6 @@ impl Runtime {
         grid_options: &[(usize, OptionSpec)],
         scenarios: &ScenarioSet,
     ) -> Result<Vec<f64>> {
-        let Some(gpu) = self.cuda() else {
-            return Err(Error::invalid(OP, "no GPU"));
-        };
         // slot 0: the default shock; then each named underlying some scenario names
         let named = scenarios.underlyings();
         let slot = |u: Option<&str>| -> u32 {
@@ -472,7 +471,7 @@ impl Runtime {
             .collect();
         let (spot, strike, rate) = (col(|s| s.spot), col(|s| s.strike), col(|s| s.rate));
         let (dividend, vol, maturity) = (col(|s| s.dividend), col(|s| s.volatility), col(|s| s.maturity));
-        let book = kiln_cuda::BsGridBook {
+        let book = BsGridBook {
             spot: &spot,
             strike: &strike,
             rate: &rate,
@@ -484,7 +483,7 @@ impl Runtime {
             put: &put,
             und: &und,
         };
-        let grid = kiln_cuda::ShockGrid {
+        let grid = ShockGrid {
             spot_shift: &spot_shift,
             spot_abs: &spot_abs,
             vol_shift: &vol_shift,
@@ -492,7 +491,7 @@ impl Runtime {
             n_und: n_und as u32,
             n_scen: scenarios.len(),
         };
-        gpu.risk_bs_grid_gpu(&book, &grid)
+        self.finance_backend().risk_bs_grid(&book, &grid)
     }
 }
 

@@ -1,0 +1,106 @@
+//! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method calls the
+//! launcher the facade called before the interface existed ([`CudaBackend::price_mc_gpu_with`],
+//! [`CudaBackend::price_heston_gpu_streams`], ...) with the default chunking
+//! ([`GpuMcOptions::default`]), so every bit is that launcher's. A batch at consecutive
+//! streams of the Black-Scholes styles, Heston or baskets is one engine run (launches cut
+//! where the block sums pass `max_items`, which changes no bit); American options run one
+//! Longstaff-Schwartz pass an option. The kernels take Philox baskets of positive weights
+//! only ([`FinanceBackend::takes_basket`]); the caller prices the rest on the CPU engine.
+
+use kiln_core::finance::american::AmericanSpec;
+use kiln_core::finance::basket::BasketSpec;
+use kiln_core::finance::heston::HestonSpec;
+use kiln_core::finance::implied::{NoVolatility, Quote};
+use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
+use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
+use kiln_core::{Device, Result};
+
+use crate::{CudaBackend, GpuMcOptions};
+
+/// The chunking of a run from its first stream.
+fn from(first_option: u32) -> GpuMcOptions {
+    GpuMcOptions {
+        first_option,
+        ..GpuMcOptions::default()
+    }
+}
+
+impl FinanceBackend for CudaBackend {
+    fn device(&self) -> Device {
+        Device::Cuda(self.info().desc.ordinal)
+    }
+
+    fn batches_calls(&self) -> bool {
+        true
+    }
+
+    fn price_mc(&self, specs: &[OptionSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
+        match streams {
+            McStreams::From(first) => self.price_mc_gpu_with(specs, mc, &from(first)),
+            McStreams::Each(st) => {
+                self.price_mc_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
+            }
+        }
+    }
+
+    fn mc_block_sums(
+        &self,
+        spec: &OptionSpec,
+        mc: &McParams,
+        option: u32,
+        blocks: std::ops::Range<u64>,
+    ) -> Result<Vec<BlockSums>> {
+        self.mc_block_range_sums_gpu(spec, mc, option, blocks)
+    }
+
+    fn price_heston(&self, specs: &[HestonSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
+        match streams {
+            McStreams::From(first) => self.price_heston_gpu_with(specs, mc, &from(first)),
+            McStreams::Each(st) => {
+                self.price_heston_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
+            }
+        }
+    }
+
+    fn takes_basket(&self, spec: &BasketSpec, mc: &McParams) -> bool {
+        mc.rng == Rng::Philox && spec.gpu_refusal().is_none()
+    }
+
+    fn price_basket(&self, specs: &[BasketSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
+        match streams {
+            McStreams::From(first) => self.price_basket_gpu_with(specs, mc, &from(first)),
+            McStreams::Each(st) => {
+                self.price_basket_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
+            }
+        }
+    }
+
+    fn price_american(&self, specs: &[AmericanSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
+        streams.check(specs.len(), "price_american")?;
+        Ok(match streams {
+            McStreams::From(first) => per_option("price_american", specs, first, |s, o| {
+                self.price_american_gpu(s, mc, o)
+            }),
+            McStreams::Each(st) => specs
+                .iter()
+                .zip(st)
+                .map(|(s, &o)| self.price_american_gpu(s, mc, o))
+                .collect(),
+        })
+    }
+
+    fn has_risk_grid(&self) -> bool {
+        true
+    }
+
+    fn risk_bs_grid(&self, book: &BsGridBook<'_>, grid: &ShockGrid<'_>) -> Result<Vec<f64>> {
+        self.risk_bs_grid_gpu(book, grid)
+    }
+
+    fn implied_volatility_book(
+        &self,
+        quotes: &[Quote],
+    ) -> Result<Vec<std::result::Result<f64, NoVolatility>>> {
+        self.implied_volatility_book_gpu(quotes)
+    }
+}
