@@ -82,9 +82,9 @@ impl Workload for McPaths {
 
     fn run(&self, worker: &Worker, i: usize) -> Result<Vec<BlockSums>> {
         let blocks = self.blocks_of(i);
-        worker.run(|rt| match rt.cuda() {
-            Some(gpu) => gpu.mc_block_range_sums_gpu(&self.spec, &self.mc, self.option, blocks),
-            None => kiln_cpu::finance::simulate_blocks(&self.spec, &self.mc, self.option, blocks),
+        worker.run(|rt| {
+            rt.finance_backend()
+                .mc_block_sums(&self.spec, &self.mc, self.option, blocks)
         })
     }
 
