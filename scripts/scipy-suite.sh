@@ -538,7 +538,9 @@ set -u
 START=$(date +%s)
 SP=$($PY -c "import scipy,os;print(os.path.dirname(scipy.__file__))")
 echo "scipy $($PY -c 'import scipy;print(scipy.__version__)') at $SP"
-if ! PYTHONPATH=$T/deps $PY -c "import hypothesis, pytest_timeout" 2>/dev/null; then
+# (the caller's PYTHONPATH, e.g. a kiln installed with --target, stays on the path)
+PP=$T/deps${PYTHONPATH:+:$PYTHONPATH}
+if ! PYTHONPATH=$PP $PY -c "import hypothesis, pytest_timeout"; then
   $PY -m pip install -q --no-deps --only-binary=:all: --target $T/deps \
       hypothesis sortedcontainers attrs pytest-timeout
 fi
@@ -550,7 +552,7 @@ if [ ! -f $T/nd/ndtests/test_filters.py ]; then
 fi
 cd $T/nd
 for MODE in ${MODES:-scipy kiln}; do
-  PYTHONPATH=$T:$T/deps KILN_MODE=$MODE KILN_OUT=$T/results_$MODE.json \
+  PYTHONPATH=$T:$PP KILN_MODE=$MODE KILN_OUT=$T/results_$MODE.json \
     $PY -m pytest -p kilnpatch -p no:cacheprovider --continue-on-collection-errors --timeout=600 -q -rN --tb=line \
     ndtests "$@" > $T/log_$MODE.txt 2>&1
   echo "=== $MODE: rc=$? ; $(tail -1 $T/log_$MODE.txt)"
