@@ -24,13 +24,13 @@ fn book_option(i: usize, rec: Value, steps: u32) -> PyResult<BookOption> {
 
 /// `price(options_json, method, paths, steps, seed, antithetic, control_variate, fast_math,
 /// device, first_option, rng, replicates, target_se, max_paths, greeks, batches, spot_bump,
-/// vol_bump, rate_bump, time_bump)`: one row per option; columns `price`, `std_error`,
+/// vol_bump, rate_bump, time_bump, cross_gamma)`: one row per option; columns `price`, `std_error`,
 /// `paths_used` and the greeks the method gives (NaN where none); with `target_se`, also
 /// `met`, `rounds` and `seconds`; with `greeks`, every Greek, its `*_se` column and
 /// `asset_greeks` ([`finance_greeks`](crate::finance_greeks)). An invalid option raises
 /// `InvalidInputError` naming its index.
 #[pyfunction]
-#[pyo3(signature = (options_json, method = "analytic", paths = 65536, steps = 64, seed = 0x6b69_6c6e, antithetic = false, control_variate = false, fast_math = false, device = None, first_option = 0, rng = "philox", replicates = 16, target_se = None, max_paths = 1 << 32, greeks = false, batches = None, spot_bump = None, vol_bump = None, rate_bump = None, time_bump = None))]
+#[pyo3(signature = (options_json, method = "analytic", paths = 65536, steps = 64, seed = 0x6b69_6c6e, antithetic = false, control_variate = false, fast_math = false, device = None, first_option = 0, rng = "philox", replicates = 16, target_se = None, max_paths = 1 << 32, greeks = false, batches = None, spot_bump = None, vol_bump = None, rate_bump = None, time_bump = None, cross_gamma = None))]
 #[allow(clippy::too_many_arguments)]
 fn price(
     py: Python<'_>,
@@ -54,6 +54,7 @@ fn price(
     vol_bump: Option<f64>,
     rate_bump: Option<f64>,
     time_bump: Option<f64>,
+    cross_gamma: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
     let recs: Vec<Value> = serde_json::from_str(options_json)
         .map_err(|e| invalid(format!("price: an option record is malformed: {e}")))?;
@@ -102,11 +103,13 @@ fn price(
         vol_bump,
         rate_bump,
         time_bump,
+        cross_gamma,
     };
     let greeks_params = match (greeks, method) {
         (false, _) if knobs.any() => {
             return Err(invalid(
-                "batches and the bumps set the Monte Carlo Greeks; give greeks=True too".to_string(),
+                "batches, the bumps and cross_gamma set the Monte Carlo Greeks; give greeks=True too"
+                    .to_string(),
             ))
         }
         (false, _) => None,
@@ -118,7 +121,7 @@ fn price(
         (true, Method::MonteCarlo) => Some(knobs.params()?),
         (true, _) if knobs.any() => {
             return Err(invalid(
-                "batches and the bumps set the Monte Carlo Greeks (method=\"mc\"); \
+                "batches, the bumps and cross_gamma set the Monte Carlo Greeks (method=\"mc\"); \
                  method=\"analytic\" gives the closed forms"
                     .to_string(),
             ))
@@ -163,7 +166,10 @@ fn price(
         })
         .collect::<PyResult<Vec<PriceResult>>>()?;
     let greek_cols = match (mc_greeks, &greeks_book) {
-        (Some(g), _) => Some(GreekColumns::from_mc(g.map_err(crate::errors::to_py)?)?),
+        (Some(g), _) => Some(GreekColumns::from_mc(
+            g.map_err(crate::errors::to_py)?,
+            cross_gamma == Some(true),
+        )?),
         (None, Some(b)) => Some(GreekColumns::from_analytic(b, &prices)?),
         (None, None) => None,
     };

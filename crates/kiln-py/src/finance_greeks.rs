@@ -25,6 +25,7 @@ pub(crate) struct Knobs {
     pub vol_bump: Option<f64>,
     pub rate_bump: Option<f64>,
     pub time_bump: Option<f64>,
+    pub cross_gamma: Option<bool>,
 }
 
 impl Knobs {
@@ -35,6 +36,7 @@ impl Knobs {
             || self.vol_bump.is_some()
             || self.rate_bump.is_some()
             || self.time_bump.is_some()
+            || self.cross_gamma.is_some()
     }
 
     /// The checked parameters; the error names the field and its range.
@@ -51,18 +53,44 @@ impl Knobs {
             vol_bump: self.vol_bump.unwrap_or(d.vol_bump),
             rate_bump: self.rate_bump.unwrap_or(d.rate_bump),
             time_bump: self.time_bump.unwrap_or(d.time_bump),
+            cross_gamma: self.cross_gamma.unwrap_or(d.cross_gamma),
         };
         p.validate().map_err(crate::errors::to_py)?;
         Ok(p)
     }
 }
 
-/// One option's Greeks per asset: values and standard errors of delta, gamma and vega.
+/// One option's Greeks per asset: values and standard errors of delta, gamma and vega, and
+/// with cross gammas the `n x n` matrices of `d²V/dS_i dS_j` and their errors.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PerAsset {
     delta: (Vec<f64>, Vec<f64>),
     gamma: (Vec<f64>, Vec<f64>),
     vega: (Vec<f64>, Vec<f64>),
+    cross: Option<(Matrix, Matrix)>,
+}
+
+/// An `n x n` matrix as rows.
+type Matrix = Vec<Vec<f64>>;
+
+/// The symmetric matrix of `g`'s second spot derivatives (the diagonal its gammas), values
+/// and errors, or None where the cross gammas were not estimated.
+fn cross_matrix(g: &McGreeks) -> Option<(Matrix, Matrix)> {
+    let n = g.gamma.len();
+    if n > 1 && g.cross_gamma.is_empty() {
+        return None;
+    }
+    let at = |i, j| g.cross_gamma_at(i, j);
+    let mut values = vec![vec![f64::NAN; n]; n];
+    let mut errors = vec![vec![f64::NAN; n]; n];
+    for i in 0..n {
+        for j in 0..n {
+            let e = at(i, j)?;
+            values[i][j] = e.value;
+            errors[i][j] = e.std_error;
+        }
+    }
+    Some((values, errors))
 }
 
 /// The Greek columns of a book: `values[k][i]` and `errors[k][i]` for Greek `GREEKS[k]` of
@@ -87,7 +115,8 @@ impl GreekColumns {
     /// the columns, a basket of several assets' as NaN there (one number a cell) and per
     /// asset in `asset_greeks`; theta and rho always in the columns. An option's error is
     /// raised naming its index.
-    pub fn from_mc(results: Vec<kiln::Result<McGreeks>>) -> PyResult<GreekColumns> {
+    /// With `cross`, every option's matrix of second spot derivatives too.
+    pub fn from_mc(results: Vec<kiln::Result<McGreeks>>, cross: bool) -> PyResult<GreekColumns> {
         let mut cols = GreekColumns::default();
         for (i, g) in results.into_iter().enumerate() {
             let g = g.map_err(|e| {
@@ -115,6 +144,7 @@ impl GreekColumns {
                 delta: split(&g.delta),
                 gamma: split(&g.gamma),
                 vega: split(&g.vega),
+                cross: if cross { cross_matrix(&g) } else { None },
             };
             cols.push(row, assets);
         }
@@ -147,6 +177,7 @@ impl GreekColumns {
                 delta: (vec![v[0]], vec![0.0]),
                 gamma: (vec![v[1]], vec![0.0]),
                 vega: (vec![v[2]], vec![0.0]),
+                cross: None,
             };
             cols.push(row, assets);
         }
@@ -166,6 +197,10 @@ impl GreekColumns {
             for (name, (v, e)) in [("delta", a.delta), ("gamma", a.gamma), ("vega", a.vega)] {
                 x.set_item(name, v)?;
                 x.set_item(format!("{name}_se"), e)?;
+            }
+            if let Some((v, e)) = a.cross {
+                x.set_item("cross_gamma", v)?;
+                x.set_item("cross_gamma_se", e)?;
             }
             list.append(x)?;
         }

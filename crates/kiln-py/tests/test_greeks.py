@@ -213,3 +213,40 @@ def test_greek_combinations_that_mean_nothing_are_refused():
     assert np.isfinite(kiln.price([flat], "mc", paths=1024)["price"][0])
     with pytest.raises(kiln.InvalidInputError, match="option 1: Greeks: .*v0\\) 0; Greeks need both > 0"):
         kiln.price([EURO, flat], "mc", greeks=True, paths=1024)
+
+
+def test_cross_gammas_are_stulz_s_differenced_and_leave_the_rest_alone():
+    pair = [dict(spot=100.0, volatility=0.3, dividend=0.01, weight=1.0),
+            dict(spot=95.0, volatility=0.2, dividend=0.02, weight=1.0)]
+    rb = dict(style="basket", average="max", strike=100.0, rate=0.03, maturity=1.0, assets=pair,
+              correlation=[[1.0, 0.4], [0.4, 1.0]])
+    kw = dict(paths=1 << 16, steps=1, seed=1982)
+    r = kiln.price([rb, EURO], "mc", greeks=True, cross_gamma=True, **kw)
+    plain = kiln.price([rb, EURO], "mc", greeks=True, **kw)
+    for g in GREEKS:
+        np.testing.assert_array_equal(r[g], plain[g])
+        np.testing.assert_array_equal(r[f"{g}_se"], plain[f"{g}_se"])
+    a = r["asset_greeks"][0]
+    assert "cross_gamma" not in plain["asset_greeks"][0]
+    m, se = np.array(a["cross_gamma"]), np.array(a["cross_gamma_se"])
+    assert m.shape == (2, 2) and m[0, 1] == m[1, 0] and se[0, 1] == se[1, 0] > 0
+    assert m.diagonal().tolist() == a["gamma"] and se.diagonal().tolist() == a["gamma_se"]
+    # Stulz's closed form (kiln's analytic max rainbow), four-point mixed difference
+    h = (1e-3 * 100.0, 1e-3 * 95.0)
+
+    def v(a1, a2):
+        assets = [dict(pair[0], spot=100.0 + a1 * h[0]), dict(pair[1], spot=95.0 + a2 * h[1])]
+        return kiln.price([dict(rb, assets=assets)], "analytic")["price"][0]
+
+    want = (v(1, 1) - v(1, -1) - v(-1, 1) + v(-1, -1)) / (4 * h[0] * h[1])
+    assert abs(want) > 4 * se[0, 1]  # a cross gamma the check can tell from 0
+    assert abs(m[0, 1] - want) <= 4 * se[0, 1], (m[0, 1], se[0, 1], want)
+    # a single-asset option's matrix is its gamma
+    e = r["asset_greeks"][1]
+    assert e["cross_gamma"] == [[r["gamma"][1]]] and e["cross_gamma_se"] == [[r["gamma_se"][1]]]
+    with pytest.raises(kiln.InvalidInputError, match="cross_gamma must be True or False"):
+        kiln.price([rb], "mc", greeks=True, cross_gamma="yes")
+    with pytest.raises(kiln.InvalidInputError, match="give greeks=True"):
+        kiln.price([rb], "mc", cross_gamma=True)
+    with pytest.raises(kiln.InvalidInputError, match="gives the closed forms"):
+        kiln.price([EURO], "analytic", greeks=True, cross_gamma=True)

@@ -283,7 +283,7 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
           replicates: int | None = None, target_se=None, max_paths: int | None = None,
           greeks: bool = False, batches: int | None = None, spot_bump: float | None = None,
           vol_bump: float | None = None, rate_bump: float | None = None,
-          time_bump: float | None = None):
+          time_bump: float | None = None, cross_gamma: bool | None = None):
     """Price a book of options by closed form (``method="analytic"``) or Monte Carlo
     (``"mc"``, on the GPU where there is one; the CPU gives the same bits). The same book
     priced by ``kiln price`` (the same rows in a CSV, the same flags) gives the same bits:
@@ -322,9 +322,12 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     2 to 4096), ``spot_bump`` and ``vol_bump`` (relative, default 0.01; Heston's vega is
     ``dV/dv0``), ``rate_bump`` (absolute, default 1e-3) and ``time_bump`` (years, default
     1/365, at most half the maturity used); every kind has them, at about ``4 n + 4`` times
-    the price's cost for ``n`` assets; not with ``target_se``. With ``method="analytic"``
-    they are the closed forms (standard error 0), an error naming the style where it lacks
-    one (e.g. barriers have no closed-form theta). Vega and rho per 1.0, theta per year.
+    the price's cost for ``n`` assets; not with ``target_se``. ``cross_gamma=True`` adds
+    each option's ``d²V/dS_i dS_j`` (``n (n - 1)`` more valuations) to ``asset_greeks`` as
+    ``cross_gamma`` and ``cross_gamma_se``: ``n x n`` lists, the diagonal its gammas. With
+    ``method="analytic"`` they are the closed forms (standard error 0), an error naming the
+    style where it lacks one (e.g. barriers have no closed-form theta). Vega and rho per
+    1.0, theta per year.
 
     Returns a dict of numpy arrays: ``price``, ``std_error``, ``delta``, ``gamma``,
     ``vega``, ``theta``, ``rho`` (NaN where the method gives none), ``ci95_low``,
@@ -348,8 +351,9 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
         raise InvalidInputError("max_paths caps a target_se run; give target_se too, or set paths")
     replicates = 16 if replicates is None else replicates
     max_paths = 1 << 32 if max_paths is None else max_paths
-    if not isinstance(greeks, (bool, np.bool_)):
-        raise InvalidInputError(f"greeks must be True or False, got {greeks!r}")
+    for name, flag in (("greeks", greeks), ("cross_gamma", cross_gamma)):
+        if not isinstance(flag, (bool, np.bool_)) and not (name == "cross_gamma" and flag is None):
+            raise InvalidInputError(f"{name} must be True or False, got {flag!r}")
     batches, spot_bump, vol_bump, rate_bump, time_bump = _greek_knobs(
         batches=batches, spot_bump=spot_bump, vol_bump=vol_bump, rate_bump=rate_bump,
         time_bump=time_bump)
@@ -358,7 +362,8 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
         target_se = repr(float(target_se))
     r = _native.price(_json.dumps(recs), method, paths, steps, seed, antithetic, control_variate,
                       fast_math, device, 0, rng, replicates, target_se, max_paths, bool(greeks),
-                      batches, spot_bump, vol_bump, rate_bump, time_bump)
+                      batches, spot_bump, vol_bump, rate_bump, time_bump,
+                      None if cross_gamma is None else bool(cross_gamma))
     out = {}
     for k, v in r.items():
         out[k] = v if k in ("device", "rounds", "seconds", "asset_greeks") else np.asarray(v)

@@ -212,7 +212,7 @@ def price(options: Sequence[Mapping[str, Any]] | Mapping[str, Any], method: Lite
           target_se: float | str | None = None, max_paths: int | None = None,
           greeks: bool = False, batches: int | None = None, spot_bump: float | None = None,
           vol_bump: float | None = None, rate_bump: float | None = None,
-          time_bump: float | None = None) -> dict[str, Any]: ...
+          time_bump: float | None = None, cross_gamma: bool | None = None) -> dict[str, Any]: ...
 def risk(book: Sequence[Mapping[str, Any]] | Mapping[str, Any],
          scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
          levels: Sequence[float] = (0.95, 0.99), method: Literal["analytic", "mc"] = "analytic", *,
