@@ -130,16 +130,12 @@ fn price(
     };
     let rt = runtime_for(py, device.unwrap_or("auto"))?;
     let r = rt.clone();
-    let greeks_book = greeks.then(|| book.clone());
-    let gb = greeks_book.clone();
-    let (results, run, mc_greeks) = py.detach(move || match target {
+    // the book comes back for the closed-form Greeks' messages
+    let (results, run, mc_greeks, book) = py.detach(move || match target {
         None => {
             let prices = r.price_book(&book, method, &mc, first_option);
-            let g = match (&gb, &greeks_params) {
-                (Some(b), Some(p)) => Some(r.mc_greeks(b, &mc, p, first_option)),
-                _ => None,
-            };
-            (prices, None, g)
+            let g = greeks_params.map(|p| r.mc_greeks(&book, &mc, &p, first_option));
+            (prices, None, g, book)
         }
         Some(t) => {
             let specs: Vec<OptionSpec> = book
@@ -151,7 +147,7 @@ fn price(
                 .collect();
             let run = r.price_to_target(&specs, &mc, t, max_paths, first_option);
             let extra = (run.met.clone(), run.rounds, run.seconds);
-            (run.results, Some(extra), None)
+            (run.results, Some(extra), None, book)
         }
     });
     let n = results.len();
@@ -165,13 +161,13 @@ fn price(
             })
         })
         .collect::<PyResult<Vec<PriceResult>>>()?;
-    let greek_cols = match (mc_greeks, &greeks_book) {
+    let greek_cols = match (mc_greeks, greeks) {
         (Some(g), _) => Some(GreekColumns::from_mc(
             g.map_err(crate::errors::to_py)?,
             cross_gamma == Some(true),
         )?),
-        (None, Some(b)) => Some(GreekColumns::from_analytic(b, &prices)?),
-        (None, None) => None,
+        (None, true) => Some(GreekColumns::from_analytic(&book, &prices)?),
+        (None, false) => None,
     };
     let mut cols: [Vec<f64>; 8] = Default::default();
     let mut used = Vec::with_capacity(n);
