@@ -250,3 +250,17 @@ def test_cross_gammas_are_stulz_s_differenced_and_leave_the_rest_alone():
         kiln.price([rb], "mc", cross_gamma=True)
     with pytest.raises(kiln.InvalidInputError, match="gives the closed forms"):
         kiln.price([EURO], "analytic", greeks=True, cross_gamma=True)
+
+
+def test_gpu_greeks_are_the_cpu_s_bits(gpu):
+    kw = dict(paths=2049 * 8, steps=8, seed=7, greeks=True, batches=8, cross_gamma=True)
+    g = kiln.price(BOOK, "mc", device=gpu.device, **kw)
+    c = kiln.price(BOOK, "mc", device="cpu", **kw)
+    assert g["device"].startswith("cuda") and c["device"] == "cpu"
+    for k in ("price", "std_error") + GREEKS + tuple(f"{x}_se" for x in GREEKS):
+        np.testing.assert_array_equal(g[k], c[k], err_msg=k)
+    assert len(g["asset_greeks"]) == len(c["asset_greeks"]) == len(BOOK)
+    for i, (a, b) in enumerate(zip(g["asset_greeks"], c["asset_greeks"])):
+        assert a.keys() == b.keys() and "cross_gamma" in a
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"option {i} {k}")
