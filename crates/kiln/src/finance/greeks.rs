@@ -20,7 +20,6 @@
 //! | vega_i | `s_i ± k` | `(V+ − V−) / 2k` | `k = vol_bump · s_i` |
 //! | rho | `r ± e` | `(V+ − V−) / 2e` | `e = rate_bump` |
 //! | theta | `T − d` | `(V(T − d) − V0) / d` | `d = min(time_bump, T / 2)` |
-//!
 //! | cross gamma_ij (`i < j`, with `cross_gamma`) | `(S_i + h_i, S_j + h_j)`, `(S_i − h_i, S_j − h_j)` | `(V++ − V+i − V+j + 2 V0 − V−i − V−j + V−−) / (2 h_i h_j)` | the spot steps |
 //!
 //! Heston's vega is `dV/dv0` (the bump `k = vol_bump · v0` moves the initial variance).
@@ -262,7 +261,7 @@ impl Bumps {
     /// The cross gammas estimated: every pair of assets, or none.
     fn cross_pairs(&self) -> usize {
         if self.cross {
-            self.n * (self.n - 1) / 2
+            self.n * self.n.saturating_sub(1) / 2
         } else {
             0
         }
