@@ -121,7 +121,8 @@ fn examples() -> Vec<Example> {
         // vega at the gamma example's inputs: mpmath 18.93577735 (call and put)
         ex("vega call", Call, stock, Greek::Vega, 18.9358),
         ex("vega put", Put, stock, Greek::Vega, 18.9358),
-        // theta example, a put on an index with a dividend yield: mpmath -31.1923503 per
+        // theta example, a put on an index with a dividend yield, one month (T = 1/12; with
+        // T = 0.0833 the value rounds the same, mpmath -31.19236706): mpmath -31.1923503 per
         // year, -0.08545849398 per day (365 days)
         ex("theta put", Put, dividend, Greek::Theta, -31.1924),
         ex("theta put per day", Put, dividend, Greek::ThetaPerDay, -0.0855),
