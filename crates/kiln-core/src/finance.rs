@@ -33,7 +33,7 @@ pub mod risk;
 pub mod sobol;
 pub mod spread;
 
-pub use analytic::{bsm, geometric_asian, norm_cdf, norm_pdf, price_analytic, Bsm};
+pub use analytic::{bsm, bsm_carry_rho, geometric_asian, norm_cdf, norm_pdf, price_analytic, Bsm};
 pub use blocks::{block_count, control_mean, finish, finish_replicates, BlockSums, BLOCK_SAMPLES};
 pub use qmc::{BrownianBridge, QmcPlan, QMC_MAX_STEPS};
 

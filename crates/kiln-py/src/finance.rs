@@ -7,6 +7,7 @@
 //! columns, solved on the CPU's cores.
 
 use crate::errors::{invalid, IntoPy};
+use crate::finance_greeks::{GreekColumns, Knobs};
 use crate::runtime_for;
 use kiln::core::finance::{McParams, OptionSpec, PriceResult, Rng};
 use kiln::finance::{BookOption, Method, TargetSe};
@@ -22,12 +23,14 @@ fn book_option(i: usize, rec: Value, steps: u32) -> PyResult<BookOption> {
 }
 
 /// `price(options_json, method, paths, steps, seed, antithetic, control_variate, fast_math,
-/// device, first_option, rng, replicates, target_se, max_paths)`: one row per option;
-/// columns `price`, `std_error`, `paths_used` and the greeks the method gives (NaN where
-/// none); with `target_se`, also `met`, `rounds` and `seconds`. An invalid option raises
+/// device, first_option, rng, replicates, target_se, max_paths, greeks, batches, spot_bump,
+/// vol_bump, rate_bump, time_bump, cross_gamma)`: one row per option; columns `price`, `std_error`,
+/// `paths_used` and the greeks the method gives (NaN where none); with `target_se`, also
+/// `met`, `rounds` and `seconds`; with `greeks`, every Greek, its `*_se` column and
+/// `asset_greeks` ([`finance_greeks`](crate::finance_greeks)). An invalid option raises
 /// `InvalidInputError` naming its index.
 #[pyfunction]
-#[pyo3(signature = (options_json, method = "analytic", paths = 65536, steps = 64, seed = 0x6b69_6c6e, antithetic = false, control_variate = false, fast_math = false, device = None, first_option = 0, rng = "philox", replicates = 16, target_se = None, max_paths = 1 << 32))]
+#[pyo3(signature = (options_json, method = "analytic", paths = 65536, steps = 64, seed = 0x6b69_6c6e, antithetic = false, control_variate = false, fast_math = false, device = None, first_option = 0, rng = "philox", replicates = 16, target_se = None, max_paths = 1 << 32, greeks = false, batches = None, spot_bump = None, vol_bump = None, rate_bump = None, time_bump = None, cross_gamma = None))]
 #[allow(clippy::too_many_arguments)]
 fn price(
     py: Python<'_>,
@@ -45,6 +48,13 @@ fn price(
     replicates: u32,
     target_se: Option<&str>,
     max_paths: u64,
+    greeks: bool,
+    batches: Option<i64>,
+    spot_bump: Option<f64>,
+    vol_bump: Option<f64>,
+    rate_bump: Option<f64>,
+    time_bump: Option<f64>,
+    cross_gamma: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
     let recs: Vec<Value> = serde_json::from_str(options_json)
         .map_err(|e| invalid(format!("price: an option record is malformed: {e}")))?;
@@ -87,10 +97,46 @@ fn price(
             )));
         }
     }
+    let knobs = Knobs {
+        batches,
+        spot_bump,
+        vol_bump,
+        rate_bump,
+        time_bump,
+        cross_gamma,
+    };
+    let greeks_params = match (greeks, method) {
+        (false, _) if knobs.any() => {
+            return Err(invalid(
+                "batches, the bumps and cross_gamma set the Monte Carlo Greeks; give greeks=True too"
+                    .to_string(),
+            ))
+        }
+        (false, _) => None,
+        (true, Method::MonteCarlo) if target.is_some() => {
+            return Err(invalid(
+                "greeks=True combines with no target_se (the Greeks' batches fix their paths)".to_string(),
+            ))
+        }
+        (true, Method::MonteCarlo) => Some(knobs.params()?),
+        (true, _) if knobs.any() => {
+            return Err(invalid(
+                "batches, the bumps and cross_gamma set the Monte Carlo Greeks (method=\"mc\"); \
+                 method=\"analytic\" gives the closed forms"
+                    .to_string(),
+            ))
+        }
+        (true, _) => None,
+    };
     let rt = runtime_for(py, device.unwrap_or("auto"))?;
     let r = rt.clone();
-    let (results, run) = py.detach(move || match target {
-        None => (r.price_book(&book, method, &mc, first_option), None),
+    // the book comes back for the closed-form Greeks' messages
+    let (results, run, mc_greeks, book) = py.detach(move || match target {
+        None => {
+            let prices = r.price_book(&book, method, &mc, first_option);
+            let g = greeks_params.map(|p| r.mc_greeks(&book, &mc, &p, first_option));
+            (prices, None, g, book)
+        }
         Some(t) => {
             let specs: Vec<OptionSpec> = book
                 .iter()
@@ -101,17 +147,31 @@ fn price(
                 .collect();
             let run = r.price_to_target(&specs, &mc, t, max_paths, first_option);
             let extra = (run.met.clone(), run.rounds, run.seconds);
-            (run.results, Some(extra))
+            (run.results, Some(extra), None, book)
         }
     });
     let n = results.len();
+    let prices = results
+        .into_iter()
+        .enumerate()
+        .map(|(i, res)| {
+            res.map_err(|e| {
+                let k = crate::errors::kind(&e);
+                Python::attach(|py| crate::errors::raise(py, k, format!("option {i}: {e}")))
+            })
+        })
+        .collect::<PyResult<Vec<PriceResult>>>()?;
+    let greek_cols = match (mc_greeks, greeks) {
+        (Some(g), _) => Some(GreekColumns::from_mc(
+            g.map_err(crate::errors::to_py)?,
+            cross_gamma == Some(true),
+        )?),
+        (None, true) => Some(GreekColumns::from_analytic(&book, &prices)?),
+        (None, false) => None,
+    };
     let mut cols: [Vec<f64>; 8] = Default::default();
     let mut used = Vec::with_capacity(n);
-    for (i, res) in results.into_iter().enumerate() {
-        let p: PriceResult = res.map_err(|e| {
-            let k = crate::errors::kind(&e);
-            Python::attach(|py| crate::errors::raise(py, k, format!("option {i}: {e}")))
-        })?;
+    for p in prices {
         let nan = f64::NAN;
         let row = [
             p.price,
@@ -149,6 +209,9 @@ fn price(
         d.set_item(*name, c)?;
     }
     d.set_item("paths_used", used)?;
+    if let Some(g) = greek_cols {
+        g.into_dict(py, &d)?;
+    }
     if let Some((met, rounds, seconds)) = run {
         d.set_item("met", met)?;
         d.set_item("rounds", rounds)?;

@@ -19,6 +19,7 @@ mod calibrate;
 mod dlpack;
 mod errors;
 mod finance;
+mod finance_greeks;
 mod kernels;
 mod ndimage;
 mod ndimage_distance;

@@ -209,7 +209,10 @@ def price(options: Sequence[Mapping[str, Any]] | Mapping[str, Any], method: Lite
           paths: int = 65536, steps: int = 64, seed: int = ..., antithetic: bool = False,
           control_variate: bool = False, fast_math: bool = False, device: Device | None = None,
           rng: Literal["philox", "sobol"] = "philox", replicates: int | None = None,
-          target_se: float | str | None = None, max_paths: int | None = None) -> dict[str, Any]: ...
+          target_se: float | str | None = None, max_paths: int | None = None,
+          greeks: bool = False, batches: int | None = None, spot_bump: float | None = None,
+          vol_bump: float | None = None, rate_bump: float | None = None,
+          time_bump: float | None = None, cross_gamma: bool | None = None) -> dict[str, Any]: ...
 def risk(book: Sequence[Mapping[str, Any]] | Mapping[str, Any],
          scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
          levels: Sequence[float] = (0.95, 0.99), method: Literal["analytic", "mc"] = "analytic", *,

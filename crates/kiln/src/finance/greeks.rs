@@ -20,12 +20,17 @@
 //! | vega_i | `s_i ± k` | `(V+ − V−) / 2k` | `k = vol_bump · s_i` |
 //! | rho | `r ± e` | `(V+ − V−) / 2e` | `e = rate_bump` |
 //! | theta | `T − d` | `(V(T − d) − V0) / d` | `d = min(time_bump, T / 2)` |
+//! | cross gamma_ij (`i < j`, with `cross_gamma`) | `(S_i + h_i, S_j + h_j)`, `(S_i − h_i, S_j − h_j)` | `(V++ − V+i − V+j + 2 V0 − V−i − V−j + V−−) / (2 h_i h_j)` | the spot steps |
 //!
 //! Heston's vega is `dV/dv0` (the bump `k = vol_bump · v0` moves the initial variance).
 //! Theta is `−dV/dT` per year of calendar time, as the closed forms report it: the contract
 //! shortened by `d` with its dates (Asian fixings, monitoring and exercise dates) as
-//! fractions of the maturity, their count unchanged. Gamma is the diagonal `d²V/dS_i²`
-//! (no cross gammas).
+//! fractions of the maturity, their count unchanged. Gamma is the diagonal `d²V/dS_i²`;
+//! the cross gammas `d²V/dS_i dS_j` of a basket (spread, rainbow) come with
+//! [`GreeksParams::cross_gamma`]: two copies a pair of assets, both spots moved together up
+//! and down, differenced against the single-asset copies the deltas already price (the
+//! seven-point formula above: the Taylor terms in `h_i²` and `h_j²` cancel against the
+//! diagonal copies, leaving `d²V/dS_i dS_j + O(h²)`), on the option's stream like every copy.
 //!
 //! Step sizes (Glasserman, *Monte Carlo Methods in Financial Engineering*, ch. 7). A central
 //! difference's bias is `O(h²)`; with common random numbers and a payoff continuous in the
@@ -66,7 +71,8 @@
 //! CPU-GPU bit equality, as for prices).
 //!
 //! Cost: `4 n + 4` valuations an option of `n` assets (8 for a single-asset kind), each of
-//! the run's paths in total: about `4 n + 4` times the price's cost.
+//! the run's paths in total: about `4 n + 4` times the price's cost; cross gammas add
+//! `n (n − 1)`.
 
 use kiln_core::finance::{McParams, PriceResult, Rng};
 use kiln_core::{Error, Result};
@@ -98,6 +104,10 @@ pub struct GreeksParams {
     /// Theta's shortening of the maturity in years, `> 0` (at most half the maturity is
     /// used).
     pub time_bump: f64,
+    /// Whether to estimate the cross gammas `d²V/dS_i dS_j` of options of several assets
+    /// ([`McGreeks::cross_gamma`]; `n (n − 1)` more valuations an option of `n` assets).
+    #[serde(default)]
+    pub cross_gamma: bool,
 }
 
 impl Default for GreeksParams {
@@ -108,6 +118,7 @@ impl Default for GreeksParams {
             vol_bump: 0.01,
             rate_bump: 1e-3,
             time_bump: 1.0 / 365.0,
+            cross_gamma: false,
         }
     }
 }
@@ -192,10 +203,35 @@ pub struct McGreeks {
     pub rho: Estimate,
     /// `−dV/dT` per year.
     pub theta: Estimate,
+    /// With [`GreeksParams::cross_gamma`]: `d²V/dS_i dS_j` for every pair `i < j` of
+    /// assets, in the order `(0, 1), (0, 2), .., (0, n−1), (1, 2), ..` (see
+    /// [`cross_gamma_at`](Self::cross_gamma_at)); empty otherwise and for one asset.
+    pub cross_gamma: Vec<Estimate>,
     /// Paths simulated for each valuation (base or copy), over every batch.
     pub paths_used: u64,
     /// The batches the standard errors come from.
     pub batches: u32,
+}
+
+impl McGreeks {
+    /// `d²V/dS_i dS_j` (`i != j`, either order; `i == j` is `gamma[i]`), or None where the
+    /// cross gammas were not estimated or an index is past the assets.
+    pub fn cross_gamma_at(&self, i: usize, j: usize) -> Option<Estimate> {
+        let n = self.gamma.len();
+        if i >= n || j >= n {
+            return None;
+        }
+        if i == j {
+            return Some(self.gamma[i]);
+        }
+        let (a, b) = (i.min(j), i.max(j));
+        self.cross_gamma.get(pair_index(n, a, b)).copied()
+    }
+}
+
+/// The position of the pair `(a, b)`, `a < b < n`, in the row-major upper triangle.
+fn pair_index(n: usize, a: usize, b: usize) -> usize {
+    a * (2 * n - a - 1) / 2 + (b - a - 1)
 }
 
 /// Where the copies of one option put their bumps, and the step of each.
@@ -211,12 +247,30 @@ struct Bumps {
     rate: f64,
     /// Maturity step.
     time: f64,
+    /// Whether the cross-gamma copies follow.
+    cross: bool,
 }
 
 impl Bumps {
-    /// Copies: base, `S_i ± h` pairs, `s_i ± k` pairs, `r ± e`, `T − d`.
+    /// Copies: base, `S_i ± h` pairs, `s_i ± k` pairs, `r ± e`, `T − d`, and with `cross`
+    /// a `(S_i + h_i, S_j + h_j)`, `(S_i − h_i, S_j − h_j)` pair for each `i < j`.
     fn copies(&self) -> usize {
-        4 * self.n + 4
+        4 * self.n + 4 + self.cross_pairs() * 2
+    }
+
+    /// The cross gammas estimated: every pair of assets, or none.
+    fn cross_pairs(&self) -> usize {
+        if self.cross {
+            self.n * self.n.saturating_sub(1) / 2
+        } else {
+            0
+        }
+    }
+
+    /// The estimates of one batch: price, delta, gamma, vega per asset, rho, theta and the
+    /// cross gammas.
+    fn greeks(&self) -> usize {
+        3 * self.n + 3 + self.cross_pairs()
     }
 }
 
@@ -297,6 +351,7 @@ fn bumps(o: &BookOption, p: &GreeksParams) -> Result<Bumps> {
         vol: vols.iter().map(|v| p.vol_bump * v).collect(),
         rate: p.rate_bump,
         time: p.time_bump.min(0.5 * t),
+        cross: p.cross_gamma,
     })
 }
 
@@ -315,11 +370,21 @@ fn copies_of(o: &BookOption, b: &Bumps) -> Vec<BookOption> {
     v.push(moved(o, Move::Rate(b.rate)));
     v.push(moved(o, Move::Rate(-b.rate)));
     v.push(moved(o, Move::Time(-b.time)));
+    if b.cross {
+        for i in 0..b.n {
+            for j in i + 1..b.n {
+                for sign in [1.0, -1.0] {
+                    let up = moved(o, Move::Spot(i, sign * b.spot[i]));
+                    v.push(moved(&up, Move::Spot(j, sign * b.spot[j])));
+                }
+            }
+        }
+    }
     v
 }
 
 /// One batch's values of every Greek from its copies' prices `v` ([`copies_of`]' order):
-/// `[price, delta_i.., gamma_i.., vega_i.., rho, theta]`.
+/// `[price, delta_i.., gamma_i.., vega_i.., rho, theta, cross gamma_ij..]`.
 fn greeks_of_batch(v: &[f64], b: &Bumps) -> Vec<f64> {
     let n = b.n;
     let base = v[0];
@@ -339,6 +404,17 @@ fn greeks_of_batch(v: &[f64], b: &Bumps) -> Vec<f64> {
     let r0 = 1 + 4 * n;
     g.push((v[r0] - v[r0 + 1]) / (2.0 * b.rate));
     g.push((v[r0 + 2] - base) / b.time);
+    if b.cross {
+        let mut at = r0 + 3;
+        for i in 0..n {
+            for j in i + 1..n {
+                let (up, dn) = (v[at], v[at + 1]);
+                at += 2;
+                let singles = v[1 + 2 * i] + v[2 + 2 * i] + v[1 + 2 * j] + v[2 + 2 * j];
+                g.push((up + dn - singles + 2.0 * base) / (2.0 * b.spot[i] * b.spot[j]));
+            }
+        }
+    }
     g
 }
 
@@ -379,7 +455,7 @@ impl Runtime {
             .iter()
             .map(|o| {
                 bumps(o, p).map(|bumps| Acc {
-                    per_batch: vec![Vec::with_capacity(p.batches as usize); 3 * bumps.n + 3],
+                    per_batch: vec![Vec::with_capacity(p.batches as usize); bumps.greeks()],
                     bumps,
                     paths: 0,
                 })
@@ -414,6 +490,7 @@ impl Runtime {
                         vega: est[1 + 2 * n..1 + 3 * n].to_vec(),
                         rho: est[1 + 3 * n],
                         theta: est[2 + 3 * n],
+                        cross_gamma: est[3 + 3 * n..].to_vec(),
                         paths_used: a.paths,
                         batches: p.batches,
                     }
@@ -475,109 +552,5 @@ impl Runtime {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use kiln_core::finance::{OptionSpec, OptionType};
-
-    #[test]
-    fn batches_differ_in_seed_and_keep_the_run_otherwise() {
-        let p = GreeksParams::default();
-        let mc = McParams {
-            paths: 1001,
-            control_variate: true,
-            rng: Rng::Sobol { replicates: 16 },
-            ..McParams::default()
-        };
-        let (a, b) = (p.batch_run(&mc, 0), p.batch_run(&mc, 1));
-        assert_ne!(a.seed, b.seed);
-        assert_ne!(a.seed, mc.seed);
-        assert_eq!(a.paths, 1001u64.div_ceil(32));
-        assert!(!a.control_variate);
-        assert_eq!(a.rng, Rng::Sobol { replicates: 2 });
-        assert_eq!(a.steps, mc.steps);
-    }
-
-    #[test]
-    fn bad_params_are_errors_naming_the_field() {
-        for (p, field) in [
-            (
-                GreeksParams {
-                    batches: 1,
-                    ..Default::default()
-                },
-                "batches",
-            ),
-            (
-                GreeksParams {
-                    spot_bump: 0.0,
-                    ..Default::default()
-                },
-                "spot_bump",
-            ),
-            (
-                GreeksParams {
-                    vol_bump: f64::NAN,
-                    ..Default::default()
-                },
-                "vol_bump",
-            ),
-            (
-                GreeksParams {
-                    rate_bump: 0.5,
-                    ..Default::default()
-                },
-                "rate_bump",
-            ),
-            (
-                GreeksParams {
-                    time_bump: -1.0,
-                    ..Default::default()
-                },
-                "time_bump",
-            ),
-        ] {
-            let e = p.validate().unwrap_err().to_string();
-            assert!(e.contains(field), "{e}");
-        }
-        assert!(GreeksParams::default().validate().is_ok());
-    }
-
-    /// The finite differences of exact quadratic values give the quadratic's derivatives.
-    #[test]
-    fn batch_greeks_are_the_central_differences() {
-        let o = BookOption::Plain(OptionSpec::european(
-            OptionType::Call,
-            100.0,
-            100.0,
-            0.03,
-            0.0,
-            0.2,
-            1.0,
-        ));
-        let b = bumps(&o, &GreeksParams::default()).unwrap();
-        assert_eq!((b.spot[0], b.vol[0], b.time), (1.0, 0.002, 1.0 / 365.0));
-        let c = copies_of(&o, &b);
-        assert_eq!(c.len(), 8);
-        // V = S^2 + 3 s + 5 r - 7 T: delta 2S, gamma 2, vega 3, rho 5, theta 7
-        let v: Vec<f64> = c
-            .iter()
-            .map(|o| match o {
-                BookOption::Plain(s) => {
-                    s.spot * s.spot + 3.0 * s.volatility + 5.0 * s.rate - 7.0 * s.maturity
-                }
-                _ => unreachable!(),
-            })
-            .collect();
-        let g = greeks_of_batch(&v, &b);
-        let want = [v[0], 200.0, 2.0, 3.0, 5.0, 7.0];
-        for (k, (got, want)) in g.iter().zip(want).enumerate() {
-            assert!(
-                (got - want).abs() < 1e-6 * want.abs().max(1.0),
-                "{k}: {got} vs {want}"
-            );
-        }
-        let e = Estimate::of(&[1.0, 2.0, 3.0, 6.0]);
-        assert_eq!(e.value, 3.0);
-        assert!((e.std_error - (14.0f64 / 12.0).sqrt()).abs() < 1e-15);
-    }
-}
+#[path = "greeks_tests.rs"]
+mod tests;
