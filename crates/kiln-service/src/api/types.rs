@@ -111,7 +111,11 @@ impl From<JobRecord> for JobView {
             deadline_ms: j.deadline_ms,
             priority: j.priority,
             queue_until_ms: j.queue_until_ms,
-            result: j.result.and_then(|r| serde_json::from_str(&r).ok()),
+            // a manifest is not the result: its reader streams the result (api::streamed)
+            result: j
+                .result
+                .filter(|_| j.result_shards.is_none())
+                .and_then(|r| serde_json::from_str(&r).ok()),
             error: j.error.map(|(code, message)| ErrorBody { code, message }),
             parent: j.parent,
             shards: j.shards,

@@ -32,6 +32,7 @@ pub fn job_row(r: &Row) -> StoreResult<JobRecord> {
         priority: r.try_get(13).map_err(pg_err)?,
         queue_until_ms: r.try_get(14).map_err(pg_err)?,
         result: None,
+        result_shards: None,
         error: code.map(|c| (c, msg.unwrap_or_default())),
         parent: r.try_get(15).map_err(pg_err)?,
         closed_by: r.try_get(16).map_err(pg_err)?,

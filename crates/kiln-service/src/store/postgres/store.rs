@@ -194,6 +194,23 @@ impl JobStore for PgStore {
         })
     }
 
+    fn shard_result(&self, parent: &str, index: u64) -> BoxFuture<'_, StoreResult<Option<String>>> {
+        let parent = parent.to_string();
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let st = c
+                .prepare_cached(
+                    "SELECT r.body FROM kiln_jobs j JOIN kiln_results r ON r.job_id = j.id \
+                     WHERE j.parent = $1 AND j.shard_index = $2",
+                )
+                .await
+                .map_err(pg_err)?;
+            let index = index.min(i32::MAX as u64) as i32;
+            let row = c.query_opt(&st, &[&parent, &index]).await.map_err(pg_err)?;
+            row.map(|r| r.try_get(0).map_err(pg_err)).transpose()
+        })
+    }
+
     fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>> {
         Box::pin(async move {
             let c = self.conn().await?;
