@@ -508,7 +508,7 @@ impl JobStore for PgStore {
             let old: Vec<String> = tx
                 .query(
                     "SELECT id FROM kiln_jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
-                     AND finished_ms < $1 LIMIT 10000 FOR UPDATE SKIP LOCKED",
+                     AND finished_ms < $1 AND parent IS NULL LIMIT 10000 FOR UPDATE SKIP LOCKED",
                     &[&cutoff],
                 )
                 .await
@@ -523,9 +523,14 @@ impl JobStore for PgStore {
                 let rows = tx
                     .query(
                         "SELECT j.id, (coalesce(r.bytes, 0) + coalesce((SELECT sum(size) FROM kiln_blobs b \
-                         WHERE b.job_id = j.id), 0))::bigint FROM kiln_jobs j \
+                         WHERE b.job_id = j.id), 0) + CASE WHEN j.shards IS NULL THEN 0 ELSE \
+                         coalesce((SELECT sum(sr.bytes) FROM kiln_jobs s JOIN kiln_results sr \
+                         ON sr.job_id = s.id WHERE s.parent = j.id), 0) + coalesce((SELECT sum(b.size) \
+                         FROM kiln_jobs s JOIN kiln_blobs b ON b.job_id = s.id WHERE s.parent = j.id), 0) \
+                         END)::bigint FROM kiln_jobs j \
                          LEFT JOIN kiln_results r ON r.job_id = j.id WHERE j.principal = $1 \
-                         AND j.state IN ('succeeded', 'failed', 'cancelled') ORDER BY j.finished_ms LIMIT 10000",
+                         AND j.state IN ('succeeded', 'failed', 'cancelled') AND j.parent IS NULL \
+                         ORDER BY j.finished_ms LIMIT 10000",
                         &[&principal],
                     )
                     .await
