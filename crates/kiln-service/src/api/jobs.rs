@@ -85,7 +85,7 @@ async fn owned(st: &super::AppState, p: &Principal, id: &str) -> Result<JobRecor
 #[utoipa::path(
     get, path = "/v1/jobs/{id}", tag = "jobs",
     params(("id" = String, Path, description = "Job id"), WaitQuery),
-    responses((status = 200, body = JobView), (status = 202, description = "Still queued or running after ?wait=", body = JobView), (status = 404, body = ErrorResponse)),
+    responses((status = 200, description = "The job; a sharded book's result kept as a manifest is streamed (chunked transfer encoding, `result` first)", body = JobView), (status = 202, description = "Still queued or running after ?wait=", body = JobView), (status = 404, body = ErrorResponse)),
     security(("bearer" = []))
 )]
 pub async fn get_job(
