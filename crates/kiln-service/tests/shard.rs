@@ -299,6 +299,32 @@ async fn a_book_past_the_merge_limit_reads_back_as_the_merged_bytes() {
     let (_, list) = call(&st, "GET", "/v1/jobs", vec![]).await;
     assert_eq!(list["jobs"][0]["result"], Value::Null, "{list}");
 
+    // a shard's result gone from under the manifest: the stream is cut off, never a
+    // shorter book
+    let db = rusqlite::Connection::open(dir.path().join("jobs.sqlite3")).unwrap();
+    let gone = db
+        .execute(
+            "DELETE FROM results WHERE job_id = (SELECT id FROM jobs WHERE parent = ?1 AND shard_index = 3)",
+            [&id],
+        )
+        .unwrap();
+    assert_eq!(gone, 1);
+    let req = axum::http::Request::builder()
+        .uri(format!("/v1/jobs/{id}"))
+        .header("authorization", "Bearer secret")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let r = tower::ServiceExt::oneshot(kiln_service::api::app(st.clone()), req)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "the head is sent before the shards are read"
+    );
+    let body = http_body_util::BodyExt::collect(r.into_body()).await;
+    assert!(body.is_err(), "the body ends in an error");
+
     // the byte budget takes the parent and its shards as one job
     st.store.expire(Duration::from_secs(3600), 1).await.unwrap();
     assert!(st.store.get(&id).await.unwrap().is_none(), "the parent deleted");
