@@ -31,6 +31,11 @@ enum Action {
     Get {
         /// The job id.
         id: String,
+        /// Write the job's JSON (with its result) to this file as it arrives, instead of
+        /// printing it: for results too large to hold in memory (a sharded book's can be
+        /// gigabytes). Written atomically: a transfer cut off leaves no file.
+        #[arg(long, value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
     },
     /// Wait for a job to finish and print it (exit 1 if it failed).
     Wait {
@@ -99,10 +104,24 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Action::Get { id } => {
+        Action::Get { id, output: None } => {
             let c = Client::new(&args.server, Duration::from_secs(60));
             let job = ok(c.get(&format!("/v1/jobs/{}", id_ok(id)?))?)?;
             Ok(print_job(&job, json))
+        }
+        Action::Get {
+            id,
+            output: Some(dest),
+        } => {
+            // no overall timeout: a large result takes as long as its transfer takes
+            let c = Client::with_timeout(&args.server, None);
+            match c.get_to_file(&format!("/v1/jobs/{}", id_ok(id)?), dest)? {
+                Ok(n) => {
+                    eprintln!("job {id}: {n} bytes written to {}", dest.display());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(r) => Err(api_error(&r)),
+            }
         }
         Action::Wait { id, timeout } => {
             let id = id_ok(id)?;

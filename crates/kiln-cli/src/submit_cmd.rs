@@ -67,6 +67,9 @@ pub struct Reply {
     pub body: Value,
 }
 
+/// The largest answer the client reads into memory (1 GiB).
+const MAX_REPLY_BYTES: u64 = 1 << 30;
+
 /// A blocking client of the job API.
 pub struct Client {
     agent: ureq::Agent,
@@ -75,11 +78,16 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `args`.
+    /// A client for `args`, each call given `timeout` in all.
     pub fn new(args: &ServerArgs, timeout: Duration) -> Client {
+        Client::with_timeout(args, Some(timeout))
+    }
+
+    /// A client for `args` whose calls take as long as they take (`None`), or `timeout`.
+    pub fn with_timeout(args: &ServerArgs, timeout: Option<Duration>) -> Client {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(timeout))
+            .timeout_global(timeout)
             .build()
             .into();
         Client {
@@ -106,14 +114,53 @@ impl Client {
             )
         })?;
         let status = r.status().as_u16();
+        // a body cut off (a streamed result whose reading failed on the server) or too
+        // large to hold is an error, never an empty answer
         let text = r
             .body_mut()
             .with_config()
-            .limit(1 << 30)
+            .limit(MAX_REPLY_BYTES)
             .read_to_string()
-            .unwrap_or_default();
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "reading the server's answer: {e} (a job's result larger than {} MiB: \
+                     `kiln jobs get ID --output FILE` saves it without holding it in memory)",
+                    MAX_REPLY_BYTES >> 20
+                )
+            })?;
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
         Ok(Reply { status, body })
+    }
+
+    /// GET `path` and write a 2xx answer's body to `dest` as it arrives, atomically (a
+    /// temporary file in `dest`'s directory, renamed into place once the whole body is
+    /// read: a body cut off leaves no file). Returns the bytes written, or the server's
+    /// error answer.
+    pub fn get_to_file(&self, path: &str, dest: &std::path::Path) -> anyhow::Result<Result<u64, Reply>> {
+        let mut req = self.agent.get(format!("{}{path}", self.base));
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        let call = req.call();
+        let ok = matches!(&call, Ok(r) if r.status().is_success());
+        if !ok {
+            return self.finish(call).map(Err);
+        }
+        let mut r = call.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".kiln-tmp-")
+            .tempfile_in(dir)
+            .map_err(|e| anyhow::anyhow!("{}: a temporary file: {e}", dir.display()))?;
+        let mut body = r.body_mut().with_config().limit(u64::MAX).reader();
+        let n = std::io::copy(&mut body, &mut tmp)
+            .map_err(|e| anyhow::anyhow!("reading the server's answer into {}: {e}", dest.display()))?;
+        tmp.persist(dest)
+            .map_err(|e| anyhow::anyhow!("{}: {}", dest.display(), e.error))?;
+        Ok(Ok(n))
     }
 
     fn auth(&self) -> Option<String> {

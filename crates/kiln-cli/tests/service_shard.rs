@@ -102,3 +102,64 @@ fn a_sharded_book_through_the_supervisor_is_bitwise_the_unsharded_one() {
     let r = s.post_json("/v1/jobs", Some(TOKEN), &whole);
     assert_eq!(r.status, 202, "the admission was released: {}", r.text());
 }
+
+/// With `sharding.merge_max_bytes` under the book's result, the parent keeps a manifest
+/// over its shards' results: `GET /v1/jobs/{id}` streams it (chunked) with bitwise the
+/// unsharded prices, and `kiln jobs get --output FILE` saves the same answer to a file,
+/// as `kiln jobs get --json` prints it.
+#[test]
+fn a_book_past_the_merge_limit_is_streamed_and_saved_by_kiln_jobs_get() {
+    let dir = data_dir();
+    let cfg = dir.path().join("service.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[sharding]\nmin_rows = 40\nshard_rows = 40\nmerge_max_bytes = 1024\n\
+             [[tokens]]\nname = \"shard\"\ntoken = \"{TOKEN}\"\n"
+        ),
+    )
+    .unwrap();
+    let cfg_s = cfg.to_str().unwrap().to_string();
+    let s = start(
+        &dir.path().join("node"),
+        &["--service-config", cfg_s.as_str(), "--cpu-workers", "2"],
+    );
+    let book: Vec<Value> = (0..120).map(shard_row).collect();
+    let body = json!({"kind": "price", "params": {"method": "mc", "paths": 512, "steps": 8, "seed": 9},
+                      "inputs": {"options": book}});
+    let mut whole = body.clone();
+    whole["queue_timeout_s"] = json!(300);
+    let one = succeeded(&s, &submit_as(&s, TOKEN, &whole), TOKEN, 600);
+    let want = price_bits(&one);
+    let id = submit_as(&s, TOKEN, &body);
+    let got = succeeded(&s, &id, TOKEN, 600);
+    assert_eq!(got["shards"]["total"], 3);
+    assert_eq!(price_bits(&got), want, "a manifest: the unsharded bits");
+    let r = s.get(&format!("/v1/jobs/{id}"), Some(TOKEN)).unwrap();
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"), "streamed");
+    assert!(r.text().len() > 1024, "past the merge limit");
+
+    let kiln = |extra: &[&str]| {
+        let server = format!("http://{}", s.addr);
+        let mut args = vec!["jobs", "--server", server.as_str(), "--token", TOKEN];
+        args.extend_from_slice(extra);
+        std::process::Command::new(kiln_bin())
+            .args(&args)
+            .env_remove("KILN_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let out_file = dir.path().join("result.json");
+    let out = kiln(&["get", &id, "--output", out_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let saved: Value = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    assert_eq!(saved, got, "the saved answer is the job");
+    let out = kiln(&["--json", "get", &id]);
+    assert!(out.status.success(), "{out:?}");
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["result"], got["result"]);
+    let missing = dir.path().join("missing.json");
+    let out = kiln(&["get", "j_missing", "--output", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!missing.exists(), "no file for an error");
+}

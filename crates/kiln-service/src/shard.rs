@@ -20,10 +20,14 @@
 //!   way, `Runtime::price_batch` with the slice's first stream).
 //! - **Merging** happens in the store, in the transaction that stores a shard's end: the
 //!   parent row is locked (PostgreSQL `FOR UPDATE`; SQLite's one writer), and when no
-//!   shard is left unfinished the shards' results are joined in row order ([`merge`]) into
-//!   the parent's result, the parent succeeds and the shards' own results are dropped (the
-//!   parent's holds them). The price rows are joined as JSON text, never parsed to numbers
-//!   and printed again, so every price keeps the bits its shard computed.
+//!   shard is left unfinished each shard's result is checked ([`result::Merger`]) and the
+//!   parent succeeds with its result in one of two forms ([`result`]): books whose shards'
+//!   results take at most `merge_max_bytes` are merged into the parent's result and the
+//!   shards' own results dropped; larger ones store a small *manifest* (the merged
+//!   result's head) and keep the shards' results, which `GET /v1/jobs/{id}` streams in row
+//!   order after the head. Either way the price rows are the shards' JSON text joined,
+//!   never parsed to numbers and printed again, so every price keeps the bits its shard
+//!   computed, and both forms read back as the same bytes.
 //! - **Failure**: a shard that fails for good (its attempts used up, or a final error)
 //!   fails the parent with that shard's error, in the same transaction, and its queued and
 //!   running siblings are cancelled (a running sibling's late result is discarded as a
@@ -31,6 +35,9 @@
 //!   every unfinished shard. A shard lost with its node is re-queued by the lease sweep
 //!   like any job and redone by another node; a result from a node frozen past its lease
 //!   is refused by the lease check like any job's.
+//! - **Retention**: shards are deleted with their parent (the results sweep and the
+//!   per-token result budget take a parent and its shards as one job), never alone, so a
+//!   manifest never outlives the results it names.
 //! - **Accounting**: the store marks the parent with the shard whose end closed it; the
 //!   supervisor that stored that end releases the parent's admission and wakes its
 //!   watchers ([`crate::supervisor`]'s outcome path), once.
@@ -39,9 +46,16 @@
 //! their result an NPY blob, so a merge would be a file concatenation outside the store's
 //! transaction; a single element-wise job already spreads over a node's devices.
 
+pub mod result;
+
+pub use result::{merge, Merger, DEFAULT_MERGE_MAX_BYTES, MAX_MERGED_BYTES};
+#[cfg(test)]
+use result::{merge_within, top_level_array};
+
 use crate::task::Task;
 use kiln::finance::BookOption;
 use serde::{Deserialize, Serialize};
+#[cfg(test)]
 use serde_json::{json, Value};
 
 /// Shards one job may be split into at most: past this the shards grow instead (rows /
@@ -59,6 +73,10 @@ pub struct Sharding {
     pub min_rows: u64,
     /// Options a shard (the last one may hold fewer).
     pub shard_rows: u64,
+    /// A book whose shards' results take more bytes than this is stored as a manifest
+    /// over its shards' results instead of one merged result ([`result`]); at most
+    /// [`MAX_MERGED_BYTES`].
+    pub merge_max_bytes: u64,
 }
 
 impl Default for Sharding {
@@ -66,6 +84,7 @@ impl Default for Sharding {
         Sharding {
             min_rows: 0,
             shard_rows: 100_000,
+            merge_max_bytes: DEFAULT_MERGE_MAX_BYTES,
         }
     }
 }
@@ -73,6 +92,13 @@ impl Default for Sharding {
 impl Sharding {
     /// Checks the settings (startup).
     pub fn validate(&self) -> Result<(), String> {
+        if self.merge_max_bytes > MAX_MERGED_BYTES as u64 {
+            return Err(format!(
+                "sharding.merge_max_bytes = {} is more than {MAX_MERGED_BYTES}, the largest \
+                 result the stores keep as one value",
+                self.merge_max_bytes
+            ));
+        }
         if self.min_rows == 0 {
             return Ok(());
         }
@@ -113,6 +139,15 @@ pub struct ParentTask {
     pub shards: u64,
     /// Options a shard (the last may hold fewer).
     pub shard_rows: u64,
+    /// Shards' results taking more bytes than this are kept behind a manifest instead of
+    /// merged (`sharding.merge_max_bytes` at submission; the default for parents stored
+    /// without it).
+    #[serde(default = "default_merge_max_bytes")]
+    pub merge_max_bytes: u64,
+}
+
+fn default_merge_max_bytes() -> u64 {
+    DEFAULT_MERGE_MAX_BYTES
 }
 
 /// A sharded job: the parent's task and each shard's task (in row order).
@@ -167,169 +202,10 @@ pub fn plan(cfg: &Sharding, task: &Task) -> Option<Plan> {
             rows,
             shards: shards.len() as u64,
             shard_rows: k,
+            merge_max_bytes: cfg.merge_max_bytes,
         },
         shards,
     })
-}
-
-/// The byte range of the array that is the value of top-level key `key` in the JSON object
-/// `text` (brackets included), found by scanning the text (strings and nesting honoured).
-fn top_level_array(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
-    let b = text.as_bytes();
-    let mut depth = 0usize;
-    let mut i = 0usize;
-    let mut want_value = false;
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                let start = i + 1;
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                let s = text.get(start..i)?;
-                i += 1;
-                if depth == 1 && s == key {
-                    // a key is followed by ':' (a string value is not)
-                    let mut j = i;
-                    while j < b.len() && b[j].is_ascii_whitespace() {
-                        j += 1;
-                    }
-                    if b.get(j) == Some(&b':') {
-                        want_value = true;
-                        i = j + 1;
-                    }
-                }
-                continue;
-            }
-            b'[' | b'{' => {
-                if want_value && depth == 1 && b[i] == b'[' {
-                    let open = i;
-                    let mut d = 0usize;
-                    while i < b.len() {
-                        match b[i] {
-                            b'"' => {
-                                i += 1;
-                                while i < b.len() && b[i] != b'"' {
-                                    if b[i] == b'\\' {
-                                        i += 1;
-                                    }
-                                    i += 1;
-                                }
-                            }
-                            b'[' | b'{' => d += 1,
-                            b']' | b'}' => {
-                                d -= 1;
-                                if d == 0 {
-                                    return Some(open..i + 1);
-                                }
-                            }
-                            _ => {}
-                        }
-                        i += 1;
-                    }
-                    return None;
-                }
-                want_value = false;
-                depth += 1;
-            }
-            b']' | b'}' => depth = depth.checked_sub(1)?,
-            c if !c.is_ascii_whitespace() && want_value => want_value = false,
-            _ => {}
-        }
-        i += 1;
-    }
-    None
-}
-
-/// The largest merged result the stores keep: under SQLite's default string limit (1e9
-/// bytes) and PostgreSQL's limit on one text value (1 GiB). A book whose merged result
-/// would be larger fails with the size named, instead of failing the store's transaction.
-pub const MAX_MERGED_BYTES: usize = 900_000_000;
-
-/// What the merge reads of a shard's result besides its prices.
-#[derive(Deserialize)]
-struct ShardHead {
-    method: Value,
-    #[serde(default)]
-    rng: Value,
-    #[serde(default)]
-    device: Value,
-    prices: Vec<serde::de::IgnoredAny>,
-}
-
-/// The parent's result from its shards' results (JSON text, in row order): the shape of
-/// an unsharded book's result (`method`, `rng`, `prices`, `stream_offset` 0,
-/// `batch_options` = the rows, `device`: the first shard's, `workers` null) with `shards`,
-/// the shard count, and `devices`, each shard's device. The price rows are the shards'
-/// JSON text joined, so every price keeps its bits. An error names what did not fit (a
-/// shard's result that is not a book's, or whose price count is not its row count).
-pub fn merge(parent: &ParentTask, results: &[String]) -> Result<String, String> {
-    merge_within(parent, results, MAX_MERGED_BYTES)
-}
-
-/// [`merge`] with a size limit of `max_bytes`.
-fn merge_within(parent: &ParentTask, results: &[String], max_bytes: usize) -> Result<String, String> {
-    let bytes: usize = results.iter().map(String::len).sum();
-    if bytes > max_bytes {
-        return Err(format!(
-            "the merged result of {} rows would be about {bytes} bytes; the store keeps at most \
-             {max_bytes} in one result: split the book into several jobs",
-            parent.rows
-        ));
-    }
-    if results.len() as u64 != parent.shards {
-        return Err(format!(
-            "{} shard results for {} shards",
-            results.len(),
-            parent.shards
-        ));
-    }
-    let mut rows = String::with_capacity(bytes);
-    let mut devices = Vec::with_capacity(results.len());
-    let mut first: Option<ShardHead> = None;
-    let mut total = 0u64;
-    for (i, r) in results.iter().enumerate() {
-        let head: ShardHead =
-            serde_json::from_str(r).map_err(|e| format!("shard {i}'s result is not a book's: {e}"))?;
-        let want = parent
-            .shard_rows
-            .min(parent.rows.saturating_sub(i as u64 * parent.shard_rows));
-        if head.prices.len() as u64 != want {
-            return Err(format!(
-                "shard {i} has {} prices for {want} options",
-                head.prices.len()
-            ));
-        }
-        total += want;
-        let span = top_level_array(r, "prices").ok_or_else(|| format!("shard {i}'s result has no prices"))?;
-        let inner = r[span].trim();
-        let inner = inner[1..inner.len() - 1].trim();
-        if !inner.is_empty() {
-            if !rows.is_empty() {
-                rows.push(',');
-            }
-            rows.push_str(inner);
-        }
-        devices.push(head.device.clone());
-        first.get_or_insert(head);
-    }
-    let first = first.ok_or("no shards")?;
-    let meta = json!({
-        "method": first.method,
-        "rng": first.rng,
-        "stream_offset": 0,
-        "batch_options": total,
-        "device": first.device,
-        "devices": devices,
-        "workers": Value::Null,
-        "shards": parent.shards,
-    });
-    let meta = meta.to_string();
-    Ok(format!("{{\"prices\":[{rows}],{}", &meta[1..]))
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ async fn pg_queued_jobs_past_their_timeout_expire() {
 }
 
 /// A file written by a version-1 store (no priority, queue-timeout or shard columns) opens,
-/// is migrated to the current version (3) in place, and its jobs read back with priority 0
+/// is migrated to the current version (4) in place, and its jobs read back with priority 0
 /// and no parent.
 #[tokio::test]
 async fn sqlite_version_1_files_are_migrated() {
@@ -179,7 +179,7 @@ async fn sqlite_version_1_files_are_migrated() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(v, "3");
+    assert_eq!(v, "4");
     let shard_cols: (Option<String>, Option<i64>, Option<i64>, Option<String>) = c
         .query_row(
             "SELECT parent, shard_index, shards, closed_by FROM jobs WHERE id = 'j_old'",
@@ -188,4 +188,50 @@ async fn sqlite_version_1_files_are_migrated() {
         )
         .unwrap();
     assert_eq!(shard_cols, (None, None, None, None));
+}
+
+/// A version-3 file (results without the manifest column) is migrated to version 4 in
+/// place; its results read back whole (no manifest).
+#[tokio::test]
+async fn sqlite_version_3_files_are_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.sqlite3");
+    {
+        let s = SqliteStore::open(dir.path(), false).unwrap();
+        s.insert(job("j_old", "a", 0, None)).await.unwrap();
+        let c = s.claim("n/0", false, None, 1, LEASE).await.unwrap();
+        let done = Outcome::Succeeded {
+            result: "{\"x\":1}".into(),
+            blobs: Vec::new(),
+        };
+        assert!(s.finish(&c[0].id, "n/0", done).await.unwrap());
+        s.close().await.unwrap();
+    }
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "ALTER TABLE results DROP COLUMN shards;
+             UPDATE meta SET value = '3' WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    }
+    let s = SqliteStore::open(dir.path(), false).unwrap();
+    let j = s.get("j_old").await.unwrap().unwrap();
+    assert_eq!((j.result.as_deref(), j.result_shards), (Some("{\"x\":1}"), None));
+    s.close().await.unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: String = c
+        .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(v, "4");
+    let n: i64 = c
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'shards'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
 }

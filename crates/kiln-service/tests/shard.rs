@@ -27,11 +27,18 @@ const ROWS: usize = 20;
 const SHARD_ROWS: u64 = 3;
 
 fn state(dir: &std::path::Path, sharded: bool) -> Arc<AppState> {
+    state_merging(dir, sharded, Sharding::default().merge_max_bytes)
+}
+
+/// [`state`] with `sharding.merge_max_bytes` = `merge_max_bytes`: books whose shards'
+/// results take more are kept as manifests.
+fn state_merging(dir: &std::path::Path, sharded: bool, merge_max_bytes: u64) -> Arc<AppState> {
     let cfg = ServiceConfig {
         sharding: if sharded {
             Sharding {
                 min_rows: 10,
                 shard_rows: SHARD_ROWS,
+                merge_max_bytes,
             }
         } else {
             Sharding::default()
@@ -218,6 +225,155 @@ async fn a_sharded_book_is_bitwise_the_unsharded_one() {
         assert_eq!(bits(got), bits(&want), "{body}");
         assert!(bits(got).iter().all(|(p, _)| f64::from_bits(*p).is_finite()));
     }
+}
+
+/// The merge limit lowered under a small book's shards' results: the parent stores a
+/// manifest, keeps the shards' results, and `GET` streams exactly the bytes the in-store
+/// merge gives the same book (byte for byte), so bitwise the unsharded prices; deleting
+/// the parent deletes its shards and their results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_book_past_the_merge_limit_reads_back_as_the_merged_bytes() {
+    const LIMIT: u64 = 1024;
+    let body = job(
+        json!({"method": "mc", "paths": 4096, "steps": 16, "seed": 5}),
+        book(true),
+    );
+    let want = unsharded(&body).await;
+
+    // within the default limit: merged in the store
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path(), true);
+    let id = app_support::submit_job(&st, &body).await;
+    assert_eq!(drain(&st, dir.path(), 3).await, 7);
+    let merged = st.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(merged.result_shards, None, "merged");
+    let merged = merged.result.unwrap();
+    assert!(
+        merged.len() as u64 > LIMIT,
+        "the book's result passes the lowered limit"
+    );
+    assert_eq!(
+        st.store.shard_result(&id, 0).await.unwrap(),
+        None,
+        "shards' results dropped"
+    );
+
+    // past the lowered limit: a manifest
+    let dir = tempfile::tempdir().unwrap();
+    let st = state_merging(dir.path(), true, LIMIT);
+    let id = app_support::submit_job(&st, &body).await;
+    assert_eq!(drain(&st, dir.path(), 3).await, 7);
+    let rec = st.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.result_shards, Some(7), "a manifest over 7 shards");
+    let head = rec.result.unwrap();
+    assert!((head.len() as u64) < LIMIT && !head.contains("prices"), "{head}");
+    for i in 0..7 {
+        assert!(
+            st.store.shard_result(&id, i).await.unwrap().is_some(),
+            "shard {i} kept"
+        );
+    }
+    assert_eq!(st.store.shard_result(&id, 7).await.unwrap(), None);
+    let (status, raw) =
+        app_support::call_raw(&st, "GET", &format!("/v1/jobs/{id}"), Some("secret"), vec![]).await;
+    assert_eq!(status, StatusCode::OK);
+    let raw = String::from_utf8(raw).unwrap();
+    let prefix = format!("{{\"result\":{merged},\"");
+    assert!(
+        raw.starts_with(&prefix),
+        "the merged bytes:\n{merged}\nstreamed:\n{raw}"
+    );
+    let b: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(b["id"], id.as_str());
+    assert_eq!(b["state"], "succeeded");
+    assert_eq!(
+        b["shards"],
+        json!({"total": 7, "done": 7, "failed": 0, "cancelled": 0})
+    );
+    assert_eq!(b["result"]["batch_options"], ROWS);
+    assert_eq!(bits(&b["result"]), bits(&want), "bitwise the unsharded prices");
+    // the waiting form answers the same
+    let (_, w) = call(&st, "GET", &format!("/v1/jobs/{id}?wait=1"), vec![]).await;
+    assert_eq!(w, b);
+    // a listing shows no result
+    let (_, list) = call(&st, "GET", "/v1/jobs", vec![]).await;
+    assert_eq!(list["jobs"][0]["result"], Value::Null, "{list}");
+
+    // a shard's result gone from under the manifest: the stream is cut off, never a
+    // shorter book
+    let db = rusqlite::Connection::open(dir.path().join("jobs.sqlite3")).unwrap();
+    let gone = db
+        .execute(
+            "DELETE FROM results WHERE job_id = (SELECT id FROM jobs WHERE parent = ?1 AND shard_index = 3)",
+            [&id],
+        )
+        .unwrap();
+    assert_eq!(gone, 1);
+    let req = axum::http::Request::builder()
+        .uri(format!("/v1/jobs/{id}"))
+        .header("authorization", "Bearer secret")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let r = tower::ServiceExt::oneshot(kiln_service::api::app(st.clone()), req)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "the head is sent before the shards are read"
+    );
+    let body = http_body_util::BodyExt::collect(r.into_body()).await;
+    assert!(body.is_err(), "the body ends in an error");
+
+    // the byte budget takes the parent and its shards as one job
+    st.store.expire(Duration::from_secs(3600), 1).await.unwrap();
+    assert!(st.store.get(&id).await.unwrap().is_none(), "the parent deleted");
+    assert_eq!(st.store.shard_result(&id, 0).await.unwrap(), None);
+    let counts = st.store.counts().await.unwrap();
+    assert!(
+        counts.by_state.iter().all(|(_, n)| *n == 0),
+        "no shard left behind: {counts:?}"
+    );
+}
+
+/// The results sweep never deletes a finished shard of a running parent (its result is
+/// the parent's to be), and deletes the shards with their parent once it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_expire_with_their_parent_only() {
+    let body = job(json!({"method": "analytic"}), book(false));
+    let dir = tempfile::tempdir().unwrap();
+    let st = state_merging(dir.path(), true, 0);
+    let id = app_support::submit_job(&st, &body).await;
+    let rt = Runtime::cpu();
+    let o = opts(dir.path());
+    let c = st
+        .store
+        .claim("live/w0", false, None, 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(c.len(), 1);
+    assert!(st
+        .store
+        .finish(&c[0].id, "live/w0", run(&rt, &o, &c[0]))
+        .await
+        .unwrap());
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    st.store.expire(Duration::ZERO, u64::MAX).await.unwrap();
+    assert!(
+        st.store.get(&c[0].id).await.unwrap().is_some(),
+        "a done shard of a running parent stays"
+    );
+    assert_eq!(drain(&st, dir.path(), 2).await, 6);
+    let b = get(&st, &id).await;
+    assert_eq!(b["state"], "succeeded", "{b}");
+    assert_eq!(bits(&b["result"]).len(), ROWS);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    st.store.expire(Duration::ZERO, u64::MAX).await.unwrap();
+    assert!(st.store.get(&id).await.unwrap().is_none());
+    assert!(
+        st.store.get(&c[0].id).await.unwrap().is_none(),
+        "the shard went with it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

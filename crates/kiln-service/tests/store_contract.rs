@@ -503,6 +503,146 @@ async fn concurrent_last_ends_merge_once(s: &dyn JobStore) {
     assert_eq!(v["prices"].as_array().unwrap().len(), 4);
 }
 
+/// [`sharded`] whose task sets `merge_max_bytes` to 0: its result is kept as a manifest.
+fn sharded_manifest(id: &str, rows: u64, n: u64, idem: Option<&str>) -> (NewJob, Vec<NewJob>) {
+    let (mut parent, shards) = sharded(id, rows, n, idem);
+    parent.task = serde_json::json!({"type": "sharded", "rows": rows, "shards": n, "shard_rows": 2,
+        "merge_max_bytes": 0})
+    .to_string();
+    (parent, shards)
+}
+
+fn result_text(o: &Outcome) -> String {
+    match o {
+        Outcome::Succeeded { result, .. } => result.clone(),
+        Outcome::Failed { .. } => panic!("a result"),
+    }
+}
+
+/// Past its `merge_max_bytes` a sharded job's last end stores a manifest: the parent's
+/// result is the merged result's head, marked with its shard count, and each shard keeps
+/// its result, readable by index; the head and the shards' price rows join to exactly the
+/// text the in-store merge makes of the same results. An idempotent resubmission answers
+/// the same manifest. A shard's result that is not its rows' fails the parent.
+async fn a_large_sharded_job_keeps_a_manifest(s: &dyn JobStore) {
+    let (parent, shards) = sharded_manifest("j_l", 5, 3, Some("big"));
+    s.insert_sharded(parent, shards).await.unwrap();
+    let held = claim_all(s, 3).await;
+    let rows = |i: u64| if i == 2 { 1 } else { 2 };
+    let results: Vec<Outcome> = (0..3).map(|i| shard_result(i, rows(i))).collect();
+    for i in [1usize, 2, 0] {
+        assert!(s
+            .finish(&held[i].1.id, &held[i].0, results[i].clone())
+            .await
+            .unwrap());
+    }
+    let p = s.get("j_l").await.unwrap().unwrap();
+    assert_eq!(p.state, JobState::Succeeded);
+    assert_eq!(p.closed_by.as_deref(), Some("j_l_s0"));
+    assert_eq!(p.result_shards, Some(3));
+    let head = p.result.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&head).unwrap();
+    assert!(v.get("prices").is_none(), "{head}");
+    assert_eq!(v["devices"], serde_json::json!(["d0", "d1", "d2"]));
+    let texts: Vec<String> = results.iter().map(result_text).collect();
+    let mut joined = Vec::new();
+    for (i, want) in texts.iter().enumerate() {
+        let got = s.shard_result("j_l", i as u64).await.unwrap();
+        assert_eq!(got.as_ref(), Some(want), "shard {i} keeps its result");
+        let got = got.unwrap();
+        let span = kiln_service::shard::result::rows(&got).unwrap();
+        joined.push(got[span].to_string());
+    }
+    assert_eq!(s.shard_result("j_l", 3).await.unwrap(), None);
+    assert_eq!(s.shard_result("j_none", 0).await.unwrap(), None);
+    let task: kiln_service::shard::ParentTask =
+        serde_json::from_str(r#"{"type": "sharded", "rows": 5, "shards": 3, "shard_rows": 2}"#).unwrap();
+    let merged = kiln_service::shard::merge(&task, &texts).unwrap();
+    let streamed = format!(
+        "{}{}{}",
+        kiln_service::shard::result::OPEN,
+        joined.join(","),
+        kiln_service::shard::result::close(&head).unwrap()
+    );
+    assert_eq!(streamed, merged, "the manifest's bytes are the merge's");
+    let (parent, shards) = sharded_manifest("j_l2", 5, 3, Some("big"));
+    let Inserted::Existing { job, .. } = s.insert_sharded(parent, shards).await.unwrap() else {
+        panic!("the earlier job")
+    };
+    assert_eq!((job.id.as_str(), job.result_shards), ("j_l", Some(3)));
+
+    let (parent, shards) = sharded_manifest("j_w", 4, 2, None);
+    s.insert_sharded(parent, shards).await.unwrap();
+    let held = claim_all(s, 2).await;
+    assert!(s
+        .finish(&held[0].1.id, &held[0].0, shard_result(0, 2))
+        .await
+        .unwrap());
+    assert!(s
+        .finish(&held[1].1.id, &held[1].0, shard_result(1, 1))
+        .await
+        .unwrap());
+    let p = s.get("j_w").await.unwrap().unwrap();
+    assert_eq!(p.state, JobState::Failed);
+    let (code, message) = p.error.unwrap();
+    assert_eq!(code, "shard_merge_failed");
+    assert!(
+        message.contains("shard 1 has 1 prices for 2 options"),
+        "{message}"
+    );
+    assert_eq!((p.result, p.result_shards), (None, None));
+}
+
+/// Shards are deleted with their parent, never alone: the results sweep keeps a finished
+/// shard of a running parent, and deletes a finished parent with its shards and their
+/// results; the per-token byte budget counts a parent with its shards' results and
+/// evicts them together.
+async fn shards_are_deleted_with_their_parent(s: &dyn JobStore) {
+    let zero = std::time::Duration::ZERO;
+    let (parent, shards) = sharded_manifest("j_e", 4, 2, None);
+    s.insert_sharded(parent, shards).await.unwrap();
+    let held = claim_all(s, 2).await;
+    assert!(s
+        .finish(&held[0].1.id, &held[0].0, shard_result(0, 2))
+        .await
+        .unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    s.expire(zero, u64::MAX).await.unwrap();
+    assert!(
+        s.get("j_e_s0").await.unwrap().is_some(),
+        "a done shard of a running parent stays"
+    );
+    assert!(s.shard_result("j_e", 0).await.unwrap().is_some());
+    assert!(s
+        .finish(&held[1].1.id, &held[1].0, shard_result(1, 2))
+        .await
+        .unwrap());
+    assert_eq!(s.get("j_e").await.unwrap().unwrap().result_shards, Some(2));
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    s.expire(zero, u64::MAX).await.unwrap();
+    for id in ["j_e", "j_e_s0", "j_e_s1"] {
+        assert!(s.get(id).await.unwrap().is_none(), "{id} deleted");
+    }
+    assert_eq!(s.shard_result("j_e", 0).await.unwrap(), None);
+
+    // the byte budget: the parent's own result is small, its shards' are not
+    let (parent, shards) = sharded_manifest("j_c", 4, 2, None);
+    s.insert_sharded(parent, shards).await.unwrap();
+    let held = claim_all(s, 2).await;
+    for (i, (owner, j)) in held.iter().enumerate() {
+        assert!(s.finish(&j.id, owner, shard_result(i as u64, 2)).await.unwrap());
+    }
+    let head = s.get("j_c").await.unwrap().unwrap().result.unwrap();
+    s.expire(std::time::Duration::from_secs(3600), head.len() as u64 + 1)
+        .await
+        .unwrap();
+    for id in ["j_c", "j_c_s0", "j_c_s1"] {
+        assert!(s.get(id).await.unwrap().is_none(), "{id} evicted");
+    }
+    let c = s.counts().await.unwrap();
+    assert!(c.by_state.iter().all(|(_, n)| *n == 0), "{c:?}");
+}
+
 macro_rules! both_stores {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -549,4 +689,6 @@ both_stores!(
     cancelling_a_shard_cancels_its_job,
     a_sharded_job_is_idempotent,
     concurrent_last_ends_merge_once,
+    a_large_sharded_job_keeps_a_manifest,
+    shards_are_deleted_with_their_parent,
 );

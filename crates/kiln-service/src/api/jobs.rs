@@ -8,7 +8,7 @@ use crate::store::{now_ms, JobRecord, JobState, ListQuery};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::{Extension, Json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +23,10 @@ pub(super) fn ms(secs: u64) -> i64 {
     secs.saturating_mul(1000).min(i64::MAX as u64) as i64
 }
 
-pub(super) fn view(job: JobRecord, status: StatusCode) -> Response {
-    (status, Json(JobView::from(job))).into_response()
+/// The response for `job` with `status` (a sharded result kept as a manifest streamed:
+/// `streamed`).
+pub(super) fn view(st: &super::AppState, job: JobRecord, status: StatusCode) -> Response {
+    super::streamed::view(&st.store, job, status)
 }
 
 /// Wait until the job is terminal or `secs` pass; the job as it then is.
@@ -50,13 +52,13 @@ pub(super) async fn wait_for(st: &super::AppState, id: &str, secs: f64) -> Resul
     }
 }
 
-pub(super) fn answer(job: JobRecord) -> Response {
+pub(super) fn answer(st: &super::AppState, job: JobRecord) -> Response {
     let status = if job.state.is_terminal() {
         StatusCode::OK
     } else {
         StatusCode::ACCEPTED
     };
-    view(job, status)
+    view(st, job, status)
 }
 
 async fn owned(st: &super::AppState, p: &Principal, id: &str) -> Result<JobRecord, ApiError> {
@@ -83,7 +85,7 @@ async fn owned(st: &super::AppState, p: &Principal, id: &str) -> Result<JobRecor
 #[utoipa::path(
     get, path = "/v1/jobs/{id}", tag = "jobs",
     params(("id" = String, Path, description = "Job id"), WaitQuery),
-    responses((status = 200, body = JobView), (status = 202, description = "Still queued or running after ?wait=", body = JobView), (status = 404, body = ErrorResponse)),
+    responses((status = 200, description = "The job; a sharded book's result kept as a manifest is streamed (chunked transfer encoding, `result` first)", body = JobView), (status = 202, description = "Still queued or running after ?wait=", body = JobView), (status = 404, body = ErrorResponse)),
     security(("bearer" = []))
 )]
 pub async fn get_job(
@@ -96,9 +98,9 @@ pub async fn get_job(
     let job = owned(&st.0, &p, &id).await?;
     let wait = q.wait.unwrap_or(0.0).min(st.0.cfg.limits.max_wait_s as f64);
     if wait > 0.0 && !job.state.is_terminal() {
-        return Ok(answer(wait_for(&st.0, &id, wait).await?));
+        return Ok(answer(&st.0, wait_for(&st.0, &id, wait).await?));
     }
-    Ok(view(job, StatusCode::OK))
+    Ok(view(&st.0, job, StatusCode::OK))
 }
 
 /// Cancel a job: a queued job never runs; a running one's result is discarded. A job split
@@ -127,7 +129,7 @@ pub async fn cancel_job(
         st.0.metrics.finished(&after.kind, "cancelled", latency);
         st.0.hub.finished(&after.id, &after.principal);
     }
-    Ok(view(after, StatusCode::OK))
+    Ok(view(&st.0, after, StatusCode::OK))
 }
 
 /// The caller's jobs, newest first.

@@ -5,6 +5,7 @@
 mod blobs;
 mod jobs;
 mod ops;
+mod streamed;
 mod submit;
 pub mod types;
 

@@ -319,12 +319,12 @@ pub async fn submit(
     };
     let wait = q.wait.unwrap_or(0.0).min(st.cfg.limits.max_wait_s as f64);
     if wait > 0.0 && !job.state.is_terminal() {
-        return Ok(answer(wait_for(&st, &job.id, wait).await?));
+        return Ok(answer(&st, wait_for(&st, &job.id, wait).await?));
     }
     if job.state.is_terminal() {
-        return Ok(view(job, StatusCode::OK));
+        return Ok(view(&st, job, StatusCode::OK));
     }
-    Ok(view(job, StatusCode::ACCEPTED))
+    Ok(view(&st, job, StatusCode::ACCEPTED))
 }
 
 /// `POST /v1/jobs:batch`'s body: `{"jobs": [job, ...]}`, each job as `POST /v1/jobs` takes

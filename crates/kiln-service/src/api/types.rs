@@ -81,7 +81,10 @@ pub struct JobView {
     pub priority: i32,
     /// Queue timeout: not started by then (ms since the epoch), the job fails as `expired`.
     pub queue_until_ms: Option<i64>,
-    /// The result (succeeded jobs).
+    /// The result (succeeded jobs). A sharded book's result past `sharding.merge_max_bytes`
+    /// is kept as a manifest over its shards' results: `GET /v1/jobs/{id}` (and a submit's
+    /// `?wait=` answer) streams it in chunks as the first member of the job, the same JSON
+    /// a merged result reads as; `POST /v1/jobs:batch` answers leave it out.
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     /// The error of a failed job, or of the latest failed attempt of a retried one.
@@ -111,7 +114,11 @@ impl From<JobRecord> for JobView {
             deadline_ms: j.deadline_ms,
             priority: j.priority,
             queue_until_ms: j.queue_until_ms,
-            result: j.result.and_then(|r| serde_json::from_str(&r).ok()),
+            // a manifest is not the result: its reader streams the result (api::streamed)
+            result: j
+                .result
+                .filter(|_| j.result_shards.is_none())
+                .and_then(|r| serde_json::from_str(&r).ok()),
             error: j.error.map(|(code, message)| ErrorBody { code, message }),
             parent: j.parent,
             shards: j.shards,

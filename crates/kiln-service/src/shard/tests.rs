@@ -1,7 +1,11 @@
 use super::*;
 
 fn cfg(min_rows: u64, shard_rows: u64) -> Sharding {
-    Sharding { min_rows, shard_rows }
+    Sharding {
+        min_rows,
+        shard_rows,
+        ..Sharding::default()
+    }
 }
 
 #[test]
@@ -43,6 +47,7 @@ fn merge_joins_the_price_rows_in_order_keeping_their_text() {
         rows: 5,
         shards: 2,
         shard_rows: 3,
+        merge_max_bytes: 0,
     };
     // prices whose shortest text is long: any reprint would show
     let a = [0.1 + 0.2, 1.0 / 3.0, 2.5e-300];
@@ -76,6 +81,7 @@ fn merge_refuses_results_that_do_not_fit() {
         rows: 5,
         shards: 2,
         shard_rows: 3,
+        merge_max_bytes: 0,
     };
     let e = merge(&parent, &[shard_result(&[1.0; 3], "d")]).unwrap_err();
     assert!(e.contains("1 shard results for 2 shards"), "{e}");
@@ -133,4 +139,36 @@ fn a_book_is_planned_in_row_slices_with_their_first_streams() {
         unreachable!()
     };
     assert!(matches!(options[1], BookOption::Plain(s) if s.strike == 100.0));
+}
+
+#[test]
+fn a_manifest_and_its_shards_join_to_the_merged_text() {
+    let parent = ParentTask {
+        kind: "sharded".into(),
+        rows: 7,
+        shards: 3,
+        shard_rows: 3,
+        merge_max_bytes: 0,
+    };
+    let results = [
+        shard_result(&[0.1 + 0.2, 1.0 / 3.0, 2.5e-300], "cpu:a"),
+        // whitespace inside the array is trimmed away as the merge trims it
+        shard_result(&[std::f64::consts::PI, -0.0, 7.0], "cpu:b").replace("\"prices\":[", "\"prices\": [ "),
+        shard_result(&[1e300], "cpu:c"),
+    ];
+    let merged = merge(&parent, &results).unwrap();
+    let mut m = Merger::new(&parent);
+    let spans: Vec<_> = results.iter().map(|r| m.push(r).unwrap()).collect();
+    let head = m.head().unwrap();
+    assert!(!head.contains("prices"), "{head}");
+    let rows: Vec<&str> = results.iter().zip(spans).map(|(r, s)| &r[s]).collect();
+    let joined = format!(
+        "{}{}{}",
+        result::OPEN,
+        rows.join(","),
+        result::close(&head).unwrap()
+    );
+    assert_eq!(joined, merged);
+    assert!(result::close("{}").is_err() && result::close("[1]").is_err());
+    assert!(result::rows(r#"{"prices": [ ]}"#).is_some_and(|r| r.is_empty()));
 }

@@ -195,6 +195,7 @@ impl NewJob {
             priority: self.priority,
             queue_until_ms: self.queue_until_ms,
             result: None,
+            result_shards: None,
             error: None,
             parent: None,
             shards: None,
@@ -292,8 +293,12 @@ pub struct JobRecord {
     pub priority: i32,
     /// Its queue timeout (ms since the epoch), if any.
     pub queue_until_ms: Option<i64>,
-    /// The result (JSON text), succeeded jobs only.
+    /// The result (JSON text), succeeded jobs only; with `result_shards`, a sharded job's
+    /// manifest (the head of its result: crate::shard::result).
     pub result: Option<String>,
+    /// `Some(n)`: `result` is a manifest, and the price rows of the job's result are its
+    /// `n` shards' results ([`JobStore::shard_result`]), in row order (crate::shard::result).
+    pub result_shards: Option<u64>,
     /// The error code and message, failed (or retried) jobs.
     pub error: Option<(String, String)>,
     /// A shard's parent job (crate::shard).
@@ -505,6 +510,10 @@ pub trait JobStore: Send + Sync + 'static {
     fn insert_sharded(&self, parent: NewJob, shards: Vec<NewJob>) -> BoxFuture<'_, StoreResult<Inserted>>;
     /// One job with its result.
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>>;
+    /// The result (JSON text) of shard `index` of the sharded job `parent`, `None` if there
+    /// is no such shard or it holds no result: what a manifest's reader reads, one shard at
+    /// a time ([`JobRecord::result_shards`]).
+    fn shard_result(&self, parent: &str, index: u64) -> BoxFuture<'_, StoreResult<Option<String>>>;
     /// A page of jobs, newest first; shards are left out (they show in their parent's
     /// counts and by id).
     fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>>;
@@ -591,8 +600,9 @@ pub trait JobStore: Send + Sync + 'static {
     fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>>;
     /// Delete finished jobs older than `ttl`, then, for each principal whose results and
     /// result blobs take more than `max_result_bytes_per_token`, that principal's oldest
-    /// finished jobs until they fit: one principal's results never evict another's.
-    /// Returns the blob files to delete.
+    /// finished jobs until they fit: one principal's results never evict another's. A
+    /// sharded job is one job here: its shards are deleted with it (their results and
+    /// blobs counted as its own), never alone. Returns the blob files to delete.
     fn expire(
         &self,
         ttl: Duration,

@@ -20,7 +20,7 @@ use rows::{
     JOB_COLS,
 };
 use rusqlite::{params, Connection, OptionalExtension};
-use schema::{INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3};
+use schema::{INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3, TO_V4};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -97,13 +97,23 @@ impl SqliteStore {
                 .map_err(err)?;
             }
             Some(Ok(SCHEMA_VERSION)) => {}
-            Some(Ok(v @ (1 | 2))) => {
+            Some(Ok(v @ (1..=3))) => {
                 // one transaction: a crash midway leaves the old version, migrated again
                 // next start
-                let steps = if v == 1 {
-                    format!("{TO_V2} {TO_V3}")
-                } else {
-                    TO_V3.to_string()
+                // a file whose results table the schema above just created has the
+                // version-4 column already
+                let has_v4: i64 = w
+                    .query_row(
+                        "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'shards'",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(err)?;
+                let to_v4 = if has_v4 > 0 { "" } else { TO_V4 };
+                let steps = match v {
+                    1 => format!("{TO_V2} {TO_V3} {to_v4}"),
+                    2 => format!("{TO_V3} {to_v4}"),
+                    _ => to_v4.to_string(),
                 };
                 w.execute_batch(&format!(
                     "BEGIN; {steps} UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'; COMMIT;"
@@ -116,7 +126,7 @@ impl SqliteStore {
                 })?;
                 tracing::info!(
                     "{}: job store migrated from schema {v} to {SCHEMA_VERSION} (priorities, queue \
-                     timeouts, sharded jobs)",
+                     timeouts, sharded jobs, sharded results kept as manifests)",
                     path.display()
                 );
             }
@@ -272,6 +282,18 @@ impl JobStore for SqliteStore {
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
         let id = id.to_string();
         self.read(move |c| get_job(c, &id, true))
+    }
+
+    fn shard_result(&self, parent: &str, index: u64) -> BoxFuture<'_, StoreResult<Option<String>>> {
+        let parent = parent.to_string();
+        self.read(move |c| {
+            c.prepare_cached(
+                "SELECT r.body FROM jobs j JOIN results r ON r.job_id = j.id \
+                 WHERE j.parent = ?1 AND j.shard_index = ?2",
+            )?
+            .query_row(params![parent, index.min(i64::MAX as u64) as i64], |r| r.get(0))
+            .optional()
+        })
     }
 
     fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>> {
@@ -537,7 +559,7 @@ impl JobStore for SqliteStore {
             let cutoff = now_ms() - ttl.as_millis() as i64;
             let mut st = c.prepare_cached(
                 "SELECT id FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
-                 AND finished_ms < ?1 LIMIT 10000",
+                 AND finished_ms < ?1 AND parent IS NULL LIMIT 10000",
             )?;
             let old: Vec<String> = st.query_map([cutoff], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
             let mut paths = delete_jobs(c, &old)?;
@@ -555,8 +577,13 @@ impl JobStore for SqliteStore {
                 let mut excess = total - cap;
                 let mut st = c.prepare_cached(
                     "SELECT j.id, coalesce(r.bytes, 0) + coalesce((SELECT sum(size) FROM blobs b WHERE b.job_id = j.id), 0) \
+                       + CASE WHEN j.shards IS NULL THEN 0 ELSE coalesce((SELECT sum(sr.bytes) FROM jobs s \
+                           JOIN results sr ON sr.job_id = s.id WHERE s.parent = j.id), 0) \
+                         + coalesce((SELECT sum(b.size) FROM jobs s JOIN blobs b ON b.job_id = s.id \
+                           WHERE s.parent = j.id), 0) END \
                      FROM jobs j LEFT JOIN results r ON r.job_id = j.id \
                      WHERE j.principal = ?1 AND j.state IN ('succeeded', 'failed', 'cancelled') \
+                       AND j.parent IS NULL \
                      ORDER BY j.finished_ms LIMIT 10000",
                 )?;
                 let rows: Vec<(String, i64)> = st

@@ -82,6 +82,19 @@ pub async fn call(
     token: Option<&str>,
     body: Vec<u8>,
 ) -> (StatusCode, Value) {
+    let (status, bytes) = call_raw(st, method, uri, token, body).await;
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// One request through the router: the status and the body's bytes (a streamed body
+/// collected whole; a stream that ends in an error panics).
+pub async fn call_raw(
+    st: &Arc<AppState>,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: Vec<u8>,
+) -> (StatusCode, Vec<u8>) {
     let mut req = Request::builder().method(method).uri(uri);
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
@@ -92,7 +105,7 @@ pub async fn call(
         .unwrap();
     let status = r.status();
     let bytes = r.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (status, bytes.to_vec())
 }
 
 /// The value after `name` in a worker's arguments.

@@ -11,7 +11,7 @@ use crate::store::*;
 pub(super) async fn existing<C: tokio_postgres::GenericClient>(c: &C, job: &NewJob) -> StoreResult<Inserted> {
     let key = job.idempotency_key.as_deref().unwrap_or_default();
     let sql = format!(
-        "SELECT {JOB_COLS}, r.body, j.request_hash FROM kiln_jobs j \
+        "SELECT {JOB_COLS}, r.body, j.request_hash, r.shards FROM kiln_jobs j \
          LEFT JOIN kiln_results r ON r.job_id = j.id WHERE j.principal = $1 AND j.idem_key = $2"
     );
     let row = c
@@ -22,6 +22,10 @@ pub(super) async fn existing<C: tokio_postgres::GenericClient>(c: &C, job: &NewJ
     let mut j = job_row(&row)?;
     j.result = row.try_get(AFTER_JOB_COLS).map_err(pg_err)?;
     let hash: String = row.try_get(AFTER_JOB_COLS + 1).map_err(pg_err)?;
+    j.result_shards = row
+        .try_get::<_, Option<i32>>(AFTER_JOB_COLS + 2)
+        .map_err(pg_err)?
+        .map(|n| n.max(0) as u64);
     Ok(Inserted::Existing {
         job: j,
         same_request: hash == job.request_hash,

@@ -32,6 +32,7 @@ pub fn job_row(r: &Row) -> StoreResult<JobRecord> {
         priority: r.try_get(13).map_err(pg_err)?,
         queue_until_ms: r.try_get(14).map_err(pg_err)?,
         result: None,
+        result_shards: None,
         error: code.map(|c| (c, msg.unwrap_or_default())),
         parent: r.try_get(15).map_err(pg_err)?,
         closed_by: r.try_get(16).map_err(pg_err)?,
@@ -70,11 +71,11 @@ pub async fn get_job(
 ) -> StoreResult<Option<JobRecord>> {
     let sql = if with_result {
         format!(
-            "SELECT {JOB_COLS}, r.body FROM kiln_jobs j LEFT JOIN kiln_results r ON r.job_id = j.id \
-             WHERE j.id = $1"
+            "SELECT {JOB_COLS}, r.body, r.shards FROM kiln_jobs j \
+             LEFT JOIN kiln_results r ON r.job_id = j.id WHERE j.id = $1"
         )
     } else {
-        format!("SELECT {JOB_COLS}, NULL::text FROM kiln_jobs j WHERE j.id = $1")
+        format!("SELECT {JOB_COLS}, NULL::text, NULL::integer FROM kiln_jobs j WHERE j.id = $1")
     };
     let st = c.prepare_cached(&sql).await.map_err(pg_err)?;
     let Some(row) = c.query_opt(&st, &[&id]).await.map_err(pg_err)? else {
@@ -82,6 +83,10 @@ pub async fn get_job(
     };
     let mut j = job_row(&row)?;
     j.result = row.try_get(AFTER_JOB_COLS).map_err(pg_err)?;
+    j.result_shards = row
+        .try_get::<_, Option<i32>>(AFTER_JOB_COLS + 1)
+        .map_err(pg_err)?
+        .map(|n| n.max(0) as u64);
     if let (Some(counts), true) = (j.shards.as_mut(), with_result) {
         let st = c
             .prepare_cached("SELECT state, count(*) FROM kiln_jobs WHERE parent = $1 GROUP BY state")
@@ -130,7 +135,8 @@ pub async fn insert_blob<C: tokio_postgres::GenericClient>(c: &C, b: &BlobRecord
     Ok(())
 }
 
-/// Delete jobs, their results and result blobs' rows; returns the blob paths.
+/// Delete jobs, their results and result blobs' rows, a sharded job with its shards;
+/// returns the blob paths.
 pub async fn delete_jobs(
     tx: &deadpool_postgres::Transaction<'_>,
     ids: &[String],
@@ -138,6 +144,15 @@ pub async fn delete_jobs(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let mut all: Vec<String> = tx
+        .query("SELECT id FROM kiln_jobs WHERE parent = ANY($1)", &[&ids])
+        .await
+        .map_err(pg_err)?
+        .iter()
+        .map(|r| r.try_get(0).map_err(pg_err))
+        .collect::<StoreResult<_>>()?;
+    all.extend_from_slice(ids);
+    let ids = &all;
     let rows = tx
         .query(
             "DELETE FROM kiln_blobs WHERE job_id = ANY($1) RETURNING path",

@@ -10,7 +10,7 @@ use crate::store::{StoreError, StoreResult};
 const MIGRATION_LOCK: i64 = 0x6b69_6c6e_006d_6967;
 
 /// The schema version this build knows (the last migration's).
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// `(version, description, SQL)`, in order; never edit one that has shipped, add the next.
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
@@ -105,6 +105,13 @@ ALTER TABLE kiln_jobs ADD COLUMN shard_index integer;
 ALTER TABLE kiln_jobs ADD COLUMN shards integer;
 ALTER TABLE kiln_jobs ADD COLUMN closed_by text;
 CREATE INDEX kiln_jobs_parent ON kiln_jobs(parent, shard_index) WHERE parent IS NOT NULL;
+",
+    ),
+    (
+        5,
+        "sharded results kept as a manifest over the shards' results: their count",
+        "
+ALTER TABLE kiln_results ADD COLUMN shards integer;
 ",
     ),
 ];

@@ -10,7 +10,7 @@
 use super::insert::existing;
 use super::rows::Conn;
 use super::store::pg_err;
-use crate::shard::{merge, ParentTask};
+use crate::shard::{merge, Merger, ParentTask, MAX_MERGED_BYTES};
 use crate::store::*;
 
 /// The code of a parent whose shards' results could not be merged.
@@ -195,6 +195,10 @@ async fn fail_parent(
     Ok(())
 }
 
+/// Close the running parent with its shards' results (crate::shard::result): merged into
+/// its result (the shards' own dropped) when they take at most the parent's
+/// `merge_max_bytes`, else a manifest over them, read one shard's result at a time; a
+/// shard's result that does not fit fails the parent.
 async fn merge_parent(tx: &Tx<'_>, parent: &str, by: &str, now: i64) -> StoreResult<()> {
     let Some(task) = tx
         .query_opt(
@@ -207,28 +211,70 @@ async fn merge_parent(tx: &Tx<'_>, parent: &str, by: &str, now: i64) -> StoreRes
         return Ok(());
     };
     let task: String = task.try_get(0).map_err(pg_err)?;
-    let rows = tx
-        .query(
-            "SELECT r.body FROM kiln_jobs j JOIN kiln_results r ON r.job_id = j.id WHERE j.parent = $1 \
-             ORDER BY j.shard_index",
+    let task = match serde_json::from_str::<ParentTask>(&task) {
+        Ok(t) => t,
+        Err(e) => {
+            let e = format!("the parent's task: {e}");
+            return fail_parent(tx, parent, by, MERGE_FAILED, &e, now).await;
+        }
+    };
+    let bytes: i64 = tx
+        .query_one(
+            "SELECT coalesce(sum(r.bytes), 0)::bigint FROM kiln_jobs j JOIN kiln_results r \
+             ON r.job_id = j.id WHERE j.parent = $1",
             &[&parent],
         )
         .await
+        .map_err(pg_err)?
+        .try_get(0)
         .map_err(pg_err)?;
-    let bodies: Vec<String> = rows
-        .iter()
-        .map(|r| r.try_get(0).map_err(pg_err))
-        .collect::<StoreResult<_>>()?;
-    let merged = serde_json::from_str::<ParentTask>(&task)
-        .map_err(|e| format!("the parent's task: {e}"))
-        .and_then(|t| merge(&t, &bodies));
-    let body = match merged {
+    let manifest = bytes.max(0) as u64 > task.merge_max_bytes.min(MAX_MERGED_BYTES as u64);
+    let stored = if manifest {
+        let one = tx
+            .prepare_cached(
+                "SELECT r.body FROM kiln_jobs j JOIN kiln_results r ON r.job_id = j.id \
+                 WHERE j.parent = $1 AND j.shard_index = $2",
+            )
+            .await
+            .map_err(pg_err)?;
+        let mut m = Merger::new(&task);
+        let mut checked = Ok(());
+        for i in 0..task.shards.min(i32::MAX as u64) as i32 {
+            let Some(row) = tx.query_opt(&one, &[&parent, &i]).await.map_err(pg_err)? else {
+                checked = Err(format!("shard {i} holds no result"));
+                break;
+            };
+            let body: String = row.try_get(0).map_err(pg_err)?;
+            if let Err(e) = m.push(&body) {
+                checked = Err(e);
+                break;
+            }
+        }
+        checked
+            .and_then(|()| m.head())
+            .map(|h| (h, Some(task.shards.min(i32::MAX as u64) as i32)))
+    } else {
+        let rows = tx
+            .query(
+                "SELECT r.body FROM kiln_jobs j JOIN kiln_results r ON r.job_id = j.id \
+                 WHERE j.parent = $1 ORDER BY j.shard_index",
+                &[&parent],
+            )
+            .await
+            .map_err(pg_err)?;
+        let bodies: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get(0).map_err(pg_err))
+            .collect::<StoreResult<_>>()?;
+        merge(&task, &bodies).map(|b| (b, None))
+    };
+    let (body, shards) = match stored {
         Ok(b) => b,
         Err(e) => return fail_parent(tx, parent, by, MERGE_FAILED, &e, now).await,
     };
     tx.execute(
-        "INSERT INTO kiln_results(job_id, body, bytes, stored_ms) VALUES ($1, $2, $3, $4)",
-        &[&parent, &body, &(body.len() as i64), &now],
+        "INSERT INTO kiln_results(job_id, body, bytes, stored_ms, shards) VALUES ($1, $2, $3, $4, $5)",
+        &[&parent, &body, &(body.len() as i64), &now, &shards],
     )
     .await
     .map_err(pg_err)?;
@@ -238,12 +284,14 @@ async fn merge_parent(tx: &Tx<'_>, parent: &str, by: &str, now: i64) -> StoreRes
     )
     .await
     .map_err(pg_err)?;
-    tx.execute(
-        "DELETE FROM kiln_results WHERE job_id IN (SELECT id FROM kiln_jobs WHERE parent = $1)",
-        &[&parent],
-    )
-    .await
-    .map_err(pg_err)?;
+    if shards.is_none() {
+        tx.execute(
+            "DELETE FROM kiln_results WHERE job_id IN (SELECT id FROM kiln_jobs WHERE parent = $1)",
+            &[&parent],
+        )
+        .await
+        .map_err(pg_err)?;
+    }
     notify_done(tx, parent).await
 }
 

@@ -194,6 +194,23 @@ impl JobStore for PgStore {
         })
     }
 
+    fn shard_result(&self, parent: &str, index: u64) -> BoxFuture<'_, StoreResult<Option<String>>> {
+        let parent = parent.to_string();
+        Box::pin(async move {
+            let c = self.conn().await?;
+            let st = c
+                .prepare_cached(
+                    "SELECT r.body FROM kiln_jobs j JOIN kiln_results r ON r.job_id = j.id \
+                     WHERE j.parent = $1 AND j.shard_index = $2",
+                )
+                .await
+                .map_err(pg_err)?;
+            let index = index.min(i32::MAX as u64) as i32;
+            let row = c.query_opt(&st, &[&parent, &index]).await.map_err(pg_err)?;
+            row.map(|r| r.try_get(0).map_err(pg_err)).transpose()
+        })
+    }
+
     fn list(&self, q: ListQuery) -> BoxFuture<'_, StoreResult<JobPage>> {
         Box::pin(async move {
             let c = self.conn().await?;
@@ -491,7 +508,7 @@ impl JobStore for PgStore {
             let old: Vec<String> = tx
                 .query(
                     "SELECT id FROM kiln_jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
-                     AND finished_ms < $1 LIMIT 10000 FOR UPDATE SKIP LOCKED",
+                     AND finished_ms < $1 AND parent IS NULL LIMIT 10000 FOR UPDATE SKIP LOCKED",
                     &[&cutoff],
                 )
                 .await
@@ -506,9 +523,14 @@ impl JobStore for PgStore {
                 let rows = tx
                     .query(
                         "SELECT j.id, (coalesce(r.bytes, 0) + coalesce((SELECT sum(size) FROM kiln_blobs b \
-                         WHERE b.job_id = j.id), 0))::bigint FROM kiln_jobs j \
+                         WHERE b.job_id = j.id), 0) + CASE WHEN j.shards IS NULL THEN 0 ELSE \
+                         coalesce((SELECT sum(sr.bytes) FROM kiln_jobs s JOIN kiln_results sr \
+                         ON sr.job_id = s.id WHERE s.parent = j.id), 0) + coalesce((SELECT sum(b.size) \
+                         FROM kiln_jobs s JOIN kiln_blobs b ON b.job_id = s.id WHERE s.parent = j.id), 0) \
+                         END)::bigint FROM kiln_jobs j \
                          LEFT JOIN kiln_results r ON r.job_id = j.id WHERE j.principal = $1 \
-                         AND j.state IN ('succeeded', 'failed', 'cancelled') ORDER BY j.finished_ms LIMIT 10000",
+                         AND j.state IN ('succeeded', 'failed', 'cancelled') AND j.parent IS NULL \
+                         ORDER BY j.finished_ms LIMIT 10000",
                         &[&principal],
                     )
                     .await

@@ -28,6 +28,7 @@ pub(super) fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
         priority: r.get(13)?,
         queue_until_ms: r.get(14)?,
         result: None,
+        result_shards: None,
         error: code.map(|c| (c, msg.unwrap_or_default())),
         parent: r.get(15)?,
         closed_by: r.get(16)?,
@@ -48,9 +49,15 @@ pub(super) fn get_job(c: &Connection, id: &str, with_result: bool) -> rusqlite::
         )
         .optional()?;
     if let (Some(j), true) = (job.as_mut(), with_result) {
-        j.result = c
-            .query_row("SELECT body FROM results WHERE job_id = ?1", [id], |r| r.get(0))
-            .optional()?;
+        if let Some((body, shards)) = c
+            .query_row("SELECT body, shards FROM results WHERE job_id = ?1", [id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
+            })
+            .optional()?
+        {
+            j.result = Some(body);
+            j.result_shards = shards.map(|n| n.max(0) as u64);
+        }
         if let Some(counts) = j.shards.as_mut() {
             let mut st =
                 c.prepare_cached("SELECT state, count(*) FROM jobs WHERE parent = ?1 GROUP BY state")?;
@@ -102,10 +109,20 @@ pub(super) fn insert_blob(c: &Connection, b: &BlobRecord) -> rusqlite::Result<()
     Ok(())
 }
 
-/// Delete jobs (rows, results, result blobs' rows); returns the blob paths.
+/// Delete jobs (rows, results, result blobs' rows), a sharded job with its shards;
+/// returns the blob paths.
 pub(super) fn delete_jobs(c: &Connection, ids: &[String]) -> rusqlite::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
+    let mut all = Vec::with_capacity(ids.len());
     for id in ids {
+        let mut st = c.prepare_cached("SELECT id FROM jobs WHERE parent = ?1")?;
+        let shards: Vec<String> = st
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        all.extend(shards);
+        all.push(id.clone());
+    }
+    for id in &all {
         let mut st = c.prepare_cached("SELECT path FROM blobs WHERE job_id = ?1")?;
         let ps: Vec<String> = st
             .query_map([id], |r| r.get(0))?

@@ -1,7 +1,7 @@
 //! The SQLite store's schema: the tables and indexes of a new database, and the steps that
 //! migrate an older one (`user_version`).
 
-pub(super) const SCHEMA_VERSION: i64 = 3;
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS results(
   job_id TEXT PRIMARY KEY,
   body TEXT NOT NULL,
   bytes INTEGER NOT NULL,
-  stored_ms INTEGER NOT NULL
+  stored_ms INTEGER NOT NULL,
+  shards INTEGER
 );
 CREATE TABLE IF NOT EXISTS blobs(
   id TEXT PRIMARY KEY,
@@ -85,4 +86,11 @@ ALTER TABLE jobs ADD COLUMN closed_by TEXT;
 /// Indexes of the version-3 columns: a parent's shards in row order.
 pub(super) const INDEXES_V3: &str = "
 CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent, shard_index) WHERE parent IS NOT NULL;
+";
+
+/// Version 3 to 4: a sharded job's result kept as a manifest over its shards' results
+/// (crate::shard::result): `results.shards` is their count (NULL: the body is the whole
+/// result).
+pub(super) const TO_V4: &str = "
+ALTER TABLE results ADD COLUMN shards INTEGER;
 ";

@@ -4,7 +4,7 @@
 //! other end can come between).
 
 use super::exec;
-use crate::shard::{merge, ParentTask};
+use crate::shard::{merge, Merger, ParentTask, MAX_MERGED_BYTES};
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// The code of a parent whose shards' results could not be merged.
@@ -60,8 +60,10 @@ fn fail_parent(
     Ok(())
 }
 
-/// Merge the shards' results into the running parent's (crate::shard::merge), drop the
-/// shards' own results, and close the parent; a merge that fails fails the parent.
+/// Close the running parent with its shards' results (crate::shard::result): merged into
+/// its result (the shards' own dropped) when they take at most the parent's
+/// `merge_max_bytes`, else a manifest over them; a shard's result that does not fit fails
+/// the parent.
 fn merge_parent(c: &Connection, parent: &str, by: &str, now: i64) -> rusqlite::Result<()> {
     let task: Option<String> = c
         .prepare_cached("SELECT task FROM jobs WHERE id = ?1 AND state = 'running'")?
@@ -70,35 +72,73 @@ fn merge_parent(c: &Connection, parent: &str, by: &str, now: i64) -> rusqlite::R
     let Some(task) = task else {
         return Ok(());
     };
-    let bodies: Vec<String> = c
+    let task = match serde_json::from_str::<ParentTask>(&task) {
+        Ok(t) => t,
+        Err(e) => {
+            return fail_parent(
+                c,
+                parent,
+                by,
+                MERGE_FAILED,
+                &format!("the parent's task: {e}"),
+                now,
+            )
+        }
+    };
+    let bytes: i64 = c
         .prepare_cached(
-            "SELECT r.body FROM jobs j JOIN results r ON r.job_id = j.id WHERE j.parent = ?1 \
-             ORDER BY j.shard_index",
+            "SELECT coalesce(sum(r.bytes), 0) FROM jobs j JOIN results r ON r.job_id = j.id \
+             WHERE j.parent = ?1",
         )?
-        .query_map([parent], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let merged = serde_json::from_str::<ParentTask>(&task)
-        .map_err(|e| format!("the parent's task: {e}"))
-        .and_then(|t| merge(&t, &bodies));
-    let body = match merged {
+        .query_row([parent], |r| r.get(0))?;
+    let bodies_sql = "SELECT r.body FROM jobs j JOIN results r ON r.job_id = j.id WHERE j.parent = ?1 \
+                      ORDER BY j.shard_index";
+    let manifest = bytes.max(0) as u64 > task.merge_max_bytes.min(MAX_MERGED_BYTES as u64);
+    let stored = if manifest {
+        // one shard's result in memory at a time
+        let mut m = Merger::new(&task);
+        let mut st = c.prepare_cached(bodies_sql)?;
+        let mut rows = st.query([parent])?;
+        let mut checked = Ok(());
+        while let Some(row) = rows.next()? {
+            let body: String = row.get(0)?;
+            if let Err(e) = m.push(&body) {
+                checked = Err(e);
+                break;
+            }
+        }
+        drop(rows);
+        checked
+            .and_then(|()| m.head())
+            .map(|h| (h, Some(task.shards as i64)))
+    } else {
+        let bodies: Vec<String> = c
+            .prepare_cached(bodies_sql)?
+            .query_map([parent], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        merge(&task, &bodies).map(|b| (b, None))
+    };
+    let (body, shards) = match stored {
         Ok(b) => b,
         Err(e) => return fail_parent(c, parent, by, MERGE_FAILED, &e, now),
     };
     exec(
         c,
-        "INSERT INTO results(job_id, body, bytes, stored_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![parent, body, body.len() as i64, now],
+        "INSERT INTO results(job_id, body, bytes, stored_ms, shards) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![parent, body, body.len() as i64, now, shards],
     )?;
     exec(
         c,
         "UPDATE jobs SET state = 'succeeded', finished_ms = ?2, closed_by = ?3 WHERE id = ?1",
         params![parent, now, by],
     )?;
-    exec(
-        c,
-        "DELETE FROM results WHERE job_id IN (SELECT id FROM jobs WHERE parent = ?1)",
-        [parent],
-    )?;
+    if shards.is_none() {
+        exec(
+            c,
+            "DELETE FROM results WHERE job_id IN (SELECT id FROM jobs WHERE parent = ?1)",
+            [parent],
+        )?;
+    }
     Ok(())
 }
 
