@@ -3,34 +3,40 @@
 // computes it): every group of non-zero elements joined through the structure's neighbours
 // gets one label, numbered 1, 2, ... in row-major order of each group's first element.
 //
-// One int32 array L of n elements (the output) carries the whole computation:
-// - label_init: -1 for a zero element; for a non-zero one (read as its truth, dt: 0 u8/bool,
-//   1 u16, 2 f32, 3 f64, 4 i32, 5 i64; NaN is true) L[p] = p, or, when the structure joins
-//   an element to its left neighbour (`run`), the start of its run of non-zero elements
-//   along the row, looked up at most LBL_RUN elements back (further runs chain in hops of
-//   LBL_RUN): every run is then one tree before the merge, which skips that neighbour;
-// - label_merge: for each non-zero p and each neighbour q of the structure that comes
-//   before p in row-major order (offsets table, 3 ints a neighbour: dz, dy, dx), union of
-//   p's and q's trees by Playne and Hawick's lock-free merge: each root is linked to the
-//   smaller root with atomicMin, and a link that lost a race is retried from the old
-//   parent. Parents only ever decrease and stay inside the group, so each group's final
-//   root is its smallest index: its first element in row-major order;
-// - label_compress: L[p] = the root of p;
-// - label_count, label_scan, label_number: the roots counted per 1,024-element block, the
-//   counts scanned (one block), then each root's L slot set to -(its number + 1): roots are
-//   numbered in index order, which is scipy's numbering;
-// - label_write: every element's label in place: 0 for a zero, a root's number decoded, a
-//   non-root its root's number. A root's slot may be decoded by its own thread while another
-//   reads it: the reader decodes either form (negative: encoded, else the number), so the
-//   race is harmless; after compression no element points at a non-root.
-// Shapes are (D, H, W) (fewer axes padded with 1s), n = D*H*W < 2^31.
-
+// Two int32 arrays of n elements: L (scratch) carries the union-find, out the labels.
+// - label_local: one block a tile of at most 1,024 elements (td x th x tw, row-major inside
+//   the tile), read as their truth (dt: 0 u8/bool, 1 u16, 2 f32, 3 f64, 4 i32, 5 i64; NaN is
+//   true) into shared memory; each non-zero element joined with the structure's neighbours
+//   before it (offsets table, 3 ints a neighbour: dz, dy, dx) that lie in the same tile, by
+//   Playne and Hawick's lock-free merge in shared memory (each root linked to the smaller
+//   root with atomicMin; a link that lost a race is retried from the old parent; finds
+//   jump each element passed to its grandparent). Local order is the global row-major
+//   order restricted to the tile, so every local tree's root is its first element; L[p] =
+//   the global index of p's local root, -1 for a zero. When the structure joins left
+//   neighbours (`run` 1 or 2), each element starts pointing at its row run's first element
+//   within its warp's 32 (one ballot). With `run` 2 a link between two runs is also made
+//   once, where their overlap starts: an element whose left neighbour and whose
+//   neighbour's left neighbour are both non-zero skips that neighbour (the pair to its left
+//   joins the same two runs). `run` 2 is off by default (KILN_LABEL_SKIP=1 turns it on)
+//   until its GPU bitwise test has run (scripts/label-tile-emulation.py checks the rule
+//   against scipy on the host);
+// - label_border: the same merge in L for the pairs the tiles cut (an element on a tile's
+//   face and a neighbour before it in another tile), with the same skip under `run` 2.
+//   Parents only ever decrease and stay inside the group, so each group's final root is
+//   its smallest index: its first element in row-major order;
+// - label_compress: L[p] = the root of p, so the last step reads one link;
+// - label_count, label_scan, label_number: the roots (L[p] == p) counted per 1,024-element
+//   block, the counts scanned (one block), then each root's L slot set to -(its number + 1):
+//   roots are numbered in index order, which is scipy's numbering;
+// - label_resolve: out[p] = 0 for a zero, else the number of the root at the end of p's
+//   chain in L (a root's slot is the only negative one on a chain; after label_compress
+//   the chain is one link). L is only read here.
 typedef unsigned char u8;
 typedef unsigned short u16;
 #define LBL_BLOCK 256
 #define LBL_PER 4  // elements a thread in the count and number kernels
 #define LBL_TILE (LBL_BLOCK * LBL_PER)
-#define LBL_RUN 32  // elements label_init looks back along a row
+#define LBL_TILE_ELEMS 1024  // elements a label_local / label_border tile holds at most
 
 __device__ __forceinline__ int lbl_truth(const void* __restrict__ p, long long i, int dt) {
     switch (dt) {
@@ -52,54 +58,152 @@ __device__ __forceinline__ int lbl_find(const int* L, int p) {
     return p;
 }
 
-#if !defined(KILN_ONLY) || defined(KILN_K_label_init)
-extern "C" __global__ void __launch_bounds__(256) label_init(const void* __restrict__ src, int dt,
-                                                             int* __restrict__ L, int n, int W, int run) {
-    const int stride = gridDim.x * blockDim.x;
-    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
-        if (!lbl_truth(src, p, dt)) {
-            L[p] = -1;
-            continue;
+// The root of a, shortening the path on the way (ECL-CC's intermediate pointer jumping: each
+// element passed is pointed at its grandparent). Only non-roots are written, always with an
+// element of their own tree, so a concurrent link (which writes roots) is never undone in a
+// way that splits a tree: a link that a jump overwrites was made by a union that goes on
+// from the old parent, which stays in the tree.
+__device__ __forceinline__ int lbl_find_jump(int* P, int a) {
+    int cur = P[a];
+    if (cur != a) {
+        int prev = a, next;
+        while (cur > (next = P[cur])) {
+            P[prev] = next;
+            prev = cur;
+            cur = next;
         }
-        int q = p;
+    }
+    return cur;
+}
+
+// Union of the trees of a and b in P (global or shared memory), Playne-Hawick.
+__device__ __forceinline__ void lbl_union(int* P, int a, int b) {
+    for (;;) {
+        a = lbl_find_jump(P, a);
+        b = lbl_find_jump(P, b);
+        if (a == b) return;
+        if (a < b) {
+            const int old = atomicMin(&P[b], a);
+            if (old == b) return;
+            b = old;
+        } else {
+            const int old = atomicMin(&P[a], b);
+            if (old == a) return;
+            a = old;
+        }
+    }
+}
+
+// Block b's tile: its first element's coordinates (tiles in row-major order).
+struct LblTile {
+    int x0, y0, z0;
+};
+
+__device__ __forceinline__ LblTile lbl_tile(int H, int W, int td, int th, int tw) {
+    const int tx = (W + tw - 1) / tw, ty = (H + th - 1) / th;
+    const int b = blockIdx.x;
+    LblTile t;
+    t.x0 = (b % tx) * tw;
+    t.y0 = ((b / tx) % ty) * th;
+    t.z0 = (b / (tx * ty)) * td;
+    return t;
+}
+
+#if !defined(KILN_ONLY) || defined(KILN_K_label_local)
+extern "C" __global__ void __launch_bounds__(256) label_local(const void* __restrict__ src, int dt,
+                                                              int* __restrict__ L, int D, int H, int W,
+                                                              int td, int th, int tw,
+                                                              const int* __restrict__ offs, int cnt,
+                                                              int run) {
+    __shared__ int s[LBL_TILE_ELEMS];
+    const LblTile t = lbl_tile(H, W, td, th, tw);
+    const int x0 = t.x0, y0 = t.y0, z0 = t.z0;
+    const int tsz = td * th * tw;
+    const int lw = __ffs(tw) - 1, lh = __ffs(th) - 1;  // tile extents are powers of two
+    for (int e = threadIdx.x; e < tsz; e += LBL_BLOCK) {
+        const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
+        const int x = x0 + lx, y = y0 + ly, z = z0 + lz;
+        const bool on = x < W && y < H && z < D && lbl_truth(src, ((long long)z * H + y) * W + x, dt);
+        int v = on ? e : -1;
         if (run) {
-            const int x0 = p - p % W;  // the row's first element
-            const int lo = max(x0, p - LBL_RUN);
-            while (q > lo && lbl_truth(src, q - 1, dt)) --q;
+            // a warp holds 32 consecutive elements of one tile row (tw >= 32, both powers of
+            // two; every lane takes part: tsz is a multiple of 32): each starts pointing at
+            // the first element of its run within them
+            const unsigned set = __ballot_sync(0xffffffffu, on);
+            const int lane = e & 31;
+            const unsigned upto = lane == 31 ? 0xffffffffu : (2u << lane) - 1u;
+            const unsigned gaps = ~set & upto;  // zeros at or below this lane
+            if (on) v = e - lane + (gaps ? 32 - __clz(gaps) : 0);
         }
-        L[p] = q;
+        s[e] = v;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < tsz; e += LBL_BLOCK) {
+        if (s[e] < 0) continue;  // a valid element's slot never goes negative
+        const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
+        for (int i = 0; i < cnt; ++i) {
+            const bool left = offs[3 * i] == 0 && offs[3 * i + 1] == 0 && offs[3 * i + 2] == -1;
+            // a run's elements are joined already; its first one in the warp's 32 joins the
+            // element before it
+            if (run && left && (e & 31)) continue;
+            const int nz = lz + offs[3 * i], ny = ly + offs[3 * i + 1], nx = lx + offs[3 * i + 2];
+            if (nz < 0 || nz >= td || ny < 0 || ny >= th || nx < 0 || nx >= tw) continue;
+            const int q = (((nz << lh) + ny) << lw) + nx;
+            if (s[q] < 0) continue;
+            // (not the left link itself) both left neighbours on: the runs of e and q are
+            // joined through them (the first link of the two runs' overlap)
+            if (run == 2 && !left && lx > 0 && nx > 0 && s[e - 1] >= 0 && s[q - 1] >= 0) continue;
+            lbl_union(s, e, q);
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < tsz; e += LBL_BLOCK) {
+        const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
+        const int x = x0 + lx, y = y0 + ly, z = z0 + lz;
+        if (x >= W || y >= H || z >= D) continue;
+        int v = -1;
+        if (s[e] >= 0) {
+            const int r = lbl_find_jump(s, e);
+            const int rx = r & (tw - 1), ry = (r >> lw) & (th - 1), rz = r >> (lw + lh);
+            v = ((z0 + rz) * H + (y0 + ry)) * W + (x0 + rx);
+        }
+        L[(z * H + y) * W + x] = v;
     }
 }
 #endif
 
-#if !defined(KILN_ONLY) || defined(KILN_K_label_merge)
-extern "C" __global__ void __launch_bounds__(256) label_merge(int* L, const int* __restrict__ offs, int cnt,
-                                                              int D, int H, int W) {
-    const int stride = gridDim.x * blockDim.x;
-    const int n = D * H * W;
-    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
+#if !defined(KILN_ONLY) || defined(KILN_K_label_border)
+extern "C" __global__ void __launch_bounds__(256) label_border(int* L, int D, int H, int W, int td,
+                                                               int th, int tw,
+                                                               const int* __restrict__ offs, int cnt,
+                                                               int run) {
+    const LblTile t = lbl_tile(H, W, td, th, tw);
+    const int x0 = t.x0, y0 = t.y0, z0 = t.z0;
+    const int tsz = td * th * tw;
+    const int lw = __ffs(tw) - 1, lh = __ffs(th) - 1;  // tile extents are powers of two
+    for (int e = threadIdx.x; e < tsz; e += LBL_BLOCK) {
+        const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
+        const int x = x0 + lx, y = y0 + ly, z = z0 + lz;
+        if (x >= W || y >= H || z >= D) continue;
+        // a neighbour before p (dz < 0, or dz = 0 and dy < 0, or dz = dy = 0 and dx < 0) can
+        // leave the tile only through these faces
+        const bool face = (lx == 0 && x > 0) || (ly == 0 && y > 0) || (lz == 0 && z > 0) ||
+                          (lx == tw - 1 && x + 1 < W && (y > 0 || z > 0)) ||
+                          (ly == th - 1 && y + 1 < H && z > 0);
+        if (!face) continue;
+        const int p = (z * H + y) * W + x;
         if (L[p] < 0) continue;
-        const int x = p % W, y = (p / W) % H, z = p / (W * H);
         for (int i = 0; i < cnt; ++i) {
-            const int zz = z + offs[3 * i], yy = y + offs[3 * i + 1], xx = x + offs[3 * i + 2];
+            const int nz = lz + offs[3 * i], ny = ly + offs[3 * i + 1], nx = lx + offs[3 * i + 2];
+            if (nz >= 0 && nz < td && ny >= 0 && ny < th && nx >= 0 && nx < tw) continue;  // joined by label_local
+            const int zz = z0 + nz, yy = y0 + ny, xx = x0 + nx;
             if (zz < 0 || zz >= D || yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
-            int b = (zz * H + yy) * W + xx;
-            if (L[b] < 0) continue;
-            int a = p;
-            for (;;) {
-                a = lbl_find(L, a);
-                b = lbl_find(L, b);
-                if (a == b) break;
-                if (a < b) {
-                    const int old = atomicMin(&L[b], a);
-                    if (old == b) break;
-                    b = old;
-                } else {
-                    const int old = atomicMin(&L[a], b);
-                    if (old == a) break;
-                    a = old;
-                }
-            }
+            const int q = (zz * H + yy) * W + xx;
+            if (L[q] < 0) continue;
+            // as in label_local: the left neighbours' link (made here or there) joins the runs
+            const bool left = offs[3 * i] == 0 && offs[3 * i + 1] == 0 && offs[3 * i + 2] == -1;
+            if (run == 2 && !left && x > 0 && xx > 0 && L[p - 1] >= 0 && L[q - 1] >= 0) continue;
+            lbl_union(L, p, q);
         }
     }
 }
@@ -109,7 +213,11 @@ extern "C" __global__ void __launch_bounds__(256) label_merge(int* L, const int*
 extern "C" __global__ void __launch_bounds__(256) label_compress(int* L, int n) {
     const int stride = gridDim.x * blockDim.x;
     for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
-        if (L[p] >= 0) L[p] = lbl_find(L, p);
+        const int v = L[p];
+        if (v >= 0 && v != p) {
+            const int r = lbl_find(L, v);
+            if (r != v) L[p] = r;
+        }
     }
 }
 #endif
@@ -198,19 +306,18 @@ extern "C" __global__ void __launch_bounds__(256) label_number(int* L, int n, co
 }
 #endif
 
-#if !defined(KILN_ONLY) || defined(KILN_K_label_write)
-extern "C" __global__ void __launch_bounds__(256) label_write(int* L, int n) {
+#if !defined(KILN_ONLY) || defined(KILN_K_label_resolve)
+extern "C" __global__ void __launch_bounds__(256) label_resolve(const int* __restrict__ L,
+                                                                int* __restrict__ out, int n) {
     const int stride = gridDim.x * blockDim.x;
     for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
-        const int v = L[p];
+        int v = L[p];
         if (v == -1) {
-            L[p] = 0;
-        } else if (v < 0) {
-            L[p] = -v - 1;  // a root: its number
-        } else {
-            const int r = L[v];  // its root's slot, encoded or already decoded
-            L[p] = r < 0 ? -r - 1 : r;
+            out[p] = 0;
+            continue;
         }
+        while (v >= 0) v = L[v];  // a root's slot holds -(number + 1), number >= 1
+        out[p] = -v - 1;
     }
 }
 #endif

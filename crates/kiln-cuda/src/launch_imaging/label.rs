@@ -5,8 +5,9 @@
 //! The arrays are addresses, not storages: labels are int32 and the input may be any
 //! type NumPy's truth applies to (bool and u8, u16, f32, f64, i32, i64 here), which kiln's
 //! storage dtypes do not cover; the Python layer passes CuPy's or torch's arrays this way.
-//! Seven launches (six when the row runs are every link) on the current stream, then the
-//! count is read back (which waits for them). See `label.cu` for the algorithm and why the result is scipy's numbering.
+//! Seven launches on the current stream (six when the structure has no neighbour), then the
+//! count is read back (which waits for them). See `label.cu` for the algorithm and why the
+//! result is scipy's numbering.
 
 #![allow(unsafe_code)]
 
@@ -54,7 +55,7 @@ impl LabelInput {
         })
     }
 
-    /// `label_init`'s code and the pointer's element type.
+    /// `label_local`'s code and the pointer's element type.
     fn code(self) -> (i32, ScalarType) {
         match self {
             LabelInput::U8 => (0, ScalarType::U8),
@@ -73,6 +74,17 @@ fn stride_cfg(n: usize) -> LaunchConfig {
         grid_dim: (n.div_ceil(256).clamp(1, 1 << 20) as u32, 1, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
+    }
+}
+
+/// The `(td, th, tw)` tile of `label_local` and `label_border` for a `(d, h, w)` shape: at
+/// most 1,024 elements (`LBL_TILE_ELEMS`), rows of 32 (a warp's coalesced run) unless the
+/// array is one row; every extent a power of two (the kernels index a tile by shifts).
+fn label_tile(shape: [usize; 3]) -> [usize; 3] {
+    match shape {
+        [1, 1, _] => [1, 1, 1024],
+        [1, _, _] => [1, 32, 32],
+        _ => [4, 8, 32],
     }
 }
 
@@ -125,47 +137,70 @@ impl CudaBackend {
             .copied()
             .filter(|o| *o < [0, 0, 0] && o.iter().all(|v| v.abs() <= 1))
             .collect();
+        before.sort();
         before.dedup();
-        // a structure joining left neighbours: label_init makes each row run one tree, and
-        // the merge skips that neighbour
-        let run = before.contains(&[0, 0, -1]);
-        before.retain(|o| *o != [0, 0, -1]);
         let flat = flat_offsets(OP, &before)?;
         let table = self.small_table(&flat)?;
         let blocks = n.div_ceil(TILE);
         let counts: DeviceBuffer<i32> = self.alloc(blocks)?;
         let total: DeviceBuffer<i32> = self.alloc(1)?;
+        // the union-find's parents (the output receives the labels at the end)
+        let parents: DeviceBuffer<i32> = self.alloc(n)?;
         let (code, elem) = input.code();
+        let tile = label_tile(shape);
+        let tiles: usize = (0..3).map(|a| shape[a].div_ceil(tile[a])).product();
         let [d, h, w] = shape.map(|a| a as i32);
+        let [td, th, tw] = tile.map(|a| a as i32);
         let ni = n as i32;
-        let l = || Arg::ptr(out, ScalarType::I32);
+        let l = || Arg::ptr(parents.device_ptr(), ScalarType::I32);
+        let offs = || Arg::ptr(table.device_ptr(), ScalarType::I32);
+        let cnt = before.len() as i32;
+        // a structure joining left neighbours: label_local starts each row run as one tree;
+        // 2 also links two runs once where they overlap (label.cu), off until its GPU
+        // bitwise test has run (KILN_LABEL_SKIP=1 turns it on)
+        let run = match before.contains(&[0, 0, -1]) {
+            false => 0i32,
+            true if std::env::var("KILN_LABEL_SKIP").is_ok_and(|v| v == "1") => 2,
+            true => 1,
+        };
         // Sizes: `src` holds n elements of `elem` and `out` n int32s (the caller's
-        // contract), `table` 3 * before.len() int32s, `counts` blocks, `total` one; every
-        // kernel bounds its indices by n (or nb for the scan), and label_init's look-back
-        // by the row's start.
+        // contract), `parents` n int32s, `table` 3 * before.len() int32s, `counts` blocks,
+        // `total` one; the tile kernels touch only elements inside the shape (each checks
+        // x < w, y < h, z < d, and `tiles` blocks cover the shape once), the others bound
+        // their indices by n (or nb for the scan).
         self.launch(
-            Kernel::LABEL_INIT,
-            stride_cfg(n),
+            Kernel::LABEL_LOCAL,
+            tile_cfg(tiles),
             &[
                 Arg::ptr(src, elem),
                 code.into(),
                 l(),
-                ni.into(),
+                d.into(),
+                h.into(),
                 w.into(),
-                i32::from(run).into(),
+                td.into(),
+                th.into(),
+                tw.into(),
+                offs(),
+                cnt.into(),
+                run.into(),
             ],
         )?;
-        if !before.is_empty() {
+        if tiles > 1 && cnt > 0 {
             self.launch(
-                Kernel::LABEL_MERGE,
-                stride_cfg(n),
+                Kernel::LABEL_BORDER,
+                tile_cfg(tiles),
                 &[
                     l(),
-                    Arg::ptr(table.device_ptr(), ScalarType::I32),
-                    (before.len() as i32).into(),
                     d.into(),
                     h.into(),
                     w.into(),
+                    td.into(),
+                    th.into(),
+                    tw.into(),
+                    offs(),
+                    cnt.into(),
+                    run.into(),
                 ],
             )?;
         }
@@ -182,7 +217,11 @@ impl CudaBackend {
             ],
         )?;
         self.launch(Kernel::LABEL_NUMBER, tile_cfg(blocks), &[l(), ni.into(), c()])?;
-        self.launch(Kernel::LABEL_WRITE, stride_cfg(n), &[l(), ni.into()])?;
+        self.launch(
+            Kernel::LABEL_RESOLVE,
+            stride_cfg(n),
+            &[l(), Arg::ptr(out, ScalarType::I32), ni.into()],
+        )?;
         let mut count = [0i32];
         self.download_into(&total, &mut count, self.stream(), OP)?;
         Ok(count[0] as usize)

@@ -196,29 +196,29 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(U8), val(I64)],
     }
-    /// Labelling, step 1: each non-zero element its own tree, or its row run's (the run's start), zeros -1.
-    LABEL_INIT {
-        symbol: "label_init",
-        module: LABEL,
-        compile_ms: 60,
-        computes: "label's start: -1 where the input (u8, u16, f32, f64, i32, i64 by code) is zero, else p or, when the structure joins left neighbours, the start of p's run along the row (at most 32 back)",
-        block: B256,
-        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-        params: &[INPUT_ANY, val(I32), output(I32), val(I32), val(I32), val(I32)],
-    }
-    /// Labelling, step 2: union of each element's tree with its earlier neighbours' (lock-free, atomicMin).
-    LABEL_MERGE {
-        symbol: "label_merge",
+    /// Labelling, step 1: each tile's components joined in shared memory, zeros -1.
+    LABEL_LOCAL {
+        symbol: "label_local",
         module: LABEL,
         compile_ms: 80,
-        computes: "label's merge: each non-zero element's tree joined with those of the structure's neighbours before it (Playne-Hawick, atomicMin to the smaller root)",
+        computes: "label's start: per tile of at most 1,024 elements, each non-zero element (u8, u16, f32, f64, i32, i64 by code) joined with the structure's earlier neighbours inside the tile (row runs by warp ballot, then union-find in shared memory); L[p] = the global index of p's tile-local root, -1 for a zero",
         block: B256,
-        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
+        grid: "one block per tile (td x th x tw: 1x1x1024 for a row, 1x32x32 in 2-D, 4x8x32 in 3-D)",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-        params: &[inout(I32), input(I32), val(I32), val(I32), val(I32), val(I32)],
+        params: &[INPUT_ANY, val(I32), output(I32), val(I32), val(I32), val(I32), val(I32), val(I32), val(I32), input(I32), val(I32), val(I32)],
+    }
+    /// Labelling, step 2: the pairs the tiles cut, joined in global memory (lock-free, atomicMin).
+    LABEL_BORDER {
+        symbol: "label_border",
+        module: LABEL,
+        compile_ms: 80,
+        computes: "label's merge across tiles: each element on a tile's face joined with the structure's earlier neighbours in other tiles (Playne-Hawick, atomicMin to the smaller root)",
+        block: B256,
+        grid: "one block per tile, as label_local",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[inout(I32), val(I32), val(I32), val(I32), val(I32), val(I32), val(I32), input(I32), val(I32), val(I32)],
     }
     /// Labelling, step 3: every element points at its root.
     LABEL_COMPRESS {
@@ -268,16 +268,16 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(I32), val(I32), input(I32)],
     }
-    /// Labelling, step 7: every element's label written in place.
-    LABEL_WRITE {
-        symbol: "label_write",
+    /// Labelling, step 7: every element's label, from its root's number.
+    LABEL_RESOLVE {
+        symbol: "label_resolve",
         module: LABEL,
         compile_ms: 60,
-        computes: "label's last step: 0 for background, a root's number decoded, a non-root its root's number",
+        computes: "label's last step: out = 0 for background, else the number of the root at the end of the element's chain",
         block: B256,
         grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-        params: &[inout(I32), val(I32)],
+        params: &[input(I32), output(I32), val(I32)],
     }
 }
