@@ -26,6 +26,9 @@
 //! The interpolation kernels (`kernels/interp.cu`: resampling and the spline prefilter) run
 //! on the launcher's own argument structs against kiln-core's loops, bit for bit
 //! (`emu/interp.rs`).
+//!
+//! The labelling kernels (`kernels/label.cu`) run as the launcher runs them, their threads
+//! racing on real atomics, against kiln-core's labels (`emu/label.rs`).
 #![allow(clippy::unwrap_used)]
 
 use kiln_core::finance::basket::{basket_sample, BasketAsset, BasketAverage, BasketPathParams, BasketSpec};
@@ -35,6 +38,8 @@ use std::process::Command;
 
 #[path = "emu/interp.rs"]
 mod interp;
+#[path = "emu/label.rs"]
+mod label;
 
 const SOURCES: [&str; 4] = [
     include_str!("../kernels/imaging.cuh"),

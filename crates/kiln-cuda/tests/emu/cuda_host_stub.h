@@ -1,12 +1,14 @@
-// Host stand-ins for the CUDA built-ins the rank, basket, implied-volatility and interpolation
-// kernels use, so a C++ compiler can run them (tests/host_emulation.rs): qualifiers become
+// Host stand-ins for the CUDA built-ins the rank, basket, implied-volatility, interpolation
+// and labelling kernels use, so a C++ compiler can run them (tests/host_emulation.rs): qualifiers become
 // nothing, the grid indices are
 // globals the driver loop sets (threadIdx per host thread), the SIMD intrinsics are their
 // documented per-lane operations, and the _rn arithmetic intrinsics are the host's IEEE
 // operations, which round to nearest the same way (compile with -ffp-contract=off so the
 // host compiler does not fuse them). emu_launch_threads runs each CTA's threads as host
-// threads, `__shared__` is one static per kernel (one CTA runs at a time) and __syncwarp a
-// barrier across a warp's 32 host threads. The f64 library functions (exp, log, pow, sqrt,
+// threads, `__shared__` is one static per kernel (one CTA runs at a time), __syncwarp a
+// barrier across a warp's 32 host threads and __syncthreads one across the CTA's;
+// __ballot_sync gathers a full warp's predicates between barriers, and atomicMin is a real
+// atomic (the labelling kernels' threads race on it as on the GPU). The f64 library functions (exp, log, pow, sqrt,
 // trunc) are the host's libm, which Rust's f64 methods call too.
 #include <cstdint>
 #include <cstring>
@@ -34,6 +36,9 @@ template <class T> static inline T __ldg(const T* p) { return *p; }
 static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 static inline int min(int a, int b) { return a < b ? a : b; }
+// CUDA's mixed overloads compare as unsigned
+static inline unsigned min(int a, unsigned b) { return min((unsigned)a, b); }
+static inline unsigned min(unsigned a, int b) { return min(a, (unsigned)b); }
 static inline int max(int a, int b) { return a > b ? a : b; }
 static inline long long min(long long a, long long b) { return a < b ? a : b; }
 static inline long long max(long long a, long long b) { return a > b ? a : b; }
@@ -100,6 +105,38 @@ struct EmuBarrier {
 };
 static std::vector<std::unique_ptr<EmuBarrier>> emu_warp_barriers;
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_barriers[threadIdx.x / 32]->wait(); }
+static std::unique_ptr<EmuBarrier> emu_block_barrier;
+static inline void __syncthreads() { emu_block_barrier->wait(); }
+// A full warp's ballot: every lane ORs its bit in between two barriers, then reads.
+static unsigned emu_ballot_acc[32];
+static inline unsigned __ballot_sync(unsigned, int pred) {
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncwarp();
+  if (lane == 0) __atomic_store_n(&emu_ballot_acc[w], 0u, __ATOMIC_SEQ_CST);
+  __syncwarp();
+  if (pred) __atomic_fetch_or(&emu_ballot_acc[w], 1u << lane, __ATOMIC_SEQ_CST);
+  __syncwarp();
+  return __atomic_load_n(&emu_ballot_acc[w], __ATOMIC_SEQ_CST);
+}
+// A full warp's shuffle up by d lanes (lanes below d keep their own value).
+static int emu_shfl_buf[32][32];
+static inline int __shfl_up_sync(unsigned, int v, unsigned d) {
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncwarp();
+  emu_shfl_buf[w][lane] = v;
+  __syncwarp();
+  const int r = lane >= d ? emu_shfl_buf[w][lane - d] : v;
+  __syncwarp();
+  return r;
+}
+static inline int atomicMin(int* p, int v) {
+  int o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (v < o && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return o;
+}
+static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
 
 // Runs `body` (a kernel call) as `grid` CTAs of `block` threads, one CTA after another,
 // each thread a host thread with its own threadIdx.
@@ -109,6 +146,7 @@ template <class F> static void emu_launch_threads(unsigned grid, unsigned block,
   for (unsigned b = 0; b < grid; ++b) {
     blockIdx.x = b;
     emu_warp_barriers.clear();
+    emu_block_barrier.reset(new EmuBarrier(block));
     for (unsigned w = 0; 32 * w < block; ++w)
       emu_warp_barriers.emplace_back(new EmuBarrier(std::min(32u, block - 32 * w)));
     std::vector<std::thread> ts;
