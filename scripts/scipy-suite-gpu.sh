@@ -3,8 +3,8 @@
 # runs its array-API cases on CuPy when SCIPY_ARRAY_API='["cupy"]' (ids ending in [cupy]);
 # the baseline is scipy itself (which hands CuPy arrays to cupyx.scipy.ndimage), then
 # kiln.ndimage in scipy.ndimage's place (scripts/scipy-suite.sh's two modes). Prints the
-# suite's summary, then the CuPy cases alone: how many call a kiln function and pass with
-# scipy+cupyx, how many of those pass with kiln, and the commonest failures.
+# suite's summary and a count over the CuPy cases only: those that call a kiln function and
+# pass with scipy+cupyx, those of them that pass with kiln, and the commonest failures.
 #
 # Here (build machine; the GPU machine has no network):
 #   bash scripts/py-device-wheel.sh                    (the release wheel into .device/wheels/)

@@ -40,12 +40,14 @@ use kiln_cuda::CudaBackend;
 use kiln_expr::{Arg, ArgSpec, Axis, ElementwiseKernel, HostArray, OwnedArray, ReductionKernel};
 use std::borrow::Cow;
 
+mod args;
 mod launch;
 
-use launch::Named;
+use args::Named;
 /// Expression kernels on arrays in device memory (kiln's blocks or another library's, in
 /// place): bound, compiled and queued by [`ExprLaunch`].
-pub use launch::{DeviceArg, DeviceArray, ExprLaunch, LaunchCache, ELEMENTWISE_BLOCK};
+pub use args::{DeviceArg, DeviceArray};
+pub use launch::{ExprLaunch, LaunchCache, ELEMENTWISE_BLOCK};
 
 impl Runtime {
     /// Runs an element-wise kernel on this runtime's device: `inputs` in `k`'s input order
