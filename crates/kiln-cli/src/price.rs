@@ -65,6 +65,9 @@ Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Gre
   delta_se,gamma_se,vega_se,theta_se,rho_se; heston rows' vega is dV/dv0; basket rows fill
   theta and rho only, their per-asset delta, gamma and vega (basket file order, with
   errors) are in the --json summary's asset_greeks. Costs about 4n+5 prices (n assets).
+  --cross-gamma adds every basket row's n x n matrix of d2V/dS_i dS_j (the diagonal its
+  gammas; basket file order) and its errors to asset_greeks (n(n-1) more prices); --spot-bump, --vol-bump, --rate-bump,
+  --time-bump and --greeks-batches set the differences' steps and the error batches.
 Methods: analytic prices european (all Greeks), asian_geometric (no theta) and the barrier
   styles (Reiner-Rubinstein with rebate; Greeks by differences, no theta); mc prices every
   style (delta and vega for european and asian styles; barriers without rebate).
@@ -172,10 +175,8 @@ pub struct Args {
     /// Price the good rows anyway and list the bad ones in <output stem>.errors.csv.
     #[arg(long)]
     skip_invalid: bool,
-    /// --method mc: every row's delta, gamma, vega, theta and rho with standard errors by
-    /// bump and revalue with common random numbers (see below).
-    #[arg(long)]
-    greeks: bool,
+    #[command(flatten)]
+    greeks: crate::price_greeks::GreeksFlags,
     /// Print a summary object (counts, method, device, timing) as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -402,13 +403,14 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         )
         .into());
     }
-    if args.greeks && (!is_mc || args.target_se.is_some() || args.devices.is_some()) {
+    if args.greeks.greeks && (!is_mc || args.target_se.is_some() || args.devices.is_some()) {
         return Err(Error::invalid(
             "kiln price",
             "--greeks needs --method mc and combines with neither --target-se nor --devices",
         )
         .into());
     }
+    let greek_params = args.greeks.params()?;
     if args.max_paths.is_some() && args.target_se.is_none() {
         return Err(Error::invalid(
             "kiln price",
@@ -516,7 +518,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             }
             None => price_rows(&rt, pool.as_ref(), rows, &baskets, method, &mc, first)?,
         };
-        let mut greeks = if args.greeks {
+        let mut greeks = if args.greeks.greeks {
             let book: Vec<BookOption> = rows
                 .iter()
                 .filter_map(|o| book_option(o, &mc, &baskets))
@@ -524,7 +526,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
             if book.len() != rows.len() {
                 return Err(Error::invalid("kiln price", "a row has no option for --greeks").into());
             }
-            Some(crate::price_greeks::greeks_rows(&rt, &book, &mc, first)?.into_iter())
+            Some(crate::price_greeks::greeks_rows(&rt, &book, &mc, &greek_params, first)?.into_iter())
         } else {
             None
         };
@@ -545,7 +547,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
                 Ok(res) => {
                     max_used = max_used.max(res.paths_used);
                     let mut rec = PriceRecord::new(o.id.clone(), &res);
-                    let extra = g.map(|g| crate::price_greeks::apply(&mut rec, &g));
+                    let extra = g.map(|g| crate::price_greeks::apply(&mut rec, &g, args.greeks.cross_gamma));
                     let se_bad = extra.as_ref().and_then(|(se, _)| {
                         [se.delta, se.gamma, se.vega, se.theta, se.rho]
                             .into_iter()
@@ -592,7 +594,7 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         return Err(files.fail_invalid(&errors, total));
     }
 
-    if args.greeks {
+    if args.greeks.greeks {
         options_csv::write_prices_with_errors(&args.output, &records, &greek_errors)
     } else {
         options_csv::write_prices(&args.output, &records)
@@ -633,8 +635,8 @@ pub fn run(args: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<
         seconds,
         path_steps_per_s: path_steps as f64 / seconds.max(1e-9),
         total_seconds: t_start.elapsed().as_secs_f64(),
-        greeks: args.greeks,
-        asset_greeks: args.greeks.then_some(asset_greeks),
+        greeks: args.greeks.greeks,
+        asset_greeks: args.greeks.greeks.then_some(asset_greeks),
         workers: pool.as_ref().map(|p| p.split()),
     };
     if args.json {

@@ -157,3 +157,121 @@ fn greeks_need_monte_carlo_and_refuse_target_se() {
         assert!(!d.path().join("x.csv").exists());
     }
 }
+
+#[test]
+fn cross_gammas_are_the_facade_s_matrix_and_the_bumps_are_checked() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("book.csv"), BOOK).unwrap();
+    std::fs::write(d.path().join("indices.csv"), BASKET_FILE).unwrap();
+    let o = kiln(
+        d.path(),
+        &[
+            "--input",
+            "book.csv",
+            "--output",
+            "g.csv",
+            "--method",
+            "mc",
+            "--paths",
+            "8192",
+            "--steps",
+            "2",
+            "--seed",
+            "9",
+            "--device",
+            "cpu",
+            "--greeks",
+            "--cross-gamma",
+            "--spot-bump",
+            "0.02",
+            "--greeks-batches",
+            "16",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let file = kiln_io::options_csv::read_options(d.path().join("book.csv")).unwrap();
+    let book: Vec<BookOption> = file
+        .options
+        .iter()
+        .map(|o| match o.basket(&file.baskets) {
+            Some(b) => BookOption::Basket(b),
+            None => BookOption::Plain(o.spec),
+        })
+        .collect();
+    let mc = kiln::core::finance::McParams {
+        paths: 8192,
+        steps: 2,
+        seed: 9,
+        ..Default::default()
+    };
+    let params = GreeksParams {
+        spot_bump: 0.02,
+        batches: 16,
+        cross_gamma: true,
+        ..GreeksParams::default()
+    };
+    let want = Runtime::cpu().mc_greeks(&book, &mc, &params, 0).unwrap();
+    let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let assets = summary["asset_greeks"].as_array().unwrap();
+    assert_eq!(assets.len(), 3, "{summary}");
+    let matrix = |v: &Value| -> Vec<Vec<u64>> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap().to_bits())
+                    .collect()
+            })
+            .collect()
+    };
+    for (a, w) in assets.iter().zip(&want) {
+        let (values, errors) = w.as_ref().unwrap().cross_gamma_matrix().unwrap();
+        assert_eq!(values.len(), 3);
+        let bits = |m: &[Vec<f64>]| -> Vec<Vec<u64>> {
+            m.iter()
+                .map(|r| r.iter().map(|x| x.to_bits()).collect())
+                .collect()
+        };
+        assert_eq!(matrix(&a["cross_gamma"]), bits(&values), "{}", a["id"]);
+        assert_eq!(matrix(&a["cross_gamma_se"]), bits(&errors), "{}", a["id"]);
+        // symmetric, the diagonal the gammas, the off-diagonal estimated (an error > 0)
+        assert_eq!(values[0][1].to_bits(), values[1][0].to_bits());
+        assert_eq!(a["gamma"][2].as_f64().unwrap().to_bits(), values[2][2].to_bits());
+        assert!(errors[0][2] > 0.0, "{errors:?}");
+    }
+    // without --cross-gamma the summary has no matrices
+    let o = kiln(
+        d.path(),
+        &[
+            "--input", "book.csv", "--output", "h.csv", "--method", "mc", "--paths", "2048", "--steps", "2",
+            "--device", "cpu", "--greeks", "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        summary["asset_greeks"][0].get("cross_gamma").is_none(),
+        "{summary}"
+    );
+    // a Greek flag without --greeks, and a bump out of its range, name the flag or field
+    for (extra, needle) in [
+        (&["--method", "mc", "--cross-gamma"][..], "--greeks"),
+        (&["--method", "mc", "--greeks", "--spot-bump", "0.9"], "spot_bump"),
+        (
+            &["--method", "mc", "--greeks", "--greeks-batches", "1"],
+            "batches",
+        ),
+    ] {
+        let mut args = vec!["--input", "book.csv", "--output", "x.csv", "--device", "cpu"];
+        args.extend_from_slice(extra);
+        let o = kiln(d.path(), &args);
+        assert_ne!(o.status.code(), Some(0));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(needle), "{extra:?}: {e}");
+        assert!(!d.path().join("x.csv").exists());
+    }
+}

@@ -7,6 +7,7 @@
 //! and the missing Greeks, never a silent NaN.
 
 use kiln::core::finance::PriceResult;
+use kiln::finance::greeks::Matrix;
 use kiln::finance::{BookOption, Estimate, GreeksParams, McGreeks};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -70,29 +71,6 @@ pub(crate) struct PerAsset {
     cross: Option<(Matrix, Matrix)>,
 }
 
-/// An `n x n` matrix as rows.
-type Matrix = Vec<Vec<f64>>;
-
-/// The symmetric matrix of `g`'s second spot derivatives (the diagonal its gammas), values
-/// and errors, or None where the cross gammas were not estimated.
-fn cross_matrix(g: &McGreeks) -> Option<(Matrix, Matrix)> {
-    let n = g.gamma.len();
-    if n > 1 && g.cross_gamma.is_empty() {
-        return None;
-    }
-    let at = |i, j| g.cross_gamma_at(i, j);
-    let mut values = vec![vec![f64::NAN; n]; n];
-    let mut errors = vec![vec![f64::NAN; n]; n];
-    for i in 0..n {
-        for j in 0..n {
-            let e = at(i, j)?;
-            values[i][j] = e.value;
-            errors[i][j] = e.std_error;
-        }
-    }
-    Some((values, errors))
-}
-
 /// The Greek columns of a book: `values[k][i]` and `errors[k][i]` for Greek `GREEKS[k]` of
 /// option `i`, and each option's per-asset Greeks.
 #[derive(Clone, Debug, Default)]
@@ -144,7 +122,7 @@ impl GreekColumns {
                 delta: split(&g.delta),
                 gamma: split(&g.gamma),
                 vega: split(&g.vega),
-                cross: if cross { cross_matrix(&g) } else { None },
+                cross: if cross { g.cross_gamma_matrix() } else { None },
             };
             cols.push(row, assets);
         }

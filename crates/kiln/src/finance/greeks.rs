@@ -227,7 +227,27 @@ impl McGreeks {
         let (a, b) = (i.min(j), i.max(j));
         self.cross_gamma.get(pair_index(n, a, b)).copied()
     }
+
+    /// The symmetric `n x n` matrices (rows) of `d²V/dS_i dS_j`, the diagonal the gammas:
+    /// values and standard errors, or None where an option of several assets had its cross
+    /// gammas not estimated.
+    pub fn cross_gamma_matrix(&self) -> Option<(Matrix, Matrix)> {
+        let n = self.gamma.len();
+        let mut values = vec![vec![0.0; n]; n];
+        let mut errors = vec![vec![0.0; n]; n];
+        for i in 0..n {
+            for j in 0..n {
+                let e = self.cross_gamma_at(i, j)?;
+                values[i][j] = e.value;
+                errors[i][j] = e.std_error;
+            }
+        }
+        Some((values, errors))
+    }
 }
+
+/// An `n x n` matrix as rows.
+pub type Matrix = Vec<Vec<f64>>;
 
 /// The position of the pair `(a, b)`, `a < b < n`, in the row-major upper triangle.
 fn pair_index(n: usize, a: usize, b: usize) -> usize {
