@@ -48,25 +48,9 @@ const SOURCES: [&str; 4] = [
     include_str!("../kernels/rank_med.cu"),
 ];
 
-fn compiler() -> Option<String> {
-    let mut names: Vec<String> = std::env::var("CXX").into_iter().collect();
-    names.extend(["c++", "g++", "clang++"].map(String::from));
-    names.into_iter().find(|c| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
 #[test]
 fn median_kernels_match_a_naive_median_on_the_host() {
-    let Some(cxx) = compiler() else {
-        kiln_testkit::skip_unless_required(
-            "KILN_REQUIRE_CXX",
-            "median_kernels_match_a_naive_median_on_the_host",
-            "no C++ compiler (set CXX)",
-        );
+    let Some(cxx) = kiln_testkit::cxx_or_skip("median_kernels_match_a_naive_median_on_the_host") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -219,12 +203,7 @@ fn sums(b: &BlockSums) -> [f64; 7] {
 
 #[test]
 fn basket_kernels_match_kiln_core_on_the_host() {
-    let Some(cxx) = compiler() else {
-        kiln_testkit::skip_unless_required(
-            "KILN_REQUIRE_CXX",
-            "basket_kernels_match_kiln_core_on_the_host",
-            "no C++ compiler (set CXX)",
-        );
+    let Some(cxx) = kiln_testkit::cxx_or_skip("basket_kernels_match_kiln_core_on_the_host") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -343,12 +322,8 @@ fn basket_kernels_match_kiln_core_on_the_host() {
 #[test]
 fn implied_vol_kernel_matches_kiln_core_bit_for_bit_on_the_host() {
     use kiln_core::finance::implied::{implied_volatility_book, sample, NoVolatility};
-    let Some(cxx) = compiler() else {
-        kiln_testkit::skip_unless_required(
-            "KILN_REQUIRE_CXX",
-            "implied_vol_kernel_matches_kiln_core_bit_for_bit_on_the_host",
-            "no C++ compiler (set CXX)",
-        );
+    let Some(cxx) = kiln_testkit::cxx_or_skip("implied_vol_kernel_matches_kiln_core_bit_for_bit_on_the_host")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

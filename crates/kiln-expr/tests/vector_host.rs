@@ -158,17 +158,6 @@ const CASES: &[Case] = &[
 /// vectors a block moves.
 const SIZES: [usize; 8] = [4, 5, 7, 33, 2048, 2049, 2051, 8195];
 
-fn compiler() -> Option<String> {
-    let mut names: Vec<String> = std::env::var("CXX").into_iter().collect();
-    names.extend(["c++", "g++", "clang++"].map(String::from));
-    names.into_iter().find(|c| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
 /// Deterministic element `k` of argument `a` as a value of `t`'s range, as bytes.
 fn bytes_of(t: ScalarType, n: usize, a: usize) -> Vec<u8> {
     let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ (a as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -221,12 +210,7 @@ fn spec_shape(s: Shape, n: usize) -> Vec<usize> {
 
 #[test]
 fn vector_kernels_equal_the_cpu_evaluator_on_the_host() {
-    let Some(cxx) = compiler() else {
-        kiln_testkit::skip_unless_required(
-            "KILN_REQUIRE_CXX",
-            "vector_kernels_equal_the_cpu_evaluator_on_the_host",
-            "no C++ compiler (c++, g++ or clang++; or CXX)",
-        );
+    let Some(cxx) = kiln_testkit::cxx_or_skip("vector_kernels_equal_the_cpu_evaluator_on_the_host") else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("kiln-expr-vector-{}", std::process::id()));

@@ -60,6 +60,28 @@ pub fn skip_unless_required(var: &str, test: &str, reason: &str) {
     skip(test, reason);
 }
 
+/// A C++ compiler for the host-emulation tests (`$CXX`, else `c++`, `g++` or `clang++`,
+/// the first that runs), or `None` after skipping `test` (failing it when
+/// `KILN_REQUIRE_CXX=1`).
+pub fn cxx_or_skip(test: &str) -> Option<String> {
+    let mut names: Vec<String> = std::env::var("CXX").into_iter().collect();
+    names.extend(["c++", "g++", "clang++"].map(String::from));
+    let found = names.into_iter().find(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        skip_unless_required(
+            "KILN_REQUIRE_CXX",
+            test,
+            "no C++ compiler (c++, g++ or clang++; or set CXX)",
+        );
+    }
+    found
+}
+
 /// The number of skips recorded in a skip log (0 when the file does not exist).
 pub fn count_skips(log: &std::path::Path) -> std::io::Result<usize> {
     match std::fs::read_to_string(log) {

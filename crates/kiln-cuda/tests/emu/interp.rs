@@ -320,12 +320,7 @@ struct Expect {
 
 #[test]
 fn interp_kernels_match_kiln_core_on_the_host() {
-    let Some(cxx) = super::compiler() else {
-        kiln_testkit::skip_unless_required(
-            "KILN_REQUIRE_CXX",
-            "interp_kernels_match_kiln_core_on_the_host",
-            "no C++ compiler (set CXX)",
-        );
+    let Some(cxx) = kiln_testkit::cxx_or_skip("interp_kernels_match_kiln_core_on_the_host") else {
         return;
     };
     let seed = std::env::var("KILN_TEST_SEED")

@@ -4,7 +4,7 @@
 //! connectivity, density, and both `run` modes (the row runs alone, and with the
 //! run-overlap skip that the GPU test has yet to run).
 
-use super::{build, compiler};
+use super::build;
 use kiln_core::imaging::label::{label, Structure};
 use rand::{Rng, SeedableRng};
 use std::process::Command;
@@ -22,12 +22,7 @@ fn case(shape: [usize; 3], run: i32, offs: &[[isize; 3]], mask: &[u8]) -> Vec<u8
 
 #[test]
 fn label_kernels_give_kiln_core_s_labels_on_the_host() {
-    let Some(cxx) = compiler() else {
-        kiln_testkit::skip_unless_required(
-            "KILN_REQUIRE_CXX",
-            "label_kernels_give_kiln_core_s_labels_on_the_host",
-            "no C++ compiler (set CXX)",
-        );
+    let Some(cxx) = kiln_testkit::cxx_or_skip("label_kernels_give_kiln_core_s_labels_on_the_host") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
