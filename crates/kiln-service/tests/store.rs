@@ -89,8 +89,8 @@ async fn claims_results_retries_and_recovery() {
     );
     assert_eq!(s.head(true, 0).await.unwrap().unwrap().batch_key, "G");
     // Orphans: a running job of a gone node goes back to the queue; the live node's stays.
-    assert_eq!(s.requeue_orphans("n1").await.unwrap(), 0);
-    assert_eq!(s.requeue_orphans("n9").await.unwrap(), 1);
+    assert_eq!(s.requeue_orphans("n1").await.unwrap(), Orphans::default());
+    assert_eq!(s.requeue_orphans("n9").await.unwrap().requeued, 1);
     assert_eq!(s.get("j_a3").await.unwrap().unwrap().state, JobState::Queued);
     assert!(
         !s.finish("j_a3", "n1/0", ok()).await.unwrap(),
