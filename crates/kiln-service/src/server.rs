@@ -122,7 +122,7 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
     let orphans = sweep_leases(&*store, &hub, &metrics, &node).await?;
     if orphans.requeued > 0 || !orphans.failed.is_empty() {
         tracing::warn!(
-            "re-queued {} jobs left running by an earlier process; failed {} of them on their last attempt",
+            "jobs left running by an earlier process: {} re-queued, {} failed (lost on their last attempt)",
             orphans.requeued,
             orphans.failed.len()
         );
