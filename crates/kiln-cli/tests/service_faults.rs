@@ -247,3 +247,69 @@ fn sigterm_drains_and_exits_cleanly() {
         assert_eq!(s2.wait_job(id, None, 60)["state"], "succeeded");
     }
 }
+
+/// A job that takes its server down on every attempt (the server is killed while the job
+/// runs, as a poison job crashes or freezes its node) goes back to the queue at each
+/// restart while it has attempts left, and fails as `lease_expired` at the restart after
+/// its last instead of taking the server down again.
+#[test]
+fn a_job_that_takes_its_server_down_every_time_fails_after_its_attempts() {
+    let d = data_dir();
+    let tf = drill_tokens(d.path());
+    let data = d.path().join("data");
+    let args = [
+        "--tokens-file",
+        tf.to_str().unwrap(),
+        "--cpu-workers",
+        "1",
+        "--allow-fault-injection",
+        "--max-attempts",
+        "2",
+    ];
+    let mut s = start(&data, &args);
+    let r = s.post_json(
+        "/v1/jobs",
+        Some(DRILL),
+        &json!({"kind": "fault", "params": {"mode": "sleep", "sleep_ms": 20000}}),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    for attempt in 1..=2u64 {
+        let end = Instant::now() + Duration::from_secs(60);
+        loop {
+            let j = s.get(&format!("/v1/jobs/{id}"), Some(DRILL)).unwrap().json();
+            if j["state"] == "running" && j["attempts"].as_u64() == Some(attempt) {
+                break;
+            }
+            assert!(
+                matches!(j["state"].as_str(), Some("queued" | "running")),
+                "before attempt {attempt}: {j}"
+            );
+            assert!(Instant::now() < end, "attempt {attempt} never started: {j}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // the job on its attempt, the server dies and starts again on the same data dir
+        s.kill9();
+        s = start(&data, &args);
+    }
+    let j = s.get(&format!("/v1/jobs/{id}"), Some(DRILL)).unwrap().json();
+    assert_eq!(
+        (
+            j["state"].as_str(),
+            j["attempts"].as_u64(),
+            j["error"]["code"].as_str()
+        ),
+        (Some("failed"), Some(2), Some("lease_expired")),
+        "{j}"
+    );
+    let msg = j["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("lease expired on attempt 2 of 2"), "{msg}");
+    let m = s.get("/metrics", Some(DRILL)).unwrap().text();
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("kiln_service_jobs_finished_total{")
+                && l.contains("state=\"failed\"")
+                && l.ends_with(" 1")),
+        "the start-up sweep counts it failed: {m}"
+    );
+}

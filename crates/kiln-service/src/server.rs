@@ -7,7 +7,10 @@ use crate::config::{GpuSelection, ServiceConfig, Workers};
 use crate::error::ServeError;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
-use crate::store::{now_ms, JobStore, NodeInfo, PgOptions, PgStore, SqliteStore, StoreEvents};
+use crate::store::{
+    now_ms, JobState, JobStore, NodeInfo, Orphans, PgOptions, PgStore, SqliteStore, StoreEvents,
+    LEASE_EXPIRED,
+};
 use crate::supervisor::Shared;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -113,13 +116,18 @@ pub async fn serve(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) ->
     }
     let store = open_store(&cfg).await?;
     let node = crate::ids::new_id("n");
-    let requeued = store.requeue_orphans(&node).await?;
-    if requeued > 0 {
-        tracing::warn!("re-queued {requeued} jobs left running by an earlier process");
-    }
     let hub = Arc::new(Hub::default());
-    store.set_events(hub.clone() as Arc<dyn StoreEvents>);
     let metrics = Arc::new(ServiceMetrics::default());
+    // before the admission counts are read: they leave out the jobs this fails
+    let orphans = sweep_leases(&*store, &hub, &metrics, &node).await?;
+    if orphans.requeued > 0 || !orphans.failed.is_empty() {
+        tracing::warn!(
+            "jobs left running by an earlier process: {} re-queued, {} failed (lost on their last attempt)",
+            orphans.requeued,
+            orphans.failed.len()
+        );
+    }
+    store.set_events(hub.clone() as Arc<dyn StoreEvents>);
     let counts = store.counts().await?;
     hub.seed(&counts.in_flight_by_principal);
     metrics.set_counts(&counts);
@@ -245,6 +253,40 @@ pub async fn open_store(cfg: &ServiceConfig) -> Result<Arc<dyn JobStore>, ServeE
     }
 }
 
+/// Sweep expired and orphaned leases ([`JobStore::requeue_orphans`]; `live`: this node's
+/// id, the prefix of its lease owners) and account for the jobs the sweep failed as a
+/// worker's failure is accounted for (crate::supervisor): each counted as finished, its
+/// watchers woken and its admission released; a shard releases none of its own, and the
+/// parent its failure failed is counted and released in its place. Logging is the caller's.
+pub async fn sweep_leases(
+    store: &dyn JobStore,
+    hub: &Hub,
+    metrics: &ServiceMetrics,
+    live: &str,
+) -> Result<Orphans, crate::store::StoreError> {
+    let orphans = store.requeue_orphans(live).await?;
+    let now = now_ms();
+    let latency = |created_ms: i64| (now - created_ms).max(0) as f64 / 1e3;
+    for j in &orphans.failed {
+        tracing::info!(
+            "job {}: failed: its lease expired on its last attempt ({})",
+            j.id,
+            LEASE_EXPIRED.1
+        );
+        metrics.finished(&j.kind, JobState::Failed.name(), latency(j.created_ms));
+        if j.parent.is_none() {
+            hub.finished(&j.id, &j.principal);
+        } else {
+            StoreEvents::job_finished(hub, &j.id);
+        }
+        if let Some(p) = &j.closed_parent {
+            metrics.finished(&p.kind, JobState::Failed.name(), latency(p.created_ms));
+            hub.finished(&p.id, &p.principal);
+        }
+    }
+    Ok(orphans)
+}
+
 /// How often a node of a shared store sweeps expired leases back into the queue. Leases are
 /// renewed once a second, so a dead node's jobs come free between `lease - 1 s` and `lease`
 /// after it died; a quarter-second sweep puts them back within 0.25 s of that (a 1 s sweep
@@ -273,11 +315,18 @@ async fn keeper(
         tokio::time::sleep(SWEEP).await;
         sweeps += 1;
         if shared {
-            match store.requeue_orphans(&info.id).await {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::warn!("re-queued {n} jobs whose lease expired (a node died?)");
-                    hub.wake.notify_waiters();
+            match sweep_leases(&*store, &hub, &metrics, &info.id).await {
+                Ok(o) => {
+                    if o.requeued > 0 {
+                        tracing::warn!("re-queued {} jobs whose lease expired (a node died?)", o.requeued);
+                        hub.wake.notify_waiters();
+                    }
+                    if !o.failed.is_empty() {
+                        tracing::warn!(
+                            "failed {} jobs whose lease expired on their last attempt (a node died?)",
+                            o.failed.len()
+                        );
+                    }
                 }
                 Err(e) => tracing::debug!("lease sweep: {e}"),
             }

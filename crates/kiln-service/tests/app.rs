@@ -156,3 +156,67 @@ async fn priorities_and_queue_timeouts_are_checked_stored_and_expire() {
         "{props}"
     );
 }
+
+/// A job whose worker never finishes (its lease left to run out on every attempt) fails as
+/// `lease_expired` at the lease sweep after its last attempt instead of going round the
+/// queue for ever: the sweep wakes its `?wait=` watcher (not before: a re-queue is no end),
+/// counts it failed and releases its admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_worker_never_finishes_fails_after_its_attempts() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServiceConfig::default();
+    cfg.workers.max_attempts = 2;
+    let st = app_support::state(dir.path(), cfg);
+    let job = json!({"kind": "price", "inputs": {"options": [{"option_type": "put", "style": "european", "spot": 10.0, "strike": 11.0, "rate": 0.0, "dividend": 0.0, "volatility": 0.3, "maturity": 0.5}]}});
+    let id = app_support::submit_job(&st, &job).await;
+    assert_eq!(st.hub.in_flight(), 1);
+    let waiter = tokio::spawn({
+        let (st, id) = (st.clone(), id.clone());
+        async move { call(&st, "GET", &format!("/v1/jobs/{id}?wait=60"), Some("secret"), "").await }
+    });
+    for attempt in 1..=2u32 {
+        let c = st
+            .store
+            .claim("n_test/0", false, None, 1, Duration::from_millis(1))
+            .await
+            .unwrap();
+        assert_eq!((c.len(), c[0].attempt), (1, attempt));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        let w = st.hub.watch(&id);
+        let woken = w.notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let swept = kiln_service::server::sweep_leases(&*st.store, &st.hub, &st.metrics, "n_test")
+            .await
+            .unwrap();
+        let told = tokio::time::timeout(Duration::ZERO, woken).await.is_ok();
+        if attempt == 1 {
+            assert_eq!((swept.requeued, swept.failed.len(), told), (1, 0, false));
+        } else {
+            assert_eq!((swept.requeued, swept.failed.len(), told), (0, 1, true));
+        }
+    }
+    let (s, b) = waiter.await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(
+        (
+            b["state"].as_str(),
+            b["attempts"].as_u64(),
+            b["error"]["code"].as_str()
+        ),
+        (Some("failed"), Some(2), Some("lease_expired"))
+    );
+    let msg = b["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("lease expired on attempt 2 of 2"), "{msg}");
+    assert_eq!(st.hub.in_flight(), 0, "its admission is released");
+    let metrics = st.metrics.encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("kiln_service_jobs_finished")
+                && l.contains("state=\"failed\"")
+                && l.ends_with(" 1")),
+        "{metrics}"
+    );
+}

@@ -191,7 +191,7 @@ async fn pg_lapsed_lease_moves_the_job_and_voids_the_late_result() {
         .unwrap()
         .is_empty());
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(b.requeue_orphans("nb").await.unwrap(), 20);
+    assert_eq!(b.requeue_orphans("nb").await.unwrap().requeued, 20);
     let moved = b
         .claim("nb/0", false, None, 20, Duration::from_secs(30))
         .await

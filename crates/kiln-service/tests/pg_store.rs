@@ -100,7 +100,7 @@ async fn pg_contract_claims_results_retries_cancel() {
     );
     assert_eq!(s.head(true, 0).await.unwrap().unwrap().batch_key, "G");
     // Shared store: another live node's running job is not an orphan, whatever its prefix.
-    assert_eq!(s.requeue_orphans("n9").await.unwrap(), 0);
+    assert_eq!(s.requeue_orphans("n9").await.unwrap(), Orphans::default());
     // Shutdown of n1 returns its running job.
     assert_eq!(s.release_node("n1").await.unwrap(), 1);
     assert_eq!(s.get("j_a3").await.unwrap().unwrap().state, JobState::Queued);
@@ -271,7 +271,7 @@ async fn pg_expired_leases_requeue_and_heartbeats_renew() {
         tokio::time::sleep(beat).await;
     }
     // Past nd's lease: its jobs expired, na's were renewed by its heartbeat.
-    assert_eq!(b.requeue_orphans("nb").await.unwrap(), 2);
+    assert_eq!(b.requeue_orphans("nb").await.unwrap().requeued, 2);
     for j in &dead {
         let r = a.get(&j.id).await.unwrap().unwrap();
         assert_eq!(
@@ -342,5 +342,85 @@ async fn pg_notifications_reach_other_nodes_and_one_node_exports() {
     assert!(
         eventually(10.0, || other.queue_exporter()).await,
         "the other node takes the exporter lock"
+    );
+}
+
+/// The lease sweep and the heartbeat never wait on a row another transaction holds (an end
+/// being stored, which for a sharded job's merge may outlast the lease): the heartbeat
+/// renews the node's other leases, the sweep fails the expired job on its last attempt
+/// (its end notified to every node) and leaves the held one to a later sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_sweeps_and_heartbeats_skip_rows_held_elsewhere() {
+    let Some(admin) = admin_url("pg_sweeps_and_heartbeats_skip_rows_held_elsewhere") else {
+        return;
+    };
+    let url = fresh_db(&admin, "skip").await;
+    let a = store(&url).await;
+    let b = store(&url).await;
+    let ev: Events = Arc::default();
+    b.set_events(ev.clone());
+    assert!(
+        eventually(10.0, || ev.new_work.load(std::sync::atomic::Ordering::SeqCst)
+            >= 1)
+        .await,
+        "b's listener connected"
+    );
+    for (id, key) in [("j_held", "H"), ("j_mine", "M"), ("j_dead", "D")] {
+        let mut j = job(id, key, None, "h");
+        j.max_attempts = 1;
+        a.insert(j).await.unwrap();
+    }
+    let short = Duration::from_millis(1);
+    for (owner, key) in [("na/0", "H"), ("na/1", "M"), ("nd/0", "D")] {
+        assert_eq!(a.claim(owner, false, Some(key), 1, short).await.unwrap().len(), 1);
+    }
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    // another transaction holds j_held's row, as a long end being stored does
+    let other = client(&url).await;
+    other
+        .batch_execute("BEGIN; SELECT 1 FROM kiln_jobs WHERE id = 'j_held' FOR UPDATE")
+        .await
+        .unwrap();
+    let info = NodeInfo {
+        id: "na".into(),
+        hostname: hostname(),
+        devices: vec!["cpu".into()],
+        started_ms: now_ms(),
+        version: "test".into(),
+    };
+    let within = Duration::from_secs(5);
+    tokio::time::timeout(within, a.node_heartbeat(&info, LEASE))
+        .await
+        .expect("the heartbeat does not wait on the held row")
+        .unwrap();
+    let swept = tokio::time::timeout(within, b.requeue_orphans("nb"))
+        .await
+        .expect("the sweep does not wait on the held row")
+        .unwrap();
+    let ids: Vec<&str> = swept.failed.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(
+        (swept.requeued, ids),
+        (0, vec!["j_dead"]),
+        "j_mine renewed, j_held skipped"
+    );
+    assert_eq!(a.get("j_mine").await.unwrap().unwrap().state, JobState::Running);
+    let held = a.get("j_held").await.unwrap().unwrap();
+    assert_eq!(held.state, JobState::Running, "left to a later sweep");
+    assert!(
+        eventually(5.0, || ev.finished.lock().unwrap().iter().any(|i| i == "j_dead")).await,
+        "the failure reaches every node's watchers"
+    );
+    // released unchanged (a rolled-back end): its expired lease is swept next time
+    other.batch_execute("ROLLBACK").await.unwrap();
+    let swept = b.requeue_orphans("nb").await.unwrap();
+    let ids: Vec<&str> = swept.failed.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["j_held"]);
+    let (code, msg) = a.get("j_held").await.unwrap().unwrap().error.unwrap();
+    assert_eq!(
+        (code.as_str(), msg.as_str()),
+        (
+            "lease_expired",
+            "lease expired on attempt 1 of 1 (the worker or node stopped responding)"
+        )
     );
 }

@@ -400,7 +400,7 @@ async fn a_worker_lost_midway_changes_no_bit() {
         "two shards are held by the lost worker"
     );
     // the next start re-queues what the lost node held; its late result is refused
-    assert_eq!(st.store.requeue_orphans("live/").await.unwrap(), 2);
+    assert_eq!(st.store.requeue_orphans("live/").await.unwrap().requeued, 2);
     assert!(!st.store.finish(&lost[0].id, "dead/w0", late).await.unwrap());
     assert_eq!(drain(&st, dir.path(), 2).await, 2);
     let b = get(&st, &id).await;

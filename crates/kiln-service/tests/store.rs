@@ -89,8 +89,8 @@ async fn claims_results_retries_and_recovery() {
     );
     assert_eq!(s.head(true, 0).await.unwrap().unwrap().batch_key, "G");
     // Orphans: a running job of a gone node goes back to the queue; the live node's stays.
-    assert_eq!(s.requeue_orphans("n1").await.unwrap(), 0);
-    assert_eq!(s.requeue_orphans("n9").await.unwrap(), 1);
+    assert_eq!(s.requeue_orphans("n1").await.unwrap(), Orphans::default());
+    assert_eq!(s.requeue_orphans("n9").await.unwrap().requeued, 1);
     assert_eq!(s.get("j_a3").await.unwrap().unwrap().state, JobState::Queued);
     assert!(
         !s.finish("j_a3", "n1/0", ok()).await.unwrap(),
@@ -192,4 +192,44 @@ async fn idempotency_paging_blobs_and_expiry() {
     assert!(s.get(&c[0].id).await.unwrap().is_none());
     assert!(s.get_blob("b_x").await.unwrap().is_none());
     assert_eq!(s.counts().await.unwrap().get(JobState::Queued), 25);
+}
+
+/// A restart: the jobs an earlier process left running (leases unexpired, their owner
+/// gone) go back to the queue when they have attempts left, and fail as `lease_expired`
+/// when the process died on their last attempt, whatever their lease said; the reopened
+/// store agrees.
+#[tokio::test]
+async fn a_restart_fails_the_jobs_left_running_on_their_last_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(dir.path(), true).unwrap();
+    s.insert(job("j_more", "M", None, "h")).await.unwrap();
+    s.insert(job("j_sweep", "S", None, "h")).await.unwrap();
+    // j_sweep's first attempt ends in a retry; the process dies during its second, and
+    // during j_more's first
+    let c = s.claim("old/0", false, Some("S"), 1, LEASE).await.unwrap();
+    s.retry(&c[0].id, "old/0", "worker_crashed", "gone")
+        .await
+        .unwrap();
+    assert_eq!(
+        s.claim("old/0", false, Some("S"), 1, LEASE).await.unwrap()[0].attempt,
+        2
+    );
+    assert_eq!(
+        s.claim("old/1", false, Some("M"), 1, LEASE).await.unwrap()[0].attempt,
+        1
+    );
+    s.close().await.unwrap();
+    drop(s);
+    let s = SqliteStore::open(dir.path(), true).unwrap();
+    let swept = s.requeue_orphans("new").await.unwrap();
+    let ids: Vec<&str> = swept.failed.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!((swept.requeued, ids), (1, vec!["j_sweep"]));
+    let j = s.get("j_sweep").await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Failed, 2));
+    assert_eq!(
+        j.error.map(|e| e.1).as_deref(),
+        Some("lease expired on attempt 2 of 2 (the worker or node stopped responding)")
+    );
+    assert_eq!(s.get("j_more").await.unwrap().unwrap().state, JobState::Queued);
+    s.close().await.unwrap();
 }

@@ -9,6 +9,11 @@ mod pg_support;
 
 mod store_support;
 
+mod contract_leases;
+
+use contract_leases::{
+    a_lease_expiring_on_the_last_attempt_fails_the_job, a_shard_lost_on_its_last_attempt_fails_its_parent,
+};
 use kiln_service::store::*;
 use store_support::{job, LEASE};
 
@@ -337,7 +342,7 @@ async fn a_sharded_job_merges_in_row_order(s: &dyn JobStore) {
     }
     assert_eq!(
         s.requeue_orphans("n/").await.unwrap(),
-        0,
+        Orphans::default(),
         "the parent holds no lease to lose"
     );
     let rows = |i: u64| if i == 2 { 1 } else { 2 };
@@ -691,4 +696,6 @@ both_stores!(
     concurrent_last_ends_merge_once,
     a_large_sharded_job_keeps_a_manifest,
     shards_are_deleted_with_their_parent,
+    a_lease_expiring_on_the_last_attempt_fails_the_job,
+    a_shard_lost_on_its_last_attempt_fails_its_parent,
 );

@@ -8,7 +8,8 @@
 //!   SKIP LOCKED)`; in SQLite one writer serializes claims.
 //! - [`JobStore::renew`] extends the leases with the supervisor's heartbeat;
 //!   [`JobStore::requeue_orphans`] returns jobs whose lease expired or whose owner is a
-//!   node that is gone (SQLite at start: every `running` job of an earlier process).
+//!   node that is gone (SQLite at start: every `running` job of an earlier process) to the
+//!   queue, or fails them when that was their last attempt.
 //! - [`JobStore::finish`] stores a result once, keyed by job id, and only for the lease
 //!   holder: a stale worker's late result is dropped, so at-least-once execution never
 //!   yields two stored results.
@@ -368,6 +369,37 @@ pub const EXPIRED: (&str, &str) = (
     "the job was not started within its queue_timeout_s; it never ran",
 );
 
+/// The code of a job whose lease expired on its last attempt ([`JobStore::requeue_orphans`]),
+/// and why a lease expires; the stored message is `lease expired on attempt N of N (why)`.
+pub const LEASE_EXPIRED: (&str, &str) = ("lease_expired", "the worker or node stopped responding");
+
+/// What [`JobStore::requeue_orphans`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Orphans {
+    /// Jobs returned to the queue for another attempt.
+    pub requeued: u64,
+    /// Jobs failed instead, as [`LEASE_EXPIRED`]: their lease expired on their last attempt.
+    pub failed: Vec<LostJob>,
+}
+
+/// A running job [`JobStore::requeue_orphans`] failed: its lease expired on its last attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostJob {
+    /// The id.
+    pub id: String,
+    /// The kind.
+    pub kind: String,
+    /// Who submitted it.
+    pub principal: String,
+    /// Submission time.
+    pub created_ms: i64,
+    /// A shard's parent job (crate::shard).
+    pub parent: Option<String>,
+    /// The parent this shard's failure failed (the shard closed it), if it did: its own
+    /// end to count and tell its watchers of. Never set for a job that is not a shard.
+    pub closed_parent: Option<Box<LostJob>>,
+}
+
 /// The oldest queued job a worker may take: what the batcher looks at before claiming.
 #[derive(Clone, Debug)]
 pub struct QueueHead {
@@ -591,10 +623,17 @@ pub trait JobStore: Send + Sync + 'static {
         code: &str,
         message: &str,
     ) -> BoxFuture<'_, StoreResult<Option<JobState>>>;
-    /// Return to the queue every running job whose lease expired or whose owner does not
-    /// start with `live_prefix` (a node that is gone), a sharded job's parent excepted (it
-    /// holds no lease). Returns how many.
-    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>>;
+    /// Sweep the running jobs whose lease expired or whose owner does not start with
+    /// `live_prefix` (a node that is gone), a sharded job's parent excepted (it holds no
+    /// lease), in one transaction: a job with attempts left returns to the queue (the
+    /// attempt counted at its claim); a job on its last attempt (`attempts >= max_attempts`)
+    /// fails as [`LEASE_EXPIRED`], as [`JobStore::retry`] fails a job whose attempts are used
+    /// up, a shard failing its parent with it, and its watchers are notified as for any end.
+    /// A job that stops its worker or node every time therefore fails after `max_attempts`
+    /// instead of going round the queue for ever. Returns how many were re-queued and the
+    /// jobs failed. A shared store may leave a row another transaction holds (an end being
+    /// stored) to a later sweep.
+    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<Orphans>>;
     /// Counts by state (shards included) and in-flight jobs by principal (a sharded job
     /// counts once: its parent).
     fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>>;

@@ -7,6 +7,7 @@
 //! on disk. Reads use a second connection (WAL readers do not block the writer).
 
 mod finish;
+mod orphans;
 mod rows;
 mod schema;
 mod shards;
@@ -509,18 +510,9 @@ impl JobStore for SqliteStore {
         })
     }
 
-    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>> {
+    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<Orphans>> {
         let prefix = format!("{live_prefix}%");
-        self.write(move |c| {
-            let n = exec(
-                c,
-                "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
-                 WHERE state = 'running' AND shards IS NULL AND (lease_owner IS NULL \
-                 OR lease_owner NOT LIKE ?1 OR lease_until_ms < ?2)",
-                params![prefix, now_ms()],
-            )?;
-            Ok(n as u64)
-        })
+        self.write(move |c| orphans::requeue_orphans(c, &prefix, now_ms()))
     }
 
     fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>> {

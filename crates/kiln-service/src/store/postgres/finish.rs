@@ -3,10 +3,13 @@
 //! changes and their `kiln_done` notifications, one for the results). Both store an end
 //! only while the job is `running` under the caller's lease.
 //!
-//! A batch locks several job rows at once. A node's heartbeat, renewing the leases of the
-//! same rows in another order, can meet it as a deadlock; PostgreSQL then aborts one of the
-//! two (`deadlock_detected`, a passing failure): the supervisor sends the batch again, the
-//! heartbeat renews on its next beat, and nothing is stored twice.
+//! A batch locks several job rows at once. The node's heartbeat and every node's lease
+//! sweep skip rows another transaction holds (`SKIP LOCKED`), so neither waits on an end
+//! being stored, however long it takes (a sharded job's merge), nor meets it as a
+//! deadlock; while the end holds its rows they cannot be swept, and once it commits they
+//! are terminal. Should another transaction lock the same rows in another order (a cancel),
+//! PostgreSQL aborts one of the two (`deadlock_detected`, a passing failure): the
+//! supervisor sends the batch again, and nothing is stored twice.
 
 use super::rows::{insert_blob, Conn};
 use super::store::pg_err;

@@ -3,6 +3,7 @@
 mod finish;
 mod insert;
 mod listen;
+mod orphans;
 mod rows;
 mod schema;
 mod shards;

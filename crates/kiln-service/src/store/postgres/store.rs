@@ -9,8 +9,9 @@
 //!   skip each other's rows instead of waiting, and a row is claimed by one of them only.
 //! - Leases use the database's clock (`kiln_now_ms()`), so node clocks need not agree. A
 //!   node's heartbeat renews the leases of every job it holds; any node's sweep
-//!   ([`JobStore::requeue_orphans`]) returns jobs whose lease expired to the queue, with
-//!   the attempt already counted (as in the SQLite store: the next claim is attempt n+1).
+//!   ([`JobStore::requeue_orphans`], super::orphans) returns jobs whose lease expired to
+//!   the queue, with the attempt already counted (as in the SQLite store: the next claim is
+//!   attempt n+1), or fails them when that was their last attempt.
 //! - Results live in the database (`kiln_results`), so any node answers for any job; blob
 //!   bytes are files under the data dir, which nodes must share (docs/deployment.md).
 //! - `NOTIFY kiln_jobs` on every insert and re-queue, `NOTIFY kiln_done` on every end, in
@@ -440,24 +441,11 @@ impl JobStore for PgStore {
     }
 
     /// In a shared store other lease owners are live nodes, so `live_prefix` does not
-    /// decide: only expired leases (and running jobs without an owner) are re-queued.
-    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<u64>> {
+    /// decide: only expired leases (and running jobs without an owner) are swept
+    /// (super::orphans).
+    fn requeue_orphans(&self, live_prefix: &str) -> BoxFuture<'_, StoreResult<Orphans>> {
         let _ = live_prefix;
-        Box::pin(async move {
-            let c = self.conn().await?;
-            let rows = c
-                .query(
-                    "WITH u AS (UPDATE kiln_jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
-                     WHERE state = 'running' AND shards IS NULL \
-                       AND (lease_owner IS NULL OR lease_until_ms < kiln_now_ms()) \
-                     RETURNING 1) SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('kiln_jobs', '') END FROM u",
-                    &[],
-                )
-                .await
-                .map_err(pg_err)?;
-            let n: i64 = rows.first().map_or(0, |r| r.get(0));
-            Ok(n.max(0) as u64)
-        })
+        Box::pin(async move { super::orphans::requeue_orphans(self.conn().await?).await })
     }
 
     fn counts(&self) -> BoxFuture<'_, StoreResult<StateCounts>> {
@@ -677,9 +665,14 @@ impl JobStore for PgStore {
             .await
             .map_err(pg_err)?;
             let prefix = format!("{}/", node.id);
+            // never waits on a row lock: a row held by an end being stored (a sharded job's
+            // merge may take longer than the lease) cannot be swept while held and is
+            // terminal once committed; waiting on it would leave the node's other leases
+            // unrenewed, and its keeper (whose sweep and heartbeat take turns) stalled
             tx.execute(
-                "UPDATE kiln_jobs SET lease_until_ms = kiln_now_ms() + $2 \
-                 WHERE state = 'running' AND starts_with(lease_owner, $1)",
+                "UPDATE kiln_jobs SET lease_until_ms = kiln_now_ms() + $2 WHERE id IN \
+                 (SELECT id FROM kiln_jobs WHERE state = 'running' AND starts_with(lease_owner, $1) \
+                 FOR UPDATE SKIP LOCKED)",
                 &[&prefix, &ms(lease)],
             )
             .await
