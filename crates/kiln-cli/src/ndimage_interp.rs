@@ -172,6 +172,7 @@ pub(crate) fn plan(a: &Args) -> anyhow::Result<InterpPlan> {
         .find(|f| f.0 == name)
         .ok_or_else(|| invalid("FUNCTION", format!("`{name}` is not an interpolation function")))?;
     let mut given = interp_flags_given(a);
+    given.extend(crate::ndimage_label::array_flags_given(a));
     for (flag, set) in [
         ("--order", a.order.is_some()),
         ("--mode", a.mode.is_some()),

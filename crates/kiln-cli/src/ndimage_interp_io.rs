@@ -396,12 +396,13 @@ pub(crate) fn run(
     }
     let rt = Runtime::new(request, cfg)?;
     if !is_batch {
-        let s = run_file(plan, &a.input, &a.output, ndim, a.batch, &rt, t_start)?;
+        let out = crate::ndimage_label::output_of(a)?;
+        let s = run_file(plan, &a.input, out, ndim, a.batch, &rt, t_start)?;
         print(&s, a.json)?;
         return Ok(ExitCode::from(exit::OK));
     }
     let listing = crate::filter_batch::list_inputs(&a.input, ndim == 2)?;
-    let outs = crate::filter_batch::output_paths(&a.output, &listing.files)?;
+    let outs = crate::filter_batch::output_paths(crate::ndimage_label::output_of(a)?, &listing.files)?;
     let mut done = Vec::new();
     let mut failed: Vec<(PathBuf, String, u8)> = Vec::new();
     for (f, o) in listing.files.iter().zip(&outs) {
