@@ -16,7 +16,9 @@
 //!
 //! Rank filters and morphology are planned in `ndimage_rank.rs` (their flags: `--footprint`,
 //! `--structure`, `--connectivity`, `--rank`, `--percentile`, `--iterations`,
-//! `--border-value`); the rest is shared.
+//! `--border-value`); the rest is shared. Interpolation runs in `ndimage_interp*.rs`; the
+//! functions on a whole n-D array (label, find_objects, watershed_ift, the distance
+//! transforms, map_coordinates, the measurements) in `ndimage_label.rs` and its siblings.
 
 use crate::filter_cmd::{invalid, io_error, preflight, refuse_batch_flags, run_image, run_volume, Common};
 use crate::filter_kernel::{plan_size, Described, Filter2, Filter3};
@@ -186,11 +188,12 @@ pub struct Args {
     /// --size.
     #[arg(long, value_name = "FILE.npy")]
     pub(crate) footprint: Option<String>,
-    /// Grey morphology: a non-flat structuring element (.npy values); binary morphology:
-    /// the structuring element (.npy, bool or 0/1).
+    /// Grey morphology: a non-flat structuring element (.npy values); binary morphology,
+    /// label, watershed_ift: the structuring element (.npy, bool or 0/1).
     #[arg(long, value_name = "FILE.npy")]
     pub(crate) structure: Option<String>,
-    /// Binary morphology: the structure generate_binary_structure(ndim, C) (default 1).
+    /// Binary morphology, label, watershed_ift: the structure
+    /// generate_binary_structure(ndim, C) (default 1).
     #[arg(long, value_name = "C")]
     pub(crate) connectivity: Option<usize>,
     /// rank_filter: the rank (0 is the minimum; negative counts from the top).
