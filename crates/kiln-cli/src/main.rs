@@ -29,6 +29,7 @@ mod monitor_cmd;
 mod ndimage_array;
 mod ndimage_cmd;
 mod ndimage_distance;
+mod ndimage_header;
 mod ndimage_interp;
 mod ndimage_interp_io;
 mod ndimage_label;

@@ -100,10 +100,11 @@ Functions (scipy.ndimage's names; the parameters each reads):
   image: computed in float64, stored as scipy stores into uint8/uint16: t + 0.5 truncated,
   clamped); every channel (alpha too) is resampled; CPU and CUDA give the same bits. The output's
   shape may differ from the input's. NIfTI: after zoom the voxel sizes (pixdim), the sform and
-  the qform offset follow the new grid (the volume covers the same space); shift, rotate,
-  affine_transform and the spline filters keep the input's header as it is (only the dims
-  follow the data; the affine is not moved with a rotated or reshaped grid). A 4-D volume is
-  resampled volume by volume along t.
+  the qform offset follow the new grid (the volume covers the same space); after shift, rotate
+  and affine_transform the sform moves with the grid (each output voxel keeps the world position
+  of the point it was sampled from) and so does the qform while the map stays rigid in world
+  space (else qform_code is set to 0; --json says so); the spline filters keep the header. A
+  4-D volume is resampled volume by volume along t.
   Rank filters and morphology keep 8/16-bit data in its type on the device and give the CPU's
   bits exactly. Binary results are 0/1 in the input's type (an 8-bit PNG mask holds 0 and 1).
   filters (not binary_*): --mode reflect|constant|nearest|mirror|wrap|grid-wrap|grid-constant|grid-mirror,
