@@ -290,7 +290,14 @@ fn print(s: &Summary, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let sh: Vec<String> = s.shape.iter().map(|d| d.to_string()).collect();
-    let found: Vec<String> = s.result.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let found: Vec<String> = s
+        .result
+        .iter()
+        .map(|(k, v)| match v {
+            Value::String(t) => format!("{k} {t}"),
+            v => format!("{k} {v}"),
+        })
+        .collect();
     println!(
         "ndimage {} {} ({}): {} in {:.3} s -> {} ({})",
         s.function,

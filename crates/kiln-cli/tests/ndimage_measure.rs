@@ -273,3 +273,45 @@ fn bad_measure_and_map_coordinates_input_exits_4_and_writes_nothing() {
         d.fails(&format!("ndimage {line}"), needle);
     }
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn map_coordinates_on_cuda_gives_the_cpu_bits() {
+    if !kiln::testing::gpu_or_skip("map_coordinates_on_cuda_gives_the_cpu_bits") {
+        return;
+    }
+    let d = Dir::new();
+    write_npy(&d.p("x.npy"), &[13, 9], f32s(13 * 9, 51, -40.0, 90.0));
+    write_npy(&d.p("v.npy"), &[7, 6, 5], f32s(7 * 6 * 5, 52, -1.0, 1.0));
+    // points inside and around the inputs, output shapes (4, 5) and (30,)
+    let c2: Vec<f64> = values(2 * 20, 53, -2.0, 14.0);
+    write_typed(&d.p("c2.npy"), &[2, 4, 5], c2);
+    let c3: Vec<f64> = values(3 * 30, 54, -1.5, 8.0);
+    write_typed(&d.p("c3.npy"), &[3, 30], c3);
+    for (i, line) in [
+        "--input x.npy --coordinates c2.npy",
+        "--input x.npy --coordinates c2.npy --order 5 --mode nearest",
+        "--input x.npy --coordinates c2.npy --order 2 --mode grid-constant --cval 3.5",
+        "--input v.npy --coordinates c3.npy --order 1 --mode mirror",
+        "--input v.npy --coordinates c3.npy --mode grid-wrap",
+    ]
+    .iter()
+    .enumerate()
+    {
+        // --device cuda exits 3 when no GPU can be used: a result here ran on one
+        let j = d.ok(&format!(
+            "--device cuda ndimage map_coordinates {line} --output g{i}.npy --json"
+        ));
+        d.ok(&format!(
+            "--device cpu ndimage map_coordinates {line} --output c{i}.npy"
+        ));
+        let (sg, g) = read_any::<f32>(&d.p(&format!("g{i}.npy")));
+        let (sc, c) = read_any::<f32>(&d.p(&format!("c{i}.npy")));
+        assert_eq!(sg, sc, "{line}: {j}");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&g), bits(&c), "{line}");
+    }
+}
