@@ -74,7 +74,8 @@ Functions (scipy.ndimage's names; the parameters each reads):
                                      --structure | --connectivity; the input uint8 or uint16
   distance_transform_edt           --sampling S[,S..], --return-indices I.npy
   distance_transform_cdt           --metric chessboard|taxicab (default chessboard), --return-indices
-  distance_transform_bf            --metric euclidean|taxicab|chessboard, --sampling, --return-indices
+  distance_transform_bf            --metric euclidean|taxicab|chessboard, --sampling (euclidean),
+                                     --return-indices
   measure                          --stats NAME[,NAME..], --labels L, --index 1,2,3 | all; prints a
                                      table (--json: one object); no --output
   sum (sum_labels), mean, variance, standard_deviation, minimum, maximum, median,

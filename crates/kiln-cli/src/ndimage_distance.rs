@@ -158,6 +158,12 @@ pub(crate) fn run(a: &Args, d: &NdData, out: &Path, s: &mut Summary) -> anyhow::
             };
             if metric == BfMetric::Euclidean {
                 nda::check_float_output("--output", out, ndim)?;
+            } else if a.sampling.is_some() {
+                // scipy takes it and does not read it: refused rather than ignored
+                return Err(invalid(
+                    "--sampling",
+                    format!("--sampling applies to the euclidean metric, not {metric_name}"),
+                ));
             } else {
                 nda::check_int_output("--output", out, ndim)?;
             }
