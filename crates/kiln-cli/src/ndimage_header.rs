@@ -13,6 +13,9 @@
 //!   with unequal voxel sizes, a shear, a scaling of a rotated grid) no qform describes the
 //!   grid: `qform_code` is set to 0 and the summary says so;
 //! - with neither code set the header has no world transform to move (the summary says so).
+//!
+//! `pixdim[1..=3]` become the new voxel sizes: the qform's where it follows, else the lengths
+//! of the sform's columns.
 
 use kiln_io::NiftiHeader;
 
@@ -110,6 +113,8 @@ pub(crate) fn follow(h: &mut NiftiHeader, map: &IndexMap) -> &'static str {
         return NO_TRANSFORM;
     }
     let mut note = MOVED;
+    // the voxel sizes under the sform, which pixdim takes where no qform sets them
+    let mut sizes = None;
     if h.sform_code > 0 {
         let a = kiln_io::header_affine(h);
         let (lin, off) = compose(&a, map);
@@ -122,6 +127,7 @@ pub(crate) fn follow(h: &mut NiftiHeader, map: &IndexMap) -> &'static str {
             }
             row[3] = off[r] as f32;
         }
+        sizes = Some([0, 1, 2].map(|c| (0..3).map(|r| lin[r][c] * lin[r][c]).sum::<f64>().sqrt()));
     }
     if h.qform_code > 0 {
         let q = kiln_io::header_affine(&NiftiHeader {
@@ -159,12 +165,15 @@ pub(crate) fn follow(h: &mut NiftiHeader, map: &IndexMap) -> &'static str {
             h.quatern_y = off[1] as f32;
             h.quatern_z = off[2] as f32;
             h.pixdim[0] = qfac;
-            for (p, n) in h.pixdim[1..4].iter_mut().zip(&norms) {
-                *p = *n as f32;
-            }
+            sizes = Some([norms[0], norms[1], norms[2]]);
         } else {
             h.qform_code = 0;
             note = QFORM_DROPPED;
+        }
+    }
+    if let Some(sizes) = sizes {
+        for (p, n) in h.pixdim[1..4].iter_mut().zip(sizes) {
+            *p = n as f32;
         }
     }
     note

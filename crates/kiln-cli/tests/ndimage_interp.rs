@@ -302,6 +302,12 @@ fn shift_rotate_and_affine_transform_keep_each_voxels_world_position() {
         let o = [k / (s[1] * s[2]), k / s[2] % s[1], k % s[2]];
         assert_eq!(o, at, "{args}");
         assert_eq!((out.header.qform_code, out.header.sform_code), (1, 2), "{args}");
+        // the qform's voxel size along axis 0: doubled by the diagonal, axis 1's after the swap
+        let scale0 = if args.contains("2,1,1") { 2.0 } else { 1.0 };
+        let from = if args.contains("0,1,0;1,0,0") { 2 } else { 1 };
+        let want = f64::from(inp.header.pixdim[from]) * scale0;
+        let got = f64::from(out.header.pixdim[1]);
+        assert!((got - want).abs() < 1e-5, "{args}: {:?}", out.header.pixdim);
         let vo = o.map(|v| v as f64);
         for (a_in, a_out) in [(inp.affine(), out.affine()), (qform(&inp), qform(&out))] {
             let (p, q) = (world(&a_in, [2.0, 1.0, 3.0]), world(&a_out, vo));
@@ -319,6 +325,12 @@ fn shift_rotate_and_affine_transform_keep_each_voxels_world_position() {
     );
     let r = kiln_io::read_volume(d.p("r.nii")).unwrap();
     assert_eq!((r.header.qform_code, r.header.sform_code), (0, 2));
+    // pixdim: the voxel sizes under the new sform (its columns' lengths)
+    let a = r.affine();
+    for (c, p) in r.header.pixdim[1..4].iter().enumerate() {
+        let n = a[..3].iter().map(|row| row[c] * row[c]).sum::<f64>().sqrt();
+        assert!((f64::from(*p) - n).abs() < 1e-5, "pixdim {c}");
+    }
     // the spline filters keep the header as it is
     let j = d.ok("ndimage spline_filter --input v.nii --output f.nii --json");
     assert_eq!(j["header"], "kept");
