@@ -11,7 +11,9 @@
 //! than one sample. The values are computed in float64 from the input's values and stored
 //! as scipy stores them into the input's type: float32 rounded once, uint8/uint16 rounded
 //! half away from zero and clipped; float64 and the other integer types are written as
-//! float64 (the values scipy computes before storing them into an integer type).
+//! float64 (the values scipy computes before storing them into an integer type). A NIfTI
+//! output (3-D or 4-D coordinates) gets a default header: the input's world transform does
+//! not describe arbitrary points.
 
 use crate::filter_cmd::invalid;
 use crate::ndimage_array::{self as nda, NdData};
@@ -219,14 +221,9 @@ pub(crate) fn run(
                 write_small(out, &oshape, SamplesRef::U16(&b), fmt)
             }
         }
-        _ => nda::write_floats(
-            "--output",
-            out,
-            &oshape,
-            y,
-            d.volume.as_ref(),
-            out_type == "float32",
-        ),
+        // the points are arbitrary, so a NIfTI output gets a default header (no world
+        // transform), not the input's
+        _ => nda::write_floats("--output", out, &oshape, y, None, out_type == "float32"),
     }
 }
 

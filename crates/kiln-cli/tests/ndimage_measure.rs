@@ -185,6 +185,28 @@ fn map_coordinates_gives_bilinear_values_and_the_facades_resampling() {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&want), "{mode}");
     }
+    // NIfTI in and out: the values at 8 points, a default header (no world transform)
+    let v: Vec<f32> = (0..60).map(|k| k as f32).collect();
+    let mut vol = Volume::new(ArrayD::from_shape_vec(IxDyn(&[5, 4, 3]), v).unwrap());
+    vol.header = oblique_header();
+    kiln_io::write_volume(d.p("v.nii"), &vol).unwrap();
+    // points (i, j, k) = (1 + a, 2 - b, c) for a, b, c in 0..2
+    let mut c3 = Vec::new();
+    for axis in 0..3 {
+        for p in 0..8 {
+            let (a, b, c) = (p / 4, p / 2 % 2, p % 2);
+            c3.push([1.0 + a as f64, 2.0 - b as f64, c as f64][axis]);
+        }
+    }
+    write_typed(&d.p("p.npy"), &[3, 2, 2, 2], c3);
+    d.ok("ndimage map_coordinates --input v.nii --coordinates p.npy --order 1 --output p.nii");
+    let got = kiln_io::read_volume(d.p("p.nii")).unwrap();
+    assert_eq!(got.data.shape(), &[2, 2, 2]);
+    let want: Vec<f32> = (0..8)
+        .map(|p| ((1 + p / 4) * 12 + (2 - p / 2 % 2) * 3 + p % 2) as f32)
+        .collect();
+    assert_eq!(flat(&got.data), want);
+    assert_eq!((got.header.qform_code, got.header.sform_code), (0, 0));
     // an 8-bit image is stored as scipy stores uint8 (rounded, clipped)
     write_img(
         &d.p("x.png"),
