@@ -69,11 +69,12 @@ Functions (scipy.ndimage's names; the parameters each reads):
   label                            --structure S.npy (3x3.., centrosymmetric) or --connectivity C
                                      (default 1); --json: num_features
   find_objects                     --max-label N; --input is labels; prints each label's slices
-                                     (start:stop per axis, None if absent; --json: [[start, stop]..])
+                                     (start:stop per axis, None if absent; --json: lists)
   watershed_ift                    --markers M (integers, the input's shape; < 0 background),
                                      --structure | --connectivity; the input uint8 or uint16
   distance_transform_edt           --sampling S[,S..], --return-indices I.npy
-  distance_transform_cdt           --metric chessboard|taxicab (default chessboard), --return-indices
+  distance_transform_cdt           --metric chessboard|taxicab (default chessboard),
+                                     --return-indices
   distance_transform_bf            --metric euclidean|taxicab|chessboard, --sampling (euclidean),
                                      --return-indices
   measure                          --stats NAME[,NAME..], --labels L, --index 1,2,3 | all; prints a
@@ -130,7 +131,7 @@ Examples:
   kiln ndimage label --input mask.png --connectivity 2 --output labels.npy --json
   kiln ndimage find_objects --input labels.npy --json
   kiln ndimage distance_transform_edt --input mask.nii.gz --sampling 1,1,2.5 --output dist.nii.gz
-  kiln ndimage measure --input t1.nii.gz --labels labels.npy --index all --stats mean,maximum,center_of_mass
+  kiln ndimage measure --input t1.nii.gz --labels seg.nii.gz --index all --stats mean,median,extrema
   kiln ndimage mean --input cells.tif --labels labels.npy --index 1,2,3 --json
   kiln ndimage watershed_ift --input grad.png --markers seeds.npy --output regions.npy
 ";
