@@ -26,9 +26,15 @@ mod kernel_cmd;
 mod kernels_cmd;
 mod load_cmd;
 mod monitor_cmd;
+mod ndimage_array;
 mod ndimage_cmd;
+mod ndimage_distance;
+mod ndimage_header;
 mod ndimage_interp;
 mod ndimage_interp_io;
+mod ndimage_label;
+mod ndimage_map_coords;
+mod ndimage_measure;
 mod ndimage_rank;
 mod power_cmd;
 mod price;
@@ -150,7 +156,8 @@ enum Command {
     /// kiln filter3d --input t1.nii.gz --kernel gaussian:0.8 --output t1_smooth.nii.gz --json
     Filter3d(filter_cmd::Args3d),
     /// scipy.ndimage's functions by name with scipy's parameters (correlate, convolve,
-    /// gaussian_filter, sobel, uniform_filter, ...) on images, volumes and batches.
+    /// gaussian_filter, sobel, zoom, label, distance_transform_edt, mean, ...) on images,
+    /// volumes and batches.
     ///
     /// Every boundary mode (reflect, constant, nearest, mirror, wrap, grid-wrap,
     /// grid-constant), kernels of any shape and origin, 8/16-bit images kept in their type.

@@ -16,7 +16,9 @@
 //!
 //! Rank filters and morphology are planned in `ndimage_rank.rs` (their flags: `--footprint`,
 //! `--structure`, `--connectivity`, `--rank`, `--percentile`, `--iterations`,
-//! `--border-value`); the rest is shared.
+//! `--border-value`); the rest is shared. Interpolation runs in `ndimage_interp*.rs`; the
+//! functions on a whole n-D array (label, find_objects, watershed_ift, the distance
+//! transforms, map_coordinates, the measurements) in `ndimage_label.rs` and its siblings.
 
 use crate::filter_cmd::{invalid, io_error, preflight, refuse_batch_flags, run_image, run_volume, Common};
 use crate::filter_kernel::{plan_size, Described, Filter2, Filter3};
@@ -61,16 +63,50 @@ Functions (scipy.ndimage's names; the parameters each reads):
                                      --output-shape
   spline_filter                    --order 2-5, --mode (default mirror)
   spline_filter1d                  --order, --axis, --mode (default mirror)
+  map_coordinates                  --coordinates C.npy (shape (ndim, ...): row a holds the points'
+                                     coordinates along axis a; the output's shape is C's shape[1:]),
+                                     --order, --mode (default constant), --cval, --prefilter
+  label                            --structure S.npy (3x3.., centrosymmetric) or --connectivity C
+                                     (default 1); --json: num_features
+  find_objects                     --max-label N; --input is labels; prints each label's slices
+                                     (start:stop per axis, None if absent; --json: lists)
+  watershed_ift                    --markers M (integers, the input's shape; < 0 background),
+                                     --structure | --connectivity; the input uint8 or uint16
+  distance_transform_edt           --sampling S[,S..], --return-indices I.npy
+  distance_transform_cdt           --metric chessboard|taxicab (default chessboard),
+                                     --return-indices
+  distance_transform_bf            --metric euclidean|taxicab|chessboard, --sampling (euclidean),
+                                     --return-indices
+  measure                          --stats NAME[,NAME..], --labels L, --index 1,2,3 | all; prints a
+                                     table (--json: one object); no --output
+  sum (sum_labels), mean, variance, standard_deviation, minimum, maximum, median,
+  minimum_position, maximum_position, center_of_mass, extrema
+                                   one statistic by scipy's name: measure --stats NAME
+  Measurements follow scipy: no --labels, the whole input is one region; --labels without
+  --index, every label > 0 together; --index L,.. one result per label (count 0 and null
+  where a label is absent); --index all (kiln's) every label > 0 present. Sums run in float64 in
+  row-major order (scipy's path for a list of labels); of tied minima/maxima the first in
+  row-major order is reported. label, find_objects, watershed_ift and the distance transforms
+  run scipy's algorithms on the host (scipy's labels and, on ties, its nearest element);
+  map_coordinates runs on the device. A mask is non-zero = foreground. Files: labels .npy int32,
+  .png/.tif 16-bit (refused over 65535 labels), .nii/.nii.gz float32 with the input's header
+  (refused over 2^24); distances .npy float64 (cdt int32, bf taxicab/chessboard uint32),
+  .tif float32 (2-D), .nii/.nii.gz float32; indices .npy int32 (ndim, ...). .npy input may be
+  any rank and bool, (u)int8-64, float32/64; PNG/TIFF one channel. map_coordinates writes
+  scipy's type for the input: float32 for float32 (and NIfTI), uint8/uint16 for 8/16-bit
+  images (rounded and clipped), float64 otherwise. label and the distance transforms take a
+  batch (a directory or a glob, file by file).
   Interpolation also reads --order 0-5 (default 3), --mode (default constant; scipy's: constant,
   grid-constant, nearest, reflect, grid-mirror, mirror, wrap, grid-wrap), --cval (constant
   modes), --prefilter true|false. Results are scipy 1.17's bits for a float32 array (an 8/16-bit
   image: computed in float64, stored as scipy stores into uint8/uint16: t + 0.5 truncated,
   clamped); every channel (alpha too) is resampled; CPU and CUDA give the same bits. The output's
   shape may differ from the input's. NIfTI: after zoom the voxel sizes (pixdim), the sform and
-  the qform offset follow the new grid (the volume covers the same space); shift, rotate,
-  affine_transform and the spline filters keep the input's header as it is (only the dims
-  follow the data; the affine is not moved with a rotated or reshaped grid). A 4-D volume is
-  resampled volume by volume along t.
+  the qform offset follow the new grid (the volume covers the same space); after shift, rotate
+  and affine_transform the sform moves with the grid (each output voxel keeps the world position
+  of the point it was sampled from) and so does the qform while the map stays rigid in world
+  space (else qform_code is set to 0; --json says so); the spline filters keep the header. A
+  4-D volume is resampled volume by volume along t.
   Rank filters and morphology keep 8/16-bit data in its type on the device and give the CPU's
   bits exactly. Binary results are 0/1 in the input's type (an 8-bit PNG mask holds 0 and 1).
   filters (not binary_*): --mode reflect|constant|nearest|mirror|wrap|grid-wrap|grid-constant|grid-mirror,
@@ -91,6 +127,13 @@ Examples:
   kiln ndimage zoom --input t1.nii.gz --zoom 2,2,1 --order 1 --output t1_up.nii.gz
   kiln ndimage rotate --input slice.png --angle 30 --reshape false --mode nearest --output r.png
   kiln ndimage affine_transform --input vol.npy --matrix 'a.npy' --output-shape 64,64,32 --output o.npy
+  kiln ndimage map_coordinates --input slice.npy --coordinates pts.npy --order 1 --output v.npy
+  kiln ndimage label --input mask.png --connectivity 2 --output labels.npy --json
+  kiln ndimage find_objects --input labels.npy --json
+  kiln ndimage distance_transform_edt --input mask.nii.gz --sampling 1,1,2.5 --output dist.nii.gz
+  kiln ndimage measure --input t1.nii.gz --labels seg.nii.gz --index all --stats mean,median,extrema
+  kiln ndimage mean --input cells.tif --labels labels.npy --index 1,2,3 --json
+  kiln ndimage watershed_ift --input grad.png --markers seeds.npy --output regions.npy
 ";
 
 /// `kiln ndimage` options.
@@ -103,9 +146,10 @@ pub struct Args {
     /// The file to filter, or for a batch a directory or a quoted glob.
     #[arg(long, value_name = "FILE|DIR|GLOB")]
     pub(crate) input: PathBuf,
-    /// Where to write the result (a directory for a batch).
+    /// Where to write the result (a directory for a batch); the measurements and
+    /// find_objects print theirs instead.
     #[arg(long, value_name = "FILE|DIR")]
-    pub(crate) output: PathBuf,
+    pub(crate) output: Option<PathBuf>,
     /// Gaussian standard deviation(s), one per axis or one for all.
     #[arg(long, value_name = "S[,S..]")]
     pub(crate) sigma: Option<String>,
@@ -147,11 +191,12 @@ pub struct Args {
     /// --size.
     #[arg(long, value_name = "FILE.npy")]
     pub(crate) footprint: Option<String>,
-    /// Grey morphology: a non-flat structuring element (.npy values); binary morphology:
-    /// the structuring element (.npy, bool or 0/1).
+    /// Grey morphology: a non-flat structuring element (.npy values); binary morphology,
+    /// label, watershed_ift: the structuring element (.npy, bool or 0/1).
     #[arg(long, value_name = "FILE.npy")]
     pub(crate) structure: Option<String>,
-    /// Binary morphology: the structure generate_binary_structure(ndim, C) (default 1).
+    /// Binary morphology, label, watershed_ift: the structure
+    /// generate_binary_structure(ndim, C) (default 1).
     #[arg(long, value_name = "C")]
     pub(crate) connectivity: Option<usize>,
     /// rank_filter: the rank (0 is the minimum; negative counts from the top).
@@ -208,6 +253,35 @@ pub struct Args {
     /// zoom: align the pixel edges, not the corner samples (default false).
     #[arg(long, value_name = "true|false")]
     pub(crate) grid_mode: Option<String>,
+    /// distance_transform_edt, _bf: the spacing along each axis (one for all; default 1).
+    #[arg(long, value_name = "S[,S..]")]
+    pub(crate) sampling: Option<String>,
+    /// Distance transforms: also write each element's nearest background element's
+    /// coordinates (int32, shape (ndim, ...), scipy's `indices`).
+    #[arg(long, value_name = "FILE.npy")]
+    pub(crate) return_indices: Option<PathBuf>,
+    /// distance_transform_cdt: chessboard (default) or taxicab; distance_transform_bf:
+    /// euclidean (default), taxicab or chessboard.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) metric: Option<String>,
+    /// map_coordinates: where to sample, shape (ndim, ...) (.npy).
+    #[arg(long, value_name = "FILE.npy")]
+    pub(crate) coordinates: Option<PathBuf>,
+    /// Measurements: the labelled regions (integers, the input's shape).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) labels: Option<PathBuf>,
+    /// Measurements: the labels measured, one result each (`all`: every label above 0).
+    #[arg(long, value_name = "L[,L..]|all", allow_hyphen_values = true)]
+    pub(crate) index: Option<String>,
+    /// measure: the statistics, scipy's function names (sum, mean, variance, ...).
+    #[arg(long, value_name = "NAME[,NAME..]")]
+    pub(crate) stats: Option<String>,
+    /// watershed_ift: the markers (integers, the input's shape; negative: background).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) markers: Option<PathBuf>,
+    /// find_objects: the largest label looked for (default: the largest present).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_label: Option<usize>,
 }
 
 /// What a function becomes.
@@ -243,6 +317,14 @@ impl Planned {
 
 /// The function `name` for `ndim`-D data.
 fn plan(name: &str, ndim: usize, p: &NdParams, a: &Args) -> anyhow::Result<Planned> {
+    if let Some(flag) = crate::ndimage_label::array_flags_given(a).first() {
+        return Err(invalid(
+            flag,
+            format!(
+                "{name} does not take {flag} (a flag of the labelling, distance and measurement functions)"
+            ),
+        ));
+    }
     if let Some(flag) = interp::interp_flags_given(a).first() {
         if rank::RANK_FUNCTIONS.iter().any(|f| f.0 == name)
             || linear_spec::FUNCTIONS.iter().any(|f| f.0 == name)
@@ -309,6 +391,8 @@ fn plan(name: &str, ndim: usize, p: &NdParams, a: &Args) -> anyhow::Result<Plann
         .map(|f| f.0)
         .chain(rank::RANK_FUNCTIONS.iter().map(|f| f.0))
         .chain(interp::INTERP_FUNCTIONS.iter().map(|f| f.0))
+        .chain(crate::ndimage_label::ARRAY_FUNCTIONS.iter().map(|f| f.0))
+        .chain(crate::ndimage_measure::STATS.iter().copied())
         .collect();
     Err(invalid(
         "FUNCTION",
@@ -406,6 +490,10 @@ fn data_rank(path: &Path, batch: bool) -> anyhow::Result<usize> {
 /// `kiln ndimage`; see the module docs.
 pub fn run(a: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<ExitCode> {
     let t_start = Instant::now();
+    if crate::ndimage_label::is_array_fn(&a.function) {
+        return crate::ndimage_label::run(a, request, cfg);
+    }
+    let output = crate::ndimage_label::output_of(a)?.to_path_buf();
     let interp_plan = if interp::is_interp(&a.function) {
         Some(interp::plan(a)?)
     } else {
@@ -430,7 +518,7 @@ pub fn run(a: &Args, request: DeviceRequest, cfg: &Config) -> anyhow::Result<Exi
         kernel: a.function.clone(),
         mode: a.mode.clone().unwrap_or_else(|| "reflect".into()),
         cval: a.cval,
-        output: a.output.clone(),
+        output,
         json: a.json,
         readers: a.readers,
         writers: a.writers,

@@ -7,6 +7,7 @@
 
 use crate::filter_cmd::invalid;
 use crate::ndimage_cmd::Args;
+use crate::ndimage_header::IndexMap;
 use kiln::ndimage::scipy_interp::{self as si, AffineMatrix, InterpOptions};
 use kiln::ndimage::InterpMode;
 use kiln::{DType, Runtime, Tensor};
@@ -172,6 +173,7 @@ pub(crate) fn plan(a: &Args) -> anyhow::Result<InterpPlan> {
         .find(|f| f.0 == name)
         .ok_or_else(|| invalid("FUNCTION", format!("`{name}` is not an interpolation function")))?;
     let mut given = interp_flags_given(a);
+    given.extend(crate::ndimage_label::array_flags_given(a));
     for (flag, set) in [
         ("--order", a.order.is_some()),
         ("--mode", a.mode.is_some()),
@@ -412,6 +414,52 @@ impl InterpPlan {
             .map(|&z| if *grid_mode { 0.5 * z - 0.5 } else { 0.0 })
             .collect();
         Ok(Some((f, start)))
+    }
+
+    /// The index map (input coordinate = `m · o + t`) of shift, rotate and affine_transform
+    /// on a volume of `shape`, which the NIfTI header follows; `None` for zoom (its own
+    /// grid, [`Self::zoom_grid`]) and the spline filters (the grid is unchanged).
+    pub(crate) fn index_map(&self, shape: &[usize; 3]) -> anyhow::Result<Option<IndexMap>> {
+        Ok(match &self.f {
+            InterpFn::Shift(s) => {
+                let s = per_axis("--shift", s, 3)?;
+                Some(IndexMap::shift([-s[0], -s[1], -s[2]]))
+            }
+            InterpFn::Rotate { angle, axes, reshape } => {
+                let p = si::rotate_plan(shape, *angle, *axes, *reshape)
+                    .map_err(|e| anyhow::Error::from(e).context("--axes"))?;
+                let [i, j] = p.axes;
+                let mut map = IndexMap::shift([0.0; 3]);
+                map.m[i][i] = p.matrix[0];
+                map.m[i][j] = p.matrix[1];
+                map.m[j][i] = p.matrix[2];
+                map.m[j][j] = p.matrix[3];
+                map.t[i] = p.offset[0];
+                map.t[j] = p.offset[1];
+                Some(map)
+            }
+            InterpFn::Affine { matrix, offset, .. } => {
+                let (m, t) = si::affine_params(matrix, offset, 3)
+                    .map_err(|e| anyhow::Error::from(e).context("--matrix"))?;
+                let mut map = IndexMap::shift([t[0], t[1], t[2]]);
+                for r in 0..3 {
+                    for c in 0..3 {
+                        map.m[r][c] = match m.shape[..] {
+                            [_] => {
+                                if r == c {
+                                    m.values[r]
+                                } else {
+                                    0.0
+                                }
+                            }
+                            _ => m.values[r * 3 + c],
+                        };
+                    }
+                }
+                Some(map)
+            }
+            _ => None,
+        })
     }
 
     /// The function on `t` (an f32 tensor of the planned rank), as `out` (f32 or f64).

@@ -7,8 +7,9 @@
 //!   that array, bit for bit. Float data (float TIFF, `.npy`, NIfTI) gives float32: scipy's
 //!   result for a float32 array. Every channel is resampled, alpha included.
 //! - NIfTI: after `zoom` the voxel sizes, the sform and the qform offset follow the new grid
-//!   (`kiln_io::Volume::resample_grid`), so the volume covers the same space; the other
-//!   functions keep the input's header (dims from the data).
+//!   (`kiln_io::Volume::resample_grid`), so the volume covers the same space; after `shift`,
+//!   `rotate` and `affine_transform` the sform and (while the map stays rigid) the qform move
+//!   with the resampling (`ndimage_header.rs`); the spline filters keep the header.
 //! - A batch (a directory or a glob) runs file by file; a failed file is reported and the
 //!   rest go on (`--fail-fast`: stop), the exit code that of the first failure.
 
@@ -48,7 +49,8 @@ pub(crate) struct InterpSummary {
     fallback_reason: Option<String>,
     output: String,
     output_type: &'static str,
-    /// NIfTI output: what happened to the header (`scaled` after zoom, else `kept`).
+    /// NIfTI output: what happened to the header (`scaled` after zoom; after shift, rotate
+    /// and affine_transform `moved` or why not, `ndimage_header`; else `kept`).
     #[serde(skip_serializing_if = "Option::is_none")]
     header: Option<&'static str>,
     /// Seconds resampling (upload, compute, download).
@@ -329,11 +331,17 @@ fn run_volume(
             .into_owned()
     };
     let grid = plan.zoom_grid(&dims)?;
+    let map = plan.index_map(&dims)?;
     let input_type = volume_input_type(fin, &vol);
     vol.data = data;
     let nifti = matches!(fout, Format::Nifti | Format::NiftiGz);
+    let mut header = "kept";
     if let Some((f, st)) = &grid {
         vol.resample_grid([f[0], f[1], f[2]], [st[0], st[1], st[2]]);
+        header = "scaled";
+    }
+    if let Some(m) = &map {
+        header = crate::ndimage_header::follow(&mut vol.header, m);
     }
     kiln_io::write_volume(output, &vol).map_err(io_error("--output"))?;
     let mut s = summary(plan, input, output);
@@ -342,7 +350,7 @@ fn run_volume(
     s.layout = if n > 1 { "volumes" } else { "volume" };
     s.input_type = input_type;
     s.items = n;
-    s.header = nifti.then_some(if grid.is_some() { "scaled" } else { "kept" });
+    s.header = nifti.then_some(header);
     s.seconds = seconds;
     Ok(s)
 }
@@ -396,12 +404,13 @@ pub(crate) fn run(
     }
     let rt = Runtime::new(request, cfg)?;
     if !is_batch {
-        let s = run_file(plan, &a.input, &a.output, ndim, a.batch, &rt, t_start)?;
+        let out = crate::ndimage_label::output_of(a)?;
+        let s = run_file(plan, &a.input, out, ndim, a.batch, &rt, t_start)?;
         print(&s, a.json)?;
         return Ok(ExitCode::from(exit::OK));
     }
     let listing = crate::filter_batch::list_inputs(&a.input, ndim == 2)?;
-    let outs = crate::filter_batch::output_paths(&a.output, &listing.files)?;
+    let outs = crate::filter_batch::output_paths(crate::ndimage_label::output_of(a)?, &listing.files)?;
     let mut done = Vec::new();
     let mut failed: Vec<(PathBuf, String, u8)> = Vec::new();
     for (f, o) in listing.files.iter().zip(&outs) {

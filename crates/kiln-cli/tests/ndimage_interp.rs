@@ -3,7 +3,7 @@
 //! `.npy` and NIfTI volumes and a 4-D series, each output equal to the bit to
 //! `kiln::ndimage::scipy_interp` on the same data on the CPU (the functions kiln-py's
 //! `_ndimage_interp.py` runs, checked against scipy by the Python suite); the NIfTI header
-//! after zoom; and every bad-input case with exit 4 and nothing written.
+//! after zoom, shift, rotate and affine_transform (each voxel's world position kept); and every bad-input case with exit 4 and nothing written.
 #![allow(clippy::unwrap_used)]
 
 mod filter_support;
@@ -213,9 +213,9 @@ fn volumes_and_series_give_the_facade_bits() {
     });
     let s = kiln_io::read_volume(d.p("s.nii")).unwrap();
     assert_eq!(bits(&flat(&s.data)), bits(&want.1));
+    // the header moves with the grid (world positions: the header test below)
     let inp = kiln_io::read_volume(d.p("v.nii.gz")).unwrap();
-    assert_eq!(s.affine(), inp.affine(), "shift keeps the header");
-    assert_eq!(s.header.pixdim, inp.header.pixdim);
+    assert_ne!(s.affine(), inp.affine(), "shift moves the sform");
     let m = "1,0.1,0,0.5;0,0.9,0.2,-1;0.05,0,1.1,0";
     d.ok(&format!(
         "ndimage affine_transform --input v.npy --matrix {m} --order 1 --output a.npy"
@@ -256,6 +256,85 @@ fn world(a: &[[f64; 4]; 4], v: [f64; 3]) -> [f64; 3] {
         *o = a[r][3] + (0..3).map(|j| a[r][j] * v[j]).sum::<f64>();
     }
     w
+}
+
+/// The qform's affine of a volume (its sform left out).
+fn qform(v: &kiln_io::Volume) -> [[f64; 4]; 4] {
+    kiln_io::header_affine(&kiln_io::NiftiHeader {
+        sform_code: 0,
+        ..v.header.clone()
+    })
+}
+
+#[test]
+fn shift_rotate_and_affine_transform_keep_each_voxels_world_position() {
+    let d = Dir::new();
+    let shape = [7, 6, 5];
+    // one bright voxel at (2, 1, 3); order 0 moves it whole
+    let mut x = vec![0.0f32; 7 * 6 * 5];
+    x[2 * 30 + 5 + 3] = 100.0;
+    let mut vol = Volume::new(ArrayD::from_shape_vec(IxDyn(&shape), x).unwrap());
+    vol.header = oblique_header();
+    // equal voxel sizes in the plane of axes 0 and 1, so rotations there stay rigid
+    vol.header.pixdim[1] = 0.9;
+    kiln_io::write_volume(d.p("v.nii"), &vol).unwrap();
+    let inp = kiln_io::read_volume(d.p("v.nii")).unwrap();
+    for (args, at) in [
+        ("shift --shift 1,2,-1", [3, 3, 2]),
+        // 90 degrees in the plane (0, 1), reshaped to 6x7: output (i, j) reads input
+        // (j, 5 - i), so input (2, 1) is output (4, 2)
+        ("rotate --angle 90", [4, 2, 3]),
+        // axes 0 and 1 swapped (a reflection: qfac flips) and offset by 1 along axis 0
+        (
+            "affine_transform --matrix 0,1,0;1,0,0;0,0,1 --offset 1,0,0",
+            [1, 1, 3],
+        ),
+        // a diagonal: output (i, j, k) reads input (2 i, j, k); the voxel size along 0 doubles
+        ("affine_transform --matrix 2,1,1", [1, 1, 3]),
+    ] {
+        let j = d.ok(&format!(
+            "ndimage {args} --order 0 --input v.nii --output o.nii --json"
+        ));
+        assert_eq!(j["header"], "moved", "{args}");
+        let out = kiln_io::read_volume(d.p("o.nii")).unwrap();
+        let k = out.data.iter().position(|&v| v == 100.0).unwrap();
+        let s = out.data.shape();
+        let o = [k / (s[1] * s[2]), k / s[2] % s[1], k % s[2]];
+        assert_eq!(o, at, "{args}");
+        assert_eq!((out.header.qform_code, out.header.sform_code), (1, 2), "{args}");
+        // the qform's voxel size along axis 0: doubled by the diagonal, axis 1's after the swap
+        let scale0 = if args.contains("2,1,1") { 2.0 } else { 1.0 };
+        let from = if args.contains("0,1,0;1,0,0") { 2 } else { 1 };
+        let want = f64::from(inp.header.pixdim[from]) * scale0;
+        let got = f64::from(out.header.pixdim[1]);
+        assert!((got - want).abs() < 1e-5, "{args}: {:?}", out.header.pixdim);
+        let vo = o.map(|v| v as f64);
+        for (a_in, a_out) in [(inp.affine(), out.affine()), (qform(&inp), qform(&out))] {
+            let (p, q) = (world(&a_in, [2.0, 1.0, 3.0]), world(&a_out, vo));
+            for r in 0..3 {
+                assert!((p[r] - q[r]).abs() < 1e-3, "{args}: {p:?} vs {q:?}");
+            }
+        }
+    }
+    // 30 degrees in a plane of unequal voxel sizes is a shear in world space: the sform
+    // follows, no qform can, so its code is cleared
+    let j = d.ok("ndimage rotate --angle 30 --axes 0,2 --input v.nii --output r.nii --json");
+    assert!(
+        j["header"].as_str().unwrap().contains("qform_code set to 0"),
+        "{j}"
+    );
+    let r = kiln_io::read_volume(d.p("r.nii")).unwrap();
+    assert_eq!((r.header.qform_code, r.header.sform_code), (0, 2));
+    // pixdim: the voxel sizes under the new sform (its columns' lengths)
+    let a = r.affine();
+    for (c, p) in r.header.pixdim[1..4].iter().enumerate() {
+        let n = a[..3].iter().map(|row| row[c] * row[c]).sum::<f64>().sqrt();
+        assert!((f64::from(*p) - n).abs() < 1e-5, "pixdim {c}");
+    }
+    // the spline filters keep the header as it is
+    let j = d.ok("ndimage spline_filter --input v.nii --output f.nii --json");
+    assert_eq!(j["header"], "kept");
+    assert_eq!(kiln_io::read_volume(d.p("f.nii")).unwrap().header, inp.header);
 }
 
 #[test]
