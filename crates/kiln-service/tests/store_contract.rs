@@ -12,7 +12,8 @@ mod store_support;
 mod contract_leases;
 
 use contract_leases::{
-    a_lease_expiring_on_the_last_attempt_fails_the_job, a_shard_lost_on_its_last_attempt_fails_its_parent,
+    a_drain_gives_the_interrupted_attempt_back, a_lease_expiring_on_the_last_attempt_fails_the_job,
+    a_shard_lost_on_its_last_attempt_fails_its_parent,
 };
 use kiln_service::store::*;
 use store_support::{job, LEASE};
@@ -698,4 +699,5 @@ both_stores!(
     shards_are_deleted_with_their_parent,
     a_lease_expiring_on_the_last_attempt_fails_the_job,
     a_shard_lost_on_its_last_attempt_fails_its_parent,
+    a_drain_gives_the_interrupted_attempt_back,
 );

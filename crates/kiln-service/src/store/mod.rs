@@ -671,7 +671,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// Flush and close; later calls fail.
     fn close(&self) -> BoxFuture<'_, StoreResult<()>>;
     /// Return every running job of `node` (lease owners `node/...`) to the queue: its
-    /// workers are gone (shutdown). Returns how many.
+    /// workers are gone (shutdown). The interrupted attempt is given back (a drain is not
+    /// the job's fault), so a job drained on its last attempt runs that attempt again
+    /// rather than an attempt past `max_attempts`. Returns how many.
     fn release_node(&self, node: &str) -> BoxFuture<'_, StoreResult<u64>>;
     /// Register or refresh `node` (its heartbeat) and renew the leases of the jobs it holds
     /// to now + `lease`.

@@ -668,7 +668,8 @@ impl JobStore for SqliteStore {
         self.write(move |c| {
             let n = exec(
                 c,
-                "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
+                "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL, \
+                 attempts = max(attempts - 1, 0) \
                  WHERE state = 'running' AND substr(lease_owner, 1, length(?1)) = ?1",
                 params![node],
             )?;

@@ -172,3 +172,29 @@ pub async fn a_shard_lost_on_its_last_attempt_fails_its_parent(s: &dyn JobStore)
     assert_eq!(s.counts().await.unwrap().in_flight_by_principal, []);
     assert_eq!(s.requeue_orphans("n/").await.unwrap(), Orphans::default());
 }
+
+/// A drained node's jobs (`release_node`) go back to the queue with the interrupted attempt
+/// given back: a job drained on its last attempt is claimed again as that attempt, never
+/// as attempt `max_attempts + 1`, and other nodes' jobs are left alone.
+pub async fn a_drain_gives_the_interrupted_attempt_back(s: &dyn JobStore) {
+    s.insert(job("j_d", "D", None, "h")).await.unwrap();
+    s.insert(job("j_o", "O", None, "h")).await.unwrap();
+    claim_one(s, "nd/0", Some("D"), LEASE, "j_d", 1).await;
+    claim_one(s, "no/0", Some("O"), LEASE, "j_o", 1).await;
+    assert_eq!(s.release_node("nd").await.unwrap(), 1);
+    claim_one(s, "nd/0", Some("D"), LEASE, "j_d", 1).await;
+    assert_eq!(s.release_node("nd").await.unwrap(), 1);
+    let back = s.get("j_d").await.unwrap().unwrap();
+    assert_eq!((back.state, back.attempts), (JobState::Queued, 0));
+    // the job's own failures still count: attempt 1 lost to an expired lease, attempt 2
+    // drained and given back, then claimed as 2 of 2
+    claim_one(s, "nd/0", Some("D"), SHORT, "j_d", 1).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    // (live owners "no/...": SQLite's sweep also takes running jobs of owners not live)
+    assert_eq!(s.requeue_orphans("no/").await.unwrap().requeued, 1);
+    claim_one(s, "nd/0", Some("D"), LEASE, "j_d", 2).await;
+    assert_eq!(s.release_node("nd").await.unwrap(), 1);
+    claim_one(s, "nd/0", Some("D"), LEASE, "j_d", 2).await;
+    let other = s.get("j_o").await.unwrap().unwrap();
+    assert_eq!((other.state, other.attempts), (JobState::Running, 1));
+}

@@ -631,7 +631,8 @@ impl JobStore for PgStore {
             let c = self.conn().await?;
             let rows = c
                 .query(
-                    "WITH u AS (UPDATE kiln_jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL \
+                    "WITH u AS (UPDATE kiln_jobs SET state = 'queued', lease_owner = NULL, lease_until_ms = NULL, \
+                     attempts = GREATEST(attempts - 1, 0) \
                      WHERE state = 'running' AND starts_with(lease_owner, $1) RETURNING 1) \
                      SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('kiln_jobs', '') END FROM u",
                     &[&prefix],
