@@ -41,16 +41,16 @@ pub(super) fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
 }
 
 pub(super) fn get_job(c: &Connection, id: &str, with_result: bool) -> rusqlite::Result<Option<JobRecord>> {
+    // cached statements: a job is read once or more per request (`?wait=`, GET), and
+    // parsing the SQL each time showed in the server's profile
     let mut job = c
-        .query_row(
-            &format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"),
-            [id],
-            job_row,
-        )
+        .prepare_cached(&format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"))?
+        .query_row([id], job_row)
         .optional()?;
     if let (Some(j), true) = (job.as_mut(), with_result) {
         if let Some((body, shards)) = c
-            .query_row("SELECT body, shards FROM results WHERE job_id = ?1", [id], |r| {
+            .prepare_cached("SELECT body, shards FROM results WHERE job_id = ?1")?
+            .query_row([id], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
             })
             .optional()?
