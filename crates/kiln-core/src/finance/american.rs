@@ -31,7 +31,10 @@ use super::analytic::bsm;
 use super::OptionType;
 use crate::error::{Error, Result};
 
+pub mod barrier;
 pub mod lsm;
+
+pub use barrier::{american_barrier_binomial, american_barrier_continuous, AmericanBarrierSpec};
 
 pub use lsm::{
     continuation, lsm_finish, regression_coefficients, run_lsm, solve3, LsmBackend, LsmPlan, RegressionSums,
