@@ -244,7 +244,7 @@ fn work(o: &OptionRow, mc: &McParams) -> u64 {
             Some(f) => mc.steps.div_ceil(f).saturating_mul(f),
             None => mc.steps,
         },
-        RowKind::American(dates) => dates.unwrap_or(mc.steps),
+        RowKind::American(dates) | RowKind::AmericanBarrier(dates) => dates.unwrap_or(mc.steps),
         // one step to maturity, each path costs a step per asset
         RowKind::Basket { assets, .. } => assets,
     };
@@ -270,6 +270,9 @@ fn mc_refusal(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<St
         RowKind::American(_) => o
             .american(mc.steps)
             .map_or(Ok(()), |a| LsmPlan::new(&a, mc, 0).map(drop)),
+        RowKind::AmericanBarrier(_) => o
+            .american_barrier(mc.steps)
+            .map_or(Ok(()), |a| LsmPlan::new(&a.option, mc, 0).map(drop)),
         RowKind::Basket { .. } => o
             .basket(baskets)
             .map_or(Ok(()), |b| BasketPathParams::new(&b, mc).map(drop)),
@@ -308,11 +311,15 @@ fn unsupported(
                 why.replace("use method mc", "price it with --method mc")
             )
         }),
-        RowKind::Heston(_) | RowKind::American(_) | RowKind::Basket { .. } if target => Some(
-            "--target-se prices Black-Scholes rows only (model bs, not american or basket); price this one \
-             without it"
-                .to_string(),
-        ),
+        RowKind::Heston(_) | RowKind::American(_) | RowKind::AmericanBarrier(_) | RowKind::Basket { .. }
+            if target =>
+        {
+            Some(
+                "--target-se prices Black-Scholes rows only (model bs, not american or basket); price this one \
+                 without it"
+                    .to_string(),
+            )
+        }
         _ => None,
     }
 }
@@ -327,6 +334,13 @@ fn book_option(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<B
             spec,
             continuous: dates.is_none(),
         }),
+        RowKind::AmericanBarrier(dates) => {
+            o.american_barrier(mc.steps)
+                .map(|spec| BookOption::AmericanBarrier {
+                    spec,
+                    continuous: dates.is_none(),
+                })
+        }
         RowKind::Basket { .. } => o.basket(baskets).map(BookOption::Basket),
     }
 }

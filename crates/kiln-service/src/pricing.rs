@@ -258,6 +258,12 @@ fn csv_book(
                     spec,
                     continuous: dates.is_none(),
                 }),
+                RowKind::AmericanBarrier(dates) => {
+                    r.american_barrier(steps).map(|spec| BookOption::AmericanBarrier {
+                        spec,
+                        continuous: dates.is_none(),
+                    })
+                }
                 RowKind::Basket { .. } => None,
             };
             let where_ = format!("inputs.csv_blob: row {} (id `{}`)", r.row, r.id);

@@ -369,6 +369,7 @@ impl BookOption {
             BookOption::Plain(s) => s.validate(),
             BookOption::Heston(h) => h.validate(),
             BookOption::American { spec, .. } => spec.validate(),
+            BookOption::AmericanBarrier { spec, .. } => spec.validate(),
             BookOption::Basket(b) => b.factor().map(|_| ()),
         }
     }
