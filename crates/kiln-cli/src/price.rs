@@ -55,7 +55,10 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
   Kou's shifted barrier (an approximation, best with many dates).
   styles: european asian_arithmetic asian_geometric barrier_up_out barrier_up_in
           barrier_down_out barrier_down_in american (fixings: the exercise dates, equally
-          spaced, the last at maturity; empty: continuous exercise) basket (see below)
+          spaced, the last at maturity; empty: continuous exercise) american_barrier_up_out
+          american_barrier_up_in american_barrier_down_out american_barrier_down_in (an
+          American option with a continuously monitored barrier and rebate; fixings as for
+          american) basket (see below)
   rate and dividend continuously compounded per year, volatility per sqrt(year) (0.2 = 20%),
   maturity in years. Rows are numbered from 1 after the header (blank lines not counted).
 Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Greek is not
@@ -74,7 +77,10 @@ Methods: analytic prices european (all Greeks), asian_geometric (no theta) and t
   American rows: analytic is a binomial tree (2000 steps; with fixings the option is
   exercisable on those dates only, else at any time); mc is Longstaff-Schwartz with the
   fixings (or --steps) as exercise dates (philox only, no --antithetic or
-  --control-variate; in-sample, biased slightly low). No Greeks. --target-se prices
+  --control-variate; in-sample, biased slightly low). No Greeks. American barrier rows:
+  analytic is the barrier-corrected tree (2000 steps); mc is Longstaff-Schwartz on the CPU
+  only (the barrier checked on the dates, Broadie-Glasserman-Kou corrected; biased low, up
+  to a few percent next to the barrier). --target-se prices
   single-asset Black-Scholes rows only; --devices sends heston, american and basket rows to
   one device.
 Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average arithmetic;
