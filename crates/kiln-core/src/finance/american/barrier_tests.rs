@@ -249,3 +249,17 @@ fn validation_names_the_field() {
         .to_string()
         .contains("steps"));
 }
+
+/// One tree (no averaging) against `scripts/american_barrier_tree.py`, an independent
+/// plain-Python implementation: Haug's down-and-out call (H = 95, X = 100, rebate 3, one
+/// date) at 400 steps, and a down-and-out put exercisable at every step at 500 steps (the
+/// edge value `max(rebate, payoff at the barrier)`), both printed by the script.
+#[test]
+fn one_tree_matches_the_independent_python_tree() {
+    let call = spec(Call, DO, 100.0, 100.0, 95.0, 3.0, 0.08, 0.04, 0.25, 0.5, 1);
+    let got = barrier_tree(&call, 400, 1).unwrap();
+    assert!((got - 6.793_467_992_546).abs() < 1e-9, "{got}");
+    let put = spec(Put, DO, 40.0, 40.0, 36.0, 0.0, 0.06, 0.0, 0.2, 1.0, 1);
+    let got = barrier_tree(&put, 1, 500).unwrap();
+    assert!((got - 2.157_582_062_540).abs() < 1e-9, "{got}");
+}
