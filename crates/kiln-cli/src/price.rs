@@ -55,7 +55,10 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
   Kou's shifted barrier (an approximation, best with many dates).
   styles: european asian_arithmetic asian_geometric barrier_up_out barrier_up_in
           barrier_down_out barrier_down_in american (fixings: the exercise dates, equally
-          spaced, the last at maturity; empty: continuous exercise) basket (see below)
+          spaced, the last at maturity; empty: continuous exercise) american_barrier_up_out
+          american_barrier_up_in american_barrier_down_out american_barrier_down_in (an
+          American option with a continuously monitored barrier and rebate; fixings as for
+          american) basket (see below)
   rate and dividend continuously compounded per year, volatility per sqrt(year) (0.2 = 20%),
   maturity in years. Rows are numbered from 1 after the header (blank lines not counted).
 Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Greek is not
@@ -77,7 +80,10 @@ Methods: analytic prices european (all Greeks), asian_geometric (no theta) and t
   American rows: analytic is a binomial tree (2000 steps; with fixings the option is
   exercisable on those dates only, else at any time); mc is Longstaff-Schwartz with the
   fixings (or --steps) as exercise dates (philox only, no --antithetic or
-  --control-variate; in-sample, biased slightly low). No Greeks. --target-se prices
+  --control-variate; in-sample, biased slightly low). No Greeks. American barrier rows:
+  analytic is the barrier-corrected tree (2000 steps); mc is Longstaff-Schwartz on the CPU
+  only (the barrier checked on the dates, Broadie-Glasserman-Kou corrected; biased low, up
+  to a few percent next to the barrier). --target-se prices
   single-asset Black-Scholes rows only; --devices sends heston, american and basket rows to
   one device.
 Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average arithmetic;
@@ -245,7 +251,7 @@ fn work(o: &OptionRow, mc: &McParams) -> u64 {
             Some(f) => mc.steps.div_ceil(f).saturating_mul(f),
             None => mc.steps,
         },
-        RowKind::American(dates) => dates.unwrap_or(mc.steps),
+        RowKind::American(dates) | RowKind::AmericanBarrier(dates) => dates.unwrap_or(mc.steps),
         // one step to maturity, each path costs a step per asset
         RowKind::Basket { assets, .. } => assets,
     };
@@ -271,6 +277,9 @@ fn mc_refusal(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<St
         RowKind::American(_) => o
             .american(mc.steps)
             .map_or(Ok(()), |a| LsmPlan::new(&a, mc, 0).map(drop)),
+        RowKind::AmericanBarrier(_) => o
+            .american_barrier(mc.steps)
+            .map_or(Ok(()), |a| LsmPlan::new(&a.option, mc, 0).map(drop)),
         RowKind::Basket { .. } => o
             .basket(baskets)
             .map_or(Ok(()), |b| BasketPathParams::new(&b, mc).map(drop)),
@@ -309,11 +318,15 @@ fn unsupported(
                 why.replace("use method mc", "price it with --method mc")
             )
         }),
-        RowKind::Heston(_) | RowKind::American(_) | RowKind::Basket { .. } if target => Some(
-            "--target-se prices Black-Scholes rows only (model bs, not american or basket); price this one \
-             without it"
-                .to_string(),
-        ),
+        RowKind::Heston(_) | RowKind::American(_) | RowKind::AmericanBarrier(_) | RowKind::Basket { .. }
+            if target =>
+        {
+            Some(
+                "--target-se prices Black-Scholes rows only (model bs, not american or basket); price this one \
+                 without it"
+                    .to_string(),
+            )
+        }
         _ => None,
     }
 }
@@ -328,6 +341,13 @@ fn book_option(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<B
             spec,
             continuous: dates.is_none(),
         }),
+        RowKind::AmericanBarrier(dates) => {
+            o.american_barrier(mc.steps)
+                .map(|spec| BookOption::AmericanBarrier {
+                    spec,
+                    continuous: dates.is_none(),
+                })
+        }
         RowKind::Basket { .. } => o.basket(baskets).map(BookOption::Basket),
     }
 }

@@ -176,6 +176,12 @@ fn book_option(o: &OptionRow, steps: u32, baskets: &[kiln_io::basket_csv::Basket
             spec,
             continuous: dates.is_none(),
         }),
+        RowKind::AmericanBarrier(dates) => {
+            o.american_barrier(steps).map(|spec| BookOption::AmericanBarrier {
+                spec,
+                continuous: dates.is_none(),
+            })
+        }
         RowKind::Basket { .. } => o.basket(baskets).map(BookOption::Basket),
     }
 }

@@ -19,7 +19,11 @@
 //! - `type` is `call` or `put`, `style` one of [`Style::name`]'s names (`european`,
 //!   `asian_arithmetic`, `asian_geometric`, `barrier_up_out`, `barrier_up_in`,
 //!   `barrier_down_out`, `barrier_down_in`), `american` ([`RowKind::American`]: its
-//!   `fixings` are the exercise dates, empty for continuous exercise) or `basket`
+//!   `fixings` are the exercise dates, empty for continuous exercise), an American barrier
+//!   `american_barrier_up_out`, `american_barrier_up_in`, `american_barrier_down_out`,
+//!   `american_barrier_down_in` ([`RowKind::AmericanBarrier`]: `barrier` and `rebate` as for
+//!   the barrier styles, monitored continuously; `fixings` the exercise dates as for
+//!   `american`) or `basket`
 //!   ([`RowKind::Basket`]), both case-insensitive. A basket row names a basket file in
 //!   `basket` (a path relative to the option CSV's folder; [`crate::basket_csv`] has its
 //!   rules; each file is read once however many rows name it, and a bad file makes every
@@ -51,7 +55,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use kiln_core::finance::american::AmericanSpec;
+use kiln_core::finance::american::{AmericanBarrierSpec, AmericanSpec};
 use kiln_core::finance::heston::{HestonParams, HestonSpec};
 use kiln_core::finance::{OptionSpec, OptionType, Style};
 
@@ -149,6 +153,10 @@ const QUANTITY: usize = 21;
 /// them, not the path engine).
 pub const AMERICAN_STYLE: &str = "american";
 
+/// The prefix of American barrier rows' styles: `american_barrier_up_out` and the like
+/// ([`RowKind::AmericanBarrier`]).
+pub const AMERICAN_BARRIER_PREFIX: &str = "american_";
+
 /// The style name of basket rows (not a [`Style`]: the basket engine prices them).
 pub const BASKET_STYLE: &str = "basket";
 
@@ -164,6 +172,12 @@ pub enum RowKind {
     /// and maturity (as a European); the exercise dates are `Some(n)` equally spaced dates
     /// (a Bermudan option, the last at maturity), `None` continuous exercise.
     American(Option<u32>),
+    /// Style `american_barrier_up_out` (`_up_in`, `_down_out`, `_down_in`): an American
+    /// barrier option ([`OptionRow::american_barrier`]); the spec carries the terms as a
+    /// European of the barrier style (its `barrier` and `rebate`; `fixings` not set), the
+    /// exercise dates are as for [`RowKind::American`] and the barrier is monitored
+    /// continuously.
+    AmericanBarrier(Option<u32>),
     /// Style `basket`: a European call or put on the basket of file
     /// [`OptionsFile::baskets`]`[basket]` ([`OptionRow::basket`]); the spec carries the
     /// type, strike, rate and maturity (its spot and volatility are 1, as placeholders;
@@ -225,6 +239,36 @@ impl OptionRow {
             _ => None,
         }
     }
+}
+
+impl OptionRow {
+    /// The American barrier option of an `american_barrier_*` row, exercisable on `dates`
+    /// equally spaced dates (its own `fixings`, else `default_dates`).
+    pub fn american_barrier(&self, default_dates: u32) -> Option<AmericanBarrierSpec> {
+        match self.kind {
+            RowKind::AmericanBarrier(dates) => {
+                Some(american_barrier_spec(&self.spec, dates.unwrap_or(default_dates)))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn american_barrier_spec(s: &OptionSpec, dates: u32) -> AmericanBarrierSpec {
+    AmericanBarrierSpec {
+        option: american_spec(s, dates),
+        style: s.style,
+        barrier: s.barrier.unwrap_or(f64::NAN),
+        rebate: s.rebate,
+    }
+}
+
+/// The style name of an American barrier row: `american_` and the barrier style's name.
+fn american_barrier_style(text: &str) -> Option<Style> {
+    let rest = text.strip_prefix(AMERICAN_BARRIER_PREFIX)?;
+    Style::ALL
+        .into_iter()
+        .find(|s| s.is_barrier() && s.name() == rest)
 }
 
 fn american_spec(s: &OptionSpec, dates: u32) -> AmericanSpec {
@@ -370,6 +414,7 @@ fn parse_spec(
     };
     let style_text = cell(STYLE).to_ascii_lowercase();
     let american = style_text == AMERICAN_STYLE;
+    let american_barrier = american_barrier_style(&style_text);
     let basket = style_text == BASKET_STYLE;
     let basket_kind = if basket {
         basket_cells(&cell, heston, &mut reasons, baskets)
@@ -388,6 +433,8 @@ fn parse_spec(
     // American and basket rows are carried as Europeans (RowKind says the rest)
     let style = if american || basket {
         Some(Style::European)
+    } else if american_barrier.is_some() {
+        american_barrier
     } else {
         Style::ALL.into_iter().find(|s| s.name() == style_text)
     };
@@ -395,7 +442,14 @@ fn parse_spec(
         let names: Vec<&str> = Style::ALL
             .iter()
             .map(|s| s.name())
-            .chain([AMERICAN_STYLE, BASKET_STYLE])
+            .chain([AMERICAN_STYLE])
+            .chain(Style::ALL.iter().filter(|s| s.is_barrier()).map(|s| match s {
+                Style::BarrierUpOut => "american_barrier_up_out",
+                Style::BarrierUpIn => "american_barrier_up_in",
+                Style::BarrierDownOut => "american_barrier_down_out",
+                _ => "american_barrier_down_in",
+            }))
+            .chain([BASKET_STYLE])
             .collect();
         reasons.push(if style_text.is_empty() {
             format!("style is empty; use one of {}", names.join(", "))
@@ -448,8 +502,11 @@ fn parse_spec(
         }
         None
     };
-    if heston && american {
-        reasons.push("style american is priced under Black-Scholes only (model bs)".to_string());
+    if heston && (american || american_barrier.is_some()) {
+        reasons.push(format!(
+            "style {} is priced under Black-Scholes only (model bs)",
+            cell(STYLE)
+        ));
     }
     let fixings_text = cell(FIXINGS);
     let fixings = if fixings_text.is_empty() {
@@ -471,7 +528,7 @@ fn parse_spec(
         if s.is_barrier() && barrier_text.is_empty() {
             reasons.push(format!(
                 "barrier is empty; style {} needs a barrier level",
-                s.name()
+                style_text
             ));
         }
         if s.is_asian() && fixings_text.is_empty() {
@@ -537,6 +594,21 @@ fn parse_spec(
             .validate()
             .map_err(why)?;
         return Ok((spec, RowKind::American(fixings)));
+    }
+    if american_barrier.is_some() {
+        if fixings == Some(0) {
+            return Err(vec![format!(
+                "fixings = 0; style {style_text} takes its exercise dates there: a whole number >= 1, \
+                 or empty for continuous exercise (the barrier is monitored continuously)"
+            )]);
+        }
+        let mut spec = OptionSpec::european(option_type, spot, strike, rate, dividend, v, t)
+            .with_style(style, None, barrier);
+        spec.rebate = rebate.unwrap_or(0.0);
+        american_barrier_spec(&spec, fixings.unwrap_or(1))
+            .validate()
+            .map_err(why)?;
+        return Ok((spec, RowKind::AmericanBarrier(fixings)));
     }
     let kind = match heston_params {
         Some(h) => RowKind::Heston(h),

@@ -194,6 +194,7 @@ fn style_of(o: &BookOption) -> String {
         BookOption::Plain(s) => s.style.name().to_string(),
         BookOption::Heston(h) => format!("heston {}", h.option.style.name()),
         BookOption::American { .. } => "american".to_string(),
+        BookOption::AmericanBarrier { spec, .. } => format!("american {}", spec.style.name()),
         BookOption::Basket(b) => format!("basket ({})", b.average.name()),
     }
 }

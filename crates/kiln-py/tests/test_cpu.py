@@ -333,6 +333,26 @@ def test_price_american_records():
     assert again["price"][0] == mc["price"][0]
 
 
+def test_price_american_barrier_records():
+    # an American up-and-out put (exercise on 50 dates) and a down-and-in put with a rebate
+    uo = dict(spot=40.0, strike=40.0, rate=0.06, volatility=0.2, maturity=1.0, option_type="put",
+              style="american_barrier_up_out", barrier=46.0, fixings=50)
+    di = {**uo, "style": "american_barrier_down_in", "barrier": 37.0, "rebate": 0.25}
+    vanilla = {**uo, "style": "american", "barrier": None}
+    tree = kiln.price([uo, di, vanilla, {**uo, "fixings": None}], "analytic")
+    out, knock_in, plain, continuous = tree["price"]
+    assert 0 < out < plain and 0 < knock_in < plain + 0.25
+    assert out < continuous < out + 0.05  # exercise at any time is worth a little more
+    mc = kiln.price([uo, di], "mc", paths=1 << 13, steps=50, seed=5, device="cpu")
+    for got, se, ref in zip(mc["price"], mc["std_error"], (out, knock_in)):
+        # Longstaff-Schwartz: low-biased, within 5% of the tree (docs/finance.md)
+        assert 0.95 * ref - 4 * se <= got <= ref + 4 * se
+    with pytest.raises(kiln.InvalidInputError, match=r"option 0: .*needs a barrier"):
+        kiln.price([{**uo, "barrier": None}], "analytic")
+    with pytest.raises(kiln.InvalidInputError, match=r"option 1: .*rebate = -1"):
+        kiln.price([uo, {**uo, "rebate": -1.0}], "analytic")
+
+
 def test_price_sobol_and_target_se():
     opt = dict(spot=100.0, strike=100.0, rate=0.05, volatility=0.2, maturity=1.0)
     cf = kiln.price([opt], "analytic")["price"][0]

@@ -258,6 +258,12 @@ fn csv_book(
                     spec,
                     continuous: dates.is_none(),
                 }),
+                RowKind::AmericanBarrier(dates) => {
+                    r.american_barrier(steps).map(|spec| BookOption::AmericanBarrier {
+                        spec,
+                        continuous: dates.is_none(),
+                    })
+                }
                 RowKind::Basket { .. } => None,
             };
             let where_ = format!("inputs.csv_blob: row {} (id `{}`)", r.row, r.id);
@@ -316,7 +322,8 @@ fn refuse_basket_rows(data: &[u8]) -> Result<(), ApiError> {
 /// `first_option` (0 but for a shard of a larger book, crate::shard), or
 /// `Runtime::price_to_target` with a target. The result is [`Task::Price`]'s shape
 /// (`method`, `prices`, `stream_offset` (`first_option`), `batch_options`, `device`, `workers` null) with
-/// each price's `kind` (`bs`, `heston`, `american`, `basket`) and the generator (`rng`),
+/// each price's `kind` (`bs`, `heston`, `american`, `american barrier`, `basket`) and the
+/// generator (`rng`),
 /// and with a target: each price's `met`, and `target_se`, `max_paths`, `rounds`,
 /// `seconds`. A sticky device error fails the job (the worker restarts); an option's own
 /// error is an `{"error", "kind"}` row.

@@ -31,11 +31,15 @@ use super::analytic::bsm;
 use super::OptionType;
 use crate::error::{Error, Result};
 
+pub mod barrier;
 pub mod lsm;
+pub mod lsm_barrier;
+
+pub use barrier::{american_barrier_binomial, american_barrier_continuous, AmericanBarrierSpec};
 
 pub use lsm::{
-    continuation, lsm_finish, regression_coefficients, run_lsm, solve3, LsmBackend, LsmPlan, RegressionSums,
-    LSM_BASIS, LSM_MAX_MATRIX_BYTES, LSM_SUMS,
+    continuation, lsm_finish, regression_coefficients, run_lsm, run_lsm_sums, solve3, LsmBackend, LsmPlan,
+    RegressionSums, LSM_BASIS, LSM_MAX_MATRIX_BYTES, LSM_SUMS,
 };
 
 /// Most tree steps [`american_binomial`] takes (the time is quadratic in the steps).

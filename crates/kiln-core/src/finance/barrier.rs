@@ -102,7 +102,7 @@ pub fn barrier_price(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use OptionType::{Call, Put};
     use Style::{BarrierDownIn as DI, BarrierDownOut as DO, BarrierUpIn as UI, BarrierUpOut as UO};
@@ -113,8 +113,8 @@ mod tests {
     /// decimals; the down-and-in put at H = 100, K = 110, vol 0.30 (the vanilla, as
     /// the spot sits on the barrier) is QuantLib's 12.9712.
     /// A row: type, style, barrier, then (strike, price at vol 0.25, at vol 0.30).
-    type Row = (OptionType, Style, f64, [(f64, f64, f64); 3]);
-    const HAUG: [Row; 12] = [
+    pub(crate) type Row = (OptionType, Style, f64, [(f64, f64, f64); 3]);
+    pub(crate) const HAUG: [Row; 12] = [
         (
             Call,
             DO,

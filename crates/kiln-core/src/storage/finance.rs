@@ -14,7 +14,7 @@
 //! a whole run that failed: a device failure, a run the device refuses as a whole, or
 //! `McStreams::Each` of another length than the options.
 
-use crate::finance::american::AmericanSpec;
+use crate::finance::american::{AmericanBarrierSpec, AmericanSpec};
 use crate::finance::basket::BasketSpec;
 use crate::finance::calibrate::{calibrate_heston, CalibrationOptions, HestonFit, HestonQuote};
 use crate::finance::heston::{HestonParams, HestonSpec};
@@ -135,6 +135,29 @@ pub trait FinanceBackend: Send + Sync {
     /// American options by Longstaff-Schwartz (kiln-core's `finance::american::lsm`), one
     /// option at a time on either engine (one path matrix held at a time).
     fn price_american(&self, specs: &[AmericanSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch;
+
+    /// American barrier options by Longstaff-Schwartz (kiln-core's
+    /// `finance::american::lsm_barrier`). Only the CPU engine prices them; this default
+    /// (the CUDA engine's) refuses each option with an error that says so.
+    fn price_american_barrier(
+        &self,
+        specs: &[AmericanBarrierSpec],
+        mc: &McParams,
+        streams: McStreams<'_>,
+    ) -> McBatch {
+        let _ = mc;
+        streams.check(specs.len(), "price_american_barrier")?;
+        Ok(specs
+            .iter()
+            .map(|_| {
+                Err(Error::invalid(
+                    "price_american_barrier",
+                    "American barrier options are priced by Longstaff-Schwartz on the CPU only; \
+                     use the cpu device, or the tree (the analytic method)",
+                ))
+            })
+            .collect())
+    }
 
     /// Whether [`risk_bs_grid`](Self::risk_bs_grid) runs here (a GPU kernel); where it does
     /// not, the caller revalues those options one by one.

@@ -30,16 +30,16 @@ const B: usize = BLOCK_SAMPLES as usize;
 const LANES: usize = 8;
 
 /// The CPU engine's state for one option: the path matrix and the cash flows.
-struct CpuLsm {
+pub(super) struct CpuLsm {
     /// Block slabs: `m[b * dates * 1024 + d * 1024 + i]` is path `1024 b + i` at date `d`.
-    m: Vec<f32>,
+    pub(super) m: Vec<f32>,
     /// `V_p`, padded to whole blocks.
-    v: Vec<f64>,
-    dates: usize,
-    paths: usize,
+    pub(super) v: Vec<f64>,
+    pub(super) dates: usize,
+    pub(super) paths: usize,
 }
 
-fn zeroed<T: Copy + Default>(n: usize, what: &str) -> Result<Vec<T>> {
+pub(super) fn zeroed<T: Copy + Default>(n: usize, what: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| {
         Error::invalid(
@@ -55,7 +55,7 @@ fn zeroed<T: Copy + Default>(n: usize, what: &str) -> Result<Vec<T>> {
 }
 
 impl CpuLsm {
-    fn new(plan: &LsmPlan) -> Result<Self> {
+    pub(super) fn new(plan: &LsmPlan) -> Result<Self> {
         let blocks = usize::try_from(plan.blocks()).map_err(|_| too_big())?;
         let dates = plan.dates as usize;
         let cells = blocks
@@ -72,7 +72,7 @@ impl CpuLsm {
     }
 
     /// Valid paths of block `b`.
-    fn valid(&self, b: usize) -> usize {
+    pub(super) fn valid(&self, b: usize) -> usize {
         (self.paths - b * B).min(B)
     }
 }

@@ -43,6 +43,51 @@ fn heston_and_american_rows_parse_and_bad_ones_say_why() {
     assert_eq!(f.errors.len(), 6);
 }
 
+#[test]
+fn american_barrier_rows_parse_and_bad_ones_name_the_field() {
+    let f = parse(
+        "id,type,style,spot,strike,rate,dividend,volatility,maturity,fixings,barrier,rebate,model\n\
+         o1,put,american_barrier_down_out,40,44,0.06,,0.3,1,50,33,0.5,\n\
+         o2,call,AMERICAN_BARRIER_UP_IN,100,100,0.03,0.05,0.25,1,,120,,bs\n\
+         b1,put,american_barrier_down_out,40,44,0.06,,0.3,1,50,,,\n\
+         b2,put,american_barrier_up_out,40,44,0.06,,0.3,1,50,-5,,\n\
+         b3,put,american_barrier_up_out,40,44,0.06,,0.3,1,50,45,-1,\n\
+         b4,put,american_barrier_up_out,40,44,0.06,,0.3,1,0,45,,\n\
+         b5,put,american_barrier_up_out,40,44,0.06,,0.3,1,,45,,heston\n\
+         b6,put,american_barrier_sideways,40,44,0.06,,0.3,1,,45,,\n",
+    );
+    let row = |id: &str| f.options.iter().find(|o| o.id == id).unwrap();
+    let o1 = row("o1").american_barrier(7).unwrap();
+    assert_eq!(row("o1").kind, RowKind::AmericanBarrier(Some(50)));
+    assert_eq!(
+        (o1.style, o1.barrier, o1.rebate, o1.option.exercise_dates),
+        (Style::BarrierDownOut, 33.0, 0.5, 50)
+    );
+    assert_eq!(o1.option.strike, 44.0);
+    assert!(row("o1").american(7).is_none());
+    let o2 = row("o2").american_barrier(7).unwrap();
+    assert_eq!(
+        (o2.style, o2.option.exercise_dates, o2.option.dividend),
+        (Style::BarrierUpIn, 7, 0.05)
+    );
+    assert_eq!(row("o2").kind, RowKind::AmericanBarrier(None));
+    let err = |id: &str| f.errors.iter().find(|e| e.id == id).unwrap().clone();
+    let why = |id: &str| err(id).reason;
+    assert!(why("b1").contains("barrier is empty"), "{}", why("b1"));
+    assert!(why("b1").contains("american_barrier_down_out"), "{}", why("b1"));
+    assert!(why("b2").contains("barrier = -5"), "{}", why("b2"));
+    assert!(why("b3").contains("rebate = -1"), "{}", why("b3"));
+    assert!(
+        why("b4").contains("fixings = 0") && why("b4").contains("exercise dates"),
+        "{}",
+        why("b4")
+    );
+    assert!(why("b5").contains("Black-Scholes only"), "{}", why("b5"));
+    assert!(why("b6").contains("american_barrier_up_out"), "{}", why("b6"));
+    assert_eq!(err("b3").row, 5);
+    assert_eq!((f.options.len(), f.errors.len()), (2, 6));
+}
+
 fn header_error(s: &str) -> String {
     parse_options(Path::new("test.csv"), s.as_bytes())
         .unwrap_err()

@@ -292,7 +292,8 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     ``options``: a list of dicts, or a dict of columns (arrays broadcast against scalars),
     with fields ``spot, strike, rate, volatility, maturity`` and optionally ``option_type``
     (``call``/``put``), ``style`` (``european``, ``asian_arithmetic``, ``asian_geometric``,
-    ``barrier_up_out``, ... , ``american``), ``dividend``, ``fixings``, ``barrier``,
+    ``barrier_up_out``, ... , ``american``, ``american_barrier_up_out``, ...: an American
+    barrier, its ``fixings`` the exercise dates), ``dividend``, ``fixings``, ``barrier``,
     ``rebate``, and ``model`` (``bs``, the default, or ``heston`` with ``kappa, theta, xi,
     rho, v0``; a Heston option needs no ``volatility``). A field that is ``None`` or NaN is
     not given. A basket (records only) is ``style="basket"`` with ``option_type, strike,

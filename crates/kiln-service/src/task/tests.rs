@@ -95,6 +95,53 @@ fn every_option_kind_is_accepted_and_plain_books_keep_their_path() {
     ));
 }
 
+/// American barrier records and CSV rows are accepted as their own kind (the stored task
+/// keeps the barrier); a bad one is refused naming the option and the field.
+#[test]
+fn american_barrier_options_are_accepted_and_bad_ones_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = OneBlob(dir.path().join("none.csv"));
+    let rec = json!({"option_type": "put", "style": "american_barrier_up_out", "spot": 40.0,
+        "strike": 40.0, "rate": 0.06, "volatility": 0.2, "maturity": 1.0, "fixings": 50,
+        "barrier": 46.0, "rebate": 0.5});
+    let v = price(json!({"method": "mc"}), json!({"options": [rec.clone()]}), &none).unwrap();
+    let Task::PriceBook { ref options, .. } = v.task else {
+        panic!("{:?}", v.task)
+    };
+    let BookOption::AmericanBarrier { spec, continuous } = &options[0] else {
+        panic!("{options:?}")
+    };
+    assert_eq!((spec.barrier, spec.rebate, *continuous), (46.0, 0.5, false));
+    let back: Task = serde_json::from_str(&serde_json::to_string(&v.task).unwrap()).unwrap();
+    assert_eq!(back, v.task);
+    let mut bad = rec.clone();
+    bad["rebate"] = json!(-2.0);
+    let e = err(price(
+        json!({"method": "analytic"}),
+        json!({"options": [rec, bad]}),
+        &none,
+    ));
+    assert!(
+        e.contains("inputs.options[1]") && e.contains("rebate = -2"),
+        "{e}"
+    );
+
+    let csv = dir.path().join("book.csv");
+    std::fs::write(
+        &csv,
+        "id,type,style,spot,strike,rate,volatility,maturity,fixings,barrier\n\
+         a,put,american_barrier_down_in,40,40,0.06,0.2,1,,37\n\
+         b,put,american_barrier_down_in,40,40,0.06,0.2,1,,\n",
+    )
+    .unwrap();
+    let e = err(price(
+        json!({"method": "analytic"}),
+        json!({"csv_blob": "b"}),
+        &OneBlob(csv),
+    ));
+    assert!(e.contains("barrier is empty"), "{e}");
+}
+
 /// A CSV blob's Heston and American rows are read; a basket row is refused before the
 /// file it names is opened (it names a server path).
 #[test]

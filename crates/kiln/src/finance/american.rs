@@ -10,7 +10,10 @@ use kiln_core::Result;
 
 use crate::Runtime;
 
-pub use kiln_core::finance::american::{american_binomial, american_continuous, binomial_crr, AmericanSpec};
+pub use kiln_core::finance::american::{
+    american_barrier_binomial, american_barrier_continuous, american_binomial, american_continuous,
+    binomial_crr, AmericanBarrierSpec, AmericanSpec,
+};
 
 /// Tree steps [`Runtime::price_american_tree`] uses when asked for the default (accurate to
 /// about `1e-4` of the strike on usual terms; well under a second an option).
@@ -38,6 +41,46 @@ impl Runtime {
         self.finance_backend()
             .price_american(specs, mc, McStreams::From(first_option))
             .unwrap_or_else(|e| super::every_slot("price_american", e, specs.len()))
+    }
+
+    /// Prices American barrier options by Longstaff-Schwartz on the CPU engine (kiln-core's
+    /// `finance::american::lsm_barrier`: the barrier watched on the exercise dates with
+    /// Broadie-Glasserman-Kou's correction); option `i` uses Philox stream index
+    /// `first_option + i`, the same paths as [`price_american`](Self::price_american). A
+    /// runtime on a GPU refuses each option with an error saying so (the CUDA engine does
+    /// not price them). One result per option.
+    pub fn price_american_barrier_batch(
+        &self,
+        specs: &[AmericanBarrierSpec],
+        mc: &McParams,
+        first_option: u32,
+    ) -> Vec<Result<PriceResult>> {
+        let _range = crate::profiler().host_range("price american barrier");
+        self.finance_backend()
+            .price_american_barrier(specs, mc, McStreams::From(first_option))
+            .unwrap_or_else(|e| super::every_slot("price_american_barrier", e, specs.len()))
+    }
+
+    /// Prices American barrier options by the tree on the CPU: exercisable on their dates
+    /// ([`american_barrier_binomial`]) or, with `continuous`, at any time
+    /// ([`american_barrier_continuous`]); about `steps` steps.
+    pub fn price_american_barrier_tree(
+        &self,
+        specs: &[AmericanBarrierSpec],
+        steps: u32,
+        continuous: bool,
+    ) -> Vec<Result<PriceResult>> {
+        specs
+            .iter()
+            .map(|s| {
+                let v = if continuous {
+                    american_barrier_continuous(s, steps)
+                } else {
+                    american_barrier_binomial(s, steps)
+                };
+                v.map(PriceResult::exact)
+            })
+            .collect()
     }
 
     /// Prices American options, exercisable on their `exercise_dates` dates as Monte Carlo

@@ -21,7 +21,7 @@ use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::{McParams, OptionSpec, PriceResult};
 use kiln_core::{Error, Result};
 
-use super::american::{american_continuous, AmericanSpec, DEFAULT_TREE_STEPS};
+use super::american::{american_continuous, AmericanBarrierSpec, AmericanSpec, DEFAULT_TREE_STEPS};
 use super::Method;
 use crate::Runtime;
 
@@ -43,17 +43,28 @@ pub enum BookOption {
         /// Exercisable at any time (no dates given).
         continuous: bool,
     },
+    /// An American barrier option, exercisable on `spec.option.exercise_dates` dates or, with
+    /// `continuous`, at any time (the tree prices that; Monte Carlo, on the CPU engine only,
+    /// approximates it by those dates).
+    AmericanBarrier {
+        /// The contract, its dates resolved.
+        spec: AmericanBarrierSpec,
+        /// Exercisable at any time (no dates given).
+        continuous: bool,
+    },
     /// A European option on a basket of correlated assets.
     Basket(BasketSpec),
 }
 
 impl BookOption {
-    /// The kind's name, for messages: `bs`, `heston`, `american` or `basket`.
+    /// The kind's name, for messages: `bs`, `heston`, `american`, `american barrier` or
+    /// `basket`.
     pub fn kind(&self) -> &'static str {
         match self {
             BookOption::Plain(_) => "bs",
             BookOption::Heston(_) => "heston",
             BookOption::American { .. } => "american",
+            BookOption::AmericanBarrier { .. } => "american barrier",
             BookOption::Basket(_) => "basket",
         }
     }
@@ -152,6 +163,32 @@ impl Runtime {
                     Method::MonteCarlo => {
                         let a: Vec<AmericanSpec> = specs.iter().map(|(a, _)| *a).collect();
                         self.price_american_batch(&a, mc, first)
+                    }
+                }
+            }
+            BookOption::AmericanBarrier { .. } => {
+                let specs: Vec<(AmericanBarrierSpec, bool)> = run
+                    .iter()
+                    .filter_map(|o| match o {
+                        BookOption::AmericanBarrier { spec, continuous } => Some((*spec, *continuous)),
+                        _ => None,
+                    })
+                    .collect();
+                match method {
+                    Method::Analytic => specs
+                        .iter()
+                        .map(|(a, continuous)| {
+                            self.price_american_barrier_tree(
+                                std::slice::from_ref(a),
+                                DEFAULT_TREE_STEPS,
+                                *continuous,
+                            )
+                            .remove(0)
+                        })
+                        .collect(),
+                    Method::MonteCarlo => {
+                        let a: Vec<AmericanBarrierSpec> = specs.iter().map(|(a, _)| *a).collect();
+                        self.price_american_barrier_batch(&a, mc, first)
                     }
                 }
             }

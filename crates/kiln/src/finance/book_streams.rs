@@ -24,18 +24,19 @@ use kiln_core::storage::{FinanceBackend, McStreams};
 use kiln_core::{Error, Result};
 use kiln_cpu::finance::CpuFinance;
 
-use super::american::AmericanSpec;
+use super::american::{AmericanBarrierSpec, AmericanSpec};
 use super::{every_slot, BookOption};
 use crate::Runtime;
 
 const OP: &str = "price_book_streams";
 
 /// The kinds of a book, in the order their engines run.
-const KINDS: [fn(&BookOption) -> bool; 4] = [
+const KINDS: [fn(&BookOption) -> bool; 5] = [
     |o| matches!(o, BookOption::Plain(_)),
     |o| matches!(o, BookOption::Heston(_)),
     |o| matches!(o, BookOption::Basket(_)),
     |o| matches!(o, BookOption::American { .. }),
+    |o| matches!(o, BookOption::AmericanBarrier { .. }),
 ];
 
 /// Items `i` of `v`, cloned.
@@ -112,6 +113,18 @@ impl Runtime {
                         })
                         .collect();
                     self.american_streams(&specs, mc, &st)
+                }
+                BookOption::AmericanBarrier { .. } => {
+                    let specs: Vec<AmericanBarrierSpec> = idx
+                        .iter()
+                        .filter_map(|&i| match &book[i] {
+                            BookOption::AmericanBarrier { spec, .. } => Some(*spec),
+                            _ => None,
+                        })
+                        .collect();
+                    self.finance_backend()
+                        .price_american_barrier(&specs, mc, McStreams::Each(&st))
+                        .unwrap_or_else(|e| every_slot(OP, e, specs.len()))
                 }
             };
             for (&i, r) in idx.iter().zip(res) {

@@ -319,6 +319,10 @@ fn moved(o: &BookOption, m: Move) -> BookOption {
         (BookOption::American { spec, .. }, Move::Vol(_, d)) => spec.volatility += d,
         (BookOption::American { spec, .. }, Move::Rate(d)) => spec.rate += d,
         (BookOption::American { spec, .. }, Move::Time(d)) => spec.maturity += d,
+        (BookOption::AmericanBarrier { spec, .. }, Move::Spot(_, d)) => spec.option.spot += d,
+        (BookOption::AmericanBarrier { spec, .. }, Move::Vol(_, d)) => spec.option.volatility += d,
+        (BookOption::AmericanBarrier { spec, .. }, Move::Rate(d)) => spec.option.rate += d,
+        (BookOption::AmericanBarrier { spec, .. }, Move::Time(d)) => spec.option.maturity += d,
         (BookOption::Basket(b), Move::Spot(i, d)) => b.assets[i].spot += d,
         (BookOption::Basket(b), Move::Vol(i, d)) => b.assets[i].volatility += d,
         (BookOption::Basket(b), Move::Rate(d)) => b.rate += d,
@@ -344,6 +348,11 @@ fn bumps(o: &BookOption, p: &GreeksParams) -> Result<Bumps> {
         BookOption::American { spec, .. } => {
             spec.validate()?;
             (vec![spec.spot], vec![spec.volatility], spec.maturity)
+        }
+        BookOption::AmericanBarrier { spec, .. } => {
+            spec.validate()?;
+            let o = &spec.option;
+            (vec![o.spot], vec![o.volatility], o.maturity)
         }
         BookOption::Basket(b) => {
             b.validate()?;

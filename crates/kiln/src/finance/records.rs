@@ -6,7 +6,10 @@
 //! A record holds `OptionSpec`'s fields (`option_type, style, spot, strike, rate, dividend,
 //! volatility, maturity, fixings, barrier, rebate`) plus `model` (`bs`, the default, or
 //! `heston` with `kappa, theta, xi, rho, v0`); `style = "american"` makes an American option
-//! (its `fixings` are the exercise dates; none: continuous exercise) and `style = "basket"`
+//! (its `fixings` are the exercise dates; none: continuous exercise), `style =
+//! "american_barrier_up_out"` (`_up_in`, `_down_out`, `_down_in`) an American barrier
+//! option (`barrier` and `rebate` as for the barrier styles, monitored continuously;
+//! `fixings` the exercise dates as for `american`) and `style = "basket"`
 //! a basket option (`assets`, `correlation`, `average`; see [`book_option`]). The kinds are
 //! `kiln price`'s CSV rows (kiln_io::options_csv).
 //!
@@ -22,7 +25,7 @@ use kiln_core::finance::{OptionSpec, OptionType, Style};
 use kiln_core::{Error, Result};
 use serde_json::{Map, Value};
 
-use super::{AmericanSpec, BookOption, Method};
+use super::{AmericanBarrierSpec, AmericanSpec, BookOption, Method};
 
 /// Every field a record may hold.
 pub const RECORD_FIELDS: [&str; 20] = [
@@ -168,9 +171,17 @@ pub fn book_option(rec: Value, default_dates: u32) -> std::result::Result<BookOp
             }
         }
     }
-    let american = m.get("style").and_then(Value::as_str) == Some("american");
+    let style_text = m.get("style").and_then(Value::as_str).unwrap_or("").to_string();
+    // `american_barrier_up_out` and the like: the barrier style, American exercise
+    let barrier_style = style_text.strip_prefix("american_").and_then(|rest| {
+        Style::ALL
+            .into_iter()
+            .find(|s| s.is_barrier() && s.name() == rest)
+    });
+    let american = style_text == "american" || barrier_style.is_some();
     if american {
-        m.insert("style".into(), Value::String("european".into()));
+        let carried = barrier_style.map_or("european", Style::name);
+        m.insert("style".into(), Value::String(carried.into()));
     }
     let american_fixings = match m.insert("fixings".into(), Value::Null) {
         Some(v) if american && !v.is_null() => Some(
@@ -212,18 +223,36 @@ pub fn book_option(rec: Value, default_dates: u32) -> std::result::Result<BookOp
                 Some(d) => u32::try_from(d).map_err(|_| bad(format!("fixings {d} is too large")))?,
                 None => default_dates,
             };
-            Ok(BookOption::American {
-                spec: AmericanSpec {
-                    option_type: spec.option_type,
-                    spot: spec.spot,
-                    strike: spec.strike,
-                    rate: spec.rate,
-                    dividend: spec.dividend,
-                    volatility: spec.volatility,
-                    maturity: spec.maturity,
-                    exercise_dates: dates,
+            let option = AmericanSpec {
+                option_type: spec.option_type,
+                spot: spec.spot,
+                strike: spec.strike,
+                rate: spec.rate,
+                dividend: spec.dividend,
+                volatility: spec.volatility,
+                maturity: spec.maturity,
+                exercise_dates: dates,
+            };
+            let continuous = american_fixings.is_none();
+            let Some(style) = barrier_style else {
+                return Ok(BookOption::American {
+                    spec: option,
+                    continuous,
+                });
+            };
+            let barrier = spec.barrier.ok_or_else(|| {
+                bad(format!(
+                    "style {style_text} needs a barrier level (`barrier`, a number > 0)"
+                ))
+            })?;
+            Ok(BookOption::AmericanBarrier {
+                spec: AmericanBarrierSpec {
+                    option,
+                    style,
+                    barrier,
+                    rebate: spec.rebate,
                 },
-                continuous: american_fixings.is_none(),
+                continuous,
             })
         }
         "bs" => Ok(BookOption::Plain(spec)),
@@ -369,6 +398,7 @@ impl BookOption {
             BookOption::Plain(s) => s.validate(),
             BookOption::Heston(h) => h.validate(),
             BookOption::American { spec, .. } => spec.validate(),
+            BookOption::AmericanBarrier { spec, .. } => spec.validate(),
             BookOption::Basket(b) => b.factor().map(|_| ()),
         }
     }
@@ -405,6 +435,63 @@ mod tests {
 
     fn parse(v: Value) -> std::result::Result<BookOption, RecordError> {
         book_option(normalize_record(v)?, 16)
+    }
+
+    /// `american_barrier_*` records: the barrier style with American exercise; a missing
+    /// barrier, a bad rebate and Heston are refused naming the field.
+    #[test]
+    fn american_barrier_records_parse_and_bad_ones_name_the_field() {
+        let rec = |extra: Value| {
+            let mut base = json!({"option_type": "put", "style": "american_barrier_down_out",
+                "spot": 40.0, "strike": 44.0, "rate": 0.06, "volatility": 0.3, "maturity": 1.0,
+                "barrier": 33.0, "rebate": 0.5, "fixings": 50});
+            for (k, v) in extra.as_object().unwrap() {
+                base[k] = v.clone();
+            }
+            parse(base)
+        };
+        let o = rec(json!({})).unwrap();
+        let BookOption::AmericanBarrier { spec, continuous } = o else {
+            panic!("{o:?}")
+        };
+        assert!(!continuous);
+        assert_eq!(
+            (spec.style, spec.barrier, spec.rebate),
+            (Style::BarrierDownOut, 33.0, 0.5)
+        );
+        assert_eq!((spec.option.exercise_dates, spec.option.strike), (50, 44.0));
+        assert_eq!(o.kind(), "american barrier");
+        let o = rec(json!({"style": "american_barrier_up_in", "fixings": null, "barrier": 46.0})).unwrap();
+        assert!(matches!(o, BookOption::AmericanBarrier { spec, continuous: true }
+            if spec.option.exercise_dates == 16 && spec.style == Style::BarrierUpIn));
+        let e = rec(json!({"barrier": null})).unwrap_err().to_string();
+        assert!(
+            e.contains("needs a barrier") && e.contains("american_barrier_down_out"),
+            "{e}"
+        );
+        let e = rec(json!({"rebate": -1.0}))
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rebate = -1"), "{e}");
+        let e = rec(json!({"barrier": 0.0}))
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("barrier = 0"), "{e}");
+        let e = rec(json!({"fixings": 0})).unwrap_err().to_string();
+        assert!(e.contains("fixings"), "{e}");
+        let e =
+            rec(json!({"model": "heston", "kappa": 1.0, "theta": 0.04, "xi": 0.3, "rho": -0.5, "v0": 0.04}))
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("heston"), "{e}");
+        let e = rec(json!({"style": "american_barrier_sideways"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("american_barrier_sideways"), "{e}");
     }
 
     /// Defaults fill what the Python layer fills; the kinds come out as the CLI's rows.

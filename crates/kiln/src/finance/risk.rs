@@ -26,7 +26,10 @@
 
 use rayon::prelude::*;
 
-use kiln_core::finance::american::{american_binomial, american_continuous};
+use kiln_core::finance::american::{
+    american_barrier_binomial, american_barrier_continuous, american_binomial, american_continuous,
+    AmericanBarrierSpec,
+};
 use kiln_core::finance::risk::{
     loss_measures, shock_american, shock_basket, shock_heston, shock_plain, LossMeasure, Scenario,
     ScenarioSet, SpotShift,
@@ -158,7 +161,7 @@ pub fn has_closed_form(opt: &BookOption) -> bool {
     match opt {
         BookOption::Plain(s) => super::supports(Method::Analytic, s.style),
         BookOption::Heston(h) => h.option.style == Style::European,
-        BookOption::American { .. } => true,
+        BookOption::American { .. } | BookOption::AmericanBarrier { .. } => true,
         BookOption::Basket(b) => b.analytic_refusal().is_none(),
     }
 }
@@ -172,6 +175,13 @@ pub fn shock_option(pos: &Position, scenario: &Scenario, label: &dyn Fn() -> Str
         BookOption::Heston(h) => BookOption::Heston(shock_heston(h, &own, label)?),
         BookOption::American { spec, continuous } => BookOption::American {
             spec: shock_american(spec, &own, label)?,
+            continuous: *continuous,
+        },
+        BookOption::AmericanBarrier { spec, continuous } => BookOption::AmericanBarrier {
+            spec: AmericanBarrierSpec {
+                option: shock_american(&spec.option, &own, label)?,
+                ..*spec
+            },
             continuous: *continuous,
         },
         BookOption::Basket(b) => {
@@ -197,6 +207,12 @@ impl Runtime {
                     american_continuous(spec, p.tree_steps)
                 } else {
                     american_binomial(spec, p.tree_steps)
+                }
+                .map(PriceResult::exact),
+                BookOption::AmericanBarrier { spec, continuous } => if *continuous {
+                    american_barrier_continuous(spec, p.tree_steps)
+                } else {
+                    american_barrier_binomial(spec, p.tree_steps)
                 }
                 .map(PriceResult::exact),
                 BookOption::Basket(b) => b.price_analytic().map(PriceResult::exact),

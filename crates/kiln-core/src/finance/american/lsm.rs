@@ -300,6 +300,13 @@ fn check_blocks(plan: &LsmPlan, got: usize) -> Result<()> {
 /// engines are driven by this one loop, so they add the same sums in the same order and
 /// solve the same systems.
 pub fn run_lsm(plan: &LsmPlan, engine: &mut impl LsmBackend) -> Result<PriceResult> {
+    let (sy, syy) = run_lsm_sums(plan, engine)?;
+    Ok(lsm_finish(plan, sy, syy))
+}
+
+/// [`run_lsm`]'s backward induction, returning the totals of `y` and `y^2` over the paths
+/// (block sums added in block order) for a finish of the caller's.
+pub fn run_lsm_sums(plan: &LsmPlan, engine: &mut impl LsmBackend) -> Result<(f64, f64)> {
     engine.simulate(plan)?;
     for d in (0..plan.dates - 1).rev() {
         let blocks = engine.regress(plan, d)?;
@@ -319,7 +326,7 @@ pub fn run_lsm(plan: &LsmPlan, engine: &mut impl LsmBackend) -> Result<PriceResu
         sy += b[0];
         syy += b[1];
     }
-    Ok(lsm_finish(plan, sy, syy))
+    Ok((sy, syy))
 }
 
 /// The price from the totals of `y` and `y^2` over the plan's paths: the mean and its
