@@ -2,34 +2,17 @@
 //! against the closed forms of `kiln::core::finance`.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+mod run_support;
 use kiln::core::finance::OptionType;
 use kiln::core::finance::{bsm, geometric_asian};
 use kiln_io::options_csv::{read_prices, PriceRecord};
+use run_support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// The binary under test: `KILN_BIN` (for the device bundle) or the one cargo built.
-fn bin() -> PathBuf {
-    std::env::var_os("KILN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
-}
+use std::process::Output;
 
 fn kiln(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("price")
-        .args(args)
-        .current_dir(dir)
-        .env("KILN_CACHE_DIR", dir.join("cache"))
-        .env_remove("KILN_DEVICES")
-        .env_remove("KILN_CONFIG")
-        .output()
-        .expect("run kiln")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    run_in(dir, &["price"], args)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -2,34 +2,18 @@
 //! is the tree, `mc` Longstaff-Schwartz on the CPU, bad rows named with their field.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+mod run_support;
 use kiln::core::finance::american::{
     american_barrier_binomial, american_barrier_continuous, AmericanBarrierSpec, AmericanSpec,
 };
 use kiln::core::finance::{OptionType, Style};
 use kiln_io::options_csv::{read_prices, PriceRecord};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> PathBuf {
-    std::env::var_os("KILN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
-}
+use run_support::*;
+use std::path::Path;
+use std::process::Output;
 
 fn kiln(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("price")
-        .args(args)
-        .current_dir(dir)
-        .env("KILN_CACHE_DIR", dir.join("cache"))
-        .env_remove("KILN_DEVICES")
-        .env_remove("KILN_CONFIG")
-        .output()
-        .expect("run kiln")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    run_in(dir, &["price"], args)
 }
 
 fn by_id<'a>(recs: &'a [PriceRecord], id: &str) -> &'a PriceRecord {

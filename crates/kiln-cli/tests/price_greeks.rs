@@ -4,29 +4,17 @@
 //! `--json` summary, and the flag is refused where it cannot apply.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+mod run_support;
 use kiln::core::finance::{bsm, OptionType};
 use kiln::finance::{BookOption, GreeksParams};
 use kiln::Runtime;
+use run_support::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> PathBuf {
-    std::env::var_os("KILN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
-}
+use std::path::Path;
+use std::process::Output;
 
 fn kiln(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("price")
-        .args(args)
-        .current_dir(dir)
-        .env("KILN_CACHE_DIR", dir.join("cache"))
-        .env_remove("KILN_DEVICES")
-        .env_remove("KILN_CONFIG")
-        .output()
-        .expect("run kiln")
+    run_in(dir, &["price"], args)
 }
 
 const BOOK: &str = include_str!("../../../docs/examples/basket_book.csv");

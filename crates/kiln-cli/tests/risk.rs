@@ -6,31 +6,15 @@
 //! covariance) leaves an earlier P&L file as it was and nothing beside it.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+mod run_support;
 use kiln::core::finance::{bsm, OptionType};
+use run_support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn bin() -> PathBuf {
-    std::env::var_os("KILN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kiln")))
-}
-
 fn kiln(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(["--device", "cpu", "risk"])
-        .args(args)
-        .current_dir(dir)
-        .env("KILN_CACHE_DIR", dir.join("cache"))
-        .env_remove("KILN_DEVICES")
-        .env_remove("KILN_CONFIG")
-        .output()
-        .expect("run kiln")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    run_in(dir, &["--device", "cpu", "risk"], args)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
