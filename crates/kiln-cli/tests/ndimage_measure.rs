@@ -328,10 +328,11 @@ fn map_coordinates_on_cuda_gives_the_cpu_bits() {
             "--device cuda ndimage map_coordinates {line} --output g{i}.npy --json"
         ));
         d.ok(&format!(
-            "--device cpu ndimage map_coordinates {line} --output c{i}.npy"
+            "--device cpu ndimage map_coordinates {line} --output cpu{i}.npy"
         ));
         let (sg, g) = read_any::<f32>(&d.p(&format!("g{i}.npy")));
-        let (sc, c) = read_any::<f32>(&d.p(&format!("c{i}.npy")));
+        // (not c{i}.npy: c2.npy and c3.npy are the coordinates)
+        let (sc, c) = read_any::<f32>(&d.p(&format!("cpu{i}.npy")));
         assert_eq!(sg, sc, "{line}: {j}");
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&g), bits(&c), "{line}");
