@@ -24,10 +24,10 @@
 //   face and a neighbour before it in another tile), with the same skip under `run` 2.
 //   Parents only ever decrease and stay inside the group, so each group's final root is
 //   its smallest index: its first element in row-major order;
-// - label_compress: L[p] = the root of p, so the last step reads one link;
-// - label_count, label_scan, label_number: the roots (L[p] == p) counted per 1,024-element
-//   block, the counts scanned (one block), then each root's L slot set to -(its number + 1):
-//   roots are numbered in index order, which is scipy's numbering;
+// - label_compress: L[p] = the root of p, so the last step reads one link, and the roots
+//   (L[p] == p) counted per 1,024-element block on the way;
+// - label_scan, label_number: the counts scanned (one block), then each root's L slot set
+//   to -(its number + 1): roots are numbered in index order, which is scipy's numbering;
 // - label_resolve: out[p] = 0 for a zero, else the number of the root at the end of p's
 //   chain in L (a root's slot is the only negative one on a chain; after label_compress
 //   the chain is one link). L is only read here.
@@ -209,19 +209,6 @@ extern "C" __global__ void __launch_bounds__(256) label_border(int* L, int D, in
 }
 #endif
 
-#if !defined(KILN_ONLY) || defined(KILN_K_label_compress)
-extern "C" __global__ void __launch_bounds__(256) label_compress(int* L, int n) {
-    const int stride = gridDim.x * blockDim.x;
-    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += stride) {
-        const int v = L[p];
-        if (v >= 0 && v != p) {
-            const int r = lbl_find(L, v);
-            if (r != v) L[p] = r;
-        }
-    }
-}
-#endif
-
 // The block's count of roots among its LBL_TILE elements (thread t: elements tile0 + t*4 ..).
 __device__ __forceinline__ int lbl_roots_of_thread(const int* L, int tile0, int n) {
     int c = 0;
@@ -262,10 +249,25 @@ __device__ __forceinline__ int lbl_block_scan(int v, int* total) {
     return r;
 }
 
-#if !defined(KILN_ONLY) || defined(KILN_K_label_count)
-extern "C" __global__ void __launch_bounds__(256) label_count(const int* __restrict__ L, int n,
-                                                              int* __restrict__ counts) {
-    const int c = lbl_roots_of_thread(L, blockIdx.x * LBL_TILE, n);
+#if !defined(KILN_ONLY) || defined(KILN_K_label_compress)
+// Every element pointed at its root, and the roots of each LBL_TILE-element block counted
+// (counts[block]): roots never change here (only non-roots are rewritten), so the count
+// is the one label_number finds.
+extern "C" __global__ void __launch_bounds__(256) label_compress(int* L, int n, int* __restrict__ counts) {
+    const int tile0 = blockIdx.x * LBL_TILE;
+    int c = 0;
+#pragma unroll
+    for (int j = 0; j < LBL_PER; ++j) {
+        const int p = tile0 + threadIdx.x * LBL_PER + j;
+        if (p >= n) break;
+        const int v = L[p];
+        if (v == p) {
+            ++c;
+        } else if (v >= 0) {
+            const int r = lbl_find(L, v);
+            if (r != v) L[p] = r;
+        }
+    }
     int total;
     lbl_block_scan(c, &total);
     if (threadIdx.x == 0) counts[blockIdx.x] = total;
@@ -273,22 +275,31 @@ extern "C" __global__ void __launch_bounds__(256) label_count(const int* __restr
 #endif
 
 #if !defined(KILN_ONLY) || defined(KILN_K_label_scan)
-// One block: counts[0..nb) becomes its exclusive scan, *total their sum. Thread t scans the
-// contiguous chunk [t*c, (t+1)*c), c = ceil(nb / 256): its chunk's sum, a block scan of the
-// sums, then its chunk again from its offset.
+// One block: counts[0..nb) becomes its exclusive scan, *total their sum. The counts go by
+// in chunks of LBL_TILE, thread t holding elements 4t..4t+3 of a chunk (the warp's loads
+// contiguous), each chunk block-scanned and carried into the next.
 extern "C" __global__ void __launch_bounds__(256) label_scan(int* counts, int nb, int* total_out) {
-    const int c = (nb + LBL_BLOCK - 1) / LBL_BLOCK;
-    const int b0 = min(nb, threadIdx.x * c), b1 = min(nb, b0 + c);
-    int sum = 0;
-    for (int i = b0; i < b1; ++i) sum += counts[i];
-    int total;
-    int run = lbl_block_scan(sum, &total);
-    for (int i = b0; i < b1; ++i) {
-        const int v = counts[i];
-        counts[i] = run;
-        run += v;
+    int carry = 0;
+    for (int base = 0; base < nb; base += LBL_TILE) {
+        int v[LBL_PER];
+        int sum = 0;
+#pragma unroll
+        for (int j = 0; j < LBL_PER; ++j) {
+            const int i = base + threadIdx.x * LBL_PER + j;
+            v[j] = i < nb ? counts[i] : 0;
+            sum += v[j];
+        }
+        int total;
+        int run = carry + lbl_block_scan(sum, &total);
+#pragma unroll
+        for (int j = 0; j < LBL_PER; ++j) {
+            const int i = base + threadIdx.x * LBL_PER + j;
+            if (i < nb) counts[i] = run;
+            run += v[j];
+        }
+        carry += total;
     }
-    if (threadIdx.x == 0) *total_out = total;
+    if (threadIdx.x == 0) *total_out = carry;
 }
 #endif
 

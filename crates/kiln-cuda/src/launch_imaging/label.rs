@@ -204,9 +204,8 @@ impl CudaBackend {
                 ],
             )?;
         }
-        self.launch(Kernel::LABEL_COMPRESS, stride_cfg(n), &[l(), ni.into()])?;
         let c = || Arg::ptr(counts.device_ptr(), ScalarType::I32);
-        self.launch(Kernel::LABEL_COUNT, tile_cfg(blocks), &[l(), ni.into(), c()])?;
+        self.launch(Kernel::LABEL_COMPRESS, tile_cfg(blocks), &[l(), ni.into(), c()])?;
         self.launch(
             Kernel::LABEL_SCAN,
             tile_cfg(1),

@@ -33,8 +33,7 @@ int main(int argc, char** argv) {
   if (tiles > 1 && cnt > 0)
     emu_launch_threads(tiles, 256, [&] { label_border(L.data(), D, H, W, td, th, tw, offp, cnt, run); });
   const unsigned stride_blocks = std::min(4u, (unsigned)((n + 255) / 256));
-  emu_launch_threads(stride_blocks, 256, [&] { label_compress(L.data(), n); });
-  emu_launch_threads(blocks, 256, [&] { label_count(L.data(), n, counts.data()); });
+  emu_launch_threads(blocks, 256, [&] { label_compress(L.data(), n, counts.data()); });
   emu_launch_threads(1, 256, [&] { label_scan(counts.data(), blocks, total.data()); });
   emu_launch_threads(blocks, 256, [&] { label_number(L.data(), n, counts.data()); });
   emu_launch_threads(stride_blocks, 256, [&] { label_resolve(L.data(), out.data(), n); });

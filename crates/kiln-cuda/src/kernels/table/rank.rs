@@ -220,31 +220,19 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(I32), val(I32), val(I32), val(I32), val(I32), val(I32), val(I32), input(I32), val(I32), val(I32)],
     }
-    /// Labelling, step 3: every element points at its root.
+    /// Labelling, step 3: every element points at its root; roots counted per block.
     LABEL_COMPRESS {
         symbol: "label_compress",
         module: LABEL,
-        compile_ms: 60,
-        computes: "label's path compression: L[p] = root of p",
-        block: B256,
-        grid: "min(ceil(n/256), 2^20) blocks, grid-stride",
-        dynamic_shared_bytes: 0,
-        dynamic_shared_note: "",
-        params: &[inout(I32), val(I32)],
-    }
-    /// Labelling, step 4: roots counted per 1,024-element block.
-    LABEL_COUNT {
-        symbol: "label_count",
-        module: LABEL,
         compile_ms: 80,
-        computes: "label's root count per 1,024-element block",
+        computes: "label's path compression (L[p] = root of p) and root count per 1,024-element block",
         block: B256,
         grid: "ceil(n/1024) blocks, 4 elements a thread",
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
-        params: &[input(I32), val(I32), output(I32)],
+        params: &[inout(I32), val(I32), output(I32)],
     }
-    /// Labelling, step 5: the block counts scanned, and their total.
+    /// Labelling, step 4: the block counts scanned, and their total.
     LABEL_SCAN {
         symbol: "label_scan",
         module: LABEL,
@@ -256,7 +244,7 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(I32), val(I32), output(I32)],
     }
-    /// Labelling, step 6: each root numbered in index order (scipy's numbering).
+    /// Labelling, step 5: each root numbered in index order (scipy's numbering).
     LABEL_NUMBER {
         symbol: "label_number",
         module: LABEL,
@@ -268,7 +256,7 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(I32), val(I32), input(I32)],
     }
-    /// Labelling, step 7: every element's label, from its root's number.
+    /// Labelling, step 6: every element's label, from its root's number.
     LABEL_RESOLVE {
         symbol: "label_resolve",
         module: LABEL,
