@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # label-gpu-check.sh: scipy.ndimage.label on the GPU, bits and speed, with and without the
-# run-overlap skip (KILN_LABEL_SKIP=1, off by default until this passes on a GPU).
+# run-overlap skip (the default; KILN_LABEL_SKIP=0 turns it off, 1 keeps it on).
 #
 # Here (build machine):
 #   cargo test --release -p kiln --features gpu-tests --test label_gpu --no-run

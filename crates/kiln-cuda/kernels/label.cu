@@ -17,9 +17,9 @@
 //   within its warp's 32 (one ballot). With `run` 2 a link between two runs is also made
 //   once, where their overlap starts: an element whose left neighbour and whose
 //   neighbour's left neighbour are both non-zero skips that neighbour (the pair to its left
-//   joins the same two runs). `run` 2 is off by default (KILN_LABEL_SKIP=1 turns it on)
-//   until its GPU bitwise test has run (scripts/label-tile-emulation.py checks the rule
-//   against scipy on the host);
+//   joins the same two runs). `run` 2 is the default (KILN_LABEL_SKIP=0 gives 1); the GPU
+//   bitwise test passes in both, and scripts/label-tile-emulation.py checks the rule
+//   against scipy on the host;
 // - label_border: the same merge in L for the pairs the tiles cut (an element on a tile's
 //   face and a neighbour before it in another tile), with the same skip under `run` 2.
 //   Parents only ever decrease and stay inside the group, so each group's final root is

@@ -156,12 +156,13 @@ impl CudaBackend {
         let offs = || Arg::ptr(table.device_ptr(), ScalarType::I32);
         let cnt = before.len() as i32;
         // a structure joining left neighbours: label_local starts each row run as one tree;
-        // 2 also links two runs once where they overlap (label.cu), off until its GPU
-        // bitwise test has run (KILN_LABEL_SKIP=1 turns it on)
+        // 2 also links two runs once where they overlap (label.cu; bitwise against the CPU
+        // on an H100, tests/label_gpu.rs). KILN_LABEL_SKIP=0 links every pair (mode 1), for
+        // comparison
         let run = match before.contains(&[0, 0, -1]) {
             false => 0i32,
-            true if std::env::var("KILN_LABEL_SKIP").is_ok_and(|v| v == "1") => 2,
-            true => 1,
+            true if std::env::var("KILN_LABEL_SKIP").is_ok_and(|v| v == "0") => 1,
+            true => 2,
         };
         // Sizes: `src` holds n elements of `elem` and `out` n int32s (the caller's
         // contract), `parents` n int32s, `table` 3 * before.len() int32s, `counts` blocks,
