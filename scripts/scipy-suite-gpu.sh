@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scipy-suite-gpu.sh: scipy's own ndimage tests on CuPy arrays, on the GPU machine. scipy
-# runs its array-API cases on CuPy when SCIPY_ARRAY_API='["cupy"]' (ids ending in [cupy]);
-# the baseline is scipy itself (which hands CuPy arrays to cupyx.scipy.ndimage), then
-# kiln.ndimage in scipy.ndimage's place (scripts/scipy-suite.sh's two modes). Prints the
-# suite's summary and a count over the CuPy cases only: those that call a kiln function and
-# pass with scipy+cupyx, those of them that pass with kiln, and the commonest failures.
+# runs its array-API cases on CuPy when SCIPY_ARRAY_API='["cupy"]' (ids ending in [cupy]).
+# Two modes (scripts/scipy-suite.sh's): the baseline, scipy itself (which hands CuPy arrays
+# to cupyx.scipy.ndimage), and kiln.ndimage in scipy.ndimage's place. Output: each mode's
+# summary; for the CuPy cases, how many call a kiln function and pass with scipy+cupyx, how
+# many of those pass with kiln, and the commonest failures.
 #
 # Here (build machine; the GPU machine has no network):
 #   bash scripts/py-device-wheel.sh                    (the release wheel into .device/wheels/)
