@@ -34,6 +34,18 @@ fn rows(text: &str) -> Vec<std::collections::HashMap<String, String>> {
         .collect()
 }
 
+/// The facade's options for `dir/book.csv`, row by row (baskets from their basket file).
+fn facade_book(dir: &Path) -> Vec<BookOption> {
+    let file = kiln_io::options_csv::read_options(dir.join("book.csv")).unwrap();
+    file.options
+        .iter()
+        .map(|o| match o.basket(&file.baskets) {
+            Some(b) => BookOption::Basket(b),
+            None => BookOption::Plain(o.spec),
+        })
+        .collect()
+}
+
 #[test]
 fn greeks_fill_the_columns_with_their_errors_and_baskets_go_to_the_summary() {
     let d = tempfile::tempdir().unwrap();
@@ -56,15 +68,7 @@ fn greeks_fill_the_columns_with_their_errors_and_baskets_go_to_the_summary() {
     );
     let table = rows(&text);
     // the facade's Greeks of the same rows (row r on stream r - 1)
-    let file = kiln_io::options_csv::read_options(d.path().join("book.csv")).unwrap();
-    let book: Vec<BookOption> = file
-        .options
-        .iter()
-        .map(|o| match o.basket(&file.baskets) {
-            Some(b) => BookOption::Basket(b),
-            None => BookOption::Plain(o.spec),
-        })
-        .collect();
+    let book = facade_book(d.path());
     let mc = kiln::core::finance::McParams {
         paths: 32768,
         steps: 2,
@@ -178,15 +182,7 @@ fn cross_gammas_are_the_facade_s_matrix_and_the_bumps_are_checked() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let file = kiln_io::options_csv::read_options(d.path().join("book.csv")).unwrap();
-    let book: Vec<BookOption> = file
-        .options
-        .iter()
-        .map(|o| match o.basket(&file.baskets) {
-            Some(b) => BookOption::Basket(b),
-            None => BookOption::Plain(o.spec),
-        })
-        .collect();
+    let book = facade_book(d.path());
     let mc = kiln::core::finance::McParams {
         paths: 8192,
         steps: 2,
