@@ -11,6 +11,7 @@ use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::verify;
 use kiln::bench_support::cpu;
 use kiln::core::backend::{bf16, f16, MapOp};
+use kiln::device::ops::Transpose;
 use kiln::kernels::Kernel;
 use kiln::{testing, DType, Error, Result, UnaryOp};
 
@@ -205,11 +206,23 @@ fn run_transpose(ctx: &Ctx, m: usize) -> Result<Measured> {
             let copies = ctx.rotation((4 * n) as u64);
             let dx = (0..copies).map(|_| b.upload(&x)).collect::<Result<Vec<_>>>()?;
             let mut dy = b.alloc_poisoned(n)?;
-            b.transpose_device(&dx[0], m, m, &mut dy)?;
+            b.run(Transpose {
+                x: &dx[0],
+                rows: m,
+                cols: m,
+                out: &mut dy,
+            })?;
             let mut got = vec![0.0; n];
             b.download(&dy, &mut got)?;
             let r = exact(&got);
-            let t = ctx.time(|i| b.transpose_device(&dx[i % copies], m, m, &mut dy))?;
+            let t = ctx.time(|i| {
+                b.run(Transpose {
+                    x: &dx[i % copies],
+                    rows: m,
+                    cols: m,
+                    out: &mut dy,
+                })
+            })?;
             (r, t)
         }
         None => {

@@ -19,6 +19,7 @@
 
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::Arg;
+use crate::ops::Transpose;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::cublas::result::{self as blas, CublasError};
@@ -278,7 +279,7 @@ impl CudaBackend {
     /// kiln's wgmma kernel for any transpose pair of one product. Each operand is read as
     /// stored when TMA can take its rows (a multiple of 8 elements); an operand whose stored
     /// rows cannot (an odd m with A transposed, an odd n with B as stored) is first
-    /// transposed into a pool buffer whose rows run along k (`transpose_device`).
+    /// transposed into a pool buffer whose rows run along k (the `Transpose` op).
     fn gemm_wgmma_layouts<T: Element>(
         &self,
         a: &DeviceBuffer<T>,
@@ -302,7 +303,12 @@ impl CudaBackend {
         // a stored `k x rows` operand copied to `rows x k` (rows along k)
         let k_major = |x: &DeviceBuffer<T>, rows: usize| -> Result<DeviceBuffer<T>> {
             let mut t = self.alloc::<T>(rows * g.k)?;
-            self.transpose_device(x, g.k, rows, &mut t)?;
+            self.run(Transpose {
+                x,
+                rows: g.k,
+                cols: rows,
+                out: &mut t,
+            })?;
             Ok(t)
         };
         let a_t = (g.trans_a && g.m % 8 != 0).then(|| k_major(a, g.m)).transpose()?;

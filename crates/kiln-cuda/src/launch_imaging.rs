@@ -27,6 +27,7 @@ mod transpose;
 pub use interp::{interp_args_bytes, spline_args_bytes, InterpSpec, Resample};
 pub use label::LabelInput;
 pub use rank::rank_algorithm;
+pub use transpose::Transpose;
 
 use crate::kernels::decl;
 use crate::launch::KernelStruct;

@@ -10,8 +10,9 @@
 //!   [`cache`] keeps cubins on disk (atomic writes, checksummed), so a warm start never calls
 //!   the compiler, and a cold one compiles only the kernels it launches ([`coldstart`]: what
 //!   is missing, and compiling it all ahead on every CPU).
-//! - [`CudaBackend`] owns a context and stream, loads each kernel on first use and launches
-//!   the kernels of the [`kernels`] table through one helper (`launch.rs`: the arguments
+//! - [`CudaBackend`] owns a context and stream, loads each kernel on first use and runs ops
+//!   ([`op::Op`]: small structs that choose a kernel and a shape) that launch the kernels of
+//!   the [`kernels`] table through one helper (`launch.rs`: the arguments
 //!   checked against the kernel's declared parameters, a profiler range named by its symbol,
 //!   one error mapping); it also keeps a pool of 32 user streams with a thread-local current
 //!   stream (`with_stream`). The Monte Carlo engines share one chunked blocks-then-combine
@@ -66,6 +67,7 @@ pub mod libs;
 mod mc_driver;
 pub mod nccl;
 pub mod nvrtc;
+pub mod op;
 pub mod pipeline;
 pub mod pool;
 pub mod profiler;
@@ -82,6 +84,12 @@ pub use cudarc::driver::CudaEvent;
 pub use discovery::{DeviceInfo, DriverProbe, Libraries};
 pub use graph::{Graph, GraphOptions};
 pub use kernels::{Kernel, Module, Program};
+pub use op::Op;
+
+/// The ops of kiln's own kernels ([`Op`]), each run with [`CudaBackend::run`].
+pub mod ops {
+    pub use crate::launch_imaging::Transpose;
+}
 #[doc(hidden)]
 pub use launch_basket::basket_param_arrays;
 pub use launch_finance::{GpuMcOptions, McProbe};

@@ -15,6 +15,7 @@
 //! work already queued there.
 
 use crate::backend::{lock, CudaBackend};
+use crate::ops::Transpose;
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{CudaEvent, CudaStream};
 use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp};
@@ -368,7 +369,12 @@ impl CudaStorage {
     ) -> Result<Self> {
         self.stream_for(&[self])?;
         let mut out: DeviceBuffer<T> = self.dev.alloc(x.len())?;
-        self.dev.transpose_device(x, rows, cols, &mut out)?;
+        self.dev.run(Transpose {
+            x,
+            rows,
+            cols,
+            out: &mut out,
+        })?;
         Ok(Self::new(&self.dev, T::wrap(out), "transpose"))
     }
 

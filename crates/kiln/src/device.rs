@@ -34,6 +34,10 @@ pub use kiln_cuda::Libraries;
 /// holds, for tools that time or warm a device directly.
 pub use kiln_cuda::CudaBackend;
 
+/// An op of kiln's own kernels (a small struct: its buffers, shape and parameters), run with
+/// [`CudaBackend::run`], and the ops themselves.
+pub use kiln_cuda::{ops, Op};
+
 /// Where a CUDA backend's creation went (driver probe, context, the wait for NVRTC), in ms.
 pub use kiln_cuda::Startup;
 

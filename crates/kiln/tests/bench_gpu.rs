@@ -3,6 +3,7 @@
 //! `--ignored --nocapture`; prints one JSON line per measurement (`BENCH {...}`).
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::Transpose;
 use kiln::device::CudaBackend;
 use kiln::{testing, Runtime};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
@@ -124,13 +125,26 @@ fn bench_imaging_and_transpose() {
         let x = testing::random_f32(m * m, -1.0, 1.0, 5);
         let dx = b.upload(&x).unwrap();
         let mut dy = b.alloc_poisoned(m * m).unwrap();
-        b.transpose_device(&dx, m, m, &mut dy).unwrap();
+        b.run(Transpose {
+            x: &dx,
+            rows: m,
+            cols: m,
+            out: &mut dy,
+        })
+        .unwrap();
         let mut got = vec![0.0; m * m];
         b.download(&dy, &mut got).unwrap();
         for (i, j) in [(0, 0), (1, 2), (m - 1, 3), (12345, m - 1), (m - 1, m - 1)] {
             assert_eq!(got[j * m + i].to_bits(), x[i * m + j].to_bits());
         }
-        let ms = time(b, 20, || b.transpose_device(&dx, m, m, &mut dy));
+        let ms = time(b, 20, || {
+            b.run(Transpose {
+                x: &dx,
+                rows: m,
+                cols: m,
+                out: &mut dy,
+            })
+        });
         report(&format!("transpose_{m}"), ms, (8 * m * m) as f64, "");
     }
 }

@@ -4,6 +4,7 @@
 //! for odd sides).
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
+use kiln::device::ops::Transpose;
 use kiln::{testing, Runtime};
 use kiln_core::backend::{bf16, f16};
 
@@ -71,7 +72,13 @@ fn check_device<T: kiln::FloatElement>(cu: &kiln::device::CudaBackend, rows: usi
         .collect();
     let dx = cu.upload_slice(&x).unwrap();
     let mut dy = cu.alloc_poisoned_as::<T>(rows * cols).unwrap();
-    cu.transpose_device(&dx, rows, cols, &mut dy).unwrap();
+    cu.run(Transpose {
+        x: &dx,
+        rows,
+        cols,
+        out: &mut dy,
+    })
+    .unwrap();
     let mut y = vec![T::from_f32(0.0); rows * cols];
     dy.copy_to_host(&mut y, cu.stream()).unwrap();
     for r in 0..rows {

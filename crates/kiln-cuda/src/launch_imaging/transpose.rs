@@ -3,26 +3,35 @@
 use super::{grid, BLOCK, MAX_AXIS};
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
 use kiln_core::backend::Element;
 use kiln_core::{Error, Result};
 
-impl CudaBackend {
-    /// Transpose a row-major `rows × cols` matrix of 32- or 16-bit elements into `out`.
-    ///
-    /// Launch (kernels/transpose.cu): `transpose_b32` (64×64 tiles, 16 elements a thread) /
-    /// `transpose_b16` (64×64 tiles moved as 32-bit words; rows and cols even, else
-    /// `transpose_h_b16`, 32×32 tiles), block 32×8, grid `(min(ceil(cols/T), 2^31-1),
-    /// min(ceil(rows/T), 65535))` for tile size T, with grid-stride loops over tiles.
-    pub fn transpose_device<T: Element>(
-        &self,
-        x: &DeviceBuffer<T>,
-        rows: usize,
-        cols: usize,
-        out: &mut DeviceBuffer<T>,
-    ) -> Result<()> {
+/// Transpose a row-major `rows × cols` matrix `x` of 32- or 16-bit elements into `out`.
+///
+/// Launch (kernels/transpose.cu): `transpose_b32` (64×64 tiles, 16 elements a thread) /
+/// `transpose_b16` (64×64 tiles moved as 32-bit words; rows and cols even, else
+/// `transpose_h_b16`, 32×32 tiles), block 32×8, grid `(min(ceil(cols/T), 2^31-1),
+/// min(ceil(rows/T), 65535))` for tile size T, with grid-stride loops over tiles.
+pub struct Transpose<'a, T> {
+    /// The input, `rows * cols` elements.
+    pub x: &'a DeviceBuffer<T>,
+    /// The input's rows.
+    pub rows: usize,
+    /// The input's columns.
+    pub cols: usize,
+    /// The output, `cols × rows`.
+    pub out: &'a mut DeviceBuffer<T>,
+}
+
+impl<T: Element> Op for Transpose<'_, T> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let Transpose { x, rows, cols, out } = self;
         let n = rows
             .checked_mul(cols)
             .ok_or_else(|| Error::invalid("transpose", "rows*cols overflows"))?;
@@ -75,6 +84,6 @@ impl CudaBackend {
         // (both fit i32, checked). transpose_b16 reads and writes 32-bit words: it runs only
         // when rows and cols are even (every row starts on a word) and both addresses are
         // 4-byte aligned (checked).
-        self.launch(id, cfg, &[xa, ya, ri.into(), ci.into()])
+        cuda.launch(id, cfg, &[xa, ya, ri.into(), ci.into()])
     }
 }
