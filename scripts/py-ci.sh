@@ -15,7 +15,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q "maturin>=1.7,<2" pytest numpy scipy
+"$venv/bin/python" -m pip install -q "maturin>=1.7,<2" pytest numpy scipy array-api-strict
 wheels=$(mktemp -d)
 trap 'rm -rf "$wheels"' EXIT
 "$venv/bin/maturin" build --profile dev -m crates/kiln-py/Cargo.toml -i "$venv/bin/python" -o "$wheels" -q

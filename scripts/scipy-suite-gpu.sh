@@ -13,7 +13,8 @@
 #     hypothesis sortedcontainers attrs pytest-timeout  (the GPU machine's Python; hypothesis
 #                                                        has a native part)
 # On the GPU machine (device run, carry [".device"]):
-#   bash scripts/scipy-suite-gpu.sh [-k cupy]          (SUITE_S: a time limit, default 900 s)
+#   bash scripts/scipy-suite-gpu.sh [-k cupy]          (SUITE_S: a time limit, default 900 s;
+#                                                        PARALLEL=1 runs both modes at once)
 set -u
 cd "$(dirname "$0")/.."
 T=/tmp/scipy-suite-gpu

@@ -11,7 +11,8 @@
 #   PY=python with kiln, numpy, scipy and pytest installed
 #      (default: the venv scripts/py-ci.sh builds, ${KILN_PY_VENV:-${CARGO_TARGET_DIR:-target}/py-venv})
 #   T=work dir (default ${CARGO_TARGET_DIR:-target}/scipy-suite)
-#   MODES="scipy kiln" (default)  ERRCHECK=1  BENCH=1
+#   MODES="scipy kiln" (default)  PARALLEL=1 (the modes side by side)  SHARDS=N (each mode as N
+#      pytest processes, every N-th test each)  ERRCHECK=1  BENCH=1
 #   MIN_PCT=98  fail under this pass rate
 # Extra arguments go to pytest (e.g. -k median). Needs pip access once, to put hypothesis and
 # pytest-timeout into $T/deps.
@@ -119,6 +120,14 @@ def _msg(report):
 
 def pytest_report_header(config):
     return f"kilnpatch: mode={MODE}, {len(PATCHED)} names patched"
+
+
+def pytest_collection_modifyitems(config, items):
+    # KILN_SHARD=K/N keeps every N-th collected test from the K-th (SHARDS=N in the runner)
+    shard = os.environ.get("KILN_SHARD")
+    if shard:
+        k, n = (int(v) for v in shard.split("/"))
+        items[:] = [it for i, it in enumerate(items) if i % n == k]
 
 
 import pytest  # noqa: E402
@@ -530,7 +539,8 @@ cat > $T/run_suite.sh <<'__KILN_EOF__'
 # Run scipy's own ndimage tests (test_filters, test_morphology, test_measurements, copied from
 # the installed scipy) with scipy.ndimage.<name> replaced by kiln.ndimage.<name> for every
 # name kiln exports, and compare with the unpatched baseline.
-#   MODES="scipy kiln" (default): baseline / drop-in
+#   MODES="scipy kiln" (default): baseline / drop-in; PARALLEL=1 runs the modes side by side;
+#   SHARDS=N runs each mode as N pytest processes (every N-th test each)
 #   BENCH=1: also time scipy vs kiln (bench.py); ERRCHECK=1: kiln-vs-scipy max errors
 #   MIN_PCT: exit 1 under this pass rate
 # hypothesis + pytest-timeout go to $T/deps.
@@ -551,12 +561,30 @@ if [ ! -f $T/nd/ndtests/test_filters.py ]; then
      dots.png $T/nd/ndtests/ && cp -r data $T/nd/ndtests/)
 fi
 cd $T/nd
+run_mode() {
+  local n=${SHARDS:-1} k
+  for k in $(seq 0 $((n - 1))); do
+    PYTHONPATH=$T:$PP KILN_MODE=$1 KILN_OUT=$T/results_$1.$k.json KILN_SHARD=$k/$n \
+      $PY -m pytest -p kilnpatch -p no:cacheprovider --continue-on-collection-errors --timeout=600 -q -rN --tb=line \
+      ndtests "${@:2}" > $T/log_$1.$k.txt 2>&1 &
+  done
+  wait
+  $PY - "$T" "$1" "$n" <<'__MERGE__'
+import json, sys
+t, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+parts = [json.load(open(f"{t}/results_{mode}.{k}.json")) for k in range(n)]
+out = dict(parts[0], results={})
+for p in parts:
+    out["results"].update(p["results"])
+json.dump(out, open(f"{t}/results_{mode}.json", "w"), indent=0)
+__MERGE__
+  cat $T/log_$1.*.txt > $T/log_$1.txt
+  echo "=== $1: $(tail -qn1 $T/log_$1.*.txt | tr '\n' ';')"
+}
 for MODE in ${MODES:-scipy kiln}; do
-  PYTHONPATH=$T:$PP KILN_MODE=$MODE KILN_OUT=$T/results_$MODE.json \
-    $PY -m pytest -p kilnpatch -p no:cacheprovider --continue-on-collection-errors --timeout=600 -q -rN --tb=line \
-    ndtests "$@" > $T/log_$MODE.txt 2>&1
-  echo "=== $MODE: rc=$? ; $(tail -1 $T/log_$MODE.txt)"
+  if [ "${PARALLEL:-0}" = 1 ]; then run_mode "$MODE" "$@" & else run_mode "$MODE" "$@"; fi
 done
+wait
 cd $T
 $PY analyze.py results_scipy.json results_kiln.json 12
 $PY classify.py

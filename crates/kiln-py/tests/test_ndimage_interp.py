@@ -353,8 +353,11 @@ class FakeCuda:
         return (2, 0)
 
 
-def test_gpu_arrays_take_the_gpu_route_and_its_refusals():
+def test_gpu_arrays_take_the_gpu_route_and_its_refusals(monkeypatch):
     # what the GPU path cannot run is refused before the data is read, with what works
+    # (with the host fallback off; with it on, these cases are copied to the host and run on
+    # the CPU: test_ndimage_dropin.py)
+    monkeypatch.setenv("KILN_NDIMAGE_FALLBACK", "0")
     with pytest.raises(kiln.InvalidInputError, match="geometric_transform.*map_coordinates"):
         kn.geometric_transform(FakeCuda(), lambda o: o)
     with pytest.raises(kiln.InvalidInputError, match="zoom: input dtype int16 on the GPU"):

@@ -14,10 +14,13 @@ measurements run on the CPU, on NumPy arrays.
 'ndarray'
 
 Return type: a NumPy input (or a list) gives a NumPy array, as scipy does; a kiln tensor
-gives a kiln tensor; other arrays (torch, CuPy, JAX) give a kiln tensor on their device, or
-their own type with ``out_type="like"`` (``out_type="kiln"`` always gives a kiln tensor).
-Binary morphology returns ``bool`` arrays (NumPy, or ``out_type="like"``) and uint8 0/1
-kiln tensors.
+gives a kiln tensor; other arrays (torch, CuPy, JAX, array-API arrays) give their own type
+on their device, as scipy.ndimage does (``out_type="kiln"`` gives a kiln tensor where a
+function takes it). What the device path does not take for such an array (a dtype, an
+``output=`` array of its library, a function without GPU kernels) is copied to the host,
+computed there with scipy's bits and copied back (``KILN_NDIMAGE_FALLBACK=0`` makes it an
+error instead; ``_ndimage_dropin``). Binary morphology returns ``bool`` arrays (NumPy, or
+the input's library) and uint8 0/1 kiln tensors.
 
 Dtypes: the linear filters, rank filters and grey morphology take a NumPy array of every
 dtype scipy takes on the CPU (bool, int8..int64, uint8..uint64, float32, float64; complex64
@@ -36,7 +39,8 @@ it (uint8 to uint16 or float32, say), converted exactly. Binary morphology gives
 whatever the dtype, as scipy does. An array is filled and returned; it may be the input.
 
 What kiln does not support raises ``kiln.InvalidInputError`` naming the parameter (its
-subclasses ``ScipyRuntimeError`` and ``ScipyTypeError`` where scipy raises those):
+subclasses ``ScipyRuntimeError`` and ``ScipyTypeError`` where scipy raises those); for
+other libraries' arrays these cases run on the host instead (above), and for kiln tensors:
 ``output=`` a dtype outside those rules or a non-NumPy array, a sequence of modes that differ
 on tensors (NumPy inputs take them where scipy does),
 ``mask=`` of the binary ops on a non-NumPy input, grey morphology on tensors with both a
@@ -155,9 +159,16 @@ class _Call:
         elif kind == "binary" and not isinstance(x, _native.Tensor):
             if self.dtype not in _KEEP:
                 x = (x != 0)
-                x = x.view(np.uint8) if np is not None else (
-                    x.to(__import__("torch").uint8) if type(x).__module__.startswith("torch")
-                    else x.astype("uint8"))
+                if np is not None:
+                    x = x.view(np.uint8)
+                elif type(x).__module__.startswith("torch"):
+                    x = x.to(__import__("torch").uint8)
+                elif hasattr(x, "astype"):
+                    x = x.astype("uint8")
+                else:
+                    raise InvalidInputError(
+                        f"{fname}: a {type(input).__name__} input of dtype {self.dtype} is not supported here; "
+                        "give uint8, float32 or uint16, or a NumPy array")
         elif kind == "rank" and self.dtype not in _KEEP:
             # NumPy inputs of every dtype run on the CPU (_ndimage_rank._host); this is the
             # tensor path: the GPU kernels (and kiln tensors) select in these three types
@@ -664,3 +675,13 @@ from ._ndimage_stats import (  # noqa: E402, A004  (scipy's names: `sum` shadows
     sum_labels,
     variance,
 )
+
+# Other libraries' arrays (CuPy, torch, JAX, array-API arrays) as scipy.ndimage takes them:
+# results of the input's type, and the cases the device path does not take run on the CPU
+# with a copy each way (_ndimage_dropin).
+from ._ndimage_dropin import dropin as _dropin  # noqa: E402
+
+for _name in __all__:
+    if _name != "generate_binary_structure":
+        globals()[_name] = _dropin(globals()[_name])
+del _name

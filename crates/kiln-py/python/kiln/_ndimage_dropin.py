@@ -1,0 +1,178 @@
+"""kiln.ndimage on other libraries' arrays, as scipy.ndimage takes them.
+
+scipy.ndimage (with ``SCIPY_ARRAY_API=1``) hands a CuPy array to ``cupyx.scipy.ndimage`` and
+any other array (torch, JAX, array-API arrays) to its NumPy code with a copy each way; either
+way the result comes back as the input's type. kiln.ndimage does the same: every exported
+function is wrapped here so that, for an input of another library (anything with
+``__dlpack__`` that is neither a NumPy array nor a kiln tensor):
+
+- the result is of the input's type by default (``out_type="like"``; ``out_type="kiln"``
+  still gives a kiln tensor where the function takes it);
+- a case the device path does not take (a dtype, an ``output=`` array of the input's library,
+  a rank, a function that runs on the CPU only) runs on the CPU: the arrays are copied to the
+  host, the NumPy path computes the result (scipy's bits, as for a NumPy input), and it is
+  copied back, into the ``output=`` array when one was given. Bad input is still refused:
+  the CPU path raises what scipy raises.
+
+``KILN_NDIMAGE_FALLBACK=0`` turns the CPU fallback off, so a case the device path does not
+take raises its error instead of running on the host (to find the calls that copy).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+
+from . import _native
+from ._errors import InvalidInputError
+
+# What a device path raises for a case it does not take (kiln's own refusals, CuPy's refusal
+# of an implicit host copy, an unsupported DLPack dtype or layout). Driver and kernel faults
+# (kiln.CudaError and the like) are not among them: they propagate.
+_REFUSALS = (InvalidInputError, TypeError, ValueError, NotImplementedError)
+
+
+def _module(x) -> str:
+    return type(x).__module__.split(".")[0]
+
+
+def _foreign(x) -> bool:
+    """Whether ``x`` is an array of another library (not NumPy, not a kiln tensor)."""
+    return (x is not None and not isinstance(x, (_native.Tensor, type)) and _module(x) != "numpy"
+            and hasattr(x, "__dlpack__"))
+
+
+def _find_like(values):
+    for v in values:
+        if _foreign(v):
+            return v
+        if isinstance(v, (list, tuple)):
+            for w in v:
+                if _foreign(w):
+                    return w
+    return None
+
+
+def _to_host(x):
+    """A foreign array as a NumPy array (a copy where it lives on a device)."""
+    import numpy as np
+
+    mod = _module(x)
+    if mod == "cupy":
+        return x.get()
+    if mod == "torch":
+        return x.detach().resolve_conj().cpu().numpy()
+    if mod in ("jax", "jaxlib"):
+        return np.asarray(x)
+    try:
+        return np.from_dlpack(x)
+    except (TypeError, ValueError, BufferError, RuntimeError):
+        return np.asarray(x)
+
+
+def _to_host_arg(v):
+    if _foreign(v):
+        return _to_host(v)
+    if isinstance(v, (list, tuple)) and any(_foreign(w) for w in v):
+        return type(v)(_to_host(w) if _foreign(w) else w for w in v)
+    return v
+
+
+def _to_like(a, like):
+    """The NumPy array ``a`` as an array of ``like``'s library, on ``like``'s device."""
+    mod = _module(like)
+    if mod == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.asarray(a)
+    if mod == "torch":
+        import torch
+
+        return torch.as_tensor(a if a.flags.writeable else a.copy(), device=like.device)
+    if mod in ("jax", "jaxlib"):
+        import jax
+
+        return jax.device_put(a, next(iter(like.devices())))
+    lib = sys.modules.get(mod)
+    if lib is not None and hasattr(lib, "asarray"):
+        return lib.asarray(a)
+    return a
+
+
+def _result_like(r, like):
+    """scipy's conversion of a NumPy result for an input of ``like``'s library: arrays and
+    NumPy scalars become arrays of that library, ints stay ints, ``value_indices``' dict keeps
+    its keys as Python ints, sequences are converted item by item, ``None`` stays."""
+    import numpy as np
+
+    if isinstance(r, (np.ndarray, np.generic)):
+        return _to_like(np.asarray(r), like)
+    if isinstance(r, dict):
+        return {(k.item() if isinstance(k, np.generic) else k):
+                (tuple(_result_like(v, like) for v in vs) if isinstance(vs, tuple) else _result_like(vs, like))
+                for k, vs in r.items()}
+    if isinstance(r, (list, tuple)):
+        return type(r)(_result_like(v, like) for v in r)
+    return r
+
+
+def _dtype_of(out):
+    import numpy as np
+
+    d = out.dtype
+    name = d if isinstance(d, str) else str(getattr(d, "name", d))
+    return np.dtype(name.rsplit(".", 1)[-1])
+
+
+def _host_call(f, sig, args, kwargs, like):
+    """``f`` on host copies of the foreign arrays, the result given back like ``like``."""
+    ba = sig.bind(*args, **kwargs)
+    a = ba.arguments
+    out = a.get("output")
+    out = out if _foreign(out) else None
+    for k, v in list(a.items()):
+        a[k] = _to_host_arg(v)
+    if out is not None:
+        a["output"] = _dtype_of(out)
+    if "out_type" in a:
+        a["out_type"] = None
+    if "device" in a:
+        a["device"] = None
+    r = f(*ba.args, **ba.kwargs)
+    if out is None:
+        return _result_like(r, like)
+    out[...] = _to_like(r, out)
+    return out
+
+
+def dropin(f):
+    """``f`` taking other libraries' arrays as scipy.ndimage does (this module's rules)."""
+    sig = inspect.signature(f)
+    takes_out_type = "out_type" in sig.parameters
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        like = _find_like(args)
+        if like is None:
+            like = _find_like(kwargs.values())
+        if like is None:
+            return f(*args, **kwargs)
+        asked = kwargs.get("out_type")
+        if takes_out_type and asked is None:
+            kwargs["out_type"] = "like"
+        try:
+            return _result_like(f(*args, **kwargs), like)
+        except _REFUSALS:
+            if os.environ.get("KILN_NDIMAGE_FALLBACK", "1") == "0":
+                raise
+        r = _host_call(f, sig, args, kwargs, like)
+        if asked == "kiln" and not isinstance(r, _native.Tensor) and hasattr(r, "__dlpack__"):
+            from . import asarray
+
+            return asarray(r)
+        return r
+
+    return wrapper
