@@ -61,22 +61,29 @@ def _to_host(x):
 
     mod = _module(x)
     if mod == "cupy":
-        return x.get()
-    if mod == "torch":
-        return x.detach().resolve_conj().cpu().numpy()
-    if mod in ("jax", "jaxlib"):
-        return np.asarray(x)
-    try:
-        return np.from_dlpack(x)
-    except (TypeError, ValueError, BufferError, RuntimeError):
-        return np.asarray(x)
+        a = x.get()
+    elif mod == "torch":
+        a = x.detach().resolve_conj().cpu().numpy()
+    elif mod in ("jax", "jaxlib"):
+        a = np.asarray(x)
+    else:
+        try:
+            a = np.from_dlpack(x)
+        except (TypeError, ValueError, BufferError, RuntimeError):
+            a = np.asarray(x)
+    # a writable array of its own: the host path may write it (an output= copy)
+    return a.copy() if not a.flags.writeable or not a.flags.owndata else a
 
 
-def _to_host_arg(v):
+def _to_host_arg(v, memo):
+    """``v`` with its foreign arrays as NumPy arrays; ``memo`` (id -> array) gives one host
+    array per foreign array, so an array passed twice (``output=input``) stays one array."""
     if _foreign(v):
-        return _to_host(v)
+        if id(v) not in memo:
+            memo[id(v)] = _to_host(v)
+        return memo[id(v)]
     if isinstance(v, (list, tuple)) and any(_foreign(w) for w in v):
-        return type(v)(_to_host(w) if _foreign(w) else w for w in v)
+        return type(v)(_to_host_arg(w, memo) for w in v)
     return v
 
 
@@ -102,12 +109,15 @@ def _to_like(a, like):
     return a
 
 
-def _result_like(r, like):
+def _result_like(r, like, host_out=None, out=None):
     """scipy's conversion of a NumPy result for an input of ``like``'s library: arrays and
     NumPy scalars become arrays of that library, ints stay ints, ``value_indices``' dict keeps
-    its keys as Python ints, sequences are converted item by item, ``None`` stays."""
+    its keys as Python ints, sequences are converted item by item, ``None`` stays. The host
+    copy of an ``output=`` array (``host_out``) is given back as that array (``out``)."""
     import numpy as np
 
+    if host_out is not None and r is host_out:
+        return out
     if isinstance(r, (np.ndarray, np.generic)):
         return _to_like(np.asarray(r), like)
     if isinstance(r, dict):
@@ -115,37 +125,31 @@ def _result_like(r, like):
                 (tuple(_result_like(v, like) for v in vs) if isinstance(vs, tuple) else _result_like(vs, like))
                 for k, vs in r.items()}
     if isinstance(r, (list, tuple)):
-        return type(r)(_result_like(v, like) for v in r)
+        return type(r)(_result_like(v, like, host_out, out) for v in r)
     return r
 
 
-def _dtype_of(out):
-    import numpy as np
-
-    d = out.dtype
-    name = d if isinstance(d, str) else str(getattr(d, "name", d))
-    return np.dtype(name.rsplit(".", 1)[-1])
-
-
 def _host_call(f, sig, args, kwargs, like):
-    """``f`` on host copies of the foreign arrays, the result given back like ``like``."""
+    """``f`` on host copies of the foreign arrays, the result given back like ``like``. An
+    ``output=`` array of ``like``'s library is passed as a host copy (so scipy's rules for an
+    output array hold, and an output that is also an input stays one array), then written
+    back into it."""
     ba = sig.bind(*args, **kwargs)
     a = ba.arguments
     out = a.get("output")
     out = out if _foreign(out) else None
+    memo = {}
     for k, v in list(a.items()):
-        a[k] = _to_host_arg(v)
-    if out is not None:
-        a["output"] = _dtype_of(out)
+        a[k] = _to_host_arg(v, memo)
     if "out_type" in a:
         a["out_type"] = None
     if "device" in a:
         a["device"] = None
+    host_out = a.get("output") if out is not None else None
     r = f(*ba.args, **ba.kwargs)
-    if out is None:
-        return _result_like(r, like)
-    out[...] = _to_like(r, out)
-    return out
+    if out is not None:
+        out[...] = _to_like(host_out, out)
+    return _result_like(r, like, host_out, out)
 
 
 def dropin(f):

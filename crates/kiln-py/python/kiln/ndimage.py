@@ -139,6 +139,15 @@ class _Call:
         if self.ndim < 1:
             raise InvalidInputError(f"{fname}: input has 0 axes; kiln.ndimage takes 1 to 3 (more with axes=)")
         self.out_dtype, self.out_array = self._output(output, x)
+        if (kind == "linear" and np is None and not isinstance(input, _native.Tensor)
+                and (self.dtype != "float32" or self.out_dtype not in (None, "float32"))):
+            # another library's array: scipy's bits for every dtype but float32 (the GPU
+            # kernels round 8/16-bit results and compute float64 in float32), so those run on
+            # the host (_ndimage_dropin)
+            raise InvalidInputError(
+                f"{fname}: a {type(input).__name__} of dtype {self.dtype} (output {self.out_dtype or self.dtype}): "
+                "the GPU's linear filters take float32 arrays of other libraries; give float32, or a kiln tensor "
+                "(float32 arithmetic, 8/16-bit results rounded and clamped)")
         if kind == "linear" and (self.dtype not in _KEEP or self.out_dtype not in (None, self.dtype)):
             # computed in float32 from any real input, returned as the float type asked for
             want = self.out_dtype or self.dtype
