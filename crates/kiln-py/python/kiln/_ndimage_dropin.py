@@ -152,6 +152,35 @@ def _host_call(f, sig, args, kwargs, like):
     return _result_like(r, like, host_out, out)
 
 
+def _into_output(f, sig, args, kwargs):
+    """For an ``output=`` array of another library: the device path with its dtype instead,
+    the result copied into it (the input is read before the output is written, so an output
+    that is also the input is right). ``None`` where there is no such output, the device path
+    refuses the dtype too, or its result is not one array of the output's shape (the host
+    path then applies scipy's rules for output arrays)."""
+    ba = sig.bind(*args, **kwargs)
+    out = ba.arguments.get("output")
+    if not _foreign(out):
+        return None
+    ba.arguments["output"] = _dtype_of(out)
+    try:
+        r = f(*ba.args, **ba.kwargs)
+    except _REFUSALS:
+        return None
+    if type(r) is not type(out) or tuple(r.shape) != tuple(out.shape):
+        return None
+    out[...] = r
+    return out
+
+
+def _dtype_of(out):
+    import numpy as np
+
+    d = out.dtype
+    name = d if isinstance(d, str) else str(getattr(d, "name", d))
+    return np.dtype(name.rsplit(".", 1)[-1])
+
+
 def dropin(f):
     """``f`` taking other libraries' arrays as scipy.ndimage does (this module's rules)."""
     sig = inspect.signature(f)
@@ -172,6 +201,9 @@ def dropin(f):
         except _REFUSALS:
             if os.environ.get("KILN_NDIMAGE_FALLBACK", "1") == "0":
                 raise
+        r = _into_output(f, sig, args, kwargs)
+        if r is not None:
+            return r
         r = _host_call(f, sig, args, kwargs, like)
         if asked == "kiln" and not isinstance(r, _native.Tensor) and hasattr(r, "__dlpack__"):
             from . import asarray

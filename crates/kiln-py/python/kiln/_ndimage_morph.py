@@ -40,6 +40,9 @@ def _prep(fname, input, output, honour_dtype, structure=None):
             str(x.dtype).replace("torch.", "")):
         raise InvalidInputError(
             f"{fname}: output of another dtype with a structure is not supported (the grey steps add the structure in the input's dtype); convert the input first")
+    if not isinstance(output, np.ndarray) and hasattr(output, "shape"):
+        # an array of another library (np.dtype would read its dtype and drop the array)
+        raise InvalidInputError(f"{fname}: output= arrays other than NumPy are not supported here")
     if isinstance(output, np.ndarray):
         if not _is_numpy(input):
             raise InvalidInputError(f"{fname}: output= a NumPy array needs a NumPy input")
