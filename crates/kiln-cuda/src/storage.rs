@@ -15,7 +15,7 @@
 //! work already queued there.
 
 use crate::backend::{lock, CudaBackend};
-use crate::ops::Transpose;
+use crate::ops::{Filter2d, Filter3d, NdimageLinearData, SeparableFilter, Transpose};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{CudaEvent, CudaStream};
 use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp};
@@ -477,10 +477,21 @@ impl BackendStorage for CudaStorage {
         self.stream_for(&[self])?;
         let mut out: DeviceBuffer<f32> = self.dev.alloc(x.len())?;
         match sep {
-            Some(sep) => self.dev.separable_device(x, &mut out, shape, sep, 1, mode)?,
-            None => self
-                .dev
-                .filter2d_direct_device(x, &mut out, shape, kernel, mode)?,
+            Some(sep) => self.dev.run(SeparableFilter {
+                src: x,
+                dst: &mut out,
+                shape,
+                sep,
+                axis_offset: 1,
+                mode,
+            })?,
+            None => self.dev.run(Filter2d {
+                src: x,
+                dst: &mut out,
+                shape,
+                kernel,
+                mode,
+            })?,
         }
         Ok(Self::new(&self.dev, CudaData::F32(out), "filter2d"))
     }
@@ -500,10 +511,22 @@ impl BackendStorage for CudaStorage {
         self.stream_for(&[self])?;
         let mut out: DeviceBuffer<f32> = self.dev.alloc(x.len())?;
         match sep {
-            Some(sep) => self.dev.separable_device(x, &mut out, shape, sep, 0, mode)?,
-            None => self
-                .dev
-                .filter3d_direct_device(x, &mut out, shape, kernel, mode)?,
+            Some(sep) => self.dev.run(SeparableFilter {
+                src: x,
+                dst: &mut out,
+                shape,
+                sep,
+                axis_offset: 0,
+                mode,
+            })?,
+            None => self.dev.run(Filter3d {
+                src: x,
+                dst: &mut out,
+                shape,
+                kernel,
+                mode,
+                planes: None,
+            })?,
         }
         Ok(Self::new(&self.dev, CudaData::F32(out), "filter3d"))
     }
@@ -519,8 +542,12 @@ impl BackendStorage for CudaStorage {
         check_same_len(&f.name, shape.iter().product(), self.len())?;
         self.stream_for(&[self])?;
         let mut out = Self::alloc(&self.dev, self.dtype(), self.len(), &f.name)?;
-        self.dev
-            .ndimage_linear_data(&self.data, &mut out.data, shape, f)?;
+        self.dev.run(NdimageLinearData {
+            src: &self.data,
+            dst: &mut out.data,
+            shape,
+            filter: f,
+        })?;
         Ok(out)
     }
 

@@ -58,6 +58,6 @@ pub use kiln_cuda::nvrtc::compiles_this_process as nvrtc_compiles_this_process;
 /// [`CudaBackend::gemm_fp8_nt`].
 pub use kiln_cuda::gemm_wgmma::{Fp8Format, WgmmaPipeline};
 
-/// The input types of [`CudaBackend::label_raw`] (scipy.ndimage.label on arrays in device
+/// The input types of [`ops::LabelRaw`] (scipy.ndimage.label on arrays in device
 /// memory: kiln-py's path for CuPy and torch arrays).
 pub use kiln_cuda::LabelInput;
