@@ -90,6 +90,8 @@ pub use op::Op;
 pub mod ops {
     pub use crate::launch_imaging::Transpose;
     // Imaging, element-wise, copies and GEMM.
+    pub use crate::copy::Cast;
+    pub use crate::launch_elementwise::{Axpy, Map, MapLaunchProbe, MapOn, Unary};
     pub use crate::launch_imaging::{
         Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear, NdimageLinearData,
         SeparableFilter, SplineFilter1d,

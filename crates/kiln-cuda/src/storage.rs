@@ -15,7 +15,8 @@
 //! work already queued there.
 
 use crate::backend::{lock, CudaBackend};
-use crate::ops::{Filter2d, Filter3d, NdimageLinearData, SeparableFilter, Transpose};
+use crate::copy::Fault;
+use crate::ops::{Axpy, Cast, Filter2d, Filter3d, Map, NdimageLinearData, SeparableFilter, Transpose};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{CudaEvent, CudaStream};
 use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp};
@@ -310,7 +311,7 @@ impl CudaStorage {
     #[doc(hidden)]
     pub fn inject_illegal_address(dev: &Arc<CudaBackend>) -> Result<Self> {
         let out: DeviceBuffer<f32> = dev.alloc(1)?;
-        dev.launch_fault(&out)?;
+        dev.run(Fault { out: &out })?;
         Ok(Self::new(dev, CudaData::F32(out), "fault_illegal_address"))
     }
 
@@ -348,7 +349,7 @@ impl CudaStorage {
     fn map_t<T: CudaElement + Element>(&self, x: &DeviceBuffer<T>, op: MapOp) -> Result<Self> {
         self.stream_for(&[self])?;
         let mut out: DeviceBuffer<T> = self.dev.alloc(x.len())?;
-        self.dev.map_device(op, x, &mut out)?;
+        self.dev.run(Map { op, x, out: &mut out })?;
         Ok(Self::new(&self.dev, T::wrap(out), op.name()))
     }
 
@@ -357,7 +358,7 @@ impl CudaStorage {
         self.stream_for(&[self, y])?;
         let mut out: DeviceBuffer<T> = self.dev.alloc(x.len())?;
         self.dev.copy_device_any(yb, &mut out)?;
-        self.dev.axpy_device(a, x, &mut out)?;
+        self.dev.run(Axpy { a, x, y: &mut out })?;
         Ok(Self::new(&self.dev, T::wrap(out), "axpy"))
     }
 
@@ -449,7 +450,10 @@ impl BackendStorage for CudaStorage {
         check_cast(self.dtype(), to)?;
         self.stream_for(&[self])?;
         let out = Self::alloc(&self.dev, to, self.len(), "cast")?;
-        self.dev.cast_device(&self.data, &out.data)?;
+        self.dev.run(Cast {
+            src: &self.data,
+            dst: &out.data,
+        })?;
         Ok(out)
     }
 

@@ -3,7 +3,7 @@
 //! `--ignored --nocapture`; prints one JSON line per measurement (`BENCH {...}`).
 #![allow(clippy::unwrap_used)]
 
-use kiln::device::ops::{Filter2d, Filter3d, SeparableFilter, Transpose};
+use kiln::device::ops::{Filter2d, Filter3d, Map, MapLaunchProbe, SeparableFilter, Transpose};
 use kiln::device::CudaBackend;
 use kiln::{testing, Runtime};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
@@ -308,8 +308,8 @@ fn bench_engine() {
     let op = MapOp::ScaleShift { a: 1.0, b: 1.0 };
     let work = |x: &mut kiln::memory::DeviceBuffer<f32>, y: &mut kiln::memory::DeviceBuffer<f32>| {
         for _ in 0..500 {
-            b.map_device(op, x, y)?;
-            b.map_device(op, y, x)?;
+            b.run(Map { op, x, out: y })?;
+            b.run(Map { op, x: y, out: x })?;
         }
         Ok(())
     };
@@ -327,7 +327,15 @@ fn bench_engine() {
     // the driver's share: the same launches through cudarc directly
     let raw = median(
         (0..10)
-            .map(|_| b.raw_launch_probe_ms(op, &mut x, &mut y, 1000).unwrap())
+            .map(|_| {
+                b.run(MapLaunchProbe {
+                    op,
+                    x: &mut x,
+                    y: &mut y,
+                    launches: 1000,
+                })
+                .unwrap()
+            })
             .collect(),
     );
     let g = b.capture(|_| work(&mut x, &mut y)).unwrap();
@@ -419,7 +427,12 @@ fn bench_engine() {
     let m = 64 << 20;
     let dx = b.upload(&hx[..m]).unwrap();
     let mut dy = b.alloc::<f32>(m).unwrap();
-    b.map_device(sig, &dx, &mut dy).unwrap();
+    b.run(Map {
+        op: sig,
+        x: &dx,
+        out: &mut dy,
+    })
+    .unwrap();
     let mut want = vec![0f32; m];
     b.download(&dy, &mut want).unwrap();
     assert!(hy[..m].iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()));

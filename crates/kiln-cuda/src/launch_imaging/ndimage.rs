@@ -17,6 +17,7 @@ use super::{check_shape, grid, mode_args, w32, Filter2d, Filter3d, BLOCK};
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::Arg;
 use crate::op::Op;
+use crate::ops::Cast;
 use crate::pool::DeviceBuffer;
 use crate::storage::CudaData;
 use crate::CudaBackend;
@@ -207,7 +208,7 @@ impl Op for NdimageLinearData<'_> {
             CudaData::F32(_) => None,
             _ => {
                 let t = CudaData::F32(cuda.alloc::<f32>(sn)?);
-                cuda.cast_device(src, &t)?;
+                cuda.run(Cast { src, dst: &t })?;
                 Some(t)
             }
         };
@@ -218,7 +219,7 @@ impl Op for NdimageLinearData<'_> {
         let mut out = cuda.alloc::<f32>(sn)?;
         nd_f32(cuda, x, &mut out, shape, f)?;
         let out = CudaData::F32(out);
-        cuda.cast_device(&out, dst)
+        cuda.run(Cast { src: &out, dst })
     }
 }
 

@@ -15,7 +15,7 @@ use crate::tensor::{Storage, Tensor};
 use kiln_core::imaging::interp::{self as cpu, Mapping, OutValue, Store};
 use kiln_core::{DType, Error, Result};
 use kiln_cpu::{CpuStorage, StorageElement};
-use kiln_cuda::ops::{Interp, SplineFilter1d};
+use kiln_cuda::ops::{Cast, Interp, SplineFilter1d};
 use kiln_cuda::CudaStorage;
 
 pub use kiln_core::imaging::interp::InterpMode;
@@ -184,7 +184,10 @@ impl Tensor {
                 let dev = g.backend();
                 g.use_on(dev.stream())?;
                 let o = CudaStorage::alloc(dev, DType::F64, shape.iter().product(), op)?;
-                dev.cast_device(g.data(), o.data())?;
+                dev.run(Cast {
+                    src: g.data(),
+                    dst: o.data(),
+                })?;
                 dev.run(SplineFilter1d {
                     data: o.data(),
                     shape: &shape,
