@@ -16,7 +16,9 @@
 
 use crate::backend::{lock, CudaBackend};
 use crate::copy::Fault;
-use crate::ops::{Axpy, Cast, Filter2d, Filter3d, Map, NdimageLinearData, SeparableFilter, Transpose};
+use crate::ops::{
+    Axpy, Cast, Filter2d, Filter3d, Map, MatMul, NdimageLinearData, SeparableFilter, Transpose,
+};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{CudaEvent, CudaStream};
 use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp};
@@ -391,7 +393,14 @@ impl CudaStorage {
         let len_c = g.validate(a.len(), bb.len())?;
         self.stream_for(&[self, b])?;
         let mut c: DeviceBuffer<T> = self.dev.alloc(len_c)?;
-        self.dev.gemm_device(a, bb, &mut c, g, p, imp)?;
+        self.dev.run(MatMul {
+            a,
+            b: bb,
+            c: &mut c,
+            gemm: g,
+            precision: p,
+            imp,
+        })?;
         Ok(Self::new(&self.dev, T::wrap(c), "gemm"))
     }
 }

@@ -4,7 +4,7 @@
 //! Skips (printing why) without a GPU; fails under KILN_REQUIRE_GPU=1.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
-use kiln::device::ops::{Axpy, Map};
+use kiln::device::ops::{Axpy, Map, MatMul};
 use kiln::device::CudaBackend;
 use kiln::{testing, Error};
 use kiln_core::backend::MapOp;
@@ -408,15 +408,43 @@ fn a_captured_gemm_replays_the_eager_bits() {
         b.stream(),
     )
     .unwrap();
-    b.gemm_device(&a, &bb, &mut c, &g, p, lib).unwrap();
+    b.run(MatMul {
+        a: &a,
+        b: &bb,
+        c: &mut c,
+        gemm: &g,
+        precision: p,
+        imp: lib,
+    })
+    .unwrap();
     let mut want = vec![0f32; m * n];
     c.copy_to_host(&mut want, b.stream()).unwrap();
-    let graph = b.capture(|b| b.gemm_device(&a, &bb, &mut c, &g, p, lib)).unwrap();
+    let graph = b
+        .capture(|b| {
+            b.run(MatMul {
+                a: &a,
+                b: &bb,
+                c: &mut c,
+                gemm: &g,
+                precision: p,
+                imp: lib,
+            })
+        })
+        .unwrap();
     let slot = b.new_stream().unwrap();
     let mut c2 = b.alloc::<f32>(m * n).unwrap();
-    b.with_stream(slot, || b.gemm_device(&a, &bb, &mut c2, &g, p, lib))
-        .unwrap()
-        .unwrap();
+    b.with_stream(slot, || {
+        b.run(MatMul {
+            a: &a,
+            b: &bb,
+            c: &mut c2,
+            gemm: &g,
+            precision: p,
+            imp: lib,
+        })
+    })
+    .unwrap()
+    .unwrap();
     c.copy_from_host(&vec![f32::NAN; m * n], b.stream()).unwrap();
     graph.launch().unwrap();
     let mut got = vec![0f32; m * n];
