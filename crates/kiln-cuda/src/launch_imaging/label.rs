@@ -303,9 +303,9 @@ impl Op for Label<'_> {
         if n == 0 {
             return Ok(0);
         }
-        // SAFETY: both buffers are this backend's allocations of n elements (checked above),
-        // distinct (one is borrowed mutably), used on its current stream, and live for the
-        // call, which waits for its kernels before returning.
+        // SAFETY: both buffers are the running backend's allocations of n elements (checked
+        // above), distinct (one is borrowed mutably), used on its current stream, and live
+        // for the run, which waits for its kernels before returning.
         let op = unsafe {
             LabelRaw::new(
                 mask.device_ptr(),
