@@ -11,6 +11,7 @@ use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::verify::{self, Verdict};
 use kiln::bench_support::cpu::{filter2d_into, filter3d_into};
 use kiln::core::imaging::{BoundaryMode, Kernel2D, Kernel3D, Separable};
+use kiln::device::ops::{Filter2d, Filter3d, SeparableFilter};
 use kiln::imaging::{filter_tolerance, path_2d, path_3d, FilterPath};
 use kiln::kernels::Kernel;
 use kiln::memory::DeviceBuffer;
@@ -53,12 +54,12 @@ fn kernel2d(preset: &str) -> Result<(Kernel2D, Option<Separable>)> {
     Ok((k, sep))
 }
 
-/// The kernels `filter2d_direct_device` runs for a `k × k` kernel on an `h × w` image: for
+/// The kernels `Filter2d` runs for a `k × k` kernel on an `h × w` image: for
 /// k = 3 the register kernel the device's occupancy picks (both names without a device).
 fn direct_2d_ids(ctx: &Ctx, k: usize, h: usize, w: usize) -> Vec<&'static str> {
     let id = match k {
         3 => {
-            let pick = ctx.cuda.and_then(|b| b.filter2d_k3_choice(1, h, w).ok());
+            let pick = ctx.cuda.and_then(|b| Filter2d::k3_choice(b, 1, h, w).ok());
             return match pick {
                 Some((id, _)) => vec![id.symbol()],
                 None => vec![
@@ -74,7 +75,7 @@ fn direct_2d_ids(ctx: &Ctx, k: usize, h: usize, w: usize) -> Vec<&'static str> {
     vec![id.symbol()]
 }
 
-/// The kernels `separable_device` runs for `sep` on (1, h, w): a consecutive pair of passes
+/// The kernels `SeparableFilter` runs for `sep` on (1, h, w): a consecutive pair of passes
 /// along H and W with one odd length 3..=17 is the fused `sep2d_{vh,hv}_r{R}_f32`, any other
 /// pass `filter1d_x_f32` (along W) or `filter1d_s_f32` (along H).
 fn separable_2d_ids(sep: &Separable) -> Vec<&'static str> {
@@ -158,8 +159,21 @@ fn run_filter2d(ctx: &Ctx, preset: &str, h: usize, w: usize) -> Result<Measured>
             let dx = (0..copies).map(|_| b.upload(&x)).collect::<Result<Vec<_>>>()?;
             let mut dy = b.alloc_poisoned(n)?;
             let launch = |i: usize, dy: &mut DeviceBuffer<f32>| match &sep {
-                Some(s) => b.separable_device(&dx[i % copies], dy, [1, h, w], s, 1, mode),
-                None => b.filter2d_direct_device(&dx[i % copies], dy, [1, h, w], &k, mode),
+                Some(s) => b.run(SeparableFilter {
+                    src: &dx[i % copies],
+                    dst: dy,
+                    shape: [1, h, w],
+                    sep: s,
+                    axis_offset: 1,
+                    mode,
+                }),
+                None => b.run(Filter2d {
+                    src: &dx[i % copies],
+                    dst: dy,
+                    shape: [1, h, w],
+                    kernel: &k,
+                    mode,
+                }),
             };
             launch(0, &mut dy)?;
             let mut got = vec![0.0f32; n];
@@ -249,8 +263,22 @@ fn run_filter3d(ctx: &Ctx, d: usize) -> Result<Measured> {
             let dx = (0..copies).map(|_| b.upload(&x)).collect::<Result<Vec<_>>>()?;
             let mut dy = b.alloc_poisoned(n)?;
             let launch = |i: usize, dy: &mut DeviceBuffer<f32>| match &sep {
-                Some(s) => b.separable_device(&dx[i % copies], dy, shape, s, 0, mode),
-                None => b.filter3d_direct_device(&dx[i % copies], dy, shape, &k, mode),
+                Some(s) => b.run(SeparableFilter {
+                    src: &dx[i % copies],
+                    dst: dy,
+                    shape,
+                    sep: s,
+                    axis_offset: 0,
+                    mode,
+                }),
+                None => b.run(Filter3d {
+                    src: &dx[i % copies],
+                    dst: dy,
+                    shape,
+                    kernel: &k,
+                    mode,
+                    planes: None,
+                }),
             };
             launch(0, &mut dy)?;
             let mut got = vec![0.0f32; n];

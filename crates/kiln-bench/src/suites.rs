@@ -11,7 +11,7 @@ use crate::harness::{params, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::verify;
 use kiln::bench_support::cpu;
 use kiln::core::backend::{bf16, f16, MapOp};
-use kiln::device::ops::Transpose;
+use kiln::device::ops::{Map, Transpose};
 use kiln::kernels::Kernel;
 use kiln::{testing, DType, Error, Result, UnaryOp};
 
@@ -136,11 +136,21 @@ fn run_sigmoid<T: kiln::FloatElement>(ctx: &Ctx, n: usize) -> Result<Measured> {
                 .map(|_| b.upload_slice(&x))
                 .collect::<Result<Vec<_>>>()?;
             let mut dy = b.alloc_poisoned_as::<T>(n)?;
-            b.map_device(op, &dx[0], &mut dy)?;
+            b.run(Map {
+                op,
+                x: &dx[0],
+                out: &mut dy,
+            })?;
             let mut got = vec![T::from_f32(0.0); n];
             dy.copy_to_host(&mut got, b.stream())?;
             let v = verify::close(&got, |i| want[i].to_f32() as f64, rel, 1e-7);
-            let t = ctx.time(|i| b.map_device(op, &dx[i % copies], &mut dy))?;
+            let t = ctx.time(|i| {
+                b.run(Map {
+                    op,
+                    x: &dx[i % copies],
+                    out: &mut dy,
+                })
+            })?;
             (v, "the CPU backend", t)
         }
         None => {
@@ -345,7 +355,11 @@ fn run_pipeline(ctx: &Ctx, n: usize) -> Result<Measured> {
     // one-shot reference on the device
     let dx = b.upload(&x)?;
     let mut dy = b.alloc::<f32>(n)?;
-    b.map_device(op, &dx, &mut dy)?;
+    b.run(Map {
+        op,
+        x: &dx,
+        out: &mut dy,
+    })?;
     let mut want = vec![0.0f32; n];
     b.download(&dy, &mut want)?;
     drop((dx, dy));

@@ -8,6 +8,7 @@
 //! pipelined copy through pinned buffers) or `host` (the CPU backend, host-side work).
 
 use crate::exit;
+use kiln::device::ops::{Map, Unary};
 use kiln::verify::{max_rel_f32, rel_l2, time_host, wall_ms, Covers, Timing, WARMUP};
 use kiln::{testing, BackendKind, CpuBackend, Runtime, UnaryOp};
 use kiln::{Config, DeviceRequest};
@@ -119,12 +120,22 @@ fn elementwise_rows(rt: &Runtime, n: usize, reps: usize) -> kiln::Result<Vec<Row
                 let mut dy = b.alloc_poisoned(n)?;
                 // the first run, timed alone, is the one verified
                 let ((), first_ms) = wall_ms(|| {
-                    b.unary_f32_device(op, &dx, &mut dy)?;
+                    b.run(Unary {
+                        op,
+                        x: &dx,
+                        out: &mut dy,
+                    })?;
                     b.synchronize()
                 })?;
                 let mut got = vec![0.0f32; n];
                 b.download(&dy, &mut got)?;
-                let times = b.time_ms(WARMUP, reps, || b.unary_f32_device(op, &dx, &mut dy))?;
+                let times = b.time_ms(WARMUP, reps, || {
+                    b.run(Unary {
+                        op,
+                        x: &dx,
+                        out: &mut dy,
+                    })
+                })?;
                 let t = Timing::new(first_ms, times, Covers::Device);
                 rows.push(mk(t, &got, "device-resident".into(), b.name()));
                 // host -> device -> host, as a user calling rt.sigmoid(&slice) sees it; every
@@ -196,8 +207,8 @@ fn launch_rows(rt: &Runtime, reps: usize) -> kiln::Result<Vec<Row>> {
     let mut y = b.alloc::<f32>(32)?;
     let work = |x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>| -> kiln::Result<()> {
         for _ in 0..500 {
-            b.map_device(op, x, y)?;
-            b.map_device(op, y, x)?;
+            b.run(Map { op, x, out: y })?;
+            b.run(Map { op, x: y, out: x })?;
         }
         Ok(())
     };
@@ -280,7 +291,11 @@ fn pipeline_rows(rt: &Runtime, size: &str, reps: usize) -> kiln::Result<Vec<Row>
     // one-shot reference on the device, chunked only by the device's own memory
     let dx = b.upload(&x)?;
     let mut dy = b.alloc::<f32>(n)?;
-    b.map_device(op, &dx, &mut dy)?;
+    b.run(Map {
+        op,
+        x: &dx,
+        out: &mut dy,
+    })?;
     let mut want = vec![0.0f32; n];
     b.download(&dy, &mut want)?;
     let same = y.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits());

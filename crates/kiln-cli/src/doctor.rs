@@ -2,6 +2,7 @@
 
 use crate::exit;
 use kiln::core::device::Admission;
+use kiln::device::ops::Unary;
 use kiln::device::{self, CudaBackend, DeviceInfo, ModuleLoad};
 use kiln::kernels::{self, Census, KernelCache, Outcome};
 use kiln::verify::max_rel_f32;
@@ -133,7 +134,13 @@ fn trial(info: &DeviceInfo, cache: &KernelCache, limit: Option<kiln::MemoryLimit
         let x = kiln::testing::random_f32(TRIAL_N, -12.0, 12.0, 7);
         let dx = b.upload(&x)?;
         let mut dy = b.alloc_poisoned(TRIAL_N)?;
-        let times = b.time_ms(0, 1, || b.unary_f32_device(UnaryOp::Sigmoid, &dx, &mut dy))?;
+        let times = b.time_ms(0, 1, || {
+            b.run(Unary {
+                op: UnaryOp::Sigmoid,
+                x: &dx,
+                out: &mut dy,
+            })
+        })?;
         t.module_loads = b.module_loads();
         t.kernel_ms = times[0];
         let mut got = vec![0.0f32; TRIAL_N];

@@ -9,6 +9,7 @@
 //! 65536, and every element for being finite), and exits 5 when any is outside.
 
 use kiln::core::backend::{bf16, f16};
+use kiln::device::ops::MatMul;
 use kiln::linalg::{self, Gemm, GemmCheck, GemmElement, GemmImpl, GemmPrecision};
 use kiln::{testing, Runtime};
 use kiln::{Config, DeviceRequest, Error};
@@ -166,7 +167,14 @@ fn measure<T: GemmElement>(
             let da = cu.upload_slice(&a)?;
             let db = cu.upload_slice(&b)?;
             let mut dc = cu.alloc_poisoned_as::<T>(len_c)?;
-            cu.gemm_device(&da, &db, &mut dc, g, p, imp)?;
+            cu.run(MatMul {
+                a: &da,
+                b: &db,
+                c: &mut dc,
+                gemm: g,
+                precision: p,
+                imp,
+            })?;
             let (chk, dig) = if args.check {
                 let mut c = vec![T::from_f32(0.0); len_c];
                 dc.copy_to_host(&mut c, cu.stream())?;
@@ -174,7 +182,16 @@ fn measure<T: GemmElement>(
             } else {
                 (None, None)
             };
-            let t = cu.time_ms(3, reps, || cu.gemm_device(&da, &db, &mut dc, g, p, imp))?;
+            let t = cu.time_ms(3, reps, || {
+                cu.run(MatMul {
+                    a: &da,
+                    b: &db,
+                    c: &mut dc,
+                    gemm: g,
+                    precision: p,
+                    imp,
+                })
+            })?;
             let min = t.iter().copied().fold(f64::INFINITY, f64::min);
             Ok((median(t), min, chk, dig))
         }

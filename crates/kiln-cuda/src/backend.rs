@@ -10,7 +10,7 @@ use crate::kernels::Kernel;
 use crate::nvrtc;
 use crate::pool::{DeviceBuffer, DevicePool, MemoryStats, PinnedPool};
 use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaStream};
-use kiln_core::{cuda_code_name, Error, MemoryLimit, Result, UnaryOp};
+use kiln_core::{cuda_code_name, Error, MemoryLimit, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -324,17 +324,6 @@ impl CudaBackend {
         self.stream
             .synchronize()
             .map_err(|e| self.err("cuStreamSynchronize", e))
-    }
-
-    /// Launch `op` on device buffers of equal length (whole allocations, so 16-byte aligned).
-    pub fn unary_f32_device(
-        &self,
-        op: UnaryOp,
-        x: &DeviceBuffer<f32>,
-        out: &mut DeviceBuffer<f32>,
-    ) -> Result<()> {
-        // Every unary op runs through the generic map kernel (launch_elementwise.rs).
-        self.map_device(kiln_core::backend::MapOp::Unary(op), x, out)
     }
 
     /// Time `f` with CUDA events on kiln's stream: `warmup` untimed runs, then `reps` timed

@@ -1,16 +1,26 @@
-//! Device-to-device copies on kiln's stream (`cuMemcpyDtoDAsync`): the copy engine's rate
-//! is the memory-bandwidth ceiling `kiln bench` measures every memory-bound kernel against.
+//! Device memory on kiln's streams: device-to-device copies (`cuMemcpyDtoDAsync`, whose
+//! copy-engine rate is the memory-bandwidth ceiling `kiln bench` measures every
+//! memory-bound kernel against), memsets and NaN-poisoned allocations stay backend methods
+//! (pool and driver-copy business, no kernel of kiln's); the dtype conversion ([`Cast`]) and
+//! the fault-injection kernel ([`Fault`]) are ops.
 #![allow(unsafe_code)]
 
 use crate::kernels::ScalarType;
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
+use crate::storage::CudaData;
 use crate::CudaBackend;
 use cudarc::driver::result;
-use kiln_core::backend::check_same_len;
+use kiln_core::backend::{check_same_len, Element};
 use kiln_core::{Error, Result};
 
 impl CudaBackend {
+    /// A new device buffer of `n` NaNs of the storage type (an unwritten element is caught).
+    pub fn alloc_poisoned_as<T: Element>(&self, n: usize) -> Result<DeviceBuffer<T>> {
+        self.upload_slice(&vec![T::from_f32(f32::NAN); n])
+    }
+
     /// Copy `src` into `dst` (same length) on kiln's stream, asynchronously. Both buffers
     /// must have been allocated on kiln's stream ([`CudaBackend::alloc`]).
     pub fn copy_device<T: Copy>(&self, src: &DeviceBuffer<T>, dst: &mut DeviceBuffer<T>) -> Result<()> {
@@ -80,22 +90,38 @@ impl CudaBackend {
         unsafe { result::memset_d8_async(b.device_ptr(), 0, bytes, stream.cu_stream()) }
             .map_err(|e| self.err("cuMemsetD8Async", e))
     }
+}
 
-    /// Convert every element of `src` into `dst` (same length, any two types) with
-    /// [`kiln_core::storage::cast_f64`]'s rules, on the current stream.
-    pub fn cast_device(&self, src: &crate::storage::CudaData, dst: &crate::storage::CudaData) -> Result<()> {
-        use crate::storage::CudaData;
-        fn parts(d: &CudaData) -> (u64, usize, kiln_core::DType) {
-            use kiln_core::DType;
-            match d {
-                CudaData::F32(b) => (b.device_ptr(), b.len(), DType::F32),
-                CudaData::F64(b) => (b.device_ptr(), b.len(), DType::F64),
-                CudaData::F16(b) => (b.device_ptr(), b.len(), DType::F16),
-                CudaData::BF16(b) => (b.device_ptr(), b.len(), DType::BF16),
-                CudaData::U8(b) => (b.device_ptr(), b.len(), DType::U8),
-                CudaData::U16(b) => (b.device_ptr(), b.len(), DType::U16),
-            }
-        }
+/// The parts of a storage the cast kernel takes: its address, length and dtype.
+fn parts(d: &CudaData) -> (u64, usize, kiln_core::DType) {
+    use kiln_core::DType;
+    match d {
+        CudaData::F32(b) => (b.device_ptr(), b.len(), DType::F32),
+        CudaData::F64(b) => (b.device_ptr(), b.len(), DType::F64),
+        CudaData::F16(b) => (b.device_ptr(), b.len(), DType::F16),
+        CudaData::BF16(b) => (b.device_ptr(), b.len(), DType::BF16),
+        CudaData::U8(b) => (b.device_ptr(), b.len(), DType::U8),
+        CudaData::U16(b) => (b.device_ptr(), b.len(), DType::U16),
+    }
+}
+
+/// Convert every element of `src` into `dst` (same length, any two types) with
+/// [`kiln_core::storage::cast_f64`]'s rules, on the current stream.
+///
+/// Launch: `cast_any`, 256-thread blocks, at most one full wave (the occupancy API's
+/// resident blocks per SM × SMs), grid-stride.
+pub struct Cast<'a> {
+    /// The input.
+    pub src: &'a CudaData,
+    /// The output, as long as the input, a distinct allocation.
+    pub dst: &'a CudaData,
+}
+
+impl Op for Cast<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let Cast { src, dst } = self;
         let (xp, n, from) = parts(src);
         let (yp, m, to) = parts(dst);
         check_same_len("cast", n, m)?;
@@ -105,8 +131,8 @@ impl CudaBackend {
         }
         let k = crate::Kernel::CAST_ANY;
         let threads = 256u32;
-        let per_sm = u64::from(self.resident_blocks_per_sm(k, threads)?);
-        let sms = (self.info().desc.multiprocessors as u64).max(1);
+        let per_sm = u64::from(cuda.resident_blocks_per_sm(k, threads)?);
+        let sms = (cuda.info().desc.multiprocessors as u64).max(1);
         let blocks = (n as u64).div_ceil(threads as u64).clamp(1, sms * per_sm) as u32;
         let cfg = cudarc::driver::LaunchConfig {
             grid_dim: (blocks, 1, 1),
@@ -125,11 +151,22 @@ impl CudaBackend {
             fc.into(),
             tc.into(),
         ];
-        self.launch(k, cfg, &args)
+        cuda.launch(k, cfg, &args)
     }
+}
 
-    /// Launch the fault-injection kernel (kernels/fault.cu) on the current stream.
-    pub(crate) fn launch_fault(&self, out: &DeviceBuffer<f32>) -> Result<()> {
+/// Launch the fault-injection kernel (kernels/fault.cu) on the current stream: one block
+/// of 32 threads whose invalid store the driver reports as a sticky error.
+pub(crate) struct Fault<'a> {
+    /// The one element the kernel reads.
+    pub out: &'a DeviceBuffer<f32>,
+}
+
+impl Op for Fault<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let Fault { out } = self;
         let k = crate::Kernel::FAULT_ILLEGAL_ADDRESS;
         let cfg = cudarc::driver::LaunchConfig {
             grid_dim: (1, 1, 1),
@@ -139,6 +176,6 @@ impl CudaBackend {
         // Deliberately unsafe for the device (an invalid store, which the driver reports as
         // a sticky error); host memory is never touched and `out` holds the one element the
         // kernel reads.
-        self.launch(k, cfg, &[Arg::buf(out)])
+        cuda.launch(k, cfg, &[Arg::buf(out)])
     }
 }

@@ -19,6 +19,7 @@
 
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::ops::Transpose;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -243,25 +244,50 @@ impl CudaBackend {
         b.bound = s;
         Ok(())
     }
+}
 
-    /// `C = op(A)·op(B)` for every batch on device buffers (layout: [`kiln_core::linalg`]).
-    /// `imp` picks cuBLAS (every precision) or kiln's tiled / naive f32 kernels; the buffers
-    /// must hold exactly `g.len_a()`, `g.len_b()` and `g.len_c()` elements of `p`'s storage.
-    pub fn gemm_device<T: Element>(
-        &self,
-        a: &DeviceBuffer<T>,
-        b: &DeviceBuffer<T>,
-        c: &mut DeviceBuffer<T>,
-        g: &Gemm,
-        p: GemmPrecision,
-        imp: GemmImpl,
-    ) -> Result<()> {
+/// `C = op(A)·op(B)` for every batch on device buffers (layout: [`kiln_core::linalg`]).
+/// `imp` picks cuBLAS (every precision) or kiln's tiled / naive f32 kernels, or (bf16, one
+/// product, compute capability 9.0) kiln's wgmma kernel; the buffers must hold exactly
+/// `gemm.len_a()`, `gemm.len_b()` and `gemm.len_c()` elements of `precision`'s storage.
+///
+/// Launch: cuBLAS (`cublasGemmEx` / `cublasGemmStridedBatchedEx` on the backend's handle,
+/// bound to the current stream); kiln's tiled f32 kernels (256 threads, 128×128 tiles, grid
+/// `(ceil(n/128), min(ceil(m/128), 65535), min(batch, 65535))`) or the naive one (16×16
+/// blocks); the wgmma kernel (see [`crate::gemm_wgmma`]).
+pub struct MatMul<'a, T> {
+    /// `A`, `gemm.len_a()` elements.
+    pub a: &'a DeviceBuffer<T>,
+    /// `B`, `gemm.len_b()` elements.
+    pub b: &'a DeviceBuffer<T>,
+    /// `C`, `gemm.len_c()` elements, distinct from both.
+    pub c: &'a mut DeviceBuffer<T>,
+    /// The shape, transposes and batch.
+    pub gemm: &'a Gemm,
+    /// The precision.
+    pub precision: GemmPrecision,
+    /// The implementation.
+    pub imp: GemmImpl,
+}
+
+impl<T: Element> Op for MatMul<'_, T> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let MatMul {
+            a,
+            b,
+            c,
+            gemm: g,
+            precision: p,
+            imp,
+        } = self;
         kiln_core::linalg::check_storage::<T>(p)?;
         let len_c = g.validate(a.len(), b.len())?;
         kiln_core::backend::check_same_len("gemm output", len_c, c.len())?;
         check_limits(g)?;
         match imp {
-            GemmImpl::Library => self.gemm_cublas(a.device_ptr(), b.device_ptr(), c.device_ptr(), g, p),
+            GemmImpl::Library => gemm_cublas(cuda, a.device_ptr(), b.device_ptr(), c.device_ptr(), g, p),
             GemmImpl::Tiled | GemmImpl::Naive if p != GemmPrecision::F32 => Err(Error::invalid(
                 "gemm",
                 format!(
@@ -270,233 +296,257 @@ impl CudaBackend {
                 ),
             )),
             GemmImpl::Tiled | GemmImpl::Naive => {
-                self.gemm_kernel(a.device_ptr(), b.device_ptr(), c.device_ptr(), g, imp)
+                gemm_kernel(cuda, a.device_ptr(), b.device_ptr(), c.device_ptr(), g, imp)
             }
-            GemmImpl::Wgmma => self.gemm_wgmma_layouts(a, b, c, g, p),
+            GemmImpl::Wgmma => gemm_wgmma_layouts(cuda, a, b, c, g, p),
         }
     }
+}
 
-    /// kiln's wgmma kernel for any transpose pair of one product. Each operand is read as
-    /// stored when TMA can take its rows (a multiple of 8 elements); an operand whose stored
-    /// rows cannot (an odd m with A transposed, an odd n with B as stored) is first
-    /// transposed into a pool buffer whose rows run along k (the `Transpose` op).
-    fn gemm_wgmma_layouts<T: Element>(
-        &self,
-        a: &DeviceBuffer<T>,
-        b: &DeviceBuffer<T>,
-        c: &mut DeviceBuffer<T>,
-        g: &Gemm,
-        p: GemmPrecision,
-    ) -> Result<()> {
-        if p != GemmPrecision::Bf16 {
-            return Err(Error::invalid(
-                "gemm",
-                format!("kiln's wgmma kernel is bf16 only; {p} runs through cuBLAS (the library implementation) or, for f32, kiln's tiled kernel"),
-            ));
-        }
-        if g.batch != 1 {
-            return Err(Error::invalid(
-                "gemm",
-                format!("kiln's wgmma kernel takes one product, not a batch of {}; batches run through cuBLAS (the library implementation)", g.batch),
-            ));
-        }
-        // a stored `k x rows` operand copied to `rows x k` (rows along k)
-        let k_major = |x: &DeviceBuffer<T>, rows: usize| -> Result<DeviceBuffer<T>> {
-            let mut t = self.alloc::<T>(rows * g.k)?;
-            self.run(Transpose {
-                x,
-                rows: g.k,
-                cols: rows,
-                out: &mut t,
-            })?;
-            Ok(t)
-        };
-        let a_t = (g.trans_a && g.m % 8 != 0).then(|| k_major(a, g.m)).transpose()?;
-        let b_t = (!g.trans_b && g.n % 8 != 0)
-            .then(|| k_major(b, g.n))
-            .transpose()?;
-        let (pa, ta) = a_t
-            .as_ref()
-            .map_or((a.device_ptr(), g.trans_a), |t| (t.device_ptr(), false));
-        let (pb, tb) = b_t
-            .as_ref()
-            .map_or((b.device_ptr(), g.trans_b), |t| (t.device_ptr(), true));
-        // `pa` holds op(A) (m x k, stored k x m when `ta`) and `pb` op(B) (stored n x k when
-        // `tb`, else k x n): a packed product, whose lengths validate checked, or a
-        // transposed copy of exactly that many; `c` holds m x n. The copies go back to the
-        // pool after the launch is enqueued, in this stream's order.
-        self.gemm_wgmma_ptr(pa, pb, c.device_ptr(), g.m, g.n, g.k, ta, tb)
-    }
+/// Host round trip of [`MatMul`]: upload, multiply into a NaN-poisoned buffer (an element
+/// the kernel misses stays NaN), download; a run returns `C`.
+pub struct MatMulHost<'a, T> {
+    /// `A`, `gemm.len_a()` elements.
+    pub a: &'a [T],
+    /// `B`, `gemm.len_b()` elements.
+    pub b: &'a [T],
+    /// The shape, transposes and batch.
+    pub gemm: &'a Gemm,
+    /// The precision.
+    pub precision: GemmPrecision,
+    /// The implementation.
+    pub imp: GemmImpl,
+}
 
-    /// Host round trip of [`Self::gemm_device`]: upload, multiply into a NaN-poisoned
-    /// buffer (an element the kernel misses stays NaN), download.
-    pub fn gemm_host<T: Element>(
-        &self,
-        a: &[T],
-        b: &[T],
-        g: &Gemm,
-        p: GemmPrecision,
-        imp: GemmImpl,
-    ) -> Result<Vec<T>> {
+impl<T: Element> Op for MatMulHost<'_, T> {
+    type Output = Vec<T>;
+
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<T>> {
+        let MatMulHost {
+            a,
+            b,
+            gemm: g,
+            precision: p,
+            imp,
+        } = self;
         kiln_core::linalg::check_storage::<T>(p)?;
         let len_c = g.validate(a.len(), b.len())?;
         check_limits(g)?;
-        let da = self.upload_slice(a)?;
-        let db = self.upload_slice(b)?;
-        let mut dc = self.alloc_poisoned_as::<T>(len_c)?;
-        self.gemm_device(&da, &db, &mut dc, g, p, imp)?;
+        let da = cuda.upload_slice(a)?;
+        let db = cuda.upload_slice(b)?;
+        let mut dc = cuda.alloc_poisoned_as::<T>(len_c)?;
+        cuda.run(MatMul {
+            a: &da,
+            b: &db,
+            c: &mut dc,
+            gemm: g,
+            precision: p,
+            imp,
+        })?;
         let mut out = vec![T::from_f32(0.0); len_c];
-        dc.copy_to_host(&mut out, self.stream())?;
+        dc.copy_to_host(&mut out, cuda.stream())?;
         Ok(out)
     }
+}
 
-    /// cuBLAS on pointers whose buffers were checked to hold `g`'s extents.
-    fn gemm_cublas(&self, a: u64, b: u64, c: u64, g: &Gemm, p: GemmPrecision) -> Result<()> {
-        let mut slot = self.blas()?;
-        let Some(h) = slot.as_mut() else {
-            return Err(Error::invalid("gemm", "cuBLAS handle missing after creation"));
-        };
-        self.bind_blas(h)?;
-        h.stream
-            .context()
-            .bind_to_thread()
-            .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &self.name(), e))?;
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let ty = cublas_type(p);
-        // Column-major view (module docs): C'(n x m) = op(B)' · op(A)'.
-        let (m, n, k) = (g.n as i32, g.m as i32, g.k as i32);
-        let (lda, ldb, ldc) = (g.ldb() as i32, g.lda() as i32, g.n as i32);
-        let (ta, tb) = (op(g.trans_b), op(g.trans_a));
-        let alpha_p = &alpha as *const f32 as *const c_void;
-        let beta_p = &beta as *const f32 as *const c_void;
-        let algo = sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
-        if g.batch == 1 {
-            // SAFETY: `b` (cuBLAS's A) holds k*n elements read with leading dimension ldb()
-            // (checked by validate), `a` holds m*k with lda(), `c` holds m*n written with
-            // ldc = n; all are live pool buffers of `p`'s storage type on the handle's stream
-            // (kiln's), c distinct from both (&mut); alpha/beta are host f32 (pointer mode
-            // host, compute type 32F) alive for the call; the handle is locked.
-            unsafe {
-                blas::gemm_ex(
-                    h.handle,
-                    ta,
-                    tb,
-                    m,
-                    n,
-                    k,
-                    alpha_p,
-                    b as *const c_void,
-                    ty,
-                    lda,
-                    a as *const c_void,
-                    ty,
-                    ldb,
-                    beta_p,
-                    c as *mut c_void,
-                    ty,
-                    ldc,
-                    compute_type(p),
-                    algo,
-                )
-            }
-            .map_err(|e| self.blas_err("cublasGemmEx", e))
-        } else {
-            let (sa, sb, sc) = (g.stride_b as i64, g.stride_a as i64, (g.m * g.n) as i64);
-            // SAFETY: as above for every batch z < batch: the operands start at z*stride
-            // inside their buffers (validate checked (batch-1)*stride + extent == len), C's
-            // batches are disjoint (stride m*n), the batch count fits i32 (check_limits).
-            unsafe {
-                blas::gemm_strided_batched_ex(
-                    h.handle,
-                    ta,
-                    tb,
-                    m,
-                    n,
-                    k,
-                    alpha_p,
-                    b as *const c_void,
-                    ty,
-                    lda,
-                    sa,
-                    a as *const c_void,
-                    ty,
-                    ldb,
-                    sb,
-                    beta_p,
-                    c as *mut c_void,
-                    ty,
-                    ldc,
-                    sc,
-                    g.batch as i32,
-                    compute_type(p),
-                    algo,
-                )
-            }
-            .map_err(|e| self.blas_err("cublasGemmStridedBatchedEx", e))
+/// kiln's wgmma kernel for any transpose pair of one product. Each operand is read as
+/// stored when TMA can take its rows (a multiple of 8 elements); an operand whose stored
+/// rows cannot (an odd m with A transposed, an odd n with B as stored) is first
+/// transposed into a pool buffer whose rows run along k (the `Transpose` op).
+fn gemm_wgmma_layouts<T: Element>(
+    cuda: &CudaBackend,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &mut DeviceBuffer<T>,
+    g: &Gemm,
+    p: GemmPrecision,
+) -> Result<()> {
+    if p != GemmPrecision::Bf16 {
+        return Err(Error::invalid(
+            "gemm",
+            format!("kiln's wgmma kernel is bf16 only; {p} runs through cuBLAS (the library implementation) or, for f32, kiln's tiled kernel"),
+        ));
+    }
+    if g.batch != 1 {
+        return Err(Error::invalid(
+            "gemm",
+            format!("kiln's wgmma kernel takes one product, not a batch of {}; batches run through cuBLAS (the library implementation)", g.batch),
+        ));
+    }
+    // a stored `k x rows` operand copied to `rows x k` (rows along k)
+    let k_major = |x: &DeviceBuffer<T>, rows: usize| -> Result<DeviceBuffer<T>> {
+        let mut t = cuda.alloc::<T>(rows * g.k)?;
+        cuda.run(Transpose {
+            x,
+            rows: g.k,
+            cols: rows,
+            out: &mut t,
+        })?;
+        Ok(t)
+    };
+    let a_t = (g.trans_a && g.m % 8 != 0).then(|| k_major(a, g.m)).transpose()?;
+    let b_t = (!g.trans_b && g.n % 8 != 0)
+        .then(|| k_major(b, g.n))
+        .transpose()?;
+    let (pa, ta) = a_t
+        .as_ref()
+        .map_or((a.device_ptr(), g.trans_a), |t| (t.device_ptr(), false));
+    let (pb, tb) = b_t
+        .as_ref()
+        .map_or((b.device_ptr(), g.trans_b), |t| (t.device_ptr(), true));
+    // `pa` holds op(A) (m x k, stored k x m when `ta`) and `pb` op(B) (stored n x k when
+    // `tb`, else k x n): a packed product, whose lengths validate checked, or a
+    // transposed copy of exactly that many; `c` holds m x n. The copies go back to the
+    // pool after the launch is enqueued, in this stream's order.
+    crate::gemm_wgmma::wgmma_ptr(cuda, pa, pb, c.device_ptr(), g.m, g.n, g.k, ta, tb)
+}
+
+/// cuBLAS on pointers whose buffers were checked to hold `g`'s extents.
+fn gemm_cublas(cuda: &CudaBackend, a: u64, b: u64, c: u64, g: &Gemm, p: GemmPrecision) -> Result<()> {
+    let mut slot = cuda.blas()?;
+    let Some(h) = slot.as_mut() else {
+        return Err(Error::invalid("gemm", "cuBLAS handle missing after creation"));
+    };
+    cuda.bind_blas(h)?;
+    h.stream
+        .context()
+        .bind_to_thread()
+        .map_err(|e| crate::cuda_err("cuCtxSetCurrent", &cuda.name(), e))?;
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let ty = cublas_type(p);
+    // Column-major view (module docs): C'(n x m) = op(B)' · op(A)'.
+    let (m, n, k) = (g.n as i32, g.m as i32, g.k as i32);
+    let (lda, ldb, ldc) = (g.ldb() as i32, g.lda() as i32, g.n as i32);
+    let (ta, tb) = (op(g.trans_b), op(g.trans_a));
+    let alpha_p = &alpha as *const f32 as *const c_void;
+    let beta_p = &beta as *const f32 as *const c_void;
+    let algo = sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
+    if g.batch == 1 {
+        // SAFETY: `b` (cuBLAS's A) holds k*n elements read with leading dimension ldb()
+        // (checked by validate), `a` holds m*k with lda(), `c` holds m*n written with
+        // ldc = n; all are live pool buffers of `p`'s storage type on the handle's stream
+        // (kiln's), c distinct from both (&mut); alpha/beta are host f32 (pointer mode
+        // host, compute type 32F) alive for the call; the handle is locked.
+        unsafe {
+            blas::gemm_ex(
+                h.handle,
+                ta,
+                tb,
+                m,
+                n,
+                k,
+                alpha_p,
+                b as *const c_void,
+                ty,
+                lda,
+                a as *const c_void,
+                ty,
+                ldb,
+                beta_p,
+                c as *mut c_void,
+                ty,
+                ldc,
+                compute_type(p),
+                algo,
+            )
         }
+        .map_err(|e| cuda.blas_err("cublasGemmEx", e))
+    } else {
+        let (sa, sb, sc) = (g.stride_b as i64, g.stride_a as i64, (g.m * g.n) as i64);
+        // SAFETY: as above for every batch z < batch: the operands start at z*stride
+        // inside their buffers (validate checked (batch-1)*stride + extent == len), C's
+        // batches are disjoint (stride m*n), the batch count fits i32 (check_limits).
+        unsafe {
+            blas::gemm_strided_batched_ex(
+                h.handle,
+                ta,
+                tb,
+                m,
+                n,
+                k,
+                alpha_p,
+                b as *const c_void,
+                ty,
+                lda,
+                sa,
+                a as *const c_void,
+                ty,
+                ldb,
+                sb,
+                beta_p,
+                c as *mut c_void,
+                ty,
+                ldc,
+                sc,
+                g.batch as i32,
+                compute_type(p),
+                algo,
+            )
+        }
+        .map_err(|e| cuda.blas_err("cublasGemmStridedBatchedEx", e))
     }
+}
 
-    /// kiln's tiled or naive f32 kernel (launch shapes at the top of `kernels/gemm.cu`).
-    fn gemm_kernel(&self, a: u64, b: u64, c: u64, g: &Gemm, imp: GemmImpl) -> Result<()> {
-        let (lda, ldb) = (g.lda(), g.ldb());
-        let vec = [lda, ldb, g.stride_a, g.stride_b].iter().all(|v| v % 4 == 0) && a % 16 == 0 && b % 16 == 0;
-        let id = if imp == GemmImpl::Naive {
-            Kernel::GEMM_NAIVE_F32
-        } else {
-            tiled_kernel(vec, g.trans_a, g.trans_b)
-        };
-        let zs = g.batch.min(MAX_GRID_YZ) as u32;
-        let cfg = if id == Kernel::GEMM_NAIVE_F32 {
-            LaunchConfig {
-                grid_dim: (
-                    g.m.div_ceil(16) as u32,
-                    g.n.div_ceil(16).min(MAX_GRID_YZ) as u32,
-                    zs,
-                ),
-                block_dim: (16, 16, 1),
-                shared_mem_bytes: 0,
-            }
-        } else {
-            LaunchConfig {
-                grid_dim: (
-                    g.n.div_ceil(128) as u32,
-                    g.m.div_ceil(128).min(MAX_GRID_YZ) as u32,
-                    zs,
-                ),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            }
-        };
-        let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
-        let (lda, ldb, ldc) = (lda as i64, ldb as i64, g.n as i64);
-        let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
-        let (batch, ta, tb) = (g.batch as i32, g.trans_a as i32, g.trans_b as i32);
-        // Sizes: every element read is (z*stride + an index below the stored extent) of A
-        // or B, inside the buffers (validate: (batch-1)*stride + extent == len); every
-        // write is inside C (batch*m*n, checked), guarded by m < M, n < N in the kernel. The
-        // float4 kernels run only when lda, ldb, both strides are multiples of 4 and A, B are
-        // 16-byte aligned (checked above; C's vector stores check their own alignment). All
-        // sizes fit i32 (check_limits) and the grid's y and z are clamped (the kernels
-        // grid-stride).
-        let args = [
-            Arg::ptr(a, ScalarType::F32),
-            Arg::ptr(b, ScalarType::F32),
-            Arg::ptr(c, ScalarType::F32),
-            m.into(),
-            n.into(),
-            k.into(),
-            lda.into(),
-            ldb.into(),
-            ldc.into(),
-            sa.into(),
-            sb.into(),
-            sc.into(),
-            batch.into(),
-            ta.into(),
-            tb.into(),
-        ];
-        self.launch(id, cfg, &args)
-    }
+/// kiln's tiled or naive f32 kernel (launch shapes at the top of `kernels/gemm.cu`).
+fn gemm_kernel(cuda: &CudaBackend, a: u64, b: u64, c: u64, g: &Gemm, imp: GemmImpl) -> Result<()> {
+    let (lda, ldb) = (g.lda(), g.ldb());
+    let vec = [lda, ldb, g.stride_a, g.stride_b].iter().all(|v| v % 4 == 0) && a % 16 == 0 && b % 16 == 0;
+    let id = if imp == GemmImpl::Naive {
+        Kernel::GEMM_NAIVE_F32
+    } else {
+        tiled_kernel(vec, g.trans_a, g.trans_b)
+    };
+    let zs = g.batch.min(MAX_GRID_YZ) as u32;
+    let cfg = if id == Kernel::GEMM_NAIVE_F32 {
+        LaunchConfig {
+            grid_dim: (
+                g.m.div_ceil(16) as u32,
+                g.n.div_ceil(16).min(MAX_GRID_YZ) as u32,
+                zs,
+            ),
+            block_dim: (16, 16, 1),
+            shared_mem_bytes: 0,
+        }
+    } else {
+        LaunchConfig {
+            grid_dim: (
+                g.n.div_ceil(128) as u32,
+                g.m.div_ceil(128).min(MAX_GRID_YZ) as u32,
+                zs,
+            ),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    };
+    let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
+    let (lda, ldb, ldc) = (lda as i64, ldb as i64, g.n as i64);
+    let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
+    let (batch, ta, tb) = (g.batch as i32, g.trans_a as i32, g.trans_b as i32);
+    // Sizes: every element read is (z*stride + an index below the stored extent) of A
+    // or B, inside the buffers (validate: (batch-1)*stride + extent == len); every
+    // write is inside C (batch*m*n, checked), guarded by m < M, n < N in the kernel. The
+    // float4 kernels run only when lda, ldb, both strides are multiples of 4 and A, B are
+    // 16-byte aligned (checked above; C's vector stores check their own alignment). All
+    // sizes fit i32 (check_limits) and the grid's y and z are clamped (the kernels
+    // grid-stride).
+    let args = [
+        Arg::ptr(a, ScalarType::F32),
+        Arg::ptr(b, ScalarType::F32),
+        Arg::ptr(c, ScalarType::F32),
+        m.into(),
+        n.into(),
+        k.into(),
+        lda.into(),
+        ldb.into(),
+        ldc.into(),
+        sa.into(),
+        sb.into(),
+        sc.into(),
+        batch.into(),
+        ta.into(),
+        tb.into(),
+    ];
+    cuda.launch(id, cfg, &args)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 #![allow(unsafe_code)]
 
 use crate::kernels::{Program, GEMM_WGMMA};
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::sys;
@@ -180,76 +181,51 @@ impl CudaBackend {
             format!("off: needs compute capability 9.0, this device is {ma}.{mi}; bf16 runs through cuBLAS")
         }
     }
+}
 
-    /// A 2-D bf16 tensor map over `rows x cols` (row-major, `cols` contiguous) at `ptr`,
-    /// read in boxes of `box_rows x 64` with the 128-byte swizzle.
-    fn tma_map(&self, ptr: u64, rows: usize, cols: usize, box_rows: u32) -> Result<TmaDesc> {
-        self.tma_map_of(ptr, rows, cols, box_rows, false)
-    }
+/// `C = A·Bᵀ` in bf16 with f32 accumulation on kiln's wgmma kernel, with the pipeline
+/// chosen (benchmarks compare them; [`GemmImpl::Wgmma`](kiln_core::linalg::GemmImpl) uses
+/// [`WgmmaPipeline::Sync`]): `A` is `m x k`, `B` is `n x k`, `C` is `m x n`, all row-major
+/// and packed. An `Unsupported` error on a device other than compute capability 9.0; an
+/// `InvalidArgument` for shapes the kernel cannot take (see [`wgmma_unfit`]) or buffers of
+/// the wrong length.
+///
+/// Launch: `gemm_wgmma_bf16_nt` (or `_nt_inflight`), a persistent grid of
+/// `min(tiles, SMs)` blocks of 384 threads (a producer and two consumer warpgroups) over
+/// 128×256 tiles of `C`, 197,632 bytes of dynamic shared memory (4 stages).
+pub struct WgmmaNt<'a> {
+    /// `A`, `m x k`.
+    pub a: &'a DeviceBuffer<bf16>,
+    /// `B`, `n x k`.
+    pub b: &'a DeviceBuffer<bf16>,
+    /// `C`, `m x n`.
+    pub c: &'a mut DeviceBuffer<bf16>,
+    /// Rows of `A` and `C`.
+    pub m: usize,
+    /// Rows of `B`, columns of `C`.
+    pub n: usize,
+    /// The inner dimension.
+    pub k: usize,
+    /// How the consumer warpgroups pace their wgmma groups.
+    pub pipeline: WgmmaPipeline,
+}
 
-    /// A 2-D tensor map of bf16 (or, with `bytes`, of single bytes: fp8) over `rows x cols`
-    /// (row-major, `cols` contiguous) at `ptr`, read in boxes of `box_rows` rows of 128 bytes
-    /// with the 128-byte swizzle.
-    fn tma_map_of(&self, ptr: u64, rows: usize, cols: usize, box_rows: u32, bytes: bool) -> Result<TmaDesc> {
-        let elem = if bytes { 1 } else { 2 };
-        debug_assert!(box_rows <= 256 && (cols * elem) % 16 == 0);
-        let mut map = TmaDesc([0; 16]);
-        let dims: [u64; 2] = [cols as u64, rows as u64];
-        let strides: [u64; 1] = [(cols * elem) as u64];
-        let boxes: [u32; 2] = [128 / elem as u32, box_rows];
-        let ty = if bytes {
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8
-        } else {
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-        };
-        let elem: [u32; 2] = [1, 1];
-        self.stream()
-            .context()
-            .bind_to_thread()
-            .map_err(|e| self.err("cuCtxSetCurrent", e))?;
-        // SAFETY: `map` is 128 bytes, 64-byte aligned, the layout of CUtensorMap; the arrays
-        // live through the call and have rank (2) entries (rank - 1 for the strides); `ptr`
-        // is a live device allocation the caller sized for rows x cols elements and
-        // checked 16-byte aligned with a 16-byte multiple row stride (wgmma_unfit).
-        let r = unsafe {
-            sys::cuTensorMapEncodeTiled(
-                (&mut map as *mut TmaDesc).cast::<sys::CUtensorMap>(),
-                ty,
-                2,
-                ptr as *mut std::ffi::c_void,
-                dims.as_ptr(),
-                strides.as_ptr(),
-                boxes.as_ptr(),
-                elem.as_ptr(),
-                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-            )
-        };
-        r.result().map_err(|e| self.err("cuTensorMapEncodeTiled", e))?;
-        Ok(map)
-    }
+impl Op for WgmmaNt<'_> {
+    type Output = ();
 
-    /// `C = A·Bᵀ` in bf16 with f32 accumulation on kiln's wgmma kernel, with the pipeline
-    /// chosen (benchmarks compare them; [`GemmImpl::Wgmma`](kiln_core::linalg::GemmImpl)
-    /// uses [`WgmmaPipeline::Sync`]): `A` is `m x k`, `B` is `n x k`, `C` is `m x n`, all
-    /// row-major and packed. An `Unsupported` error on a device other than compute
-    /// capability 9.0; an `InvalidArgument` for shapes the kernel cannot take (see
-    /// [`wgmma_unfit`]) or buffers of the wrong length.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_wgmma_nt_with(
-        &self,
-        a: &DeviceBuffer<bf16>,
-        b: &DeviceBuffer<bf16>,
-        c: &mut DeviceBuffer<bf16>,
-        m: usize,
-        n: usize,
-        k: usize,
-        pipeline: WgmmaPipeline,
-    ) -> Result<()> {
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let WgmmaNt {
+            a,
+            b,
+            c,
+            m,
+            n,
+            k,
+            pipeline,
+        } = self;
         check_extents([("A", a.len(), m, k), ("B", b.len(), n, k), ("C", c.len(), m, n)])?;
-        self.gemm_wgmma_launch(
+        gemm_wgmma_launch(
+            cuda,
             a.device_ptr(),
             b.device_ptr(),
             c.device_ptr(),
@@ -259,136 +235,43 @@ impl CudaBackend {
             pipeline,
         )
     }
+}
 
-    /// `C = op(A)·op(B)` on pointers whose buffers were checked to hold the extents (A
-    /// stored `k x m` when `ta`, else `m x k`; B stored `n x k` when `tb`, else `k x n`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn gemm_wgmma_ptr(
-        &self,
-        a: u64,
-        b: u64,
-        c: u64,
-        m: usize,
-        n: usize,
-        k: usize,
-        ta: bool,
-        tb: bool,
-    ) -> Result<()> {
-        self.gemm_wgmma_launch(a, b, c, [m, n, k], ta, tb, WgmmaPipeline::Sync)
-    }
+/// `C = scale · A·Bᵀ` on kiln's fp8 wgmma kernel: `A` (`m x k`) and `B` (`n x k`) hold fp8
+/// bytes of `format` (row-major, packed), `C` (`m x n`) is bf16, products accumulate on
+/// the tensor cores (whose fp8 accumulation keeps fewer bits than f32: see
+/// docs/performance.md), then are scaled and rounded once. `k` must be a multiple of 16
+/// (16-byte rows for TMA).
+///
+/// Launch: `gemm_wgmma_{e4m3,e5m2}_nt`, the grid and block of [`WgmmaNt`].
+pub struct Fp8GemmNt<'a> {
+    /// `A`, `m x k` fp8 bytes.
+    pub a: &'a DeviceBuffer<u8>,
+    /// `B`, `n x k` fp8 bytes.
+    pub b: &'a DeviceBuffer<u8>,
+    /// `C`, `m x n` bf16.
+    pub c: &'a mut DeviceBuffer<bf16>,
+    /// `[m, n, k]`.
+    pub dims: [usize; 3],
+    /// The fp8 format of `A` and `B`.
+    pub format: Fp8Format,
+    /// The scale applied to every product, finite.
+    pub scale: f32,
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn gemm_wgmma_launch(
-        &self,
-        a: u64,
-        b: u64,
-        c: u64,
-        [m, n, k]: [usize; 3],
-        ta: bool,
-        tb: bool,
-        pipeline: WgmmaPipeline,
-    ) -> Result<()> {
-        let symbol = symbol(ta, tb, pipeline)?;
-        self.require_wgmma()?;
-        if let Some(why) = wgmma_unfit(m, n, k, ta, tb, a, b) {
-            return Err(Error::invalid(
-                "gemm",
-                format!(
-                    "kiln's wgmma kernel cannot take {m} x {n} x {k}: {why}; the library implementation can"
-                ),
-            ));
-        }
-        // as stored: K-major rows in one box a stage, M/N-major ones in 64 x 64 boxes
-        let map_a = if ta {
-            self.tma_map(a, k, m, 64)?
-        } else {
-            self.tma_map(a, m, k, BM)?
-        };
-        let map_b = if tb {
-            self.tma_map(b, n, k, BN)?
-        } else {
-            self.tma_map(b, k, n, 64)?
-        };
-        self.launch_tiles(symbol, &map_a, &map_b, c, [m, n, k], None)
-    }
+impl Op for Fp8GemmNt<'_> {
+    type Output = ();
 
-    /// The Hopper check every entry point makes first.
-    fn require_wgmma(&self) -> Result<()> {
-        if self.wgmma_supported() {
-            return Ok(());
-        }
-        let (x, y) = self.info().desc.compute_capability;
-        Err(Error::Unsupported {
-            op: format!(
-                "kiln's wgmma GEMM (needs compute capability 9.0, this device is {x}.{y}; \
-                 the library implementation runs bf16 through cuBLAS)"
-            ),
-            backend: self.name(),
-        })
-    }
-
-    /// Launch `symbol` (a kernel of GEMM_WGMMA) over the tiles of an `m x n` C at `c`, with
-    /// `scale` after the three sizes when it is an fp8 kernel's.
-    fn launch_tiles(
-        &self,
-        symbol: &str,
-        map_a: &TmaDesc,
-        map_b: &TmaDesc,
-        c: u64,
-        [m, n, k]: [usize; 3],
-        scale: Option<f32>,
-    ) -> Result<()> {
-        let f = self
-            .module_for(Program::Module(GEMM_WGMMA), WGMMA_ARCH)?
-            .load_function(symbol)
-            .map_err(|e| self.err(symbol, e))?;
-        f.set_attribute(
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            SMEM_BYTES as i32,
-        )
-        .map_err(|e| self.err("cuFuncSetAttribute", e))?;
-        let tiles = (m.div_ceil(BM as usize) * n.div_ceil(BN as usize)) as u64;
-        let sms = u64::from(self.info().desc.multiprocessors.max(1));
-        let cfg = LaunchConfig {
-            grid_dim: (tiles.min(sms) as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: SMEM_BYTES,
-        };
-        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
-        let stream = self.stream();
-        let _range = self.range_on(symbol, stream);
-        let mut l = stream.launch_builder(&f);
-        l.arg(map_a).arg(map_b).arg(&c).arg(&mi).arg(&ni).arg(&ki);
-        if let Some(s) = scale.as_ref() {
-            l.arg(s);
-        }
-        // SAFETY: `f` is a kernel of GEMM_WGMMA loaded in this context; the arguments are its
-        // parameters in order (two KilnTmaDesc by value, unsigned short*, three int, and a
-        // float for the fp8 kernels, which the callers pass exactly then); the tensor maps
-        // cover A and B as stored, whose buffers the callers checked, and TMA never reads
-        // outside them (out-of-bounds boxes fill zeros); the kernel writes C only at row < m,
-        // col < n, inside its m x n elements; the shared memory is the kernel's ring of
-        // stages plus alignment slack, allowed by the attribute set above.
-        unsafe { l.launch(cfg) }.map_err(|e| self.err(symbol, e))?;
-        Ok(())
-    }
-
-    /// `C = scale · A·Bᵀ` on kiln's fp8 wgmma kernel: `A` (`m x k`) and `B` (`n x k`) hold
-    /// fp8 bytes of `format` (row-major, packed), `C` (`m x n`) is bf16, products accumulate
-    /// on the tensor cores (whose fp8 accumulation keeps fewer bits than f32: see
-    /// docs/performance.md), then are scaled and rounded once. `k` must be a multiple of 16
-    /// (16-byte rows for TMA).
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_fp8_nt(
-        &self,
-        a: &DeviceBuffer<u8>,
-        b: &DeviceBuffer<u8>,
-        c: &mut DeviceBuffer<bf16>,
-        [m, n, k]: [usize; 3],
-        format: Fp8Format,
-        scale: f32,
-    ) -> Result<()> {
-        self.require_wgmma()?;
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let Fp8GemmNt {
+            a,
+            b,
+            c,
+            dims: [m, n, k],
+            format,
+            scale,
+        } = self;
+        require_wgmma(cuda)?;
         check_extents([("A", a.len(), m, k), ("B", b.len(), n, k), ("C", c.len(), m, n)])?;
         if !scale.is_finite() {
             return Err(Error::invalid(
@@ -410,9 +293,10 @@ impl CudaBackend {
                 format!("kiln's fp8 wgmma kernel cannot take {m} x {n} x {k}: {why}"),
             ));
         }
-        let map_a = self.tma_map_of(a.device_ptr(), m, k, BM, true)?;
-        let map_b = self.tma_map_of(b.device_ptr(), n, k, BN, true)?;
-        self.launch_tiles(
+        let map_a = tma_map_of(cuda, a.device_ptr(), m, k, BM, true)?;
+        let map_b = tma_map_of(cuda, b.device_ptr(), n, k, BN, true)?;
+        launch_tiles(
+            cuda,
             format.symbol(),
             &map_a,
             &map_b,
@@ -421,6 +305,174 @@ impl CudaBackend {
             Some(scale),
         )
     }
+}
+
+/// A 2-D bf16 tensor map over `rows x cols` (row-major, `cols` contiguous) at `ptr`,
+/// read in boxes of `box_rows x 64` with the 128-byte swizzle.
+fn tma_map(cuda: &CudaBackend, ptr: u64, rows: usize, cols: usize, box_rows: u32) -> Result<TmaDesc> {
+    tma_map_of(cuda, ptr, rows, cols, box_rows, false)
+}
+
+/// A 2-D tensor map of bf16 (or, with `bytes`, of single bytes: fp8) over `rows x cols`
+/// (row-major, `cols` contiguous) at `ptr`, read in boxes of `box_rows` rows of 128 bytes
+/// with the 128-byte swizzle.
+fn tma_map_of(
+    cuda: &CudaBackend,
+    ptr: u64,
+    rows: usize,
+    cols: usize,
+    box_rows: u32,
+    bytes: bool,
+) -> Result<TmaDesc> {
+    let elem = if bytes { 1 } else { 2 };
+    debug_assert!(box_rows <= 256 && (cols * elem) % 16 == 0);
+    let mut map = TmaDesc([0; 16]);
+    let dims: [u64; 2] = [cols as u64, rows as u64];
+    let strides: [u64; 1] = [(cols * elem) as u64];
+    let boxes: [u32; 2] = [128 / elem as u32, box_rows];
+    let ty = if bytes {
+        sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8
+    } else {
+        sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    };
+    let elem: [u32; 2] = [1, 1];
+    cuda.stream()
+        .context()
+        .bind_to_thread()
+        .map_err(|e| cuda.err("cuCtxSetCurrent", e))?;
+    // SAFETY: `map` is 128 bytes, 64-byte aligned, the layout of CUtensorMap; the arrays
+    // live through the call and have rank (2) entries (rank - 1 for the strides); `ptr`
+    // is a live device allocation the caller sized for rows x cols elements and
+    // checked 16-byte aligned with a 16-byte multiple row stride (wgmma_unfit).
+    let r = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            (&mut map as *mut TmaDesc).cast::<sys::CUtensorMap>(),
+            ty,
+            2,
+            ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    r.result().map_err(|e| cuda.err("cuTensorMapEncodeTiled", e))?;
+    Ok(map)
+}
+
+/// `C = op(A)·op(B)` on pointers whose buffers were checked to hold the extents (A
+/// stored `k x m` when `ta`, else `m x k`; B stored `n x k` when `tb`, else `k x n`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn wgmma_ptr(
+    cuda: &CudaBackend,
+    a: u64,
+    b: u64,
+    c: u64,
+    m: usize,
+    n: usize,
+    k: usize,
+    ta: bool,
+    tb: bool,
+) -> Result<()> {
+    gemm_wgmma_launch(cuda, a, b, c, [m, n, k], ta, tb, WgmmaPipeline::Sync)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_wgmma_launch(
+    cuda: &CudaBackend,
+    a: u64,
+    b: u64,
+    c: u64,
+    [m, n, k]: [usize; 3],
+    ta: bool,
+    tb: bool,
+    pipeline: WgmmaPipeline,
+) -> Result<()> {
+    let symbol = symbol(ta, tb, pipeline)?;
+    require_wgmma(cuda)?;
+    if let Some(why) = wgmma_unfit(m, n, k, ta, tb, a, b) {
+        return Err(Error::invalid(
+            "gemm",
+            format!("kiln's wgmma kernel cannot take {m} x {n} x {k}: {why}; the library implementation can"),
+        ));
+    }
+    // as stored: K-major rows in one box a stage, M/N-major ones in 64 x 64 boxes
+    let map_a = if ta {
+        tma_map(cuda, a, k, m, 64)?
+    } else {
+        tma_map(cuda, a, m, k, BM)?
+    };
+    let map_b = if tb {
+        tma_map(cuda, b, n, k, BN)?
+    } else {
+        tma_map(cuda, b, k, n, 64)?
+    };
+    launch_tiles(cuda, symbol, &map_a, &map_b, c, [m, n, k], None)
+}
+
+/// The Hopper check every entry point makes first.
+fn require_wgmma(cuda: &CudaBackend) -> Result<()> {
+    if cuda.wgmma_supported() {
+        return Ok(());
+    }
+    let (x, y) = cuda.info().desc.compute_capability;
+    Err(Error::Unsupported {
+        op: format!(
+            "kiln's wgmma GEMM (needs compute capability 9.0, this device is {x}.{y}; \
+             the library implementation runs bf16 through cuBLAS)"
+        ),
+        backend: cuda.name(),
+    })
+}
+
+/// Launch `symbol` (a kernel of GEMM_WGMMA) over the tiles of an `m x n` C at `c`, with
+/// `scale` after the three sizes when it is an fp8 kernel's.
+fn launch_tiles(
+    cuda: &CudaBackend,
+    symbol: &str,
+    map_a: &TmaDesc,
+    map_b: &TmaDesc,
+    c: u64,
+    [m, n, k]: [usize; 3],
+    scale: Option<f32>,
+) -> Result<()> {
+    let f = cuda
+        .module_for(Program::Module(GEMM_WGMMA), WGMMA_ARCH)?
+        .load_function(symbol)
+        .map_err(|e| cuda.err(symbol, e))?;
+    f.set_attribute(
+        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        SMEM_BYTES as i32,
+    )
+    .map_err(|e| cuda.err("cuFuncSetAttribute", e))?;
+    let tiles = (m.div_ceil(BM as usize) * n.div_ceil(BN as usize)) as u64;
+    let sms = u64::from(cuda.info().desc.multiprocessors.max(1));
+    let cfg = LaunchConfig {
+        grid_dim: (tiles.min(sms) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: SMEM_BYTES,
+    };
+    let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+    let stream = cuda.stream();
+    let _range = cuda.range_on(symbol, stream);
+    let mut l = stream.launch_builder(&f);
+    l.arg(map_a).arg(map_b).arg(&c).arg(&mi).arg(&ni).arg(&ki);
+    if let Some(s) = scale.as_ref() {
+        l.arg(s);
+    }
+    // SAFETY: `f` is a kernel of GEMM_WGMMA loaded in this context; the arguments are its
+    // parameters in order (two KilnTmaDesc by value, unsigned short*, three int, and a
+    // float for the fp8 kernels, which the callers pass exactly then); the tensor maps
+    // cover A and B as stored, whose buffers the callers checked, and TMA never reads
+    // outside them (out-of-bounds boxes fill zeros); the kernel writes C only at row < m,
+    // col < n, inside its m x n elements; the shared memory is the kernel's ring of
+    // stages plus alignment slack, allowed by the attribute set above.
+    unsafe { l.launch(cfg) }.map_err(|e| cuda.err(symbol, e))?;
+    Ok(())
 }
 
 #[cfg(test)]

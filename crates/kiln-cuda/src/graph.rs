@@ -87,11 +87,14 @@ impl CudaBackend {
     /// ```no_run
     /// # fn demo(b: &kiln_cuda::CudaBackend) -> kiln_core::Result<()> {
     /// use kiln_core::backend::MapOp;
+    /// use kiln_cuda::ops::Map;
     /// let mut x = b.alloc::<f32>(1024)?;
     /// let mut y = b.alloc::<f32>(1024)?;
     /// let g = b.capture(|b| {
-    ///     b.map_device(MapOp::ScaleShift { a: 2.0, b: 1.0 }, &x, &mut y)?;
-    ///     b.map_device(MapOp::Unary(kiln_core::UnaryOp::Sigmoid), &y, &mut x)
+    ///     let op = MapOp::ScaleShift { a: 2.0, b: 1.0 };
+    ///     b.run(Map { op, x: &x, out: &mut y })?;
+    ///     let op = MapOp::Unary(kiln_core::UnaryOp::Sigmoid);
+    ///     b.run(Map { op, x: &y, out: &mut x })
     /// })?;
     /// let input = vec![0.5f32; 1024];
     /// let mut out = vec![0f32; 1024];

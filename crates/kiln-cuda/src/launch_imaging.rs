@@ -1,13 +1,15 @@
-//! Launchers for `kernels/filter2d.cu`, `separable.cu`, `filter3d.cu` (with
-//! `imaging.cuh`) and `kernels/transpose.cu`. Every launcher validates lengths, shapes and the index ranges
+//! The imaging ops ([`crate::op::Op`]) for `kernels/filter2d.cu`, `separable.cu`,
+//! `filter3d.cu` (with `imaging.cuh`), `ndimage.cu`, `interp.cu`, `label.cu`, `morph.cu`,
+//! `rank.cu` and `kernels/transpose.cu`. Every op validates lengths, shapes and the index ranges
 //! the kernels assume (32-bit axis indices, `H*W < 2^31`, grid limits) and returns
 //! `InvalidArgument` instead of launching out of bounds. Launch shapes are documented at
-//! the top of each `.cu` file and at each function here.
+//! the top of each `.cu` file and on each op.
 //!
-//! This file holds what the launchers share (weights by value, boundary-mode arguments,
-//! shape checks) and the host round trips; the launchers are in `filter2d` (direct 2-D),
-//! `separable` (1-D passes and the fused 2-D pair), `filter3d` (direct 3-D) and
-//! `transpose`.
+//! This file holds what the ops share (weights by value, boundary-mode arguments, shape
+//! checks); the ops are in `filter2d` (direct 2-D), `separable` (1-D passes and the fused
+//! 2-D pair), `filter3d` (direct 3-D), `ndimage` (scipy's linear filters), `interp`
+//! (resampling and the spline prefilter), `label`, `transpose`, and the storage
+//! launchers of `rank` and `morph`.
 //!
 //! Path selection is the caller's (the facade resolves it with
 //! `kiln_cpu::imaging::path_2d` / `path_3d`, so CPU and GPU always take the same path):
@@ -24,9 +26,13 @@ mod rank;
 mod separable;
 mod transpose;
 
-pub use interp::{interp_args_bytes, spline_args_bytes, InterpSpec, Resample};
-pub use label::LabelInput;
+pub use filter2d::Filter2d;
+pub use filter3d::Filter3d;
+pub use interp::{interp_args_bytes, spline_args_bytes, Interp, InterpSpec, Resample, SplineFilter1d};
+pub use label::{Label, LabelInput, LabelRaw};
+pub use ndimage::{NdimageLinear, NdimageLinearData};
 pub use rank::rank_algorithm;
+pub use separable::{Filter1d, SeparableFilter};
 pub use transpose::Transpose;
 
 use crate::kernels::decl;

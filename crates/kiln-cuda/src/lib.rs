@@ -89,6 +89,16 @@ pub use op::Op;
 /// The ops of kiln's own kernels ([`Op`]), each run with [`CudaBackend::run`].
 pub mod ops {
     pub use crate::launch_imaging::Transpose;
+
+    // Imaging, element-wise, copies and GEMM.
+    pub use crate::copy::Cast;
+    pub use crate::gemm::{MatMul, MatMulHost};
+    pub use crate::gemm_wgmma::{Fp8GemmNt, WgmmaNt};
+    pub use crate::launch_elementwise::{Axpy, Map, MapLaunchProbe, MapOn, Unary};
+    pub use crate::launch_imaging::{
+        Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear, NdimageLinearData,
+        SeparableFilter, SplineFilter1d,
+    };
 }
 #[doc(hidden)]
 pub use launch_basket::basket_param_arrays;

@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 use crate::backend::{cuda_err, CudaBackend};
+use crate::ops::MapOn;
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use crate::transfer::par_copy;
 use cudarc::driver::{result, CudaEvent, CudaStream};
@@ -184,7 +185,13 @@ impl CudaBackend {
                 unsafe { result::memcpy_htod_async(slot.dx.device_ptr(), src, slot.stream.cu_stream()) }
                     .map_err(|e| cuda_err("cuMemcpyHtoDAsync", &dev, e))?;
                 self.pool().note_htod(std::mem::size_of_val(src) as u64);
-                self.map_device_on(&slot.stream, op, &slot.dx, &mut slot.dy, len)?;
+                self.run(MapOn {
+                    stream: &slot.stream,
+                    op,
+                    x: &slot.dx,
+                    out: &mut slot.dy,
+                    n: len,
+                })?;
                 let dst: &mut [T] = match &mut slot.stage_out {
                     Some(so) => &mut so[..len],
                     None => &mut out[r.clone()],

@@ -15,7 +15,10 @@
 //! work already queued there.
 
 use crate::backend::{lock, CudaBackend};
-use crate::ops::Transpose;
+use crate::copy::Fault;
+use crate::ops::{
+    Axpy, Cast, Filter2d, Filter3d, Map, MatMul, NdimageLinearData, SeparableFilter, Transpose,
+};
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{CudaEvent, CudaStream};
 use kiln_core::backend::{bf16, check_same_len, f16, Element, MapOp};
@@ -310,7 +313,7 @@ impl CudaStorage {
     #[doc(hidden)]
     pub fn inject_illegal_address(dev: &Arc<CudaBackend>) -> Result<Self> {
         let out: DeviceBuffer<f32> = dev.alloc(1)?;
-        dev.launch_fault(&out)?;
+        dev.run(Fault { out: &out })?;
         Ok(Self::new(dev, CudaData::F32(out), "fault_illegal_address"))
     }
 
@@ -348,7 +351,7 @@ impl CudaStorage {
     fn map_t<T: CudaElement + Element>(&self, x: &DeviceBuffer<T>, op: MapOp) -> Result<Self> {
         self.stream_for(&[self])?;
         let mut out: DeviceBuffer<T> = self.dev.alloc(x.len())?;
-        self.dev.map_device(op, x, &mut out)?;
+        self.dev.run(Map { op, x, out: &mut out })?;
         Ok(Self::new(&self.dev, T::wrap(out), op.name()))
     }
 
@@ -357,7 +360,7 @@ impl CudaStorage {
         self.stream_for(&[self, y])?;
         let mut out: DeviceBuffer<T> = self.dev.alloc(x.len())?;
         self.dev.copy_device_any(yb, &mut out)?;
-        self.dev.axpy_device(a, x, &mut out)?;
+        self.dev.run(Axpy { a, x, y: &mut out })?;
         Ok(Self::new(&self.dev, T::wrap(out), "axpy"))
     }
 
@@ -390,7 +393,14 @@ impl CudaStorage {
         let len_c = g.validate(a.len(), bb.len())?;
         self.stream_for(&[self, b])?;
         let mut c: DeviceBuffer<T> = self.dev.alloc(len_c)?;
-        self.dev.gemm_device(a, bb, &mut c, g, p, imp)?;
+        self.dev.run(MatMul {
+            a,
+            b: bb,
+            c: &mut c,
+            gemm: g,
+            precision: p,
+            imp,
+        })?;
         Ok(Self::new(&self.dev, T::wrap(c), "gemm"))
     }
 }
@@ -449,7 +459,10 @@ impl BackendStorage for CudaStorage {
         check_cast(self.dtype(), to)?;
         self.stream_for(&[self])?;
         let out = Self::alloc(&self.dev, to, self.len(), "cast")?;
-        self.dev.cast_device(&self.data, &out.data)?;
+        self.dev.run(Cast {
+            src: &self.data,
+            dst: &out.data,
+        })?;
         Ok(out)
     }
 
@@ -477,10 +490,21 @@ impl BackendStorage for CudaStorage {
         self.stream_for(&[self])?;
         let mut out: DeviceBuffer<f32> = self.dev.alloc(x.len())?;
         match sep {
-            Some(sep) => self.dev.separable_device(x, &mut out, shape, sep, 1, mode)?,
-            None => self
-                .dev
-                .filter2d_direct_device(x, &mut out, shape, kernel, mode)?,
+            Some(sep) => self.dev.run(SeparableFilter {
+                src: x,
+                dst: &mut out,
+                shape,
+                sep,
+                axis_offset: 1,
+                mode,
+            })?,
+            None => self.dev.run(Filter2d {
+                src: x,
+                dst: &mut out,
+                shape,
+                kernel,
+                mode,
+            })?,
         }
         Ok(Self::new(&self.dev, CudaData::F32(out), "filter2d"))
     }
@@ -500,10 +524,22 @@ impl BackendStorage for CudaStorage {
         self.stream_for(&[self])?;
         let mut out: DeviceBuffer<f32> = self.dev.alloc(x.len())?;
         match sep {
-            Some(sep) => self.dev.separable_device(x, &mut out, shape, sep, 0, mode)?,
-            None => self
-                .dev
-                .filter3d_direct_device(x, &mut out, shape, kernel, mode)?,
+            Some(sep) => self.dev.run(SeparableFilter {
+                src: x,
+                dst: &mut out,
+                shape,
+                sep,
+                axis_offset: 0,
+                mode,
+            })?,
+            None => self.dev.run(Filter3d {
+                src: x,
+                dst: &mut out,
+                shape,
+                kernel,
+                mode,
+                planes: None,
+            })?,
         }
         Ok(Self::new(&self.dev, CudaData::F32(out), "filter3d"))
     }
@@ -519,8 +555,12 @@ impl BackendStorage for CudaStorage {
         check_same_len(&f.name, shape.iter().product(), self.len())?;
         self.stream_for(&[self])?;
         let mut out = Self::alloc(&self.dev, self.dtype(), self.len(), &f.name)?;
-        self.dev
-            .ndimage_linear_data(&self.data, &mut out.data, shape, f)?;
+        self.dev.run(NdimageLinearData {
+            src: &self.data,
+            dst: &mut out.data,
+            shape,
+            filter: f,
+        })?;
         Ok(out)
     }
 

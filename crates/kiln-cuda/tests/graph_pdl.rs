@@ -8,6 +8,7 @@
 
 use kiln_core::backend::MapOp;
 use kiln_core::UnaryOp;
+use kiln_cuda::ops::{Axpy, Map};
 use kiln_cuda::pool::DeviceBuffer;
 use kiln_cuda::{discovery, CudaBackend, GraphOptions, KernelCache};
 
@@ -65,14 +66,34 @@ impl Chain {
     fn record(&mut self, b: &CudaBackend) -> kiln_core::Result<()> {
         let Chain { x, y, z, h, g } = self;
         for _ in 0..3 {
-            b.map_device(MapOp::Unary(UnaryOp::Sigmoid), x, y)?;
-            b.map_device(MapOp::ScaleShift { a: 3.0, b: -1.5 }, y, z)?;
-            b.axpy_device(0.25, z, y)?;
+            b.run(Map {
+                op: MapOp::Unary(UnaryOp::Sigmoid),
+                x,
+                out: y,
+            })?;
+            b.run(Map {
+                op: MapOp::ScaleShift { a: 3.0, b: -1.5 },
+                x: y,
+                out: z,
+            })?;
+            b.run(Axpy { a: 0.25, x: z, y })?;
             b.copy_device_any(y, z)?;
-            b.map_device(MapOp::Unary(UnaryOp::Tanh), z, x)?;
-            b.map_device(MapOp::Unary(UnaryOp::Sigmoid), h, g)?;
-            b.map_device(MapOp::ScaleShift { a: 2.0, b: 0.5 }, g, h)?;
-            b.axpy_device(-0.5, g, h)?;
+            b.run(Map {
+                op: MapOp::Unary(UnaryOp::Tanh),
+                x: z,
+                out: x,
+            })?;
+            b.run(Map {
+                op: MapOp::Unary(UnaryOp::Sigmoid),
+                x: h,
+                out: g,
+            })?;
+            b.run(Map {
+                op: MapOp::ScaleShift { a: 2.0, b: 0.5 },
+                x: g,
+                out: h,
+            })?;
+            b.run(Axpy { a: -0.5, x: g, y: h })?;
         }
         Ok(())
     }
@@ -160,8 +181,8 @@ fn bench_graph_replay() {
     let mut done = 0usize;
     let work = |b: &CudaBackend, x: &mut DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>| {
         for _ in 0..500 {
-            b.map_device(op, x, y)?;
-            b.map_device(op, y, x)?;
+            b.run(Map { op, x, out: y })?;
+            b.run(Map { op, x: y, out: x })?;
         }
         Ok(())
     };

@@ -1,5 +1,5 @@
 //! `kiln.ndimage`'s labelling natives: scipy.ndimage's `label` over host buffers and over
-//! CUDA arrays (`kiln_cuda`'s `label_raw`), and `find_objects`, `value_indices` and
+//! CUDA arrays (`kiln_cuda`'s `LabelRaw` op), and `find_objects`, `value_indices` and
 //! `watershed_ift` over host buffers (`kiln_core::imaging::label`,
 //! `objects`, `value_indices` and `watershed`), with the GIL released.
 //!
@@ -16,6 +16,7 @@ use kiln::core::imaging::objects::find_objects_bytes;
 use kiln::core::imaging::rank_value::NdDType;
 use kiln::core::imaging::value_indices::value_indices_bytes;
 use kiln::core::imaging::watershed::{watershed_ift, StoredLabel};
+use kiln::device::ops::LabelRaw;
 use kiln::device::LabelInput;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyTuple};
@@ -108,8 +109,9 @@ fn ndimage_label_cuda(
         // `shape` and `dtype` and of a distinct live C-contiguous int32 array of the same
         // shape, both on `device` (kiln's context there is the device's primary context,
         // which CuPy and torch use too), held by the call, with their streams synchronised
-        // before it; `label_raw` waits for its own kernels before returning.
-        unsafe { cuda.label_raw(src, input, dims, &offsets, out) }
+        // before it; a `LabelRaw` run waits for its own kernels before returning.
+        let op = unsafe { LabelRaw::new(src, input, dims, &offsets, out) };
+        cuda.run(op)
     })
     .py()
 }

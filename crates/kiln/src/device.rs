@@ -54,10 +54,9 @@ pub use kiln_cuda::nvrtc::version as nvrtc_version;
 pub use kiln_cuda::nvrtc::compiles_this_process as nvrtc_compiles_this_process;
 
 /// How kiln's wgmma GEMM paces its tensor-core groups (benchmarks compare the two through
-/// [`CudaBackend::gemm_wgmma_nt_with`]), and the fp8 formats of
-/// [`CudaBackend::gemm_fp8_nt`].
+/// [`ops::WgmmaNt`]), and the fp8 formats of [`ops::Fp8GemmNt`].
 pub use kiln_cuda::gemm_wgmma::{Fp8Format, WgmmaPipeline};
 
-/// The input types of [`CudaBackend::label_raw`] (scipy.ndimage.label on arrays in device
+/// The input types of [`ops::LabelRaw`] (scipy.ndimage.label on arrays in device
 /// memory: kiln-py's path for CuPy and torch arrays).
 pub use kiln_cuda::LabelInput;

@@ -26,6 +26,7 @@ use crate::{Engine, Runtime};
 use kiln_core::backend::Element;
 pub use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::{Error, Result};
+use kiln_cuda::ops::MatMul;
 /// A storage type of the matrix products (`f32`, `f16`, `bf16`), usable in tensors.
 pub trait GemmElement: kiln_cpu::linalg::GemmElement + crate::TensorElement {}
 impl<T: kiln_cpu::linalg::GemmElement + crate::TensorElement> GemmElement for T {}
@@ -235,13 +236,29 @@ fn demo_case<T: GemmElement>(
             let db = cu.upload_slice(&b)?;
             let mut dc = cu.alloc_poisoned_as::<T>(g.len_c()?)?;
             let ((), first_ms) = wall_ms(|| {
-                cu.gemm_device(&da, &db, &mut dc, g, p, imp)?;
+                cu.run(MatMul {
+                    a: &da,
+                    b: &db,
+                    c: &mut dc,
+                    gemm: g,
+                    precision: p,
+                    imp,
+                })?;
                 cu.synchronize()
             })?;
             let mut c = vec![T::from_f32(0.0); g.len_c()?];
             dc.copy_to_host(&mut c, cu.stream())?;
             let chk = check(&a, &b, &c, g, p, samples)?;
-            let times = cu.time_ms(WARMUP, reps, || cu.gemm_device(&da, &db, &mut dc, g, p, imp))?;
+            let times = cu.time_ms(WARMUP, reps, || {
+                cu.run(MatMul {
+                    a: &da,
+                    b: &db,
+                    c: &mut dc,
+                    gemm: g,
+                    precision: p,
+                    imp,
+                })
+            })?;
             (
                 chk,
                 Timing::new(first_ms, times, Covers::Device),

@@ -6,6 +6,7 @@
 //! `BENCH {...}` JSON line per measurement, named like `peer_bench.py`'s `gemm_N` rows.
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::{Fp8GemmNt, MatMul, MatMulHost, WgmmaNt};
 use kiln::device::CudaBackend;
 use kiln::linalg::{check, Gemm, GemmElement, GemmImpl, GemmPrecision};
 use kiln::testing;
@@ -37,7 +38,15 @@ fn data<T: GemmElement>(n: usize, seed: u64) -> Vec<T> {
 /// worst error over its bound.
 fn verify<T: GemmElement>(b: &CudaBackend, g: &Gemm, p: GemmPrecision, imp: GemmImpl, samples: usize) -> f64 {
     let (a, bb) = (data::<T>(g.len_a().unwrap(), 3), data::<T>(g.len_b().unwrap(), 4));
-    let c = b.gemm_host(&a, &bb, g, p, imp).unwrap();
+    let c = b
+        .run(MatMulHost {
+            a: &a,
+            b: &bb,
+            gemm: g,
+            precision: p,
+            imp,
+        })
+        .unwrap();
     let r = check(&a, &bb, &c, g, p, samples).unwrap();
     assert!(r.passed, "{g} {p} {imp:?}: {r:?}");
     r.worst
@@ -64,14 +73,31 @@ fn bench<T: GemmElement>(
     let da = b.upload_slice(&a).unwrap();
     let db = b.upload_slice(&bb).unwrap();
     let mut dc = b.alloc_poisoned_as::<T>(n * n).unwrap();
-    b.gemm_device(&da, &db, &mut dc, &g, p, imp).unwrap();
+    b.run(MatMul {
+        a: &da,
+        b: &db,
+        c: &mut dc,
+        gemm: &g,
+        precision: p,
+        imp,
+    })
+    .unwrap();
     let mut c = vec![T::from_f32(0.0); n * n];
     dc.copy_to_host(&mut c, b.stream()).unwrap();
     let r = check(&a, &bb, &c, &g, p, 4096).unwrap();
     assert!(r.passed, "{g} {p} {imp:?}: {r:?}");
     let ms = median(
-        b.time_ms(3, reps, || b.gemm_device(&da, &db, &mut dc, &g, p, imp))
-            .unwrap(),
+        b.time_ms(3, reps, || {
+            b.run(MatMul {
+                a: &da,
+                b: &db,
+                c: &mut dc,
+                gemm: &g,
+                precision: p,
+                imp,
+            })
+        })
+        .unwrap(),
     );
     let tflops = g.flops() / ms / 1e9;
     let floor = floor_tflops(p);
@@ -148,7 +174,15 @@ fn bench_gemm_wgmma() {
             let db = b.upload_slice(&bb).unwrap();
             let mut dc = b.alloc_poisoned_as::<bf16>(n * n).unwrap();
             for imp in [GemmImpl::Library, GemmImpl::Wgmma] {
-                b.gemm_device(&da, &db, &mut dc, &g, p, imp).unwrap();
+                b.run(MatMul {
+                    a: &da,
+                    b: &db,
+                    c: &mut dc,
+                    gemm: &g,
+                    precision: p,
+                    imp,
+                })
+                .unwrap();
                 let mut c = vec![bf16::from_f32(0.0); n * n];
                 dc.copy_to_host(&mut c, b.stream()).unwrap();
                 let r = check(&a, &bb, &c, &g, p, 4096).unwrap();
@@ -158,8 +192,17 @@ fn bench_gemm_wgmma() {
             for _ in 0..3 {
                 for (i, imp) in [GemmImpl::Library, GemmImpl::Wgmma].into_iter().enumerate() {
                     times[i].extend(
-                        b.time_ms(2, 10, || b.gemm_device(&da, &db, &mut dc, &g, p, imp))
-                            .unwrap(),
+                        b.time_ms(2, 10, || {
+                            b.run(MatMul {
+                                a: &da,
+                                b: &db,
+                                c: &mut dc,
+                                gemm: &g,
+                                precision: p,
+                                imp,
+                            })
+                        })
+                        .unwrap(),
                     );
                 }
             }
@@ -179,7 +222,17 @@ fn bench_gemm_wgmma() {
                 use kiln::device::WgmmaPipeline;
                 {
                     let (v, name) = (WgmmaPipeline::InFlight, "kiln-wgmma-inflight-bf16");
-                    let run = |dc: &mut _| b.gemm_wgmma_nt_with(&da, &db, dc, n, n, n, v);
+                    let run = |dc: &mut _| {
+                        b.run(WgmmaNt {
+                            a: &da,
+                            b: &db,
+                            c: dc,
+                            m: n,
+                            n,
+                            k: n,
+                            pipeline: v,
+                        })
+                    };
                     run(&mut dc).unwrap();
                     let mut c = vec![bf16::from_f32(0.0); n * n];
                     dc.copy_to_host(&mut c, b.stream()).unwrap();
@@ -225,7 +278,15 @@ fn bench_gemm_fp8() {
             let da = b.upload_slice(&a).unwrap();
             let db = b.upload_slice(&bb).unwrap();
             let mut dc = b.alloc_poisoned_as::<bf16>(n * n).unwrap();
-            b.gemm_fp8_nt(&da, &db, &mut dc, [n, n, n], f, 1.0).unwrap();
+            b.run(Fp8GemmNt {
+                a: &da,
+                b: &db,
+                c: &mut dc,
+                dims: [n, n, n],
+                format: f,
+                scale: 1.0,
+            })
+            .unwrap();
             let mut c = vec![bf16::from_f32(0.0); n * n];
             dc.copy_to_host(&mut c, b.stream()).unwrap();
             // 4096 sampled elements within the fp8 accumulation bound (tests/gemm_fp8.rs)
@@ -244,8 +305,17 @@ fn bench_gemm_fp8() {
             }
             assert!(worst <= 1.0, "{f:?} {n}: worst error over bound {worst}");
             let ms = median(
-                b.time_ms(3, 20, || b.gemm_fp8_nt(&da, &db, &mut dc, [n, n, n], f, 1.0))
-                    .unwrap(),
+                b.time_ms(3, 20, || {
+                    b.run(Fp8GemmNt {
+                        a: &da,
+                        b: &db,
+                        c: &mut dc,
+                        dims: [n, n, n],
+                        format: f,
+                        scale: 1.0,
+                    })
+                })
+                .unwrap(),
             );
             let tflops = 2.0 * (n as f64).powi(3) / ms / 1e9;
             println!(

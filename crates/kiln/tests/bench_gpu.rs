@@ -3,7 +3,7 @@
 //! `--ignored --nocapture`; prints one JSON line per measurement (`BENCH {...}`).
 #![allow(clippy::unwrap_used)]
 
-use kiln::device::ops::Transpose;
+use kiln::device::ops::{Filter2d, Filter3d, Map, MapLaunchProbe, SeparableFilter, Transpose};
 use kiln::device::CudaBackend;
 use kiln::{testing, Runtime};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
@@ -47,15 +47,27 @@ fn bench_imaging_and_transpose() {
         let dx = b.upload(&x).unwrap();
         let mut dy = b.alloc_poisoned(h * w).unwrap();
         let mode = BoundaryMode::Reflect;
-        b.filter2d_direct_device(&dx, &mut dy, [1, h, w], &k, mode)
-            .unwrap();
+        b.run(Filter2d {
+            src: &dx,
+            dst: &mut dy,
+            shape: [1, h, w],
+            kernel: &k,
+            mode,
+        })
+        .unwrap();
         let mut got = vec![0.0; h * w];
         b.download(&dy, &mut got).unwrap();
         let want = cpu.filter2d(&x, [h, w], &k, mode, FilterPath::Direct).unwrap();
         let err = max_abs_diff(&got, &want);
         assert!(err < 1e-5, "cross4 {h}x{w}: max |gpu-cpu| {err:e}");
         let ms = time(b, 20, || {
-            b.filter2d_direct_device(&dx, &mut dy, [1, h, w], &k, mode)
+            b.run(Filter2d {
+                src: &dx,
+                dst: &mut dy,
+                shape: [1, h, w],
+                kernel: &k,
+                mode,
+            })
         });
         report(
             &format!("stencil5_{h}x{w}"),
@@ -72,15 +84,29 @@ fn bench_imaging_and_transpose() {
         let dx = b.upload(&x).unwrap();
         let mut dy = b.alloc_poisoned(g * g).unwrap();
         let mode = BoundaryMode::Reflect;
-        b.separable_device(&dx, &mut dy, [1, g, g], &sep, 1, mode)
-            .unwrap();
+        b.run(SeparableFilter {
+            src: &dx,
+            dst: &mut dy,
+            shape: [1, g, g],
+            sep: &sep,
+            axis_offset: 1,
+            mode,
+        })
+        .unwrap();
         let mut got = vec![0.0; g * g];
         b.download(&dy, &mut got).unwrap();
         let want = cpu.filter2d(&x, [g, g], &k, mode, FilterPath::Auto).unwrap();
         let err = max_abs_diff(&got, &want);
         assert!(err < 1e-5, "gaussian: {err:e}");
         let ms = time(b, 10, || {
-            b.separable_device(&dx, &mut dy, [1, g, g], &sep, 1, mode)
+            b.run(SeparableFilter {
+                src: &dx,
+                dst: &mut dy,
+                shape: [1, g, g],
+                sep: &sep,
+                axis_offset: 1,
+                mode,
+            })
         });
         report(
             &format!("gaussian2_{g}x{g}"),
@@ -103,15 +129,29 @@ fn bench_imaging_and_transpose() {
         let dx = b.upload(&x).unwrap();
         let mut dy = b.alloc_poisoned(d * d * d).unwrap();
         let mode = BoundaryMode::Constant(0.0);
-        b.filter3d_direct_device(&dx, &mut dy, [d, d, d], &k, mode)
-            .unwrap();
+        b.run(Filter3d {
+            src: &dx,
+            dst: &mut dy,
+            shape: [d, d, d],
+            kernel: &k,
+            mode,
+            planes: None,
+        })
+        .unwrap();
         let mut got = vec![0.0; d * d * d];
         b.download(&dy, &mut got).unwrap();
         let want = cpu.filter3d(&x, [d, d, d], &k, mode, FilterPath::Direct).unwrap();
         let err = max_abs_diff(&got, &want);
         assert!(err < 1e-4, "conv3d: {err:e}");
         let ms = time(b, 10, || {
-            b.filter3d_direct_device(&dx, &mut dy, [d, d, d], &k, mode)
+            b.run(Filter3d {
+                src: &dx,
+                dst: &mut dy,
+                shape: [d, d, d],
+                kernel: &k,
+                mode,
+                planes: None,
+            })
         });
         report(
             &format!("conv3d_{d}"),
@@ -268,8 +308,8 @@ fn bench_engine() {
     let op = MapOp::ScaleShift { a: 1.0, b: 1.0 };
     let work = |x: &mut kiln::memory::DeviceBuffer<f32>, y: &mut kiln::memory::DeviceBuffer<f32>| {
         for _ in 0..500 {
-            b.map_device(op, x, y)?;
-            b.map_device(op, y, x)?;
+            b.run(Map { op, x, out: y })?;
+            b.run(Map { op, x: y, out: x })?;
         }
         Ok(())
     };
@@ -287,7 +327,15 @@ fn bench_engine() {
     // the driver's share: the same launches through cudarc directly
     let raw = median(
         (0..10)
-            .map(|_| b.raw_launch_probe_ms(op, &mut x, &mut y, 1000).unwrap())
+            .map(|_| {
+                b.run(MapLaunchProbe {
+                    op,
+                    x: &mut x,
+                    y: &mut y,
+                    launches: 1000,
+                })
+                .unwrap()
+            })
             .collect(),
     );
     let g = b.capture(|_| work(&mut x, &mut y)).unwrap();
@@ -379,7 +427,12 @@ fn bench_engine() {
     let m = 64 << 20;
     let dx = b.upload(&hx[..m]).unwrap();
     let mut dy = b.alloc::<f32>(m).unwrap();
-    b.map_device(sig, &dx, &mut dy).unwrap();
+    b.run(Map {
+        op: sig,
+        x: &dx,
+        out: &mut dy,
+    })
+    .unwrap();
     let mut want = vec![0f32; m];
     b.download(&dy, &mut want).unwrap();
     assert!(hy[..m].iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()));

@@ -1,6 +1,7 @@
 //! Element-wise ops on every backend against a float64 reference.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
+use kiln::device::ops::Map;
 use kiln::verify::rel_l2;
 use kiln::{testing, Runtime, UnaryOp};
 
@@ -50,14 +51,18 @@ fn run_device<T: kiln::FloatElement>(
 ) -> Vec<T> {
     let dx = cu.upload_slice(x).unwrap();
     let mut dy = cu.alloc_poisoned_as::<T>(x.len()).unwrap();
-    cu.map_device(op, &dx, &mut dy)
-        .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+    cu.run(Map {
+        op,
+        x: &dx,
+        out: &mut dy,
+    })
+    .unwrap_or_else(|e| panic!("{op:?}: {e}"));
     let mut y = vec![T::from_f32(0.0); x.len()];
     dy.copy_to_host(&mut y, cu.stream()).unwrap();
     y
 }
 
-/// The map kernels through the device API (`map_device`) against the CPU op, within 8 ulps
+/// The map kernels through the device API (the `Map` op) against the CPU op, within 8 ulps
 /// (f32) or 2 storage units (16-bit). Sizes cover the scalar tail, one partial vector step
 /// and many blocks; inputs include +-0, +-inf, NaN, subnormals. CUDA only.
 fn device_map_matches_cpu<T: kiln::FloatElement>(cu: &kiln::device::CudaBackend, seed: u64) {

@@ -21,6 +21,7 @@
 //! S/k) or an unwritten element (NaN: outputs are poisoned) is far outside it.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
+use kiln::device::ops::MatMul;
 use kiln::linalg::{Gemm, GemmElement, GemmImpl, GemmPrecision};
 use kiln::{testing, BackendKind, Runtime};
 use kiln_core::backend::{bf16, f16};
@@ -252,7 +253,7 @@ const VEC_SHAPES: [(usize, usize, usize); 6] = [
     (256, 256, 48),
 ];
 
-// kiln's tiled kernel through the device API (`gemm_device`, `GemmImpl::Tiled`) on every
+// kiln's tiled kernel through the device API (the `MatMul` op, `GemmImpl::Tiled`) on every
 // transpose pair, float4 layouts, a packed and a broadcast batch, against the f64 reference;
 // outputs NaN-poisoned. CUDA only.
 #[test]
@@ -285,8 +286,15 @@ fn gemm_tiled_float4_every_transpose() {
         let da = cu.upload_slice(&a).unwrap();
         let db = cu.upload_slice(&b).unwrap();
         let mut dc = cu.alloc_poisoned_as::<f32>(g.len_c().unwrap()).unwrap();
-        cu.gemm_device(&da, &db, &mut dc, g, GemmPrecision::F32, GemmImpl::Tiled)
-            .unwrap_or_else(|e| panic!("{g}: {e}"));
+        cu.run(MatMul {
+            a: &da,
+            b: &db,
+            c: &mut dc,
+            gemm: g,
+            precision: GemmPrecision::F32,
+            imp: GemmImpl::Tiled,
+        })
+        .unwrap_or_else(|e| panic!("{g}: {e}"));
         let mut c = vec![0.0f32; g.len_c().unwrap()];
         dc.copy_to_host(&mut c, cu.stream()).unwrap();
         let beta = bound_factor(GemmPrecision::F32, g.k);

@@ -8,6 +8,7 @@
 //! of the exact sum bit for bit.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
+use kiln::device::ops::Fp8GemmNt;
 use kiln::device::{CudaBackend, Fp8Format};
 use kiln::testing;
 use kiln_core::backend::bf16;
@@ -30,8 +31,15 @@ fn multiply(
     let da = b.upload_slice(a).unwrap();
     let db = b.upload_slice(bb).unwrap();
     let mut dc = b.alloc_poisoned_as::<bf16>(m * n).unwrap();
-    b.gemm_fp8_nt(&da, &db, &mut dc, [m, n, k], f, scale)
-        .unwrap_or_else(|e| panic!("{m}x{n}x{k} {f:?}: {e}"));
+    b.run(Fp8GemmNt {
+        a: &da,
+        b: &db,
+        c: &mut dc,
+        dims: [m, n, k],
+        format: f,
+        scale,
+    })
+    .unwrap_or_else(|e| panic!("{m}x{n}x{k} {f:?}: {e}"));
     let mut c = vec![bf16::from_f32(0.0); m * n];
     dc.copy_to_host(&mut c, b.stream()).unwrap();
     c
@@ -50,14 +58,14 @@ fn backend(test: &str) -> Option<&'static CudaBackend> {
     let b = rt.cuda().unwrap();
     if !b.wgmma_supported() {
         let e = b
-            .gemm_fp8_nt(
-                &b.upload_slice(&[0u8; 16]).unwrap(),
-                &b.upload_slice(&[0u8; 16]).unwrap(),
-                &mut b.alloc_poisoned_as::<bf16>(1).unwrap(),
-                [1, 1, 16],
-                Fp8Format::E4m3,
-                1.0,
-            )
+            .run(Fp8GemmNt {
+                a: &b.upload_slice(&[0u8; 16]).unwrap(),
+                b: &b.upload_slice(&[0u8; 16]).unwrap(),
+                c: &mut b.alloc_poisoned_as::<bf16>(1).unwrap(),
+                dims: [1, 1, 16],
+                format: Fp8Format::E4m3,
+                scale: 1.0,
+            })
             .expect_err("fp8 wgmma off Hopper");
         assert!(e.to_string().contains("compute capability 9.0"), "{e}");
         return None;
@@ -169,36 +177,36 @@ fn fp8_bad_input_is_an_error() {
     let bytes = |n: usize| b.upload_slice(&vec![0x38u8; n]).unwrap();
     let mut c = b.alloc_poisoned_as::<bf16>(64).unwrap();
     let e = b
-        .gemm_fp8_nt(
-            &bytes(8 * 24),
-            &bytes(8 * 24),
-            &mut c,
-            [8, 8, 24],
-            Fp8Format::E4m3,
-            1.0,
-        )
+        .run(Fp8GemmNt {
+            a: &bytes(8 * 24),
+            b: &bytes(8 * 24),
+            c: &mut c,
+            dims: [8, 8, 24],
+            format: Fp8Format::E4m3,
+            scale: 1.0,
+        })
         .expect_err("k = 24");
     assert!(e.to_string().contains("multiple of 16"), "{e}");
     let e = b
-        .gemm_fp8_nt(
-            &bytes(8 * 16),
-            &bytes(8 * 16),
-            &mut c,
-            [8, 8, 16],
-            Fp8Format::E4m3,
-            f32::NAN,
-        )
+        .run(Fp8GemmNt {
+            a: &bytes(8 * 16),
+            b: &bytes(8 * 16),
+            c: &mut c,
+            dims: [8, 8, 16],
+            format: Fp8Format::E4m3,
+            scale: f32::NAN,
+        })
         .expect_err("NaN scale");
     assert!(e.to_string().contains("not finite"), "{e}");
     let e = b
-        .gemm_fp8_nt(
-            &bytes(8 * 16),
-            &bytes(7 * 16),
-            &mut c,
-            [8, 8, 16],
-            Fp8Format::E5m2,
-            1.0,
-        )
+        .run(Fp8GemmNt {
+            a: &bytes(8 * 16),
+            b: &bytes(7 * 16),
+            c: &mut c,
+            dims: [8, 8, 16],
+            format: Fp8Format::E5m2,
+            scale: 1.0,
+        })
         .expect_err("short B");
     assert!(e.to_string().contains("B holds"), "{e}");
 }

@@ -4,6 +4,7 @@
 //! Skips (printing why) without a GPU; fails under KILN_REQUIRE_GPU=1.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+use kiln::device::ops::{Axpy, Map, MatMul};
 use kiln::device::CudaBackend;
 use kiln::{testing, Error};
 use kiln_core::backend::MapOp;
@@ -25,9 +26,17 @@ fn sequence(
     y: &mut kiln::memory::DeviceBuffer<f32>,
     z: &mut kiln::memory::DeviceBuffer<f32>,
 ) -> kiln::Result<()> {
-    b.map_device(MapOp::Unary(UnaryOp::Sigmoid), x, y)?;
-    b.map_device(MapOp::ScaleShift { a: 3.0, b: -1.5 }, y, z)?;
-    b.axpy_device(0.25, x, z)
+    b.run(Map {
+        op: MapOp::Unary(UnaryOp::Sigmoid),
+        x,
+        out: y,
+    })?;
+    b.run(Map {
+        op: MapOp::ScaleShift { a: 3.0, b: -1.5 },
+        x: y,
+        out: z,
+    })?;
+    b.run(Axpy { a: 0.25, x, y: z })
 }
 
 #[test]
@@ -78,7 +87,15 @@ fn replays_are_ordered_like_eager_launches() {
     let y0 = testing::random_f32(n, -1.0, 1.0, testing::fresh_seed());
     let x = b.upload(&x0).unwrap();
     let mut y = b.upload(&y0).unwrap();
-    let g = b.capture(|b| b.axpy_device(0.5, &x, &mut y)).unwrap();
+    let g = b
+        .capture(|b| {
+            b.run(Axpy {
+                a: 0.5,
+                x: &x,
+                y: &mut y,
+            })
+        })
+        .unwrap();
     for _ in 0..5 {
         g.launch().unwrap();
     }
@@ -87,7 +104,12 @@ fn replays_are_ordered_like_eager_launches() {
     // eager reference: five dependent axpys
     let mut y2 = b.upload(&y0).unwrap();
     for _ in 0..5 {
-        b.axpy_device(0.5, &x, &mut y2).unwrap();
+        b.run(Axpy {
+            a: 0.5,
+            x: &x,
+            y: &mut y2,
+        })
+        .unwrap();
     }
     let mut want = vec![0f32; n];
     b.download(&y2, &mut want).unwrap();
@@ -109,8 +131,12 @@ fn stream_still_works(b: &CudaBackend) {
     let x0 = testing::random_f32(1000, -4.0, 4.0, testing::fresh_seed());
     let x = b.upload(&x0).unwrap();
     let mut y = b.alloc::<f32>(1000).unwrap();
-    b.map_device(MapOp::ScaleShift { a: 2.0, b: 0.0 }, &x, &mut y)
-        .unwrap();
+    b.run(Map {
+        op: MapOp::ScaleShift { a: 2.0, b: 0.0 },
+        x: &x,
+        out: &mut y,
+    })
+    .unwrap();
     let mut got = vec![0f32; 1000];
     b.download(&y, &mut got).unwrap();
     for (g, x) in got.iter().zip(&x0) {
@@ -141,7 +167,11 @@ fn what_cannot_be_captured_is_refused_and_the_stream_recovers() {
     stream_still_works(b);
     assert_capture_error(
         b.capture(|b| {
-            b.map_device(MapOp::Unary(UnaryOp::Relu), &x, &mut y)?;
+            b.run(Map {
+                op: MapOp::Unary(UnaryOp::Relu),
+                x: &x,
+                out: &mut y,
+            })?;
             y.copy_to_host(&mut out, b.stream())
         }),
         "copy_to_host",
@@ -162,7 +192,13 @@ fn what_cannot_be_captured_is_refused_and_the_stream_recovers() {
     stream_still_works(b);
     // and capture works again afterwards
     let g = b
-        .capture(|b| b.map_device(MapOp::Unary(UnaryOp::Relu), &x, &mut y))
+        .capture(|b| {
+            b.run(Map {
+                op: MapOp::Unary(UnaryOp::Relu),
+                x: &x,
+                out: &mut y,
+            })
+        })
         .unwrap();
     g.launch().unwrap();
     b.synchronize().unwrap();
@@ -185,8 +221,16 @@ fn blocks_a_graph_holds_outlive_their_buffers() {
     let tmp_ptr = tmp.device_ptr();
     let g = b
         .capture(|b| {
-            b.map_device(MapOp::ScaleShift { a: 2.0, b: 1.0 }, &x, &mut tmp)?;
-            b.map_device(MapOp::Unary(UnaryOp::Tanh), &tmp, &mut out)
+            b.run(Map {
+                op: MapOp::ScaleShift { a: 2.0, b: 1.0 },
+                x: &x,
+                out: &mut tmp,
+            })?;
+            b.run(Map {
+                op: MapOp::Unary(UnaryOp::Tanh),
+                x: &tmp,
+                out: &mut out,
+            })
         })
         .unwrap();
     drop(tmp);
@@ -238,14 +282,23 @@ fn profiler_times_ranges_per_stream_and_skips_captures() {
     // own ranges carry names nobody else uses)
     for _ in 0..10 {
         let _r = b.range("profiler-test-map");
-        b.map_device(MapOp::Unary(UnaryOp::Exp), &x, &mut y).unwrap();
+        b.run(Map {
+            op: MapOp::Unary(UnaryOp::Exp),
+            x: &x,
+            out: &mut y,
+        })
+        .unwrap();
     }
     {
         let _outer = b.range("ten-maps-and-a-capture");
         let g = b
             .capture(|b| {
                 let _inside = b.range("profiler-test-inside-capture");
-                b.map_device(MapOp::Unary(UnaryOp::Exp), &x, &mut y)
+                b.run(Map {
+                    op: MapOp::Unary(UnaryOp::Exp),
+                    x: &x,
+                    out: &mut y,
+                })
             })
             .unwrap();
         g.launch().unwrap();
@@ -287,10 +340,18 @@ fn other_threads_work_normally_during_a_capture() {
         s.spawn(|| {
             let g = b
                 .capture(|b| {
-                    b.map_device(MapOp::Unary(UnaryOp::Sigmoid), &x, &mut y)?;
+                    b.run(Map {
+                        op: MapOp::Unary(UnaryOp::Sigmoid),
+                        x: &x,
+                        out: &mut y,
+                    })?;
                     inside.wait(); // the other thread works now, mid-capture
                     done.wait();
-                    b.map_device(MapOp::ScaleShift { a: 2.0, b: 0.0 }, &x, &mut y)
+                    b.run(Map {
+                        op: MapOp::ScaleShift { a: 2.0, b: 0.0 },
+                        x: &x,
+                        out: &mut y,
+                    })
                 })
                 .unwrap();
             assert_eq!(g.nodes(), 2, "{g:?}");
@@ -304,8 +365,12 @@ fn other_threads_work_normally_during_a_capture() {
             // a size no cache holds: a new segment, on the main stream
             let big = b.upload(&vec![1.5f32; 40 << 18]).unwrap();
             let mut out = b.alloc::<f32>(big.len()).unwrap();
-            b.map_device(MapOp::ScaleShift { a: 2.0, b: 1.0 }, &big, &mut out)
-                .unwrap();
+            b.run(Map {
+                op: MapOp::ScaleShift { a: 2.0, b: 1.0 },
+                x: &big,
+                out: &mut out,
+            })
+            .unwrap();
             let mut host = vec![0f32; big.len()];
             b.download(&out, &mut host).unwrap();
             assert!(host.iter().all(|&v| v == 4.0));
@@ -343,15 +408,43 @@ fn a_captured_gemm_replays_the_eager_bits() {
         b.stream(),
     )
     .unwrap();
-    b.gemm_device(&a, &bb, &mut c, &g, p, lib).unwrap();
+    b.run(MatMul {
+        a: &a,
+        b: &bb,
+        c: &mut c,
+        gemm: &g,
+        precision: p,
+        imp: lib,
+    })
+    .unwrap();
     let mut want = vec![0f32; m * n];
     c.copy_to_host(&mut want, b.stream()).unwrap();
-    let graph = b.capture(|b| b.gemm_device(&a, &bb, &mut c, &g, p, lib)).unwrap();
+    let graph = b
+        .capture(|b| {
+            b.run(MatMul {
+                a: &a,
+                b: &bb,
+                c: &mut c,
+                gemm: &g,
+                precision: p,
+                imp: lib,
+            })
+        })
+        .unwrap();
     let slot = b.new_stream().unwrap();
     let mut c2 = b.alloc::<f32>(m * n).unwrap();
-    b.with_stream(slot, || b.gemm_device(&a, &bb, &mut c2, &g, p, lib))
-        .unwrap()
-        .unwrap();
+    b.with_stream(slot, || {
+        b.run(MatMul {
+            a: &a,
+            b: &bb,
+            c: &mut c2,
+            gemm: &g,
+            precision: p,
+            imp: lib,
+        })
+    })
+    .unwrap()
+    .unwrap();
     c.copy_from_host(&vec![f32::NAN; m * n], b.stream()).unwrap();
     graph.launch().unwrap();
     let mut got = vec![0f32; m * n];

@@ -6,6 +6,7 @@
 //! naive float64 correlate written here.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
+use kiln::device::ops::{Filter2d, Filter3d, SeparableFilter};
 use kiln::imaging::{filter_tolerance, FilterPath};
 use kiln::kernels::Kernel;
 use kiln::{testing, Runtime};
@@ -364,9 +365,24 @@ fn check_device_2d(
     let mut dy = b.alloc_poisoned(n).unwrap();
     if separable {
         let sep = k.separable_for(mode).unwrap();
-        b.separable_device(&dx, &mut dy, shape, &sep, 1, mode).unwrap();
+        b.run(SeparableFilter {
+            src: &dx,
+            dst: &mut dy,
+            shape,
+            sep: &sep,
+            axis_offset: 1,
+            mode,
+        })
+        .unwrap();
     } else {
-        b.filter2d_direct_device(&dx, &mut dy, shape, k, mode).unwrap();
+        b.run(Filter2d {
+            src: &dx,
+            dst: &mut dy,
+            shape,
+            kernel: k,
+            mode,
+        })
+        .unwrap();
     }
     let mut got = vec![0.0f32; n];
     b.download(&dy, &mut got).unwrap();
@@ -427,7 +443,7 @@ fn filter2d_k3_both_register_kernels_every_mode() {
     };
     for (si, &shape) in TILE_SHAPES.iter().chain(large).enumerate() {
         let [_, h, w] = shape;
-        let takes_r8 = |n| b.filter2d_k3_choice(n, h, w).unwrap().0 == Kernel::FILTER2D_K3R8_F32;
+        let takes_r8 = |n| Filter2d::k3_choice(b, n, h, w).unwrap().0 == Kernel::FILTER2D_K3R8_F32;
         let mut n8 = shape[0];
         while !takes_r8(n8) && n8 < 1 << 16 {
             n8 *= 2;
@@ -542,7 +558,15 @@ fn separable_3d_fuses_the_last_two_passes() {
                 let sep = k.separable_for(mode).unwrap();
                 let dx = b.upload(&x).unwrap();
                 let mut dy = b.alloc_poisoned(n).unwrap();
-                b.separable_device(&dx, &mut dy, shape, &sep, 0, mode).unwrap();
+                b.run(SeparableFilter {
+                    src: &dx,
+                    dst: &mut dy,
+                    shape,
+                    sep: &sep,
+                    axis_offset: 0,
+                    mode,
+                })
+                .unwrap();
                 let mut got = vec![0.0f32; n];
                 b.download(&dy, &mut got).unwrap();
                 assert_close(&format!("device filter3d {p} {mode} {shape:?}"), &got, &want, tol);
@@ -586,8 +610,15 @@ fn filter3d_chunkings() {
                 let dx = b.upload(&x).unwrap();
                 for zc in [None, Some(4), Some(64)] {
                     let mut dy = b.alloc_poisoned(n).unwrap();
-                    b.filter3d_direct_chunked_device(&dx, &mut dy, shape, k, mode, zc)
-                        .unwrap();
+                    b.run(Filter3d {
+                        src: &dx,
+                        dst: &mut dy,
+                        shape,
+                        kernel: k,
+                        mode,
+                        planes: zc,
+                    })
+                    .unwrap();
                     let mut got = vec![0.0f32; n];
                     b.download(&dy, &mut got).unwrap();
                     assert_close(
@@ -651,8 +682,15 @@ fn filter3d_direct_every_chunking_every_mode() {
                 let dx = b.upload(&x).unwrap();
                 for &zc in *chunkings {
                     let mut dy = b.alloc_poisoned(n).unwrap();
-                    b.filter3d_direct_chunked_device(&dx, &mut dy, shape, k, mode, zc)
-                        .unwrap();
+                    b.run(Filter3d {
+                        src: &dx,
+                        dst: &mut dy,
+                        shape,
+                        kernel: k,
+                        mode,
+                        planes: zc,
+                    })
+                    .unwrap();
                     let mut got = vec![0.0f32; n];
                     b.download(&dy, &mut got).unwrap();
                     assert_close(
@@ -680,7 +718,15 @@ fn filter3d_direct_every_chunking_every_mode() {
             let tol = filter_tolerance(k.size().pow(3), sw, max_abs(&x, mode));
             let dx = b.upload(&x).unwrap();
             let mut dy = b.alloc_poisoned(n).unwrap();
-            b.filter3d_direct_device(&dx, &mut dy, shape, &k, mode).unwrap();
+            b.run(Filter3d {
+                src: &dx,
+                dst: &mut dy,
+                shape,
+                kernel: &k,
+                mode,
+                planes: None,
+            })
+            .unwrap();
             let mut got = vec![0.0f32; n];
             b.download(&dy, &mut got).unwrap();
             assert_close(
@@ -695,6 +741,13 @@ fn filter3d_direct_every_chunking_every_mode() {
     let mut dy = b.alloc_poisoned(27).unwrap();
     let k = user_3d(3, 1);
     assert!(b
-        .filter3d_direct_chunked_device(&dx, &mut dy, [3, 3, 3], &k, BoundaryMode::Reflect, Some(0))
+        .run(Filter3d {
+            src: &dx,
+            dst: &mut dy,
+            shape: [3, 3, 3],
+            kernel: &k,
+            mode: BoundaryMode::Reflect,
+            planes: Some(0)
+        })
         .is_err());
 }

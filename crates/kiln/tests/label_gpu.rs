@@ -5,6 +5,7 @@
 //! (the most labels), all ones and all zeros.
 #![allow(clippy::unwrap_used)] // test helpers panic on failure by design
 
+use kiln::device::ops::Label;
 use kiln::device::CudaBackend;
 use kiln::testing;
 use kiln_core::imaging::label::{label, Structure};
@@ -24,7 +25,12 @@ fn check(b: &CudaBackend, mask: &[u8], shape: &[usize], s: &Structure, what: &st
     // poisoned, so an element the kernels never write shows
     let mut out = b.upload_slice(&vec![0x5a5a_5a5a_i32; mask.len()]).unwrap();
     let n = b
-        .label_buffers(&dm, shape3(shape), &s.backward3().unwrap(), &mut out)
+        .run(Label {
+            mask: &dm,
+            shape: shape3(shape),
+            offsets: &s.backward3().unwrap(),
+            out: &mut out,
+        })
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut got = vec![0i32; mask.len()];
     out.copy_to_host(&mut got, b.stream()).unwrap();
@@ -119,8 +125,13 @@ fn gpu_labels_equal_the_cpu_on_adversarial_masks() {
     let empty = b.upload_slice(&[0u8; 0]).unwrap_or_else(|_| b.alloc(0).unwrap());
     let mut out = b.alloc::<i32>(0).unwrap();
     assert_eq!(
-        b.label_buffers(&empty, [1, 1, 0], &s.backward3().unwrap(), &mut out)
-            .unwrap(),
+        b.run(Label {
+            mask: &empty,
+            shape: [1, 1, 0],
+            offsets: &s.backward3().unwrap(),
+            out: &mut out
+        })
+        .unwrap(),
         0
     );
 }

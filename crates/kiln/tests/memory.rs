@@ -2,6 +2,7 @@
 //! cross-stream frees. Skips (printing why) without a GPU; fails under KILN_REQUIRE_GPU=1.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+use kiln::device::ops::MapOn;
 use kiln::{testing, Config, DeviceRequest, Error, Runtime};
 use kiln_core::MemoryLimit;
 
@@ -242,13 +243,13 @@ fn random_multi_stream_sequences_keep_buffers_intact() {
                     // streams; the pool orders only the reuse of blocks)
                     streams[s].synchronize().unwrap();
                     buf.record_stream(reader);
-                    b.map_device_on(
-                        reader,
-                        kiln_core::backend::MapOp::ScaleShift { a: 1.0, b: 0.0 },
-                        &buf,
-                        &mut copy,
+                    b.run(MapOn {
+                        stream: reader,
+                        op: kiln_core::backend::MapOp::ScaleShift { a: 1.0, b: 0.0 },
+                        x: &buf,
+                        out: &mut copy,
                         n,
-                    )
+                    })
                     .unwrap();
                     live.push((copy, value, r));
                 }

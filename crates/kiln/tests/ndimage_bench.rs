@@ -3,6 +3,7 @@
 //! (scripts/ndimage-gpu-check.sh does); prints `BENCH {...}` JSON lines as bench_gpu.rs.
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::NdimageLinear;
 use kiln::ndimage::{gaussian_filter, ndimage_tolerance, GaussianOpts};
 use kiln::{testing, Runtime};
 use kiln_core::imaging::BoundaryMode;
@@ -25,7 +26,13 @@ fn bench_gaussian3d_sigma4_512() {
     let x = testing::random_f32(n, -1.0, 1.0, 4);
     let dx = b.upload(&x).unwrap();
     let mut dy = b.alloc_poisoned(n).unwrap();
-    b.ndimage_linear_device(&dx, &mut dy, [d, d, d], &f).unwrap();
+    b.run(NdimageLinear {
+        src: &dx,
+        dst: &mut dy,
+        shape: [d, d, d],
+        filter: &f,
+    })
+    .unwrap();
     let mut got = vec![0.0f32; n];
     b.download(&dy, &mut got).unwrap();
     let want = Runtime::cpu().ndimage(&x, &[d, d, d], &f).unwrap();
@@ -40,8 +47,15 @@ fn bench_gaussian3d_sigma4_512() {
         "gaussian sigma 4 512^3: max |gpu-cpu| {err:e} > {tol:e}"
     );
     let ms = median(
-        b.time_ms(3, 20, || b.ndimage_linear_device(&dx, &mut dy, [d, d, d], &f))
-            .unwrap(),
+        b.time_ms(3, 20, || {
+            b.run(NdimageLinear {
+                src: &dx,
+                dst: &mut dy,
+                shape: [d, d, d],
+                filter: &f,
+            })
+        })
+        .unwrap(),
     );
     // three passes, each reading and writing the volume
     let bytes = 3.0 * 2.0 * 4.0 * n as f64;

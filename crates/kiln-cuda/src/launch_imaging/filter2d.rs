@@ -3,33 +3,49 @@
 use super::{check_shape, grid, mode_args, w32, BLOCK, W1, W2};
 use crate::kernels::Kernel;
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
 use kiln_core::imaging::{BoundaryMode, Kernel2D};
 use kiln_core::{Error, Result};
 
-impl CudaBackend {
-    /// Direct 2-D correlation of `n` contiguous `(h, w)` planes (`shape = [n, h, w]`).
-    ///
-    /// Launch: k = 3 runs `filter2d_k3r8_f32` (registers only, no shared memory: block
-    /// 32×4, each warp an 8-row strip of a 128-wide tile, each lane 4 adjacent columns;
-    /// grid `(ceil(w/128), min(ceil(h/32), 65535), min(n, 65535))`), or on images whose
-    /// k3r8 grid is under two waves `filter2d_k3r4_f32` (4-row strips, grid y
-    /// `ceil(h/16)`; see [`Self::filter2d_k3_choice`]). Other sizes run
-    /// `filter2d_k{5,7}_f32` (unrolled, weights as FFMA constant operands) or
-    /// `filter2d_kn_f32` (any odd k <= 31); block 32×8, each thread 8 vertically adjacent
-    /// outputs of a 32×64 tile; grid `(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535))`
-    /// with grid-stride loops in y and z; dynamic shared memory `(32+2r)·(64+2r)` floats
-    /// (at most 23 KiB at k = 31).
-    pub fn filter2d_direct_device(
-        &self,
-        src: &DeviceBuffer<f32>,
-        dst: &mut DeviceBuffer<f32>,
-        shape: [usize; 3],
-        kernel: &Kernel2D,
-        mode: BoundaryMode,
-    ) -> Result<()> {
+/// Direct 2-D correlation of `n` contiguous `(h, w)` planes (`shape = [n, h, w]`).
+///
+/// Launch: k = 3 runs `filter2d_k3r8_f32` (registers only, no shared memory: block
+/// 32×4, each warp an 8-row strip of a 128-wide tile, each lane 4 adjacent columns;
+/// grid `(ceil(w/128), min(ceil(h/32), 65535), min(n, 65535))`), or on images whose
+/// k3r8 grid is under two waves `filter2d_k3r4_f32` (4-row strips, grid y
+/// `ceil(h/16)`; see [`Filter2d::k3_choice`]). Other sizes run
+/// `filter2d_k{5,7}_f32` (unrolled, weights as FFMA constant operands) or
+/// `filter2d_kn_f32` (any odd k <= 31); block 32×8, each thread 8 vertically adjacent
+/// outputs of a 32×64 tile; grid `(ceil(w/32), min(ceil(h/64), 65535), min(n, 65535))`
+/// with grid-stride loops in y and z; dynamic shared memory `(32+2r)·(64+2r)` floats
+/// (at most 23 KiB at k = 31).
+pub struct Filter2d<'a> {
+    /// The input, `n * h * w` f32.
+    pub src: &'a DeviceBuffer<f32>,
+    /// The output, as many f32, distinct from the input.
+    pub dst: &'a mut DeviceBuffer<f32>,
+    /// `[n, h, w]`: `n` planes of `h × w`.
+    pub shape: [usize; 3],
+    /// The kernel, odd size at most 31.
+    pub kernel: &'a Kernel2D,
+    /// The boundary mode.
+    pub mode: BoundaryMode,
+}
+
+impl Op for Filter2d<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let Filter2d {
+            src,
+            dst,
+            shape,
+            kernel,
+            mode,
+        } = self;
         check_shape("filter2d", shape, src.len(), dst.len())?;
         let k = kernel.size();
         if k % 2 == 0 || k > 31 {
@@ -42,7 +58,7 @@ impl CudaBackend {
         let (mc, cval) = mode_args(mode);
         let (ni, hi, wi, ki) = (n as i32, h as i32, wd as i32, k as i32);
         if k == 3 {
-            let (id, rows) = self.filter2d_k3_choice(n, h, wd)?;
+            let (id, rows) = Filter2d::k3_choice(cuda, n, h, wd)?;
             let mut w = W1([0.0; 32]);
             for (d, &s) in w.0.iter_mut().zip(kernel.weights()) {
                 *d = w32(s);
@@ -67,7 +83,7 @@ impl CudaBackend {
                 mc.into(),
                 cval.into(),
             ];
-            return self.launch(id, cfg, &args);
+            return cuda.launch(id, cfg, &args);
         }
         let mut w = W2([0.0; 961]);
         for (d, &s) in w.0.iter_mut().zip(kernel.weights()) {
@@ -99,9 +115,11 @@ impl CudaBackend {
             mc.into(),
             cval.into(),
         ];
-        self.launch(id, cfg, &args)
+        cuda.launch(id, cfg, &args)
     }
+}
 
+impl Filter2d<'_> {
     /// The 3×3 register kernel `auto` runs on `n` planes of `h × w` (and its rows a
     /// thread): `filter2d_k3r8_f32`
     /// unless its grid covers fewer than two waves of resident blocks (the occupancy API's
@@ -113,10 +131,10 @@ impl CudaBackend {
     /// them is a rule, not a measured crossover.
     ///
     /// Both kernels are loaded at once (a cold start compiles them side by side).
-    pub fn filter2d_k3_choice(&self, n: usize, h: usize, w: usize) -> Result<(Kernel, usize)> {
-        self.prepare(&[Kernel::FILTER2D_K3R8_F32, Kernel::FILTER2D_K3R4_F32])?;
-        let sms = (self.info().desc.multiprocessors as usize).max(1);
-        let resident = self.resident_blocks_per_sm(Kernel::FILTER2D_K3R8_F32, 128)? as usize * sms;
+    pub fn k3_choice(cuda: &CudaBackend, n: usize, h: usize, w: usize) -> Result<(Kernel, usize)> {
+        cuda.prepare(&[Kernel::FILTER2D_K3R8_F32, Kernel::FILTER2D_K3R4_F32])?;
+        let sms = (cuda.info().desc.multiprocessors as usize).max(1);
+        let resident = cuda.resident_blocks_per_sm(Kernel::FILTER2D_K3R8_F32, 128)? as usize * sms;
         let blocks = w.div_ceil(128) * grid(h.div_ceil(32)) as usize * grid(n) as usize;
         Ok(if blocks < 2 * resident {
             (Kernel::FILTER2D_K3R4_F32, 4)

@@ -3,6 +3,7 @@
 use super::{check_shape, mode_args, w32, BLOCK, MAX_GRID_YZ, W3};
 use crate::kernels::Kernel;
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
@@ -31,46 +32,51 @@ fn zchunk(d: usize, tiles: usize, resident: usize, r: usize) -> usize {
     best.1
 }
 
-impl CudaBackend {
-    /// Direct 3-D correlation of a contiguous `(d, h, w)` volume with k = 3, 5 or 7.
-    ///
-    /// Launch: k = 3 and 7 run `filter3d_k{3,7}_f32` (planes double-buffered through
-    /// registers, static shared `2·(32+2r)²` floats, at most 11.3 KiB); k = 5 runs
-    /// `filter3d_zm5_f32` (a ring of input planes in shared memory filled by cp.async, two
-    /// planes in flight a block). Measured on the H200 (2026-12-02): k = 3 at 512³ ran
-    /// 0.363 ms on filter3d_k3_f32 against 0.383 for a cp.async z-march with 4 rows a thread
-    /// and 0.405 with 8, so k = 3 stays on the register-prefetch kernel; k = 5 at 256³ ran
-    /// 0.111 ms on the z-march against 0.129 for the register-prefetch kernel; k = 7 has no
-    /// z-marching kernel. Both: block 32×8 owning a 32×32 `(y, x)` tile (4 rows a thread)
-    /// and marching along z over `zc` output planes; grid `(ceil(w/32), ceil(h/32),
-    /// ceil(d/zc))`. `zc` is chosen by `zchunk` from the resident blocks per SM so that
-    /// the last wave of equal-length blocks is not a sliver (512³, k = 3: 5 chunks of 103
-    /// planes, 2 full waves, where the earlier rule `ceil(d·tiles / (4·SMs))` clamped to
-    /// 4..=64 gave 3.1).
-    pub fn filter3d_direct_device(
-        &self,
-        src: &DeviceBuffer<f32>,
-        dst: &mut DeviceBuffer<f32>,
-        shape: [usize; 3],
-        kernel: &Kernel3D,
-        mode: BoundaryMode,
-    ) -> Result<()> {
-        self.filter3d_direct_chunked_device(src, dst, shape, kernel, mode, None)
-    }
+/// Direct 3-D correlation of a contiguous `(d, h, w)` volume with k = 3, 5 or 7.
+///
+/// Launch: k = 3 and 7 run `filter3d_k{3,7}_f32` (planes double-buffered through
+/// registers, static shared `2·(32+2r)²` floats, at most 11.3 KiB); k = 5 runs
+/// `filter3d_zm5_f32` (a ring of input planes in shared memory filled by cp.async, two
+/// planes in flight a block). Measured on the H200 (2026-12-02): k = 3 at 512³ ran
+/// 0.363 ms on filter3d_k3_f32 against 0.383 for a cp.async z-march with 4 rows a thread
+/// and 0.405 with 8, so k = 3 stays on the register-prefetch kernel; k = 5 at 256³ ran
+/// 0.111 ms on the z-march against 0.129 for the register-prefetch kernel; k = 7 has no
+/// z-marching kernel. Both: block 32×8 owning a 32×32 `(y, x)` tile (4 rows a thread)
+/// and marching along z over `zc` output planes; grid `(ceil(w/32), ceil(h/32),
+/// ceil(d/zc))`. `zc` is chosen by `zchunk` from the resident blocks per SM so that
+/// the last wave of equal-length blocks is not a sliver (512³, k = 3: 5 chunks of 103
+/// planes, 2 full waves, where the earlier rule `ceil(d·tiles / (4·SMs))` clamped to
+/// 4..=64 gave 3.1).
+pub struct Filter3d<'a> {
+    /// The input, `d * h * w` f32.
+    pub src: &'a DeviceBuffer<f32>,
+    /// The output, as many f32, distinct from the input.
+    pub dst: &'a mut DeviceBuffer<f32>,
+    /// `[d, h, w]`.
+    pub shape: [usize; 3],
+    /// The kernel, 3, 5 or 7 on a side.
+    pub kernel: &'a Kernel3D,
+    /// The boundary mode.
+    pub mode: BoundaryMode,
+    /// `None`: the wave-balanced planes a block. `Some(zc)`: `zc` output planes a block
+    /// (`zc = min(zc, d)`, raised where the grid's z would pass 65535), so tests can place
+    /// chunk edges: one plane a block, edges inside the volume, the whole depth in one
+    /// march. `Some(0)` is an error.
+    pub planes: Option<usize>,
+}
 
-    /// [`Self::filter3d_direct_device`] with `Some(zc)` output planes a block instead of
-    /// the wave-balanced choice (`zc = min(zc, d)`, raised where the grid's z would pass
-    /// 65535), so tests can place chunk edges: one plane a block, edges inside the volume,
-    /// the whole depth in one march. `Some(0)` is an error.
-    pub fn filter3d_direct_chunked_device(
-        &self,
-        src: &DeviceBuffer<f32>,
-        dst: &mut DeviceBuffer<f32>,
-        shape: [usize; 3],
-        kernel: &Kernel3D,
-        mode: BoundaryMode,
-        planes: Option<usize>,
-    ) -> Result<()> {
+impl Op for Filter3d<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let Filter3d {
+            src,
+            dst,
+            shape,
+            kernel,
+            mode,
+            planes,
+        } = self;
         check_shape("filter3d", shape, src.len(), dst.len())?;
         if planes == Some(0) {
             return Err(Error::invalid(
@@ -104,11 +110,11 @@ impl CudaBackend {
             *dw = w32(s);
         }
         let bxy = wd.div_ceil(32) * h.div_ceil(th);
-        let sms = (self.info().desc.multiprocessors as usize).max(1);
+        let sms = (cuda.info().desc.multiprocessors as usize).max(1);
         let zc = if let Some(zc) = planes {
             zc.min(d)
         } else {
-            let resident = self.resident_blocks_per_sm(id, 256)? as usize * sms;
+            let resident = cuda.resident_blocks_per_sm(id, 256)? as usize * sms;
             zchunk(d, bxy, resident, k / 2)
         }
         .max(d.div_ceil(MAX_GRID_YZ));
@@ -140,7 +146,7 @@ impl CudaBackend {
             cval.into(),
             zci.into(),
         ];
-        self.launch(id, cfg, &args)
+        cuda.launch(id, cfg, &args)
     }
 }
 

@@ -19,6 +19,7 @@
 
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::{Arg, KernelStruct};
+use crate::op::Op;
 use crate::storage::CudaData;
 use crate::CudaBackend;
 use cudarc::driver::{DeviceRepr, LaunchConfig};
@@ -397,14 +398,30 @@ pub fn interp_args_bytes(
     ))
 }
 
-impl CudaBackend {
-    /// Resamples `src` (f32 or f64, row-major `spec.ishape`) into `dst` (f32 or f64,
-    /// row-major `spec.oshape`, a distinct buffer) on the current stream: every output the
-    /// value kiln-core's `zoom_shift_into` / `geometric_transform_into` with
-    /// `Mapping::Affine` and `Store::Float` computes, to the bit. Returns without waiting,
-    /// unless some coordinate may be too large to be mapped into the input (see the module
-    /// docs); then it waits and returns the CPU's error if one was.
-    pub fn interp_device(&self, src: &CudaData, dst: &CudaData, spec: &InterpSpec<'_>) -> Result<()> {
+/// Resamples `src` (f32 or f64, row-major `spec.ishape`) into `dst` (f32 or f64,
+/// row-major `spec.oshape`, a distinct buffer) on the current stream: every output the
+/// value kiln-core's `zoom_shift_into` / `geometric_transform_into` with
+/// `Mapping::Affine` and `Store::Float` computes, to the bit. Returns without waiting,
+/// unless some coordinate may be too large to be mapped into the input (see the module
+/// docs); then it waits and returns the CPU's error if one was.
+///
+/// Launch: the resampling kernel of the coordinate kind, spline order and input type
+/// (`interp_{zoom_shift,affine,coords}_o{0..5}_{f32,f64}`), 256-thread blocks, one thread
+/// an output point, at most 32 blocks an SM (grid-stride).
+pub struct Interp<'a> {
+    /// The input, f32 or f64.
+    pub src: &'a CudaData,
+    /// The output, f32 or f64, distinct from the input.
+    pub dst: &'a CudaData,
+    /// Shapes, order, mode and where each output point samples the input.
+    pub spec: &'a InterpSpec<'a>,
+}
+
+impl Op for Interp<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let Interp { src, dst, spec } = self;
         let op = op_of(&spec.map);
         let bad = || Error::invalid(op, "the GPU resamples f32 or f64 data into f32 or f64 outputs");
         let (sp, in_f64, in_len) = float_ptr(src).ok_or_else(bad)?;
@@ -416,9 +433,9 @@ impl CudaBackend {
         if sp == dp {
             return Err(Error::invalid(op, "the output must not be the input"));
         }
-        let status = self.alloc::<i32>(1)?;
-        self.memset_zero(&status)?;
-        let sms = u64::from(self.info().desc.multiprocessors.max(1));
+        let status = cuda.alloc::<i32>(1)?;
+        cuda.memset_zero(&status)?;
+        let sms = u64::from(cuda.info().desc.multiprocessors.max(1));
         let blocks = (out_len as u64)
             .div_ceil(u64::from(THREADS))
             .min(sms * BLOCKS_PER_SM)
@@ -439,7 +456,7 @@ impl CudaBackend {
             Arg::buf(&status),
         );
         let coords = match spec.map {
-            Resample::Coordinates(c) => Some(self.upload_slice(c)?),
+            Resample::Coordinates(c) => Some(cuda.upload_slice(c)?),
             _ => None,
         };
         let k = resample_kernel(&spec.map, spec.order, in_f64);
@@ -448,12 +465,12 @@ impl CudaBackend {
             launch_args.push(Arg::buf(c));
         }
         launch_args.push(Arg::by_value(&args));
-        self.launch(k, cfg, &launch_args)?;
+        cuda.launch(k, cfg, &launch_args)?;
         if safe {
             return Ok(());
         }
         let mut flag = [0i32];
-        self.download_into(&status, &mut flag, self.stream(), op)?;
+        cuda.download_into(&status, &mut flag, cuda.stream(), op)?;
         if flag[0] != 0 {
             return Err(Error::invalid(
                 op,
@@ -594,18 +611,36 @@ pub fn spline_args_bytes(
         .collect())
 }
 
-impl CudaBackend {
-    /// scipy's `spline_filter1d` (order 2–5) of `data` (f64, row-major `shape`) along `axis`,
-    /// in place on the current stream: every value the one kiln-core's `spline_filter1d`
-    /// computes, to the bit. Orders 0 and 1 and axes of one sample leave the data as it is.
-    pub fn spline_filter1d_device(
-        &self,
-        data: &CudaData,
-        shape: &[usize],
-        axis: usize,
-        order: usize,
-        mode: InterpMode,
-    ) -> Result<()> {
+/// scipy's `spline_filter1d` (order 2–5) of `data` (f64, row-major `shape`) along `axis`,
+/// in place on the current stream: every value the one kiln-core's `spline_filter1d`
+/// computes, to the bit. Orders 0 and 1 and axes of one sample leave the data as it is.
+///
+/// Launch: `interp_spline_pole_f64` once per pole, 256-thread blocks, one thread a line,
+/// at most 32 blocks an SM (grid-stride).
+pub struct SplineFilter1d<'a> {
+    /// The data, f64, filtered in place.
+    pub data: &'a CudaData,
+    /// The data's shape.
+    pub shape: &'a [usize],
+    /// The axis filtered along.
+    pub axis: usize,
+    /// The spline order, 0..=5.
+    pub order: usize,
+    /// The boundary mode.
+    pub mode: InterpMode,
+}
+
+impl Op for SplineFilter1d<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let SplineFilter1d {
+            data,
+            shape,
+            axis,
+            order,
+            mode,
+        } = self;
         let CudaData::F64(b) = data else {
             return Err(Error::invalid(
                 "spline_filter1d",
@@ -613,7 +648,7 @@ impl CudaBackend {
             ));
         };
         let passes = spline_passes(shape, axis, order, mode, b.len())?;
-        let sms = u64::from(self.info().desc.multiprocessors.max(1));
+        let sms = u64::from(cuda.info().desc.multiprocessors.max(1));
         for p in &passes {
             let blocks = (p.lines as u64)
                 .div_ceil(u64::from(THREADS))
@@ -626,7 +661,7 @@ impl CudaBackend {
             };
             // Sizes: `spline_passes` checked b against shape; each thread walks its line's
             // len samples at stride inner inside b.
-            self.launch(
+            cuda.launch(
                 Kernel::INTERP_SPLINE_POLE_F64,
                 cfg,
                 &[Arg::buf(b), Arg::by_value(p)],

@@ -11,9 +11,10 @@
 
 #![allow(unsafe_code)]
 
-use super::rank::{check_dims, flat_offsets};
+use super::rank::{check_dims, flat_offsets, small_table};
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
@@ -96,27 +97,64 @@ fn tile_cfg(blocks: usize) -> LaunchConfig {
     }
 }
 
-impl CudaBackend {
-    /// scipy.ndimage.label of the `shape` array at `src` (row-major, elements of `input`)
-    /// with the structure whose neighbours are `offsets` (each `[dz, dy, dx]`, every
-    /// neighbour of the centre, either half or both: the ones before the centre are used),
-    /// written into the int32 array at `out`; returns the number of labels. Queued on the
-    /// current stream and waited for.
+/// scipy.ndimage.label of the `shape` array at device address `src` (row-major, elements
+/// of `input`) with the structure whose neighbours are `offsets` (each `[dz, dy, dx]`,
+/// every neighbour of the centre, either half or both: the ones before the centre are
+/// used), written into the int32 array at device address `out`; a run returns the number
+/// of labels. Queued on the current stream and waited for.
+///
+/// The fields are private and the constructor, [`LabelRaw::new`], is `unsafe`: running the
+/// op dereferences the two addresses, whose validity only the caller can promise.
+///
+/// Launch (kernels/label.cu): `label_local` and (several tiles, a neighbour) `label_border`
+/// over tiles of at most 1,024 elements, 256 threads a block; `label_compress`,
+/// `label_scan` (one block), `label_number` over 1,024-element blocks; `label_resolve`
+/// grid-stride; then the count is read back.
+pub struct LabelRaw<'a> {
+    src: u64,
+    input: LabelInput,
+    shape: [usize; 3],
+    offsets: &'a [[isize; 3]],
+    out: u64,
+}
+
+impl<'a> LabelRaw<'a> {
+    /// The op labelling `src` into `out` (see [`LabelRaw`]).
     ///
     /// # Safety
     ///
     /// `src` must address `shape`'s product of `input` elements and `out` as many int32s,
-    /// device memory of this backend's context, distinct, whose writes and reads by other
-    /// streams are ordered before this call (the caller synchronises them), live until it
-    /// returns.
-    pub unsafe fn label_raw(
-        &self,
+    /// device memory of the context of the backend that runs the op, distinct, whose
+    /// writes and reads by other streams are ordered before the run (the caller
+    /// synchronises them), live until the run returns.
+    pub unsafe fn new(
         src: u64,
         input: LabelInput,
         shape: [usize; 3],
-        offsets: &[[isize; 3]],
+        offsets: &'a [[isize; 3]],
         out: u64,
-    ) -> Result<usize> {
+    ) -> Self {
+        LabelRaw {
+            src,
+            input,
+            shape,
+            offsets,
+            out,
+        }
+    }
+}
+
+impl Op for LabelRaw<'_> {
+    type Output = usize;
+
+    fn run(self, cuda: &CudaBackend) -> Result<usize> {
+        let LabelRaw {
+            src,
+            input,
+            shape,
+            offsets,
+            out,
+        } = self;
         let n: usize = shape.iter().product();
         if n == 0 {
             return Ok(0);
@@ -140,12 +178,12 @@ impl CudaBackend {
         before.sort();
         before.dedup();
         let flat = flat_offsets(OP, &before)?;
-        let table = self.small_table(&flat)?;
+        let table = small_table(cuda, &flat)?;
         let blocks = n.div_ceil(TILE);
-        let counts: DeviceBuffer<i32> = self.alloc(blocks)?;
-        let total: DeviceBuffer<i32> = self.alloc(1)?;
+        let counts: DeviceBuffer<i32> = cuda.alloc(blocks)?;
+        let total: DeviceBuffer<i32> = cuda.alloc(1)?;
         // the union-find's parents (the output receives the labels at the end)
-        let parents: DeviceBuffer<i32> = self.alloc(n)?;
+        let parents: DeviceBuffer<i32> = cuda.alloc(n)?;
         let (code, elem) = input.code();
         let tile = label_tile(shape);
         let tiles: usize = (0..3).map(|a| shape[a].div_ceil(tile[a])).product();
@@ -169,7 +207,7 @@ impl CudaBackend {
         // `total` one; the tile kernels touch only elements inside the shape (each checks
         // x < w, y < h, z < d, and `tiles` blocks cover the shape once), the others bound
         // their indices by n (or nb for the scan).
-        self.launch(
+        cuda.launch(
             Kernel::LABEL_LOCAL,
             tile_cfg(tiles),
             &[
@@ -188,7 +226,7 @@ impl CudaBackend {
             ],
         )?;
         if tiles > 1 && cnt > 0 {
-            self.launch(
+            cuda.launch(
                 Kernel::LABEL_BORDER,
                 tile_cfg(tiles),
                 &[
@@ -206,8 +244,8 @@ impl CudaBackend {
             )?;
         }
         let c = || Arg::ptr(counts.device_ptr(), ScalarType::I32);
-        self.launch(Kernel::LABEL_COMPRESS, tile_cfg(blocks), &[l(), ni.into(), c()])?;
-        self.launch(
+        cuda.launch(Kernel::LABEL_COMPRESS, tile_cfg(blocks), &[l(), ni.into(), c()])?;
+        cuda.launch(
             Kernel::LABEL_SCAN,
             tile_cfg(1),
             &[
@@ -216,26 +254,41 @@ impl CudaBackend {
                 Arg::ptr(total.device_ptr(), ScalarType::I32),
             ],
         )?;
-        self.launch(Kernel::LABEL_NUMBER, tile_cfg(blocks), &[l(), ni.into(), c()])?;
-        self.launch(
+        cuda.launch(Kernel::LABEL_NUMBER, tile_cfg(blocks), &[l(), ni.into(), c()])?;
+        cuda.launch(
             Kernel::LABEL_RESOLVE,
             stride_cfg(n),
             &[l(), Arg::ptr(out, ScalarType::I32), ni.into()],
         )?;
         let mut count = [0i32];
-        self.download_into(&total, &mut count, self.stream(), OP)?;
+        cuda.download_into(&total, &mut count, cuda.stream(), OP)?;
         Ok(count[0] as usize)
     }
+}
 
-    /// [`CudaBackend::label_raw`] of a u8 mask in a buffer of this backend into an int32
-    /// buffer, both of `shape`'s product of elements (checked).
-    pub fn label_buffers(
-        &self,
-        mask: &DeviceBuffer<u8>,
-        shape: [usize; 3],
-        offsets: &[[isize; 3]],
-        out: &mut DeviceBuffer<i32>,
-    ) -> Result<usize> {
+/// [`LabelRaw`] of a u8 mask in a buffer of the backend into an int32 buffer, both of
+/// `shape`'s product of elements (checked); a run returns the number of labels.
+pub struct Label<'a> {
+    /// The mask (non-zero is foreground).
+    pub mask: &'a DeviceBuffer<u8>,
+    /// `[d, h, w]`.
+    pub shape: [usize; 3],
+    /// The structure's neighbours, each `[dz, dy, dx]` (see [`LabelRaw`]).
+    pub offsets: &'a [[isize; 3]],
+    /// The labels.
+    pub out: &'a mut DeviceBuffer<i32>,
+}
+
+impl Op for Label<'_> {
+    type Output = usize;
+
+    fn run(self, cuda: &CudaBackend) -> Result<usize> {
+        let Label {
+            mask,
+            shape,
+            offsets,
+            out,
+        } = self;
         let n: usize = shape.iter().product();
         if mask.len() != n || out.len() != n {
             return Err(Error::invalid(
@@ -250,17 +303,18 @@ impl CudaBackend {
         if n == 0 {
             return Ok(0);
         }
-        // SAFETY: both buffers are this backend's allocations of n elements (checked above),
-        // distinct (one is borrowed mutably), used on its current stream, and live for the
-        // call, which waits for its kernels before returning.
-        unsafe {
-            self.label_raw(
+        // SAFETY: both buffers are the running backend's allocations of n elements (checked
+        // above), distinct (one is borrowed mutably), used on its current stream, and live
+        // for the run, which waits for its kernels before returning.
+        let op = unsafe {
+            LabelRaw::new(
                 mask.device_ptr(),
                 LabelInput::U8,
                 shape,
                 offsets,
                 out.device_ptr(),
             )
-        }
+        };
+        cuda.run(op)
     }
 }

@@ -7,7 +7,7 @@
 //! nothing, so the result is the same as stopping at the first unchanged step.
 //! `binary_fill_holes` is the masked dilation from zeros, then a complement.
 
-use super::rank::{check_dims, flat_offsets, point_cfg};
+use super::rank::{check_dims, flat_offsets, point_cfg, small_table};
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::Arg;
 use crate::pool::DeviceBuffer;
@@ -76,7 +76,7 @@ impl CudaStorage {
             spec,
             shape,
         };
-        dev.binary_run(&run, op)
+        binary_run(&dev, &run, op)
     }
 
     /// scipy's `binary_fill_holes` with the dilation `spec` ([`BinarySpec::fill_holes`])
@@ -94,117 +94,116 @@ impl CudaStorage {
             spec,
             shape,
         };
-        let out = dev.binary_run(&run, op)?;
-        dev.binary_not(&out)?;
+        let out = binary_run(&dev, &run, op)?;
+        binary_not(&dev, &out)?;
         Ok(out)
     }
 }
 
-impl CudaBackend {
-    fn binary_run(self: &Arc<Self>, run: &Run<'_>, op: &str) -> Result<CudaStorage> {
-        let [d, h, w] = run.shape;
-        let n = d * h * w;
-        let offs = flat_offsets(op, &run.spec.offsets())?;
-        let cnt = (offs.len() / 3) as i32;
-        let table = self.small_table(&offs)?;
-        let changed: DeviceBuffer<i32> = self.alloc(1)?;
-        let bufs = [
-            CudaStorage::alloc(self, DType::U8, n, op)?,
-            CudaStorage::alloc(self, DType::U8, n, op)?,
-        ];
-        let its = run.spec.iterations;
-        // A terminating (monotone) run changes something in at most n steps, and a check
-        // sees the changes of the CHECK_EVERY steps before it, so the first check that
-        // finds none comes by n + 2 * CHECK_EVERY: past that the run is not terminating
-        // (kiln-core refuses such specs first; this is the backstop). `n + 2` alone
-        // refused a 1-element input at its first check.
-        let cap = n as i64 + 2 + 2 * CHECK_EVERY;
-        let mut src = run.src;
-        let mut step = 0i64;
-        loop {
-            if its < 1 && step % CHECK_EVERY == 0 {
-                self.memset_zero(&changed)?;
-            }
-            let dst = &bufs[(step % 2) as usize];
-            self.binary_step(
-                run,
-                src,
-                u8_ptr(dst),
-                table.device_ptr(),
-                cnt,
-                changed.device_ptr(),
-            )?;
-            step += 1;
-            if its >= 1 && step >= its {
+fn binary_run(cuda: &Arc<CudaBackend>, run: &Run<'_>, op: &str) -> Result<CudaStorage> {
+    let [d, h, w] = run.shape;
+    let n = d * h * w;
+    let offs = flat_offsets(op, &run.spec.offsets())?;
+    let cnt = (offs.len() / 3) as i32;
+    let table = small_table(cuda, &offs)?;
+    let changed: DeviceBuffer<i32> = cuda.alloc(1)?;
+    let bufs = [
+        CudaStorage::alloc(cuda, DType::U8, n, op)?,
+        CudaStorage::alloc(cuda, DType::U8, n, op)?,
+    ];
+    let its = run.spec.iterations;
+    // A terminating (monotone) run changes something in at most n steps, and a check
+    // sees the changes of the CHECK_EVERY steps before it, so the first check that
+    // finds none comes by n + 2 * CHECK_EVERY: past that the run is not terminating
+    // (kiln-core refuses such specs first; this is the backstop). `n + 2` alone
+    // refused a 1-element input at its first check.
+    let cap = n as i64 + 2 + 2 * CHECK_EVERY;
+    let mut src = run.src;
+    let mut step = 0i64;
+    loop {
+        if its < 1 && step % CHECK_EVERY == 0 {
+            cuda.memset_zero(&changed)?;
+        }
+        let dst = &bufs[(step % 2) as usize];
+        binary_step(
+            cuda,
+            run,
+            src,
+            u8_ptr(dst),
+            table.device_ptr(),
+            cnt,
+            changed.device_ptr(),
+        )?;
+        step += 1;
+        if its >= 1 && step >= its {
+            break;
+        }
+        if its < 1 && step % CHECK_EVERY == 0 {
+            let mut flag = [0i32];
+            cuda.download_into(&changed, &mut flag, cuda.stream(), op)?;
+            if flag[0] == 0 {
                 break;
             }
-            if its < 1 && step % CHECK_EVERY == 0 {
-                let mut flag = [0i32];
-                self.download_into(&changed, &mut flag, self.stream(), op)?;
-                if flag[0] == 0 {
-                    break;
-                }
-                if step > cap {
-                    return Err(Error::invalid(
-                        op,
-                        "iterations < 1 did not converge (a structure without its centre can oscillate forever)",
-                    ));
-                }
+            if step > cap {
+                return Err(Error::invalid(
+                    op,
+                    "iterations < 1 did not converge (a structure without its centre can oscillate forever)",
+                ));
             }
-            src = (u8_ptr(dst), 0);
         }
-        let [a, b] = bufs;
-        Ok(if step % 2 == 1 { a } else { b })
+        src = (u8_ptr(dst), 0);
     }
+    let [a, b] = bufs;
+    Ok(if step % 2 == 1 { a } else { b })
+}
 
-    fn binary_step(
-        &self,
-        run: &Run<'_>,
-        src: (u64, i32),
-        dst: u64,
-        table: u64,
-        cnt: i32,
-        changed: u64,
-    ) -> Result<()> {
-        let k = Kernel::BINARY_STEP;
-        let [d, h, w] = run.shape;
-        let (mp, mdt, minv) = run.mask.unwrap_or((0, 0, 0));
-        let (dilate, border) = (i32::from(run.spec.dilate), i32::from(run.spec.border_value));
-        let (di, hi, wi) = (d as i32, h as i32, w as i32);
-        // Sizes: src, dst and the mask (or null, unread) hold d*h*w elements of the types
-        // their codes name (checked by the caller); dst is distinct from src (ping-pong
-        // buffers, or a new one against the input); the offset table holds 3*cnt i32 and
-        // `changed` one i32; reads are bounds-checked in the kernel.
-        let args = [
-            Arg::ptr(src.0, truth_elem(src.1)),
-            src.1.into(),
-            Arg::ptr(dst, ScalarType::U8),
-            Arg::ptr(mp, truth_elem(mdt)),
-            mdt.into(),
-            minv.into(),
-            Arg::ptr(table, ScalarType::I32),
-            cnt.into(),
-            dilate.into(),
-            border.into(),
-            di.into(),
-            hi.into(),
-            wi.into(),
-            Arg::ptr(changed, ScalarType::I32),
-        ];
-        self.launch(k, point_cfg(run.shape), &args)
-    }
+fn binary_step(
+    cuda: &CudaBackend,
+    run: &Run<'_>,
+    src: (u64, i32),
+    dst: u64,
+    table: u64,
+    cnt: i32,
+    changed: u64,
+) -> Result<()> {
+    let k = Kernel::BINARY_STEP;
+    let [d, h, w] = run.shape;
+    let (mp, mdt, minv) = run.mask.unwrap_or((0, 0, 0));
+    let (dilate, border) = (i32::from(run.spec.dilate), i32::from(run.spec.border_value));
+    let (di, hi, wi) = (d as i32, h as i32, w as i32);
+    // Sizes: src, dst and the mask (or null, unread) hold d*h*w elements of the types
+    // their codes name (checked by the caller); dst is distinct from src (ping-pong
+    // buffers, or a new one against the input); the offset table holds 3*cnt i32 and
+    // `changed` one i32; reads are bounds-checked in the kernel.
+    let args = [
+        Arg::ptr(src.0, truth_elem(src.1)),
+        src.1.into(),
+        Arg::ptr(dst, ScalarType::U8),
+        Arg::ptr(mp, truth_elem(mdt)),
+        mdt.into(),
+        minv.into(),
+        Arg::ptr(table, ScalarType::I32),
+        cnt.into(),
+        dilate.into(),
+        border.into(),
+        di.into(),
+        hi.into(),
+        wi.into(),
+        Arg::ptr(changed, ScalarType::I32),
+    ];
+    cuda.launch(k, point_cfg(run.shape), &args)
+}
 
-    fn binary_not(&self, x: &CudaStorage) -> Result<()> {
-        let k = Kernel::BINARY_NOT_U8;
-        let n = x.len() as i64;
-        let p = u8_ptr(x);
-        let cfg = LaunchConfig {
-            grid_dim: ((x.len().div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // Sizes: x is a u8 storage of n elements written on this stream; grid-stride
-        // indices stay below n.
-        self.launch(k, cfg, &[Arg::ptr(p, ScalarType::U8), n.into()])
-    }
+fn binary_not(cuda: &CudaBackend, x: &CudaStorage) -> Result<()> {
+    let k = Kernel::BINARY_NOT_U8;
+    let n = x.len() as i64;
+    let p = u8_ptr(x);
+    let cfg = LaunchConfig {
+        grid_dim: ((x.len().div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // Sizes: x is a u8 storage of n elements written on this stream; grid-stride
+    // indices stay below n.
+    cuda.launch(k, cfg, &[Arg::ptr(p, ScalarType::U8), n.into()])
 }

@@ -230,14 +230,14 @@ impl CudaStorage {
             plane.fshape[0] = 1;
             plane.origin[0] = 0;
             plane.mask = vec![true; spec.fshape[1] * spec.fshape[2]];
-            dev.rank_launch(self.data(), tmp.data(), shape, &plane, algo)?;
+            rank_launch(&dev, self.data(), tmp.data(), shape, &plane, algo)?;
             let mut zs = spec.clone();
             zs.fshape = [spec.fshape[0], 1, 1];
             zs.origin = [spec.origin[0], 0, 0];
             zs.mask = vec![true; spec.fshape[0]];
-            dev.rank_launch(tmp.data(), out.data(), shape, &zs, Kernel::MINMAX_FP)?;
+            rank_launch(&dev, tmp.data(), out.data(), shape, &zs, Kernel::MINMAX_FP)?;
         } else {
-            dev.rank_launch(self.data(), out.data(), shape, spec, algo)?;
+            rank_launch(&dev, self.data(), out.data(), shape, spec, algo)?;
         }
         Ok(out)
     }
@@ -265,170 +265,167 @@ fn data_dtype(d: &CudaData) -> DType {
     }
 }
 
-impl CudaBackend {
-    /// Uploads a small host table (window offsets, structure values) on the current stream.
-    pub(crate) fn small_table<T: Copy + Default + Send + Sync + 'static>(
-        &self,
-        v: &[T],
-    ) -> Result<DeviceBuffer<T>> {
-        let b: DeviceBuffer<T> = self.alloc(v.len().max(1))?;
-        if !v.is_empty() {
-            let mut padded = v.to_vec();
-            padded.resize(b.len(), T::default());
-            self.upload_into(&padded, &b, self.stream())?;
-        }
-        Ok(b)
+/// Uploads a small host table (window offsets, structure values) on the current stream.
+pub(crate) fn small_table<T: Copy + Default + Send + Sync + 'static>(
+    cuda: &CudaBackend,
+    v: &[T],
+) -> Result<DeviceBuffer<T>> {
+    let b: DeviceBuffer<T> = cuda.alloc(v.len().max(1))?;
+    if !v.is_empty() {
+        let mut padded = v.to_vec();
+        padded.resize(b.len(), T::default());
+        cuda.upload_into(&padded, &b, cuda.stream())?;
     }
+    Ok(b)
+}
 
-    /// One launch of `k` for `spec` from `src` into `dst` (same dtype and length, checked by
-    /// the caller: `shape`'s product).
-    fn rank_launch(
-        &self,
-        src: &CudaData,
-        dst: &CudaData,
-        shape: [usize; 3],
-        spec: &RankSpec,
-        k: Kernel,
-    ) -> Result<()> {
-        let dt = data_dtype(src);
-        let op = k.symbol();
-        let code = dtype_code(op, dt)?;
-        let [d, h, w] = shape;
-        let offs = spec.offsets();
-        let bound =
-            |a: usize, f: fn(isize, isize) -> isize| offs.iter().map(|o| o[a]).reduce(f).unwrap_or(0) as i32;
-        let (mc, ckey) = mode_key(spec.mode, dt);
-        let win = RankWin {
-            lo: [bound(0, isize::min), bound(1, isize::min), bound(2, isize::min)],
-            hi: [bound(0, isize::max), bound(1, isize::max), bound(2, isize::max)],
-            cnt: offs.len() as i32,
-            rank: spec.rank() as i32,
-            mode: mc,
-            ckey,
-            dt: code,
-            d: d as i32,
-            h: h as i32,
-            w: w as i32,
+/// One launch of `k` for `spec` from `src` into `dst` (same dtype and length, checked by
+/// the caller: `shape`'s product).
+fn rank_launch(
+    cuda: &CudaBackend,
+    src: &CudaData,
+    dst: &CudaData,
+    shape: [usize; 3],
+    spec: &RankSpec,
+    k: Kernel,
+) -> Result<()> {
+    let dt = data_dtype(src);
+    let op = k.symbol();
+    let code = dtype_code(op, dt)?;
+    let [d, h, w] = shape;
+    let offs = spec.offsets();
+    let bound =
+        |a: usize, f: fn(isize, isize) -> isize| offs.iter().map(|o| o[a]).reduce(f).unwrap_or(0) as i32;
+    let (mc, ckey) = mode_key(spec.mode, dt);
+    let win = RankWin {
+        lo: [bound(0, isize::min), bound(1, isize::min), bound(2, isize::min)],
+        hi: [bound(0, isize::max), bound(1, isize::max), bound(2, isize::max)],
+        cnt: offs.len() as i32,
+        rank: spec.rank() as i32,
+        mode: mc,
+        ckey,
+        dt: code,
+        d: d as i32,
+        h: h as i32,
+        w: w as i32,
+    };
+    let elem = ScalarType::of_dtype(dt);
+    let (sp, dp) = (Arg::ptr(ptr(src), elem), Arg::ptr(ptr(dst), elem));
+    let mx = i32::from(spec.op == RankOp::Max);
+    let networks = [
+        Kernel::RANK_NET9,
+        Kernel::RANK_NET25,
+        Kernel::RANK_NET49,
+        Kernel::RANK_MED9,
+        Kernel::RANK_MED25,
+        Kernel::RANK_MED9_U8X4,
+        Kernel::RANK_MED25_U8X4,
+    ];
+    if networks.contains(&k) {
+        let mut no = NetOffs {
+            dz: [0; 49],
+            dy: [0; 49],
+            dx: [0; 49],
+            lin: [0; 49],
         };
-        let elem = ScalarType::of_dtype(dt);
-        let (sp, dp) = (Arg::ptr(ptr(src), elem), Arg::ptr(ptr(dst), elem));
-        let mx = i32::from(spec.op == RankOp::Max);
-        let networks = [
-            Kernel::RANK_NET9,
-            Kernel::RANK_NET25,
-            Kernel::RANK_NET49,
-            Kernel::RANK_MED9,
-            Kernel::RANK_MED25,
-            Kernel::RANK_MED9_U8X4,
-            Kernel::RANK_MED25_U8X4,
-        ];
-        if networks.contains(&k) {
-            let mut no = NetOffs {
-                dz: [0; 49],
-                dy: [0; 49],
-                dx: [0; 49],
-                lin: [0; 49],
+        for (i, o) in offs.iter().enumerate().take(49) {
+            let c = |v: isize| {
+                i16::try_from(v).map_err(|_| Error::invalid(op, format!("window offset {v} is too large")))
             };
-            for (i, o) in offs.iter().enumerate().take(49) {
-                let c = |v: isize| {
-                    i16::try_from(v)
-                        .map_err(|_| Error::invalid(op, format!("window offset {v} is too large")))
-                };
-                (no.dz[i], no.dy[i], no.dx[i]) = (c(o[0])?, c(o[1])?, c(o[2])?);
-                // |offset| < 2^15 and every axis < 2^31 (check_dims): no i64 overflow;
-                // rank_algorithm sends windows whose offsets pass i32 elsewhere
-                let lin = (o[0] as i64 * h as i64 + o[1] as i64) * w as i64 + o[2] as i64;
-                no.lin[i] = i32::try_from(lin).unwrap_or(0);
-            }
-            let cfg = if k == Kernel::RANK_MED9_U8X4 || k == Kernel::RANK_MED25_U8X4 {
-                point_cfg([d, h, w / 4])
-            } else {
-                point_cfg(shape)
-            };
-            // Sizes: src and dst hold d*h*w elements of the type `dt` names (the caller
-            // checked the length against shape; dst is a new allocation); the kernel writes
-            // only x < w, y < h, z < d and reads in-range (mapped) indices; the window count
-            // is <= the network size (rank_algorithm). The u8x4 kernels read and write whole
-            // 4-byte words of rows of w % 4 == 0 bytes from 4-byte aligned buffers
-            // (packs_u8x4; dst is a pool block) and load the words beside x only inside the
-            // row.
-            let args = [sp, dp, Arg::by_value(&win), Arg::by_value(&no)];
-            self.launch(k, cfg, &args)?;
-        } else if k == Kernel::RANK_BISECT || k == Kernel::MINMAX_FP {
-            let table = self.small_table(&flat_offsets(op, &offs)?)?;
-            let sv = match spec.structure_values() {
-                Some(v) => Some(self.small_table(&v)?),
-                None => None,
-            };
-            let svp = sv.as_ref().map_or(0u64, |b| b.device_ptr());
-            // Sizes: as above; the offset table holds 3*cnt i32 and the structure table
-            // cnt f64 (or is null, and then unread); both were allocated on this stream
-            // and are freed in its order after the kernel.
-            let mut args = vec![sp, dp, Arg::by_value(&win), Arg::buf(&table)];
-            if k == Kernel::MINMAX_FP {
-                args.extend([Arg::ptr(svp, ScalarType::F64), mx.into()]);
-            }
-            self.launch(k, point_cfg(shape), &args)?;
-        } else if k == Kernel::RANK_HIST_U8 {
-            let [_, fh, fw] = spec.fshape;
-            let strip = (4 * fh).max(64).min(h);
-            if d > 65535 || h.div_ceil(strip) > 65535 {
-                return Err(Error::invalid(
-                    op,
-                    format!("{d} planes exceed the 65535 the histogram kernel takes"),
-                ));
-            }
-            let (fhi, fwi) = (fh as i32, fw as i32);
-            let cy = (fh / 2) as i32 + spec.origin[1] as i32;
-            let cx = (fw / 2) as i32 + spec.origin[2] as i32;
-            let si = strip as i32;
-            let cfg = LaunchConfig {
-                grid_dim: (w.div_ceil(64) as u32, h.div_ceil(strip) as u32, d as u32),
-                block_dim: (64, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // Sizes: u8 buffers of d*h*w (the algorithm is only chosen for u8); each thread
-            // writes its column of its strip (x < w, y < h); reads are mapped into range;
-            // the window count fits the u16 bins (<= 65535, rank_algorithm).
-            let args = [
-                sp,
-                dp,
-                Arg::by_value(&win),
-                fhi.into(),
-                fwi.into(),
-                cy.into(),
-                cx.into(),
-                si.into(),
-            ];
-            self.launch(k, cfg, &args)?;
-        } else if k == Kernel::MINMAX_BOX2D {
-            let [_, fh, fw] = spec.fshape;
-            let smem = box2d_smem(fh, fw);
-            let cy = (fh / 2) as i32 + spec.origin[1] as i32;
-            let cx = (fw / 2) as i32 + spec.origin[2] as i32;
-            let (kyi, kxi) = (fh as i32, fw as i32);
-            let cfg = LaunchConfig {
-                grid_dim: (w.div_ceil(64) as u32, grid(h.div_ceil(32)), grid(d)),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: smem as u32,
-            };
-            // Sizes: buffers of d*h*w elements of `dt`; outputs guarded by y < h, x < w; the
-            // shared size is the kernel's (32+ky-1)(64+kx-1) + (32+ky-1)64 keys and at most
-            // 48 KiB (rank_algorithm); inputs are mapped into range.
-            let args = [
-                sp,
-                dp,
-                Arg::by_value(&win),
-                kyi.into(),
-                kxi.into(),
-                cy.into(),
-                cx.into(),
-                mx.into(),
-            ];
-            self.launch(k, cfg, &args)?;
-        } else {
-            return Err(Error::invalid(op, format!("{} is not a rank kernel", k.symbol())));
+            (no.dz[i], no.dy[i], no.dx[i]) = (c(o[0])?, c(o[1])?, c(o[2])?);
+            // |offset| < 2^15 and every axis < 2^31 (check_dims): no i64 overflow;
+            // rank_algorithm sends windows whose offsets pass i32 elsewhere
+            let lin = (o[0] as i64 * h as i64 + o[1] as i64) * w as i64 + o[2] as i64;
+            no.lin[i] = i32::try_from(lin).unwrap_or(0);
         }
-        Ok(())
+        let cfg = if k == Kernel::RANK_MED9_U8X4 || k == Kernel::RANK_MED25_U8X4 {
+            point_cfg([d, h, w / 4])
+        } else {
+            point_cfg(shape)
+        };
+        // Sizes: src and dst hold d*h*w elements of the type `dt` names (the caller
+        // checked the length against shape; dst is a new allocation); the kernel writes
+        // only x < w, y < h, z < d and reads in-range (mapped) indices; the window count
+        // is <= the network size (rank_algorithm). The u8x4 kernels read and write whole
+        // 4-byte words of rows of w % 4 == 0 bytes from 4-byte aligned buffers
+        // (packs_u8x4; dst is a pool block) and load the words beside x only inside the
+        // row.
+        let args = [sp, dp, Arg::by_value(&win), Arg::by_value(&no)];
+        cuda.launch(k, cfg, &args)?;
+    } else if k == Kernel::RANK_BISECT || k == Kernel::MINMAX_FP {
+        let table = small_table(cuda, &flat_offsets(op, &offs)?)?;
+        let sv = match spec.structure_values() {
+            Some(v) => Some(small_table(cuda, &v)?),
+            None => None,
+        };
+        let svp = sv.as_ref().map_or(0u64, |b| b.device_ptr());
+        // Sizes: as above; the offset table holds 3*cnt i32 and the structure table
+        // cnt f64 (or is null, and then unread); both were allocated on this stream
+        // and are freed in its order after the kernel.
+        let mut args = vec![sp, dp, Arg::by_value(&win), Arg::buf(&table)];
+        if k == Kernel::MINMAX_FP {
+            args.extend([Arg::ptr(svp, ScalarType::F64), mx.into()]);
+        }
+        cuda.launch(k, point_cfg(shape), &args)?;
+    } else if k == Kernel::RANK_HIST_U8 {
+        let [_, fh, fw] = spec.fshape;
+        let strip = (4 * fh).max(64).min(h);
+        if d > 65535 || h.div_ceil(strip) > 65535 {
+            return Err(Error::invalid(
+                op,
+                format!("{d} planes exceed the 65535 the histogram kernel takes"),
+            ));
+        }
+        let (fhi, fwi) = (fh as i32, fw as i32);
+        let cy = (fh / 2) as i32 + spec.origin[1] as i32;
+        let cx = (fw / 2) as i32 + spec.origin[2] as i32;
+        let si = strip as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (w.div_ceil(64) as u32, h.div_ceil(strip) as u32, d as u32),
+            block_dim: (64, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // Sizes: u8 buffers of d*h*w (the algorithm is only chosen for u8); each thread
+        // writes its column of its strip (x < w, y < h); reads are mapped into range;
+        // the window count fits the u16 bins (<= 65535, rank_algorithm).
+        let args = [
+            sp,
+            dp,
+            Arg::by_value(&win),
+            fhi.into(),
+            fwi.into(),
+            cy.into(),
+            cx.into(),
+            si.into(),
+        ];
+        cuda.launch(k, cfg, &args)?;
+    } else if k == Kernel::MINMAX_BOX2D {
+        let [_, fh, fw] = spec.fshape;
+        let smem = box2d_smem(fh, fw);
+        let cy = (fh / 2) as i32 + spec.origin[1] as i32;
+        let cx = (fw / 2) as i32 + spec.origin[2] as i32;
+        let (kyi, kxi) = (fh as i32, fw as i32);
+        let cfg = LaunchConfig {
+            grid_dim: (w.div_ceil(64) as u32, grid(h.div_ceil(32)), grid(d)),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        // Sizes: buffers of d*h*w elements of `dt`; outputs guarded by y < h, x < w; the
+        // shared size is the kernel's (32+ky-1)(64+kx-1) + (32+ky-1)64 keys and at most
+        // 48 KiB (rank_algorithm); inputs are mapped into range.
+        let args = [
+            sp,
+            dp,
+            Arg::by_value(&win),
+            kyi.into(),
+            kxi.into(),
+            cy.into(),
+            cx.into(),
+            mx.into(),
+        ];
+        cuda.launch(k, cfg, &args)?;
+    } else {
+        return Err(Error::invalid(op, format!("{} is not a rank kernel", k.symbol())));
     }
+    Ok(())
 }

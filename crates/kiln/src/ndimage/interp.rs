@@ -15,6 +15,7 @@ use crate::tensor::{Storage, Tensor};
 use kiln_core::imaging::interp::{self as cpu, Mapping, OutValue, Store};
 use kiln_core::{DType, Error, Result};
 use kiln_cpu::{CpuStorage, StorageElement};
+use kiln_cuda::ops::{Cast, Interp, SplineFilter1d};
 use kiln_cuda::CudaStorage;
 
 pub use kiln_core::imaging::interp::InterpMode;
@@ -136,7 +137,11 @@ impl Tensor {
                 let dev = g.backend();
                 g.use_on(dev.stream())?;
                 let o = CudaStorage::alloc(dev, out, n, op)?;
-                dev.interp_device(g.data(), o.data(), spec)?;
+                dev.run(Interp {
+                    src: g.data(),
+                    dst: o.data(),
+                    spec,
+                })?;
                 Storage::Cuda(o)
             }
         };
@@ -179,8 +184,17 @@ impl Tensor {
                 let dev = g.backend();
                 g.use_on(dev.stream())?;
                 let o = CudaStorage::alloc(dev, DType::F64, shape.iter().product(), op)?;
-                dev.cast_device(g.data(), o.data())?;
-                dev.spline_filter1d_device(o.data(), &shape, axis, order, mode)?;
+                dev.run(Cast {
+                    src: g.data(),
+                    dst: o.data(),
+                })?;
+                dev.run(SplineFilter1d {
+                    data: o.data(),
+                    shape: &shape,
+                    axis,
+                    order,
+                    mode,
+                })?;
                 Storage::Cuda(o)
             }
         };
