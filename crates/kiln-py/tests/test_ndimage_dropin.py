@@ -103,3 +103,22 @@ def test_an_output_that_is_the_input_gets_the_result(fname, args):
     r = getattr(ndi, fname)(x, *args, output=x)
     assert r is x
     np.testing.assert_array_equal(host(x), want)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ndi.median_filter(IMG, size=3, footprint=np.ones((3, 3))),
+    lambda: ndi.grey_erosion(IMG, size=3, footprint=np.ones((3, 3))),
+    lambda: ndi.white_tophat(IMG, size=3, footprint=np.ones((3, 3))),
+    lambda: ndi.maximum_filter(IMG, size=3, footprint=np.ones((3, 3))),
+    lambda: ndi.median_filter(IMG.astype(np.float64), size=3, footprint=np.ones((3, 3))),
+    lambda: ndi.grey_erosion(kiln.asarray(IMG), size=3, footprint=np.ones((3, 3))),
+    lambda: ndi.median_filter(xp.asarray(IMG), size=3, footprint=np.ones((3, 3))),
+    lambda: ndi.zoom(IMG, 2, grid_mode=True, mode="constant"),
+    lambda: ndi.correlate(IMG, np.ones((2, 2), np.complex64), output=np.float32),
+    lambda: ndi.affine_transform(IMG.astype(np.complex64), np.eye(2), output=np.float32),
+], ids=["median", "grey_erosion", "white_tophat", "maximum", "median-f64", "grey_erosion-tensor",
+        "median-xp", "zoom", "correlate", "affine"])
+def test_warnings_point_at_the_callers_line(call):
+    with pytest.warns(UserWarning) as rec:
+        call()
+    assert all(w.filename == __file__ for w in rec), [(w.filename, w.lineno) for w in rec]

@@ -34,3 +34,17 @@ class NoDeviceError(KilnError):
     """
 
     no_gpu: bool = False
+
+
+def warn_at_caller(message, category=UserWarning):
+    """``warnings.warn`` attributed to the first frame outside the kiln package (the user's
+    line), however deep inside kiln the warning is raised."""
+    import os
+    import sys
+    import warnings
+
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    level, f = 2, sys._getframe(1)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == pkg:
+        f, level = f.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -129,11 +129,11 @@ def _result_like(r, like, host_out=None, out=None):
     return r
 
 
-def _host_call(f, sig, args, kwargs, like):
-    """``f`` on host copies of the foreign arrays, the result given back like ``like``. An
-    ``output=`` array of ``like``'s library is passed as a host copy (so scipy's rules for an
-    output array hold, and an output that is also an input stays one array), then written
-    back into it."""
+def _host_args(sig, args, kwargs):
+    """The call's arguments with host copies of the foreign arrays: ``(args, kwargs, out,
+    host_out)``. An ``output=`` array of another library (``out``) is passed as a host copy
+    (``host_out``: scipy's rules for an output array hold, and an output that is also an
+    input stays one array), to be written back into ``out`` after the call."""
     ba = sig.bind(*args, **kwargs)
     a = ba.arguments
     out = a.get("output")
@@ -145,32 +145,20 @@ def _host_call(f, sig, args, kwargs, like):
         a["out_type"] = None
     if "device" in a:
         a["device"] = None
-    host_out = a.get("output") if out is not None else None
-    r = f(*ba.args, **ba.kwargs)
-    if out is not None:
-        out[...] = _to_like(host_out, out)
-    return _result_like(r, like, host_out, out)
+    return ba.args, ba.kwargs, out, (a.get("output") if out is not None else None)
 
 
-def _into_output(f, sig, args, kwargs):
-    """For an ``output=`` array of another library: the device path with its dtype instead,
-    the result copied into it (the input is read before the output is written, so an output
-    that is also the input is right). ``None`` where there is no such output, the device path
-    refuses the dtype too, or its result is not one array of the output's shape (the host
-    path then applies scipy's rules for output arrays)."""
+def _output_as_dtype(sig, args, kwargs):
+    """For an ``output=`` array of another library: ``(args, kwargs, out)`` with the output
+    replaced by its dtype, so the device path computes a new array that is then copied into
+    ``out`` (the input is read before the output is written, so an output that is also the
+    input is right); ``None`` without such an output."""
     ba = sig.bind(*args, **kwargs)
     out = ba.arguments.get("output")
     if not _foreign(out):
         return None
     ba.arguments["output"] = _dtype_of(out)
-    try:
-        r = f(*ba.args, **ba.kwargs)
-    except _REFUSALS:
-        return None
-    if type(r) is not type(out) or tuple(r.shape) != tuple(out.shape):
-        return None
-    out[...] = r
-    return out
+    return ba.args, ba.kwargs, out
 
 
 def _dtype_of(out):
@@ -186,6 +174,8 @@ def dropin(f):
     sig = inspect.signature(f)
     takes_out_type = "out_type" in sig.parameters
 
+    # f is called from this wrapper itself in every case, so the warnings kiln.ndimage's
+    # functions raise (their stacklevel counts this frame) point at the caller's line
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         like = _find_like(args)
@@ -201,10 +191,24 @@ def dropin(f):
         except _REFUSALS:
             if os.environ.get("KILN_NDIMAGE_FALLBACK", "1") == "0":
                 raise
-        r = _into_output(f, sig, args, kwargs)
-        if r is not None:
-            return r
-        r = _host_call(f, sig, args, kwargs, like)
+        # an output array of the input's library: the device path into a new array, copied
+        # into it (where the device path refuses only the output array)
+        as_dtype = _output_as_dtype(sig, args, kwargs)
+        if as_dtype is not None:
+            a, k, out = as_dtype
+            try:
+                r = f(*a, **k)
+            except _REFUSALS:
+                r = None
+            if type(r) is type(out) and tuple(r.shape) == tuple(out.shape):
+                out[...] = r
+                return out
+        # the host: scipy's result on host copies, given back like the input
+        a, k, out, host_out = _host_args(sig, args, kwargs)
+        r = f(*a, **k)
+        if out is not None:
+            out[...] = _to_like(host_out, out)
+        r = _result_like(r, like, host_out, out)
         if asked == "kiln" and not isinstance(r, _native.Tensor) and hasattr(r, "__dlpack__"):
             from . import asarray
 

@@ -30,11 +30,10 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-import warnings
 
 from . import _native
 from . import _ndimage_interp_gpu as _gpu
-from ._errors import InvalidInputError
+from ._errors import InvalidInputError, warn_at_caller
 from .ndimage import ScipyRuntimeError, ScipyTypeError, _is_numpy
 
 __all__ = ["spline_filter1d", "spline_filter", "geometric_transform", "map_coordinates",
@@ -104,7 +103,7 @@ def _get_output(output, input, shape=None, complex_output=False):
             output = np.zeros(shape, dtype=np.promote_types(input.dtype, np.complex64))
     elif isinstance(output, (type, np.dtype)):
         if complex_output and np.dtype(output).kind != "c":
-            warnings.warn("promoting specified output dtype to complex", stacklevel=3)
+            warn_at_caller("promoting specified output dtype to complex")
             output = np.promote_types(output, np.complex64)
         output = np.zeros(shape, dtype=output)
     elif isinstance(output, str):
@@ -572,8 +571,8 @@ def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter
     if grid_mode:
         suggest = {"constant": "grid-constant", "wrap": "grid-wrap"}.get(mode)
         if suggest is not None:
-            warnings.warn(f"It is recommended to use mode = {suggest} instead of {mode} when "
-                          f"grid_mode is True.", stacklevel=2)
+            warn_at_caller(f"It is recommended to use mode = {suggest} instead of {mode} when "
+                          f"grid_mode is True.")
     code = _mode_code(mode)
     zoom_div = np.array(output_shape)
     zoom_nominator = np.array(input.shape)

@@ -24,7 +24,7 @@ are read on the host: the coordinates are uploaded again as float64).
 from __future__ import annotations
 
 from . import _native
-from ._errors import InvalidInputError
+from ._errors import InvalidInputError, warn_at_caller
 from .ndimage import ScipyRuntimeError, ScipyTypeError, _dtype_name
 
 _FLOATS = ("float32", "float64")
@@ -263,8 +263,6 @@ def shift(input, shift, output, order, mode, cval, prefilter):
 
 
 def zoom(input, zoom, output, order, mode, cval, prefilter, grid_mode):
-    import warnings
-
     from ._ndimage_interp import _normalize_sequence
 
     np = _np()
@@ -282,8 +280,8 @@ def zoom(input, zoom, output, order, mode, cval, prefilter, grid_mode):
     if grid_mode:
         suggest = {"constant": "grid-constant", "wrap": "grid-wrap"}.get(mode)
         if suggest is not None:
-            warnings.warn(f"It is recommended to use mode = {suggest} instead of {mode} when "
-                          f"grid_mode is True.", stacklevel=3)
+            warn_at_caller(f"It is recommended to use mode = {suggest} instead of {mode} when "
+                          f"grid_mode is True.")
     zoom_div = np.array(output_shape)
     zoom_nominator = np.array(shape)
     if not grid_mode:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import numbers
 import operator
-import warnings
 from collections.abc import Iterable
 
 import numpy as np
 
 from . import _native
-from ._errors import InvalidInputError
+from ._errors import InvalidInputError, warn_at_caller
 from .ndimage import ScipyRuntimeError, ScipyTypeError
 
 _REAL = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -51,7 +50,7 @@ def _get_output(output, x, complex_output=False):
         return np.zeros(x.shape, dtype=dt)
     if isinstance(output, (type, np.dtype)):
         if complex_output and np.dtype(output).kind != "c":
-            warnings.warn("promoting specified output dtype to complex", stacklevel=4)
+            warn_at_caller("promoting specified output dtype to complex")
             output = np.promote_types(output, np.complex64)
         return np.zeros(x.shape, dtype=output)
     if isinstance(output, str):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 
 from . import _native
-from ._errors import InvalidInputError
+from ._errors import InvalidInputError, warn_at_caller
 from ._ndimage_rank import binary_dilation, binary_erosion, generate_binary_structure, grey_dilation, grey_erosion
 from .ndimage import _axes, _is_numpy, _seq
 
@@ -84,7 +84,7 @@ def _tophat(fname, white, input, size, footprint, structure, output, mode, cval,
     second grey step into ``output``'s dtype as scipy's does."""
     x, out, dt = _prep(fname, input, output, True, structure)
     if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+        warn_at_caller("ignoring size because footprint is set", UserWarning)
     kw = _grey_kw(size, footprint, structure, mode, cval, origin, axes, device, None)
     first, second = (grey_erosion, grey_dilation) if white else (grey_dilation, grey_erosion)
     with warnings.catch_warnings():
@@ -104,7 +104,7 @@ def _np_tophat(white, input, size, footprint, structure, output, mode, cval, ori
     np = _np()
     input = np.asarray(input)
     if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+        warn_at_caller("ignoring size because footprint is set", UserWarning)
     first, second = (grey_erosion, grey_dilation) if white else (grey_dilation, grey_erosion)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Iterable
 
 from . import _native
-from ._errors import InvalidInputError
+from ._errors import InvalidInputError, warn_at_caller
 from .ndimage import ScipyRuntimeError, ScipyTypeError, _Call, _index, _is_numpy, _mode, _seq
 
 
@@ -189,7 +189,7 @@ def _h_min_or_max(fname, input, size, footprint, structure, output, mode, cval, 
     """scipy's _filters._min_or_max_filter."""
     np = __import__("numpy")
     if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=4)
+        warn_at_caller("ignoring size because footprint is set", UserWarning)
     if structure is None:
         if footprint is None:
             if size is None:
@@ -324,7 +324,7 @@ def _h_rank(fname, input, rank, size, footprint, output, mode, cval, origin, ope
     """scipy's _filters._rank_filter."""
     np = __import__("numpy")
     if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=4)
+        warn_at_caller("ignoring size because footprint is set", UserWarning)
     x = _h_input(input, fname)
     axes = _h_axes(axes, x.ndim)
     if footprint is None:
@@ -398,7 +398,7 @@ def _h_grey(fname, input, size, footprint, structure, output, mode, cval, origin
         raise InvalidInputError("size, footprint, or structure must be specified")
     if fname == "grey_opening" or fname == "grey_closing":
         if size is not None and footprint is not None:
-            warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+            warn_at_caller("ignoring size because footprint is set", UserWarning)
         first, second = (("grey_erosion", "grey_dilation") if fname == "grey_opening"
                          else ("grey_dilation", "grey_erosion"))
         with warnings.catch_warnings():
@@ -472,7 +472,7 @@ def _rank_call(fname, input, size, footprint, structure, output, mode, cval, ori
     ax = call.axes(axes)
     ndim = call.ndim
     if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+        warn_at_caller("ignoring size because footprint is set", UserWarning)
     p = {"mode": _mode(mode, len(ax), fname), "cval": float(cval), **extra}
     if (call.out_dtype not in (None, call.dtype) and call.dtype in ("uint8", "uint16")
             and p["mode"] in ("constant", "grid-constant") and not float(cval).is_integer()):
