@@ -299,7 +299,7 @@ impl CudaBackend {
             per: mc.samples().div_ceil(BLOCK_SAMPLES),
             max_items,
         };
-        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+        run.totals(self, |row0, rows, first, count, out| {
             self.launch_basket_blocks(&dev, row0, rows, first, count, mc, out)
         })
     }

@@ -414,7 +414,7 @@ impl CudaBackend {
             per: nb,
             max_items,
         };
-        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+        run.totals(self, |row0, rows, first, count, out| {
             self.launch_blocks_at(k, &du, &dd, row0, rows, first, count, mc, out)
         })
     }

@@ -191,7 +191,7 @@ impl CudaBackend {
             per: plan.points / BLOCK_SAMPLES,
             max_items,
         };
-        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+        run.totals(self, |row0, rows, first, count, out| {
             self.launch_qmc_at(k, &du, &dd, &dp, row0, rows, first, count, mc, out)
         })
     }

@@ -235,7 +235,7 @@ impl CudaBackend {
             per: mc.samples().div_ceil(BLOCK_SAMPLES),
             max_items,
         };
-        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
+        run.totals(self, |row0, rows, first, count, out| {
             self.launch_heston_blocks(&du, &dd, row0, rows, first, count, mc, out)
         })
     }
