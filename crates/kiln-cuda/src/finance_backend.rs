@@ -1,5 +1,5 @@
-//! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method calls the
-//! launcher the facade called before the interface existed ([`CudaBackend::price_mc_gpu_with`],
+//! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method runs its
+//! engine's op or launcher ([`PriceMc`], [`McBlockRangeSums`],
 //! [`CudaBackend::price_heston_gpu_streams`], ...) with the default chunking
 //! ([`GpuMcOptions::default`]), so every bit is that launcher's. A batch at consecutive
 //! streams of the Black-Scholes styles, Heston or baskets is one engine run (launches cut
@@ -15,6 +15,7 @@ use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 use kiln_core::{Device, Result};
 
+use crate::ops::{McBlockRangeSums, PriceMc};
 use crate::{CudaBackend, GpuMcOptions};
 
 /// The chunking of a run from its first stream.
@@ -35,12 +36,12 @@ impl FinanceBackend for CudaBackend {
     }
 
     fn price_mc(&self, specs: &[OptionSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
-        match streams {
-            McStreams::From(first) => self.price_mc_gpu_with(specs, mc, &from(first)),
-            McStreams::Each(st) => {
-                self.price_mc_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
-            }
-        }
+        self.run(PriceMc {
+            specs,
+            mc,
+            streams,
+            max_items: GpuMcOptions::default().max_items,
+        })
     }
 
     fn mc_block_sums(
@@ -50,7 +51,12 @@ impl FinanceBackend for CudaBackend {
         option: u32,
         blocks: std::ops::Range<u64>,
     ) -> Result<Vec<BlockSums>> {
-        self.mc_block_range_sums_gpu(spec, mc, option, blocks)
+        self.run(McBlockRangeSums {
+            spec,
+            mc,
+            option,
+            blocks,
+        })
     }
 
     fn price_heston(&self, specs: &[HestonSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {

@@ -19,11 +19,12 @@
 use cudarc::driver::LaunchConfig;
 use kiln_core::finance::basket::{finish_basket, BasketPathParams, BasketSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
+use kiln_core::storage::McStreams;
 use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule, Streams};
+use crate::launch_finance::{stream_of, sums_from, too_many, GpuMcOptions, KeySchedule};
 use crate::mc_driver::McRun;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -140,7 +141,7 @@ impl CudaBackend {
         mc: &McParams,
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_basket_streams(specs, mc, opts.max_items, Streams::From(opts.first_option))
+        self.price_basket_streams(specs, mc, opts.max_items, McStreams::From(opts.first_option))
     }
 
     /// [`price_basket_gpu`](Self::price_basket_gpu) with an explicit stream index per option
@@ -154,7 +155,7 @@ impl CudaBackend {
         streams: &[u32],
         max_items: u64,
     ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_basket_streams(specs, mc, max_items, Streams::Each(streams))
+        self.price_basket_streams(specs, mc, max_items, McStreams::Each(streams))
     }
 
     fn price_basket_streams(
@@ -162,7 +163,7 @@ impl CudaBackend {
         specs: &[BasketSpec],
         mc: &McParams,
         max_items: u64,
-        streams: Streams<'_>,
+        streams: McStreams<'_>,
     ) -> Result<Vec<Result<PriceResult>>> {
         mc.validate()?;
         philox_only(mc)?;
@@ -177,7 +178,7 @@ impl CudaBackend {
         let mut slots = Vec::new();
         let mut params = Params::default();
         for (i, spec) in specs.iter().enumerate() {
-            let option = streams.of(i, "price_basket_gpu");
+            let option = stream_of(streams, i, "price_basket_gpu");
             let row = option.and_then(|o| {
                 let pp = gpu_path_params(spec, mc)?;
                 params.push(&pp, o)

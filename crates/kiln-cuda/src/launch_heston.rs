@@ -17,11 +17,12 @@
 use cudarc::driver::LaunchConfig;
 use kiln_core::finance::heston::{finish_heston, HestonPathParams, HestonSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
+use kiln_core::storage::McStreams;
 use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule, Streams};
+use crate::launch_finance::{stream_of, sums_from, too_many, GpuMcOptions, KeySchedule};
 use crate::mc_driver::McRun;
 use crate::CudaBackend;
 
@@ -82,7 +83,7 @@ impl CudaBackend {
         mc: &McParams,
         opts: &GpuMcOptions,
     ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_heston_streams(specs, mc, opts.max_items, Streams::From(opts.first_option))
+        self.price_heston_streams(specs, mc, opts.max_items, McStreams::From(opts.first_option))
     }
 
     /// [`price_heston_gpu`](Self::price_heston_gpu) with an explicit stream index per option
@@ -96,7 +97,7 @@ impl CudaBackend {
         streams: &[u32],
         max_items: u64,
     ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_heston_streams(specs, mc, max_items, Streams::Each(streams))
+        self.price_heston_streams(specs, mc, max_items, McStreams::Each(streams))
     }
 
     fn price_heston_streams(
@@ -104,7 +105,7 @@ impl CudaBackend {
         specs: &[HestonSpec],
         mc: &McParams,
         max_items: u64,
-        streams: Streams<'_>,
+        streams: McStreams<'_>,
     ) -> Result<Vec<Result<PriceResult>>> {
         mc.validate()?;
         streams.check(specs.len(), "price_heston_gpu")?;
@@ -117,7 +118,7 @@ impl CudaBackend {
         let mut results: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
         let (mut slots, mut u, mut d) = (Vec::new(), Vec::new(), Vec::new());
         for (i, spec) in specs.iter().enumerate() {
-            let option = streams.of(i, "price_heston_gpu");
+            let option = stream_of(streams, i, "price_heston_gpu");
             match option.and_then(|o| HestonPathParams::new(spec, mc).map(|pp| (o, pp))) {
                 Err(e) => results[i] = Some(Err(e)),
                 Ok((o, pp)) => {

@@ -89,6 +89,12 @@ pub use op::Op;
 /// The ops of kiln's own kernels ([`Op`]), each run with [`CudaBackend::run`].
 pub mod ops {
     pub use crate::launch_imaging::Transpose;
+
+    // Finance.
+    pub use crate::launch_finance::{
+        FinanceSelftest, FinanceSqrtCheck, McBlockRangeSums, McBlockSums, McProbeTotals, PriceMc,
+    };
+    pub use crate::launch_finance_qmc::QmcSelftest;
 }
 #[doc(hidden)]
 pub use launch_basket::basket_param_arrays;
