@@ -1,6 +1,6 @@
 //! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method runs its
-//! engine's op or launcher ([`PriceMc`], [`McBlockRangeSums`],
-//! [`CudaBackend::price_heston_gpu_streams`], ...) with the default chunking
+//! engine's op or launcher ([`PriceMc`], [`McBlockRangeSums`], [`PriceHeston`],
+//! [`CudaBackend::price_basket_gpu_streams`], ...) with the default chunking
 //! ([`GpuMcOptions::default`]), so every bit is that launcher's. A batch at consecutive
 //! streams of the Black-Scholes styles, Heston or baskets is one engine run (launches cut
 //! where the block sums pass `max_items`, which changes no bit); American options run one
@@ -15,7 +15,7 @@ use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 use kiln_core::{Device, Result};
 
-use crate::ops::{McBlockRangeSums, PriceMc};
+use crate::ops::{McBlockRangeSums, PriceHeston, PriceMc};
 use crate::{CudaBackend, GpuMcOptions};
 
 /// The chunking of a run from its first stream.
@@ -60,12 +60,12 @@ impl FinanceBackend for CudaBackend {
     }
 
     fn price_heston(&self, specs: &[HestonSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
-        match streams {
-            McStreams::From(first) => self.price_heston_gpu_with(specs, mc, &from(first)),
-            McStreams::Each(st) => {
-                self.price_heston_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
-            }
-        }
+        self.run(PriceHeston {
+            specs,
+            mc,
+            streams,
+            max_items: GpuMcOptions::default().max_items,
+        })
     }
 
     fn takes_basket(&self, spec: &BasketSpec, mc: &McParams) -> bool {

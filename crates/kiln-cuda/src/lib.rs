@@ -95,6 +95,7 @@ pub mod ops {
         FinanceSelftest, FinanceSqrtCheck, McBlockRangeSums, McBlockSums, McProbeTotals, PriceMc,
     };
     pub use crate::launch_finance_qmc::QmcSelftest;
+    pub use crate::launch_heston::{HestonBlockSums, HestonStepSelftest, PriceHeston};
 }
 #[doc(hidden)]
 pub use launch_basket::basket_param_arrays;
