@@ -1,6 +1,6 @@
 //! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method runs its
 //! engine's op or launcher ([`PriceMc`], [`McBlockRangeSums`], [`PriceHeston`],
-//! [`CudaBackend::price_basket_gpu_streams`], ...) with the default chunking
+//! [`PriceBasket`], [`CudaBackend::price_american_gpu`], ...) with the default chunking
 //! ([`GpuMcOptions::default`]), so every bit is that launcher's. A batch at consecutive
 //! streams of the Black-Scholes styles, Heston or baskets is one engine run (launches cut
 //! where the block sums pass `max_items`, which changes no bit); American options run one
@@ -15,15 +15,12 @@ use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 use kiln_core::{Device, Result};
 
-use crate::ops::{McBlockRangeSums, PriceHeston, PriceMc};
+use crate::ops::{McBlockRangeSums, PriceBasket, PriceHeston, PriceMc};
 use crate::{CudaBackend, GpuMcOptions};
 
-/// The chunking of a run from its first stream.
-fn from(first_option: u32) -> GpuMcOptions {
-    GpuMcOptions {
-        first_option,
-        ..GpuMcOptions::default()
-    }
+/// At most this many (option, block) items a launch: the default chunking.
+fn max_items() -> u64 {
+    GpuMcOptions::default().max_items
 }
 
 impl FinanceBackend for CudaBackend {
@@ -40,7 +37,7 @@ impl FinanceBackend for CudaBackend {
             specs,
             mc,
             streams,
-            max_items: GpuMcOptions::default().max_items,
+            max_items: max_items(),
         })
     }
 
@@ -64,7 +61,7 @@ impl FinanceBackend for CudaBackend {
             specs,
             mc,
             streams,
-            max_items: GpuMcOptions::default().max_items,
+            max_items: max_items(),
         })
     }
 
@@ -73,12 +70,12 @@ impl FinanceBackend for CudaBackend {
     }
 
     fn price_basket(&self, specs: &[BasketSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
-        match streams {
-            McStreams::From(first) => self.price_basket_gpu_with(specs, mc, &from(first)),
-            McStreams::Each(st) => {
-                self.price_basket_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
-            }
-        }
+        self.run(PriceBasket {
+            specs,
+            mc,
+            streams,
+            max_items: max_items(),
+        })
     }
 
     fn price_american(&self, specs: &[AmericanSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {

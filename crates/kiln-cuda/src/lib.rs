@@ -91,6 +91,7 @@ pub mod ops {
     pub use crate::launch_imaging::Transpose;
 
     // Finance.
+    pub use crate::launch_basket::{BasketBlockSums, BasketSamples, PriceBasket};
     pub use crate::launch_finance::{
         FinanceSelftest, FinanceSqrtCheck, McBlockRangeSums, McBlockSums, McProbeTotals, PriceMc,
     };
