@@ -1,7 +1,7 @@
-//! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method runs its
-//! engine's op or launcher ([`PriceMc`], [`McBlockRangeSums`], [`PriceHeston`],
-//! [`PriceBasket`], [`CudaBackend::price_american_gpu`], ...) with the default chunking
-//! ([`GpuMcOptions::default`]), so every bit is that launcher's. A batch at consecutive
+//! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method builds and
+//! runs its engine's op ([`PriceMc`], [`McBlockRangeSums`], [`PriceHeston`],
+//! [`PriceBasket`], [`PriceAmerican`], [`RiskBsGrid`], [`ImpliedVolBook`]) with the default
+//! chunking ([`GpuMcOptions::default`]), so every bit is that op's. A batch at consecutive
 //! streams of the Black-Scholes styles, Heston or baskets is one engine run (launches cut
 //! where the block sums pass `max_items`, which changes no bit); American options run one
 //! Longstaff-Schwartz pass an option. The kernels take Philox baskets of positive weights
@@ -15,7 +15,9 @@ use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 use kiln_core::{Device, Result};
 
-use crate::ops::{McBlockRangeSums, PriceBasket, PriceHeston, PriceMc};
+use crate::ops::{
+    ImpliedVolBook, McBlockRangeSums, PriceAmerican, PriceBasket, PriceHeston, PriceMc, RiskBsGrid,
+};
 use crate::{CudaBackend, GpuMcOptions};
 
 /// At most this many (option, block) items a launch: the default chunking.
@@ -81,13 +83,13 @@ impl FinanceBackend for CudaBackend {
     fn price_american(&self, specs: &[AmericanSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
         streams.check(specs.len(), "price_american")?;
         Ok(match streams {
-            McStreams::From(first) => per_option("price_american", specs, first, |s, o| {
-                self.price_american_gpu(s, mc, o)
+            McStreams::From(first) => per_option("price_american", specs, first, |spec, option| {
+                self.run(PriceAmerican { spec, mc, option })
             }),
             McStreams::Each(st) => specs
                 .iter()
                 .zip(st)
-                .map(|(s, &o)| self.price_american_gpu(s, mc, o))
+                .map(|(spec, &option)| self.run(PriceAmerican { spec, mc, option }))
                 .collect(),
         })
     }
@@ -97,13 +99,13 @@ impl FinanceBackend for CudaBackend {
     }
 
     fn risk_bs_grid(&self, book: &BsGridBook<'_>, grid: &ShockGrid<'_>) -> Result<Vec<f64>> {
-        self.risk_bs_grid_gpu(book, grid)
+        self.run(RiskBsGrid { book, grid })
     }
 
     fn implied_volatility_book(
         &self,
         quotes: &[Quote],
     ) -> Result<Vec<std::result::Result<f64, NoVolatility>>> {
-        self.implied_volatility_book_gpu(quotes)
+        self.run(ImpliedVolBook::new(quotes))
     }
 }
