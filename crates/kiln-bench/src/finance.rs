@@ -9,7 +9,7 @@
 //! On a GPU each workload also runs with `fast_math` (`*_fast`: hardware-approximated
 //! normals), checked the same way against the closed form and, instead of bitwise, within
 //! 0.05 standard errors of the CPU engine's exact price on the 4096-path run.
-//! The timed call is `price_mc_gpu` (GPU: kernel-dominated, including the small block-sum
+//! The timed call is the `PriceMc` op (GPU: kernel-dominated, including the small block-sum
 //! readback) or the CPU engine.
 //!
 //! On a GPU two more kinds of row (no peer: not the peers' workload):
@@ -26,6 +26,7 @@ use crate::harness::{params, percentile, Case, CaseMeta, Ctx, Floor, Measured};
 use crate::suites::pow2_label;
 use kiln::bench_support::McProbe;
 use kiln::core::finance::{McParams, OptionSpec, OptionType, PriceResult, Style};
+use kiln::device::ops::{McProbeTotals, PriceMc};
 use kiln::finance::Method;
 use kiln::kernels::Kernel;
 use kiln::{Error, Result};
@@ -171,7 +172,7 @@ fn portfolio(n: usize) -> Vec<OptionSpec> {
 
 fn price(ctx: &Ctx, specs: &[OptionSpec], mc: &McParams) -> Result<Vec<PriceResult>> {
     let rs = match ctx.cuda {
-        Some(b) => b.price_mc_gpu(specs, mc)?,
+        Some(b) => b.run(PriceMc::new(specs, mc))?,
         None => ctx.rt.price(specs, Method::MonteCarlo, mc),
     };
     rs.into_iter().collect()
@@ -233,7 +234,11 @@ fn run_probe(ctx: &Ctx, probe: McProbe, paths: u64, steps: u32) -> Result<Measur
         rng: kiln::core::finance::Rng::Philox,
     };
     let small = McParams { paths: 4096, ..mc };
-    let g = b.mc_probe_gpu(&specs, &small, probe)?[0];
+    let g = b.run(McProbeTotals {
+        specs: &specs,
+        mc: &small,
+        probe,
+    })?[0];
     let c = probe_total_cpu(probe, &small, 0);
     let (ok, how) = match probe {
         McProbe::NormalsFast => (
@@ -243,9 +248,17 @@ fn run_probe(ctx: &Ctx, probe: McProbe, paths: u64, steps: u32) -> Result<Measur
         _ => (g.to_bits() == c.to_bits(), "bitwise equal to kiln_core::philox's"),
     };
     let check = format!("4096-path checksum {g} vs CPU {c}: {how}: {ok}");
-    b.mc_probe_gpu(&specs, &mc, probe)?; // warm-up at the timed size
+    b.run(McProbeTotals {
+        specs: &specs,
+        mc: &mc,
+        probe,
+    })?; // warm-up at the timed size
     let times = ctx.time_n(1, 5, |_| {
-        std::hint::black_box(b.mc_probe_gpu(&specs, &mc, probe)?);
+        std::hint::black_box(b.run(McProbeTotals {
+            specs: &specs,
+            mc: &mc,
+            probe,
+        })?);
         Ok(())
     })?;
     let path_steps = paths as f64 * f64::from(steps);
@@ -258,7 +271,7 @@ fn run_probe(ctx: &Ctx, probe: McProbe, paths: u64, steps: u32) -> Result<Measur
         verified: ok,
         check,
         rate: Some((path_steps / (median * 1e-3), "path-steps/s")),
-        note: "benchmark probe (mc_probe_gpu): the European launch with the path loop cut down; not a price"
+        note: "benchmark probe (McProbeTotals): the European launch with the path loop cut down; not a price"
             .into(),
     })
 }
@@ -377,7 +390,7 @@ fn run(ctx: &Ctx, kind: Kind, options: usize, paths: u64, steps: u32, mode: Mode
         rate: Some((path_steps / (median * 1e-3), "path-steps/s")),
         note: if ctx.gpu() {
             format!(
-                "price_mc_gpu timed with CUDA events (includes the block-sum readback){}",
+                "PriceMc timed with CUDA events (includes the block-sum readback){}",
                 if fast { "; fast_math normals" } else { "" }
             ) + if mode.anti {
                 "; antithetic pairs (half the normals a path)"

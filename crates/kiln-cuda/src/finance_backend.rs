@@ -1,7 +1,7 @@
-//! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method calls the
-//! launcher the facade called before the interface existed ([`CudaBackend::price_mc_gpu_with`],
-//! [`CudaBackend::price_heston_gpu_streams`], ...) with the default chunking
-//! ([`GpuMcOptions::default`]), so every bit is that launcher's. A batch at consecutive
+//! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method builds and
+//! runs its engine's op ([`PriceMc`], [`McBlockRangeSums`], [`PriceHeston`],
+//! [`PriceBasket`], [`PriceAmerican`], [`RiskBsGrid`], [`ImpliedVolBook`]) with the default
+//! chunking ([`GpuMcOptions::default`]), so every bit is that op's. A batch at consecutive
 //! streams of the Black-Scholes styles, Heston or baskets is one engine run (launches cut
 //! where the block sums pass `max_items`, which changes no bit); American options run one
 //! Longstaff-Schwartz pass an option. The kernels take Philox baskets of positive weights
@@ -15,14 +15,14 @@ use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
 use kiln_core::{Device, Result};
 
+use crate::ops::{
+    ImpliedVolBook, McBlockRangeSums, PriceAmerican, PriceBasket, PriceHeston, PriceMc, RiskBsGrid,
+};
 use crate::{CudaBackend, GpuMcOptions};
 
-/// The chunking of a run from its first stream.
-fn from(first_option: u32) -> GpuMcOptions {
-    GpuMcOptions {
-        first_option,
-        ..GpuMcOptions::default()
-    }
+/// At most this many (option, block) items a launch: the default chunking.
+fn max_items() -> u64 {
+    GpuMcOptions::default().max_items
 }
 
 impl FinanceBackend for CudaBackend {
@@ -35,12 +35,12 @@ impl FinanceBackend for CudaBackend {
     }
 
     fn price_mc(&self, specs: &[OptionSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
-        match streams {
-            McStreams::From(first) => self.price_mc_gpu_with(specs, mc, &from(first)),
-            McStreams::Each(st) => {
-                self.price_mc_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
-            }
-        }
+        self.run(PriceMc {
+            specs,
+            mc,
+            streams,
+            max_items: max_items(),
+        })
     }
 
     fn mc_block_sums(
@@ -50,16 +50,21 @@ impl FinanceBackend for CudaBackend {
         option: u32,
         blocks: std::ops::Range<u64>,
     ) -> Result<Vec<BlockSums>> {
-        self.mc_block_range_sums_gpu(spec, mc, option, blocks)
+        self.run(McBlockRangeSums {
+            spec,
+            mc,
+            option,
+            blocks,
+        })
     }
 
     fn price_heston(&self, specs: &[HestonSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
-        match streams {
-            McStreams::From(first) => self.price_heston_gpu_with(specs, mc, &from(first)),
-            McStreams::Each(st) => {
-                self.price_heston_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
-            }
-        }
+        self.run(PriceHeston {
+            specs,
+            mc,
+            streams,
+            max_items: max_items(),
+        })
     }
 
     fn takes_basket(&self, spec: &BasketSpec, mc: &McParams) -> bool {
@@ -67,24 +72,24 @@ impl FinanceBackend for CudaBackend {
     }
 
     fn price_basket(&self, specs: &[BasketSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
-        match streams {
-            McStreams::From(first) => self.price_basket_gpu_with(specs, mc, &from(first)),
-            McStreams::Each(st) => {
-                self.price_basket_gpu_streams(specs, mc, st, GpuMcOptions::default().max_items)
-            }
-        }
+        self.run(PriceBasket {
+            specs,
+            mc,
+            streams,
+            max_items: max_items(),
+        })
     }
 
     fn price_american(&self, specs: &[AmericanSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch {
         streams.check(specs.len(), "price_american")?;
         Ok(match streams {
-            McStreams::From(first) => per_option("price_american", specs, first, |s, o| {
-                self.price_american_gpu(s, mc, o)
+            McStreams::From(first) => per_option("price_american", specs, first, |spec, option| {
+                self.run(PriceAmerican { spec, mc, option })
             }),
             McStreams::Each(st) => specs
                 .iter()
                 .zip(st)
-                .map(|(s, &o)| self.price_american_gpu(s, mc, o))
+                .map(|(spec, &option)| self.run(PriceAmerican { spec, mc, option }))
                 .collect(),
         })
     }
@@ -94,13 +99,13 @@ impl FinanceBackend for CudaBackend {
     }
 
     fn risk_bs_grid(&self, book: &BsGridBook<'_>, grid: &ShockGrid<'_>) -> Result<Vec<f64>> {
-        self.risk_bs_grid_gpu(book, grid)
+        self.run(RiskBsGrid { book, grid })
     }
 
     fn implied_volatility_book(
         &self,
         quotes: &[Quote],
     ) -> Result<Vec<std::result::Result<f64, NoVolatility>>> {
-        self.implied_volatility_book_gpu(quotes)
+        self.run(ImpliedVolBook::new(quotes))
     }
 }

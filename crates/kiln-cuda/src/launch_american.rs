@@ -21,6 +21,7 @@
 use crate::kernels::Kernel;
 use crate::launch::Arg;
 use crate::launch_finance::{too_many, KeySchedule};
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
@@ -196,14 +197,31 @@ impl LsmBackend for GpuLsm<'_> {
     }
 }
 
-impl CudaBackend {
-    /// Prices one American option by Longstaff-Schwartz on this GPU: `mc.paths` paths of the
-    /// seed's stream `option`, the option's exercise dates as time steps (see
-    /// [`kiln_core::finance::american::lsm`]). Bitwise equal to the CPU engine's
-    /// `price_american(spec, mc, option)`.
-    pub fn price_american_gpu(&self, spec: &AmericanSpec, mc: &McParams, option: u32) -> Result<PriceResult> {
+/// Prices one American option by Longstaff-Schwartz on the GPU: `mc.paths` paths of the
+/// seed's stream `option`, the option's exercise dates as time steps (see
+/// [`kiln_core::finance::american::lsm`]). Bitwise equal to the CPU engine's
+/// `price_american(spec, mc, option)`.
+///
+/// Launch (kernels/american.cu, module docs): `lsm_paths_f32` once (one thread a path,
+/// 256-thread CTAs); per exercise date, latest first, `lsm_regress_f64` (one warp a
+/// canonical block, 8 warps a CTA) then `lsm_exercise_f64` (one thread a path);
+/// `lsm_final_f64` last (one warp a block).
+pub struct PriceAmerican<'a> {
+    /// The option.
+    pub spec: &'a AmericanSpec,
+    /// The run.
+    pub mc: &'a McParams,
+    /// Its stream index.
+    pub option: u32,
+}
+
+impl Op for PriceAmerican<'_> {
+    type Output = PriceResult;
+
+    fn run(self, cuda: &CudaBackend) -> Result<PriceResult> {
+        let PriceAmerican { spec, mc, option } = self;
         let plan = LsmPlan::new(spec, mc, option)?;
-        let mut engine = GpuLsm::new(self, &plan)?;
+        let mut engine = GpuLsm::new(cuda, &plan)?;
         run_lsm(&plan, &mut engine)
     }
 }

@@ -19,12 +19,14 @@
 use cudarc::driver::LaunchConfig;
 use kiln_core::finance::basket::{finish_basket, BasketPathParams, BasketSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
+use kiln_core::storage::McStreams;
 use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule, Streams};
+use crate::launch_finance::{stream_of, sums_from, too_many, GpuMcOptions, KeySchedule};
 use crate::mc_driver::McRun;
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 
@@ -123,47 +125,55 @@ fn philox_only(mc: &McParams) -> Result<()> {
     }
 }
 
-impl CudaBackend {
-    /// Prices basket options by Monte Carlo on this GPU; option `i` uses stream index `i`.
-    /// One result per option (an invalid option is an error in its slot), bitwise equal to
-    /// the CPU engine's `price_basket(specs, mc)`. The outer error is an invalid `mc` or a
-    /// device failure.
-    pub fn price_basket_gpu(&self, specs: &[BasketSpec], mc: &McParams) -> Result<Vec<Result<PriceResult>>> {
-        self.price_basket_gpu_with(specs, mc, &GpuMcOptions::default())
+/// Prices basket options by Monte Carlo on the GPU: option `i` draws the stream
+/// `streams`' index `i` gives (as the CPU engine's `price_basket_mc(spec, mc, stream)`).
+/// One result per option (an invalid option, or one the kernel does not take, is an error
+/// in its slot), bitwise equal to the CPU engine's; the outer error is an invalid or Sobol
+/// `mc`, `streams` of another length than the options, or a device failure.
+///
+/// Launch (kernels/basket.cu): `basket_blocks_f64` for all options, one warp per (option,
+/// block) item, 8 warps a 256-thread CTA, grid `min(ceil(items / 8), 2^31 - 1)`; chunks of
+/// at most `max_items` items, each followed by finance.cu's `mc_combine_f64`.
+pub struct PriceBasket<'a> {
+    /// The options: arithmetic or geometric baskets of positive weights.
+    pub specs: &'a [BasketSpec],
+    /// The run (Philox).
+    pub mc: &'a McParams,
+    /// Which Philox stream each option draws.
+    pub streams: McStreams<'a>,
+    /// At most this many (option, block) items a launch, `>= 1`; no bit depends on it.
+    pub max_items: u64,
+}
+
+impl<'a> PriceBasket<'a> {
+    /// Option `i` uses stream index `i`, in launches of the default size: bitwise the CPU
+    /// engine's `price_basket(specs, mc)`.
+    pub fn new(specs: &'a [BasketSpec], mc: &'a McParams) -> Self {
+        Self::with(specs, mc, &GpuMcOptions::default())
     }
 
-    /// [`price_basket_gpu`](Self::price_basket_gpu) with explicit chunking and stream
-    /// offset (option `i` uses stream index `opts.first_option + i`).
-    pub fn price_basket_gpu_with(
-        &self,
-        specs: &[BasketSpec],
-        mc: &McParams,
-        opts: &GpuMcOptions,
-    ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_basket_streams(specs, mc, opts.max_items, Streams::From(opts.first_option))
+    /// Explicit chunking and stream offset: option `i` uses stream index
+    /// `opts.first_option + i`.
+    pub fn with(specs: &'a [BasketSpec], mc: &'a McParams, opts: &GpuMcOptions) -> Self {
+        PriceBasket {
+            specs,
+            mc,
+            streams: McStreams::From(opts.first_option),
+            max_items: opts.max_items,
+        }
     }
+}
 
-    /// [`price_basket_gpu`](Self::price_basket_gpu) with an explicit stream index per option
-    /// (option `i` uses `streams[i]`, as the CPU engine's `price_basket_mc(spec, mc,
-    /// streams[i])`), at most `max_items` (option, block) items a launch. `streams` must
-    /// hold one index an option (else the outer error).
-    pub fn price_basket_gpu_streams(
-        &self,
-        specs: &[BasketSpec],
-        mc: &McParams,
-        streams: &[u32],
-        max_items: u64,
-    ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_basket_streams(specs, mc, max_items, Streams::Each(streams))
-    }
+impl Op for PriceBasket<'_> {
+    type Output = Vec<Result<PriceResult>>;
 
-    fn price_basket_streams(
-        &self,
-        specs: &[BasketSpec],
-        mc: &McParams,
-        max_items: u64,
-        streams: Streams<'_>,
-    ) -> Result<Vec<Result<PriceResult>>> {
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<Result<PriceResult>>> {
+        let PriceBasket {
+            specs,
+            mc,
+            streams,
+            max_items,
+        } = self;
         mc.validate()?;
         philox_only(mc)?;
         streams.check(specs.len(), "price_basket_gpu")?;
@@ -177,7 +187,7 @@ impl CudaBackend {
         let mut slots = Vec::new();
         let mut params = Params::default();
         for (i, spec) in specs.iter().enumerate() {
-            let option = streams.of(i, "price_basket_gpu");
+            let option = stream_of(streams, i, "price_basket_gpu");
             let row = option.and_then(|o| {
                 let pp = gpu_path_params(spec, mc)?;
                 params.push(&pp, o)
@@ -188,7 +198,7 @@ impl CudaBackend {
             }
         }
         if !slots.is_empty() {
-            let totals = self.basket_totals(&params, mc, max_items)?;
+            let totals = basket_totals(cuda, &params, mc, max_items)?;
             for (k, &slot) in slots.iter().enumerate() {
                 let t = sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS]);
                 results[slot] = Some(finish_basket(&specs[slot], mc, &[t]));
@@ -199,44 +209,76 @@ impl CudaBackend {
             .map(|r| r.unwrap_or_else(|| Err(Error::invalid("price_basket_gpu", "option not priced"))))
             .collect())
     }
+}
 
-    /// Every canonical block's sums of one basket option (stream index `option`), in block
-    /// order: the values of the CPU engine's `simulate_basket_blocks(spec, mc, option, ..)`.
-    pub fn basket_block_sums_gpu(
-        &self,
-        spec: &BasketSpec,
-        mc: &McParams,
-        option: u32,
-    ) -> Result<Vec<BlockSums>> {
+/// Every canonical block's sums of one basket option (stream index `option`), in block
+/// order: the values of the CPU engine's `simulate_basket_blocks(spec, mc, option, ..)`.
+///
+/// Launch (kernels/basket.cu): `basket_blocks_f64` once over one option and every block,
+/// one warp a block, 8 warps a 256-thread CTA; the sums are read back as they are.
+pub struct BasketBlockSums<'a> {
+    /// The option.
+    pub spec: &'a BasketSpec,
+    /// The run (Philox).
+    pub mc: &'a McParams,
+    /// Its stream index.
+    pub option: u32,
+}
+
+impl Op for BasketBlockSums<'_> {
+    type Output = Vec<BlockSums>;
+
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<BlockSums>> {
+        let BasketBlockSums { spec, mc, option } = self;
         philox_only(mc)?;
         let pp = gpu_path_params(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let mut params = Params::default();
         params.push(&pp, option)?;
-        let dev = self.upload_params(&params)?;
+        let dev = DeviceParams::upload(cuda, &params)?;
         let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
-        let mut out = self.alloc::<f64>(items * SUMS)?;
-        self.launch_basket_blocks(&dev, 0, 1, 0, nb, mc, &mut out)?;
+        let mut out = cuda.alloc::<f64>(items * SUMS)?;
+        launch_basket_blocks(cuda, &dev, 0, 1, 0, nb, mc, &mut out)?;
         let mut host = vec![0.0f64; items * SUMS];
-        out.copy_to_host(&mut host, self.stream())?;
+        out.copy_to_host(&mut host, cuda.stream())?;
         Ok(host
             .chunks_exact(SUMS)
             .enumerate()
             .map(|(b, s)| sums_from((pp.samples - b as u64 * BLOCK_SAMPLES).min(BLOCK_SAMPLES), s))
             .collect())
     }
+}
 
-    /// Samples `first_sample .. first_sample + count` of one basket option (stream index
-    /// `option`) on the GPU (the self-test kernel): `(y, c)` per sample, for a
-    /// sample-by-sample comparison with kiln-core's `basket_sample`.
-    pub fn basket_samples_gpu(
-        &self,
-        spec: &BasketSpec,
-        mc: &McParams,
-        option: u32,
-        first_sample: u32,
-        count: u32,
-    ) -> Result<Vec<(f64, f64)>> {
+/// Samples `first_sample .. first_sample + count` of one basket option (stream index
+/// `option`) on the GPU (the self-test kernel). Output: `(y, c)` per sample, for a
+/// sample-by-sample comparison with kiln-core's `basket_sample`.
+///
+/// Launch (kernels/basket.cu): `basket_samples_f64`, one thread a sample, 256-thread CTAs,
+/// grid `ceil(count / 256)`.
+pub struct BasketSamples<'a> {
+    /// The option.
+    pub spec: &'a BasketSpec,
+    /// The run (Philox).
+    pub mc: &'a McParams,
+    /// Its stream index.
+    pub option: u32,
+    /// The first sample.
+    pub first_sample: u32,
+    /// How many samples (`first_sample + count <= 2^32`).
+    pub count: u32,
+}
+
+impl Op for BasketSamples<'_> {
+    type Output = Vec<(f64, f64)>;
+
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<(f64, f64)>> {
+        let BasketSamples {
+            spec,
+            mc,
+            option,
+            first_sample,
+            count,
+        } = self;
         const OP: &str = "basket_samples_f64";
         philox_only(mc)?;
         let pp = gpu_path_params(spec, mc)?;
@@ -251,9 +293,9 @@ impl CudaBackend {
         }
         let mut params = Params::default();
         params.push(&pp, option)?;
-        let dev = self.upload_params(&params)?;
+        let dev = DeviceParams::upload(cuda, &params)?;
         let n = count as usize;
-        let out = self.alloc::<f64>(2 * n)?;
+        let out = cuda.alloc::<f64>(2 * n)?;
         let cfg = LaunchConfig {
             grid_dim: (count.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
@@ -274,98 +316,101 @@ impl CudaBackend {
             Arg::by_value(&ks),
             Arg::buf(&out),
         ];
-        self.launch(Kernel::BASKET_SAMPLES_F64, cfg, &args)?;
+        cuda.launch(Kernel::BASKET_SAMPLES_F64, cfg, &args)?;
         let mut h = vec![0.0f64; 2 * n];
-        out.copy_to_host(&mut h, self.stream())?;
+        out.copy_to_host(&mut h, cuda.stream())?;
         drop(dev);
         Ok(h.chunks_exact(2).map(|p| (p[0], p[1])).collect())
     }
+}
 
-    fn upload_params(&self, p: &Params) -> Result<DeviceParams> {
+impl DeviceParams {
+    /// Uploads `p` on `cuda`'s current stream.
+    fn upload(cuda: &CudaBackend, p: &Params) -> Result<DeviceParams> {
         Ok(DeviceParams {
-            u: self.upload_slice(&p.u)?,
-            f: self.upload_slice(&p.f)?,
-            d: self.upload_slice(&p.d)?,
+            u: cuda.upload_slice(&p.u)?,
+            f: cuda.upload_slice(&p.f)?,
+            d: cuda.upload_slice(&p.d)?,
         })
     }
+}
 
-    /// Totals (7 per option, block order) of every option of `params`, chunk by chunk
-    /// (`mc_driver`).
-    fn basket_totals(&self, params: &Params, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
-        let dev = self.upload_params(params)?;
-        let run = McRun {
-            options: params.rows() as u64,
-            replicates: 1,
-            per: mc.samples().div_ceil(BLOCK_SAMPLES),
-            max_items,
-        };
-        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
-            self.launch_basket_blocks(&dev, row0, rows, first, count, mc, out)
-        })
-    }
+/// Totals (7 per option, block order) of every option of `params`, chunk by chunk
+/// (`mc_driver`).
+fn basket_totals(cuda: &CudaBackend, params: &Params, mc: &McParams, max_items: u64) -> Result<Vec<f64>> {
+    let dev = DeviceParams::upload(cuda, params)?;
+    let run = McRun {
+        options: params.rows() as u64,
+        replicates: 1,
+        per: mc.samples().div_ceil(BLOCK_SAMPLES),
+        max_items,
+    };
+    run.totals(cuda, |row0, rows, first, count, out| {
+        launch_basket_blocks(cuda, &dev, row0, rows, first, count, mc, out)
+    })
+}
 
-    /// Launches `basket_blocks_f64` on option rows `row0 .. row0 + n_rows` and blocks
-    /// `first_block .. first_block + n_blocks`, into `out` (item order).
-    #[allow(clippy::too_many_arguments)] // the kernel's arguments
-    fn launch_basket_blocks(
-        &self,
-        dev: &DeviceParams,
-        row0: u64,
-        n_rows: u64,
-        first_block: u64,
-        n_blocks: u64,
-        mc: &McParams,
-        out: &mut DeviceBuffer<f64>,
-    ) -> Result<()> {
-        const OP: &str = "basket_blocks_f64";
-        let items = n_rows.checked_mul(n_blocks).ok_or_else(|| too_many(u64::MAX))?;
-        if items == 0 {
-            return Ok(());
-        }
-        let rows_end = row0 + n_rows;
-        if rows_end * OPT_U as u64 > dev.u.len() as u64 {
-            return Err(Error::invalid(
-                OP,
-                format!("rows {row0}..{rows_end} outside the parameter rows"),
-            ));
-        }
-        if items * SUMS as u64 > out.len() as u64 {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "{items} items need {} f64, the output holds {}",
-                    items * SUMS as u64,
-                    out.len()
-                ),
-            ));
-        }
-        let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
-        let samples = mc.samples();
-        let anti = u32::from(mc.antithetic);
-        let ks = KeySchedule::of_seed(mc.seed);
-        let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (ctas, 1, 1),
-            block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // Sizes: the kernel reads option rows row0 .. row0 + n_rows (6 u32 a row, checked
-        // above) and, through their offsets, each option's f32 and f64 data, which
-        // `Params::push` laid out inside `dev.f` and `dev.d`; it writes items * 7 f64 of
-        // `out` (checked above); block indices stay below ceil(samples / 1024) because
-        // callers pass block ranges of the run.
-        let args = [
-            Arg::buf_at(&dev.u, row0 * OPT_U as u64),
-            Arg::buf(&dev.f),
-            Arg::buf(&dev.d),
-            n_opt.into(),
-            first_block.into(),
-            n_blocks.into(),
-            samples.into(),
-            anti.into(),
-            Arg::by_value(&ks),
-            Arg::buf(out),
-        ];
-        self.launch(Kernel::BASKET_BLOCKS_F64, cfg, &args)
+/// Launches `basket_blocks_f64` on option rows `row0 .. row0 + n_rows` and blocks
+/// `first_block .. first_block + n_blocks`, into `out` (item order).
+#[allow(clippy::too_many_arguments)] // the kernel's arguments
+fn launch_basket_blocks(
+    cuda: &CudaBackend,
+    dev: &DeviceParams,
+    row0: u64,
+    n_rows: u64,
+    first_block: u64,
+    n_blocks: u64,
+    mc: &McParams,
+    out: &mut DeviceBuffer<f64>,
+) -> Result<()> {
+    const OP: &str = "basket_blocks_f64";
+    let items = n_rows.checked_mul(n_blocks).ok_or_else(|| too_many(u64::MAX))?;
+    if items == 0 {
+        return Ok(());
     }
+    let rows_end = row0 + n_rows;
+    if rows_end * OPT_U as u64 > dev.u.len() as u64 {
+        return Err(Error::invalid(
+            OP,
+            format!("rows {row0}..{rows_end} outside the parameter rows"),
+        ));
+    }
+    if items * SUMS as u64 > out.len() as u64 {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "{items} items need {} f64, the output holds {}",
+                items * SUMS as u64,
+                out.len()
+            ),
+        ));
+    }
+    let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
+    let samples = mc.samples();
+    let anti = u32::from(mc.antithetic);
+    let ks = KeySchedule::of_seed(mc.seed);
+    let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (ctas, 1, 1),
+        block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // Sizes: the kernel reads option rows row0 .. row0 + n_rows (6 u32 a row, checked
+    // above) and, through their offsets, each option's f32 and f64 data, which
+    // `Params::push` laid out inside `dev.f` and `dev.d`; it writes items * 7 f64 of
+    // `out` (checked above); block indices stay below ceil(samples / 1024) because
+    // callers pass block ranges of the run.
+    let args = [
+        Arg::buf_at(&dev.u, row0 * OPT_U as u64),
+        Arg::buf(&dev.f),
+        Arg::buf(&dev.d),
+        n_opt.into(),
+        first_block.into(),
+        n_blocks.into(),
+        samples.into(),
+        anti.into(),
+        Arg::by_value(&ks),
+        Arg::buf(out),
+    ];
+    cuda.launch(Kernel::BASKET_BLOCKS_F64, cfg, &args)
 }

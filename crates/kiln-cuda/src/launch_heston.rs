@@ -17,12 +17,14 @@
 use cudarc::driver::LaunchConfig;
 use kiln_core::finance::heston::{finish_heston, HestonPathParams, HestonSpec};
 use kiln_core::finance::{BlockSums, McParams, OptionType, PriceResult, BLOCK_SAMPLES};
+use kiln_core::storage::McStreams;
 use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
-use crate::launch_finance::{sums_from, too_many, GpuMcOptions, KeySchedule, Streams};
+use crate::launch_finance::{stream_of, sums_from, too_many, GpuMcOptions, KeySchedule};
 use crate::mc_driver::McRun;
+use crate::op::Op;
 use crate::CudaBackend;
 
 /// u32 and f64 words per option (`HESTON_OPT_U` / `HESTON_OPT_D` in heston.cu).
@@ -65,47 +67,56 @@ fn rows(pp: &HestonPathParams, option: u32) -> ([u32; OPT_U], [f64; OPT_D]) {
     (u, d)
 }
 
-impl CudaBackend {
-    /// Prices Heston options by Monte Carlo on this GPU; option `i` uses stream index `i`.
-    /// One result per option (an invalid option is an error in its slot), bitwise equal to
-    /// the CPU engine's `price_heston(specs, mc)`. The outer error is an invalid `mc` or a
-    /// device failure.
-    pub fn price_heston_gpu(&self, specs: &[HestonSpec], mc: &McParams) -> Result<Vec<Result<PriceResult>>> {
-        self.price_heston_gpu_with(specs, mc, &GpuMcOptions::default())
+/// Prices Heston options by Monte Carlo on the GPU: option `i` draws the stream
+/// `streams`' index `i` gives (as the CPU engine's `price_heston_mc(spec, mc, stream)`).
+/// One result per option (an invalid option is an error in its slot), bitwise equal to the
+/// CPU engine's; the outer error is an invalid `mc`, `streams` of another length than the
+/// options, or a device failure.
+///
+/// Launch (kernels/heston.cu): `heston_blocks_f64` for all options (European and Asian
+/// differ only in their loop counts), one warp per (option, block) item, 8 warps a
+/// 256-thread CTA, grid `min(ceil(items / 8), 2^31 - 1)`; chunks of at most `max_items`
+/// items, each followed by finance.cu's `mc_combine_f64`.
+pub struct PriceHeston<'a> {
+    /// The options.
+    pub specs: &'a [HestonSpec],
+    /// The run.
+    pub mc: &'a McParams,
+    /// Which Philox stream each option draws.
+    pub streams: McStreams<'a>,
+    /// At most this many (option, block) items a launch, `>= 1`; no bit depends on it.
+    pub max_items: u64,
+}
+
+impl<'a> PriceHeston<'a> {
+    /// Option `i` uses stream index `i`, in launches of the default size: bitwise the CPU
+    /// engine's `price_heston(specs, mc)`.
+    pub fn new(specs: &'a [HestonSpec], mc: &'a McParams) -> Self {
+        Self::with(specs, mc, &GpuMcOptions::default())
     }
 
-    /// [`price_heston_gpu`](Self::price_heston_gpu) with explicit chunking and stream offset
-    /// (option `i` uses stream index `opts.first_option + i`).
-    pub fn price_heston_gpu_with(
-        &self,
-        specs: &[HestonSpec],
-        mc: &McParams,
-        opts: &GpuMcOptions,
-    ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_heston_streams(specs, mc, opts.max_items, Streams::From(opts.first_option))
+    /// Explicit chunking and stream offset: option `i` uses stream index
+    /// `opts.first_option + i`.
+    pub fn with(specs: &'a [HestonSpec], mc: &'a McParams, opts: &GpuMcOptions) -> Self {
+        PriceHeston {
+            specs,
+            mc,
+            streams: McStreams::From(opts.first_option),
+            max_items: opts.max_items,
+        }
     }
+}
 
-    /// [`price_heston_gpu`](Self::price_heston_gpu) with an explicit stream index per option
-    /// (option `i` uses `streams[i]`, as the CPU engine's `price_heston_mc(spec, mc,
-    /// streams[i])`), at most `max_items` (option, block) items a launch. `streams` must
-    /// hold one index an option (else the outer error).
-    pub fn price_heston_gpu_streams(
-        &self,
-        specs: &[HestonSpec],
-        mc: &McParams,
-        streams: &[u32],
-        max_items: u64,
-    ) -> Result<Vec<Result<PriceResult>>> {
-        self.price_heston_streams(specs, mc, max_items, Streams::Each(streams))
-    }
+impl Op for PriceHeston<'_> {
+    type Output = Vec<Result<PriceResult>>;
 
-    fn price_heston_streams(
-        &self,
-        specs: &[HestonSpec],
-        mc: &McParams,
-        max_items: u64,
-        streams: Streams<'_>,
-    ) -> Result<Vec<Result<PriceResult>>> {
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<Result<PriceResult>>> {
+        let PriceHeston {
+            specs,
+            mc,
+            streams,
+            max_items,
+        } = self;
         mc.validate()?;
         streams.check(specs.len(), "price_heston_gpu")?;
         if max_items == 0 {
@@ -117,7 +128,7 @@ impl CudaBackend {
         let mut results: Vec<Option<Result<PriceResult>>> = (0..specs.len()).map(|_| None).collect();
         let (mut slots, mut u, mut d) = (Vec::new(), Vec::new(), Vec::new());
         for (i, spec) in specs.iter().enumerate() {
-            let option = streams.of(i, "price_heston_gpu");
+            let option = stream_of(streams, i, "price_heston_gpu");
             match option.and_then(|o| HestonPathParams::new(spec, mc).map(|pp| (o, pp))) {
                 Err(e) => results[i] = Some(Err(e)),
                 Ok((o, pp)) => {
@@ -129,7 +140,7 @@ impl CudaBackend {
             }
         }
         if !slots.is_empty() {
-            let totals = self.heston_totals(&u, &d, slots.len(), mc, max_items)?;
+            let totals = heston_totals(cuda, &u, &d, slots.len(), mc, max_items)?;
             for (k, &slot) in slots.iter().enumerate() {
                 let t = sums_from(mc.samples(), &totals[k * SUMS..(k + 1) * SUMS]);
                 results[slot] = Some(finish_heston(&specs[slot].option, mc, &[t]));
@@ -140,44 +151,70 @@ impl CudaBackend {
             .map(|r| r.unwrap_or_else(|| Err(Error::invalid("price_heston_gpu", "option not priced"))))
             .collect())
     }
+}
 
-    /// Every canonical block's sums of one Heston option (stream index `option`), in block
-    /// order: the values of the CPU engine's `simulate_heston_blocks(spec, mc, option, ..)`.
-    pub fn heston_block_sums_gpu(
-        &self,
-        spec: &HestonSpec,
-        mc: &McParams,
-        option: u32,
-    ) -> Result<Vec<BlockSums>> {
+/// Every canonical block's sums of one Heston option (stream index `option`), in block
+/// order: the values of the CPU engine's `simulate_heston_blocks(spec, mc, option, ..)`.
+///
+/// Launch (kernels/heston.cu): `heston_blocks_f64` once over one parameter row and every
+/// block, one warp a block, 8 warps a 256-thread CTA; the sums are read back as they are.
+pub struct HestonBlockSums<'a> {
+    /// The option.
+    pub spec: &'a HestonSpec,
+    /// The run.
+    pub mc: &'a McParams,
+    /// Its stream index.
+    pub option: u32,
+}
+
+impl Op for HestonBlockSums<'_> {
+    type Output = Vec<BlockSums>;
+
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<BlockSums>> {
+        let HestonBlockSums { spec, mc, option } = self;
         let pp = HestonPathParams::new(spec, mc)?;
         let nb = pp.samples.div_ceil(BLOCK_SAMPLES);
         let (u, d) = rows(&pp, option);
-        let du = self.upload_slice(&u)?;
-        let dd = self.upload_slice(&d)?;
+        let du = cuda.upload_slice(&u)?;
+        let dd = cuda.upload_slice(&d)?;
         let items = usize::try_from(nb).map_err(|_| too_many(nb))?;
-        let mut out = self.alloc::<f64>(items * SUMS)?;
-        self.launch_heston_blocks(&du, &dd, 0, 1, 0, nb, mc, &mut out)?;
+        let mut out = cuda.alloc::<f64>(items * SUMS)?;
+        launch_heston_blocks(cuda, &du, &dd, 0, 1, 0, nb, mc, &mut out)?;
         let mut host = vec![0.0f64; items * SUMS];
-        out.copy_to_host(&mut host, self.stream())?;
+        out.copy_to_host(&mut host, cuda.stream())?;
         Ok(host
             .chunks_exact(SUMS)
             .enumerate()
             .map(|(b, s)| sums_from((pp.samples - b as u64 * BLOCK_SAMPLES).min(BLOCK_SAMPLES), s))
             .collect())
     }
+}
 
-    /// Runs one QE step per input on the GPU (the self-test kernel) for `spec`'s step
-    /// constants: from `(v[i], x[i])` with the Philox words of counter `[i, w[i], 7, 2]` under
-    /// `mc.seed`'s key. Returns the f32 bits of `(v', x')` per input, for comparison with
-    /// kiln-core's `qe_step`.
-    pub fn heston_step_selftest_gpu(
-        &self,
-        spec: &HestonSpec,
-        mc: &McParams,
-        v: &[f32],
-        x: &[f32],
-        w: &[u32],
-    ) -> Result<Vec<(u32, u32)>> {
+/// Runs one QE step per input on the GPU (the self-test kernel) for `spec`'s step
+/// constants: from `(v[i], x[i])` with the Philox words of counter `[i, w[i], 7, 2]` under
+/// `mc.seed`'s key. Output: the f32 bits of `(v', x')` per input, for comparison with
+/// kiln-core's `qe_step`.
+///
+/// Launch (kernels/heston.cu): `heston_step_selftest_f32`, one thread an input, 256-thread
+/// CTAs, grid `ceil(n / 256)`.
+pub struct HestonStepSelftest<'a> {
+    /// The option whose step constants the kernel uses.
+    pub spec: &'a HestonSpec,
+    /// The run (its seed keys the Philox words).
+    pub mc: &'a McParams,
+    /// The variances before the step.
+    pub v: &'a [f32],
+    /// The log-prices before the step, as many as `v`.
+    pub x: &'a [f32],
+    /// The Philox counter words, as many as `v`.
+    pub w: &'a [u32],
+}
+
+impl Op for HestonStepSelftest<'_> {
+    type Output = Vec<(u32, u32)>;
+
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<(u32, u32)>> {
+        let HestonStepSelftest { spec, mc, v, x, w } = self;
         kiln_core::backend::check_same_len("heston_step_selftest", v.len(), x.len())?;
         kiln_core::backend::check_same_len("heston_step_selftest", v.len(), w.len())?;
         let n = u32::try_from(v.len()).map_err(|_| too_many(v.len() as u64))?;
@@ -187,12 +224,12 @@ impl CudaBackend {
         let pp = HestonPathParams::new(spec, mc)?;
         let (u, _) = rows(&pp, 0);
         let (du, dv, dx, dw) = (
-            self.upload_slice(&u)?,
-            self.upload_slice(v)?,
-            self.upload_slice(x)?,
-            self.upload_slice(w)?,
+            cuda.upload_slice(&u)?,
+            cuda.upload_slice(v)?,
+            cuda.upload_slice(x)?,
+            cuda.upload_slice(w)?,
         );
-        let out = self.alloc::<u32>(v.len() * 2)?;
+        let out = cuda.alloc::<u32>(v.len() * 2)?;
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
@@ -210,95 +247,95 @@ impl CudaBackend {
             Arg::by_value(&ks),
             Arg::buf(&out),
         ];
-        self.launch(Kernel::HESTON_STEP_SELFTEST_F32, cfg, &args)?;
+        cuda.launch(Kernel::HESTON_STEP_SELFTEST_F32, cfg, &args)?;
         let mut h = vec![0u32; v.len() * 2];
-        out.copy_to_host(&mut h, self.stream())?;
+        out.copy_to_host(&mut h, cuda.stream())?;
         drop((du, dv, dx, dw, out));
         Ok(h.chunks_exact(2).map(|p| (p[0], p[1])).collect())
     }
+}
 
-    /// Totals (7 per option, block order) of `n` options whose rows are `u`, `d`, chunk by
-    /// chunk (`mc_driver`).
-    fn heston_totals(
-        &self,
-        u: &[u32],
-        d: &[f64],
-        n: usize,
-        mc: &McParams,
-        max_items: u64,
-    ) -> Result<Vec<f64>> {
-        let du = self.upload_slice(u)?;
-        let dd = self.upload_slice(d)?;
-        let run = McRun {
-            options: n as u64,
-            replicates: 1,
-            per: mc.samples().div_ceil(BLOCK_SAMPLES),
-            max_items,
-        };
-        self.mc_chunked_totals(run, |row0, rows, first, count, out| {
-            self.launch_heston_blocks(&du, &dd, row0, rows, first, count, mc, out)
-        })
-    }
+/// Totals (7 per option, block order) of `n` options whose rows are `u`, `d`, chunk by
+/// chunk (`mc_driver`).
+fn heston_totals(
+    cuda: &CudaBackend,
+    u: &[u32],
+    d: &[f64],
+    n: usize,
+    mc: &McParams,
+    max_items: u64,
+) -> Result<Vec<f64>> {
+    let du = cuda.upload_slice(u)?;
+    let dd = cuda.upload_slice(d)?;
+    let run = McRun {
+        options: n as u64,
+        replicates: 1,
+        per: mc.samples().div_ceil(BLOCK_SAMPLES),
+        max_items,
+    };
+    run.totals(cuda, |row0, rows, first, count, out| {
+        launch_heston_blocks(cuda, &du, &dd, row0, rows, first, count, mc, out)
+    })
+}
 
-    /// Launches `heston_blocks_f64` on rows `row0 .. row0 + n_rows` of the parameter arrays
-    /// and blocks `first_block .. first_block + n_blocks`, into `out` (item order).
-    #[allow(clippy::too_many_arguments)] // the kernel's arguments
-    fn launch_heston_blocks(
-        &self,
-        du: &crate::pool::DeviceBuffer<u32>,
-        dd: &crate::pool::DeviceBuffer<f64>,
-        row0: u64,
-        n_rows: u64,
-        first_block: u64,
-        n_blocks: u64,
-        mc: &McParams,
-        out: &mut crate::pool::DeviceBuffer<f64>,
-    ) -> Result<()> {
-        const OP: &str = "heston_blocks_f64";
-        let items = n_rows.checked_mul(n_blocks).ok_or_else(|| too_many(u64::MAX))?;
-        if items == 0 {
-            return Ok(());
-        }
-        let rows_end = row0 + n_rows;
-        if rows_end * OPT_U as u64 > du.len() as u64 || rows_end * OPT_D as u64 > dd.len() as u64 {
-            return Err(Error::invalid(
-                OP,
-                format!("rows {row0}..{rows_end} outside the parameter arrays"),
-            ));
-        }
-        if items * SUMS as u64 > out.len() as u64 {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "{items} items need {} f64, the output holds {}",
-                    items * SUMS as u64,
-                    out.len()
-                ),
-            ));
-        }
-        let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
-        let samples = mc.samples();
-        let ks = KeySchedule::of_seed(mc.seed);
-        let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (ctas, 1, 1),
-            block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // Sizes: the kernel reads rows row0 .. row0 + n_rows of the parameter arrays (18 u32
-        // and 5 f64 a row, checked above) and writes items * 7 f64 of `out` (checked above);
-        // block indices stay below ceil(samples / 1024) because callers pass block ranges of
-        // the run.
-        let args = [
-            Arg::buf_at(du, row0 * OPT_U as u64),
-            Arg::buf_at(dd, row0 * OPT_D as u64),
-            n_opt.into(),
-            first_block.into(),
-            n_blocks.into(),
-            samples.into(),
-            Arg::by_value(&ks),
-            Arg::buf(out),
-        ];
-        self.launch(Kernel::HESTON_BLOCKS_F64, cfg, &args)
+/// Launches `heston_blocks_f64` on rows `row0 .. row0 + n_rows` of the parameter arrays
+/// and blocks `first_block .. first_block + n_blocks`, into `out` (item order).
+#[allow(clippy::too_many_arguments)] // the kernel's arguments
+fn launch_heston_blocks(
+    cuda: &CudaBackend,
+    du: &crate::pool::DeviceBuffer<u32>,
+    dd: &crate::pool::DeviceBuffer<f64>,
+    row0: u64,
+    n_rows: u64,
+    first_block: u64,
+    n_blocks: u64,
+    mc: &McParams,
+    out: &mut crate::pool::DeviceBuffer<f64>,
+) -> Result<()> {
+    const OP: &str = "heston_blocks_f64";
+    let items = n_rows.checked_mul(n_blocks).ok_or_else(|| too_many(u64::MAX))?;
+    if items == 0 {
+        return Ok(());
     }
+    let rows_end = row0 + n_rows;
+    if rows_end * OPT_U as u64 > du.len() as u64 || rows_end * OPT_D as u64 > dd.len() as u64 {
+        return Err(Error::invalid(
+            OP,
+            format!("rows {row0}..{rows_end} outside the parameter arrays"),
+        ));
+    }
+    if items * SUMS as u64 > out.len() as u64 {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "{items} items need {} f64, the output holds {}",
+                items * SUMS as u64,
+                out.len()
+            ),
+        ));
+    }
+    let n_opt = u32::try_from(n_rows).map_err(|_| too_many(n_rows))?;
+    let samples = mc.samples();
+    let ks = KeySchedule::of_seed(mc.seed);
+    let ctas = items.div_ceil(WARPS_PER_CTA).min(i32::MAX as u64) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (ctas, 1, 1),
+        block_dim: ((WARPS_PER_CTA * 32) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // Sizes: the kernel reads rows row0 .. row0 + n_rows of the parameter arrays (18 u32
+    // and 5 f64 a row, checked above) and writes items * 7 f64 of `out` (checked above);
+    // block indices stay below ceil(samples / 1024) because callers pass block ranges of
+    // the run.
+    let args = [
+        Arg::buf_at(du, row0 * OPT_U as u64),
+        Arg::buf_at(dd, row0 * OPT_D as u64),
+        n_opt.into(),
+        first_block.into(),
+        n_blocks.into(),
+        samples.into(),
+        Arg::by_value(&ks),
+        Arg::buf(out),
+    ];
+    cuda.launch(Kernel::HESTON_BLOCKS_F64, cfg, &args)
 }

@@ -23,19 +23,19 @@ use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 
-/// Quotes per chunk of [`CudaBackend::implied_volatility_book_gpu`]: 2^22, 58 bytes each on
-/// the device (inputs and outputs), about 243 MB.
+/// Quotes per chunk of [`ImpliedVolBook::new`]: 2^22, 58 bytes each on the device (inputs
+/// and outputs), about 243 MB.
 pub const IV_CHUNK_QUOTES: usize = 1 << 22;
 
 const THREADS: u32 = 128;
 const BLOCKS_PER_SM: u64 = 64;
 
 /// A book of quotes resident on the device, with room for the results: what
-/// [`CudaBackend::solve_implied_vol`] reads and writes. Built by
-/// [`CudaBackend::upload_quotes`].
+/// [`SolveImpliedVol`] reads and writes. Built by [`DeviceQuotes::upload`].
 pub struct DeviceQuotes {
     price: DeviceBuffer<f64>,
     spot: DeviceBuffer<f64>,
@@ -61,12 +61,13 @@ impl DeviceQuotes {
     }
 }
 
-impl CudaBackend {
-    /// Copies `quotes` to the device as columns and allocates the outputs (on kiln's stream).
-    pub fn upload_quotes(&self, quotes: &[Quote]) -> Result<DeviceQuotes> {
+impl DeviceQuotes {
+    /// Copies `quotes` to the device as columns and allocates the outputs (on `cuda`'s
+    /// current stream).
+    pub fn upload(cuda: &CudaBackend, quotes: &[Quote]) -> Result<DeviceQuotes> {
         let col = |f: fn(&Quote) -> f64| -> Result<DeviceBuffer<f64>> {
             let v: Vec<f64> = quotes.iter().map(f).collect();
-            self.upload_slice(&v)
+            cuda.upload_slice(&v)
         };
         let put: Vec<u8> = quotes
             .iter()
@@ -79,21 +80,48 @@ impl CudaBackend {
             maturity: col(|q| q.maturity)?,
             rate: col(|q| q.rate)?,
             dividend: col(|q| q.dividend)?,
-            put: self.upload_slice(&put)?,
-            vol: self.alloc(quotes.len())?,
-            reason: self.alloc(quotes.len())?,
+            put: cuda.upload_slice(&put)?,
+            vol: cuda.alloc(quotes.len())?,
+            reason: cuda.alloc(quotes.len())?,
             len: quotes.len(),
         })
     }
 
-    /// Launches `implied_vol_f64` over a resident book on kiln's stream (returns without
-    /// waiting; [`Self::download_implied_vol`] or [`Self::synchronize`] waits).
-    pub fn solve_implied_vol(&self, book: &mut DeviceQuotes) -> Result<()> {
+    /// The raw outputs of the last solve ([`SolveImpliedVol`]): a volatility (NaN where
+    /// none) and a reason code ([`NoVolatility::index`], 0 solved) per quote. Waits for
+    /// `cuda`'s current stream.
+    pub fn download(&self, cuda: &CudaBackend) -> Result<(Vec<f64>, Vec<u8>)> {
+        let mut vol = vec![0.0f64; self.len];
+        let mut reason = vec![0u8; self.len];
+        if self.len > 0 {
+            self.vol.copy_to_host(&mut vol, cuda.stream())?;
+            self.reason.copy_to_host(&mut reason, cuda.stream())?;
+        }
+        Ok((vol, reason))
+    }
+}
+
+/// Solves every quote of a resident book on the current stream, writing its volatilities
+/// and reason codes; returns without waiting ([`DeviceQuotes::download`] or
+/// [`CudaBackend::synchronize`] waits).
+///
+/// Launch (kernels/implied_vol.cu): `implied_vol_f64`, one thread a quote, 128-thread
+/// CTAs, grid `min(ceil(n / 128), 64 per SM)` striding over the quotes.
+pub struct SolveImpliedVol<'a> {
+    /// The book, inputs and outputs.
+    pub book: &'a mut DeviceQuotes,
+}
+
+impl Op for SolveImpliedVol<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let SolveImpliedVol { book } = self;
         let n = book.len as u64;
         if n == 0 {
             return Ok(());
         }
-        let sms = u64::from(self.info().desc.multiprocessors.max(1));
+        let sms = u64::from(cuda.info().desc.multiprocessors.max(1));
         let blocks = n
             .div_ceil(u64::from(THREADS))
             .min(sms * BLOCKS_PER_SM)
@@ -103,8 +131,8 @@ impl CudaBackend {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // Sizes: every column and output holds exactly `len` elements (upload_quotes made
-        // them together), and the kernel touches indices below n = len only.
+        // Sizes: every column and output holds exactly `len` elements (`upload` made them
+        // together), and the kernel touches indices below n = len only.
         let args = [
             Arg::buf(&book.price),
             Arg::buf(&book.spot),
@@ -117,40 +145,40 @@ impl CudaBackend {
             Arg::buf(&book.vol),
             Arg::buf(&book.reason),
         ];
-        self.launch(Kernel::IMPLIED_VOL_F64, cfg, &args)
+        cuda.launch(Kernel::IMPLIED_VOL_F64, cfg, &args)
     }
+}
 
-    /// The raw outputs of the last solve of `book`: a volatility (NaN where none) and a
-    /// reason code ([`NoVolatility::index`], 0 solved) per quote. Waits for the stream.
-    pub fn download_implied_vol(&self, book: &DeviceQuotes) -> Result<(Vec<f64>, Vec<u8>)> {
-        let mut vol = vec![0.0f64; book.len];
-        let mut reason = vec![0u8; book.len];
-        if book.len > 0 {
-            book.vol.copy_to_host(&mut vol, self.stream())?;
-            book.reason.copy_to_host(&mut reason, self.stream())?;
+/// The implied volatility of every quote of a book on the GPU, in order: each `Ok(sigma)`
+/// or its [`NoVolatility`] reason, as kiln-core's `implied_volatility_book` gives them (to
+/// what an ulp of input rounding allows; module docs of `launch_implied.rs`). The outer
+/// error is a device failure or `chunk = 0`.
+///
+/// Launch: chunk by chunk, [`DeviceQuotes::upload`], [`SolveImpliedVol`] and
+/// [`DeviceQuotes::download`], each chunk waited for before the next.
+pub struct ImpliedVolBook<'a> {
+    /// The quotes.
+    pub quotes: &'a [Quote],
+    /// At most this many quotes a chunk (`>= 1`; the results do not depend on it):
+    /// [`IV_CHUNK_QUOTES`] by default.
+    pub chunk: usize,
+}
+
+impl<'a> ImpliedVolBook<'a> {
+    /// The book in chunks of [`IV_CHUNK_QUOTES`].
+    pub fn new(quotes: &'a [Quote]) -> Self {
+        ImpliedVolBook {
+            quotes,
+            chunk: IV_CHUNK_QUOTES,
         }
-        Ok((vol, reason))
     }
+}
 
-    /// The implied volatility of every quote of a book on this GPU, in order: each
-    /// `Ok(sigma)` or its [`NoVolatility`] reason, as kiln-core's `implied_volatility_book`
-    /// gives them (to what an ulp of input rounding allows; crate docs of this module's
-    /// source, `launch_implied.rs`). The outer error is a device failure.
-    /// Chunks of [`IV_CHUNK_QUOTES`].
-    pub fn implied_volatility_book_gpu(
-        &self,
-        quotes: &[Quote],
-    ) -> Result<Vec<std::result::Result<f64, NoVolatility>>> {
-        self.implied_volatility_book_gpu_chunked(quotes, IV_CHUNK_QUOTES)
-    }
+impl Op for ImpliedVolBook<'_> {
+    type Output = Vec<std::result::Result<f64, NoVolatility>>;
 
-    /// [`implied_volatility_book_gpu`](Self::implied_volatility_book_gpu) in chunks of at
-    /// most `chunk` quotes (`chunk >= 1`; the results do not depend on it).
-    pub fn implied_volatility_book_gpu_chunked(
-        &self,
-        quotes: &[Quote],
-        chunk: usize,
-    ) -> Result<Vec<std::result::Result<f64, NoVolatility>>> {
+    fn run(self, cuda: &CudaBackend) -> Result<Self::Output> {
+        let ImpliedVolBook { quotes, chunk } = self;
         if chunk == 0 {
             return Err(Error::invalid(
                 "implied_volatility_book_gpu",
@@ -159,9 +187,9 @@ impl CudaBackend {
         }
         let mut out = Vec::with_capacity(quotes.len());
         for part in quotes.chunks(chunk) {
-            let mut book = self.upload_quotes(part)?;
-            self.solve_implied_vol(&mut book)?;
-            let (vol, reason) = self.download_implied_vol(&book)?;
+            let mut book = DeviceQuotes::upload(cuda, part)?;
+            cuda.run(SolveImpliedVol { book: &mut book })?;
+            let (vol, reason) = book.download(cuda)?;
             out.extend(results(part, &vol, &reason));
         }
         Ok(out)

@@ -14,6 +14,7 @@ use kiln_core::{Error, Result};
 
 use crate::kernels::Kernel;
 use crate::launch::Arg;
+use crate::op::Op;
 use crate::CudaBackend;
 
 /// The kernel's inputs: kiln-core's, the finance backend interface's types.
@@ -22,11 +23,24 @@ pub use kiln_core::storage::{BsGridBook, ShockGrid};
 const OP: &str = "risk_bs_grid";
 const THREADS: u32 = 256;
 
-impl CudaBackend {
-    /// `total[s] = sum_i qty[i] * (bsm(option i under scenario s) - base[i])` for every
-    /// scenario, on this GPU (module docs). Sizes and slots are checked first (an
-    /// `InvalidArgument` naming what is wrong); waits for the result.
-    pub fn risk_bs_grid_gpu(&self, book: &BsGridBook<'_>, grid: &ShockGrid<'_>) -> Result<Vec<f64>> {
+/// `total[s] = sum_i qty[i] * (bsm(option i under scenario s) - base[i])` for every
+/// scenario, on the GPU (module docs). Sizes and slots are checked first (an
+/// `InvalidArgument` naming what is wrong); waits for the result.
+///
+/// Launch (kernels/risk.cu): `risk_bs_grid_f64`, one 256-thread CTA a scenario (grid
+/// `n_scen`, at most 2^31 - 1), its threads striding over the options.
+pub struct RiskBsGrid<'a> {
+    /// The book, as columns.
+    pub book: &'a BsGridBook<'a>,
+    /// The scenarios' shocks, a scenario x slot grid.
+    pub grid: &'a ShockGrid<'a>,
+}
+
+impl Op for RiskBsGrid<'_> {
+    type Output = Vec<f64>;
+
+    fn run(self, cuda: &CudaBackend) -> Result<Vec<f64>> {
+        let RiskBsGrid { book, grid } = self;
         let n = book.spot.len();
         let cols = [
             ("strike", book.strike.len()),
@@ -85,7 +99,7 @@ impl CudaBackend {
         if grid.n_scen == 0 {
             return Ok(total);
         }
-        let up = |x: &[f64]| self.upload_slice(x);
+        let up = |x: &[f64]| cuda.upload_slice(x);
         let (spot, strike, rate, dividend) = (
             up(book.spot)?,
             up(book.strike)?,
@@ -93,13 +107,13 @@ impl CudaBackend {
             up(book.dividend)?,
         );
         let (vol, maturity, qty, base) = (up(book.vol)?, up(book.maturity)?, up(book.qty)?, up(book.base)?);
-        let put = self.upload_slice(book.put)?;
-        let und = self.upload_slice(book.und)?;
+        let put = cuda.upload_slice(book.put)?;
+        let und = cuda.upload_slice(book.und)?;
         let spot_shift = up(grid.spot_shift)?;
-        let spot_abs = self.upload_slice(grid.spot_abs)?;
+        let spot_abs = cuda.upload_slice(grid.spot_abs)?;
         let vol_shift = up(grid.vol_shift)?;
         let rate_shift = up(grid.rate_shift)?;
-        let out = self.alloc::<f64>(grid.n_scen)?;
+        let out = cuda.alloc::<f64>(grid.n_scen)?;
         let cfg = LaunchConfig {
             grid_dim: (grid.n_scen as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
@@ -128,8 +142,8 @@ impl CudaBackend {
             (grid.n_scen as u64).into(),
             Arg::buf(&out),
         ];
-        self.launch(Kernel::RISK_BS_GRID_F64, cfg, &args)?;
-        out.copy_to_host(&mut total, self.stream())?;
+        cuda.launch(Kernel::RISK_BS_GRID_F64, cfg, &args)?;
+        out.copy_to_host(&mut total, cuda.stream())?;
         Ok(total)
     }
 }

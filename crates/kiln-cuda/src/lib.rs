@@ -99,6 +99,17 @@ pub mod ops {
         Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear, NdimageLinearData,
         SeparableFilter, SplineFilter1d,
     };
+
+    // Finance.
+    pub use crate::launch_american::PriceAmerican;
+    pub use crate::launch_basket::{BasketBlockSums, BasketSamples, PriceBasket};
+    pub use crate::launch_finance::{
+        FinanceSelftest, FinanceSqrtCheck, McBlockRangeSums, McBlockSums, McProbeTotals, PriceMc,
+    };
+    pub use crate::launch_finance_qmc::QmcSelftest;
+    pub use crate::launch_heston::{HestonBlockSums, HestonStepSelftest, PriceHeston};
+    pub use crate::launch_implied::{ImpliedVolBook, SolveImpliedVol};
+    pub use crate::launch_risk::RiskBsGrid;
 }
 #[doc(hidden)]
 pub use launch_basket::basket_param_arrays;

@@ -119,70 +119,71 @@ impl McRun {
     }
 }
 
-impl CudaBackend {
-    /// The run's totals, 7 f64 per (option, replicate), option-major: for each chunk,
-    /// `blocks(row0, rows, first_block, count, out)` launches the engine's block kernel on
-    /// parameter rows `row0 .. row0 + rows` and blocks `first_block .. first_block + count`
-    /// of each (item order into `out`), then `mc_combine_f64` adds them onto the totals.
-    pub(crate) fn mc_chunked_totals(
-        &self,
-        run: McRun,
+impl McRun {
+    /// The run's totals on `cuda`, 7 f64 per (option, replicate), option-major: for each
+    /// chunk, `blocks(row0, rows, first_block, count, out)` launches the engine's block
+    /// kernel on parameter rows `row0 .. row0 + rows` and blocks `first_block ..
+    /// first_block + count` of each (item order into `out`), then `mc_combine_f64` adds
+    /// them onto the totals.
+    pub(crate) fn totals(
+        self,
+        cuda: &CudaBackend,
         mut blocks: impl FnMut(u64, u64, u64, u64, &mut DeviceBuffer<f64>) -> Result<()>,
     ) -> Result<Vec<f64>> {
-        if run.max_items == 0 {
+        if self.max_items == 0 {
             return Err(Error::invalid("monte carlo", "max_items = 0; it must be >= 1"));
         }
-        let (n, r) = (run.options, run.replicates);
-        run.per.checked_mul(r).ok_or_else(|| too_many(u64::MAX))?;
+        let (n, r) = (self.options, self.replicates);
+        self.per.checked_mul(r).ok_or_else(|| too_many(u64::MAX))?;
         let rows = n.checked_mul(r).ok_or_else(|| too_many(u64::MAX))?;
-        let cap = run.block_capacity();
+        let cap = self.block_capacity();
         let tlen = usize::try_from(rows).map_err(|_| too_many(rows))? * SUMS;
-        let totals = self.upload_slice(&vec![0.0f64; tlen])?;
-        let mut out = self.alloc::<f64>(usize::try_from(cap).map_err(|_| too_many(cap))? * SUMS)?;
-        run.for_each_chunk(|c| {
+        let totals = cuda.upload_slice(&vec![0.0f64; tlen])?;
+        let mut out = cuda.alloc::<f64>(usize::try_from(cap).map_err(|_| too_many(cap))? * SUMS)?;
+        self.for_each_chunk(|c| {
             blocks(c.row0, c.rows, c.first_block, c.count, &mut out)?;
-            self.mc_combine(&out, c.total_rows, c.per_row, &totals, c.total_row0)
+            combine(cuda, &out, c.total_rows, c.per_row, &totals, c.total_row0)
         })?;
         let mut host = vec![0.0f64; tlen];
-        totals.copy_to_host(&mut host, self.stream())?;
+        totals.copy_to_host(&mut host, cuda.stream())?;
         Ok(host)
     }
+}
 
-    /// `totals[row0 + i] += blocks[i * nb .. (i + 1) * nb]` in block order, `i < rows` (7
-    /// sums a row), through `mc_combine_f64`.
-    fn mc_combine(
-        &self,
-        blocks: &DeviceBuffer<f64>,
-        rows: u64,
-        nb: u64,
-        totals: &DeviceBuffer<f64>,
-        row0: u64,
-    ) -> Result<()> {
-        let need_b = rows * nb * SUMS as u64;
-        let need_t = (row0 + rows) * SUMS as u64;
-        if need_b > blocks.len() as u64 || need_t > totals.len() as u64 {
-            return Err(Error::invalid(
-                "mc_combine_f64",
-                format!("{rows} rows of {nb} blocks from row {row0} exceed the buffers"),
-            ));
-        }
-        let n_rows = u32::try_from(rows).map_err(|_| too_many(rows))?;
-        let threads = 256u32;
-        let cfg = LaunchConfig {
-            grid_dim: ((rows * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // Sizes: `blocks` holds at least rows * nb * 7 f64 and `totals` rows row0 .. row0 +
-        // rows (both checked above).
-        let args = [
-            Arg::buf(blocks),
-            n_rows.into(),
-            nb.into(),
-            Arg::buf_at(totals, row0 * SUMS as u64),
-        ];
-        self.launch(Kernel::MC_COMBINE_F64, cfg, &args)
+/// `totals[row0 + i] += blocks[i * nb .. (i + 1) * nb]` in block order, `i < rows` (7 sums a
+/// row), through `mc_combine_f64` on `cuda`.
+fn combine(
+    cuda: &CudaBackend,
+    blocks: &DeviceBuffer<f64>,
+    rows: u64,
+    nb: u64,
+    totals: &DeviceBuffer<f64>,
+    row0: u64,
+) -> Result<()> {
+    let need_b = rows * nb * SUMS as u64;
+    let need_t = (row0 + rows) * SUMS as u64;
+    if need_b > blocks.len() as u64 || need_t > totals.len() as u64 {
+        return Err(Error::invalid(
+            "mc_combine_f64",
+            format!("{rows} rows of {nb} blocks from row {row0} exceed the buffers"),
+        ));
     }
+    let n_rows = u32::try_from(rows).map_err(|_| too_many(rows))?;
+    let threads = 256u32;
+    let cfg = LaunchConfig {
+        grid_dim: ((rows * SUMS as u64).div_ceil(u64::from(threads)) as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // Sizes: `blocks` holds at least rows * nb * 7 f64 and `totals` rows row0 .. row0 +
+    // rows (both checked above).
+    let args = [
+        Arg::buf(blocks),
+        n_rows.into(),
+        nb.into(),
+        Arg::buf_at(totals, row0 * SUMS as u64),
+    ];
+    cuda.launch(Kernel::MC_COMBINE_F64, cfg, &args)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! for users: the ops are on [`Runtime`](crate::Runtime) and [`Tensor`](crate::Tensor).
 
 /// The Monte Carlo launch cut to its Philox words or normals, to cost each part of a path
-/// step ([`CudaBackend::mc_probe_gpu`](crate::device::CudaBackend::mc_probe_gpu)).
+/// step (the [`McProbeTotals`](crate::device::ops::McProbeTotals) op).
 pub use kiln_cuda::McProbe;
 
 /// The CPU engines, kiln's numerical reference, without a runtime.

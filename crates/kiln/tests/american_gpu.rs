@@ -3,6 +3,7 @@
 //! runtime. Skips with a reason where no GPU is usable (fails with KILN_REQUIRE_GPU=1).
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::PriceAmerican;
 use kiln::finance::american::{american_binomial, AmericanSpec};
 use kiln_core::finance::{McParams, OptionType};
 use kiln_cpu::finance as cpu;
@@ -58,7 +59,13 @@ fn gpu_lsm_is_bitwise_the_cpus() {
                 ..McParams::default()
             };
             let option = i as u32 * 3;
-            let g = gpu.price_american_gpu(s, &mc, option).unwrap();
+            let g = gpu
+                .run(PriceAmerican {
+                    spec: s,
+                    mc: &mc,
+                    option,
+                })
+                .unwrap();
             let c = cpu::price_american(s, &mc, option).unwrap();
             same_bits(
                 &g,

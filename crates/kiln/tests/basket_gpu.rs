@@ -6,6 +6,7 @@
 //! (fails with KILN_REQUIRE_GPU=1).
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::{BasketBlockSums, BasketSamples, PriceBasket};
 use kiln::finance::Method;
 use kiln_core::finance::basket::{basket_sample, BasketAsset, BasketAverage, BasketPathParams, BasketSpec};
 use kiln_core::finance::{McParams, OptionType};
@@ -91,7 +92,15 @@ fn gpu_basket_samples_are_kiln_cores_bit_for_bit() {
         for (i, s) in specs().iter().enumerate() {
             let pp = BasketPathParams::new(s, &mc).unwrap();
             let first = 1000 * i as u32;
-            let got = gpu.basket_samples_gpu(s, &mc, 9 + i as u32, first, 4099).unwrap();
+            let got = gpu
+                .run(BasketSamples {
+                    spec: s,
+                    mc: &mc,
+                    option: 9 + i as u32,
+                    first_sample: first,
+                    count: 4099,
+                })
+                .unwrap();
             for (k, g) in got.iter().enumerate() {
                 let (y, c) = basket_sample(&pp, 9 + i as u32, first + k as u32);
                 assert_eq!(
@@ -139,7 +148,7 @@ fn gpu_basket_prices_are_bitwise_the_cpus() {
                 max_items,
                 first_option: 0,
             };
-            let got = gpu.price_basket_gpu_with(&specs, &mc, &opts).unwrap();
+            let got = gpu.run(PriceBasket::with(&specs, &mc, &opts)).unwrap();
             for (i, (g, c)) in got.iter().zip(&want).enumerate() {
                 let (g, c) = (g.as_ref().unwrap(), c.as_ref().unwrap());
                 let what = format!(
@@ -159,7 +168,13 @@ fn gpu_basket_prices_are_bitwise_the_cpus() {
             }
         }
         // the block sums too (N = 17), and through the facade with a stream offset
-        let gb = gpu.basket_block_sums_gpu(&specs[6], &mc, 6).unwrap();
+        let gb = gpu
+            .run(BasketBlockSums {
+                spec: &specs[6],
+                mc: &mc,
+                option: 6,
+            })
+            .unwrap();
         let cb = cpu::simulate_basket_blocks(&specs[6], &mc, 6, 0..cpu::block_count(&mc)).unwrap();
         assert_eq!(gb, cb);
         let f = rt.price_basket_batch(&specs[4..], &mc, Method::MonteCarlo, 4);
@@ -178,7 +193,7 @@ fn gpu_basket_prices_are_bitwise_the_cpus() {
         paths: 1024,
         ..McParams::default()
     };
-    let got = gpu.price_basket_gpu(&bad, &mc).unwrap();
+    let got = gpu.run(PriceBasket::new(&bad, &mc)).unwrap();
     assert!(got[2].as_ref().unwrap_err().to_string().contains("[-1, 1]"));
     assert!(got[1].is_ok() && got[3].is_ok());
 }
@@ -269,7 +284,7 @@ fn gpu_runtime_prices_spreads_and_rainbows_on_the_cpu_engine() {
         assert_eq!(g.std_error.to_bits(), w.std_error.to_bits(), "option {i}");
     }
     let gpu = rt.cuda().unwrap();
-    let e = gpu.price_basket_gpu(&[spread, rainbow], &mc).unwrap();
+    let e = gpu.run(PriceBasket::new(&[spread, rainbow], &mc)).unwrap();
     let msg = |i: usize| e[i].as_ref().unwrap_err().to_string();
     assert!(
         msg(0).contains("asset `A1`: weight = -") && msg(0).contains("CPU"),

@@ -3,7 +3,7 @@
 //! `--ignored --nocapture`; prints one JSON line per measurement (`BENCH {...}`).
 #![allow(clippy::unwrap_used)]
 
-use kiln::device::ops::{Filter2d, Filter3d, Map, MapLaunchProbe, SeparableFilter, Transpose};
+use kiln::device::ops::{Filter2d, Filter3d, Map, MapLaunchProbe, PriceMc, SeparableFilter, Transpose};
 use kiln::device::CudaBackend;
 use kiln::{testing, Runtime};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
@@ -221,7 +221,7 @@ fn bench_monte_carlo() {
         };
         let mut last = None;
         let ms = time(b, 5, || {
-            last = Some(b.price_mc_gpu(std::slice::from_ref(&spec), &mc)?.remove(0)?);
+            last = Some(b.run(PriceMc::new(std::slice::from_ref(&spec), &mc))?.remove(0)?);
             Ok(())
         });
         let r = last.unwrap();
@@ -266,7 +266,11 @@ fn bench_monte_carlo() {
     };
     let mut n_ok = 0;
     let ms = time(b, 3, || {
-        n_ok = b.price_mc_gpu(&specs, &mc)?.iter().filter(|r| r.is_ok()).count();
+        n_ok = b
+            .run(PriceMc::new(&specs, &mc))?
+            .iter()
+            .filter(|r| r.is_ok())
+            .count();
         Ok(())
     });
     assert_eq!(n_ok, specs.len());

@@ -4,6 +4,7 @@
 //! with KILN_REQUIRE_GPU=1).
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::{FinanceSelftest, FinanceSqrtCheck, McBlockSums, PriceMc};
 use kiln::finance::Method;
 use kiln::Runtime;
 use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
@@ -60,7 +61,7 @@ fn gpu_math_and_philox_are_bitwise_the_cpus() {
     }
     let x: Vec<f32> = w.iter().map(|&v| (uniform_f32(v) - 0.5) * 200.0).collect();
     let key = key_from_seed(0x0123_4567_89ab_cdef);
-    let (out, ph) = gpu.finance_selftest_gpu(&w, &x, key).unwrap();
+    let (out, ph) = gpu.run(FinanceSelftest { w: &w, x: &x, key }).unwrap();
     let mut bad = Vec::new();
     let mut worst_fast = 0.0f64;
     for (i, &wi) in w.iter().enumerate() {
@@ -127,7 +128,7 @@ fn sqrt_fast_path_is_correctly_rounded() {
     let step = if kiln::testing::under_sanitizer() { 8 } else { 1 };
     let mut checked = 0u64;
     for first in (lo..hi).step_by((binade * step) as usize) {
-        let (bad, example) = gpu.finance_sqrt_check_gpu(first, binade).unwrap();
+        let (bad, example) = gpu.run(FinanceSqrtCheck { first, count: binade }).unwrap();
         assert_eq!(
             bad,
             0,
@@ -167,7 +168,7 @@ fn gpu_fast_math_prices_agree_with_the_exact_cpu_engine() {
             fast_math: false,
             ..fast
         };
-        let g = gpu.price_mc_gpu(&specs, &fast).unwrap();
+        let g = gpu.run(PriceMc::new(&specs, &fast)).unwrap();
         let c = cpu::price_portfolio(&specs, &cpu_run);
         for (i, (g, c)) in g.iter().zip(&c).enumerate() {
             let (g, c) = (g.as_ref().unwrap(), c.as_ref().unwrap());
@@ -204,7 +205,7 @@ fn gpu_fast_math_prices_agree_with_the_exact_cpu_engine() {
             max_items: 7,
             first_option: 0,
         };
-        let part = gpu.price_mc_gpu_with(&specs, &fast, &opts).unwrap();
+        let part = gpu.run(PriceMc::with(&specs, &fast, &opts)).unwrap();
         for (a, b) in part.iter().zip(&g) {
             same_bits(a.as_ref().unwrap(), b.as_ref().unwrap(), "fast_math, max_items 7");
         }
@@ -226,7 +227,13 @@ fn gpu_block_sums_are_bitwise_the_cpus_for_every_style() {
         for (i, spec) in every_style().iter().enumerate() {
             let nb = cpu::block_count(&mc);
             let want = cpu::simulate_blocks(spec, &mc, i as u32, 0..nb).unwrap();
-            let got = gpu.mc_block_sums_gpu(spec, &mc, i as u32).unwrap();
+            let got = gpu
+                .run(McBlockSums {
+                    spec,
+                    mc: &mc,
+                    option: i as u32,
+                })
+                .unwrap();
             assert_eq!(got.len(), want.len());
             for (b, (g, c)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(
@@ -293,13 +300,13 @@ fn gpu_chunk_size_does_not_change_a_bit() {
         paths: 9 * 1024 + 5,
         ..runs()[1]
     };
-    let whole = gpu.price_mc_gpu(&specs, &mc).unwrap();
+    let whole = gpu.run(PriceMc::new(&specs, &mc)).unwrap();
     for max_items in [1u64, 2, 7, 10, 64] {
         let opts = GpuMcOptions {
             max_items,
             first_option: 0,
         };
-        let part = gpu.price_mc_gpu_with(&specs, &mc, &opts).unwrap();
+        let part = gpu.run(PriceMc::with(&specs, &mc, &opts)).unwrap();
         for (a, b) in part.iter().zip(&whole) {
             same_bits(
                 a.as_ref().unwrap(),

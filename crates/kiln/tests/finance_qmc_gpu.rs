@@ -5,6 +5,7 @@
 //! KILN_REQUIRE_GPU=1).
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::{McBlockSums, PriceMc, QmcSelftest};
 use kiln::finance::{Method, TargetSe};
 use kiln::Runtime;
 use kiln_core::finance::invnorm::inv_norm_f32;
@@ -37,7 +38,7 @@ fn gpu_inverse_normal_and_sobol_points_are_kiln_cores() {
         w.push(x >> (x % 32)); // the lower tail
     }
     let dims = 1000;
-    let (inv, sob) = gpu.qmc_selftest_gpu(&w, dims).unwrap();
+    let (inv, sob) = gpu.run(QmcSelftest { w: &w, dims }).unwrap();
     let v = direction_numbers();
     for (i, &wi) in w.iter().enumerate() {
         let want = inv_norm_f32(uniform_f64(wi)).to_bits();
@@ -78,14 +79,20 @@ fn gpu_sobol_prices_are_bitwise_the_cpus_for_every_style_and_chunking() {
                 max_items,
                 first_option: 0,
             };
-            let g = gpu.price_mc_gpu_with(&specs, &mc, &opts).unwrap();
+            let g = gpu.run(PriceMc::with(&specs, &mc, &opts)).unwrap();
             for (i, (a, b)) in g.iter().zip(&cpu_book).enumerate() {
                 let what = format!("{:?} anti {anti} cv {cv} max_items {max_items}", specs[i].style);
                 same_bits(a.as_ref().unwrap(), b.as_ref().unwrap(), &what);
             }
         }
         // block sums too
-        let gb = gpu.mc_block_sums_gpu(&specs[1], &mc, 0).unwrap();
+        let gb = gpu
+            .run(McBlockSums {
+                spec: &specs[1],
+                mc: &mc,
+                option: 0,
+            })
+            .unwrap();
         let cb = cpu::simulate_blocks(&specs[1], &mc, 0, 0..cpu::block_count(&mc)).unwrap();
         assert_eq!(gb, cb);
     }

@@ -5,6 +5,7 @@
 //! with KILN_REQUIRE_GPU=1).
 #![allow(clippy::unwrap_used)]
 
+use kiln::device::ops::{HestonBlockSums, HestonStepSelftest, PriceHeston};
 use kiln_core::finance::heston::{heston_words, qe_step, HestonParams, HestonPathParams, HestonSpec};
 use kiln_core::finance::{McParams, OptionSpec, OptionType, Style};
 use kiln_cpu::finance as cpu;
@@ -92,7 +93,15 @@ fn gpu_qe_step_is_kiln_cores_bit_for_bit() {
             x.push(((r >> 8) & 0xffff) as f32 / 32768.0 - 1.0);
             w.push(r as u32);
         }
-        let out = gpu.heston_step_selftest_gpu(&s, &mc, &v, &x, &w).unwrap();
+        let out = gpu
+            .run(HestonStepSelftest {
+                spec: &s,
+                mc: &mc,
+                v: &v,
+                x: &x,
+                w: &w,
+            })
+            .unwrap();
         for i in 0..n {
             let words = heston_words(pp.key, 7, w[i], i as u32);
             let (vn, xn) = qe_step(&pp.qe, v[i], x[i], words);
@@ -149,7 +158,7 @@ fn gpu_heston_prices_are_bitwise_the_cpus() {
                 max_items,
                 first_option: 0,
             };
-            let got = gpu.price_heston_gpu_with(&specs, &mc, &opts).unwrap();
+            let got = gpu.run(PriceHeston::with(&specs, &mc, &opts)).unwrap();
             for (i, (g, c)) in got.iter().zip(&want).enumerate() {
                 let (g, c) = (g.as_ref().unwrap(), c.as_ref().unwrap());
                 let what = format!(
@@ -168,7 +177,13 @@ fn gpu_heston_prices_are_bitwise_the_cpus() {
             }
         }
         // the block sums too, and through the facade
-        let gb = gpu.heston_block_sums_gpu(&specs[3], &mc, 3).unwrap();
+        let gb = gpu
+            .run(HestonBlockSums {
+                spec: &specs[3],
+                mc: &mc,
+                option: 3,
+            })
+            .unwrap();
         let cb = cpu::simulate_heston_blocks(&specs[3], &mc, 3, 0..cpu::block_count(&mc)).unwrap();
         assert_eq!(gb, cb);
         let f = rt.price_heston(&specs, &mc);
@@ -187,7 +202,7 @@ fn gpu_heston_prices_are_bitwise_the_cpus() {
         steps: 4,
         ..McParams::default()
     };
-    let got = gpu.price_heston_gpu(&bad, &mc).unwrap();
+    let got = gpu.run(PriceHeston::new(&bad, &mc)).unwrap();
     assert!(got[1].as_ref().unwrap_err().to_string().contains("kappa"));
     assert!(got[0].is_ok() && got[2].is_ok());
 }

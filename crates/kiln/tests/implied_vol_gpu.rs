@@ -18,8 +18,10 @@
 
 use std::time::Instant;
 
+use kiln::device::ops::{ImpliedVolBook, SolveImpliedVol};
 use kiln::Runtime;
 use kiln_core::finance::implied::{black, implied_volatility_book, sample, NoVolatility, Quote};
+use kiln_cuda::DeviceQuotes;
 
 /// Black vega of the discounted price in the quote's units, per unit of volatility.
 fn vega(q: &Quote, sigma: f64) -> f64 {
@@ -189,7 +191,10 @@ fn gpu_book_matches_the_cpu_solver_on_a_million_quotes() {
     let chunked = rt
         .cuda()
         .unwrap()
-        .implied_volatility_book_gpu_chunked(part, 4099)
+        .run(ImpliedVolBook {
+            quotes: part,
+            chunk: 4099,
+        })
         .unwrap();
     assert_eq!(format!("{chunked:?}"), format!("{:?}", &gpu[..part.len()]));
     assert!(rt.implied_volatility_book(&[]).unwrap().is_empty());
@@ -212,13 +217,13 @@ fn gpu_book_rate() {
     let gpu = rt.cuda().unwrap();
     let (quotes, _) = sample::random_book(1 << 22, 7);
     let n = quotes.len() as f64;
-    let mut resident = gpu.upload_quotes(&quotes).unwrap();
-    gpu.solve_implied_vol(&mut resident).unwrap();
+    let mut resident = DeviceQuotes::upload(gpu, &quotes).unwrap();
+    gpu.run(SolveImpliedVol { book: &mut resident }).unwrap();
     gpu.synchronize().unwrap();
     let device: Vec<f64> = (0..5)
         .map(|_| {
             let t = Instant::now();
-            gpu.solve_implied_vol(&mut resident).unwrap();
+            gpu.run(SolveImpliedVol { book: &mut resident }).unwrap();
             gpu.synchronize().unwrap();
             t.elapsed().as_secs_f64()
         })

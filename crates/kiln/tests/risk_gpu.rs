@@ -12,8 +12,9 @@
 
 use std::time::Instant;
 
+use kiln::device::ops::PriceMc;
 use kiln::finance::risk::{Position, RiskParams, RiskReport, Valuation};
-use kiln::finance::{AmericanSpec, BookOption, Method};
+use kiln::finance::{AmericanSpec, BookOption, McStreams, Method};
 use kiln::Runtime;
 use kiln_core::finance::basket::{BasketAsset, BasketAverage, BasketSpec};
 use kiln_core::finance::risk::{Scenario, ScenarioSet, Shock, SpotShift, ALL_UNDERLYINGS};
@@ -693,6 +694,11 @@ fn gpu_stream_arrays_are_the_cpu_engines_at_each_stream() {
         1.0,
     )];
     assert!(gpu
-        .price_mc_gpu_streams(&specs, &philox, &[1, 2], 1 << 20)
+        .run(PriceMc {
+            specs: &specs,
+            mc: &philox,
+            streams: McStreams::Each(&[1, 2]),
+            max_items: 1 << 20
+        })
         .is_err());
 }

@@ -6,9 +6,9 @@
 //!
 //! Every option of a kind goes to the runtime's finance engine ([`Runtime::finance_backend`])
 //! in one call with its stream per option (`McStreams::Each`), wherever it sits in the book:
-//! on a GPU, the Black-Scholes styles (one launch per style, kiln-cuda's
-//! `price_mc_gpu_streams`), Heston (`price_heston_gpu_streams`) and the baskets the kernel
-//! takes (`price_basket_gpu_streams`) each in as few launches as their block sums allow; the
+//! on a GPU, the Black-Scholes styles (one launch per style, kiln-cuda's `PriceMc` op),
+//! Heston (`PriceHeston`) and the baskets the kernel takes (`PriceBasket`) each in as few
+//! launches as their block sums allow; the
 //! baskets it refuses (spreads, rainbows, Sobol runs) on the CPU engine, in parallel over
 //! the options, while the GPU runs the rest; American options by Longstaff-Schwartz one
 //! option a call (the regression of each exercise date needs the whole path matrix of its
