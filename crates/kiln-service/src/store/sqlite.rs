@@ -24,7 +24,7 @@ use rows::{
     JOB_COLS,
 };
 use rusqlite::{params, Connection, OptionalExtension};
-use schema::{INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3, TO_V4};
+use schema::{DROPPED_INDEXES, INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3, TO_V4};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -146,6 +146,7 @@ impl SqliteStore {
         }
         w.execute_batch(INDEXES_V2).map_err(err)?;
         w.execute_batch(INDEXES_V3).map_err(err)?;
+        w.execute_batch(DROPPED_INDEXES).map_err(err)?;
         let r = open(&path, synchronous_full)?;
         let point = open(&path, synchronous_full)?;
         point.busy_timeout(Duration::ZERO).map_err(err)?;
@@ -261,14 +262,23 @@ fn claim_jobs(
     key: Option<&str>,
     max: usize,
 ) -> rusqlite::Result<Vec<ClaimedJob>> {
-    let mut st = c.prepare_cached(
+    // Two statements: with a key the claim walks `jobs_key_priority` in its order and stops
+    // at the limit; `?5 IS NULL OR batch_key = ?5` would read and sort every queued job.
+    let mut st = c.prepare_cached(if key.is_some() {
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
          lease_owner = ?2, lease_until_ms = ?3 \
-         WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
-           AND (?5 IS NULL OR batch_key = ?5) ORDER BY priority DESC, seq LIMIT ?6) \
+         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
+           AND batch_key = ?5 ORDER BY priority DESC, seq LIMIT ?6) \
          RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-           queue_until_ms, parent, priority, seq",
-    )?;
+           queue_until_ms, parent, priority, seq"
+    } else {
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
+         lease_owner = ?2, lease_until_ms = ?3 \
+         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
+           AND ?5 IS NULL ORDER BY priority DESC, seq LIMIT ?6) \
+         RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
+           queue_until_ms, parent, priority, seq"
+    })?;
     let mut jobs: Vec<((i64, i64), ClaimedJob)> = st
         .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
             Ok(((-r.get::<_, i64>(10)?, r.get::<_, i64>(11)?), claimed_job(r)?))
@@ -369,16 +379,12 @@ impl JobStore for SqliteStore {
             let Some(seq) = fair_head(c, gpu, max_workers_per_token)? else {
                 return Ok(None);
             };
-            let (batch_key, created_ms): (String, i64) = c.query_row(
-                "SELECT batch_key, created_ms FROM jobs WHERE seq = ?1",
-                [seq],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-            let same_key: i64 = c.query_row(
-                "SELECT count(*) FROM jobs WHERE state = 'queued' AND batch_key = ?1",
-                [&batch_key],
-                |r| r.get(0),
-            )?;
+            let (batch_key, created_ms): (String, i64) = c
+                .prepare_cached("SELECT batch_key, created_ms FROM jobs WHERE seq = ?1")?
+                .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let same_key: i64 = c
+                .prepare_cached("SELECT count(*) FROM jobs WHERE state = 'queued' AND batch_key = ?1")?
+                .query_row([&batch_key], |r| r.get(0))?;
             Ok(Some(QueueHead {
                 batch_key,
                 created_ms,
