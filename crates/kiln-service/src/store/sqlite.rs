@@ -88,6 +88,11 @@ impl SqliteStore {
                 .map_err(|e| StoreError::new(format!("{}: {e}", path.display())))?;
         }
         let w = open(&path, synchronous_full)?;
+        // The writer runs each op of a group in a savepoint, and SQLite keeps the pages a
+        // savepoint changes in a sub-journal, a temporary file once it passes 64 KiB (a
+        // write call per page, the file opened and unlinked per transaction). In memory it
+        // is a copy: the sub-journal only ever undoes a failed op, durability is the WAL's.
+        w.pragma_update(None, "temp_store", "MEMORY").map_err(err)?;
         w.execute_batch(SCHEMA).map_err(err)?;
         let v: Option<String> = w
             .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| {
