@@ -106,12 +106,14 @@ impl Hub {
         }
     }
 
-    /// Jobs were queued: wake idle workers. Work any worker may claim (`gpu_only` false)
-    /// wakes one idle worker (or the next to look, if none waits): waking every idle worker
-    /// for each job costs each of them a look at the queue, and all but one find nothing.
-    /// GPU-only work wakes all of them, as a CPU worker woken for it could not claim it.
-    pub fn queued(&self, gpu_only: bool) {
-        if gpu_only {
+    /// `jobs` jobs were queued: wake idle workers. One job any worker may claim
+    /// (`gpu_only` false) wakes one idle worker (or the next to look, if none waits):
+    /// waking every idle worker for each job costs each of them a look at the queue, and
+    /// all but one find nothing. More jobs (a batch, a sharded book's shards) wake every
+    /// idle worker, as they may keep several busy; so does GPU-only work, as a CPU worker
+    /// woken for it could not claim it.
+    pub fn queued(&self, jobs: usize, gpu_only: bool) {
+        if gpu_only || jobs > 1 {
             self.wake.notify_waiters();
         } else {
             self.wake.notify_one();
@@ -207,5 +209,47 @@ mod tests {
         h.finished("x", "a");
         h.admit("c", 2, 3).unwrap();
         assert_eq!(h.in_flight(), 3);
+    }
+
+    /// How many of `waiters` idle workers `wake` wakes.
+    fn woken(waiters: usize, wake: impl FnOnce(&Hub)) -> usize {
+        use std::future::Future;
+        let h = Hub::default();
+        let mut idle: Vec<_> = (0..waiters).map(|_| Box::pin(h.wake.notified())).collect();
+        for n in &mut idle {
+            n.as_mut().enable();
+        }
+        wake(&h);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        idle.iter_mut()
+            .map(|n| n.as_mut().poll(&mut cx).is_ready())
+            .filter(|&ready| ready)
+            .count()
+    }
+
+    #[test]
+    fn one_job_wakes_one_idle_worker_and_more_wake_all() {
+        assert_eq!(woken(3, |h| h.queued(1, false)), 1);
+        assert_eq!(
+            woken(3, |h| h.queued(2, false)),
+            3,
+            "a batch may keep several busy"
+        );
+        assert_eq!(
+            woken(3, |h| h.queued(1, true)),
+            3,
+            "GPU-only: a CPU worker cannot claim it"
+        );
+    }
+
+    #[test]
+    fn an_end_reported_before_the_wait_is_seen_without_a_wake_up() {
+        let h = Arc::new(Hub::default());
+        let w = h.watch("j_1");
+        assert!(!w.notify.ended());
+        h.finished("j_1", "a");
+        assert!(w.notify.ended(), "a watch begun before the end sees it");
+        let other = h.watch("j_2");
+        assert!(!other.notify.ended());
     }
 }

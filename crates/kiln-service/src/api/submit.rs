@@ -284,6 +284,7 @@ pub async fn submit(
     let new_id = made.0.id.clone();
     let watch = (wait > 0.0).then(|| st.hub.watch(&new_id));
     let gpu_only = made.0.needs_gpu;
+    let queued = made.1.as_ref().map_or(1, |(_, shards)| shards.len());
     let stored = match made {
         (_, Some((parent, shards))) => {
             let n = shards.len();
@@ -305,7 +306,7 @@ pub async fn submit(
     let (job, created) = match inserted {
         Inserted::Created(job) => {
             st.metrics.submitted(&job.kind);
-            st.hub.queued(gpu_only);
+            st.hub.queued(queued, gpu_only);
             (job, true)
         }
         Inserted::Existing { job, same_request } => {
@@ -520,7 +521,8 @@ pub async fn submit_batch(
     }
     st.hub.release_many(&p.name, n as u64 - created);
     let status = if created > 0 {
-        st.hub.queued(checked.iter().any(|v| v.needs_gpu));
+        st.hub
+            .queued(created as usize, checked.iter().any(|v| v.needs_gpu));
         StatusCode::ACCEPTED
     } else {
         StatusCode::OK
