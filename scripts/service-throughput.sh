@@ -7,6 +7,9 @@
 # a table; docs/performance.md quotes its runs.
 #
 #   KILN=target/release/kiln SECS=10 CLIENTS=32 WORKERS=4 bash scripts/service-throughput.sh [OUT.jsonl]
+#
+# ROWS picks configurations (default all four): `on` and `off` (one job a request, batching
+# on / off), `b100` and `b1000` (the batch endpoint), e.g. ROWS="on b100".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN=${KILN:-target/release/kiln}
@@ -14,12 +17,14 @@ SECS=${SECS:-10}
 cores=$(nproc)
 CLIENTS=${CLIENTS:-$((2 * cores))}
 WORKERS=${WORKERS:-$(( cores / 4 > 2 ? cores / 4 : 2 ))}
+ROWS=${ROWS:-on off b100 b1000}
 out=${1:-/dev/null}
 : > "$out"
 port=18480
-run() { # name batching load-args...
-  local name=$1 batching=$2
-  shift 2
+run() { # row name batching load-args...
+  local row=$1 name=$2 batching=$3
+  shift 3
+  case " $ROWS " in *" $row "*) ;; *) return 0 ;; esac
   local dir
   dir=$(mktemp -d)
   port=$((port + 1))
@@ -40,7 +45,7 @@ run() { # name batching load-args...
   python3 -c 'import json,sys; d=json.loads(sys.argv[2]); d["config"]=sys.argv[1]; d["host_cores"]=int(sys.argv[3]); d["workers"]=int(sys.argv[4]); print(json.dumps(d))' \
     "$name" "$r" "$cores" "$WORKERS" | tee -a "$out"
 }
-run "single, batching on" on --clients "$CLIENTS"
-run "single, batching off" off --clients "$CLIENTS"
-run "batch 100" on --clients 8 --batch 100
-run "batch 1000" on --clients 8 --batch 1000
+run on "single, batching on" on --clients "$CLIENTS"
+run off "single, batching off" off --clients "$CLIENTS"
+run b100 "batch 100" on --clients 8 --batch 100
+run b1000 "batch 1000" on --clients 8 --batch 1000

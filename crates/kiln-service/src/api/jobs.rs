@@ -32,15 +32,32 @@ pub(super) fn view(st: &super::AppState, job: JobRecord, status: StatusCode) -> 
 /// Wait until the job is terminal or `secs` pass; the job as it then is.
 pub(super) async fn wait_for(st: &super::AppState, id: &str, secs: f64) -> Result<JobRecord, ApiError> {
     let w = st.hub.watch(id);
+    wait_watched(st, &w, id, secs, None).await
+}
+
+/// [`wait_for`] with the watch `w` of job `id` already registered and, in `job`, the job as
+/// it was after the watch began (a submission's own insert), if known: the store is read
+/// only once the job is reported ended, on a half-second safety look, or at the end of
+/// the wait, never to learn that it is still queued.
+pub(super) async fn wait_watched(
+    st: &super::AppState,
+    w: &crate::hub::Watch,
+    id: &str,
+    secs: f64,
+    mut job: Option<JobRecord>,
+) -> Result<JobRecord, ApiError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(secs.max(0.0));
     loop {
         let n = w.notify.notified();
         tokio::pin!(n);
         n.as_mut().enable();
-        let job = st.store.get(id).await?.ok_or_else(|| ApiError::NotFound {
-            what: "job",
-            id: id.to_string(),
-        })?;
+        let job = match job.take().filter(|_| !w.notify.ended()) {
+            Some(j) => j,
+            None => st.store.get(id).await?.ok_or_else(|| ApiError::NotFound {
+                what: "job",
+                id: id.to_string(),
+            })?,
+        };
         if job.state.is_terminal() || tokio::time::Instant::now() >= deadline {
             return Ok(job);
         }

@@ -5,7 +5,7 @@
 //! of params and inputs (on a blocking thread: blob headers are read), admission against
 //! the token's and the server's in-flight limits (429s), then the store.
 
-use super::jobs::{answer, ms, query, view, wait_for};
+use super::jobs::{answer, ms, query, view, wait_for, wait_watched};
 use super::types::{BatchResponse, JobView, SubmitRequest, WaitQuery, PRIORITIES};
 use super::{read_body, AppState, St};
 use crate::auth::Principal;
@@ -121,7 +121,7 @@ fn precheck(st: &AppState, p: &Principal, req: &SubmitRequest) -> Result<(), Api
 
 /// Validate one job's params and inputs (a blocking call: blob headers are read), and
 /// refuse a GPU-only job no worker could ever claim.
-fn validate(st: &AppState, req: &SubmitRequest, lookup: &Blobs) -> Result<Validated, ApiError> {
+fn validate(st: &AppState, req: &SubmitRequest, lookup: &dyn BlobLookup) -> Result<Validated, ApiError> {
     let v = task::validate(
         &req.kind,
         &req.params,
@@ -259,29 +259,32 @@ pub async fn submit(
         .map_err(|e| ApiError::MalformedRequest(format!("the body is not a valid job request: {e}")))?;
     precheck(&st, &p, &req)?;
     let idem = idempotency_key(&headers)?;
-    let lookup = blobs(&st, &p);
-    let (st2, req) = (st.clone(), Arc::new(req));
-    let req2 = req.clone();
     let hash = hex::encode(Sha256::digest(&bytes));
-    let (p2, idem2) = (p.clone(), idem.clone());
-    // validation, and for a large book its shards' tasks (crate::shard), off the runtime
-    let made = tokio::task::spawn_blocking(move || {
-        let v = validate(&st2, &req2, &lookup)?;
-        let new = new_job(&st2, &p2, &req2, &v, idem2, hash, now_ms())?;
-        let shards = match (
-            &req2.queue_timeout_s,
-            crate::shard::plan(&st2.cfg.sharding, &v.task),
-        ) {
-            // a queue timeout is the whole job's: such a job runs unsharded
-            (None, Some(plan)) => Some(shard_jobs(&req2, &p2, new.clone(), plan)?),
-            _ => None,
-        };
-        Ok::<_, ApiError>((new, shards))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let no_blobs = NoBlobs::default();
+    let inline = (bytes.len() <= INLINE_BODY_BYTES)
+        .then(|| make(&st, &p, &req, idem.clone(), hash.clone(), &no_blobs))
+        .filter(|_| !no_blobs.asked.get());
+    let made = match inline {
+        Some(made) => made?,
+        // a large job (validation and a shard plan may take a while), or one naming blobs
+        // (their headers are read from disk): on a blocking thread, off the runtime
+        None => {
+            let lookup = blobs(&st, &p);
+            let (st2, p2, idem2) = (st.clone(), p.clone(), idem.clone());
+            tokio::task::spawn_blocking(move || make(&st2, &p2, &req, idem2, hash, &lookup))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))??
+        }
+    };
     let per_token = p.max_in_flight.unwrap_or(st.cfg.limits.max_in_flight_per_token);
     st.hub.admit(&p.name, per_token, st.cfg.limits.max_queue)?;
+    let wait = q.wait.unwrap_or(0.0).min(st.cfg.limits.max_wait_s as f64);
+    // watched before it is stored: its end cannot pass unseen, so the wait needs no read
+    // of the store to learn that the job just stored is still queued
+    let new_id = made.0.id.clone();
+    let watch = (wait > 0.0).then(|| st.hub.watch(&new_id));
+    let gpu_only = made.0.needs_gpu;
+    let queued = made.1.as_ref().map_or(1, |(_, shards)| shards.len());
     let stored = match made {
         (_, Some((parent, shards))) => {
             let n = shards.len();
@@ -300,11 +303,11 @@ pub async fn submit(
             return Err(e.into());
         }
     };
-    let job = match inserted {
+    let (job, created) = match inserted {
         Inserted::Created(job) => {
             st.metrics.submitted(&job.kind);
-            st.hub.wake.notify_waiters();
-            job
+            st.hub.queued(queued, gpu_only);
+            (job, true)
         }
         Inserted::Existing { job, same_request } => {
             st.hub.release(&p.name);
@@ -314,17 +317,65 @@ pub async fn submit(
                     job: job.id,
                 });
             }
-            job
+            (job, false)
         }
     };
-    let wait = q.wait.unwrap_or(0.0).min(st.cfg.limits.max_wait_s as f64);
     if wait > 0.0 && !job.state.is_terminal() {
-        return Ok(answer(&st, wait_for(&st, &job.id, wait).await?));
+        let done = match watch.filter(|_| created && job.id == new_id) {
+            Some(w) => wait_watched(&st, &w, &new_id, wait, Some(job)).await?,
+            None => wait_for(&st, &job.id, wait).await?,
+        };
+        return Ok(answer(&st, done));
     }
     if job.state.is_terminal() {
         return Ok(view(&st, job, StatusCode::OK));
     }
     Ok(view(&st, job, StatusCode::ACCEPTED))
+}
+
+/// Bodies up to this size are validated in place, on the runtime: a small job's checks
+/// take microseconds, less than the hand-off to a blocking thread and back.
+const INLINE_BODY_BYTES: usize = 16 << 10;
+
+/// The blob lookup of a validation run in place: it reads nothing (a blob's header is a
+/// file read, for a blocking thread) and notes that it was asked, so that the validation
+/// is run again on a blocking thread with [`Blobs`].
+#[derive(Default)]
+struct NoBlobs {
+    asked: std::cell::Cell<bool>,
+}
+
+impl BlobLookup for NoBlobs {
+    fn blob(&self, _id: &str) -> Option<(PathBuf, String)> {
+        self.asked.set(true);
+        None
+    }
+}
+
+/// A job's row, and for a large book its shards' (crate::shard), as [`make`] gives them.
+type Made = Result<(NewJob, Option<(NewJob, Vec<NewJob>)>), ApiError>;
+
+/// Validate a job and make its row, and for a large book its shards'. With a [`NoBlobs`]
+/// lookup that was asked for a blob the answer may be wrong: the caller makes it again.
+fn make(
+    st: &AppState,
+    p: &Principal,
+    req: &SubmitRequest,
+    idem: Option<String>,
+    hash: String,
+    lookup: &dyn BlobLookup,
+) -> Made {
+    let v = validate(st, req, lookup)?;
+    let new = new_job(st, p, req, &v, idem, hash, now_ms())?;
+    let shards = match (
+        &req.queue_timeout_s,
+        crate::shard::plan(&st.cfg.sharding, &v.task),
+    ) {
+        // a queue timeout is the whole job's: such a job runs unsharded
+        (None, Some(plan)) => Some(shard_jobs(req, p, new.clone(), plan)?),
+        _ => None,
+    };
+    Ok((new, shards))
 }
 
 /// `POST /v1/jobs:batch`'s body: `{"jobs": [job, ...]}`, each job as `POST /v1/jobs` takes
@@ -470,7 +521,8 @@ pub async fn submit_batch(
     }
     st.hub.release_many(&p.name, n as u64 - created);
     let status = if created > 0 {
-        st.hub.wake.notify_waiters();
+        st.hub
+            .queued(created as usize, checked.iter().any(|v| v.needs_gpu));
         StatusCode::ACCEPTED
     } else {
         StatusCode::OK

@@ -4,7 +4,10 @@
 //! waiting in its channel (up to [`GROUP`](writer::GROUP)), runs each in a savepoint of one transaction,
 //! commits once, and only then answers the callers. Under load many submissions share one
 //! commit (one fsync with `synchronous = FULL`), and nothing is acknowledged before it is
-//! on disk. Reads use a second connection (WAL readers do not block the writer).
+//! on disk. Reads use a second connection (WAL readers do not block the writer) on a
+//! blocking thread; the hot path's point reads (a job by id, the queue head) use a third
+//! connection in place, on the caller's thread, when it is free and the database is not
+//! busy ([`SqliteStore::point_read`]): a read of microseconds then costs no thread hand-off.
 
 mod finish;
 mod orphans;
@@ -21,7 +24,7 @@ use rows::{
     JOB_COLS,
 };
 use rusqlite::{params, Connection, OptionalExtension};
-use schema::{INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3, TO_V4};
+use schema::{DROPPED_INDEXES, INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3, TO_V4};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -34,6 +37,9 @@ pub struct SqliteStore {
     writer: Mutex<Option<mpsc::Sender<WriteOp>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     reader: Arc<Mutex<Connection>>,
+    /// The connection of [`SqliteStore::point_read`]: no busy timeout (a busy database sends
+    /// the read to `reader` on a blocking thread instead of waiting on the caller's).
+    point: Arc<Mutex<Connection>>,
     /// The one node of an unshared store (the registry lives in memory).
     node: Mutex<Option<NodeRecord>>,
 }
@@ -82,6 +88,11 @@ impl SqliteStore {
                 .map_err(|e| StoreError::new(format!("{}: {e}", path.display())))?;
         }
         let w = open(&path, synchronous_full)?;
+        // The writer runs each op of a group in a savepoint, and SQLite keeps the pages a
+        // savepoint changes in a sub-journal, a temporary file once it passes 64 KiB (a
+        // write call per page, the file opened and unlinked per transaction). In memory it
+        // is a copy: the sub-journal only ever undoes a failed op, durability is the WAL's.
+        w.pragma_update(None, "temp_store", "MEMORY").map_err(err)?;
         w.execute_batch(SCHEMA).map_err(err)?;
         let v: Option<String> = w
             .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| {
@@ -140,7 +151,10 @@ impl SqliteStore {
         }
         w.execute_batch(INDEXES_V2).map_err(err)?;
         w.execute_batch(INDEXES_V3).map_err(err)?;
+        w.execute_batch(DROPPED_INDEXES).map_err(err)?;
         let r = open(&path, synchronous_full)?;
+        let point = open(&path, synchronous_full)?;
+        point.busy_timeout(Duration::ZERO).map_err(err)?;
         let (tx, rx) = mpsc::channel::<WriteOp>();
         let thread = std::thread::Builder::new()
             .name("kiln-store-writer".into())
@@ -150,6 +164,7 @@ impl SqliteStore {
             writer: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             reader: Arc::new(Mutex::new(r)),
+            point: Arc::new(Mutex::new(point)),
             node: Mutex::new(None),
         })
     }
@@ -210,6 +225,35 @@ impl SqliteStore {
             .map_err(err)?
         })
     }
+
+    /// A short read (an indexed lookup of a few rows) run in place, on the polling thread,
+    /// when the point connection is free and the database answers at once; else as
+    /// [`SqliteStore::read`] does, on a blocking thread. Sending a read of microseconds to a
+    /// blocking thread costs two thread wake-ups, more than the read; the point connection
+    /// never waits (no busy timeout, `try_lock`), so the caller's thread is never held
+    /// behind another read or a busy database.
+    fn point_read<T, F>(&self, f: F) -> BoxFuture<'_, StoreResult<T>>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> rusqlite::Result<T> + Send + Sync + 'static,
+    {
+        let point = self.point.clone();
+        Box::pin(async move {
+            let f = Arc::new(f);
+            if let Ok(c) = point.try_lock() {
+                match f(&c) {
+                    Err(rusqlite::Error::SqliteFailure(e, _))
+                        if matches!(
+                            e.code,
+                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                        ) => {}
+                    r => return r.map_err(|e| sqlite_err(&e)),
+                }
+            }
+            let g = f.clone();
+            self.read(move |c| g(c)).await
+        })
+    }
 }
 
 /// Claim up to `max` queued jobs (of batch key `key` if given) for `owner`, leased until
@@ -223,14 +267,23 @@ fn claim_jobs(
     key: Option<&str>,
     max: usize,
 ) -> rusqlite::Result<Vec<ClaimedJob>> {
-    let mut st = c.prepare_cached(
+    // Two statements: with a key the claim walks `jobs_key_priority` in its order and stops
+    // at the limit; `?5 IS NULL OR batch_key = ?5` would read and sort every queued job.
+    let mut st = c.prepare_cached(if key.is_some() {
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
          lease_owner = ?2, lease_until_ms = ?3 \
-         WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
-           AND (?5 IS NULL OR batch_key = ?5) ORDER BY priority DESC, seq LIMIT ?6) \
+         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
+           AND batch_key = ?5 ORDER BY priority DESC, seq LIMIT ?6) \
          RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-           queue_until_ms, parent, priority, seq",
-    )?;
+           queue_until_ms, parent, priority, seq"
+    } else {
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
+         lease_owner = ?2, lease_until_ms = ?3 \
+         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
+           AND ?5 IS NULL ORDER BY priority DESC, seq LIMIT ?6) \
+         RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
+           queue_until_ms, parent, priority, seq"
+    })?;
     let mut jobs: Vec<((i64, i64), ClaimedJob)> = st
         .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
             Ok(((-r.get::<_, i64>(10)?, r.get::<_, i64>(11)?), claimed_job(r)?))
@@ -282,7 +335,7 @@ impl JobStore for SqliteStore {
 
     fn get(&self, id: &str) -> BoxFuture<'_, StoreResult<Option<JobRecord>>> {
         let id = id.to_string();
-        self.read(move |c| get_job(c, &id, true))
+        self.point_read(move |c| get_job(c, &id, true))
     }
 
     fn shard_result(&self, parent: &str, index: u64) -> BoxFuture<'_, StoreResult<Option<String>>> {
@@ -327,20 +380,16 @@ impl JobStore for SqliteStore {
     }
 
     fn head(&self, gpu: bool, max_workers_per_token: u32) -> BoxFuture<'_, StoreResult<Option<QueueHead>>> {
-        self.read(move |c| {
+        self.point_read(move |c| {
             let Some(seq) = fair_head(c, gpu, max_workers_per_token)? else {
                 return Ok(None);
             };
-            let (batch_key, created_ms): (String, i64) = c.query_row(
-                "SELECT batch_key, created_ms FROM jobs WHERE seq = ?1",
-                [seq],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-            let same_key: i64 = c.query_row(
-                "SELECT count(*) FROM jobs WHERE state = 'queued' AND batch_key = ?1",
-                [&batch_key],
-                |r| r.get(0),
-            )?;
+            let (batch_key, created_ms): (String, i64) = c
+                .prepare_cached("SELECT batch_key, created_ms FROM jobs WHERE seq = ?1")?
+                .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let same_key: i64 = c
+                .prepare_cached("SELECT count(*) FROM jobs WHERE state = 'queued' AND batch_key = ?1")?
+                .query_row([&batch_key], |r| r.get(0))?;
             Ok(Some(QueueHead {
                 batch_key,
                 created_ms,

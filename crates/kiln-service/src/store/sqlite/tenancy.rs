@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// The seq of the job [`JobStore::head`] picks. Written as short indexed queries, a few per
-/// principal with queued work (found by a skip scan of `jobs_state_principal`), rather than
+/// principal with queued work (found by a skip scan of `jobs_principal_priority`), rather than
 /// one statement grouping every queued job: the cost follows the number of tokens, not the
 /// depth of the queue.
 pub(super) fn fair_head(c: &Connection, gpu: bool, cap: u32) -> rusqlite::Result<Option<i64>> {
@@ -22,11 +22,8 @@ pub(super) fn fair_head(c: &Connection, gpu: bool, cap: u32) -> rusqlite::Result
     // (slots held, last start (None: never, first), oldest queued seq)
     let mut best: Option<(i64, Option<i64>, i64)> = None;
     let mut after = c
-        .query_row(
-            "SELECT principal FROM jobs WHERE state = 'queued' ORDER BY principal LIMIT 1",
-            [],
-            |r| r.get::<_, String>(0),
-        )
+        .prepare_cached("SELECT principal FROM jobs WHERE state = 'queued' ORDER BY principal LIMIT 1")?
+        .query_row([], |r| r.get::<_, String>(0))
         .optional()?;
     // One principal with queued work (the common case): no choice to make, so neither its
     // slots nor its last start need reading, unless a cap could rule it out.
