@@ -7,7 +7,8 @@
 // - label_local: one block a tile of at most 1,024 elements (td x th x tw, row-major inside
 //   the tile), read as their truth (dt: 0 u8/bool, 1 u16, 2 f32, 3 f64, 4 i32, 5 i64; NaN is
 //   true) into shared memory; each non-zero element joined with the structure's neighbours
-//   before it (offsets table, 3 ints a neighbour: dz, dy, dx) that lie in the same tile, by
+//   before it (offsets table, 3 ints a neighbour: dz, dy, dx, copied once a block into a
+//   shared table with each neighbour's step inside the tile) that lie in the same tile, by
 //   Playne and Hawick's lock-free merge in shared memory (each root linked to the smaller
 //   root with atomicMin; a link that lost a race is retried from the old parent; finds
 //   jump each element passed to its grandparent). Local order is the global row-major
@@ -37,6 +38,7 @@ typedef unsigned short u16;
 #define LBL_PER 4  // elements a thread in the count and number kernels
 #define LBL_TILE (LBL_BLOCK * LBL_PER)
 #define LBL_TILE_ELEMS 1024  // elements a label_local / label_border tile holds at most
+#define LBL_MAX_NB 13        // neighbours before the centre in a 3x3x3 structure
 
 __device__ __forceinline__ int lbl_truth(const void* __restrict__ p, long long i, int dt) {
     switch (dt) {
@@ -116,10 +118,23 @@ extern "C" __global__ void __launch_bounds__(256) label_local(const void* __rest
                                                               const int* __restrict__ offs, int cnt,
                                                               int run) {
     __shared__ int s[LBL_TILE_ELEMS];
+    // the neighbour table, once a block (cnt <= LBL_MAX_NB, the launcher's before-half of a
+    // 3x3x3 structure): dz, dy, dx, the linear step inside the tile, and whether it is the
+    // left neighbour; read after the barrier below
+    __shared__ int nb[LBL_MAX_NB * 5];
     const LblTile t = lbl_tile(H, W, td, th, tw);
     const int x0 = t.x0, y0 = t.y0, z0 = t.z0;
     const int tsz = td * th * tw;
     const int lw = __ffs(tw) - 1, lh = __ffs(th) - 1;  // tile extents are powers of two
+    if ((int)threadIdx.x < cnt) {
+        const int i = threadIdx.x;
+        const int dz = offs[3 * i], dy = offs[3 * i + 1], dx = offs[3 * i + 2];
+        nb[5 * i] = dz;
+        nb[5 * i + 1] = dy;
+        nb[5 * i + 2] = dx;
+        nb[5 * i + 3] = (dz * th + dy) * tw + dx;
+        nb[5 * i + 4] = dz == 0 && dy == 0 && dx == -1;
+    }
     for (int e = threadIdx.x; e < tsz; e += LBL_BLOCK) {
         const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
         const int x = x0 + lx, y = y0 + ly, z = z0 + lz;
@@ -142,13 +157,16 @@ extern "C" __global__ void __launch_bounds__(256) label_local(const void* __rest
         if (s[e] < 0) continue;  // a valid element's slot never goes negative
         const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
         for (int i = 0; i < cnt; ++i) {
-            const bool left = offs[3 * i] == 0 && offs[3 * i + 1] == 0 && offs[3 * i + 2] == -1;
+            const bool left = nb[5 * i + 4];
             // a run's elements are joined already; its first one in the warp's 32 joins the
             // element before it
             if (run && left && (e & 31)) continue;
-            const int nz = lz + offs[3 * i], ny = ly + offs[3 * i + 1], nx = lx + offs[3 * i + 2];
-            if (nz < 0 || nz >= td || ny < 0 || ny >= th || nx < 0 || nx >= tw) continue;
-            const int q = (((nz << lh) + ny) << lw) + nx;
+            const int nx = lx + nb[5 * i + 2];
+            // inside the tile (one unsigned compare an axis: a negative index wraps high)
+            if ((unsigned)(lz + nb[5 * i]) >= (unsigned)td || (unsigned)(ly + nb[5 * i + 1]) >= (unsigned)th ||
+                (unsigned)nx >= (unsigned)tw)
+                continue;
+            const int q = e + nb[5 * i + 3];
             if (s[q] < 0) continue;
             // (not the left link itself) both left neighbours on: the runs of e and q are
             // joined through them (the first link of the two runs' overlap)
@@ -157,17 +175,17 @@ extern "C" __global__ void __launch_bounds__(256) label_local(const void* __rest
         }
     }
     __syncthreads();
+    const int g0 = (z0 * H + y0) * W + x0;  // the tile's first element, globally
     for (int e = threadIdx.x; e < tsz; e += LBL_BLOCK) {
         const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
-        const int x = x0 + lx, y = y0 + ly, z = z0 + lz;
-        if (x >= W || y >= H || z >= D) continue;
+        if (x0 + lx >= W || y0 + ly >= H || z0 + lz >= D) continue;
         int v = -1;
         if (s[e] >= 0) {
             const int r = lbl_find_jump(s, e);
             const int rx = r & (tw - 1), ry = (r >> lw) & (th - 1), rz = r >> (lw + lh);
-            v = ((z0 + rz) * H + (y0 + ry)) * W + (x0 + rx);
+            v = g0 + (rz * H + ry) * W + rx;
         }
-        L[(z * H + y) * W + x] = v;
+        L[g0 + (lz * H + ly) * W + lx] = v;
     }
 }
 #endif

@@ -192,6 +192,8 @@ impl Op for LabelRaw<'_> {
         let ni = n as i32;
         let l = || Arg::ptr(parents.device_ptr(), ScalarType::I32);
         let offs = || Arg::ptr(table.device_ptr(), ScalarType::I32);
+        // at most 13 (the neighbours before the centre of a 3x3x3 structure: offsets of
+        // -1..=1, filtered above), the size of label_local's shared table (LBL_MAX_NB)
         let cnt = before.len() as i32;
         // a structure joining left neighbours: label_local starts each row run as one tree;
         // 2 also links two runs once where they overlap (label.cu; bitwise against the CPU
