@@ -324,3 +324,18 @@ def test_cases_without_gpu_kernels_run_on_the_host(peer):
     out = to_gpu(np.zeros(img.shape, np.float64))
     r = ndi.uniform_filter(to_gpu(img), 3, output=out)
     assert r is out and same_bits(to_np(out), ndi.uniform_filter(img, 3))
+
+
+def test_rotate_of_a_volume_turns_each_plane_on_the_gpu(peer):
+    """rotate of a 3-D CUDA array: every plane of ``axes`` rotated on the GPU, each with the
+    CPU path's bits, in the input's library."""
+    name, to_gpu, to_np = peer
+    if name == "kiln":
+        return
+    vol = np.random.default_rng(23).random((5, 9, 12)).astype(np.float32)
+    for axes, order, reshape, out in [((1, 2), 1, False, None), ((0, 2), 3, True, None),
+                                       ((2, 0), 0, True, np.float64), ((0, 1), 2, False, None)]:
+        want = ndi.rotate(vol, 27.0, axes=axes, order=order, reshape=reshape, output=out)
+        got = ndi.rotate(to_gpu(vol), 27.0, axes=axes, order=order, reshape=reshape, output=out)
+        assert type(got).__module__.split(".")[0] == name
+        assert same_bits(to_np(got), want), (axes, order, reshape)

@@ -368,7 +368,7 @@ def test_gpu_arrays_take_the_gpu_route_and_its_refusals(monkeypatch):
         kn.zoom(FakeCuda(), 2, output=np.zeros((8, 8), np.float32))
     with pytest.raises(kiln.InvalidInputError, match="affine_transform: output dtype uint8"):
         kn.affine_transform(FakeCuda(), np.eye(2), output=np.uint8)
-    with pytest.raises(kiln.InvalidInputError, match="rotate: a CUDA input of 3 axes"):
+    with pytest.raises(kiln.InvalidInputError, match="rotate: a FakeCuda of 3 axes on the GPU"):
         kn.rotate(FakeCuda((3, 4, 5)), 30.0)
     with pytest.raises(kiln.InvalidInputError, match="map_coordinates: input has 4 axes"):
         kn.map_coordinates(FakeCuda((2, 2, 2, 2)), np.zeros((4, 3)))

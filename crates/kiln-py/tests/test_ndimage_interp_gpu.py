@@ -132,7 +132,7 @@ def test_unsupported_cases_are_refused(peer, monkeypatch):
     # the device path's refusals, with the host fallback off (with it on, other libraries'
     # arrays run these on the host: test_cases_without_gpu_kernels_run_on_the_host)
     monkeypatch.setenv("KILN_NDIMAGE_FALLBACK", "0")
-    _, to_gpu, _, _ = peer
+    name, to_gpu, _, _ = peer
     x = to_gpu(rand((6, 5), np.float32, 1))
     with pytest.raises(kiln.InvalidInputError, match="output= an array"):
         ndi.shift(x, 1.0, output=np.zeros((6, 5), np.float32))
@@ -140,8 +140,9 @@ def test_unsupported_cases_are_refused(peer, monkeypatch):
         ndi.shift(x, 1.0, output=np.int16)
     with pytest.raises(kiln.InvalidInputError, match="geometric_transform"):
         ndi.geometric_transform(x, lambda o: o)
-    with pytest.raises(kiln.InvalidInputError, match="rotate"):
-        ndi.rotate(to_gpu(rand((4, 5, 6), np.float32, 2)), 30.0)
+    if name == "kiln":  # CuPy and torch volumes are rotated plane by plane on the GPU
+        with pytest.raises(kiln.InvalidInputError, match="rotate"):
+            ndi.rotate(to_gpu(rand((4, 5, 6), np.float32, 2)), 30.0)
     with pytest.raises(kiln.InvalidInputError, match="axes"):
         ndi.zoom(to_gpu(rand((2, 2, 2, 2), np.float32, 2)), 2.0)
     with pytest.raises(kiln.InvalidInputError, match="input dtype"):

@@ -638,6 +638,51 @@ def _deg_trig(x, cosine):
     return -r if sign < 0 else r
 
 
+def _rotate_planes_gpu(input, axes, rot_matrix, offset, out_plane, output, order, mode, cval,
+                       prefilter):
+    """rotate of a CUDA array of more than 2 axes, as scipy does it: every plane of ``axes``
+    rotated in turn, each by the 2-D GPU path (so each plane has the CPU path's bits). The
+    planes are made contiguous once (the rotated axes last), the results stacked in the
+    input's library and the axes put back. CuPy and torch arrays; others are refused (the
+    drop-in layer then runs them on the host)."""
+    if output is not None and hasattr(output, "shape"):
+        raise InvalidInputError("rotate: output= an array of a CUDA input of more than 2 axes: give a dtype")
+    if any(int(d) == 0 for d in input.shape):
+        raise InvalidInputError("rotate: an empty CUDA input of more than 2 axes")
+    lib = type(input).__module__.split(".")[0]
+    if lib == "cupy":
+        import cupy as xp
+
+        def contiguous(a):
+            return xp.ascontiguousarray(a)
+
+        moveaxis, empty = xp.moveaxis, (lambda shape, like: xp.empty(shape, dtype=like.dtype))
+    elif lib == "torch":
+        import torch
+
+        def contiguous(a):
+            return a.contiguous()
+
+        moveaxis = torch.movedim
+        empty = (lambda shape, like: torch.empty(shape, dtype=like.dtype, device=like.device))
+    else:
+        raise InvalidInputError(
+            f"rotate: a {type(input).__name__} of {len(input.shape)} axes on the GPU: planes are rotated on "
+            f"CuPy and torch arrays; give one of those or a NumPy array")
+    x = contiguous(moveaxis(input, tuple(axes), (-2, -1)))
+    lead = tuple(int(d) for d in x.shape[:-2])
+    planes = x.reshape((-1,) + tuple(int(d) for d in x.shape[-2:]))
+    y = None
+    for b in range(planes.shape[0]):
+        r = affine_transform(planes[b], rot_matrix, offset, out_plane, output, order, mode, cval,
+                             prefilter)
+        if y is None:
+            y = empty((planes.shape[0],) + tuple(out_plane), r)
+        y[b] = r
+    y = y.reshape(lead + tuple(out_plane))
+    return contiguous(moveaxis(y, (-2, -1), tuple(axes)))
+
+
 def rotate(input, angle, axes=(1, 0), reshape=True, output=None, order=3, mode="constant",
            cval=0.0, prefilter=True):
     """scipy.ndimage.rotate: the plane of ``axes`` rotated by ``angle`` degrees about its
@@ -679,9 +724,8 @@ def rotate(input, angle, axes=(1, 0), reshape=True, output=None, order=3, mode="
     output_shape = tuple(int(d) for d in output_shape)
     if cuda:
         if ndim > 2:
-            raise InvalidInputError(
-                f"rotate: a CUDA input of {ndim} axes is not supported (scipy rotates each plane in turn); on the "
-                f"GPU rotate takes 2-D inputs; give a NumPy array (the CPU path rotates every plane)")
+            return _rotate_planes_gpu(input, axes, rot_matrix, offset, tuple(out_plane_shape), output,
+                                      order, mode, cval, prefilter)
         return affine_transform(input, rot_matrix, offset, output_shape, output, order, mode, cval,
                                 prefilter)
     complex_output = np.iscomplexobj(input_arr)
