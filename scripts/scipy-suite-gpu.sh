@@ -3,7 +3,7 @@
 # runs its array-API cases on CuPy when SCIPY_ARRAY_API='["cupy"]' (ids ending in [cupy]).
 # Two modes (scripts/scipy-suite.sh's): the baseline, scipy itself (which hands CuPy arrays
 # to cupyx.scipy.ndimage), and kiln.ndimage in scipy.ndimage's place. Output: each mode's
-# summary; for the CuPy cases, how many call a kiln function and pass with scipy+cupyx, how
+# summary; for the CuPy cases, how many use a kiln function and pass with scipy+cupyx, how
 # many of those pass with kiln, and the commonest failures.
 #
 # Here (build machine; the GPU machine has no network):
@@ -32,7 +32,7 @@ base = json.load(open("/tmp/scipy-suite-gpu/results_scipy.json"))["results"]
 kiln = json.load(open("/tmp/scipy-suite-gpu/results_kiln.json"))["results"]
 ids = [i for i in base if "cupy" in i and base[i].get("outcome") == "passed" and base[i].get("calls")]
 ok = [i for i in ids if kiln.get(i, {}).get("outcome") == "passed"]
-print(f"CuPy cases calling kiln functions, passing with scipy+cupyx: {len(ids)}; with kiln: {len(ok)}")
+print(f"CuPy cases using kiln functions, passing with scipy+cupyx: {len(ids)}; with kiln: {len(ok)}")
 bad = Counter(i.split("::")[0] + " " + (kiln.get(i, {}).get("msg") or "")[:100].replace("\n", " ")
               for i in ids if i not in ok)
 for m, c in bad.most_common(25):
