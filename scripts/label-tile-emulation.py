@@ -21,6 +21,27 @@ def tiles_for(D,H,W):
     if D==1 and H==1: return (1,1,1024)
     if D==1: return (1,32,32)
     return (4,8,32)
+
+def face_planes(x0,y0,z0,td,th,tw,D,H,W):
+    """label_border's walk: the planes lx = 0, ly = 0, lz = 0, lx = tw-1, ly = th-1 where
+    they can hold a face element, an element on several planes taken on the first; the
+    elements that pass the kernel's bounds and face tests, as (lz, ly, lx)."""
+    on=[x0>0, y0>0, z0>0, x0+tw<W, y0+th<H and (z0>0 or td>1)]
+    ns=[td*th if on[0] else 0, td*tw if on[1] else 0, th*tw if on[2] else 0,
+        td*th if on[3] else 0, td*tw if on[4] else 0]
+    got=[]
+    for e in range(sum(ns)):
+        r=e; i=0
+        while r>=ns[i]: r-=ns[i]; i+=1
+        lx,ly,lz=[(0,r%th,r//th),(r%tw,0,r//tw),(r%tw,r//tw,0),(tw-1,r%th,r//th),(r%tw,th-1,r//tw)][i]
+        k=[lx==0,ly==0,lz==0,lx==tw-1,ly==th-1]
+        if any(on[j] and k[j] for j in range(i)): continue  # on an earlier plane
+        x,y,z=x0+lx,y0+ly,z0+lz
+        if x>=W or y>=H or z>=D: continue
+        face=(lx==0 and x>0) or (ly==0 and y>0) or (lz==0 and z>0) or (lx==tw-1 and x+1<W and (y>0 or z>0)) or (ly==th-1 and y+1<H and z>0)
+        if face: got.append((lz,ly,lx))
+    return got
+
 def label(mask, struct):
     m = mask.reshape((1,)*(3-mask.ndim)+mask.shape)
     D,H,W = m.shape
@@ -68,10 +89,12 @@ def label(mask, struct):
     assert (L>=-1).all()
     for b in range(tx*ty*tz):
         x0=(b%tx)*tw; y0=((b//tx)%ty)*th; z0=(b//(tx*ty))*td
+        walked=[]
         for e in range(td*th*tw):
             lx=e%tw; ly=(e//tw)%th; lz=e//(tw*th); x,y,z=x0+lx,y0+ly,z0+lz
             if x>=W or y>=H or z>=D: continue
             face=(lx==0 and x>0) or (ly==0 and y>0) or (lz==0 and z>0) or (lx==tw-1 and x+1<W and (y>0 or z>0)) or (ly==th-1 and y+1<H and z>0)
+            if face: walked.append((lz,ly,lx))
             p=(z*H+y)*W+x
             crosses=False
             for dz,dy,dx in offs:
@@ -85,6 +108,9 @@ def label(mask, struct):
                 if (0,0,-1) in offs and (dz,dy,dx)!=(0,0,-1) and x>0 and xx>0 and L[p-1]>=0 and L[q-1]>=0: continue
                 if face: union(L,p,q)
             assert face or not crosses, (x,y,z)
+        # label_border walks only the tile's face planes: the same face elements, each once
+        planes=face_planes(x0,y0,z0,td,th,tw,D,H,W)
+        assert sorted(planes)==sorted(walked) and len(set(planes))==len(planes),(b,td,th,tw)
     roots=[p for p in range(n) if L[p]==p]
     for r,p in enumerate(roots): L[p]=-(r+1)-1
     out=np.zeros(n,dtype=np.int64)

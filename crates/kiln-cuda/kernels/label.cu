@@ -197,10 +197,34 @@ extern "C" __global__ void __launch_bounds__(256) label_border(int* L, int D, in
                                                                int run) {
     const LblTile t = lbl_tile(H, W, td, th, tw);
     const int x0 = t.x0, y0 = t.y0, z0 = t.z0;
-    const int tsz = td * th * tw;
-    const int lw = __ffs(tw) - 1, lh = __ffs(th) - 1;  // tile extents are powers of two
-    for (int e = threadIdx.x; e < tsz; e += LBL_BLOCK) {
-        const int lx = e & (tw - 1), ly = (e >> lw) & (th - 1), lz = e >> (lw + lh);
+    // Only the tile's faces are walked: the planes lx = 0, ly = 0, lz = 0, lx = tw - 1 and
+    // ly = th - 1, each only where it can hold a face element below (a plane at the image's
+    // edge cannot), and an element on several planes only on the first of them. Every
+    // element the face test below accepts lies on one of these planes, so this visits the
+    // same elements as a walk over the whole tile (about 130 of a 32 x 32 tile's 1,024).
+    const bool on0 = x0 > 0, on1 = y0 > 0, on2 = z0 > 0, on3 = x0 + tw < W,
+               on4 = y0 + th < H && (z0 > 0 || td > 1);
+    const int n0 = on0 ? td * th : 0, n1 = on1 ? td * tw : 0, n2 = on2 ? th * tw : 0,
+              n3 = on3 ? td * th : 0, n4 = on4 ? td * tw : 0;
+    const int total = n0 + n1 + n2 + n3 + n4;
+    for (int e = threadIdx.x; e < total; e += LBL_BLOCK) {
+        int lx, ly, lz, r = e;
+        if (r < n0) {
+            lx = 0, ly = r % th, lz = r / th;
+        } else if ((r -= n0) < n1) {
+            lx = r % tw, ly = 0, lz = r / tw;
+            if (on0 && lx == 0) continue;
+        } else if ((r -= n1) < n2) {
+            lx = r % tw, ly = r / tw, lz = 0;
+            if ((on0 && lx == 0) || (on1 && ly == 0)) continue;
+        } else if ((r -= n2) < n3) {
+            lx = tw - 1, ly = r % th, lz = r / th;
+            if ((on0 && lx == 0) || (on1 && ly == 0) || (on2 && lz == 0)) continue;
+        } else {
+            r -= n3;
+            lx = r % tw, ly = th - 1, lz = r / tw;
+            if ((on0 && lx == 0) || (on1 && ly == 0) || (on2 && lz == 0) || (on3 && lx == tw - 1)) continue;
+        }
         const int x = x0 + lx, y = y0 + ly, z = z0 + lz;
         if (x >= W || y >= H || z >= D) continue;
         // a neighbour before p (dz < 0, or dz = 0 and dy < 0, or dz = dy = 0 and dx < 0) can
