@@ -440,7 +440,8 @@ fn tma_map_of(
 /// stored `k x m` when `ta`, else `m x k`; B stored `n x k` when `tb`, else `k x n`) with
 /// `variant`'s kernel. A TMA-store variant needs C's rows a multiple of 16 bytes and C
 /// 16-byte aligned (TMA's rules, as for A and B); where they are not (`n` not a multiple of
-/// 8), the default kernel runs instead, whose results are the same.
+/// 8), the same pipeline with direct stores runs instead ([`WgmmaVariant::Cluster`] for
+/// [`WgmmaVariant::ClusterTmaStore`], else the default), whose results are the same.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wgmma_ptr(
     cuda: &CudaBackend,
@@ -459,10 +460,10 @@ pub(crate) fn wgmma_ptr(
             format!("kiln's wgmma kernel cannot take {m} x {n} x {k}: {why}; the library implementation can"),
         ));
     }
-    let variant = if variant.tma_store() && (n % 8 != 0 || c % 16 != 0) {
-        WgmmaVariant::Sync
-    } else {
-        variant
+    let variant = match variant {
+        v if !v.tma_store() || (n % 8 == 0 && c % 16 == 0) => v,
+        WgmmaVariant::ClusterTmaStore => WgmmaVariant::Cluster,
+        _ => WgmmaVariant::Sync,
     };
     // as stored: K-major rows in one box a stage, M/N-major ones in 64 x 64 boxes
     let map_a = if ta {

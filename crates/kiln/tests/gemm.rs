@@ -323,8 +323,10 @@ fn gemm_tiled_float4_every_transpose() {
 /// n, not a multiple of 8 is copied to K-major rows first; a TMA-store variant runs the
 /// default kernel where n is not a multiple of 8); exact tiles; every operand read as stored
 /// across edge tiles, C stored across edge tiles (m and n multiples of 8 past a tile
-/// boundary); several tiles a block on the persistent walk.
-const WGMMA_SHAPES: [(usize, usize, usize); 9] = [
+/// boundary); several tiles a block on the persistent walk (2056 x 2056: 153 tiles, 81 pairs
+/// of tile rows, more than an H100 or H200 has SMs or clusters of two, the last pair row
+/// half empty).
+const WGMMA_SHAPES: [(usize, usize, usize); 10] = [
     (1, 1, 8),
     (17, 33, 64),
     (257, 129, 40),
@@ -334,6 +336,7 @@ const WGMMA_SHAPES: [(usize, usize, usize); 9] = [
     (129, 257, 1000),
     (1000, 776, 520),
     (1031, 777, 264),
+    (2056, 2056, 72),
 ];
 
 kiln::test_device!(gemm_wgmma_every_variant_every_transpose, |rt: &Runtime| {
