@@ -14,6 +14,7 @@
 //   tiles, each loading half of the B panel they share and multicasting it into both (B's
 //   tensor map in 128-row boxes when B is stored n x k).
 // - cluster_tma_store: cluster with tma_store's 3 stages and epilogue.
+// - cluster_tma_halves: cluster with tma_halves's 4 stages and epilogue.
 //
 // The TMA-store kernels take a third tensor map, over C (n x m as stored, 64 x 64 boxes,
 // 128-byte swizzle), after B's.
@@ -41,12 +42,12 @@
         gemm_wgmma_body<4, false, TA, TB, 0, 0, 8, 2>(&map_a, &map_b, nullptr, c, m, n, k, 1.0f);       \
     }
 
-#define KILN_WGMMA_CLUSTER_TMA_STORE(NAME, TA, TB)                                                      \
+#define KILN_WGMMA_CLUSTER_TMA_STORE(NAME, STAGES, EPI, TA, TB)                                         \
     extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)                      \
         NAME(const __grid_constant__ KilnTmaDesc map_a, const __grid_constant__ KilnTmaDesc map_b,      \
              const __grid_constant__ KilnTmaDesc map_c, unsigned short* __restrict__ c, int m, int n,   \
              int k) {                                                                                   \
-        gemm_wgmma_body<3, false, TA, TB, 0, 1, 8, 2>(&map_a, &map_b, &map_c, c, m, n, k, 1.0f);        \
+        gemm_wgmma_body<STAGES, false, TA, TB, 0, EPI, 8, 2>(&map_a, &map_b, &map_c, c, m, n, k, 1.0f); \
     }
 
 KILN_WGMMA_DIRECT(gemm_wgmma_bf16_inflight_nn, 4, true, false, false)
@@ -74,7 +75,12 @@ KILN_WGMMA_CLUSTER(gemm_wgmma_bf16_cluster_nt, false, true)
 KILN_WGMMA_CLUSTER(gemm_wgmma_bf16_cluster_tn, true, false)
 KILN_WGMMA_CLUSTER(gemm_wgmma_bf16_cluster_tt, true, true)
 
-KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_nn, false, false)
-KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_nt, false, true)
-KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_tn, true, false)
-KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_tt, true, true)
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_nn, 3, 1, false, false)
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_nt, 3, 1, false, true)
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_tn, 3, 1, true, false)
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_store_tt, 3, 1, true, true)
+
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_halves_nn, 4, 2, false, false)
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_halves_nt, 4, 2, false, true)
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_halves_tn, 4, 2, true, false)
+KILN_WGMMA_CLUSTER_TMA_STORE(gemm_wgmma_bf16_cluster_tma_halves_tt, 4, 2, true, true)

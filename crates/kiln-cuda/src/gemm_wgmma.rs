@@ -22,7 +22,8 @@
 //! tile's wgmma at once), or walk the tiles in larger groups, or run in clusters of two
 //! blocks sharing B's loads (TMA multicast). `GemmImpl::Wgmma` runs the one named by the
 //! environment variable `KILN_WGMMA_VARIANT` (read at each launch: `sync`, `inflight`,
-//! `tma_store`, `tma_halves`, `tma_halves_g16`, `cluster`, `cluster_tma_store`; unset or
+//! `tma_store`, `tma_halves`, `tma_halves_g16`, `cluster`, `cluster_tma_store`,
+//! `cluster_tma_halves`; unset or
 //! empty: `sync`; any other value is an error), so one benchmark process can compare them;
 //! [`crate::ops::WgmmaMatMul`] names one.
 #![allow(unsafe_code)]
@@ -76,11 +77,14 @@ pub enum WgmmaVariant {
     Cluster,
     /// [`Cluster`](Self::Cluster) with [`TmaStore`](Self::TmaStore)'s 3 stages and epilogue.
     ClusterTmaStore,
+    /// [`Cluster`](Self::Cluster) with [`TmaHalves`](Self::TmaHalves)'s 4 stages and
+    /// epilogue.
+    ClusterTmaHalves,
 }
 
 impl WgmmaVariant {
     /// Every variant, the default first.
-    pub const ALL: [WgmmaVariant; 7] = [
+    pub const ALL: [WgmmaVariant; 8] = [
         WgmmaVariant::Sync,
         WgmmaVariant::InFlight,
         WgmmaVariant::TmaStore,
@@ -88,6 +92,7 @@ impl WgmmaVariant {
         WgmmaVariant::TmaHalvesG16,
         WgmmaVariant::Cluster,
         WgmmaVariant::ClusterTmaStore,
+        WgmmaVariant::ClusterTmaHalves,
     ];
 
     /// The name [`WGMMA_VARIANT_ENV`] takes, also the kernels' symbol infix.
@@ -100,6 +105,7 @@ impl WgmmaVariant {
             WgmmaVariant::TmaHalvesG16 => "tma_halves_g16",
             WgmmaVariant::Cluster => "cluster",
             WgmmaVariant::ClusterTmaStore => "cluster_tma_store",
+            WgmmaVariant::ClusterTmaHalves => "cluster_tma_halves",
         }
     }
 
@@ -141,7 +147,7 @@ impl WgmmaVariant {
     /// Blocks a cluster (the kernels' `__cluster_dims__`).
     fn cluster(self) -> u32 {
         match self {
-            WgmmaVariant::Cluster | WgmmaVariant::ClusterTmaStore => 2,
+            WgmmaVariant::Cluster | WgmmaVariant::ClusterTmaStore | WgmmaVariant::ClusterTmaHalves => 2,
             _ => 1,
         }
     }
@@ -151,7 +157,9 @@ impl WgmmaVariant {
         match self {
             WgmmaVariant::Sync | WgmmaVariant::InFlight | WgmmaVariant::Cluster => 0,
             WgmmaVariant::TmaStore | WgmmaVariant::ClusterTmaStore => 2 * 64 * BN * 2,
-            WgmmaVariant::TmaHalves | WgmmaVariant::TmaHalvesG16 => 64 * BN * 2,
+            WgmmaVariant::TmaHalves | WgmmaVariant::TmaHalvesG16 | WgmmaVariant::ClusterTmaHalves => {
+                64 * BN * 2
+            }
         }
     }
 
@@ -440,8 +448,8 @@ fn tma_map_of(
 /// stored `k x m` when `ta`, else `m x k`; B stored `n x k` when `tb`, else `k x n`) with
 /// `variant`'s kernel. A TMA-store variant needs C's rows a multiple of 16 bytes and C
 /// 16-byte aligned (TMA's rules, as for A and B); where they are not (`n` not a multiple of
-/// 8), the same pipeline with direct stores runs instead ([`WgmmaVariant::Cluster`] for
-/// [`WgmmaVariant::ClusterTmaStore`], else the default), whose results are the same.
+/// 8), the same pipeline with direct stores runs instead ([`WgmmaVariant::Cluster`] for the
+/// cluster variants, else the default), whose results are the same.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wgmma_ptr(
     cuda: &CudaBackend,
@@ -462,7 +470,7 @@ pub(crate) fn wgmma_ptr(
     }
     let variant = match variant {
         v if !v.tma_store() || (n % 8 == 0 && c % 16 == 0) => v,
-        WgmmaVariant::ClusterTmaStore => WgmmaVariant::Cluster,
+        v if v.cluster() > 1 => WgmmaVariant::Cluster,
         _ => WgmmaVariant::Sync,
     };
     // as stored: K-major rows in one box a stage, M/N-major ones in 64 x 64 boxes
