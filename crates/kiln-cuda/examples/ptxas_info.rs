@@ -3,7 +3,7 @@
 //!
 //! `cargo run -p kiln-cuda --example ptxas_info [-- ARCH [MODULE|KERNEL]]` (default sm_90,
 //! every module compiled whole; a kernel's symbol compiles that kernel alone, as kiln does,
-//! and prints NVRTC's time). With `KILN_CUBIN_OUT=DIR` it also writes each program's cubin
+//! and prints NVRTC's time; the sm_90a-only wgmma modules only when named). With `KILN_CUBIN_OUT=DIR` it also writes each program's cubin
 //! to `DIR/NAME.ARCH.cubin`, for `cuobjdump -sass` / `nvdisasm` (PyPI: nvidia-cuda-cuobjdump,
 //! nvidia-cuda-nvdisasm).
 
@@ -15,9 +15,11 @@ fn main() {
     let only = args.get(1).map(String::as_str);
     let programs: Vec<Program> = match Kernel::ALL.iter().find(|k| Some(k.symbol()) == only) {
         Some(&k) => vec![k.into()],
+        // the wgmma modules (sm_90a only) by name: `-- sm_90a gemm_wgmma_variants`
         None => kernels::MODULES
             .iter()
-            .filter(|m| only.is_none_or(|o| o == m.name))
+            .chain([&kernels::GEMM_WGMMA, &kernels::GEMM_WGMMA_VARIANTS])
+            .filter(|m| only.map_or(!m.name.starts_with("gemm_wgmma"), |o| o == m.name))
             .map(|&m| m.into())
             .collect(),
     };

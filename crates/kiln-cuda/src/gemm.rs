@@ -17,6 +17,7 @@
 //! swapped and each operand's own transpose flag, with no copies.
 #![allow(unsafe_code)]
 
+use crate::gemm_wgmma::WgmmaVariant;
 use crate::kernels::{Kernel, ScalarType};
 use crate::launch::Arg;
 use crate::op::Op;
@@ -26,7 +27,7 @@ use crate::CudaBackend;
 use cudarc::cublas::result::{self as blas, CublasError};
 use cudarc::cublas::sys;
 use cudarc::driver::{CudaStream, LaunchConfig};
-use kiln_core::backend::Element;
+use kiln_core::backend::{bf16, Element};
 use kiln_core::linalg::{Gemm, GemmImpl, GemmPrecision};
 use kiln_core::{Error, Result};
 use std::ffi::c_void;
@@ -298,8 +299,42 @@ impl<T: Element> Op for MatMul<'_, T> {
             GemmImpl::Tiled | GemmImpl::Naive => {
                 gemm_kernel(cuda, a.device_ptr(), b.device_ptr(), c.device_ptr(), g, imp)
             }
-            GemmImpl::Wgmma => gemm_wgmma_layouts(cuda, a, b, c, g, p),
+            GemmImpl::Wgmma => gemm_wgmma_layouts(cuda, [a, b], c, g, p, WgmmaVariant::from_env()?),
         }
+    }
+}
+
+/// [`MatMul`] on kiln's wgmma kernel (bf16, one product, compute capability 9.0) with the
+/// variant named here instead of the one `KILN_WGMMA_VARIANT` names: how benchmarks and
+/// tests compare the variants in one process.
+pub struct WgmmaMatMul<'a> {
+    /// `A`, `gemm.len_a()` elements.
+    pub a: &'a DeviceBuffer<bf16>,
+    /// `B`, `gemm.len_b()` elements.
+    pub b: &'a DeviceBuffer<bf16>,
+    /// `C`, `gemm.len_c()` elements, distinct from both.
+    pub c: &'a mut DeviceBuffer<bf16>,
+    /// The shape and transposes (a batch is refused).
+    pub gemm: &'a Gemm,
+    /// The kernel variant.
+    pub variant: WgmmaVariant,
+}
+
+impl Op for WgmmaMatMul<'_> {
+    type Output = ();
+
+    fn run(self, cuda: &CudaBackend) -> Result<()> {
+        let WgmmaMatMul {
+            a,
+            b,
+            c,
+            gemm: g,
+            variant,
+        } = self;
+        let len_c = g.validate(a.len(), b.len())?;
+        kiln_core::backend::check_same_len("gemm output", len_c, c.len())?;
+        check_limits(g)?;
+        gemm_wgmma_layouts(cuda, [a, b], c, g, GemmPrecision::Bf16, variant)
     }
 }
 
@@ -355,11 +390,11 @@ impl<T: Element> Op for MatMulHost<'_, T> {
 /// transposed into a pool buffer whose rows run along k (the `Transpose` op).
 fn gemm_wgmma_layouts<T: Element>(
     cuda: &CudaBackend,
-    a: &DeviceBuffer<T>,
-    b: &DeviceBuffer<T>,
+    [a, b]: [&DeviceBuffer<T>; 2],
     c: &mut DeviceBuffer<T>,
     g: &Gemm,
     p: GemmPrecision,
+    variant: WgmmaVariant,
 ) -> Result<()> {
     if p != GemmPrecision::Bf16 {
         return Err(Error::invalid(
@@ -398,7 +433,7 @@ fn gemm_wgmma_layouts<T: Element>(
     // `tb`, else k x n): a packed product, whose lengths validate checked, or a
     // transposed copy of exactly that many; `c` holds m x n. The copies go back to the
     // pool after the launch is enqueued, in this stream's order.
-    crate::gemm_wgmma::wgmma_ptr(cuda, pa, pb, c.device_ptr(), g.m, g.n, g.k, ta, tb)
+    crate::gemm_wgmma::wgmma_ptr(cuda, pa, pb, c.device_ptr(), [g.m, g.n, g.k], ta, tb, variant)
 }
 
 /// cuBLAS on pointers whose buffers were checked to hold `g`'s extents.

@@ -1,4 +1,4 @@
-//! kiln's own bf16 tensor-core GEMM for Hopper (`kernels/gemm_wgmma.cu`): TMA tile loads,
+//! kiln's own bf16 tensor-core GEMM for Hopper (`kernels/gemm_wgmma.cuh` and `.cu`): TMA tile loads,
 //! wgmma from shared memory, a producer warpgroup and two consumer warpgroups over a ring of
 //! mbarrier-guarded stages, and a persistent grid of one block per SM.
 //!
@@ -15,9 +15,20 @@
 //! padding; TMA's own rules need each stored row to be a multiple of 16 bytes (its length a
 //! multiple of 8) and 16-byte aligned operands, checked before the launch
 //! ([`wgmma_unfit`]).
+//!
+//! Variants ([`WgmmaVariant`], `kernels/gemm_wgmma_variants.cu`): the default waits for each
+//! wgmma group and stores C straight from the accumulators; the others keep a group in
+//! flight, or store C through shared memory with TMA (so the consumers go back to the next
+//! tile's wgmma at once), or walk the tiles in larger groups, or run in clusters of two
+//! blocks sharing B's loads (TMA multicast). `GemmImpl::Wgmma` runs the one named by the
+//! environment variable `KILN_WGMMA_VARIANT` (read at each launch: `sync`, `inflight`,
+//! `tma_store`, `tma_halves`, `tma_halves_g16`, `cluster`, `cluster_tma_store`,
+//! `cluster_tma_halves`; unset or
+//! empty: `sync`; any other value is an error), so one benchmark process can compare them;
+//! [`crate::ops::WgmmaMatMul`] names one.
 #![allow(unsafe_code)]
 
-use crate::kernels::{Program, GEMM_WGMMA};
+use crate::kernels::{Module, Program, GEMM_WGMMA, GEMM_WGMMA_VARIANTS};
 use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
@@ -37,14 +48,147 @@ pub const WGMMA_SYMBOLS: [&str; 4] = [
     "gemm_wgmma_bf16_tt",
 ];
 
-/// How a consumer warpgroup paces its wgmma groups.
+/// The environment variable naming the [`WgmmaVariant`] `GemmImpl::Wgmma` runs.
+pub const WGMMA_VARIANT_ENV: &str = "KILN_WGMMA_VARIANT";
+
+/// A variant of kiln's bf16 wgmma GEMM: how a consumer warpgroup paces its wgmma groups, how
+/// C leaves the block, the ring's depth and the tile order. Each exists for the four
+/// transpose pairs and gives the same results (f32 accumulation in the same order, one
+/// rounding to bf16); they differ in speed only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WgmmaPipeline {
-    /// Each group waited for before the next stage (the default).
+pub enum WgmmaVariant {
+    /// 4 stages, each wgmma group waited for before the next stage, each consumer thread
+    /// storing its accumulator pairs straight to global memory (the default).
     Sync,
-    /// One group in flight while the next stage is awaited (`nt` only: the benchmark's
-    /// comparison).
+    /// [`Sync`](Self::Sync) with one group in flight while the next stage is awaited.
     InFlight,
+    /// 3 stages; each consumer writes its 64 x 256 bf16 block to a 32 KiB shared buffer and
+    /// one thread stores it with TMA, not waiting for the writes (the buffer is reused once
+    /// the stores have read it).
+    TmaStore,
+    /// 4 stages; the TMA-store epilogue in two passes of 128 columns through a 16 KiB buffer
+    /// a consumer (the second pass waits for the first's stores to read the buffer).
+    TmaHalves,
+    /// [`TmaHalves`](Self::TmaHalves) walking the tiles in groups of 16 tile rows, not 8.
+    TmaHalvesG16,
+    /// [`Sync`](Self::Sync) in clusters of two blocks on vertically adjacent tiles: each
+    /// loads half of the B panel both need and multicasts it into both, halving B's reads
+    /// from L2.
+    Cluster,
+    /// [`Cluster`](Self::Cluster) with [`TmaStore`](Self::TmaStore)'s 3 stages and epilogue.
+    ClusterTmaStore,
+    /// [`Cluster`](Self::Cluster) with [`TmaHalves`](Self::TmaHalves)'s 4 stages and
+    /// epilogue.
+    ClusterTmaHalves,
+}
+
+impl WgmmaVariant {
+    /// Every variant, the default first.
+    pub const ALL: [WgmmaVariant; 8] = [
+        WgmmaVariant::Sync,
+        WgmmaVariant::InFlight,
+        WgmmaVariant::TmaStore,
+        WgmmaVariant::TmaHalves,
+        WgmmaVariant::TmaHalvesG16,
+        WgmmaVariant::Cluster,
+        WgmmaVariant::ClusterTmaStore,
+        WgmmaVariant::ClusterTmaHalves,
+    ];
+
+    /// The name [`WGMMA_VARIANT_ENV`] takes, also the kernels' symbol infix.
+    pub fn name(self) -> &'static str {
+        match self {
+            WgmmaVariant::Sync => "sync",
+            WgmmaVariant::InFlight => "inflight",
+            WgmmaVariant::TmaStore => "tma_store",
+            WgmmaVariant::TmaHalves => "tma_halves",
+            WgmmaVariant::TmaHalvesG16 => "tma_halves_g16",
+            WgmmaVariant::Cluster => "cluster",
+            WgmmaVariant::ClusterTmaStore => "cluster_tma_store",
+            WgmmaVariant::ClusterTmaHalves => "cluster_tma_halves",
+        }
+    }
+
+    /// The variant named `s` (one of the [`name`](Self::name)s).
+    pub fn parse(s: &str) -> Result<WgmmaVariant> {
+        Self::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|v| v.name()).collect();
+            Error::invalid(
+                "gemm",
+                format!(
+                    "{WGMMA_VARIANT_ENV} = {s:?} names no wgmma variant (one of {})",
+                    names.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// The variant [`WGMMA_VARIANT_ENV`] names, [`Sync`](Self::Sync) when it is unset or
+    /// empty.
+    pub fn from_env() -> Result<WgmmaVariant> {
+        match std::env::var(WGMMA_VARIANT_ENV) {
+            Ok(s) if !s.is_empty() => Self::parse(&s),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(WgmmaVariant::Sync),
+            Err(std::env::VarError::NotUnicode(s)) => Err(Error::invalid(
+                "gemm",
+                format!("{WGMMA_VARIANT_ENV} = {s:?} is not UTF-8"),
+            )),
+        }
+    }
+
+    /// Stages in the shared-memory ring.
+    fn stages(self) -> u32 {
+        match self {
+            WgmmaVariant::TmaStore | WgmmaVariant::ClusterTmaStore => 3,
+            _ => 4,
+        }
+    }
+
+    /// Blocks a cluster (the kernels' `__cluster_dims__`).
+    fn cluster(self) -> u32 {
+        match self {
+            WgmmaVariant::Cluster | WgmmaVariant::ClusterTmaStore | WgmmaVariant::ClusterTmaHalves => 2,
+            _ => 1,
+        }
+    }
+
+    /// The C staging bytes of both consumers (the TMA-store epilogues), 0 for direct stores.
+    fn staging_bytes(self) -> u32 {
+        match self {
+            WgmmaVariant::Sync | WgmmaVariant::InFlight | WgmmaVariant::Cluster => 0,
+            WgmmaVariant::TmaStore | WgmmaVariant::ClusterTmaStore => 2 * 64 * BN * 2,
+            WgmmaVariant::TmaHalves | WgmmaVariant::TmaHalvesG16 | WgmmaVariant::ClusterTmaHalves => {
+                64 * BN * 2
+            }
+        }
+    }
+
+    /// Whether the kernels store C with TMA (and take its tensor map).
+    fn tma_store(self) -> bool {
+        self.staging_bytes() > 0
+    }
+
+    /// Dynamic shared memory: the stages, the staging buffers, plus slack to align them to
+    /// 1024 bytes.
+    fn smem_bytes(self) -> u32 {
+        self.stages() * (BM + BN) * BK * 2 + self.staging_bytes() + 1024
+    }
+
+    fn module(self) -> Module {
+        match self {
+            WgmmaVariant::Sync => GEMM_WGMMA,
+            _ => GEMM_WGMMA_VARIANTS,
+        }
+    }
+
+    /// The kernel for A transposed when `ta`, B when `tb`.
+    pub fn symbol(self, ta: bool, tb: bool) -> String {
+        let layout = ["nn", "nt", "tn", "tt"][usize::from(ta) * 2 + usize::from(tb)];
+        match self {
+            WgmmaVariant::Sync => format!("gemm_wgmma_bf16_{layout}"),
+            v => format!("gemm_wgmma_bf16_{}_{layout}", v.name()),
+        }
+    }
 }
 
 /// An 8-bit float format of the fp8 kernels (OCP FP8: `e4m3` is the "FN" form, no
@@ -105,28 +249,16 @@ fn check_extents(bufs: [(&str, usize, usize, usize); 3]) -> Result<()> {
     Ok(())
 }
 
-fn symbol(ta: bool, tb: bool, pipeline: WgmmaPipeline) -> Result<&'static str> {
-    match (pipeline, ta, tb) {
-        (WgmmaPipeline::Sync, _, _) => Ok(WGMMA_SYMBOLS[usize::from(ta) * 2 + usize::from(tb)]),
-        (WgmmaPipeline::InFlight, false, true) => Ok("gemm_wgmma_bf16_nt_inflight"),
-        (_, _, _) => Err(Error::invalid(
-            "gemm",
-            format!("the {pipeline:?} wgmma variant exists for the nt layout only"),
-        )),
-    }
-}
 /// Tile rows of `C` a block computes (two consumer warpgroups of 64).
 const BM: u32 = 128;
 /// Tile columns of `C` a block computes (one wgmma's N).
 const BN: u32 = 256;
 /// K columns a stage holds (128 bytes of bf16: one swizzle row).
 const BK: u32 = 64;
-/// Stages in the shared-memory ring.
-const STAGES: u32 = 4;
 /// Threads a block: one producer and two consumer warpgroups.
 const THREADS: u32 = 384;
-/// Dynamic shared memory: the stages, plus slack to align them to 1024 bytes.
-const SMEM_BYTES: u32 = STAGES * (BM + BN) * BK * 2 + 1024;
+/// The most dynamic shared memory a block may have on compute capability 9.0 (227 KiB).
+const SMEM_LIMIT: u32 = 232_448;
 
 /// A `CUtensorMap` passed by value (the kernel's `KilnTmaDesc`: 128 bytes, 64-byte aligned).
 #[repr(C, align(64))]
@@ -183,67 +315,15 @@ impl CudaBackend {
     }
 }
 
-/// `C = A·Bᵀ` in bf16 with f32 accumulation on kiln's wgmma kernel, with the pipeline
-/// chosen (benchmarks compare them; [`GemmImpl::Wgmma`](kiln_core::linalg::GemmImpl) uses
-/// [`WgmmaPipeline::Sync`]): `A` is `m x k`, `B` is `n x k`, `C` is `m x n`, all row-major
-/// and packed. An `Unsupported` error on a device other than compute capability 9.0; an
-/// `InvalidArgument` for shapes the kernel cannot take (see [`wgmma_unfit`]) or buffers of
-/// the wrong length.
-///
-/// Launch: `gemm_wgmma_bf16_nt` (or `_nt_inflight`), a persistent grid of
-/// `min(tiles, SMs)` blocks of 384 threads (a producer and two consumer warpgroups) over
-/// 128×256 tiles of `C`, 197,632 bytes of dynamic shared memory (4 stages).
-pub struct WgmmaNt<'a> {
-    /// `A`, `m x k`.
-    pub a: &'a DeviceBuffer<bf16>,
-    /// `B`, `n x k`.
-    pub b: &'a DeviceBuffer<bf16>,
-    /// `C`, `m x n`.
-    pub c: &'a mut DeviceBuffer<bf16>,
-    /// Rows of `A` and `C`.
-    pub m: usize,
-    /// Rows of `B`, columns of `C`.
-    pub n: usize,
-    /// The inner dimension.
-    pub k: usize,
-    /// How the consumer warpgroups pace their wgmma groups.
-    pub pipeline: WgmmaPipeline,
-}
-
-impl Op for WgmmaNt<'_> {
-    type Output = ();
-
-    fn run(self, cuda: &CudaBackend) -> Result<()> {
-        let WgmmaNt {
-            a,
-            b,
-            c,
-            m,
-            n,
-            k,
-            pipeline,
-        } = self;
-        check_extents([("A", a.len(), m, k), ("B", b.len(), n, k), ("C", c.len(), m, n)])?;
-        gemm_wgmma_launch(
-            cuda,
-            a.device_ptr(),
-            b.device_ptr(),
-            c.device_ptr(),
-            [m, n, k],
-            false,
-            true,
-            pipeline,
-        )
-    }
-}
-
 /// `C = scale · A·Bᵀ` on kiln's fp8 wgmma kernel: `A` (`m x k`) and `B` (`n x k`) hold fp8
 /// bytes of `format` (row-major, packed), `C` (`m x n`) is bf16, products accumulate on
 /// the tensor cores (whose fp8 accumulation keeps fewer bits than f32: see
 /// docs/performance.md), then are scaled and rounded once. `k` must be a multiple of 16
 /// (16-byte rows for TMA).
 ///
-/// Launch: `gemm_wgmma_{e4m3,e5m2}_nt`, the grid and block of [`WgmmaNt`].
+/// Launch: `gemm_wgmma_{e4m3,e5m2}_nt`, a persistent grid of `min(tiles, SMs)` blocks of
+/// 384 threads (a producer and two consumer warpgroups) over 128×256 tiles of `C`, 197,632
+/// bytes of dynamic shared memory (4 stages).
 pub struct Fp8GemmNt<'a> {
     /// `A`, `m x k` fp8 bytes.
     pub a: &'a DeviceBuffer<u8>,
@@ -297,9 +377,9 @@ impl Op for Fp8GemmNt<'_> {
         let map_b = tma_map_of(cuda, b.device_ptr(), n, k, BN, true)?;
         launch_tiles(
             cuda,
-            format.symbol(),
-            &map_a,
-            &map_b,
+            (GEMM_WGMMA, format.symbol(), WgmmaVariant::Sync.smem_bytes(), 1),
+            [&map_a, &map_b],
+            None,
             c.device_ptr(),
             [m, n, k],
             Some(scale),
@@ -365,24 +445,13 @@ fn tma_map_of(
 }
 
 /// `C = op(A)·op(B)` on pointers whose buffers were checked to hold the extents (A
-/// stored `k x m` when `ta`, else `m x k`; B stored `n x k` when `tb`, else `k x n`).
+/// stored `k x m` when `ta`, else `m x k`; B stored `n x k` when `tb`, else `k x n`) with
+/// `variant`'s kernel. A TMA-store variant needs C's rows a multiple of 16 bytes and C
+/// 16-byte aligned (TMA's rules, as for A and B); where they are not (`n` not a multiple of
+/// 8), the same pipeline with direct stores runs instead ([`WgmmaVariant::Cluster`] for the
+/// cluster variants, else the default), whose results are the same.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wgmma_ptr(
-    cuda: &CudaBackend,
-    a: u64,
-    b: u64,
-    c: u64,
-    m: usize,
-    n: usize,
-    k: usize,
-    ta: bool,
-    tb: bool,
-) -> Result<()> {
-    gemm_wgmma_launch(cuda, a, b, c, [m, n, k], ta, tb, WgmmaPipeline::Sync)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn gemm_wgmma_launch(
     cuda: &CudaBackend,
     a: u64,
     b: u64,
@@ -390,9 +459,8 @@ fn gemm_wgmma_launch(
     [m, n, k]: [usize; 3],
     ta: bool,
     tb: bool,
-    pipeline: WgmmaPipeline,
+    variant: WgmmaVariant,
 ) -> Result<()> {
-    let symbol = symbol(ta, tb, pipeline)?;
     require_wgmma(cuda)?;
     if let Some(why) = wgmma_unfit(m, n, k, ta, tb, a, b) {
         return Err(Error::invalid(
@@ -400,18 +468,38 @@ fn gemm_wgmma_launch(
             format!("kiln's wgmma kernel cannot take {m} x {n} x {k}: {why}; the library implementation can"),
         ));
     }
+    let variant = match variant {
+        v if !v.tma_store() || (n % 8 == 0 && c % 16 == 0) => v,
+        v if v.cluster() > 1 => WgmmaVariant::Cluster,
+        _ => WgmmaVariant::Sync,
+    };
     // as stored: K-major rows in one box a stage, M/N-major ones in 64 x 64 boxes
     let map_a = if ta {
         tma_map(cuda, a, k, m, 64)?
     } else {
         tma_map(cuda, a, m, k, BM)?
     };
+    // a cluster's block loads half of B's 256 rows
     let map_b = if tb {
-        tma_map(cuda, b, n, k, BN)?
+        tma_map(cuda, b, n, k, BN / variant.cluster())?
     } else {
         tma_map(cuda, b, k, n, 64)?
     };
-    launch_tiles(cuda, symbol, &map_a, &map_b, c, [m, n, k], None)
+    // C in 64 x 64 boxes: a consumer's 64 rows, 64 columns a box
+    let map_c = variant
+        .tma_store()
+        .then(|| tma_map(cuda, c, m, n, 64))
+        .transpose()?;
+    let symbol = variant.symbol(ta, tb);
+    launch_tiles(
+        cuda,
+        (variant.module(), &symbol, variant.smem_bytes(), variant.cluster()),
+        [&map_a, &map_b],
+        map_c.as_ref(),
+        c,
+        [m, n, k],
+        None,
+    )
 }
 
 /// The Hopper check every entry point makes first.
@@ -429,48 +517,63 @@ fn require_wgmma(cuda: &CudaBackend) -> Result<()> {
     })
 }
 
-/// Launch `symbol` (a kernel of GEMM_WGMMA) over the tiles of an `m x n` C at `c`, with
-/// `scale` after the three sizes when it is an fp8 kernel's.
+/// Launch `symbol` (a kernel of `module`, taking `smem` bytes of dynamic shared memory, in
+/// clusters of `cluster` blocks) over the tiles of an `m x n` C at `c`, with C's tensor map
+/// after B's when it is a TMA-store kernel's, and `scale` after the three sizes when it is
+/// an fp8 kernel's.
 fn launch_tiles(
     cuda: &CudaBackend,
-    symbol: &str,
-    map_a: &TmaDesc,
-    map_b: &TmaDesc,
+    (module, symbol, smem, cluster): (Module, &str, u32, u32),
+    [map_a, map_b]: [&TmaDesc; 2],
+    map_c: Option<&TmaDesc>,
     c: u64,
     [m, n, k]: [usize; 3],
     scale: Option<f32>,
 ) -> Result<()> {
+    debug_assert!(smem <= SMEM_LIMIT);
     let f = cuda
-        .module_for(Program::Module(GEMM_WGMMA), WGMMA_ARCH)?
+        .module_for(Program::Module(module), WGMMA_ARCH)?
         .load_function(symbol)
         .map_err(|e| cuda.err(symbol, e))?;
     f.set_attribute(
         sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        SMEM_BYTES as i32,
+        smem as i32,
     )
     .map_err(|e| cuda.err("cuFuncSetAttribute", e))?;
-    let tiles = (m.div_ceil(BM as usize) * n.div_ceil(BN as usize)) as u64;
+    // a persistent block an SM, each cluster walking units of `cluster` vertically adjacent
+    // tiles (the kernel's pairs of tile rows), the grid whole clusters
+    let cl = u64::from(cluster);
+    let units = (m.div_ceil(BM as usize) as u64).div_ceil(cl) * n.div_ceil(BN as usize) as u64;
     let sms = u64::from(cuda.info().desc.multiprocessors.max(1));
+    let clusters = units.min((sms / cl).max(1));
     let cfg = LaunchConfig {
-        grid_dim: (tiles.min(sms) as u32, 1, 1),
+        grid_dim: ((clusters * cl) as u32, 1, 1),
         block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: SMEM_BYTES,
+        shared_mem_bytes: smem,
     };
     let (mi, ni, ki) = (m as i32, n as i32, k as i32);
     let stream = cuda.stream();
     let _range = cuda.range_on(symbol, stream);
     let mut l = stream.launch_builder(&f);
-    l.arg(map_a).arg(map_b).arg(&c).arg(&mi).arg(&ni).arg(&ki);
+    l.arg(map_a).arg(map_b);
+    if let Some(map_c) = map_c {
+        l.arg(map_c);
+    }
+    l.arg(&c).arg(&mi).arg(&ni).arg(&ki);
     if let Some(s) = scale.as_ref() {
         l.arg(s);
     }
-    // SAFETY: `f` is a kernel of GEMM_WGMMA loaded in this context; the arguments are its
-    // parameters in order (two KilnTmaDesc by value, unsigned short*, three int, and a
+    // SAFETY: `f` is a kernel of `module` loaded in this context; the arguments are its
+    // parameters in order (two KilnTmaDesc by value, a third for C for the TMA-store
+    // kernels, which the caller passes exactly then, unsigned short*, three int, and a
     // float for the fp8 kernels, which the callers pass exactly then); the tensor maps
     // cover A and B as stored, whose buffers the callers checked, and TMA never reads
     // outside them (out-of-bounds boxes fill zeros); the kernel writes C only at row < m,
-    // col < n, inside its m x n elements; the shared memory is the kernel's ring of
-    // stages plus alignment slack, allowed by the attribute set above.
+    // col < n, inside its m x n elements (directly, or through C's tensor map over exactly
+    // those, whose stores clip at its bounds); the shared memory is the kernel's ring of
+    // stages and staging buffers plus alignment slack (`smem`, the variant's), allowed by
+    // the attribute set above; a cluster kernel's grid is whole clusters of its
+    // `__cluster_dims__`.
     unsafe { l.launch(cfg) }.map_err(|e| cuda.err(symbol, e))?;
     Ok(())
 }
@@ -501,7 +604,6 @@ mod tests {
         assert!(wgmma_unfit(1 << 31, 1, 8, false, true, 0, 0)
             .unwrap()
             .contains("2^31"));
-        assert!(symbol(true, false, WgmmaPipeline::InFlight).is_err());
         // fp8 decoding: the formats' landmarks
         let e4 = Fp8Format::E4m3;
         assert_eq!(e4.decode(0x7E), 448.0);
@@ -516,10 +618,41 @@ mod tests {
         assert_eq!(e5.decode(0x01), 2f32.powi(-16));
         assert_eq!(e5.decode(0x7C), f32::INFINITY);
         assert!(e5.decode(0x7D).is_nan());
+    }
+
+    #[test]
+    fn every_variant_has_a_kernel_per_layout_and_fits_shared_memory() {
+        assert_eq!(WgmmaVariant::Sync.symbol(true, false), "gemm_wgmma_bf16_tn");
+        assert_eq!(WgmmaVariant::Sync.smem_bytes(), 197_632);
         assert_eq!(
-            symbol(true, false, WgmmaPipeline::Sync).unwrap(),
-            "gemm_wgmma_bf16_tn"
+            WgmmaVariant::TmaHalvesG16.symbol(false, true),
+            "gemm_wgmma_bf16_tma_halves_g16_nt"
         );
-        assert_eq!(SMEM_BYTES, 197_632);
+        for v in WgmmaVariant::ALL {
+            assert_eq!(WgmmaVariant::parse(v.name()).unwrap(), v);
+            // the static mbarriers (16 bytes a stage) share the limit
+            assert!(v.smem_bytes() + 16 * v.stages() <= SMEM_LIMIT, "{v:?}");
+            for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+                let sym = v.symbol(ta, tb);
+                // its one instantiation: the TMA-store kernels (taking C's tensor map) for
+                // the TMA-store variants only
+                let lines: Vec<&str> = v
+                    .module()
+                    .source
+                    .lines()
+                    .filter(|l| l.contains(&format!("({sym},")))
+                    .collect();
+                assert_eq!(lines.len(), 1, "{sym} in {}", v.module().name);
+                // and the cluster kernels (declared with their cluster size) for the cluster
+                // variants only
+                assert_eq!(lines[0].contains("CLUSTER"), v.cluster() == 2, "{}", lines[0]);
+                assert_eq!(lines[0].contains("TMA_STORE("), v.tma_store(), "{}", lines[0]);
+            }
+        }
+        let e = WgmmaVariant::parse("fast").unwrap_err().to_string();
+        assert!(
+            e.contains("KILN_WGMMA_VARIANT") && e.contains("tma_halves"),
+            "{e}"
+        );
     }
 }

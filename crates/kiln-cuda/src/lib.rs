@@ -92,8 +92,8 @@ pub mod ops {
 
     // Imaging, element-wise, copies and GEMM.
     pub use crate::copy::Cast;
-    pub use crate::gemm::{MatMul, MatMulHost};
-    pub use crate::gemm_wgmma::{Fp8GemmNt, WgmmaNt};
+    pub use crate::gemm::{MatMul, MatMulHost, WgmmaMatMul};
+    pub use crate::gemm_wgmma::Fp8GemmNt;
     pub use crate::launch_elementwise::{Axpy, Map, MapLaunchProbe, MapOn, Unary};
     pub use crate::launch_imaging::{
         Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear, NdimageLinearData,

@@ -100,3 +100,29 @@ fn the_wgmma_gemm_compiles_for_sm_90a_without_spills() {
     // sm_90a features only: plain sm_90 rejects wgmma
     assert!(nvrtc::compile_cubin(kernels::GEMM_WGMMA, "sm_90").is_err());
 }
+
+#[test]
+fn every_wgmma_variant_compiles_for_sm_90a_without_spills() {
+    use kiln_cuda::gemm_wgmma::{WgmmaVariant, WGMMA_ARCH};
+    if !nvrtc_or_skip("every_wgmma_variant_compiles_for_sm_90a") {
+        return;
+    }
+    let cubin = nvrtc::compile_cubin(kernels::GEMM_WGMMA_VARIANTS, WGMMA_ARCH).unwrap();
+    let report = nvrtc::ptxas_info(kernels::GEMM_WGMMA_VARIANTS, WGMMA_ARCH).unwrap();
+    let mut kernels = 0;
+    for v in WgmmaVariant::ALL.into_iter().filter(|&v| v != WgmmaVariant::Sync) {
+        for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+            let symbol = v.symbol(ta, tb);
+            assert!(contains(&cubin, symbol.as_bytes()), "{symbol} is in the cubin");
+            assert!(report.contains(&symbol), "{report}");
+            kernels += 1;
+        }
+    }
+    // one "0 bytes spill stores" line a kernel: none spills its accumulators
+    assert_eq!(
+        report.matches("0 bytes spill stores").count(),
+        kernels,
+        "{report}"
+    );
+    assert!(!report.to_lowercase().contains("warning"), "{report}");
+}

@@ -53,9 +53,10 @@ pub use kiln_cuda::nvrtc::version as nvrtc_version;
 /// How many times this process has run NVRTC's compiler (cache hits do not count).
 pub use kiln_cuda::nvrtc::compiles_this_process as nvrtc_compiles_this_process;
 
-/// How kiln's wgmma GEMM paces its tensor-core groups (benchmarks compare the two through
-/// [`ops::WgmmaNt`]), and the fp8 formats of [`ops::Fp8GemmNt`].
-pub use kiln_cuda::gemm_wgmma::{Fp8Format, WgmmaPipeline};
+/// The variants of kiln's wgmma GEMM (benchmarks and tests compare them through
+/// [`ops::WgmmaMatMul`]; `KILN_WGMMA_VARIANT` picks the one `GemmImpl::Wgmma` runs), and the
+/// fp8 formats of [`ops::Fp8GemmNt`].
+pub use kiln_cuda::gemm_wgmma::{Fp8Format, WgmmaVariant, WGMMA_VARIANT_ENV};
 
 /// The input types of [`ops::LabelRaw`] (scipy.ndimage.label on arrays in device
 /// memory: kiln-py's path for CuPy and torch arrays).

@@ -6,7 +6,7 @@
 //! `BENCH {...}` JSON line per measurement, named like `peer_bench.py`'s `gemm_N` rows.
 #![allow(clippy::unwrap_used)]
 
-use kiln::device::ops::{Fp8GemmNt, MatMul, MatMulHost, WgmmaNt};
+use kiln::device::ops::{Fp8GemmNt, MatMul, MatMulHost, WgmmaMatMul};
 use kiln::device::CudaBackend;
 use kiln::linalg::{check, Gemm, GemmElement, GemmImpl, GemmPrecision};
 use kiln::testing;
@@ -141,12 +141,14 @@ fn bench_gemm() {
     bench::<f32>(b, 2048, GemmPrecision::F32, lib, "kiln-cublas-fp32", 10);
 }
 
-/// kiln's wgmma bf16 kernel against cuBLAS bf16 at `n`³, `NT` and `NN` (each operand read as
-/// stored), each checked on a sample before it is timed;
-/// cuBLAS and kiln alternate over three rounds so clock drift favours neither.
+/// Every variant of kiln's wgmma bf16 kernel against cuBLAS bf16 at `n`³, `NT` and `NN`
+/// (each operand read as stored): each checked on a sample (the f64 check) before any is
+/// timed, then cuBLAS and the variants timed in three alternated rounds, the order rotated
+/// each round so neither clock drift nor the position in a round favours one.
 #[test]
 #[ignore]
 fn bench_gemm_wgmma() {
+    use kiln::device::WgmmaVariant;
     let Some(rt) = testing::cuda_runtime_or_skip("bench_gemm_wgmma") else {
         return;
     };
@@ -166,6 +168,15 @@ fn bench_gemm_wgmma() {
     ] {
         verify::<bf16>(b, &g, p, GemmImpl::Wgmma, 1 << 16);
     }
+    // None: cuBLAS; Some(v): kiln's variant v
+    let peers: Vec<Option<WgmmaVariant>> = std::iter::once(None)
+        .chain(WgmmaVariant::ALL.into_iter().map(Some))
+        .collect();
+    let name = |peer: Option<WgmmaVariant>| match peer {
+        None => "kiln-cublas-bf16".to_string(),
+        Some(WgmmaVariant::Sync) => "kiln-wgmma-bf16".to_string(),
+        Some(v) => format!("kiln-wgmma-{}-bf16", v.name()),
+    };
     for n in [4096usize, 8192] {
         for tb in [true, false] {
             let g = Gemm::new(n, n, n).transposed(false, tb);
@@ -173,76 +184,54 @@ fn bench_gemm_wgmma() {
             let da = b.upload_slice(&a).unwrap();
             let db = b.upload_slice(&bb).unwrap();
             let mut dc = b.alloc_poisoned_as::<bf16>(n * n).unwrap();
-            for imp in [GemmImpl::Library, GemmImpl::Wgmma] {
-                b.run(MatMul {
+            let run = |peer: Option<WgmmaVariant>, dc: &mut _| match peer {
+                None => b.run(MatMul {
                     a: &da,
                     b: &db,
-                    c: &mut dc,
+                    c: dc,
                     gemm: &g,
                     precision: p,
-                    imp,
-                })
-                .unwrap();
+                    imp: GemmImpl::Library,
+                }),
+                Some(variant) => b.run(WgmmaMatMul {
+                    a: &da,
+                    b: &db,
+                    c: dc,
+                    gemm: &g,
+                    variant,
+                }),
+            };
+            for &peer in &peers {
+                // poison between peers: each check sees only its own writes
+                dc = b.alloc_poisoned_as::<bf16>(n * n).unwrap();
+                run(peer, &mut dc).unwrap();
                 let mut c = vec![bf16::from_f32(0.0); n * n];
                 dc.copy_to_host(&mut c, b.stream()).unwrap();
                 let r = check(&a, &bb, &c, &g, p, 4096).unwrap();
-                assert!(r.passed, "{g} {p} {imp:?}: {r:?}");
+                assert!(r.passed, "{g} {p} {}: {r:?}", name(peer));
             }
-            let mut times = [Vec::new(), Vec::new()];
-            for _ in 0..3 {
-                for (i, imp) in [GemmImpl::Library, GemmImpl::Wgmma].into_iter().enumerate() {
-                    times[i].extend(
-                        b.time_ms(2, 10, || {
-                            b.run(MatMul {
-                                a: &da,
-                                b: &db,
-                                c: &mut dc,
-                                gemm: &g,
-                                precision: p,
-                                imp,
-                            })
-                        })
-                        .unwrap(),
-                    );
+            let mut times = vec![Vec::new(); peers.len()];
+            for round in 0..3 {
+                for i in 0..peers.len() {
+                    let at = (i + round) % peers.len();
+                    times[at].extend(b.time_ms(2, 10, || run(peers[at], &mut dc)).unwrap());
                 }
             }
             let layout = if tb { "nt" } else { "nn" };
-            let [lib, kiln] = times.map(median);
-            for (peer, ms) in [("kiln-cublas-bf16", lib), ("kiln-wgmma-bf16", kiln)] {
+            let ms: Vec<f64> = times.into_iter().map(median).collect();
+            for (&peer, &ms) in peers.iter().zip(&ms) {
                 let tflops = g.flops() / ms / 1e9;
                 println!(
-                    "BENCH {{\"workload\": \"gemm_{n}_{layout}\", \"peer\": \"{peer}\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}}}"
+                    "BENCH {{\"workload\": \"gemm_{n}_{layout}\", \"peer\": \"{}\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}}}",
+                    name(peer)
                 );
             }
-            println!("BENCH_RATIO gemm_{n}_{layout} kiln/cublas time {:.3}", kiln / lib);
-            if tb {
-                // the other pipeline (one wgmma group in flight), checked then timed after
-                // the alternated rounds (which favours it: the variant timed last came out
-                // ahead in each of four calls, whichever it was)
-                use kiln::device::WgmmaPipeline;
-                {
-                    let (v, name) = (WgmmaPipeline::InFlight, "kiln-wgmma-inflight-bf16");
-                    let run = |dc: &mut _| {
-                        b.run(WgmmaNt {
-                            a: &da,
-                            b: &db,
-                            c: dc,
-                            m: n,
-                            n,
-                            k: n,
-                            pipeline: v,
-                        })
-                    };
-                    run(&mut dc).unwrap();
-                    let mut c = vec![bf16::from_f32(0.0); n * n];
-                    dc.copy_to_host(&mut c, b.stream()).unwrap();
-                    assert!(check(&a, &bb, &c, &g, p, 4096).unwrap().passed, "{name}");
-                    let ms = median(b.time_ms(2, 10, || run(&mut dc)).unwrap());
-                    let tflops = g.flops() / ms / 1e9;
-                    println!(
-                        "BENCH {{\"workload\": \"gemm_{n}_nt\", \"peer\": \"{name}\", \"ms\": {ms:.4}, \"TFLOPs\": {tflops:.1}}}"
-                    );
-                }
+            for (&peer, &t) in peers.iter().zip(&ms).skip(1) {
+                println!(
+                    "BENCH_RATIO gemm_{n}_{layout} {}/cublas time {:.3}",
+                    name(peer),
+                    t / ms[0]
+                );
             }
         }
     }

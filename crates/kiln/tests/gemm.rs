@@ -318,6 +318,104 @@ fn gemm_tiled_float4_every_transpose() {
     }
 }
 
+/// The wgmma kernels' odd sizes: one element; inside one 128 x 256 tile; odd m and n across
+/// tiles with k tails inside the 64-wide stage (a transposed A with m, or a B as stored with
+/// n, not a multiple of 8 is copied to K-major rows first; a TMA-store variant runs the
+/// default kernel where n is not a multiple of 8); exact tiles; every operand read as stored
+/// across edge tiles, C stored across edge tiles (m and n multiples of 8 past a tile
+/// boundary); several tiles a block on the persistent walk (2056 x 2056: 153 tiles, 81 pairs
+/// of tile rows, more than an H100 or H200 has SMs or clusters of two, the last pair row
+/// half empty).
+const WGMMA_SHAPES: [(usize, usize, usize); 10] = [
+    (1, 1, 8),
+    (17, 33, 64),
+    (257, 129, 40),
+    (128, 256, 64),
+    (136, 264, 72),
+    (300, 520, 136),
+    (129, 257, 1000),
+    (1000, 776, 520),
+    (1031, 777, 264),
+    (2056, 2056, 72),
+];
+
+kiln::test_device!(gemm_wgmma_every_variant_every_transpose, |rt: &Runtime| {
+    // every variant of kiln's wgmma kernel, named through the op (not the environment), on
+    // the same inputs: each element within the bf16 bound of the f64 product, and every
+    // variant bit for bit the default
+    use kiln::device::ops::WgmmaMatMul;
+    use kiln::device::WgmmaVariant;
+    let Some(cuda) = rt.cuda() else {
+        return;
+    };
+    if !cuda.wgmma_supported() {
+        return;
+    }
+    let p = GemmPrecision::Bf16;
+    let seed = testing::fresh_seed();
+    for (s, &(m, n, k)) in WGMMA_SHAPES.iter().enumerate() {
+        for (t, &(ta, tb)) in TRANSPOSES.iter().enumerate() {
+            let g = Gemm::new(m, n, k).transposed(ta, tb);
+            let seed = seed + (10 * s + t) as u64;
+            let a: Vec<bf16> = data(g.len_a().unwrap(), seed);
+            let b: Vec<bf16> = data(g.len_b().unwrap(), seed ^ 0xb);
+            // the reference and its bound, once for every variant
+            let beta = bound_factor(p, k);
+            let mut want = Vec::with_capacity(m * n);
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut sum, mut mag) = (0.0f64, 0.0f64);
+                    for q in 0..k {
+                        let x = a[a_at(&g, 0, i, q)].to_f32() as f64 * b[b_at(&g, 0, q, j)].to_f32() as f64;
+                        sum += x;
+                        mag += x.abs();
+                    }
+                    want.push((sum, beta * mag + 1e-38));
+                }
+            }
+            let da = cuda.upload_slice(&a).unwrap();
+            let db = cuda.upload_slice(&b).unwrap();
+            // the default's bits: the variants run the same wgmma sequence and rounding, so
+            // they must match it exactly
+            let mut first: Option<Vec<u16>> = None;
+            for v in WgmmaVariant::ALL {
+                // poisoned: an element the kernel misses stays NaN
+                let mut dc = cuda.alloc_poisoned_as::<bf16>(m * n).unwrap();
+                cuda.run(WgmmaMatMul {
+                    a: &da,
+                    b: &db,
+                    c: &mut dc,
+                    gemm: &g,
+                    variant: v,
+                })
+                .unwrap_or_else(|e| panic!("{v:?} {g}: {e}"));
+                let mut c = vec![bf16::from_f32(0.0); m * n];
+                dc.copy_to_host(&mut c, cuda.stream()).unwrap();
+                for (e, (&got, &(sum, bound))) in c.iter().zip(&want).enumerate() {
+                    let got = got.to_f32() as f64;
+                    assert!(
+                        (got - sum).abs() <= bound,
+                        "{v:?} {g} (seed {seed}) at ({}, {}): {got} vs {sum}, bound {bound:e}",
+                        e / n,
+                        e % n
+                    );
+                }
+                let bits: Vec<u16> = c.iter().map(|x| x.to_bits()).collect();
+                match &first {
+                    None => first = Some(bits),
+                    Some(f) => {
+                        let diff = f.iter().zip(&bits).position(|(x, y)| x != y);
+                        assert!(
+                            diff.is_none(),
+                            "{v:?} {g} (seed {seed}): not the default's bits at {diff:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+});
+
 kiln::test_device!(gemm_wgmma_bf16_every_transpose, |rt: &Runtime| {
     // kiln's wgmma kernel: bf16 on compute capability 9.0 only; elsewhere a clear error.
     let p = GemmPrecision::Bf16;
@@ -338,22 +436,7 @@ kiln::test_device!(gemm_wgmma_bf16_every_transpose, |rt: &Runtime| {
         return;
     }
     let seed = testing::fresh_seed();
-    // one element; inside one 128 x 256 tile; odd m and n across tiles with k tails inside
-    // the 64-wide stage (a transposed A with m, or a B as stored with n, not a multiple of 8
-    // is copied to K-major rows first); exact tiles; every operand read as stored across
-    // edge tiles; several tiles a block on the persistent walk
-    let shapes = [
-        (1, 1, 8),
-        (17, 33, 64),
-        (257, 129, 40),
-        (128, 256, 64),
-        (136, 264, 72),
-        (300, 520, 136),
-        (129, 257, 1000),
-        (1000, 776, 520),
-        (1031, 777, 264),
-    ];
-    for (s, &(m, n, k)) in shapes.iter().enumerate() {
+    for (s, &(m, n, k)) in WGMMA_SHAPES.iter().enumerate() {
         for (t, &(ta, tb)) in TRANSPOSES.iter().enumerate() {
             let g = Gemm::new(m, n, k).transposed(ta, tb);
             check::<bf16>(rt, &g, p, GemmImpl::Wgmma, seed + (10 * s + t) as u64);

@@ -70,12 +70,28 @@ pub const AMERICAN: Module = Module {
 };
 
 /// kiln's bf16 tensor-core GEMM for Hopper: TMA, wgmma, warp specialisation, persistent
-/// tiles (`kernels/gemm_wgmma.cu`). Compiled for `sm_90a` only ([`crate::gemm_wgmma`]), so it
-/// is not in the kernel table every architecture compiles.
+/// tiles (`kernels/gemm_wgmma.cuh`, then `kernels/gemm_wgmma.cu`: the default kernels and the
+/// fp8 ones). Compiled for `sm_90a` only ([`crate::gemm_wgmma`]), so it is not in the kernel
+/// table every architecture compiles.
 pub const GEMM_WGMMA: Module = Module {
     name: "gemm_wgmma",
     options: &[],
-    source: include_str!("../../kernels/gemm_wgmma.cu"),
+    source: concat!(
+        include_str!("../../kernels/gemm_wgmma.cuh"),
+        include_str!("../../kernels/gemm_wgmma.cu")
+    ),
+};
+
+/// The variants of the wgmma GEMM the benchmark compares with the default
+/// (`kernels/gemm_wgmma.cuh`, then `kernels/gemm_wgmma_variants.cu`): a module of their own,
+/// so the default's first use does not compile them. `sm_90a` only, like [`GEMM_WGMMA`].
+pub const GEMM_WGMMA_VARIANTS: Module = Module {
+    name: "gemm_wgmma_variants",
+    options: &[],
+    source: concat!(
+        include_str!("../../kernels/gemm_wgmma.cuh"),
+        include_str!("../../kernels/gemm_wgmma_variants.cu")
+    ),
 };
 
 /// Element-wise maps and axpy on f32 / f16 / bf16 storage (16-byte vector accesses).
