@@ -30,9 +30,9 @@
 //! 1,  y_(1) .. y_(n),  y_(1)^2 .. y_(n)^2,  y_(1) y_(2) (n >= 2),  y_(1)^3
 //! ```
 //!
-//! `2n + 3` functions (`4` for one asset): polynomials in the sorted prices, as Broadie and
-//! Glasserman's and Andersen and Broadie's max-option experiments use, with the cube of the
-//! extreme for the curvature of the continuation value along it. The intrinsic value is in
+//! `2n + 3` functions (`4` for one asset): polynomials in the sorted prices (order
+//! statistics, the common choice for max options, e.g. Broadie and Cao 2008), with the cube
+//! of the extreme for the curvature of the continuation value along it. The intrinsic value is in
 //! their span on the paths regressed (in the money: `h / K = y_(1) - 1` or `1 - y_(1)`), so
 //! it is not a separate column. Sorting makes the fit symmetric in the assets.
 //!
