@@ -188,13 +188,12 @@ fn out_of_the_money_everywhere_falls_back_to_continue() {
     assert!(r.std_error.is_finite());
 }
 
-/// An American max-call on two assets through the runtime: the kiln-core engine's bits in
+/// An American max-call on two assets through the runtime: the CPU engine's bits in
 /// each slot (streams `first_option + i`), a bad option an error in its slot naming the
 /// field, and the Bermudan worth at least the one-date (European) option less noise.
 #[test]
 fn american_rainbows_price_through_the_runtime() {
     use kiln::finance::american::{AmericanRainbowSpec, BasketAsset, Extreme};
-    use kiln_core::finance::american::price_american_rainbow;
     let rt = Runtime::cpu();
     let spec = AmericanRainbowSpec {
         kind: OptionType::Call,
@@ -219,7 +218,7 @@ fn american_rainbows_price_through_the_runtime() {
     };
     let m = mc(1 << 13, 4);
     let got = rt.price_american_rainbow_batch(&[spec.clone(), bad, one_date], &m, 7);
-    let want = price_american_rainbow(&spec, &m, 7).unwrap();
+    let want = cpu::price_american_rainbow(&spec, &m, 7).unwrap();
     let first = got[0].as_ref().unwrap();
     assert_eq!(first.price.to_bits(), want.price.to_bits());
     assert_eq!(first.paths_used, 1 << 13);

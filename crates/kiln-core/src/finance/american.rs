@@ -1,8 +1,8 @@
 //! American exercise: what an American option is ([`AmericanSpec`]), a binomial-tree
 //! reference price ([`american_binomial`]) and the pieces of Longstaff-Schwartz Monte Carlo
 //! both engines share ([`lsm`]: the plan, the regression basis and sums, the solver, the
-//! backward-induction driver and the finishing math), and American rainbows by
-//! Longstaff-Schwartz on the CPU ([`rainbow`]).
+//! backward-induction driver and the finishing math), and the contract of American rainbows
+//! by Longstaff-Schwartz ([`rainbow`]).
 //!
 //! # The tree
 //!
@@ -43,9 +43,7 @@ pub use lsm::{
     check_lsm_run, continuation, finish_estimate, lsm_finish, regression_coefficients, run_lsm, run_lsm_sums,
     solve3, solve_dense, LsmBackend, LsmPlan, RegressionSums, LSM_BASIS, LSM_MAX_MATRIX_BYTES, LSM_SUMS,
 };
-pub use rainbow::{
-    price_american_rainbow, price_american_rainbow_portfolio, AmericanRainbowSpec, MAX_RAINBOW_ASSETS,
-};
+pub use rainbow::{AmericanRainbowSpec, RainbowPlan, MAX_RAINBOW_ASSETS};
 
 /// Most tree steps [`american_binomial`] takes (the time is quadratic in the steps).
 pub const MAX_TREE_STEPS: u32 = 100_000;

@@ -4,7 +4,8 @@
 //! of the same option (exercise on its dates; Broadie-Detemple smoothing, two step counts
 //! averaged) as the closed-form-like reference, always on the CPU. American rainbows (a call or
 //! put on the max or min of several assets) are priced by Longstaff-Schwartz on the CPU
-//! whatever the device (kiln-core's `finance::american::rainbow`).
+//! engine (kiln-core's `finance::american::rainbow` is the contract); a GPU runtime refuses
+//! them, as it does American barriers.
 
 use kiln_core::finance::{McParams, PriceResult};
 use kiln_core::storage::McStreams;
@@ -14,8 +15,7 @@ use crate::Runtime;
 
 pub use kiln_core::finance::american::{
     american_barrier_binomial, american_barrier_continuous, american_binomial, american_continuous,
-    binomial_crr, price_american_rainbow_portfolio, AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec,
-    MAX_RAINBOW_ASSETS,
+    binomial_crr, AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec, MAX_RAINBOW_ASSETS,
 };
 pub use kiln_core::finance::basket::BasketAsset;
 pub use kiln_core::finance::rainbow::Extreme;
@@ -66,12 +66,14 @@ impl Runtime {
             .unwrap_or_else(|e| super::every_slot("price_american_barrier", e, specs.len()))
     }
 
-    /// Prices American (Bermudan) rainbows by Longstaff-Schwartz on the host CPU, whatever
-    /// the runtime's device (the CUDA engine does not price them): option `i` uses Philox
-    /// stream index `first_option + i` of the basket stream. Paths and seed come from `mc`;
-    /// the time steps are each option's exercise dates; antithetic and control variates and
-    /// Sobol points are refused (an error in the slot), as is a bad option (the error names
-    /// the field and asset). In-sample estimator, biased slightly low. One result per option.
+    /// Prices American (Bermudan) rainbows by Longstaff-Schwartz on the CPU engine (kiln-core's
+    /// `finance::american::rainbow`: the basket's paths one step a date, a basis of
+    /// polynomials in the sorted prices); option `i` uses Philox stream index
+    /// `first_option + i` of the basket stream. Paths and seed come from `mc`; the time steps
+    /// are each option's exercise dates; antithetic and control variates and Sobol points
+    /// are refused (an error in the slot), as is a bad option (the error names the field and
+    /// asset). A runtime on a GPU refuses each option with an error saying so. In-sample
+    /// estimator, biased slightly low. One result per option.
     pub fn price_american_rainbow_batch(
         &self,
         specs: &[AmericanRainbowSpec],
@@ -79,7 +81,9 @@ impl Runtime {
         first_option: u32,
     ) -> Vec<Result<PriceResult>> {
         let _range = crate::profiler().host_range("price american rainbow");
-        price_american_rainbow_portfolio(specs, mc, first_option)
+        self.finance_backend()
+            .price_american_rainbow(specs, mc, McStreams::From(first_option))
+            .unwrap_or_else(|e| super::every_slot("price_american_rainbow", e, specs.len()))
     }
 
     /// Prices American barrier options by the tree on the CPU: exercisable on their dates

@@ -1,8 +1,9 @@
-//! American (Bermudan) rainbow options by Longstaff-Schwartz on the CPU: a call or put on
-//! the largest or smallest of `n` correlated assets ([`AmericanRainbowSpec`]: a max-call,
-//! a min-put, ...), exercisable at `t = 0` and at `exercise_dates` equally spaced dates.
-//! The CUDA engine does not price these options; this engine runs on the host (rayon, one
-//! task a canonical block of [`BLOCK_SAMPLES`] paths) whatever the runtime's device.
+//! American (Bermudan) rainbow options by Longstaff-Schwartz: a call or put on the largest
+//! or smallest of `n` correlated assets ([`AmericanRainbowSpec`]: a max-call, a min-put,
+//! ...), exercisable at `t = 0` and at `exercise_dates` equally spaced dates. This module is
+//! the contract ([`RainbowPlan`]: the paths, the basis, the finish); the CPU engine
+//! (kiln-cpu's `finance::american_rainbow`) implements it, one rayon task a canonical block
+//! of 1,024 paths; the CUDA engine refuses these options.
 //!
 //! # Paths
 //!
@@ -41,24 +42,21 @@
 //! As [`super::lsm`]: `V_p` the payoff at the last date; for each earlier date, `V_p *=
 //! exp(-r dt)`, the in-the-money paths' normal equations `sum phi phi^T`, `sum phi V` are
 //! summed per canonical block in path order and the blocks added in block order (so the
-//! bits do not depend on the thread count), solved by [`solve_dense`] (fewer in-the-money
+//! bits do not depend on the thread count), solved by [`super::solve_dense`] (fewer in-the-money
 //! paths than functions or a singular system: no exercise at that date), and `V_p = h_p`
 //! where `h_p > 0` and `h_p > phi_p . beta`. The price is the mean of `V_p exp(-r dt)`, or
 //! the exercise value now if larger ([`finish_estimate`]). The in-sample estimator: low
 //! biased by the fitted rule's suboptimality, as [`super::lsm`] says.
 
-use rayon::prelude::*;
-
-use super::lsm::{check_lsm_run, finish_estimate, solve_dense};
+use super::lsm::{check_lsm_run, finish_estimate};
 use super::MAX_EXERCISE_DATES;
 use crate::error::{Error, Result};
 use crate::finance::basket::{basket_words, cholesky_named, validate_assets, BasketAsset};
 use crate::finance::rainbow::Extreme;
-use crate::finance::{McParams, OptionType, PriceResult, BLOCK_SAMPLES};
+use crate::finance::{McParams, OptionType, PriceResult};
 use crate::philox::{self, exp_f32, normals_from_words_f32};
 
 const OP: &str = "american rainbow";
-const B: usize = BLOCK_SAMPLES as usize;
 
 /// Most assets of an American rainbow (the basis grows as `2n + 3`; the normal equations
 /// as its square).
@@ -189,235 +187,173 @@ pub fn rainbow_basis(spec: &AmericanRainbowSpec, x: &[f64], sorted: &mut [f64], 
 }
 
 /// One run's constants, derived in f64 on the host and rounded once to f32 where the path
-/// is f32.
-struct Plan<'a> {
-    spec: &'a AmericanRainbowSpec,
-    option: u32,
-    paths: usize,
-    n: usize,
-    dates: usize,
-    groups: u32,
-    drift: Vec<f32>,
-    vol: Vec<f32>,
-    chol: Vec<f32>,
-    spot_weight: Vec<f64>,
-    df_step: f64,
-    key: [u32; 2],
-    basis: usize,
+/// is f32 (module docs), for an engine to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RainbowPlan {
+    /// Its Philox option word (stream index).
+    pub option: u32,
+    /// Paths simulated.
+    pub paths: usize,
+    /// Assets `n`.
+    pub n: usize,
+    /// Exercise dates, the time steps of a path.
+    pub dates: usize,
+    /// Philox calls a date, `ceil(n / 4)`.
+    pub groups: u32,
+    /// `((r - q_i - sigma_i^2 / 2) dt) as f32`.
+    pub drift: Vec<f32>,
+    /// `(sigma_i sqrt(dt)) as f32`.
+    pub vol: Vec<f32>,
+    /// The Cholesky factor in f32, lower triangle packed by rows (`L_ij` at `i (i + 1) / 2 + j`).
+    pub chol: Vec<f32>,
+    /// `w_i S_i` (f64).
+    pub spot_weight: Vec<f64>,
+    /// `exp(-r dt)`.
+    pub df_step: f64,
+    /// The Philox key of the seed.
+    pub key: [u32; 2],
+    /// Regression functions, [`rainbow_basis_len`]`(n)`.
+    pub basis: usize,
 }
 
-impl Plan<'_> {
-    /// The weighted prices of path slot `i` of a block slab at date `d`.
+impl RainbowPlan {
+    /// Validates the option and the run (as [`check_lsm_run`], the path matrix `paths x
+    /// dates x n` f32) and derives the constants. `mc.steps` is not used.
+    pub fn new(spec: &AmericanRainbowSpec, mc: &McParams, option: u32) -> Result<Self> {
+        let l = spec.validate()?;
+        let n = spec.assets.len();
+        check_lsm_run(
+            mc,
+            u64::from(spec.exercise_dates) * n as u64,
+            "exercise_dates x assets",
+        )?;
+        let paths =
+            usize::try_from(mc.paths).map_err(|_| Error::invalid(OP, "too many paths for this machine"))?;
+        let dt = spec.maturity / f64::from(spec.exercise_dates);
+        let mut chol = Vec::with_capacity(n * (n + 1) / 2);
+        for i in 0..n {
+            for j in 0..=i {
+                chol.push(l[i * n + j] as f32);
+            }
+        }
+        Ok(RainbowPlan {
+            option,
+            paths,
+            n,
+            dates: spec.exercise_dates as usize,
+            groups: n.div_ceil(4) as u32,
+            drift: spec
+                .assets
+                .iter()
+                .map(|a| ((spec.rate - a.dividend - 0.5 * a.volatility * a.volatility) * dt) as f32)
+                .collect(),
+            vol: spec
+                .assets
+                .iter()
+                .map(|a| (a.volatility * dt.sqrt()) as f32)
+                .collect(),
+            chol,
+            spot_weight: spec.assets.iter().map(|a| a.weight * a.spot).collect(),
+            df_step: (-spec.rate * dt).exp(),
+            key: philox::key_from_seed(mc.seed),
+            basis: rainbow_basis_len(n),
+        })
+    }
+
+    /// The `n` normals of path `p` at date `d` into `z` (`4 * groups` long; the first `n`
+    /// are used): `basket_words(key, option, p, d G + g)`, `g = 0 .. G`.
     #[inline(always)]
-    fn prices(&self, slab: &[f32], d: usize, i: usize, x: &mut [f64]) {
-        for (a, xa) in x.iter_mut().enumerate() {
-            *xa = self.spot_weight[a] * f64::from(slab[(d * self.n + a) * B + i]);
+    pub fn normals(&self, p: u32, d: u32, z: &mut [f32]) {
+        for g in 0..self.groups {
+            let w = basket_words(self.key, self.option, p, d * self.groups + g);
+            z[4 * g as usize..4 * g as usize + 4].copy_from_slice(&normals_from_words_f32(w));
         }
     }
-}
 
-/// Simulates block `b` into its slab (`dates x n x 1024` f32) and sets `V` to the payoff at
-/// the last date.
-fn simulate_block(plan: &Plan, b: usize, slab: &mut [f32], v: &mut [f64]) {
-    let n = plan.n;
-    let mut z = vec![0.0f32; 4 * plan.groups as usize];
-    let mut lx = vec![0.0f32; n];
-    let mut x = vec![0.0f64; n];
-    for i in 0..B.min(plan.paths - b * B) {
-        let p = (b * B + i) as u32;
-        lx.iter_mut().for_each(|l| *l = 0.0);
-        for d in 0..plan.dates {
-            for g in 0..plan.groups {
-                let w = basket_words(plan.key, plan.option, p, d as u32 * plan.groups + g);
-                z[4 * g as usize..4 * g as usize + 4].copy_from_slice(&normals_from_words_f32(w));
+    /// One date's step of the log prices `lx` from the normals `z`; writes `exp_f32(lx_i)`
+    /// into `e` (module docs: `u = L z` product then sum, `lx_i += vol_i.mul_add(u_i, drift_i)`).
+    #[inline(always)]
+    pub fn step(&self, z: &[f32], lx: &mut [f32], e: &mut [f32]) {
+        let mut row = 0usize;
+        for a in 0..self.n {
+            let mut u = 0.0f32;
+            for (l, zj) in self.chol[row..=row + a].iter().zip(z) {
+                u += l * zj;
             }
-            let mut row = 0usize;
-            for a in 0..n {
-                let mut u = 0.0f32;
-                for (l, zj) in plan.chol[row..=row + a].iter().zip(&z) {
-                    u += l * zj;
-                }
-                row += a + 1;
-                lx[a] += plan.vol[a].mul_add(u, plan.drift[a]);
-                slab[(d * n + a) * B + i] = exp_f32(lx[a]);
-            }
+            row += a + 1;
+            lx[a] += self.vol[a].mul_add(u, self.drift[a]);
+            e[a] = exp_f32(lx[a]);
         }
-        plan.prices(slab, plan.dates - 1, i, &mut x);
-        v[i] = plan.spec.payoff(&x);
     }
-}
 
-/// Discounts `V` one date and returns the block's normal-equation sums at date `d`:
-/// `[sum phi phi^T (row-major), sum phi V, count]`.
-fn regress_block(plan: &Plan, b: usize, slab: &[f32], v: &mut [f64], d: usize) -> Vec<f64> {
-    let k = plan.basis;
-    let mut sums = vec![0.0f64; k * k + k + 1];
-    let (mut x, mut sorted, mut phi) = (vec![0.0; plan.n], vec![0.0; plan.n], vec![0.0; k]);
-    for (i, vi) in v.iter_mut().enumerate().take(B.min(plan.paths - b * B)) {
-        let y = *vi * plan.df_step;
-        *vi = y;
-        plan.prices(slab, d, i, &mut x);
-        if plan.spec.payoff(&x) > 0.0 {
-            rainbow_basis(plan.spec, &x, &mut sorted, &mut phi);
-            for r in 0..k {
-                for c in 0..k {
-                    sums[r * k + c] += phi[r] * phi[c];
-                }
-                sums[k * k + r] += phi[r] * y;
-            }
-            sums[k * k + k] += 1.0;
-        }
+    /// The price from the totals of the discounted cash flows: [`finish_estimate`] with the
+    /// exercise value now.
+    pub fn finish(&self, spec: &AmericanRainbowSpec, sum_y: f64, sum_yy: f64) -> PriceResult {
+        finish_estimate(self.paths as u64, spec.payoff_now(), sum_y, sum_yy)
     }
-    sums
-}
-
-/// Exercises block `b` at date `d` where the payoff is positive and above the fit.
-fn exercise_block(plan: &Plan, b: usize, slab: &[f32], v: &mut [f64], d: usize, beta: &[f64]) {
-    let k = plan.basis;
-    let (mut x, mut sorted, mut phi) = (vec![0.0; plan.n], vec![0.0; plan.n], vec![0.0; k]);
-    for (i, vi) in v.iter_mut().enumerate().take(B.min(plan.paths - b * B)) {
-        plan.prices(slab, d, i, &mut x);
-        let h = plan.spec.payoff(&x);
-        if h > 0.0 {
-            rainbow_basis(plan.spec, &x, &mut sorted, &mut phi);
-            let cont: f64 = phi.iter().zip(beta).map(|(p, c)| p * c).sum();
-            if h > cont {
-                *vi = h;
-            }
-        }
-    }
-}
-
-/// Prices one American rainbow by Longstaff-Schwartz (module docs): `mc.paths` paths of the
-/// seed's stream `option`, the option's exercise dates as the time steps. Antithetic and
-/// control variates and Sobol points are refused, as for [`super::LsmPlan`]; `mc.steps` is
-/// not used. The same bits on any number of threads.
-pub fn price_american_rainbow(spec: &AmericanRainbowSpec, mc: &McParams, option: u32) -> Result<PriceResult> {
-    let l = spec.validate()?;
-    let n = spec.assets.len();
-    let dates = spec.exercise_dates as usize;
-    check_lsm_run(
-        mc,
-        u64::from(spec.exercise_dates) * n as u64,
-        "exercise_dates x assets",
-    )?;
-    let paths =
-        usize::try_from(mc.paths).map_err(|_| Error::invalid(OP, "too many paths for this machine"))?;
-    let dt = spec.maturity / f64::from(spec.exercise_dates);
-    let mut chol = Vec::with_capacity(n * (n + 1) / 2);
-    for i in 0..n {
-        for j in 0..=i {
-            chol.push(l[i * n + j] as f32);
-        }
-    }
-    let plan = Plan {
-        spec,
-        option,
-        paths,
-        n,
-        dates,
-        groups: n.div_ceil(4) as u32,
-        drift: spec
-            .assets
-            .iter()
-            .map(|a| ((spec.rate - a.dividend - 0.5 * a.volatility * a.volatility) * dt) as f32)
-            .collect(),
-        vol: spec
-            .assets
-            .iter()
-            .map(|a| (a.volatility * dt.sqrt()) as f32)
-            .collect(),
-        chol,
-        spot_weight: spec.assets.iter().map(|a| a.weight * a.spot).collect(),
-        df_step: (-spec.rate * dt).exp(),
-        key: philox::key_from_seed(mc.seed),
-        basis: rainbow_basis_len(n),
-    };
-    let blocks = paths.div_ceil(B);
-    let slab = dates * n * B;
-    let mut m = zeroed::<f32>(blocks * slab, "path matrix")?;
-    let mut v = zeroed::<f64>(blocks * B, "cash flows")?;
-    m.par_chunks_mut(slab)
-        .zip(v.par_chunks_mut(B))
-        .enumerate()
-        .for_each(|(b, (s, vb))| simulate_block(&plan, b, s, vb));
-    let k = plan.basis;
-    for d in (0..dates - 1).rev() {
-        let parts: Vec<Vec<f64>> = m
-            .par_chunks(slab)
-            .zip(v.par_chunks_mut(B))
-            .enumerate()
-            .map(|(b, (s, vb))| regress_block(&plan, b, s, vb, d))
-            .collect();
-        let mut total = vec![0.0f64; k * k + k + 1];
-        for p in &parts {
-            for (t, x) in total.iter_mut().zip(p) {
-                *t += *x;
-            }
-        }
-        if total[k * k + k] < k as f64 {
-            continue;
-        }
-        if let Some(beta) = solve_dense(&total[..k * k], &total[k * k..k * k + k], k) {
-            m.par_chunks(slab)
-                .zip(v.par_chunks_mut(B))
-                .enumerate()
-                .for_each(|(b, (s, vb))| exercise_block(&plan, b, s, vb, d, &beta));
-        }
-    }
-    let fin: Vec<[f64; 2]> = v
-        .par_chunks(B)
-        .enumerate()
-        .map(|(b, vb)| {
-            let (mut sy, mut syy) = (0.0f64, 0.0f64);
-            for &x in &vb[..B.min(paths - b * B)] {
-                let y = x * plan.df_step;
-                sy += y;
-                syy += y * y;
-            }
-            [sy, syy]
-        })
-        .collect();
-    let (mut sy, mut syy) = (0.0f64, 0.0f64);
-    for f in &fin {
-        sy += f[0];
-        syy += f[1];
-    }
-    Ok(finish_estimate(mc.paths, spec.payoff_now(), sy, syy))
-}
-
-/// Prices many; option `i` uses stream index `first_option + i`. An invalid option is an
-/// error in its slot.
-pub fn price_american_rainbow_portfolio(
-    specs: &[AmericanRainbowSpec],
-    mc: &McParams,
-    first_option: u32,
-) -> Vec<Result<PriceResult>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match u32::try_from(i as u64 + u64::from(first_option)) {
-            Ok(o) => price_american_rainbow(s, mc, o),
-            Err(_) => Err(Error::invalid(OP, format!("option {i}: stream index past 2^32"))),
-        })
-        .collect()
-}
-
-fn zeroed<T: Copy + Default>(n: usize, what: &str) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        Error::invalid(
-            OP,
-            format!(
-                "could not allocate the {what} ({} MiB) on the host",
-                (n * std::mem::size_of::<T>()) >> 20
-            ),
-        )
-    })?;
-    v.resize(n, T::default());
-    Ok(v)
 }
 
 #[cfg(test)]
-#[path = "rainbow_tests.rs"]
-mod tests;
+mod tests {
+    use super::*;
+
+    fn max_call(n: usize, s0: f64) -> AmericanRainbowSpec {
+        let mut corr = vec![0.0; n * n];
+        for i in 0..n {
+            corr[i * n + i] = 1.0;
+        }
+        AmericanRainbowSpec {
+            kind: OptionType::Call,
+            extreme: Extreme::Max,
+            strike: 100.0,
+            rate: 0.05,
+            maturity: 3.0,
+            exercise_dates: 9,
+            assets: (0..n).map(|_| BasketAsset::new(s0, 0.2, 0.1, 1.0)).collect(),
+            correlation: corr,
+        }
+    }
+
+    #[test]
+    fn basis_is_sorted_polynomials_with_the_extreme_first() {
+        let spec = max_call(3, 100.0);
+        let mut phi = vec![0.0; rainbow_basis_len(3)];
+        let mut sorted = vec![0.0; 3];
+        rainbow_basis(&spec, &[90.0, 120.0, 100.0], &mut sorted, &mut phi);
+        let want = [1.0, 1.2, 1.0, 0.9, 1.44, 1.0, 0.81, 1.2, 1.2 * 1.2 * 1.2];
+        for (g, w) in phi.iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{phi:?}");
+        }
+        let min = AmericanRainbowSpec {
+            extreme: Extreme::Min,
+            kind: OptionType::Put,
+            ..spec
+        };
+        rainbow_basis(&min, &[90.0, 120.0, 100.0], &mut sorted, &mut phi);
+        assert!(
+            (phi[1] - 0.9).abs() < 1e-12 && (phi[7] - 0.9).abs() < 1e-12,
+            "{phi:?}"
+        );
+        assert_eq!(rainbow_basis_len(1), 4);
+        assert_eq!(rainbow_basis_len(5), 13);
+    }
+
+    #[test]
+    fn plan_rounds_the_constants_once_and_checks_the_run() {
+        let spec = max_call(2, 100.0);
+        let mc = McParams {
+            paths: 5000,
+            seed: 3,
+            ..McParams::default()
+        };
+        let p = RainbowPlan::new(&spec, &mc, 4).unwrap();
+        assert_eq!((p.n, p.dates, p.groups, p.basis, p.option), (2, 9, 1, 7, 4));
+        assert_eq!(p.vol[0], (0.2 * (3.0f64 / 9.0).sqrt()) as f32);
+        assert_eq!(p.chol, vec![1.0, 0.0, 1.0]);
+        assert_eq!(p.spot_weight, vec![100.0, 100.0]);
+        let e = RainbowPlan::new(&spec, &McParams { paths: 1, ..mc }, 0).unwrap_err();
+        assert!(e.to_string().contains("paths"), "{e}");
+        let e = RainbowPlan::new(&AmericanRainbowSpec { strike: -1.0, ..spec }, &mc, 0).unwrap_err();
+        assert!(e.to_string().contains("strike"), "{e}");
+    }
+}

@@ -1,6 +1,8 @@
 use super::*;
-use crate::finance::rainbow::stulz;
-use crate::finance::spread::TwoAssets;
+use kiln_core::finance::basket::BasketAsset;
+use kiln_core::finance::rainbow::{stulz, Extreme};
+use kiln_core::finance::spread::TwoAssets;
+use kiln_core::finance::OptionType;
 
 /// The Broadie-Glasserman / Andersen-Broadie max-call: `n` independent assets, each
 /// spot `s0`, sigma 20%, dividend 10%; K = 100, r = 5%, T = 3, 9 exercise dates.
@@ -80,30 +82,6 @@ fn lattice_2d(spec: &AmericanRainbowSpec, k: usize) -> f64 {
 /// The lattice with `k` and `k + 1` steps a date, averaged (their odd-even wobble cancels).
 fn lattice_ref(spec: &AmericanRainbowSpec) -> f64 {
     0.5 * (lattice_2d(spec, 24) + lattice_2d(spec, 25))
-}
-
-#[test]
-fn basis_is_sorted_polynomials_with_the_extreme_first() {
-    let spec = max_call(3, 100.0);
-    let mut phi = vec![0.0; rainbow_basis_len(3)];
-    let mut sorted = vec![0.0; 3];
-    rainbow_basis(&spec, &[90.0, 120.0, 100.0], &mut sorted, &mut phi);
-    let want = [1.0, 1.2, 1.0, 0.9, 1.44, 1.0, 0.81, 1.2, 1.2 * 1.2 * 1.2];
-    for (g, w) in phi.iter().zip(want) {
-        assert!((g - w).abs() < 1e-12, "{phi:?}");
-    }
-    let min = AmericanRainbowSpec {
-        extreme: Extreme::Min,
-        kind: OptionType::Put,
-        ..spec
-    };
-    rainbow_basis(&min, &[90.0, 120.0, 100.0], &mut sorted, &mut phi);
-    assert!(
-        (phi[1] - 0.9).abs() < 1e-12 && (phi[7] - 0.9).abs() < 1e-12,
-        "{phi:?}"
-    );
-    assert_eq!(rainbow_basis_len(1), 4);
-    assert_eq!(rainbow_basis_len(5), 13);
 }
 
 /// One exercise date (and an out-of-the-money spot, so exercising now is worth nothing) is
@@ -261,7 +239,7 @@ fn two_asset_bermudan_min_put_matches_the_lattice() {
 
 /// A large run for the record: the two-asset rows, the five-asset max-call (its quoted values
 /// are in the five-asset test) and the min-put, printed.
-/// `cargo test -p kiln-core --lib american::rainbow -- --ignored --nocapture`.
+/// `cargo test -p kiln-cpu --lib finance::american_rainbow -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn large_runs_print_the_estimates() {
