@@ -1,6 +1,7 @@
 //! American options on the CPU through the runtime: Longstaff-Schwartz against the binomial
 //! tree on Longstaff & Schwartz's Table 1 and on random puts and calls with dividends, the
-//! tree against the published values, and the errors a bad option or run gets.
+//! tree against the published values, and the errors a bad option or run gets; American
+//! rainbows through the runtime.
 #![allow(clippy::unwrap_used)]
 
 use kiln::finance::american::{american_binomial, AmericanSpec};
@@ -185,4 +186,44 @@ fn out_of_the_money_everywhere_falls_back_to_continue() {
         .unwrap();
     assert!(r.price.is_finite() && r.price >= 0.0 && r.price < 1e-6, "{r:?}");
     assert!(r.std_error.is_finite());
+}
+
+/// An American max-call on two assets through the runtime: the CPU engine's bits in
+/// each slot (streams `first_option + i`), a bad option an error in its slot naming the
+/// field, and the Bermudan worth at least the one-date (European) option less noise.
+#[test]
+fn american_rainbows_price_through_the_runtime() {
+    use kiln::finance::american::{AmericanRainbowSpec, BasketAsset, Extreme};
+    let rt = Runtime::cpu();
+    let spec = AmericanRainbowSpec {
+        kind: OptionType::Call,
+        extreme: Extreme::Max,
+        strike: 100.0,
+        rate: 0.05,
+        maturity: 3.0,
+        exercise_dates: 9,
+        assets: vec![
+            BasketAsset::new(100.0, 0.2, 0.1, 1.0),
+            BasketAsset::new(100.0, 0.2, 0.1, 1.0),
+        ],
+        correlation: vec![1.0, 0.0, 0.0, 1.0],
+    };
+    let bad = AmericanRainbowSpec {
+        maturity: -1.0,
+        ..spec.clone()
+    };
+    let one_date = AmericanRainbowSpec {
+        exercise_dates: 1,
+        ..spec.clone()
+    };
+    let m = mc(1 << 13, 4);
+    let got = rt.price_american_rainbow_batch(&[spec.clone(), bad, one_date], &m, 7);
+    let want = cpu::price_american_rainbow(&spec, &m, 7).unwrap();
+    let first = got[0].as_ref().unwrap();
+    assert_eq!(first.price.to_bits(), want.price.to_bits());
+    assert_eq!(first.paths_used, 1 << 13);
+    let e = got[1].as_ref().unwrap_err().to_string();
+    assert!(e.contains("maturity"), "{e}");
+    let eu = got[2].as_ref().unwrap();
+    assert!(first.price > eu.price - 4.0 * eu.std_error, "{first:?} vs {eu:?}");
 }

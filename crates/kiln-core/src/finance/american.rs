@@ -1,7 +1,8 @@
 //! American exercise: what an American option is ([`AmericanSpec`]), a binomial-tree
 //! reference price ([`american_binomial`]) and the pieces of Longstaff-Schwartz Monte Carlo
 //! both engines share ([`lsm`]: the plan, the regression basis and sums, the solver, the
-//! backward-induction driver and the finishing math).
+//! backward-induction driver and the finishing math), and the contract of American rainbows
+//! by Longstaff-Schwartz ([`rainbow`]).
 //!
 //! # The tree
 //!
@@ -34,13 +35,15 @@ use crate::error::{Error, Result};
 pub mod barrier;
 pub mod lsm;
 pub mod lsm_barrier;
+pub mod rainbow;
 
 pub use barrier::{american_barrier_binomial, american_barrier_continuous, AmericanBarrierSpec};
 
 pub use lsm::{
-    continuation, lsm_finish, regression_coefficients, run_lsm, run_lsm_sums, solve3, LsmBackend, LsmPlan,
-    RegressionSums, LSM_BASIS, LSM_MAX_MATRIX_BYTES, LSM_SUMS,
+    check_lsm_run, continuation, finish_estimate, lsm_finish, regression_coefficients, run_lsm, run_lsm_sums,
+    solve3, solve_dense, LsmBackend, LsmPlan, RegressionSums, LSM_BASIS, LSM_MAX_MATRIX_BYTES, LSM_SUMS,
 };
+pub use rainbow::{AmericanRainbowSpec, RainbowPlan, MAX_RAINBOW_ASSETS};
 
 /// Most tree steps [`american_binomial`] takes (the time is quadratic in the steps).
 pub const MAX_TREE_STEPS: u32 = 100_000;

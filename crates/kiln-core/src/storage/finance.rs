@@ -14,7 +14,7 @@
 //! a whole run that failed: a device failure, a run the device refuses as a whole, or
 //! `McStreams::Each` of another length than the options.
 
-use crate::finance::american::{AmericanBarrierSpec, AmericanSpec};
+use crate::finance::american::{AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec};
 use crate::finance::basket::BasketSpec;
 use crate::finance::calibrate::{calibrate_heston, CalibrationOptions, HestonFit, HestonQuote};
 use crate::finance::heston::{HestonParams, HestonSpec};
@@ -154,6 +154,28 @@ pub trait FinanceBackend: Send + Sync {
                     "price_american_barrier",
                     "American barrier options are priced by Longstaff-Schwartz on the CPU only; \
                      use the cpu device, or the tree (the analytic method)",
+                ))
+            })
+            .collect())
+    }
+
+    /// American rainbows by Longstaff-Schwartz (kiln-core's `finance::american::rainbow`).
+    /// Only the CPU engine prices them; this default (the CUDA engine's) refuses each option
+    /// with an error that says so.
+    fn price_american_rainbow(
+        &self,
+        specs: &[AmericanRainbowSpec],
+        mc: &McParams,
+        streams: McStreams<'_>,
+    ) -> McBatch {
+        let _ = mc;
+        streams.check(specs.len(), "price_american_rainbow")?;
+        Ok(specs
+            .iter()
+            .map(|_| {
+                Err(Error::invalid(
+                    "price_american_rainbow",
+                    "American rainbows are priced by Longstaff-Schwartz on the CPU only; use the cpu device",
                 ))
             })
             .collect())

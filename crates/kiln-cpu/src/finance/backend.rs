@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use kiln_core::finance::american::{AmericanBarrierSpec, AmericanSpec};
+use kiln_core::finance::american::{AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec};
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::implied::{implied_volatility_book, NoVolatility, Quote};
@@ -17,7 +17,8 @@ use kiln_core::{Device, Error, Result};
 
 use super::{
     price_american, price_american_barrier, price_american_barrier_portfolio, price_american_portfolio,
-    price_basket_mc, price_heston_mc, price_mc, price_portfolio_from, simulate_blocks,
+    price_american_rainbow, price_american_rainbow_portfolio, price_basket_mc, price_heston_mc, price_mc,
+    price_portfolio_from, simulate_blocks,
 };
 
 /// The CPU's finance engines (module docs).
@@ -109,6 +110,23 @@ impl FinanceBackend for CpuFinance {
                 .iter()
                 .zip(st)
                 .map(|(s, &o)| price_american_barrier(s, mc, o))
+                .collect()),
+        }
+    }
+
+    fn price_american_rainbow(
+        &self,
+        specs: &[AmericanRainbowSpec],
+        mc: &McParams,
+        streams: McStreams<'_>,
+    ) -> McBatch {
+        streams.check(specs.len(), "price_american_rainbow")?;
+        match streams {
+            McStreams::From(first) => Ok(price_american_rainbow_portfolio(specs, mc, first)),
+            McStreams::Each(st) => Ok(specs
+                .iter()
+                .zip(st)
+                .map(|(s, &o)| price_american_rainbow(s, mc, o))
                 .collect()),
         }
     }

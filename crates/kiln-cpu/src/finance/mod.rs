@@ -7,6 +7,7 @@
 
 pub mod american;
 pub mod american_barrier;
+pub mod american_rainbow;
 mod backend;
 pub mod basket;
 pub mod heston;
@@ -16,6 +17,7 @@ mod qmc;
 
 pub use american::{price_american, price_american_portfolio};
 pub use american_barrier::{price_american_barrier, price_american_barrier_portfolio};
+pub use american_rainbow::{price_american_rainbow, price_american_rainbow_portfolio};
 pub use backend::CpuFinance;
 pub use basket::{price_basket, price_basket_mc, simulate_basket_blocks};
 pub use heston::{price_heston, price_heston_mc, simulate_heston_blocks};

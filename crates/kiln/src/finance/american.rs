@@ -2,7 +2,10 @@
 //! finance engine, the GPU's or the CPU's (the same bits either way: kiln-core's
 //! `finance::american::lsm` is the contract both engines implement), and the binomial tree
 //! of the same option (exercise on its dates; Broadie-Detemple smoothing, two step counts
-//! averaged) as the closed-form-like reference, always on the CPU.
+//! averaged) as the closed-form-like reference, always on the CPU. American rainbows (a call or
+//! put on the max or min of several assets) are priced by Longstaff-Schwartz on the CPU
+//! engine (kiln-core's `finance::american::rainbow` is the contract); a GPU runtime refuses
+//! them, as it does American barriers.
 
 use kiln_core::finance::{McParams, PriceResult};
 use kiln_core::storage::McStreams;
@@ -12,8 +15,10 @@ use crate::Runtime;
 
 pub use kiln_core::finance::american::{
     american_barrier_binomial, american_barrier_continuous, american_binomial, american_continuous,
-    binomial_crr, AmericanBarrierSpec, AmericanSpec,
+    binomial_crr, AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec, MAX_RAINBOW_ASSETS,
 };
+pub use kiln_core::finance::basket::BasketAsset;
+pub use kiln_core::finance::rainbow::Extreme;
 
 /// Tree steps [`Runtime::price_american_tree`] uses when asked for the default (accurate to
 /// about `1e-4` of the strike on usual terms; well under a second an option).
@@ -59,6 +64,26 @@ impl Runtime {
         self.finance_backend()
             .price_american_barrier(specs, mc, McStreams::From(first_option))
             .unwrap_or_else(|e| super::every_slot("price_american_barrier", e, specs.len()))
+    }
+
+    /// Prices American (Bermudan) rainbows by Longstaff-Schwartz on the CPU engine (kiln-core's
+    /// `finance::american::rainbow`: the basket's paths one step a date, a basis of
+    /// polynomials in the sorted prices); option `i` uses Philox stream index
+    /// `first_option + i` of the basket stream. Paths and seed come from `mc`; the time steps
+    /// are each option's exercise dates; antithetic and control variates and Sobol points
+    /// are refused (an error in the slot), as is a bad option (the error names the field and
+    /// asset). A runtime on a GPU refuses each option with an error saying so. In-sample
+    /// estimator, biased slightly low. One result per option.
+    pub fn price_american_rainbow_batch(
+        &self,
+        specs: &[AmericanRainbowSpec],
+        mc: &McParams,
+        first_option: u32,
+    ) -> Vec<Result<PriceResult>> {
+        let _range = crate::profiler().host_range("price american rainbow");
+        self.finance_backend()
+            .price_american_rainbow(specs, mc, McStreams::From(first_option))
+            .unwrap_or_else(|e| super::every_slot("price_american_rainbow", e, specs.len()))
     }
 
     /// Prices American barrier options by the tree on the CPU: exercisable on their dates

@@ -107,45 +107,64 @@ impl RegressionSums {
 
 /// Solves the 3x3 system `a x = b` by Gaussian elimination with partial pivoting (f64).
 /// `None` when a pivot is at most `1e-13` times the largest entry of `a` (singular or
-/// nearly so) or the solution is not finite.
-#[allow(clippy::needless_range_loop)] // rows and columns of one small matrix
+/// nearly so) or the solution is not finite. [`solve_dense`] with `n = 3`.
 pub fn solve3(a: [[f64; 3]; 3], b: [f64; 3]) -> Option<[f64; 3]> {
-    let mut m = [[0.0f64; 4]; 3];
-    for i in 0..3 {
-        m[i][..3].copy_from_slice(&a[i]);
-        m[i][3] = b[i];
+    let flat: Vec<f64> = a.iter().flatten().copied().collect();
+    let x = solve_dense(&flat, &b, 3)?;
+    Some([x[0], x[1], x[2]])
+}
+
+/// Solves the `n x n` system `a x = b` (`a` row-major) by Gaussian elimination with partial
+/// pivoting (f64): for each column the row with the largest magnitude at or below the
+/// diagonal (the first on ties) is swapped up and eliminated below, over the augmented
+/// columns too, then back substitution. `None` when a pivot is at most `1e-13` times the
+/// largest entry of `a` (singular or nearly so), the shapes disagree, or the solution is
+/// not finite.
+pub fn solve_dense(a: &[f64], b: &[f64], n: usize) -> Option<Vec<f64>> {
+    if n == 0 || a.len() != n * n || b.len() != n {
+        return None;
     }
-    let scale = a.iter().flatten().fold(0.0f64, |acc, v| acc.max(v.abs()));
+    let w = n + 1;
+    let mut m = vec![0.0f64; n * w];
+    for i in 0..n {
+        m[i * w..i * w + n].copy_from_slice(&a[i * n..(i + 1) * n]);
+        m[i * w + n] = b[i];
+    }
+    let scale = a.iter().fold(0.0f64, |acc, v| acc.max(v.abs()));
     if !(scale > 0.0 && scale.is_finite()) {
         return None;
     }
     let tol = 1e-13 * scale;
-    for c in 0..3 {
+    for c in 0..n {
         // pivot: the largest magnitude in column c at or below row c (first one on ties)
         let mut piv = c;
-        for r in c + 1..3 {
-            if m[r][c].abs() > m[piv][c].abs() {
+        for r in c + 1..n {
+            if m[r * w + c].abs() > m[piv * w + c].abs() {
                 piv = r;
             }
         }
-        if m[piv][c].abs() <= tol {
+        if m[piv * w + c].abs() <= tol {
             return None;
         }
-        m.swap(c, piv);
-        for r in c + 1..3 {
-            let f = m[r][c] / m[c][c];
-            for k in c..4 {
-                m[r][k] -= f * m[c][k];
+        if piv != c {
+            for k in 0..w {
+                m.swap(c * w + k, piv * w + k);
+            }
+        }
+        for r in c + 1..n {
+            let f = m[r * w + c] / m[c * w + c];
+            for k in c..w {
+                m[r * w + k] -= f * m[c * w + k];
             }
         }
     }
-    let mut x = [0.0f64; 3];
-    for i in (0..3).rev() {
-        let mut s = m[i][3];
-        for k in i + 1..3 {
-            s -= m[i][k] * x[k];
+    let mut x = vec![0.0f64; n];
+    for i in (0..n).rev() {
+        let mut s = m[i * w + n];
+        for k in i + 1..n {
+            s -= m[i * w + k] * x[k];
         }
-        x[i] = s / m[i][i];
+        x[i] = s / m[i * w + i];
     }
     x.iter().all(|v| v.is_finite()).then_some(x)
 }
@@ -166,6 +185,51 @@ pub fn regression_coefficients(sums: &RegressionSums) -> Option<[f64; LSM_BASIS]
 pub fn continuation(beta: &[f64; LSM_BASIS], x: f64) -> f64 {
     let x2 = x * x;
     beta[0] + beta[1] * x + beta[2] * x2
+}
+
+/// The checks every Longstaff-Schwartz run shares: `paths` in `2..=2^32`, no antithetic or
+/// control variates, Philox only, and a path matrix of `paths x cells` f32 (`cells` a path:
+/// its dates, times its assets for a rainbow, named `what` in the message) within
+/// [`LSM_MAX_MATRIX_BYTES`].
+pub fn check_lsm_run(mc: &McParams, cells: u64, what: &str) -> Result<()> {
+    const OP: &str = "longstaff_schwartz";
+    if mc.paths < 2 || mc.paths > LSM_MAX_PATHS {
+        return Err(Error::invalid(
+            OP,
+            format!("paths = {}; it must be in 2..=2^32", mc.paths),
+        ));
+    }
+    if mc.antithetic {
+        return Err(Error::invalid(
+            OP,
+            "antithetic variates are not supported for American options; turn them off",
+        ));
+    }
+    if mc.control_variate {
+        return Err(Error::invalid(
+            OP,
+            "control variates are not supported for American options; turn them off",
+        ));
+    }
+    if let Rng::Sobol { .. } = mc.rng {
+        return Err(Error::invalid(
+            OP,
+            "American options are priced with the philox generator only (not sobol)",
+        ));
+    }
+    let bytes = mc.paths.saturating_mul(cells).saturating_mul(4);
+    if bytes > LSM_MAX_MATRIX_BYTES {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "paths = {} x {what} = {cells} needs a {:.1} GiB path matrix; at most {} GiB: use fewer paths or dates",
+                mc.paths,
+                bytes as f64 / f64::from(1u32 << 30),
+                LSM_MAX_MATRIX_BYTES >> 30
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The constants of one option's Longstaff-Schwartz run, derived on the host in f64 and
@@ -198,48 +262,8 @@ impl LsmPlan {
     /// not used). Antithetic variates, control variates and Sobol points are not supported
     /// (an error says so); `fast_math` is ignored (the run is always exact).
     pub fn new(spec: &AmericanSpec, mc: &McParams, option: u32) -> Result<Self> {
-        const OP: &str = "longstaff_schwartz";
         spec.validate()?;
-        if mc.paths < 2 || mc.paths > LSM_MAX_PATHS {
-            return Err(Error::invalid(
-                OP,
-                format!("paths = {}; it must be in 2..=2^32", mc.paths),
-            ));
-        }
-        if mc.antithetic {
-            return Err(Error::invalid(
-                OP,
-                "antithetic variates are not supported for American options; turn them off",
-            ));
-        }
-        if mc.control_variate {
-            return Err(Error::invalid(
-                OP,
-                "control variates are not supported for American options; turn them off",
-            ));
-        }
-        if let Rng::Sobol { .. } = mc.rng {
-            return Err(Error::invalid(
-                OP,
-                "American options are priced with the philox generator only (not sobol)",
-            ));
-        }
-        let bytes = mc
-            .paths
-            .saturating_mul(u64::from(spec.exercise_dates))
-            .saturating_mul(4);
-        if bytes > LSM_MAX_MATRIX_BYTES {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "paths = {} x exercise_dates = {} needs a {:.1} GiB path matrix; at most {} GiB: use fewer paths or dates",
-                    mc.paths,
-                    spec.exercise_dates,
-                    bytes as f64 / f64::from(1u32 << 30),
-                    LSM_MAX_MATRIX_BYTES >> 30
-                ),
-            ));
-        }
+        check_lsm_run(mc, u64::from(spec.exercise_dates), "exercise_dates")?;
         let dt = spec.maturity / f64::from(spec.exercise_dates);
         let v = spec.volatility;
         Ok(LsmPlan {
@@ -333,17 +357,23 @@ pub fn run_lsm_sums(plan: &LsmPlan, engine: &mut impl LsmBackend) -> Result<(f64
 /// standard error (sample standard deviation over `sqrt(paths)`), or the exercise value at
 /// `t = 0` with no error if that is larger.
 pub fn lsm_finish(plan: &LsmPlan, sum_y: f64, sum_yy: f64) -> PriceResult {
-    let n = plan.paths as f64;
+    finish_estimate(plan.paths, plan.spec.payoff(plan.spec.spot), sum_y, sum_yy)
+}
+
+/// [`lsm_finish`] for any option: the mean of `paths` samples with totals `sum_y` and
+/// `sum_yy` and its standard error, or `now` (the exercise value at `t = 0`) with no error
+/// if that is larger.
+pub fn finish_estimate(paths: u64, now: f64, sum_y: f64, sum_yy: f64) -> PriceResult {
+    let n = paths as f64;
     let mean = sum_y / n;
     let var = ((sum_yy - mean * sum_y) / (n - 1.0)).max(0.0);
     let se = (var / n).sqrt();
-    let now = plan.spec.payoff(plan.spec.spot);
     let (price, se) = if now > mean { (now, 0.0) } else { (mean, se) };
     PriceResult {
         price,
         std_error: se,
         ci95: (price - 1.96 * se, price + 1.96 * se),
-        paths_used: plan.paths,
+        paths_used: paths,
         ..PriceResult::exact(price)
     }
 }
