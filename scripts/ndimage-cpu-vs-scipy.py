@@ -16,6 +16,11 @@ process CPU time and the best wall time of 7 calls each.
     RAYON_NUM_THREADS=1 python3 scripts/ndimage-cpu-vs-scipy.py
     RAYON_NUM_THREADS=2 python3 scripts/ndimage-cpu-vs-scipy.py interp
     RAYON_NUM_THREADS=2 python3 scripts/ndimage-cpu-vs-scipy.py distance
+    RAYON_NUM_THREADS=1 python3 scripts/ndimage-cpu-vs-scipy.py label
+
+With `label`, connected-component labelling (random 50%-dense masks: 2048² with the faces
+and the 3 x 3 structure, 4096², 128 x 256 x 256): labels and counts checked identical to
+scipy's, then CPU and wall time as above.
 """
 import sys
 import time
@@ -96,7 +101,24 @@ def distances():
               f"wall scipy {ws:8.2f} kiln {wk:8.2f} ms ({wk / ws:4.2f})")
 
 
+def labels():
+    rng = np.random.default_rng(0)
+    cases = [("2048² faces", (2048, 2048), None), ("2048² 3x3", (2048, 2048), np.ones((3, 3))),
+             ("4096² faces", (4096, 4096), None), ("128x256x256 faces", (128, 256, 256), None)]
+    for name, shape, st in cases:
+        m = rng.random(shape) < 0.5
+        (a, na), (b, nb) = sn.label(m, st), kn.label(m, st)
+        assert na == nb and np.array_equal(a, b), name
+        cs, ck = cpu_ms(lambda: sn.label(m, st)), cpu_ms(lambda: kn.label(m, st))
+        ws, wk = wall_ms(lambda: sn.label(m, st)), wall_ms(lambda: kn.label(m, st))
+        print(f"label {name:20s} cpu scipy {cs:7.1f} kiln {ck:7.1f} ms ({ck / cs:4.2f})   "
+              f"wall scipy {ws:7.1f} kiln {wk:7.1f} ms ({wk / ws:4.2f})")
+
+
 def main():
+    if sys.argv[1:] == ["label"]:
+        labels()
+        return
     if sys.argv[1:] == ["interp"]:
         interp()
         return

@@ -174,6 +174,11 @@ struct Group {
     /// `dl` in lines (row-major over the axes before the last).
     lines: isize,
     dx: Vec<isize>,
+    /// The smallest and largest of `dx`.
+    lo: isize,
+    hi: isize,
+    /// `dx` is -1 and 1 without 0: a run of one element has a hole in its span.
+    holed: bool,
 }
 
 /// The labelling of one array shape with one structure.
@@ -211,9 +216,17 @@ impl Plan {
                         dl,
                         lines,
                         dx: vec![dx],
+                        lo: 0,
+                        hi: 0,
+                        holed: false,
                     });
                 }
             }
+        }
+        for g in &mut groups {
+            g.lo = g.dx.iter().min().copied().unwrap_or(0);
+            g.hi = g.dx.iter().max().copied().unwrap_or(0);
+            g.holed = !g.dx.contains(&0) && g.lo < 0 && g.hi > 0;
         }
         Plan {
             outer,
@@ -292,17 +305,20 @@ impl<L: LabelInt> Slab<L> {
 /// the offsets along the last axis that are neighbours.
 struct Near<'a> {
     start: usize,
-    dx: &'a [isize],
+    g: &'a Group,
+    /// The neighbour line's mask ([`row_bits`]; filled only where lines are labelled run
+    /// by run).
+    bits: &'a [u64],
 }
 
-/// The positions `i + dx` (`i` in `a..b`, `dx` in `dxs`) inside `0..len`, as a range and
-/// the one position inside it that is not a neighbour (`dx` of -1 and 1 only, a run of one).
-fn run_span(a: usize, b: usize, dxs: &[isize], len: usize) -> (Range<usize>, Option<usize>) {
-    let lo = dxs.iter().min().copied().unwrap_or(0);
-    let hi = dxs.iter().max().copied().unwrap_or(0);
-    let start = (a as isize + lo).max(0) as usize;
-    let end = ((b as isize - 1 + hi + 1).max(0) as usize).min(len);
-    let hole = (b - a == 1 && !dxs.contains(&0) && lo < 0 && hi > 0).then_some(a);
+/// The positions `i + dx` (`i` in `a..b`, `dx` in the group's offsets) inside `0..len`, as a
+/// range, and the one position inside it that is not a neighbour (`usize::MAX` if none: `dx`
+/// of -1 and 1 only, a run of one).
+#[inline(always)]
+fn run_span(a: usize, b: usize, g: &Group, len: usize) -> (Range<usize>, usize) {
+    let start = (a as isize + g.lo).max(0) as usize;
+    let end = ((b as isize + g.hi).max(0) as usize).min(len);
+    let hole = if g.holed && b - a == 1 { a } else { usize::MAX };
     (start..end, hole)
 }
 
@@ -318,28 +334,41 @@ fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &
         parent: vec![L::default()],
     };
     let mut c = plan.coords(lines.start);
-    let mut near: Vec<Near> = Vec::with_capacity(plan.groups.len());
+    let mut bits = Vec::with_capacity(len.div_ceil(64));
+    // the neighbour lines' masks as bits, one buffer a group (label_runs walks their runs)
+    let mut nbits: Vec<Vec<u64>> = vec![Vec::with_capacity(len.div_ceil(64)); plan.groups.len()];
+    // (group, the neighbour line's start in `out`) for the neighbour lines of this slab;
+    // lines of earlier slabs are merged at the seam
+    let mut at: Vec<(usize, usize)> = Vec::with_capacity(plan.groups.len());
     for li in lines.clone() {
-        near.clear();
-        for g in &plan.groups {
+        at.clear();
+        for (gi, g) in plan.groups.iter().enumerate() {
             if plan.valid(g, &c) {
                 let nl = (li as isize + g.lines) as usize;
-                // lines of earlier slabs are merged at the seam
                 if nl >= lines.start {
-                    near.push(Near {
-                        start: (nl - lines.start) * len,
-                        dx: &g.dx,
-                    });
+                    if plan.prev {
+                        row_bits(&mask[nl * len..(nl + 1) * len], &mut nbits[gi]);
+                    }
+                    at.push((gi, (nl - lines.start) * len));
                 }
             }
         }
+        let near: Vec<Near> = at
+            .iter()
+            .map(|&(gi, start)| Near {
+                start,
+                g: &plan.groups[gi],
+                bits: &nbits[gi],
+            })
+            .collect();
         let base = (li - lines.start) * len;
         let row = &mask[li * len..(li + 1) * len];
         // the neighbour lines come before this one
         let (before, rest) = out.split_at_mut(base);
         let line = &mut rest[..len];
         if plan.prev {
-            label_runs(&mut slab, &near, row, line, before);
+            row_bits(row, &mut bits);
+            label_runs(&mut slab, &near, &bits, line, before);
         } else {
             label_elements(&mut slab, &near, row, line, before);
         }
@@ -354,29 +383,80 @@ fn first_pass<L: LabelInt>(plan: &Plan, mask: &[u8], lines: Range<usize>, out: &
     }
     slab
 }
-/// One line where an element is joined to the one before it: run by run.
-fn label_runs<L: LabelInt>(slab: &mut Slab<L>, near: &[Near], row: &[u8], line: &mut [L], before: &[L]) {
-    let len = row.len();
+/// `row`'s non-zero bytes as bits, 64 a word (bit `i % 64` of word `i / 64`; the last
+/// word's bits past the row are 0). Eight bytes at a time: each byte's "non-zero" in its top
+/// bit, then the eight top bits gathered into one byte by a multiply (the partial products
+/// land on distinct bits, so nothing carries). Written by hand: run finding byte by byte
+/// mispredicts a branch per run boundary, word scans with `trailing_zeros` do not.
+fn row_bits(row: &[u8], bits: &mut Vec<u64>) {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const TOP: u64 = 0x8080_8080_8080_8080;
+    const GATHER: u64 = 0x0102_0408_1020_4080;
+    bits.clear();
+    for chunk in row.chunks(64) {
+        let mut w = 0u64;
+        let mut eights = chunk.chunks_exact(8);
+        for (k, c) in eights.by_ref().enumerate() {
+            let v = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            let t = (((v & LOW7) + LOW7) | v) & TOP;
+            w |= ((t >> 7).wrapping_mul(GATHER) >> 56) << (8 * k);
+        }
+        let done = chunk.len() - eights.remainder().len();
+        for (i, &m) in eights.remainder().iter().enumerate() {
+            w |= u64::from(m != 0) << (done + i);
+        }
+        bits.push(w);
+    }
+}
+
+/// The first position at or after `i` whose bit is `want` (bits past the row read as 0, so
+/// a search for a 0 ends at the row's end), or `len`.
+#[inline(always)]
+fn next_bit(bits: &[u64], i: usize, want: bool, len: usize) -> usize {
+    let flip = if want { 0 } else { u64::MAX };
+    let mut k = i / 64;
+    if k >= bits.len() {
+        return len;
+    }
+    let mut w = (bits[k] ^ flip) & (u64::MAX << (i % 64));
+    while w == 0 {
+        k += 1;
+        if k == bits.len() {
+            return len;
+        }
+        w = bits[k] ^ flip;
+    }
+    (k * 64 + w.trailing_zeros() as usize).min(len)
+}
+
+/// One line where an element is joined to the one before it: run by run (`bits`: the
+/// line's mask from [`row_bits`]).
+fn label_runs<L: LabelInt>(slab: &mut Slab<L>, near: &[Near], bits: &[u64], line: &mut [L], before: &[L]) {
+    let len = line.len();
+    // one fill of the whole line, not one a gap between runs
+    line.fill(L::default());
     let mut i = 0;
     while i < len {
-        let Some(p) = row[i..].iter().position(|&m| m != 0) else {
-            line[i..].fill(L::default());
+        let a = next_bit(bits, i, true, len);
+        if a == len {
             return;
-        };
-        let a = i + p;
-        line[i..a].fill(L::default());
-        let b = row[a..].iter().position(|&m| m == 0).map_or(len, |q| a + q);
+        }
+        let b = next_bit(bits, a, false, len);
         let mut cur = 0;
         for n in near {
-            let (span, hole) = run_span(a, b, n.dx, len);
-            let mut last = 0;
-            for j in span {
-                let l = before[n.start + j].to_usize();
-                // neighbouring elements mostly share a label: meet each once
-                if l != last && Some(j) != hole {
-                    cur = slab.meet(cur, l);
-                    last = l;
+            let (span, hole) = run_span(a, b, n.g, len);
+            // the neighbour line's runs over the span: each run carries one label (its
+            // line was labelled run by run), so one read a run
+            let mut j = next_bit(n.bits, span.start, true, span.end);
+            while j < span.end {
+                let e = next_bit(n.bits, j, false, span.end);
+                // the hole (a run of one's own position with dx -1 and 1) is not a
+                // neighbour: read the run's label past it, if the run goes on
+                let at = if j == hole { j + 1 } else { j };
+                if at < e {
+                    cur = slab.meet(cur, before[n.start + at].to_usize());
                 }
+                j = next_bit(n.bits, e, true, span.end);
             }
         }
         if cur == 0 {
@@ -397,7 +477,7 @@ fn label_elements<L: LabelInt>(slab: &mut Slab<L>, near: &[Near], row: &[u8], li
         }
         let mut cur = 0;
         for n in near {
-            for &dx in n.dx {
+            for &dx in &n.g.dx {
                 let j = i as isize + dx;
                 if j >= 0 && (j as usize) < len {
                     cur = slab.meet(cur, before[n.start + j as usize].to_usize());
@@ -547,16 +627,11 @@ pub(crate) fn label_in_slabs<L: LabelInt>(
     }
     let pass2 = |(s, o): (usize, &mut [L])| {
         let base = bases[s];
-        // runs share a label: look each up once
-        let (mut from, mut to) = (0, L::default());
+        // every element looked up, the background too (fin[0] is 0): a select, not a
+        // branch on the mask, which mispredicts on noisy masks
         for v in o.iter_mut() {
             let l = v.to_usize();
-            if l != 0 {
-                if l != from {
-                    (from, to) = (l, fin[base + l]);
-                }
-                *v = to;
-            }
+            *v = fin[if l == 0 { 0 } else { base + l }];
         }
     };
     if slabs > 1 {

@@ -131,6 +131,13 @@ fn random_masks_and_structures_match_the_flood_fill() {
         &[6, 1, 7],
         &[2, 3, 2, 3],
         &[4, 3, 3, 5],
+        // rows across the 64-element words of the run finder, and with 8-byte tails
+        &[5, 63],
+        &[2, 64],
+        &[4, 65],
+        &[3, 130],
+        &[1, 200],
+        &[2, 3, 129],
     ];
     for shape in shapes {
         let n: usize = shape.iter().product();
@@ -292,4 +299,48 @@ fn backward3_lists_the_neighbours_before_the_centre_as_3_axis_offsets() {
     assert_eq!(b.len(), 13);
     assert!(b.iter().all(|o| *o < [0, 0, 0]));
     assert_eq!(Structure::connectivity(4, 1).unwrap().backward3(), None);
+}
+
+#[test]
+fn row_bits_reads_every_non_zero_byte() {
+    let mut r = Lcg(11);
+    let mut bits = Vec::new();
+    for len in [0usize, 1, 7, 8, 9, 63, 64, 65, 127, 128, 200] {
+        for _ in 0..20 {
+            // any byte value: 0x80 alone, 0x7f, 0x01 and 0xff must all read as set
+            let row: Vec<u8> = (0..len)
+                .map(|_| match r.next() % 6 {
+                    0 | 1 => 0,
+                    2 => 0x80,
+                    3 => 0x7f,
+                    4 => 1,
+                    _ => (r.next() % 256) as u8,
+                })
+                .collect();
+            super::row_bits(&row, &mut bits);
+            assert_eq!(bits.len(), len.div_ceil(64));
+            for (i, &m) in row.iter().enumerate() {
+                assert_eq!(
+                    bits[i / 64] >> (i % 64) & 1 == 1,
+                    m != 0,
+                    "len {len}, byte {i} = {m}"
+                );
+            }
+            if len % 64 != 0 {
+                assert_eq!(bits[len / 64] >> (len % 64), 0, "bits past the row");
+            }
+            // next_bit finds every run boundary
+            let mut i = 0;
+            while i < len {
+                let a = super::next_bit(&bits, i, true, len);
+                assert_eq!(a, (i..len).find(|&j| row[j] != 0).unwrap_or(len));
+                if a == len {
+                    break;
+                }
+                let b = super::next_bit(&bits, a, false, len);
+                assert_eq!(b, (a..len).find(|&j| row[j] == 0).unwrap_or(len));
+                i = b;
+            }
+        }
+    }
 }
