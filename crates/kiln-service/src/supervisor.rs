@@ -414,8 +414,7 @@ impl Shared {
             if self.stopping.load(Ordering::SeqCst) && held.is_empty() {
                 return End::Shutdown;
             }
-            // enabled before any claim (and so before the claim made with a batch's ends):
-            // work queued after a claim's look wakes the slot
+            // enabled before the claim: work queued after its look wakes the slot
             let woken = self.hub.wake.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
@@ -428,19 +427,14 @@ impl Shared {
                 // only jobs past their deadline were claimed (and failed): look again
                 Ok(Some(jobs)) if jobs.is_empty() => continue,
                 Ok(Some(jobs)) => {
-                    let next = match self.run_batch(slot, proc, jobs).await {
+                    // A claim with the ends that found nothing is made again the usual
+                    // way: the clients told of those ends may have queued more since.
+                    match self.run_batch(slot, proc, jobs).await {
                         Err(end) => return end,
-                        Ok(next) => next,
-                    };
-                    last_beat = Instant::now();
-                    match next {
-                        // the claim with the ends found no work: wait for some
-                        Some(jobs) if jobs.is_empty() => {}
-                        next => {
-                            held = next.unwrap_or_default();
-                            continue;
-                        }
+                        Ok(next) => held = next,
                     }
+                    last_beat = Instant::now();
+                    continue;
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -491,16 +485,15 @@ impl Shared {
         }
     }
 
-    /// Run one batch; `Err(end)` if the worker is gone afterwards. `Ok(Some(jobs))`: the
-    /// next work, claimed in the transaction of this batch's ends (none: there was none
-    /// to claim, see [`JobStore::finish_and_claim`]); `Ok(None)`: nothing was claimed with
-    /// them, so the slot claims its usual way.
+    /// Run one batch; `Err(end)` if the worker is gone afterwards, else the next work
+    /// claimed in the transaction of this batch's ends ([`JobStore::finish_and_claim`]),
+    /// none if there was none or no such claim was made.
     async fn run_batch(
         &self,
         slot: &Slot,
         proc: &mut Proc,
         jobs: Vec<ClaimedJob>,
-    ) -> Result<Option<Vec<ClaimedJob>>, End> {
+    ) -> Result<Vec<ClaimedJob>, End> {
         let owner = self.owner(slot);
         let batch = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
         self.update(slot.index, |w| {
@@ -606,17 +599,21 @@ impl Shared {
                         WorkOutcome::Err { code, message, .. } => retries.push((job, code, message)),
                     }
                 }
-                // The next claim shares the ends' transaction unless a retry is to be queued
-                // first (it may be the next job), the worker is poisoned, or the node stops.
-                let fold = retries.is_empty() && !poisoned && !self.stopping.load(Ordering::SeqCst);
+                // A dynamic batch's next claim shares the ends' transaction unless a retry
+                // is to be queued first (it may be the next job), the worker is poisoned, or
+                // the node stops. An unbatched slot claims after its ends are told: folded,
+                // its one-job-a-request throughput varied more and was lower in most of the
+                // alternated runs (docs/performance.md).
+                let fold =
+                    self.merges() && retries.is_empty() && !poisoned && !self.stopping.load(Ordering::SeqCst);
                 let next = if fold {
                     let next = self.next_claim(slot);
-                    let claimed = self.finish_and_claim(&owner, ends, next).await;
-                    // an empty dynamic batch may be one still filling: the slot waits for it
-                    claimed.filter(|c| !c.is_empty() || !self.merges())
+                    self.finish_and_claim(&owner, ends, next)
+                        .await
+                        .unwrap_or_default()
                 } else {
                     self.finish_all(&owner, ends).await;
-                    None
+                    Vec::new()
                 };
                 for (job, code, message) in retries {
                     self.retry(job, &owner, &code, &message).await;
