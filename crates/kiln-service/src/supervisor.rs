@@ -17,6 +17,7 @@
 //! its slot faulted until the replacement reports ready ([`fault`]); `/readyz` answers 503
 //! meanwhile.
 
+mod claim;
 pub mod fault;
 mod outcome;
 mod process;
@@ -25,7 +26,7 @@ use crate::config::ServiceConfig;
 use crate::hub::Hub;
 use crate::metrics::ServiceMetrics;
 use crate::protocol::{read_frame_async, write_frame_async, FromWorker, ToWorker, WorkItem, WorkOutcome};
-use crate::store::{now_ms, ClaimLimit, ClaimedJob, JobStore, Outcome};
+use crate::store::{now_ms, ClaimedJob, JobStore, Outcome};
 pub use fault::DeviceFault;
 #[cfg(test)]
 use process::is_alloc_failure;
@@ -406,19 +407,31 @@ impl Shared {
         let heartbeat = Duration::from_millis(self.cfg.workers.heartbeat_ms);
         let mut last_beat = Instant::now();
         let mut seq = 0u64;
+        // Jobs claimed in the transaction of the last batch's ends, to run next.
+        let mut held: Vec<ClaimedJob> = Vec::new();
         loop {
-            if self.stopping.load(Ordering::SeqCst) {
+            // claimed jobs run even when stopping: a drain lets batches finish
+            if self.stopping.load(Ordering::SeqCst) && held.is_empty() {
                 return End::Shutdown;
             }
+            // enabled before the claim: work queued after its look wakes the slot
             let woken = self.hub.wake.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            match self.next_batch(slot).await {
+            let got = if held.is_empty() {
+                self.next_batch(slot).await
+            } else {
+                Ok(Some(self.screen(slot, std::mem::take(&mut held)).await))
+            };
+            match got {
                 // only jobs past their deadline were claimed (and failed): look again
                 Ok(Some(jobs)) if jobs.is_empty() => continue,
                 Ok(Some(jobs)) => {
-                    if let Some(end) = self.run_batch(slot, proc, jobs).await {
-                        return end;
+                    // A claim with the ends that found nothing is made again the usual
+                    // way: the clients told of those ends may have queued more since.
+                    match self.run_batch(slot, proc, jobs).await {
+                        Err(end) => return end,
+                        Ok(next) => held = next,
                     }
                     last_beat = Instant::now();
                     continue;
@@ -472,83 +485,15 @@ impl Shared {
         }
     }
 
-    /// Claim the next batch for this slot (dynamic batching, the store's fair order between
-    /// tokens), or `None` if there is no work. Claimed jobs already past their deadline or
-    /// their queue timeout fail here (`deadline_exceeded`, `expired`) without reaching the
-    /// worker; `Some` of an empty batch means every claimed job was such.
-    async fn next_batch(&self, slot: &Slot) -> Result<Option<Vec<ClaimedJob>>, crate::store::StoreError> {
-        let cap = self.cfg.scheduling.max_workers_per_token;
-        let b = &self.cfg.batching;
-        let jobs = if !self.merges() {
-            // Nothing to wait for or to merge: the head is the claim, with up to
-            // `claim_batch` more of its batch key that are queued now (run one by one).
-            let limit = ClaimLimit {
-                max: b.claim_batch.max(1),
-                slots: lock(&self.workers).len(),
-            };
-            self.store
-                .claim_head(&self.owner(slot), slot.gpu, cap, limit, self.cfg.store.lease())
-                .await?
-        } else {
-            let max = b.max_batch;
-            let Some(head) = self.store.head(slot.gpu, cap).await? else {
-                return Ok(None);
-            };
-            if head.same_key < max as u64 {
-                let age = now_ms() - head.created_ms;
-                let delay = b.max_queue_delay_ms as i64;
-                if age < delay {
-                    tokio::time::sleep(Duration::from_millis((delay - age) as u64)).await;
-                }
-            }
-            self.store
-                .claim(
-                    &self.owner(slot),
-                    slot.gpu,
-                    Some(&head.batch_key),
-                    max,
-                    self.cfg.store.lease(),
-                )
-                .await?
-        };
-        if jobs.is_empty() {
-            return Ok(None);
-        }
-        let now = now_ms();
-        let mut live = Vec::with_capacity(jobs.len());
-        let (mut late, mut outs) = (Vec::new(), Vec::new());
-        for job in jobs {
-            let out = if job.deadline_ms.is_some_and(|d| d <= now) {
-                Outcome::Failed {
-                    code: "deadline_exceeded".into(),
-                    message: "the job's deadline passed while it was queued; it never ran".into(),
-                }
-            } else if job.queue_until_ms.is_some_and(|d| d <= now) {
-                self.metrics.expired(&job.kind);
-                Outcome::Failed {
-                    code: crate::store::EXPIRED.0.into(),
-                    message: crate::store::EXPIRED.1.into(),
-                }
-            } else {
-                live.push(job);
-                continue;
-            };
-            late.push(job);
-            outs.push(out);
-        }
-        self.finish_all(&self.owner(slot), late.iter().zip(outs).collect())
-            .await;
-        Ok(Some(live))
-    }
-
-    /// Whether a slot's claim is a dynamic batch (one worker call merging its jobs' work);
-    /// else it is the fair head with up to `claim_batch` more jobs, run one by one.
-    fn merges(&self) -> bool {
-        self.cfg.batching.enabled && self.cfg.batching.max_batch > 1
-    }
-
-    /// Run one batch; `Some(end)` if the worker is gone afterwards.
-    async fn run_batch(&self, slot: &Slot, proc: &mut Proc, jobs: Vec<ClaimedJob>) -> Option<End> {
+    /// Run one batch; `Err(end)` if the worker is gone afterwards, else the next work
+    /// claimed in the transaction of this batch's ends ([`JobStore::finish_and_claim`]),
+    /// none if there was none or no such claim was made.
+    async fn run_batch(
+        &self,
+        slot: &Slot,
+        proc: &mut Proc,
+        jobs: Vec<ClaimedJob>,
+    ) -> Result<Vec<ClaimedJob>, End> {
         let owner = self.owner(slot);
         let batch = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
         self.update(slot.index, |w| {
@@ -654,7 +599,22 @@ impl Shared {
                         WorkOutcome::Err { code, message, .. } => retries.push((job, code, message)),
                     }
                 }
-                self.finish_all(&owner, ends).await;
+                // A dynamic batch's next claim shares the ends' transaction unless a retry
+                // is to be queued first (it may be the next job), the worker is poisoned, or
+                // the node stops. An unbatched slot claims after its ends are told: folded,
+                // its one-job-a-request throughput varied more and was lower in most of the
+                // alternated runs (docs/performance.md).
+                let fold =
+                    self.merges() && retries.is_empty() && !poisoned && !self.stopping.load(Ordering::SeqCst);
+                let next = if fold {
+                    let next = self.next_claim(slot);
+                    self.finish_and_claim(&owner, ends, next)
+                        .await
+                        .unwrap_or_default()
+                } else {
+                    self.finish_all(&owner, ends).await;
+                    Vec::new()
+                };
                 for (job, code, message) in retries {
                     self.retry(job, &owner, &code, &message).await;
                 }
@@ -662,9 +622,9 @@ impl Shared {
                 let state = if poisoned { "down" } else { "idle" };
                 self.update(slot.index, |w| w.state = state.into());
                 if poisoned {
-                    return Some(End::Died("sticky: the CUDA context was poisoned".into()));
+                    return Err(End::Died("sticky: the CUDA context was poisoned".into()));
                 }
-                None
+                Ok(next)
             }
             Err(reason) if reason == "deadline" => {
                 let _ = proc.child.start_kill();
@@ -684,7 +644,7 @@ impl Shared {
                     let why = "its worker was killed: another job of its batch passed its deadline";
                     self.retry(job, &owner, "worker_killed", why).await;
                 }
-                Some(End::Died("deadline: batch past its deadline".into()))
+                Err(End::Died("deadline: batch past its deadline".into()))
             }
             Err(reason) => {
                 let status = proc.stop().await;
@@ -700,7 +660,7 @@ impl Shared {
                     };
                     self.finish_all(&owner, jobs.iter().map(|j| (j, out.clone())).collect())
                         .await;
-                    return Some(End::Died(format!("memory: {reason}")));
+                    return Err(End::Died(format!("memory: {reason}")));
                 }
                 let msg = format!(
                     "the worker on {} failed mid-job: {reason} ({status})",
@@ -709,7 +669,7 @@ impl Shared {
                 for job in &jobs {
                     self.retry(job, &owner, "worker_crashed", &msg).await;
                 }
-                Some(End::Died(reason))
+                Err(End::Died(reason))
             }
         }
     }

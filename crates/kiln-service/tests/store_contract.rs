@@ -11,9 +11,15 @@ mod store_support;
 
 mod contract_leases;
 
+mod contract_next;
+
 use contract_leases::{
     a_drain_gives_the_interrupted_attempt_back, a_lease_expiring_on_the_last_attempt_fails_the_job,
     a_shard_lost_on_its_last_attempt_fails_its_parent,
+};
+use contract_next::{
+    a_job_claimed_with_ends_is_swept_when_its_lease_expires, finish_and_claim_stores_the_ends_then_claims,
+    finish_and_claim_waits_for_a_batch_to_fill,
 };
 use kiln_service::store::*;
 use store_support::{job, LEASE};
@@ -700,4 +706,7 @@ both_stores!(
     a_lease_expiring_on_the_last_attempt_fails_the_job,
     a_shard_lost_on_its_last_attempt_fails_its_parent,
     a_drain_gives_the_interrupted_attempt_back,
+    finish_and_claim_stores_the_ends_then_claims,
+    finish_and_claim_waits_for_a_batch_to_fill,
+    a_job_claimed_with_ends_is_swept_when_its_lease_expires,
 );

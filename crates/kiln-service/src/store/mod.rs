@@ -461,6 +461,36 @@ impl ClaimLimit {
     }
 }
 
+/// What a worker slot claims next in the transaction that stores its batch's ends
+/// ([`JobStore::finish_and_claim`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextClaim {
+    /// The slot's worker has a GPU.
+    pub gpu: bool,
+    /// `scheduling.max_workers_per_token` (0: no cap).
+    pub max_workers_per_token: u32,
+    /// The lease of the jobs claimed.
+    pub lease: Duration,
+    /// How much to claim.
+    pub take: NextTake,
+}
+
+/// How much [`JobStore::finish_and_claim`] claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextTake {
+    /// As [`JobStore::claim_head`] with this limit (an unbatched slot).
+    Head(ClaimLimit),
+    /// A dynamic batch: the fair head's batch key, up to `max` jobs, once that key has `max`
+    /// jobs queued or its head has waited `delay_ms`; before then nothing (the slot waits
+    /// for the batch to fill as it does after an empty claim).
+    Batch {
+        /// Jobs at most.
+        max: usize,
+        /// The longest a head waits for its batch to fill (`batching.max_queue_delay_ms`).
+        delay_ms: u64,
+    },
+}
+
 /// A listing request.
 #[derive(Clone, Debug, Default)]
 pub struct ListQuery {
@@ -614,6 +644,48 @@ pub trait JobStore: Send + Sync + 'static {
     /// stores none of them (the transaction rolls back), so the caller may send them all
     /// again.
     fn finish_many(&self, owner: &str, ends: Vec<JobEnd>) -> BoxFuture<'_, StoreResult<Vec<bool>>>;
+    /// Store `owner`'s batch of ends as [`JobStore::finish_many`] does, then claim its next
+    /// work as `next` says, in one transaction where the store can: a slot's end of a batch
+    /// and its next claim then cost one commit and one wake-up of the store's writer
+    /// instead of two. Returns whether each end was stored (as `finish_many`) and the jobs
+    /// claimed. An error stores no end and claims nothing; a claim that fails after the
+    /// ends were stored claims nothing and keeps the ends (logged), so the caller claims
+    /// again its usual way. The default does the two steps one after the other.
+    fn finish_and_claim(
+        &self,
+        owner: &str,
+        ends: Vec<JobEnd>,
+        next: NextClaim,
+    ) -> BoxFuture<'_, StoreResult<(Vec<bool>, Vec<ClaimedJob>)>> {
+        let owner = owner.to_string();
+        Box::pin(async move {
+            let stored = self.finish_many(&owner, ends).await?;
+            let claimed = match next.take {
+                NextTake::Head(limit) => {
+                    self.claim_head(&owner, next.gpu, next.max_workers_per_token, limit, next.lease)
+                        .await
+                }
+                NextTake::Batch { max, delay_ms } => {
+                    match self.head(next.gpu, next.max_workers_per_token).await {
+                        Ok(Some(head))
+                            if head.same_key >= max as u64
+                                || now_ms() - head.created_ms >= delay_ms as i64 =>
+                        {
+                            self.claim(&owner, next.gpu, Some(&head.batch_key), max, next.lease)
+                                .await
+                        }
+                        Ok(_) => Ok(Vec::new()),
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            let claimed = claimed.unwrap_or_else(|e| {
+                tracing::warn!("claiming after storing {} ends: {e}", stored.len());
+                Vec::new()
+            });
+            Ok((stored, claimed))
+        })
+    }
     /// Put a running job of `owner` back in the queue for another attempt, noting why; when
     /// its attempts are used up it fails with that error instead. Returns the new state.
     fn retry(

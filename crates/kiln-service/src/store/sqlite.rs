@@ -9,6 +9,7 @@
 //! connection in place, on the caller's thread, when it is free and the database is not
 //! busy ([`SqliteStore::point_read`]): a read of microseconds then costs no thread hand-off.
 
+mod claim;
 mod finish;
 mod orphans;
 mod rows;
@@ -20,8 +21,7 @@ mod writer;
 use super::*;
 use finish::{finish_all, finish_one};
 use rows::{
-    blob_row, claimed_job, delete_jobs, get_job, insert_blob, insert_job, insert_job_as, job_row, Sharded,
-    JOB_COLS,
+    blob_row, delete_jobs, get_job, insert_blob, insert_job, insert_job_as, job_row, Sharded, JOB_COLS,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use schema::{DROPPED_INDEXES, INDEXES_V2, INDEXES_V3, SCHEMA, SCHEMA_VERSION, TO_V2, TO_V3, TO_V4};
@@ -256,43 +256,6 @@ impl SqliteStore {
     }
 }
 
-/// Claim up to `max` queued jobs (of batch key `key` if given) for `owner`, leased until
-/// `until`: highest priority first, then oldest.
-fn claim_jobs(
-    c: &Connection,
-    owner: &str,
-    now: i64,
-    until: i64,
-    gpu: bool,
-    key: Option<&str>,
-    max: usize,
-) -> rusqlite::Result<Vec<ClaimedJob>> {
-    // Two statements: with a key the claim walks `jobs_key_priority` in its order and stops
-    // at the limit; `?5 IS NULL OR batch_key = ?5` would read and sort every queued job.
-    let mut st = c.prepare_cached(if key.is_some() {
-        "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
-         lease_owner = ?2, lease_until_ms = ?3 \
-         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
-           AND batch_key = ?5 ORDER BY priority DESC, seq LIMIT ?6) \
-         RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-           queue_until_ms, parent, priority, seq"
-    } else {
-        "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
-         lease_owner = ?2, lease_until_ms = ?3 \
-         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'queued' AND (needs_gpu = 0 OR ?4) \
-           AND ?5 IS NULL ORDER BY priority DESC, seq LIMIT ?6) \
-         RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-           queue_until_ms, parent, priority, seq"
-    })?;
-    let mut jobs: Vec<((i64, i64), ClaimedJob)> = st
-        .query_map(params![now, owner, until, gpu, key, max.max(1) as i64], |r| {
-            Ok(((-r.get::<_, i64>(10)?, r.get::<_, i64>(11)?), claimed_job(r)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    jobs.sort_by_key(|(s, _)| *s);
-    Ok(jobs.into_iter().map(|(_, j)| j).collect())
-}
-
 impl JobStore for SqliteStore {
     fn insert(&self, job: NewJob) -> BoxFuture<'_, StoreResult<Inserted>> {
         self.write(move |c| insert_job(c, &job))
@@ -410,7 +373,7 @@ impl JobStore for SqliteStore {
         let key = batch_key.map(str::to_string);
         self.write(move |c| {
             let now = now_ms();
-            claim_jobs(
+            claim::claim_jobs(
                 c,
                 &owner,
                 now,
@@ -422,9 +385,7 @@ impl JobStore for SqliteStore {
         })
     }
 
-    /// The fair head and its claim in one write: no read between. One job (`limit` of
-    /// one) needs no second query; more count the head key's queued jobs (up to what the
-    /// limit could take) and claim the rest of the share from that key.
+    /// The fair head and its claim in one write: no read between ([`claim::claim_head`]).
     fn claim_head(
         &self,
         owner: &str,
@@ -435,37 +396,9 @@ impl JobStore for SqliteStore {
     ) -> BoxFuture<'_, StoreResult<Vec<ClaimedJob>>> {
         let owner = owner.to_string();
         self.write(move |c| {
-            let Some(seq) = fair_head(c, gpu, max_workers_per_token)? else {
-                return Ok(Vec::new());
-            };
             let now = now_ms();
             let until = now + lease.as_millis() as i64;
-            let mut st = c.prepare_cached(
-                "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_ms = ?1, \
-                 lease_owner = ?2, lease_until_ms = ?3 WHERE seq = ?4 AND state = 'queued' \
-                 RETURNING id, kind, principal, task, attempts, max_attempts, created_ms, deadline_ms, \
-                   queue_until_ms, parent, batch_key",
-            )?;
-            let mut rows = st.query(params![now, owner, until, seq])?;
-            let Some(r) = rows.next()? else {
-                return Ok(Vec::new());
-            };
-            let mut jobs = vec![claimed_job(r)?];
-            let key: String = r.get(10)?;
-            drop(rows);
-            if limit.max > 1 {
-                // the jobs still queued, plus the head just claimed
-                let cap = limit.max.saturating_mul(limit.slots.max(1)).min(i64::MAX as usize) as i64;
-                let queued: i64 = c.prepare_cached(
-                    "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'queued' AND batch_key = ?1 LIMIT ?2)",
-                )?
-                .query_row(params![key, cap], |r| r.get(0))?;
-                let more = limit.jobs(queued.max(0) as u64 + 1) - 1;
-                if more > 0 {
-                    jobs.extend(claim_jobs(c, &owner, now, until, gpu, Some(&key), more)?);
-                }
-            }
-            Ok(jobs)
+            claim::claim_head(c, &owner, gpu, max_workers_per_token, limit, now, until)
         })
     }
 
@@ -518,6 +451,32 @@ impl JobStore for SqliteStore {
     fn finish_many(&self, owner: &str, ends: Vec<JobEnd>) -> BoxFuture<'_, StoreResult<Vec<bool>>> {
         let owner = owner.to_string();
         self.write(move |c| finish_all(c, &owner, &ends, now_ms()))
+    }
+
+    /// One write op: the ends, then the next claim in a savepoint of its own, so a claim
+    /// that fails rolls back alone and the ends still commit.
+    fn finish_and_claim(
+        &self,
+        owner: &str,
+        ends: Vec<JobEnd>,
+        next: NextClaim,
+    ) -> BoxFuture<'_, StoreResult<(Vec<bool>, Vec<ClaimedJob>)>> {
+        let owner = owner.to_string();
+        self.write(move |c| {
+            let now = now_ms();
+            let stored = finish_all(c, &owner, &ends, now)?;
+            exec(c, "SAVEPOINT next", [])?;
+            let claimed = match claim::claim_next(c, &owner, &next, now) {
+                Ok(jobs) => jobs,
+                Err(e) => {
+                    tracing::warn!("claiming after storing {} ends: {e}", stored.len());
+                    exec(c, "ROLLBACK TO next", [])?;
+                    Vec::new()
+                }
+            };
+            exec(c, "RELEASE next", [])?;
+            Ok((stored, claimed))
+        })
     }
 
     fn retry(

@@ -5,7 +5,7 @@
 //! transaction), and only once it has committed are waiting clients told.
 
 use super::Shared;
-use crate::store::{now_ms, ClaimedJob, JobEnd, JobState, Outcome, StoreError};
+use crate::store::{now_ms, ClaimedJob, JobEnd, JobState, NextClaim, Outcome, StoreError};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -127,6 +127,56 @@ impl Shared {
                 remove_blobs(outcome);
             }
         }
+    }
+
+    /// [`Shared::finish_all`] with the slot's next claim in the same transaction
+    /// ([`crate::store::JobStore::finish_and_claim`]): one try, and the jobs it claimed.
+    /// A try that fails stores and claims nothing, so the ends then go the way of
+    /// [`Shared::finish_all`] (asked again while the store cannot take them) and `None` says
+    /// that the slot must claim its usual way.
+    pub(super) async fn finish_and_claim(
+        &self,
+        owner: &str,
+        ends: Vec<(&ClaimedJob, Outcome)>,
+        next: NextClaim,
+    ) -> Option<Vec<ClaimedJob>> {
+        let list: Vec<JobEnd> = ends
+            .iter()
+            .map(|(job, outcome)| JobEnd {
+                id: job.id.clone(),
+                outcome: outcome.clone(),
+            })
+            .collect();
+        let (stored, claimed) = match self.store.finish_and_claim(owner, list, next).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::debug!("storing {} jobs' ends with the next claim: {e}", ends.len());
+                self.finish_all(owner, ends).await;
+                return None;
+            }
+        };
+        if stored.len() != ends.len() {
+            // a store bug: no end is known to be stored; each alone says (the jobs claimed
+            // are this slot's all the same)
+            tracing::error!(
+                "storing {} jobs' ends: the store answered for {}; storing each alone",
+                ends.len(),
+                stored.len()
+            );
+            for (job, outcome) in ends {
+                self.finish_cleaned(job, owner, outcome).await;
+            }
+            return Some(claimed);
+        }
+        for ((job, outcome), ok) in ends.into_iter().zip(stored) {
+            if ok {
+                self.done(job, state_of(&outcome)).await;
+            } else {
+                self.discarded(job).await;
+                remove_blobs(outcome);
+            }
+        }
+        Some(claimed)
     }
 
     /// [`Shared::finish`], deleting the result blobs of an end that was not stored.
