@@ -7,6 +7,7 @@
 # call NVRTC), the demo, and optionally the peers; logs go to $OUT (or ./gpu-out), a short
 # summary is printed last.
 # Usage: bash scripts/gpu-check.sh [--peers] [--demo-size quick|default|full]
+# (TESTS="name name ..." runs only those test executables, named as in .device/tests)
 # (PEERS_ONLY=a,b,... picks the peer workloads; default sigmoid,copy_bw,alloc)
 set -u
 # device-bundle.sh ships the test executables gzipped
@@ -53,6 +54,8 @@ rm -f "$probe_log"
 pass=0; fail=0; : > "$out/tests.log"; failed_logs=""
 for t in "$T"/*; do
   name=$(basename "$t")
+  # TESTS="kiln--gemm kiln-monitor--alerts ...": only those executables (a rerun of a part)
+  if [ -n "${TESTS:-}" ] && [[ " $TESTS " != *" $name "* ]]; then continue; fi
   log=$(mktemp)
   if "$t" --test-threads=4 --skip pg_ > "$log" 2>&1; then pass=$((pass+1)); else
     fail=$((fail+1)); summary+=("FAILED tests: $name"); failed_logs="$failed_logs $log"; fi
