@@ -223,17 +223,9 @@ pub fn price_american_portfolio(
     mc: &McParams,
     first_option: u32,
 ) -> Vec<Result<PriceResult>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match u32::try_from(i as u64 + u64::from(first_option)) {
-            Ok(o) => price_american(s, mc, o),
-            Err(_) => Err(Error::invalid(
-                "price_american",
-                format!("option {i}: stream index past 2^32"),
-            )),
-        })
-        .collect()
+    kiln_core::storage::per_option("price_american", specs, first_option, |s, o| {
+        price_american(s, mc, o)
+    })
 }
 
 #[cfg(test)]

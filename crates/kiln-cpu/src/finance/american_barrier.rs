@@ -8,7 +8,7 @@ use kiln_core::finance::american::{
     continuation, AmericanBarrierSpec, LsmBackend, LsmPlan, RegressionSums, LSM_BASIS,
 };
 use kiln_core::finance::{McParams, PriceResult, BLOCK_SAMPLES};
-use kiln_core::{Error, Result};
+use kiln_core::Result;
 use rayon::prelude::*;
 
 use super::american::{zeroed, CpuLsm};
@@ -225,17 +225,9 @@ pub fn price_american_barrier_portfolio(
     mc: &McParams,
     first_option: u32,
 ) -> Vec<Result<PriceResult>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match u32::try_from(i as u64 + u64::from(first_option)) {
-            Ok(o) => price_american_barrier(s, mc, o),
-            Err(_) => Err(Error::invalid(
-                "price_american_barrier",
-                format!("option {i}: stream index past 2^32"),
-            )),
-        })
-        .collect()
+    kiln_core::storage::per_option("price_american_barrier", specs, first_option, |s, o| {
+        price_american_barrier(s, mc, o)
+    })
 }
 
 #[cfg(test)]

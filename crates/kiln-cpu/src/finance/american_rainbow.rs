@@ -10,7 +10,7 @@
 use kiln_core::finance::american::rainbow::{rainbow_basis, AmericanRainbowSpec, RainbowPlan};
 use kiln_core::finance::american::solve_dense;
 use kiln_core::finance::{McParams, PriceResult, BLOCK_SAMPLES};
-use kiln_core::{Error, Result};
+use kiln_core::Result;
 use rayon::prelude::*;
 
 use super::american::zeroed;
@@ -170,17 +170,9 @@ pub fn price_american_rainbow_portfolio(
     mc: &McParams,
     first_option: u32,
 ) -> Vec<Result<PriceResult>> {
-    specs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match u32::try_from(i as u64 + u64::from(first_option)) {
-            Ok(o) => price_american_rainbow(s, mc, o),
-            Err(_) => Err(Error::invalid(
-                "american rainbow",
-                format!("option {i}: stream index past 2^32"),
-            )),
-        })
-        .collect()
+    kiln_core::storage::per_option("american rainbow", specs, first_option, |s, o| {
+        price_american_rainbow(s, mc, o)
+    })
 }
 
 #[cfg(test)]
