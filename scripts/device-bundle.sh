@@ -4,6 +4,8 @@
 # there instead of being ignored), stripped, into .device/ (git-ignored). The peers' script
 # (scripts/peer_bench.py) travels with the checkout.
 # Usage: scripts/device-bundle.sh
+# (TESTS="kiln--gemm kiln-monitor--alerts ..." builds only those test executables, named as
+# gpu-check.sh names them, for a rerun of part of the suite: much faster than all of them.)
 # Then, on the GPU machine, with .device/ carried along: `bash scripts/gpu-check.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,19 @@ cp "${CARGO_TARGET_DIR:-target}/release/kiln" .device/bin/kiln
 GPU_CRATES="kiln kiln-cli kiln-cuda kiln-monitor kiln-testkit"
 # Single test targets of other crates that have GPU tests (crate:target).
 GPU_TARGETS="kiln-service:user_kernel_worker"
-cargo test --release --workspace --features gpu-tests --no-run --message-format=json 2>/dev/null \
+sel=(--workspace)
+if [ -n "${TESTS:-}" ]; then
+  # cargo takes each target flag once and applies it to every package named, so this may
+  # build a few executables more than asked (gpu-check.sh's TESTS= then picks)
+  sel=(--lib); declare -A seen=()
+  # gpu-check.sh proves the skip counter with the testkit's own test first
+  for t in kiln-testkit--kiln_testkit-lib $TESTS; do
+    crate="${t%%--*}"; target="${t#*--}"
+    [ -n "${seen[p$crate]:-}" ] || { sel+=(-p "$crate"); seen[p$crate]=1; }
+    if [[ "$target" != *-lib ]] && [ -z "${seen[t$target]:-}" ]; then sel+=(--test "$target"); seen[t$target]=1; fi
+  done
+fi
+cargo test --release "${sel[@]}" --features gpu-tests --no-run --message-format=json 2>/dev/null \
   | GPU_CRATES="$GPU_CRATES" GPU_TARGETS="$GPU_TARGETS" python3 -c '
 import json, sys, os, shutil
 keep = set(os.environ["GPU_CRATES"].split())
