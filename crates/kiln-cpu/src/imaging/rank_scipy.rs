@@ -89,20 +89,20 @@ fn separable<T: RankValue>(
     let cv = T::from_f64(cval);
     let cval_exact = cv.to_f64() == cval && !cv.is_special();
     let fast = !special && (spec.mode.cval().is_none() || cval_exact);
-    let mut cur: Vec<T> = src.to_vec();
-    for axis in 0..3 {
-        let k = spec.fshape[axis];
-        if k <= 1 {
-            continue;
+    let axes = (0..3).filter(|&a| spec.fshape[a] > 1);
+    if fast {
+        // total-order keys once for all the passes, not once a pass
+        let mut keys: Vec<T::Key> = src.par_iter().map(|v| v.key()).collect();
+        for axis in axes {
+            let (k, o) = (spec.fshape[axis], spec.origin[axis]);
+            keys = minmax_pass(&keys, shape, axis, k, o, spec.mode, Some(cv.key()), max);
         }
-        let o = spec.origin[axis];
-        cur = if fast {
-            let keys: Vec<T::Key> = cur.par_iter().map(|v| v.key()).collect();
-            let r = minmax_pass(&keys, shape, axis, k, o, spec.mode, Some(cv.key()), max);
-            r.into_par_iter().map(T::from_key).collect()
-        } else {
-            harter_pass(&cur, shape, axis, k, o, spec.mode, cval, max)
-        };
+        return keys.into_par_iter().map(T::from_key).collect();
+    }
+    let mut cur: Vec<T> = src.to_vec();
+    for axis in axes {
+        let (k, o) = (spec.fshape[axis], spec.origin[axis]);
+        cur = harter_pass(&cur, shape, axis, k, o, spec.mode, cval, max);
     }
     cur
 }
