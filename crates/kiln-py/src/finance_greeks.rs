@@ -8,7 +8,7 @@
 
 use kiln::core::finance::PriceResult;
 use kiln::finance::greeks::Matrix;
-use kiln::finance::{BookOption, Estimate, GreeksParams, McGreeks};
+use kiln::finance::{BookOption, Estimate, Extreme, GreeksParams, McGreeks};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -188,7 +188,7 @@ impl GreekColumns {
 }
 
 /// The option's model and style in messages: `european`, `heston asian_arithmetic`,
-/// `american`, `basket (max)`.
+/// `american`, `basket (max)`, `american rainbow (min)`.
 fn style_of(o: &BookOption) -> String {
     match o {
         BookOption::Plain(s) => s.style.name().to_string(),
@@ -196,5 +196,9 @@ fn style_of(o: &BookOption) -> String {
         BookOption::American { .. } => "american".to_string(),
         BookOption::AmericanBarrier { spec, .. } => format!("american {}", spec.style.name()),
         BookOption::Basket(b) => format!("basket ({})", b.average.name()),
+        BookOption::AmericanRainbow(r) => match r.extreme {
+            Extreme::Max => "american rainbow (max)".to_string(),
+            Extreme::Min => "american rainbow (min)".to_string(),
+        },
     }
 }

@@ -32,7 +32,7 @@ mod implied_book;
 pub mod records;
 pub mod risk;
 mod target;
-pub use american::{AmericanBarrierSpec, AmericanSpec, DEFAULT_TREE_STEPS};
+pub use american::{AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec, Extreme, DEFAULT_TREE_STEPS};
 pub use book::BookOption;
 pub use greeks::{Estimate, GreeksParams, McGreeks};
 pub use records::{book_option, normalize_record, RecordError};

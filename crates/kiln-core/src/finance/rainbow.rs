@@ -27,7 +27,8 @@ use super::{norm_cdf, OptionType};
 use crate::error::{Error, Result};
 
 /// Largest or smallest of the legs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Extreme {
     /// `max(X1, X2)`.
     Max,

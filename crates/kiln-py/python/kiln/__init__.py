@@ -269,7 +269,9 @@ def _records(options):
                 o.pop(k, None)
         o.setdefault("option_type", "call")
         o.setdefault("style", "european")
-        if o["style"] != "basket":  # a basket's dividends are its assets'
+        # a basket's and an American rainbow's dividends are their assets'; the rainbow's
+        # fixings (exercise dates) are required, so no default
+        if o["style"] not in ("basket", "american_rainbow"):
             o.setdefault("dividend", 0.0)
             o.setdefault("fixings", None)
             o.setdefault("barrier", None)
@@ -302,7 +304,11 @@ def price(options, method: str = "analytic", *, paths: int = 1 << 16, steps: int
     optionally ``dividend`` and ``name``) and ``correlation`` (N lists of N numbers); its
     payoff is on ``sum(w_i S_i(T))`` (any weights: ``1, -1`` is the spread ``S1 - S2``, any
     strike), ``W prod(S_i(T)^(w_i/W))`` or ``max``/``min`` of ``w_i S_i(T)`` (a rainbow), as
-    ``kiln price``'s basket rows. ``fixings`` are the averaging dates of an Asian, the monitoring dates of a
+    ``kiln price``'s basket rows. An American rainbow (records only, ``method="mc"`` only)
+    is ``style="american_rainbow"`` with a basket's fields, ``average`` ``"max"`` or
+    ``"min"`` and ``fixings``, its exercise dates (required): a Bermudan call or put on the
+    largest or smallest ``w_i S_i``, priced by Longstaff-Schwartz on the CPU engine.
+    ``fixings`` are the averaging dates of an Asian, the monitoring dates of a
     barrier (none: continuous) and the exercise dates of an American (none: any time; the
     tree prices that, Monte Carlo uses ``steps`` dates). What each method does per kind is
     in docs/finance.md: American analytic is a 2,000-step binomial tree, Monte Carlo is

@@ -14,19 +14,29 @@
 //!   on the exercise dates ([`Runtime::price_american_batch`]);
 //! - basket: analytic is the geometric basket's closed form, Bjerksund-Stensland for a
 //!   two-asset spread and Stulz for the max or min of two assets (any other basket is an
-//!   error asking for `mc`); mc is one exact step per path ([`Runtime::price_basket_batch`]).
+//!   error asking for `mc`); mc is one exact step per path ([`Runtime::price_basket_batch`]);
+//! - American rainbow (a Bermudan call or put on the max or min of several assets): mc only,
+//!   Longstaff-Schwartz on the CPU engine ([`Runtime::price_american_rainbow_batch`]);
+//!   analytic is an error in the slot (kiln has no closed form or tree for it).
 
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::{McParams, OptionSpec, PriceResult};
 use kiln_core::{Error, Result};
 
-use super::american::{american_continuous, AmericanBarrierSpec, AmericanSpec, DEFAULT_TREE_STEPS};
+use super::american::{
+    american_continuous, AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec, DEFAULT_TREE_STEPS,
+};
 use super::Method;
 use crate::Runtime;
 
+/// Why [`Method::Analytic`] cannot price an American rainbow.
+pub(crate) const RAINBOW_ANALYTIC: &str =
+    "an American rainbow has no closed form or tree in kiln; use method mc";
+
 /// One option of a mixed book and the engine it goes to. Serialized (the job service stores
-/// books) with an `engine` tag: `plain`, `heston`, `american` or `basket`.
+/// books) with an `engine` tag: `plain`, `heston`, `american`, `american_barrier`, `basket`
+/// or `american_rainbow`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "engine", rename_all = "snake_case")]
 pub enum BookOption {
@@ -54,11 +64,14 @@ pub enum BookOption {
     },
     /// A European option on a basket of correlated assets.
     Basket(BasketSpec),
+    /// An American (Bermudan) call or put on the max or min of several weighted assets,
+    /// exercisable on `exercise_dates` equally spaced dates; Monte Carlo only.
+    AmericanRainbow(AmericanRainbowSpec),
 }
 
 impl BookOption {
-    /// The kind's name, for messages: `bs`, `heston`, `american`, `american barrier` or
-    /// `basket`.
+    /// The kind's name, for messages: `bs`, `heston`, `american`, `american barrier`,
+    /// `basket` or `american rainbow`.
     pub fn kind(&self) -> &'static str {
         match self {
             BookOption::Plain(_) => "bs",
@@ -66,6 +79,7 @@ impl BookOption {
             BookOption::American { .. } => "american",
             BookOption::AmericanBarrier { .. } => "american barrier",
             BookOption::Basket(_) => "basket",
+            BookOption::AmericanRainbow(_) => "american rainbow",
         }
     }
 
@@ -202,12 +216,29 @@ impl Runtime {
                     .collect();
                 self.price_basket_batch(&specs, mc, method, first)
             }
+            BookOption::AmericanRainbow(_) => {
+                let specs: Vec<AmericanRainbowSpec> = run
+                    .iter()
+                    .filter_map(|o| match o {
+                        BookOption::AmericanRainbow(r) => Some(r.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                match method {
+                    Method::Analytic => specs
+                        .iter()
+                        .map(|_| Err(Error::invalid("price_book", RAINBOW_ANALYTIC)))
+                        .collect(),
+                    Method::MonteCarlo => self.price_american_rainbow_batch(&specs, mc, first),
+                }
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::american::{BasketAsset, Extreme};
     use super::*;
     use kiln_core::finance::heston::HestonParams;
     use kiln_core::finance::{OptionType, Style};
@@ -244,6 +275,61 @@ mod tests {
             },
             continuous,
         }
+    }
+
+    fn rainbow(extreme: Extreme, strike: f64) -> AmericanRainbowSpec {
+        AmericanRainbowSpec {
+            kind: OptionType::Call,
+            extreme,
+            strike,
+            rate: 0.05,
+            maturity: 1.0,
+            exercise_dates: 6,
+            assets: vec![
+                BasketAsset::new(100.0, 0.2, 0.1, 1.0),
+                BasketAsset::new(95.0, 0.3, 0.05, 1.0),
+                BasketAsset::new(105.0, 0.25, 0.0, 1.0),
+            ],
+            correlation: vec![1.0, 0.3, 0.2, 0.3, 1.0, 0.4, 0.2, 0.4, 1.0],
+        }
+    }
+
+    /// American rainbows in a mixed book are the rainbow engine's prices at the book's
+    /// stream indices; analytic is an error in their slots only.
+    #[test]
+    fn american_rainbows_in_a_book_are_the_rainbow_engine_at_the_books_stream_indices() {
+        let rt = Runtime::cpu();
+        let (max, min) = (rainbow(Extreme::Max, 100.0), rainbow(Extreme::Min, 90.0));
+        let book = vec![
+            BookOption::Plain(bs(95.0)),
+            BookOption::AmericanRainbow(max.clone()),
+            BookOption::AmericanRainbow(min.clone()),
+            american(100.0, 8, false),
+            BookOption::AmericanRainbow(max.clone()),
+        ];
+        let mc = McParams {
+            paths: 3000,
+            steps: 8,
+            seed: 5,
+            ..McParams::default()
+        };
+        let got = rt.price_book(&book, Method::MonteCarlo, &mc, 20);
+        let bits = |r: &Result<PriceResult>| r.as_ref().unwrap().price.to_bits();
+        let want = rt.price_american_rainbow_batch(&[max.clone(), min], &mc, 21);
+        assert_eq!((bits(&got[1]), bits(&got[2])), (bits(&want[0]), bits(&want[1])));
+        assert_eq!(
+            bits(&got[4]),
+            bits(&rt.price_american_rainbow_batch(&[max], &mc, 24)[0])
+        );
+        assert_ne!(bits(&got[1]), bits(&got[4]), "another stream, other paths");
+        assert_eq!(book[1].kind(), "american rainbow");
+
+        let an = rt.price_book(&book, Method::Analytic, &mc, 0);
+        for i in [1, 2, 4] {
+            let e = an[i].as_ref().unwrap_err().to_string();
+            assert!(e.contains("no closed form or tree") && e.contains("mc"), "{e}");
+        }
+        assert!(an[0].is_ok() && an[3].is_ok());
     }
 
     /// A mixed book prices each option as its own engine does at the option's stream index.

@@ -12,7 +12,8 @@
 //! baskets it refuses (spreads, rainbows, Sobol runs) on the CPU engine, in parallel over
 //! the options, while the GPU runs the rest; American options by Longstaff-Schwartz one
 //! option a call (the regression of each exercise date needs the whole path matrix of its
-//! option, so the engine has no batched launch). On the CPU every option runs on the CPU
+//! option, so the engine has no batched launch); American rainbows on the CPU engine only
+//! (the GPU runtime's engine refuses them, an error in each slot). On the CPU every option runs on the CPU
 //! engine at its stream, in parallel over the options (Americans in turn). Both engines give the same bits for the same stream (each engine's
 //! module says how), so a price here is bitwise the one [`Runtime::price_book`] gives the
 //! option at that stream index, on either runtime.
@@ -24,19 +25,20 @@ use kiln_core::storage::{FinanceBackend, McStreams};
 use kiln_core::{Error, Result};
 use kiln_cpu::finance::CpuFinance;
 
-use super::american::{AmericanBarrierSpec, AmericanSpec};
+use super::american::{AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec};
 use super::{every_slot, BookOption};
 use crate::Runtime;
 
 const OP: &str = "price_book_streams";
 
 /// The kinds of a book, in the order their engines run.
-const KINDS: [fn(&BookOption) -> bool; 5] = [
+const KINDS: [fn(&BookOption) -> bool; 6] = [
     |o| matches!(o, BookOption::Plain(_)),
     |o| matches!(o, BookOption::Heston(_)),
     |o| matches!(o, BookOption::Basket(_)),
     |o| matches!(o, BookOption::American { .. }),
     |o| matches!(o, BookOption::AmericanBarrier { .. }),
+    |o| matches!(o, BookOption::AmericanRainbow(_)),
 ];
 
 /// Items `i` of `v`, cloned.
@@ -124,6 +126,18 @@ impl Runtime {
                         .collect();
                     self.finance_backend()
                         .price_american_barrier(&specs, mc, McStreams::Each(&st))
+                        .unwrap_or_else(|e| every_slot(OP, e, specs.len()))
+                }
+                BookOption::AmericanRainbow(_) => {
+                    let specs: Vec<AmericanRainbowSpec> = idx
+                        .iter()
+                        .filter_map(|&i| match &book[i] {
+                            BookOption::AmericanRainbow(r) => Some(r.clone()),
+                            _ => None,
+                        })
+                        .collect();
+                    self.finance_backend()
+                        .price_american_rainbow(&specs, mc, McStreams::Each(&st))
                         .unwrap_or_else(|e| every_slot(OP, e, specs.len()))
                 }
             };
@@ -232,6 +246,22 @@ mod tests {
         })
     }
 
+    fn rainbow() -> BookOption {
+        let BookOption::Basket(b) = basket(BasketAverage::Max, [1.0, 1.0]) else {
+            unreachable!()
+        };
+        BookOption::AmericanRainbow(AmericanRainbowSpec {
+            kind: b.kind,
+            extreme: kiln_core::finance::rainbow::Extreme::Max,
+            strike: 100.0,
+            rate: b.rate,
+            maturity: b.maturity,
+            exercise_dates: 4,
+            assets: b.assets,
+            correlation: b.correlation,
+        })
+    }
+
     /// Each option priced at its own stream index is the bits of `price_book` at that index,
     /// whatever the order of the kinds in the book, repeats of a stream and invalid options.
     #[test]
@@ -257,8 +287,9 @@ mod tests {
             basket(BasketAverage::Arithmetic, [1.0, -1.0]),
             BookOption::Plain(bad),
             BookOption::Plain(bs(95.0).with_style(Style::AsianArithmetic, Some(5), None)),
+            rainbow(),
         ];
-        let streams = [9, 0, 4, 2, 4, 1, 9];
+        let streams = [9, 0, 4, 2, 4, 1, 9, 3];
         let mc = McParams {
             paths: 2 * 1024 + 5,
             steps: 5,

@@ -9,7 +9,8 @@
 //! base and every copy see the same normals, so the difference carries only the noise of
 //! the payoff's response to the bump, not of two independent runs). One estimator serves
 //! every kind: the Black-Scholes styles (European, Asian, continuous and discrete barriers),
-//! Heston, baskets, spreads and rainbows, and Americans, where a pathwise formula exists for
+//! Heston, baskets, spreads and rainbows, and Americans (American rainbows per asset, as
+//! baskets), where a pathwise formula exists for
 //! a few styles only and none for barriers, Heston's variance process or Longstaff-Schwartz.
 //! For an asset `i` of spot `S_i` and volatility `s_i` (one asset for single-asset kinds):
 //!
@@ -327,6 +328,10 @@ fn moved(o: &BookOption, m: Move) -> BookOption {
         (BookOption::Basket(b), Move::Vol(i, d)) => b.assets[i].volatility += d,
         (BookOption::Basket(b), Move::Rate(d)) => b.rate += d,
         (BookOption::Basket(b), Move::Time(d)) => b.maturity += d,
+        (BookOption::AmericanRainbow(r), Move::Spot(i, d)) => r.assets[i].spot += d,
+        (BookOption::AmericanRainbow(r), Move::Vol(i, d)) => r.assets[i].volatility += d,
+        (BookOption::AmericanRainbow(r), Move::Rate(d)) => r.rate += d,
+        (BookOption::AmericanRainbow(r), Move::Time(d)) => r.maturity += d,
     }
     o
 }
@@ -360,6 +365,14 @@ fn bumps(o: &BookOption, p: &GreeksParams) -> Result<Bumps> {
                 b.assets.iter().map(|a| a.spot).collect(),
                 b.assets.iter().map(|a| a.volatility).collect(),
                 b.maturity,
+            )
+        }
+        BookOption::AmericanRainbow(r) => {
+            r.validate()?;
+            (
+                r.assets.iter().map(|a| a.spot).collect(),
+                r.assets.iter().map(|a| a.volatility).collect(),
+                r.maturity,
             )
         }
     };

@@ -219,3 +219,66 @@ fn cross_gammas_are_the_mixed_differences_in_pair_order() {
     };
     assert_eq!(none.cross_gamma_at(0, 1), None);
 }
+
+/// An American rainbow's Greeks: per asset as a basket's, each finite with a standard error;
+/// a call on the max gains with every asset.
+#[test]
+fn american_rainbow_greeks_are_per_asset_and_a_max_call_rises_with_each_asset() {
+    use kiln_core::finance::american::AmericanRainbowSpec;
+    use kiln_core::finance::basket::BasketAsset;
+    use kiln_core::finance::rainbow::Extreme;
+    let o = BookOption::AmericanRainbow(AmericanRainbowSpec {
+        kind: OptionType::Call,
+        extreme: Extreme::Max,
+        strike: 100.0,
+        rate: 0.05,
+        maturity: 1.0,
+        exercise_dates: 4,
+        assets: vec![
+            BasketAsset::new(100.0, 0.2, 0.1, 1.0),
+            BasketAsset::new(95.0, 0.3, 0.05, 1.0),
+        ],
+        correlation: vec![1.0, 0.3, 0.3, 1.0],
+    });
+    let p = GreeksParams {
+        batches: 8,
+        ..Default::default()
+    };
+    let b = bumps(&o, &p).unwrap();
+    assert_eq!((b.n, b.spot[1], b.vol[1]), (2, 0.01 * 95.0, 0.01 * 0.3));
+    let c = copies_of(&o, &b);
+    assert_eq!(c.len(), 4 * 2 + 4);
+    let BookOption::AmericanRainbow(up) = &c[3] else {
+        panic!("{:?}", c[3])
+    };
+    assert_eq!((up.assets[0].spot, up.assets[1].spot), (100.0, 95.0 + b.spot[1]));
+
+    let mc = McParams {
+        paths: 1 << 13,
+        seed: 17,
+        ..McParams::default()
+    };
+    let g = Runtime::cpu()
+        .mc_greeks(&[o], &mc, &p, 0)
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert!(g.price.value > 0.0 && g.price.std_error > 0.0);
+    assert_eq!((g.delta.len(), g.gamma.len(), g.vega.len()), (2, 2, 2));
+    for e in g
+        .delta
+        .iter()
+        .chain(&g.gamma)
+        .chain(&g.vega)
+        .chain([&g.rho, &g.theta])
+    {
+        assert!(
+            e.value.is_finite() && e.std_error.is_finite() && e.std_error >= 0.0,
+            "{g:?}"
+        );
+    }
+    for (i, d) in g.delta.iter().enumerate() {
+        assert!(d.value > 0.0 && d.value < 1.0, "delta {i}: {d:?}");
+        assert!(d.value > 3.0 * d.std_error, "delta {i}: {d:?}");
+    }
+}

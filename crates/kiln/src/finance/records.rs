@@ -25,7 +25,7 @@ use kiln_core::finance::{OptionSpec, OptionType, Style};
 use kiln_core::{Error, Result};
 use serde_json::{Map, Value};
 
-use super::{AmericanBarrierSpec, AmericanSpec, BookOption, Method};
+use super::{AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec, BookOption, Extreme, Method};
 
 /// Every field a record may hold.
 pub const RECORD_FIELDS: [&str; 20] = [
@@ -91,8 +91,8 @@ impl From<RecordError> for Error {
 
 /// A raw record with the Python layer's defaults applied: a field that is null is not
 /// given (for the fields that may be left out), `option_type` defaults to `call`, `style`
-/// to `european`, and a non-basket record's `dividend` to 0 (`fixings` and `barrier` to
-/// none). A field not in [`RECORD_FIELDS`], or a record that is not an object, is an
+/// to `european`, and a record's `dividend` to 0 (`fixings` and `barrier` to none) unless it
+/// is a basket or an American rainbow. A field not in [`RECORD_FIELDS`], or a record that is not an object, is an
 /// error. Idempotent: a normalized record comes back unchanged.
 pub fn normalize_record(rec: Value) -> std::result::Result<Value, RecordError> {
     let Value::Object(mut m) = rec else {
@@ -117,7 +117,12 @@ pub fn normalize_record(rec: Value) -> std::result::Result<Value, RecordError> {
             m.insert(k.into(), Value::from(v));
         }
     }
-    if m.get("style").and_then(Value::as_str) != Some("basket") {
+    // a basket's and an American rainbow's dividends are their assets'; the rainbow's
+    // `fixings` are required, so no default
+    if !matches!(
+        m.get("style").and_then(Value::as_str),
+        Some("basket" | "american_rainbow")
+    ) {
         if m.get("dividend").is_none_or(Value::is_null) {
             m.insert("dividend".into(), Value::from(0.0));
         }
@@ -143,6 +148,12 @@ pub fn normalize_record(rec: Value) -> std::result::Result<Value, RecordError> {
 /// dividend, fixings and barrier are its assets' business: giving them is an error, as is
 /// any Heston field.
 ///
+/// A `style = "american_rainbow"` record: a basket record's fields (`option_type, strike,
+/// rate, maturity, assets, correlation`, parsed the same way), `average` `max` or `min`
+/// (required: the extreme of `w_i S_i` it pays on) and `fixings`, the exercise dates (a
+/// whole number >= 1, required: kiln prices an American rainbow on its dates by
+/// Longstaff-Schwartz and has no continuous-exercise price for it). Monte Carlo only.
+///
 /// The record's values are checked as far as parsing needs; [`BookOption::validate`] checks
 /// the rest.
 pub fn book_option(rec: Value, default_dates: u32) -> std::result::Result<BookOption, RecordError> {
@@ -150,12 +161,16 @@ pub fn book_option(rec: Value, default_dates: u32) -> std::result::Result<BookOp
     let Value::Object(mut m) = rec else {
         return Err(bad("a record must be a dict".into()));
     };
-    if m.get("style").and_then(Value::as_str) == Some("basket") {
-        return basket_option(m).map_err(bad);
+    match m.get("style").and_then(Value::as_str) {
+        Some("basket") => return basket_option(m).map_err(bad),
+        Some("american_rainbow") => return rainbow_option(m).map_err(bad),
+        _ => {}
     }
     for k in ["assets", "correlation", "average"] {
         if m.contains_key(k) {
-            return Err(bad(format!("`{k}` belongs to style=\"basket\" records")));
+            return Err(bad(format!(
+                "`{k}` belongs to style=\"basket\" and style=\"american_rainbow\" records"
+            )));
         }
     }
     let model = match m.remove("model") {
@@ -184,20 +199,11 @@ pub fn book_option(rec: Value, default_dates: u32) -> std::result::Result<BookOp
         m.insert("style".into(), Value::String(carried.into()));
     }
     let american_fixings = match m.insert("fixings".into(), Value::Null) {
-        Some(v) if american && !v.is_null() => Some(
-            v.as_u64()
-                .or_else(|| {
-                    v.as_f64()
-                        .filter(|f| f.fract() == 0.0 && *f >= 1.0)
-                        .map(|f| f as u64)
-                })
-                .filter(|d| *d >= 1)
-                .ok_or_else(|| {
-                    bad(format!(
-                        "fixings (the exercise dates) must be a whole number >= 1, got {v}"
-                    ))
-                })?,
-        ),
+        Some(v) if american && !v.is_null() => Some(whole_dates(&v).ok_or_else(|| {
+            bad(format!(
+                "fixings (the exercise dates) must be a whole number >= 1, got {v}"
+            ))
+        })?),
         Some(v) => {
             m.insert("fixings".into(), v);
             None
@@ -282,15 +288,7 @@ pub fn book_option(rec: Value, default_dates: u32) -> std::result::Result<BookOp
 /// A `style = "basket"` record ([`book_option`]'s docs).
 fn basket_option(mut m: Map<String, Value>) -> std::result::Result<BookOption, String> {
     m.remove("style");
-    let num = |m: &Map<String, Value>, k: &str| -> std::result::Result<f64, String> {
-        m.get(k)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| format!("a basket needs a number `{k}`"))
-    };
-    let kind = match m.remove("option_type") {
-        None | Some(Value::Null) => OptionType::Call,
-        Some(v) => serde_json::from_value(v).map_err(|e| format!("option_type: {e}"))?,
-    };
+    let kind = option_type(&mut m)?;
     let average = match m.remove("average") {
         None | Some(Value::Null) => BasketAverage::Arithmetic,
         Some(Value::String(a)) => a.parse().map_err(|e: Error| e.to_string())?,
@@ -300,11 +298,109 @@ fn basket_option(mut m: Map<String, Value>) -> std::result::Result<BookOption, S
             ))
         }
     };
+    let a = on_assets(m, "a basket", "average")?;
+    Ok(BookOption::Basket(BasketSpec {
+        kind,
+        strike: a.strike,
+        rate: a.rate,
+        maturity: a.maturity,
+        average,
+        assets: a.assets,
+        correlation: a.correlation,
+    }))
+}
+
+/// A `style = "american_rainbow"` record ([`book_option`]'s docs): a basket record's
+/// fields with `average` `max` or `min` and `fixings`, the exercise dates, required.
+fn rainbow_option(mut m: Map<String, Value>) -> std::result::Result<BookOption, String> {
+    m.remove("style");
+    let kind = option_type(&mut m)?;
+    let extreme = match m.remove("average") {
+        Some(Value::String(a)) if a.eq_ignore_ascii_case("max") => Extreme::Max,
+        Some(Value::String(a)) if a.eq_ignore_ascii_case("min") => Extreme::Min,
+        None | Some(Value::Null) => {
+            return Err(
+                "an American rainbow needs `average`: `max` or `min` (the extreme of w_i S_i it pays on)"
+                    .into(),
+            )
+        }
+        Some(v) => {
+            return Err(format!(
+                "an American rainbow's average must be `max` or `min`, got {v}"
+            ))
+        }
+    };
+    let exercise_dates = match m.remove("fixings") {
+        None | Some(Value::Null) => {
+            return Err(
+                "an American rainbow needs `fixings`, its exercise dates (a whole number >= 1): \
+                 kiln prices it on those dates only, it has no continuous-exercise price"
+                    .into(),
+            )
+        }
+        Some(v) => {
+            let d = whole_dates(&v).ok_or_else(|| {
+                format!("fixings (the exercise dates) must be a whole number >= 1, got {v}")
+            })?;
+            u32::try_from(d).map_err(|_| format!("fixings {d} is too large"))?
+        }
+    };
+    let a = on_assets(m, "an American rainbow", "average, fixings")?;
+    Ok(BookOption::AmericanRainbow(AmericanRainbowSpec {
+        kind,
+        extreme,
+        strike: a.strike,
+        rate: a.rate,
+        maturity: a.maturity,
+        exercise_dates,
+        assets: a.assets,
+        correlation: a.correlation,
+    }))
+}
+
+/// `fixings` as a count of dates: a whole number >= 1 (an integer or a float with no
+/// fraction, as JSON from Python may carry either).
+fn whole_dates(v: &Value) -> Option<u64> {
+    v.as_u64()
+        .or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0)
+                .map(|f| f as u64)
+        })
+        .filter(|d| *d >= 1)
+}
+
+/// A multi-asset record's `option_type` (default call), removed from `m`.
+fn option_type(m: &mut Map<String, Value>) -> std::result::Result<OptionType, String> {
+    match m.remove("option_type") {
+        None | Some(Value::Null) => Ok(OptionType::Call),
+        Some(v) => serde_json::from_value(v).map_err(|e| format!("option_type: {e}")),
+    }
+}
+
+/// The fields a basket and an American rainbow record share.
+struct OnAssets {
+    strike: f64,
+    rate: f64,
+    maturity: f64,
+    assets: Vec<BasketAsset>,
+    correlation: Vec<f64>,
+}
+
+/// `strike, rate, maturity, assets, correlation` of a multi-asset record (`what`: "a
+/// basket", ...), `m` holding nothing else once the caller took `option_type` and its own
+/// fields (`own`, for the message); any other field given is an error.
+fn on_assets(mut m: Map<String, Value>, what: &str, own: &str) -> std::result::Result<OnAssets, String> {
+    let num = |m: &Map<String, Value>, k: &str| -> std::result::Result<f64, String> {
+        m.get(k)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("{what} needs a number `{k}`"))
+    };
     let (strike, rate, maturity) = (num(&m, "strike")?, num(&m, "rate")?, num(&m, "maturity")?);
     let Some(Value::Array(list)) = m.remove("assets") else {
-        return Err(
-            "a basket needs `assets`: a list of dicts with spot, volatility, weight (dividend, name)".into(),
-        );
+        return Err(format!(
+            "{what} needs `assets`: a list of dicts with spot, volatility, weight (dividend, name)"
+        ));
     };
     let mut assets = Vec::with_capacity(list.len());
     for (j, a) in list.into_iter().enumerate() {
@@ -336,7 +432,7 @@ fn basket_option(mut m: Map<String, Value>) -> std::result::Result<BookOption, S
     let correlation: Vec<f64> = match m.remove("correlation") {
         None | Some(Value::Null) if n == 1 => vec![1.0],
         None | Some(Value::Null) => {
-            return Err(format!("a basket of {n} assets needs `correlation` ({n} x {n})"))
+            return Err(format!("{what} of {n} assets needs `correlation` ({n} x {n})"))
         }
         Some(Value::Array(rows)) => {
             let flat: Vec<Value> = if rows.iter().all(Value::is_array) {
@@ -372,20 +468,18 @@ fn basket_option(mut m: Map<String, Value>) -> std::result::Result<BookOption, S
         .collect();
     if !given.is_empty() {
         return Err(format!(
-            "a basket record takes option_type, strike, rate, maturity, average, assets and correlation; \
+            "{what} record takes option_type, strike, rate, maturity, {own}, assets and correlation; \
              {} belong to its assets or to other kinds",
             given.join(", ")
         ));
     }
-    Ok(BookOption::Basket(BasketSpec {
-        kind,
+    Ok(OnAssets {
         strike,
         rate,
         maturity,
-        average,
         assets,
         correlation,
-    }))
+    })
 }
 
 impl BookOption {
@@ -400,13 +494,14 @@ impl BookOption {
             BookOption::American { spec, .. } => spec.validate(),
             BookOption::AmericanBarrier { spec, .. } => spec.validate(),
             BookOption::Basket(b) => b.factor().map(|_| ()),
+            BookOption::AmericanRainbow(r) => r.validate().map(|_| ()),
         }
     }
 
     /// Why `method` cannot price this option, if it cannot: under [`Method::Analytic`], an
     /// arithmetic Asian (Black-Scholes or Heston), any other non-European Heston style, an
-    /// arithmetic basket other than a two-asset spread and a rainbow on more than two
-    /// assets have no closed form, and the reason says to use `mc`. Monte
+    /// arithmetic basket other than a two-asset spread, a rainbow on more than two
+    /// assets and any American rainbow have no closed form, and the reason says to use `mc`. Monte
     /// Carlo prices every kind. (Without it the option's slot would get the engine's error
     /// at pricing time; this lets a caller refuse it first.)
     pub fn unsupported(&self, method: Method) -> Option<String> {
@@ -423,6 +518,7 @@ impl BookOption {
                 h.option.style.name()
             )),
             BookOption::Basket(b) => b.analytic_refusal(),
+            BookOption::AmericanRainbow(_) => Some(super::book::RAINBOW_ANALYTIC.into()),
             _ => None,
         }
     }
@@ -611,3 +707,7 @@ mod tests {
         assert!(e.0.contains("arithmetic, geometric, max or min"), "{e}");
     }
 }
+
+#[cfg(test)]
+#[path = "records_rainbow_tests.rs"]
+mod rainbow_tests;

@@ -28,11 +28,13 @@ use rayon::prelude::*;
 
 use kiln_core::finance::american::{
     american_barrier_binomial, american_barrier_continuous, american_binomial, american_continuous,
-    AmericanBarrierSpec,
+    AmericanBarrierSpec, AmericanRainbowSpec,
 };
+use kiln_core::finance::basket::{BasketAverage, BasketSpec};
+use kiln_core::finance::rainbow::Extreme;
 use kiln_core::finance::risk::{
     loss_measures, shock_american, shock_basket, shock_heston, shock_plain, LossMeasure, Scenario,
-    ScenarioSet, SpotShift,
+    ScenarioSet, Shock, SpotShift,
 };
 use kiln_core::finance::{bsm, price_analytic, McParams, OptionSpec, OptionType, PriceResult, Style};
 use kiln_core::storage::{BsGridBook, ShockGrid};
@@ -156,13 +158,14 @@ fn context(e: Error, prefix: &str) -> Error {
 /// Whether `opt`'s kind has a closed form ([`Method::Analytic`] values it): every
 /// Black-Scholes style but the arithmetic Asian, the Heston European, every American (the
 /// tree), and the baskets kiln-core's `BasketSpec::analytic_refusal` lets through (geometric
-/// baskets, two-asset spreads, rainbows on one or two assets).
+/// baskets, two-asset spreads, rainbows on one or two assets); never an American rainbow.
 pub fn has_closed_form(opt: &BookOption) -> bool {
     match opt {
         BookOption::Plain(s) => super::supports(Method::Analytic, s.style),
         BookOption::Heston(h) => h.option.style == Style::European,
         BookOption::American { .. } | BookOption::AmericanBarrier { .. } => true,
         BookOption::Basket(b) => b.analytic_refusal().is_none(),
+        BookOption::AmericanRainbow(_) => false,
     }
 }
 
@@ -187,6 +190,38 @@ pub fn shock_option(pos: &Position, scenario: &Scenario, label: &dyn Fn() -> Str
         BookOption::Basket(b) => {
             BookOption::Basket(shock_basket(b, &own, &|name| scenario.shock(name), label)?)
         }
+        BookOption::AmericanRainbow(r) => {
+            BookOption::AmericanRainbow(shock_rainbow(r, &own, &|name| scenario.shock(name), label)?)
+        }
+    })
+}
+
+/// An American rainbow under the shocks of its assets and its own underlying's rate shock:
+/// exactly as [`shock_basket`] moves a basket (its assets and rate), the rainbow's assets
+/// being a basket's.
+fn shock_rainbow(
+    r: &AmericanRainbowSpec,
+    own: &Shock,
+    asset_shock: &dyn Fn(Option<&str>) -> Shock,
+    label: &dyn Fn() -> String,
+) -> Result<AmericanRainbowSpec> {
+    let as_basket = BasketSpec {
+        kind: r.kind,
+        strike: r.strike,
+        rate: r.rate,
+        maturity: r.maturity,
+        average: match r.extreme {
+            Extreme::Max => BasketAverage::Max,
+            Extreme::Min => BasketAverage::Min,
+        },
+        assets: r.assets.clone(),
+        correlation: Vec::new(),
+    };
+    let moved = shock_basket(&as_basket, own, asset_shock, label)?;
+    Ok(AmericanRainbowSpec {
+        rate: moved.rate,
+        assets: moved.assets,
+        ..r.clone()
     })
 }
 
@@ -216,6 +251,7 @@ impl Runtime {
                 }
                 .map(PriceResult::exact),
                 BookOption::Basket(b) => b.price_analytic().map(PriceResult::exact),
+                BookOption::AmericanRainbow(_) => Err(Error::invalid(OP, super::book::RAINBOW_ANALYTIC)),
             },
             Valuation::MonteCarlo => self
                 .price_book(std::slice::from_ref(opt), Method::MonteCarlo, &p.mc, stream)

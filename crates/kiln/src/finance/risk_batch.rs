@@ -43,11 +43,13 @@ use crate::Runtime;
 /// items, one launch of the engines' default chunking.
 pub(super) const MC_BATCH: usize = 1 << 16;
 
-/// What one shocked copy of `o` weighs in a batch: 1, and for a basket more with the square
-/// of its assets (its correlation factor is part of its copy and of its parameters).
+/// What one shocked copy of `o` weighs in a batch: 1, and for a basket or an American
+/// rainbow more with the square of its assets (its correlation factor is part of its copy
+/// and of its parameters).
 fn copy_units(o: &BookOption) -> usize {
     match o {
         BookOption::Basket(b) => 1 + b.assets.len() * b.assets.len() / 8,
+        BookOption::AmericanRainbow(r) => 1 + r.assets.len() * r.assets.len() / 8,
         _ => 1,
     }
 }

@@ -544,3 +544,77 @@ fn a_closed_form_error_is_reported_not_simulated() {
         .unwrap();
     assert_eq!(r.valuation[0], Valuation::MonteCarlo);
 }
+
+/// An American rainbow's assets are shocked as a basket's (each by its name's shock, the
+/// rate by its own underlying's); it is always simulated, and a scenario moves its value.
+#[test]
+fn an_american_rainbow_is_shocked_as_a_basket_and_simulated() {
+    use kiln_core::finance::american::AmericanRainbowSpec;
+    use kiln_core::finance::rainbow::Extreme;
+    let rt = Runtime::cpu();
+    let spec = AmericanRainbowSpec {
+        kind: OptionType::Call,
+        extreme: Extreme::Max,
+        strike: 100.0,
+        rate: 0.03,
+        maturity: 1.0,
+        exercise_dates: 4,
+        assets: vec![
+            BasketAsset::new(100.0, 0.25, 0.02, 1.0).named("AAA"),
+            BasketAsset::new(95.0, 0.3, 0.0, 1.0).named("BBB"),
+        ],
+        correlation: vec![1.0, 0.4, 0.4, 1.0],
+    };
+    let pos = Position {
+        underlying: Some("AAA".into()),
+        ..Position::new(BookOption::AmericanRainbow(spec.clone()))
+    };
+    assert!(!has_closed_form(&pos.option));
+    let up = Shock {
+        spot: SpotShift::Relative(0.1),
+        vol: 0.05,
+        rate: 0.01,
+    };
+    let down = Shock {
+        spot: SpotShift::Absolute(-5.0),
+        ..Shock::default()
+    };
+    let sc = Scenario::new("moves").with("AAA", up).with("BBB", down);
+    let BookOption::AmericanRainbow(got) = shock_option(&pos, &sc, &|| "option 1".into()).unwrap() else {
+        panic!("not a rainbow")
+    };
+    let basket = BasketSpec {
+        kind: spec.kind,
+        strike: spec.strike,
+        rate: spec.rate,
+        maturity: spec.maturity,
+        average: BasketAverage::Max,
+        assets: spec.assets.clone(),
+        correlation: spec.correlation.clone(),
+    };
+    let want = shock_basket(&basket, &up, &|name| sc.shock(name), &|| "option 1".into()).unwrap();
+    assert_eq!((got.assets, got.rate), (want.assets, want.rate));
+    assert_eq!(
+        (got.correlation, got.exercise_dates, got.strike),
+        (spec.correlation.clone(), 4, 100.0)
+    );
+
+    let set = ScenarioSet {
+        scenarios: vec![
+            Scenario::new("calm"),
+            Scenario::new("rally").with(ALL_UNDERLYINGS, up),
+        ],
+    };
+    let p = RiskParams {
+        mc: McParams {
+            paths: 4096,
+            ..McParams::default()
+        },
+        ..RiskParams::default()
+    };
+    let r = rt.risk(&[pos], &set, &p).unwrap();
+    assert_eq!(r.valuation[0], Valuation::MonteCarlo);
+    assert!(r.base[0] > 0.0 && r.base_std_error[0] > 0.0);
+    assert_eq!(r.pnl[0], 0.0, "no shock, the same paths");
+    assert!(r.pnl[1] > 0.0, "a rally raises a max-call: {:?}", r.pnl);
+}

@@ -64,7 +64,8 @@ pub const MAX_RAINBOW_ASSETS: usize = 16;
 
 /// A Bermudan call or put on the largest or smallest of `n` weighted assets, each a
 /// geometric Brownian motion with its dividend yield, correlated by `correlation`.
-#[derive(Clone, Debug, PartialEq)]
+/// Serializable as the job service stores books.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AmericanRainbowSpec {
     /// Call or put.
     pub kind: OptionType,
