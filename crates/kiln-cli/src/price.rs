@@ -13,9 +13,9 @@
 //! bit-identical to pricing it whole; so a row's price depends on its row, the seed and the
 //! run parameters only: not on the device, the batch size, or which other rows are invalid.
 //!
-//! Heston, American and basket rows (`kiln_io::options_csv::RowKind`) go through their own
-//! engines by way of the facade's mixed book (`Runtime::price_book`: the Heston, American
-//! and basket engines, the closed forms and the tree), batch by batch as well; a batch never
+//! Heston, American, basket and American rainbow rows (`kiln_io::options_csv::RowKind`) go
+//! through their own engines by way of the facade's mixed book (`Runtime::price_book`: the
+//! Heston, American, basket and American rainbow engines, the closed forms and the tree), batch by batch as well; a batch never
 //! mixes kinds. The Python package's `kiln.price` prices records through the same book, so
 //! a CSV and a list of dicts give the same bits (`tests/price_book.rs`).
 
@@ -47,8 +47,10 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
                      maturity; empty: monitored continuously),
             barrier (barrier_* styles: the level),
             rebate (barrier_* styles: cash rebate, analytic only; default 0),
-            basket (style basket: the basket file, a path relative to the input's folder),
-            average (style basket: arithmetic, the default, geometric, max or min)
+            basket (styles basket, american_rainbow: the basket file, a path relative to
+                    the input's folder),
+            average (style basket: arithmetic, the default, geometric, max or min;
+                     style american_rainbow: max or min, required)
   Barriers: continuous monitoring is exact in --method analytic and, in --method mc, each
   of the --steps steps adds the Brownian bridge's probability of crossing between its ends;
   with fixings = m, mc steps from date to date (exact) and analytic uses Broadie-Glasserman-
@@ -58,7 +60,7 @@ Input: a CSV with a header row; columns in any order, names case-insensitive.
           spaced, the last at maturity; empty: continuous exercise) american_barrier_up_out
           american_barrier_up_in american_barrier_down_out american_barrier_down_in (an
           American option with a continuously monitored barrier and rebate; fixings as for
-          american) basket (see below)
+          american) basket (see below) american_rainbow (see below)
   rate and dividend continuously compounded per year, volatility per sqrt(year) (0.2 = 20%),
   maturity in years. Rows are numbered from 1 after the header (blank lines not counted).
 Output: id,price,std_error,delta,gamma,vega,theta,rho (an empty cell where a Greek is not
@@ -102,6 +104,14 @@ Basket rows (style basket): a European call or put on sum_i w_i S_i(T) (average 
   geometric basket where every weight > 0, Bjerksund-Stensland's exercise rule for a
   two-asset spread, none otherwise; --steps does not apply). Spreads, rainbows and sobol
   baskets run on the CPU engine.
+American rainbow rows (style american_rainbow): a Bermudan call or put on max_i or min_i
+  w_i S_i (average max or min) of a basket file's assets (a basket row's cells: type,
+  strike > 0, rate, maturity, basket, average; spot, volatility, dividend, barrier, rebate
+  and model empty), exercisable on fixings equally spaced dates (required, a whole number
+  >= 1: there is no continuous-exercise price). mc only: Longstaff-Schwartz on the CPU
+  engine, a basis of polynomials in the sorted prices (philox only, no --antithetic or
+  --control-variate; in-sample, biased slightly low; at most 16 assets); analytic refuses
+  the row. --greeks gives per-asset Greeks as for basket rows.
 Bad rows: every one is reported at once (file, row, file line, id, reasons: the file's own
   problems and what the method and flags cannot price, e.g. a rebate or --antithetic where
   the engine has none); exit 4 and nothing written, unless --skip-invalid: then the good
@@ -243,7 +253,8 @@ fn parse_target(s: &str) -> Result<kiln::finance::TargetSe, String> {
 }
 
 /// Path-steps one option costs: paths times steps (Asian, discrete barriers: fixings;
-/// Heston's Asian: whole steps between fixings; American: exercise dates).
+/// Heston's Asian: whole steps between fixings; American: exercise dates; basket: assets;
+/// American rainbow: exercise dates times assets).
 fn work(o: &OptionRow, mc: &McParams) -> u64 {
     let steps = match o.kind {
         RowKind::Plain => o.spec.path_steps(mc.steps),
@@ -254,6 +265,8 @@ fn work(o: &OptionRow, mc: &McParams) -> u64 {
         RowKind::American(dates) | RowKind::AmericanBarrier(dates) => dates.unwrap_or(mc.steps),
         // one step to maturity, each path costs a step per asset
         RowKind::Basket { assets, .. } => assets,
+        // a step per exercise date and asset
+        RowKind::AmericanRainbow { assets, dates, .. } => dates.saturating_mul(assets),
     };
     mc.paths_used().saturating_mul(u64::from(steps))
 }
@@ -264,11 +277,12 @@ fn same_kind(a: &OptionRow, b: &OptionRow) -> bool {
 }
 
 /// What the Monte Carlo engine of row `o`'s kind would refuse in this run (a barrier rebate,
-/// Sobol or antithetic paths for Heston, antithetic or control variates for American
-/// options, ...): each engine's own check of the option and the run, so that every bad row
+/// Sobol or antithetic paths for Heston, antithetic or control variates and Sobol points
+/// for American options and American rainbows, ...): each engine's own check of the option and the run, so that every bad row
 /// is reported in the one pass before anything is priced.
 fn mc_refusal(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<String> {
-    use kiln::core::finance::{american::LsmPlan, basket::BasketPathParams, heston::HestonPathParams};
+    use kiln::core::finance::american::{LsmPlan, RainbowPlan};
+    use kiln::core::finance::{basket::BasketPathParams, heston::HestonPathParams};
     let checked = match o.kind {
         RowKind::Plain => kiln::core::finance::PathParams::new(&o.spec, mc).map(drop),
         RowKind::Heston(_) => o
@@ -283,6 +297,9 @@ fn mc_refusal(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<St
         RowKind::Basket { .. } => o
             .basket(baskets)
             .map_or(Ok(()), |b| BasketPathParams::new(&b, mc).map(drop)),
+        RowKind::AmericanRainbow { .. } => o
+            .american_rainbow(baskets)
+            .map_or(Ok(()), |r| RainbowPlan::new(&r, mc, 0).map(drop)),
     };
     checked.err().map(|e| match e {
         Error::InvalidArgument { reason, .. } => reason,
@@ -318,7 +335,14 @@ fn unsupported(
                 why.replace("use method mc", "price it with --method mc")
             )
         }),
-        RowKind::Heston(_) | RowKind::American(_) | RowKind::AmericanBarrier(_) | RowKind::Basket { .. }
+        RowKind::AmericanRainbow { .. } if method == Method::Analytic => Some(
+            "style american_rainbow has no closed form or tree in kiln; price it with --method mc".to_string(),
+        ),
+        RowKind::Heston(_)
+        | RowKind::American(_)
+        | RowKind::AmericanBarrier(_)
+        | RowKind::Basket { .. }
+        | RowKind::AmericanRainbow { .. }
             if target =>
         {
             Some(
@@ -349,6 +373,7 @@ fn book_option(o: &OptionRow, mc: &McParams, baskets: &[BasketFile]) -> Option<B
                 })
         }
         RowKind::Basket { .. } => o.basket(baskets).map(BookOption::Basket),
+        RowKind::AmericanRainbow { .. } => o.american_rainbow(baskets).map(BookOption::AmericanRainbow),
     }
 }
 

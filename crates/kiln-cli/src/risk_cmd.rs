@@ -30,11 +30,11 @@ const CMD: &str = "kiln risk";
 
 const AFTER_HELP: &str = "\
 Book: the option CSV of `kiln price` (every kind: european, asian_*, barrier_*, american,
-  basket, model heston), plus two optional columns:
+  american_barrier_*, basket, american_rainbow, model heston), plus two optional columns:
     underlying  the name the scenarios shock (empty: only the scenarios' `*` shock)
     quantity    positions held (default 1; negative for a short position)
-  A basket's assets are shocked by their names in its basket file (the `asset` column);
-  the row's own underlying shocks the basket's rate.
+  A basket's or American rainbow's assets are shocked by their names in its basket file
+  (the `asset` column); the row's own underlying shocks its rate.
 Scenarios: one row per scenario and underlying (columns in any order):
     scenario,underlying,spot_shift,spot_shift_kind,vol_shift,rate_shift
     crash,AAPL,-0.2,relative,0.1,
@@ -54,8 +54,9 @@ Simulated scenarios (--simulate N --cov cov.csv --seed S): N draws of a zero-mea
 P&L: sum over positions of quantity x (value shocked - value base). Values are closed
   forms where the kind has one (--method analytic: Black-Scholes but the arithmetic
   Asian, the Heston European, the American tree, geometric baskets, two-asset spreads and
-  rainbows) and Monte Carlo otherwise (or for every option with --method mc), with common
-  random numbers: an option draws the same stream in the base and in every scenario.
+  rainbows; never an American rainbow) and Monte Carlo otherwise (or for every option with
+  --method mc), with common random numbers: an option draws the same stream in the base
+  and in every scenario.
 VaR and ES: the loss is L = -P&L. VaR_a = the a-quantile of L with NumPy's default
   'linear' interpolation (np.quantile(L, a)); ES_a = the mean of the losses >= VaR_a
   (L[L >= VaR_a].mean()). Both are positive for a loss.
@@ -183,6 +184,7 @@ fn book_option(o: &OptionRow, steps: u32, baskets: &[kiln_io::basket_csv::Basket
             })
         }
         RowKind::Basket { .. } => o.basket(baskets).map(BookOption::Basket),
+        RowKind::AmericanRainbow { .. } => o.american_rainbow(baskets).map(BookOption::AmericanRainbow),
     }
 }
 

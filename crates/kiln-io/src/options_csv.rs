@@ -31,7 +31,13 @@
 //!   default, `geometric`, or `max` / `min` for a rainbow on the largest or smallest
 //!   `w_i S_i`); its strike may be any finite number (a spread's, weights `1,-1` in the
 //!   file, may be 0 or negative); its `spot`, `volatility` and `dividend` cells must be empty
-//!   (the file gives each asset's), as must `fixings`, `barrier`, `rebate` and `model`. A heston row ([`RowKind::Heston`]) is a `european` or
+//!   (the file gives each asset's), as must `fixings`, `barrier`, `rebate` and `model`. An
+//!   `american_rainbow` row ([`RowKind::AmericanRainbow`]: a Bermudan call or put on the
+//!   largest or smallest `w_i S_i`, priced by Longstaff-Schwartz, Monte Carlo only) is a
+//!   basket row with `average` `max` or `min` (required), a strike `> 0` and `fixings`, its
+//!   exercise dates, required (a whole number >= 1: kiln has no continuous-exercise price
+//!   for it); its `spot`, `volatility`, `dividend`, `barrier`, `rebate` and `model` cells
+//!   must be empty. A heston row ([`RowKind::Heston`]) is a `european` or
 //!   `asian_arithmetic` payoff; its `volatility` is not used and may be empty. Rates and the dividend
 //!   yield are continuously compounded per year, volatility per `sqrt(year)` (0.2 for 20%),
 //!   maturity in years, `fixings` a whole number `>= 1` (equally spaced, the last at
@@ -55,8 +61,9 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use kiln_core::finance::american::{AmericanBarrierSpec, AmericanSpec};
+use kiln_core::finance::american::{AmericanBarrierSpec, AmericanRainbowSpec, AmericanSpec};
 use kiln_core::finance::heston::{HestonParams, HestonSpec};
+use kiln_core::finance::rainbow::Extreme;
 use kiln_core::finance::{OptionSpec, OptionType, Style};
 
 use crate::basket_csv::{read_basket, BasketFile};
@@ -66,7 +73,9 @@ use kiln_core::finance::basket::{BasketAverage, BasketSpec};
 
 pub use crate::table::RowError;
 
+mod multi_asset;
 mod prices;
+use multi_asset::{multi_asset_cells, rainbow_spec, MultiAsset};
 pub use prices::{
     read_prices, write_errors, write_prices, write_prices_with_errors, GreekErrors, PriceRecord,
     ERROR_COLUMNS, GREEK_ERROR_COLUMNS, PRICE_COLUMNS,
@@ -160,6 +169,9 @@ pub const AMERICAN_BARRIER_PREFIX: &str = "american_";
 /// The style name of basket rows (not a [`Style`]: the basket engine prices them).
 pub const BASKET_STYLE: &str = "basket";
 
+/// The style name of American rainbow rows ([`RowKind::AmericanRainbow`]).
+pub const AMERICAN_RAINBOW_STYLE: &str = "american_rainbow";
+
 /// What a row prices beyond its [`OptionRow::spec`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum RowKind {
@@ -189,6 +201,19 @@ pub enum RowKind {
         assets: u32,
         /// Arithmetic or geometric.
         average: BasketAverage,
+    },
+    /// Style `american_rainbow`: a Bermudan call or put on the max or min of the assets of
+    /// file [`OptionsFile::baskets`]`[basket]` ([`OptionRow::american_rainbow`]), as a
+    /// basket row carries it in its spec, exercisable on `dates` equally spaced dates.
+    AmericanRainbow {
+        /// Index into [`OptionsFile::baskets`].
+        basket: usize,
+        /// Assets in that basket.
+        assets: u32,
+        /// On the largest or smallest `w_i S_i`.
+        extreme: Extreme,
+        /// Exercise dates (the row's `fixings`, required).
+        dates: u32,
     },
 }
 
@@ -242,6 +267,22 @@ impl OptionRow {
 }
 
 impl OptionRow {
+    /// The American rainbow of an `american_rainbow` row, its assets from `baskets` (the
+    /// file's [`OptionsFile::baskets`]).
+    pub fn american_rainbow(&self, baskets: &[BasketFile]) -> Option<AmericanRainbowSpec> {
+        match self.kind {
+            RowKind::AmericanRainbow {
+                basket,
+                extreme,
+                dates,
+                ..
+            } => baskets
+                .get(basket)
+                .map(|b| rainbow_spec(b, &self.spec, extreme, dates)),
+            _ => None,
+        }
+    }
+
     /// The American barrier option of an `american_barrier_*` row, exercisable on `dates`
     /// equally spaced dates (its own `fixings`, else `default_dates`).
     pub fn american_barrier(&self, default_dates: u32) -> Option<AmericanBarrierSpec> {
@@ -415,14 +456,15 @@ fn parse_spec(
     let style_text = cell(STYLE).to_ascii_lowercase();
     let american = style_text == AMERICAN_STYLE;
     let american_barrier = american_barrier_style(&style_text);
-    let basket = style_text == BASKET_STYLE;
-    let basket_kind = if basket {
-        basket_cells(&cell, heston, &mut reasons, baskets)
+    let multi = MultiAsset::of(&style_text);
+    let basket = multi.is_some();
+    let basket_kind = if let Some(which) = multi {
+        multi_asset_cells(&cell, heston, which, &mut reasons, baskets)
     } else {
         for c in [BASKET, AVERAGE] {
             if !cell(c).is_empty() {
                 reasons.push(format!(
-                    "{} given for style {}; it belongs to style basket only",
+                    "{} given for style {}; it belongs to style basket or american_rainbow only",
                     INPUT_COLUMNS[c],
                     cell(STYLE)
                 ));
@@ -430,7 +472,8 @@ fn parse_spec(
         }
         None
     };
-    // American and basket rows are carried as Europeans (RowKind says the rest)
+    // American, basket and American rainbow rows are carried as Europeans (RowKind says
+    // the rest)
     let style = if american || basket {
         Some(Style::European)
     } else if american_barrier.is_some() {
@@ -449,7 +492,7 @@ fn parse_spec(
                 Style::BarrierDownOut => "american_barrier_down_out",
                 _ => "american_barrier_down_in",
             }))
-            .chain([BASKET_STYLE])
+            .chain([BASKET_STYLE, AMERICAN_RAINBOW_STYLE])
             .collect();
         reasons.push(if style_text.is_empty() {
             format!("style is empty; use one of {}", names.join(", "))
@@ -464,7 +507,7 @@ fn parse_spec(
             let default = match c {
                 DIVIDEND | REBATE => Some(0.0),
                 VOLATILITY if heston => Some(f64::NAN),
-                // basket rows: the file gives these (basket_cells checks they are empty)
+                // basket rows: the file gives these (multi_asset_cells checks they are empty)
                 SPOT | VOLATILITY if basket => Some(f64::NAN),
                 _ => None,
             };
@@ -524,6 +567,20 @@ fn parse_spec(
         }
         whole
     };
+    if multi == Some(MultiAsset::AmericanRainbow) {
+        if fixings_text.is_empty() {
+            reasons.push(
+                "fixings is empty; style american_rainbow needs its exercise dates (a whole number >= 1): \
+                 kiln has no continuous-exercise price for an American rainbow"
+                    .to_string(),
+            );
+        } else if fixings == Some(0) {
+            reasons.push(
+                "fixings = 0; style american_rainbow takes its exercise dates there: a whole number >= 1"
+                    .to_string(),
+            );
+        }
+    }
     if let Some(s) = style {
         if s.is_barrier() && barrier_text.is_empty() {
             reasons.push(format!(
@@ -558,24 +615,46 @@ fn parse_spec(
         e => vec![e.to_string()],
     };
     if basket {
-        let Some(kind) = basket_kind else {
+        let Some((i, assets, average)) = basket_kind else {
             return Err(reasons);
         };
         // The contract is checked by the basket engine's own rules (a single-asset option's
         // spot and strike rules are not a basket's), so the row is refused here exactly
         // when the engine would refuse it, naming the field. The spec's spot and volatility
         // of 1 are placeholders: the file gives each asset's.
-        if let RowKind::Basket {
-            basket: i, average, ..
-        } = kind
-        {
-            if let Some(file) = baskets.files.get(i) {
+        let spec = OptionSpec::european(option_type, 1.0, strike, rate, 0.0, 1.0, t);
+        let Some(file) = baskets.files.get(i) else {
+            return Err(vec!["basket file not read".to_string()]);
+        };
+        let kind = match (multi, average) {
+            (Some(MultiAsset::AmericanRainbow), BasketAverage::Max | BasketAverage::Min) => {
+                let extreme = if average == BasketAverage::Max {
+                    Extreme::Max
+                } else {
+                    Extreme::Min
+                };
+                let dates = fixings.unwrap_or(0);
+                rainbow_spec(file, &spec, extreme, dates)
+                    .validate()
+                    .map_err(why)?;
+                RowKind::AmericanRainbow {
+                    basket: i,
+                    assets,
+                    extreme,
+                    dates,
+                }
+            }
+            _ => {
                 file.spec(option_type, strike, rate, t, average)
                     .validate()
                     .map_err(why)?;
+                RowKind::Basket {
+                    basket: i,
+                    assets,
+                    average,
+                }
             }
-        }
-        let spec = OptionSpec::european(option_type, 1.0, strike, rate, 0.0, 1.0, t);
+        };
         return Ok((spec, kind));
     }
     if american {
@@ -627,76 +706,6 @@ fn parse_spec(
         None => spec.validate().map_err(why)?,
     }
     Ok((spec, kind))
-}
-
-/// A basket row's own cells: `basket` and `average` read, the cells the file replaces
-/// (and those basket options do not have) checked empty. `None` with `reasons` pushed if
-/// anything is wrong.
-fn basket_cells(
-    cell: &dyn Fn(usize) -> String,
-    heston: bool,
-    reasons: &mut Vec<String>,
-    baskets: &mut Baskets,
-) -> Option<RowKind> {
-    let before = reasons.len();
-    for c in [SPOT, VOLATILITY, DIVIDEND] {
-        if !cell(c).is_empty() {
-            reasons.push(format!(
-                "{}: `{}` given for style basket; leave it empty (the basket file gives each asset's {})",
-                INPUT_COLUMNS[c],
-                cell(c),
-                INPUT_COLUMNS[c]
-            ));
-        }
-    }
-    for c in [FIXINGS, BARRIER, REBATE] {
-        if !cell(c).is_empty() {
-            reasons.push(format!(
-                "{}: `{}` given for style basket, which has none (a European payoff at maturity)",
-                INPUT_COLUMNS[c],
-                cell(c)
-            ));
-        }
-    }
-    if heston {
-        reasons.push("style basket is priced under Black-Scholes only (model bs)".to_string());
-    }
-    let average = match cell(AVERAGE).as_str() {
-        "" => Some(BasketAverage::Arithmetic),
-        t => match t.parse::<BasketAverage>() {
-            Ok(a) => Some(a),
-            Err(_) => {
-                reasons.push(format!(
-                    "average: unknown `{t}`; use arithmetic (the default), geometric, max or min"
-                ));
-                None
-            }
-        },
-    };
-    let file = cell(BASKET);
-    let found = if file.is_empty() {
-        reasons.push(
-            "basket is empty; style basket needs a basket file (a CSV path relative to this file's folder)"
-                .to_string(),
-        );
-        None
-    } else {
-        match baskets.resolve(&file) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                reasons.push(e);
-                None
-            }
-        }
-    };
-    match (average, found) {
-        (Some(average), Some((basket, assets))) if reasons.len() == before => Some(RowKind::Basket {
-            basket,
-            assets,
-            average,
-        }),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -6,22 +6,22 @@
 //! defaults and messages) or the rows of an option CSV blob (`kiln price`'s format, read by
 //! kiln_io). A book of Black-Scholes options only, priced with Philox and no `target_se`,
 //! becomes [`Task::Price`], the path it always took (merged with other jobs of its batch
-//! key, split across a multi-device worker). Anything else (a Heston, American or basket
-//! option, `rng = "sobol"`, `target_se`) becomes [`Task::PriceBook`]: a solo job priced by
+//! key, split across a multi-device worker). Anything else (a Heston, American, basket or
+//! American rainbow option, `rng = "sobol"`, `target_se`) becomes [`Task::PriceBook`]: a solo job priced by
 //! `Runtime::price_book` (or `price_to_target`) with stream indices from 0, so its prices
 //! are the bits of `kiln price` and `kiln.price` on the same book and parameters, whatever
 //! else is queued. A multi-device worker runs it on its first device.
 //!
-//! Basket rows of a CSV blob are refused: their `basket` cell names a second file by a
-//! path on the machine that reads the CSV, and a server must not open paths a client
-//! chooses. The file is scanned for them before kiln_io reads it (which would open those
-//! paths); basket options go in as records (`style: "basket"` with `assets` and
-//! `correlation` inline).
+//! Basket and American rainbow rows of a CSV blob are refused: their `basket` cell names a
+//! second file by a path on the machine that reads the CSV, and a server must not open
+//! paths a client chooses. The file is scanned for them before kiln_io reads it (which
+//! would open those paths); these options go in as records (`style: "basket"` or
+//! `"american_rainbow"` with `assets` and `correlation` inline).
 //!
 //! Validation does everything that needs no device: each option's fields, a basket's
 //! correlation matrix down to its Cholesky factor, and whether the method has a closed form
-//! for the option (an arithmetic basket or a Heston Asian under `analytic` is refused and
-//! told to use `mc`).
+//! for the option (an arithmetic basket, a Heston Asian or an American rainbow under
+//! `analytic` is refused and told to use `mc`).
 
 use crate::error::ApiError;
 use crate::protocol::WorkOutcome;
@@ -264,7 +264,7 @@ fn csv_book(
                         continuous: dates.is_none(),
                     })
                 }
-                RowKind::Basket { .. } => None,
+                RowKind::Basket { .. } | RowKind::AmericanRainbow { .. } => None,
             };
             let where_ = format!("inputs.csv_blob: row {} (id `{}`)", r.row, r.id);
             let o = o.ok_or_else(|| bad(format!("{where_}: basket rows are not read from CSV blobs")))?;
@@ -274,8 +274,9 @@ fn csv_book(
         .collect()
 }
 
-/// Refuses an option CSV with basket rows (a `style` of `basket`, or a `basket` cell)
-/// before it is parsed: parsing would open the basket files they name.
+/// Refuses an option CSV with basket or American rainbow rows (a `style` of `basket` or
+/// `american_rainbow`, or a `basket` cell) before it is parsed: parsing would open the
+/// basket files they name.
 fn refuse_basket_rows(data: &[u8]) -> Result<(), ApiError> {
     // the option CSV reader's settings (kiln_io::options_csv::parse_options)
     let mut rdr = csv::ReaderBuilder::new()
@@ -307,11 +308,19 @@ fn refuse_basket_rows(data: &[u8]) -> Result<(), ApiError> {
         }
         row += 1;
         let cell = |c: Option<usize>| c.and_then(|c| rec.get(c)).unwrap_or_default();
-        if !cell(basket).is_empty() || cell(style).eq_ignore_ascii_case(b"basket") {
+        let style = cell(style);
+        let rainbow = style.eq_ignore_ascii_case(b"american_rainbow");
+        if !cell(basket).is_empty() || rainbow || style.eq_ignore_ascii_case(b"basket") {
+            let what = if rainbow {
+                "an american_rainbow"
+            } else {
+                "a basket"
+            };
             return Err(bad(format!(
-                "inputs.csv_blob: row {row} is a basket row; its `basket` column names a file by a path \
-                 on the server, which the service does not open. Send basket options as records in \
-                 inputs.options (style \"basket\" with `assets` and `correlation`; docs/operations.md)"
+                "inputs.csv_blob: row {row} is {what} row; its `basket` column names a file by a path \
+                 on the server, which the service does not open. Send basket and American rainbow \
+                 options as records in inputs.options (style \"basket\" or \"american_rainbow\" with \
+                 `assets` and `correlation`; docs/operations.md)"
             )));
         }
     }
@@ -322,7 +331,8 @@ fn refuse_basket_rows(data: &[u8]) -> Result<(), ApiError> {
 /// `first_option` (0 but for a shard of a larger book, crate::shard), or
 /// `Runtime::price_to_target` with a target. The result is [`Task::Price`]'s shape
 /// (`method`, `prices`, `stream_offset` (`first_option`), `batch_options`, `device`, `workers` null) with
-/// each price's `kind` (`bs`, `heston`, `american`, `american barrier`, `basket`) and the
+/// each price's `kind` (`bs`, `heston`, `american`, `american barrier`, `basket`,
+/// `american rainbow`) and the
 /// generator (`rng`),
 /// and with a target: each price's `met`, and `target_se`, `max_paths`, `rounds`,
 /// `seconds`. A sticky device error fails the job (the worker restarts); an option's own

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use kiln::core::finance::basket::{BasketAsset, BasketAverage, BasketSpec};
 use kiln::core::finance::heston::{HestonParams, HestonSpec};
 use kiln::core::finance::{McParams, OptionSpec, OptionType, PriceResult, Rng, Style};
-use kiln::finance::{AmericanSpec, BookOption, Method, TargetSe};
+use kiln::finance::{AmericanRainbowSpec, AmericanSpec, BookOption, Extreme, Method, TargetSe};
 use kiln::Runtime;
 use kiln_service::api::AppState;
 use kiln_service::config::ServiceConfig;
@@ -393,4 +393,115 @@ async fn bad_books_are_refused_at_submission() {
     // nothing was queued
     let (_, list) = call(&st, "GET", "/v1/jobs", Vec::new()).await;
     assert_eq!(list["jobs"].as_array().map_or(0, Vec::len), 0, "{list}");
+}
+
+/// American rainbows go in as records (priced to the bits of `price_book`, Monte Carlo
+/// only); a CSV blob with an `american_rainbow` row is refused as basket rows are (it names
+/// a second file by a path on the server), as are analytic and a record without its dates.
+#[tokio::test]
+async fn american_rainbow_records_price_and_csv_rows_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = state(dir.path());
+    let rt = Runtime::cpu();
+    let opts = ExecOptions {
+        blob_dir: dir.path().to_path_buf(),
+        inline_max_elements: 1 << 20,
+        max_elements: 16 << 20,
+    };
+    let rainbow = |kind: &str, average: &str, strike: f64| {
+        json!({"style": "american_rainbow", "option_type": kind, "average": average,
+            "strike": strike, "rate": 0.05, "maturity": 1.0, "fixings": 5,
+            "assets": [{"spot": 100.0, "volatility": 0.2, "dividend": 0.1, "weight": 1.0, "name": "A"},
+                       {"spot": 95.0, "volatility": 0.3, "weight": 1.0}],
+            "correlation": [[1.0, 0.3], [0.3, 1.0]]})
+    };
+    let recs = json!([
+        {"spot": 100.0, "strike": 95.0, "rate": 0.03, "volatility": 0.25, "maturity": 1.0},
+        rainbow("call", "max", 100.0),
+        rainbow("put", "min", 100.0),
+    ]);
+    let spec = |kind, extreme, strike| {
+        BookOption::AmericanRainbow(AmericanRainbowSpec {
+            kind,
+            extreme,
+            strike,
+            rate: 0.05,
+            maturity: 1.0,
+            exercise_dates: 5,
+            assets: vec![
+                BasketAsset::new(100.0, 0.2, 0.1, 1.0).named("A"),
+                BasketAsset::new(95.0, 0.3, 0.0, 1.0),
+            ],
+            correlation: vec![1.0, 0.3, 0.3, 1.0],
+        })
+    };
+    let options = vec![
+        BookOption::Plain(OptionSpec::european(
+            OptionType::Call,
+            100.0,
+            95.0,
+            0.03,
+            0.0,
+            0.25,
+            1.0,
+        )),
+        spec(OptionType::Call, Extreme::Max, 100.0),
+        spec(OptionType::Put, Extreme::Min, 100.0),
+    ];
+    let id = submit(
+        &st,
+        json!({"method": "mc", "paths": 2048, "steps": 8, "seed": 3}),
+        json!({ "options": recs }),
+    )
+    .await;
+    let results = run_queued(&st, &rt, &opts).await;
+    let mc = McParams {
+        paths: 2048,
+        steps: 8,
+        seed: 3,
+        ..McParams::default()
+    };
+    let want = rt.price_book(&options, Method::MonteCarlo, &mc, 0);
+    assert!(want.iter().all(Result::is_ok), "{want:?}");
+    let r = &results.iter().find(|(j, _)| *j == id).unwrap().1;
+    assert_bits(&id, r, &want, &["bs", "american rainbow", "american rainbow"]);
+
+    let refused = |inputs: Value, params: Value, needles: &'static [&'static str]| {
+        let st = st.clone();
+        async move {
+            let body = json!({"kind": "price", "params": params, "inputs": inputs}).to_string();
+            let (s, b) = call(&st, "POST", "/v1/jobs", body.into_bytes()).await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+            let m = b["error"]["message"].as_str().unwrap();
+            for n in needles {
+                assert!(m.contains(n), "wanted `{n}` in: {m}");
+            }
+        }
+    };
+    refused(
+        json!({ "options": recs }),
+        json!({"method": "analytic"}),
+        &["inputs.options[1]", "no closed form or tree", "use method mc"],
+    )
+    .await;
+    let mut no_dates = rainbow("call", "max", 100.0);
+    no_dates.as_object_mut().unwrap().remove("fixings");
+    refused(
+        json!({ "options": [no_dates] }),
+        json!({"method": "mc"}),
+        &["inputs.options[0]", "needs `fixings`"],
+    )
+    .await;
+    let csv = "id,type,style,spot,strike,rate,volatility,maturity,fixings,basket,average\n\
+               a,call,european,100,95,0.03,0.25,1,,,\n\
+               r,call,american_rainbow,,100,0.05,,1,5,,max\n";
+    let (s, b) = call(&st, "POST", "/v1/blobs?format=csv", csv.as_bytes().to_vec()).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let blob = b["id"].as_str().unwrap().to_string();
+    refused(
+        json!({ "csv_blob": blob }),
+        json!({"method": "mc"}),
+        &["row 2 is an american_rainbow row", "inputs.options"],
+    )
+    .await;
 }

@@ -533,3 +533,107 @@ fn underlying_and_quantity_are_optional_position_cells() {
         reasons[2].1
     );
 }
+
+#[test]
+fn american_rainbow_rows_take_a_basket_file_and_their_dates_and_bad_ones_say_every_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("three.csv"),
+        "asset,weight,spot,volatility,dividend,A,B,C\n\
+         A,1,100,0.2,0.1,1,0.3,0.2\nB,1,95,0.3,0.05,0.3,1,0.4\nC,1,105,0.25,0,0.2,0.4,1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("spread.csv"),
+        "asset,weight,spot,volatility,dividend,X,Y\nX,1,100,0.2,0,1,0.5\nY,-1,95,0.3,0,0.5,1\n",
+    )
+    .unwrap();
+    let book = dir.path().join("book.csv");
+    std::fs::write(
+        &book,
+        "id,type,style,spot,strike,rate,volatility,maturity,dividend,fixings,barrier,rebate,model,basket,average\n\
+         r1,call,american_rainbow,,100,0.05,,1,,9,,,,three.csv,max\n\
+         r2,put,AMERICAN_RAINBOW,,90,0.05,,1,,4,,,bs,three.csv,MIN\n\
+         x1,call,american_rainbow,,100,0.05,,1,,,,,,three.csv,max\n\
+         x2,call,american_rainbow,,100,0.05,,1,,9,,,,three.csv,arithmetic\n\
+         x3,call,american_rainbow,100,100,0.05,0.2,1,0.01,0,120,1,heston,,\n\
+         x4,call,american_rainbow,,100,0.05,,1,,9,,,,spread.csv,max\n\
+         x5,call,american_rainbow,,-5,0.05,,1,,9,,,,three.csv,max\n\
+         x6,call,american_rainbow,,100,0.05,,1,,2.5,,,,three.csv,\n\
+         x7,call,american,100,100,0.05,0.2,1,,9,,,,three.csv,max\n",
+    )
+    .unwrap();
+    let f = read_options(&book).unwrap();
+    let row = |id: &str| f.options.iter().find(|o| o.id == id).unwrap();
+    assert_eq!(f.baskets.len(), 2, "each file read once");
+    let r1 = row("r1").american_rainbow(&f.baskets).unwrap();
+    assert_eq!(
+        (
+            r1.kind,
+            r1.extreme,
+            r1.strike,
+            r1.rate,
+            r1.maturity,
+            r1.exercise_dates
+        ),
+        (OptionType::Call, Extreme::Max, 100.0, 0.05, 1.0, 9)
+    );
+    assert_eq!(r1.assets.len(), 3);
+    assert_eq!(r1.assets[1].dividend, 0.05);
+    assert_eq!(r1.correlation[5], 0.4);
+    assert!(matches!(
+        row("r1").kind,
+        RowKind::AmericanRainbow {
+            assets: 3,
+            dates: 9,
+            ..
+        }
+    ));
+    let r2 = row("r2").american_rainbow(&f.baskets).unwrap();
+    assert_eq!(
+        (r2.kind, r2.extreme, r2.exercise_dates),
+        (OptionType::Put, Extreme::Min, 4)
+    );
+    assert!(row("r1").basket(&f.baskets).is_none());
+    assert!(row("r1").american(7).is_none());
+
+    let why = |id: &str| f.errors.iter().find(|e| e.id == id).unwrap().reason.clone();
+    let x1 = why("x1");
+    assert!(
+        x1.contains("fixings is empty") && x1.contains("no continuous-exercise price"),
+        "{x1}"
+    );
+    let x2 = why("x2");
+    assert!(
+        x2.contains("average: `arithmetic`") && x2.contains("max or min"),
+        "{x2}"
+    );
+    // every reason of the row in one pass
+    let x3 = why("x3");
+    for part in [
+        "spot: `100`",
+        "volatility: `0.2`",
+        "dividend: `0.01`",
+        "barrier: `120`",
+        "rebate: `1`",
+        "Black-Scholes only",
+        "average is empty",
+        "basket is empty",
+        "fixings = 0",
+    ] {
+        assert!(x3.contains(part), "{part}: {x3}");
+    }
+    assert!(why("x4").contains("weight = -1"), "{}", why("x4"));
+    assert!(why("x5").contains("strike = -5"), "{}", why("x5"));
+    let x6 = why("x6");
+    assert!(
+        x6.contains("fixings: `2.5` is not a whole number") && x6.contains("average is empty"),
+        "{x6}"
+    );
+    assert!(
+        why("x7").contains("belongs to style basket or american_rainbow"),
+        "{}",
+        why("x7")
+    );
+    assert_eq!((f.options.len(), f.errors.len()), (2, 7));
+}
