@@ -185,3 +185,55 @@ fn bad_american_rainbow_rows_say_why() {
         "{err}"
     );
 }
+
+/// `kiln risk` on an American rainbow row: its assets are shocked by their names in the
+/// basket file (valued by Monte Carlo even under analytic, on common random numbers), so a
+/// scenario that moves nothing has zero P&L and a rally of every asset raises a max-call.
+#[test]
+fn kiln_risk_shocks_an_american_rainbows_assets_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    write_files(d.path());
+    std::fs::write(
+        d.path().join("risk.csv"),
+        "id,type,style,spot,strike,rate,volatility,maturity,fixings,basket,average,underlying,quantity\n\
+         mx,call,american_rainbow,,100,0.05,,1,4,three.csv,max,,2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("s.csv"),
+        "scenario,underlying,spot_shift,spot_shift_kind,vol_shift,rate_shift\n\
+         flat,*,,,,\n\
+         rally,A,0.1,,,\n\
+         rally,B,0.1,,,\n\
+         rally,C,0.1,,,\n",
+    )
+    .unwrap();
+    let o = run_in(
+        d.path(),
+        &["--device", "cpu", "risk"],
+        &[
+            "--book",
+            "risk.csv",
+            "--scenarios",
+            "s.csv",
+            "--paths",
+            "2048",
+            "--pnl-out",
+            "pnl.csv",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(d.path().join("pnl.csv")).unwrap();
+    let pnl = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name},")))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(pnl("flat"), 0.0, "{text}");
+    assert!(pnl("rally") > 0.0, "{text}");
+}
