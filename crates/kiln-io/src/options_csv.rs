@@ -203,8 +203,9 @@ pub enum RowKind {
         average: BasketAverage,
     },
     /// Style `american_rainbow`: a Bermudan call or put on the max or min of the assets of
-    /// file [`OptionsFile::baskets`]`[basket]` ([`OptionRow::american_rainbow`]), as a
-    /// basket row carries it in its spec, exercisable on `dates` equally spaced dates.
+    /// file [`OptionsFile::baskets`]`[basket]` ([`OptionRow::american_rainbow`]),
+    /// exercisable on `dates` equally spaced dates; the spec carries the type, strike, rate
+    /// and maturity as a basket row's does.
     AmericanRainbow {
         /// Index into [`OptionsFile::baskets`].
         basket: usize,
@@ -624,7 +625,7 @@ fn parse_spec(
         // of 1 are placeholders: the file gives each asset's.
         let spec = OptionSpec::european(option_type, 1.0, strike, rate, 0.0, 1.0, t);
         let Some(file) = baskets.files.get(i) else {
-            return Err(vec!["basket file not read".to_string()]);
+            return Err(vec!["basket: the file it names was not read".to_string()]);
         };
         let kind = match (multi, average) {
             (Some(MultiAsset::AmericanRainbow), BasketAverage::Max | BasketAverage::Min) => {
@@ -633,6 +634,7 @@ fn parse_spec(
                 } else {
                     Extreme::Min
                 };
+                // an empty or unreadable fixings cell was a reason above, so this is the count
                 let dates = fixings.unwrap_or(0);
                 rainbow_spec(file, &spec, extreme, dates)
                     .validate()
