@@ -483,3 +483,14 @@ __device__ __forceinline__ void gemm_wgmma_body(const KilnTmaDesc* map_a, const 
     if (CLUSTER > 1) cluster_sync();
 }
 
+// A kernel storing C through shared memory with TMA (EPI passes of BN / EPI columns) and
+// walking the tiles in groups of GROUP_M tile rows; it takes a third tensor map, over C (n x m
+// as stored, 64 x 64 boxes, 128-byte swizzle), after B's. Both modules instantiate it.
+#define KILN_WGMMA_TMA_STORE(NAME, STAGES, EPI, GROUP_M, TA, TB)                                        \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                                \
+        NAME(const __grid_constant__ KilnTmaDesc map_a, const __grid_constant__ KilnTmaDesc map_b,      \
+             const __grid_constant__ KilnTmaDesc map_c, unsigned short* __restrict__ c, int m, int n,   \
+             int k) {                                                                                   \
+        gemm_wgmma_body<STAGES, false, TA, TB, 0, EPI, GROUP_M>(&map_a, &map_b, &map_c, c, m, n, k,     \
+                                                                 1.0f);                                 \
+    }

@@ -1,4 +1,4 @@
-// The variants of kiln's bf16 wgmma GEMM the benchmark compares with the default (the shared
+// The variants of kiln's bf16 wgmma GEMM the benchmark compares with the default ones (the shared
 // body is `gemm_wgmma.cuh`, prepended by the build; the launcher, `src/gemm_wgmma.rs`, picks
 // one by `WgmmaVariant`). Each exists for the four transpose pairs (suffix nn, nt, tn, tt:
 // A then B, n as stored m x k / k x n, t transposed).
@@ -9,7 +9,8 @@
 //   (4 stages would not fit beside it in 227 KiB).
 // - tma_halves: 4 stages, the TMA-store epilogue in two passes of 128 columns through a
 //   16 KiB buffer a consumer.
-// - tma_halves_g16: tma_halves walking the tiles in groups of 16 tile rows instead of 8.
+// (tma_halves_g16, tma_halves walking the tiles in groups of 16 tile rows instead of 8, is
+// the default and lives in `gemm_wgmma.cu`.)
 // - cluster: sync's pipeline and stores in clusters of two blocks on vertically adjacent
 //   tiles, each loading half of the B panel they share and multicasting it into both (B's
 //   tensor map in 128-row boxes when B is stored n x k).
@@ -24,15 +25,6 @@
         NAME(const __grid_constant__ KilnTmaDesc map_a, const __grid_constant__ KilnTmaDesc map_b,      \
              unsigned short* __restrict__ c, int m, int n, int k) {                                     \
         gemm_wgmma_body<STAGES, INFLIGHT, TA, TB, 0>(&map_a, &map_b, nullptr, c, m, n, k, 1.0f);        \
-    }
-
-#define KILN_WGMMA_TMA_STORE(NAME, STAGES, EPI, GROUP_M, TA, TB)                                        \
-    extern "C" __global__ void __launch_bounds__(384, 1)                                                \
-        NAME(const __grid_constant__ KilnTmaDesc map_a, const __grid_constant__ KilnTmaDesc map_b,      \
-             const __grid_constant__ KilnTmaDesc map_c, unsigned short* __restrict__ c, int m, int n,   \
-             int k) {                                                                                   \
-        gemm_wgmma_body<STAGES, false, TA, TB, 0, EPI, GROUP_M>(&map_a, &map_b, &map_c, c, m, n, k,     \
-                                                                 1.0f);                                 \
     }
 
 #define KILN_WGMMA_CLUSTER(NAME, TA, TB)                                                                \
@@ -64,11 +56,6 @@ KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_nn, 4, 2, 8, false, false)
 KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_nt, 4, 2, 8, false, true)
 KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_tn, 4, 2, 8, true, false)
 KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_tt, 4, 2, 8, true, true)
-
-KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_g16_nn, 4, 2, 16, false, false)
-KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_g16_nt, 4, 2, 16, false, true)
-KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_g16_tn, 4, 2, 16, true, false)
-KILN_WGMMA_TMA_STORE(gemm_wgmma_bf16_tma_halves_g16_tt, 4, 2, 16, true, true)
 
 KILN_WGMMA_CLUSTER(gemm_wgmma_bf16_cluster_nn, false, false)
 KILN_WGMMA_CLUSTER(gemm_wgmma_bf16_cluster_nt, false, true)

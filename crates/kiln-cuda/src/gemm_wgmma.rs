@@ -16,16 +16,18 @@
 //! multiple of 8) and 16-byte aligned operands, checked before the launch
 //! ([`wgmma_unfit`]).
 //!
-//! Variants ([`WgmmaVariant`], `kernels/gemm_wgmma_variants.cu`): the default waits for each
-//! wgmma group and stores C straight from the accumulators; the others keep a group in
-//! flight, or store C through shared memory with TMA (so the consumers go back to the next
-//! tile's wgmma at once), or walk the tiles in larger groups, or run in clusters of two
-//! blocks sharing B's loads (TMA multicast). `GemmImpl::Wgmma` runs the one named by the
+//! Variants ([`WgmmaVariant`]): `sync` waits for each wgmma group and stores C straight from
+//! the accumulators; the others keep a group in flight, or store C through shared memory
+//! with TMA (so the consumers go back to the next tile's wgmma at once), or walk the tiles
+//! in larger groups, or run in clusters of two blocks sharing B's loads (TMA multicast).
+//! The default, `tma_halves_g16` (TMA stores in two passes, tiles in groups of 16 rows),
+//! and `sync`, its fallback where TMA cannot store C, are in the default module
+//! (`kernels/gemm_wgmma.cu`); the others in `kernels/gemm_wgmma_variants.cu`, so the first
+//! use of the default does not compile them. `GemmImpl::Wgmma` runs the one named by the
 //! environment variable `KILN_WGMMA_VARIANT` (read at each launch: `sync`, `inflight`,
 //! `tma_store`, `tma_halves`, `tma_halves_g16`, `cluster`, `cluster_tma_store`,
-//! `cluster_tma_halves`; unset or
-//! empty: `sync`; any other value is an error), so one benchmark process can compare them;
-//! [`crate::ops::WgmmaMatMul`] names one.
+//! `cluster_tma_halves`; unset or empty: the default; any other value is an error), so one
+//! benchmark process can compare them; [`crate::ops::WgmmaMatMul`] names one.
 #![allow(unsafe_code)]
 
 use crate::kernels::{Module, Program, GEMM_WGMMA, GEMM_WGMMA_VARIANTS};
@@ -58,7 +60,8 @@ pub const WGMMA_VARIANT_ENV: &str = "KILN_WGMMA_VARIANT";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WgmmaVariant {
     /// 4 stages, each wgmma group waited for before the next stage, each consumer thread
-    /// storing its accumulator pairs straight to global memory (the default).
+    /// storing its accumulator pairs straight to global memory (the default's fallback
+    /// where TMA cannot store C).
     Sync,
     /// [`Sync`](Self::Sync) with one group in flight while the next stage is awaited.
     InFlight,
@@ -69,7 +72,8 @@ pub enum WgmmaVariant {
     /// 4 stages; the TMA-store epilogue in two passes of 128 columns through a 16 KiB buffer
     /// a consumer (the second pass waits for the first's stores to read the buffer).
     TmaHalves,
-    /// [`TmaHalves`](Self::TmaHalves) walking the tiles in groups of 16 tile rows, not 8.
+    /// [`TmaHalves`](Self::TmaHalves) walking the tiles in groups of 16 tile rows, not 8
+    /// ([`DEFAULT`](Self::DEFAULT)).
     TmaHalvesG16,
     /// [`Sync`](Self::Sync) in clusters of two blocks on vertically adjacent tiles: each
     /// loads half of the B panel both need and multicasts it into both, halving B's reads
@@ -83,7 +87,11 @@ pub enum WgmmaVariant {
 }
 
 impl WgmmaVariant {
-    /// Every variant, the default first.
+    /// What `GemmImpl::Wgmma` runs when [`WGMMA_VARIANT_ENV`] is unset: even with cuBLAS at
+    /// 8192³ on an H100 and 6-7% faster than [`Sync`](Self::Sync) (docs/performance.md).
+    pub const DEFAULT: WgmmaVariant = WgmmaVariant::TmaHalvesG16;
+
+    /// Every variant, `sync` first.
     pub const ALL: [WgmmaVariant; 8] = [
         WgmmaVariant::Sync,
         WgmmaVariant::InFlight,
@@ -123,12 +131,12 @@ impl WgmmaVariant {
         })
     }
 
-    /// The variant [`WGMMA_VARIANT_ENV`] names, [`Sync`](Self::Sync) when it is unset or
-    /// empty.
+    /// The variant [`WGMMA_VARIANT_ENV`] names, [`DEFAULT`](Self::DEFAULT) when it is unset
+    /// or empty.
     pub fn from_env() -> Result<WgmmaVariant> {
         match std::env::var(WGMMA_VARIANT_ENV) {
             Ok(s) if !s.is_empty() => Self::parse(&s),
-            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(WgmmaVariant::Sync),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(Self::DEFAULT),
             Err(std::env::VarError::NotUnicode(s)) => Err(Error::invalid(
                 "gemm",
                 format!("{WGMMA_VARIANT_ENV} = {s:?} is not UTF-8"),
@@ -176,7 +184,7 @@ impl WgmmaVariant {
 
     fn module(self) -> Module {
         match self {
-            WgmmaVariant::Sync => GEMM_WGMMA,
+            WgmmaVariant::Sync | WgmmaVariant::TmaHalvesG16 => GEMM_WGMMA,
             _ => GEMM_WGMMA_VARIANTS,
         }
     }

@@ -82,14 +82,19 @@ fn every_kernel_compiles_alone_into_its_own_cubin() {
 
 #[test]
 fn the_wgmma_gemm_compiles_for_sm_90a_without_spills() {
-    use kiln_cuda::gemm_wgmma::{Fp8Format, WGMMA_ARCH, WGMMA_SYMBOLS};
+    use kiln_cuda::gemm_wgmma::{Fp8Format, WgmmaVariant, WGMMA_ARCH, WGMMA_SYMBOLS};
     if !nvrtc_or_skip("the_wgmma_gemm_compiles_for_sm_90a") {
         return;
     }
     let cubin = nvrtc::compile_cubin(kernels::GEMM_WGMMA, WGMMA_ARCH).unwrap();
     let report = nvrtc::ptxas_info(kernels::GEMM_WGMMA, WGMMA_ARCH).unwrap();
     let fp8 = [Fp8Format::E4m3.symbol(), Fp8Format::E5m2.symbol()];
-    for symbol in WGMMA_SYMBOLS.iter().chain(&fp8) {
+    let default: Vec<String> = [(false, false), (false, true), (true, false), (true, true)]
+        .into_iter()
+        .map(|(ta, tb)| WgmmaVariant::DEFAULT.symbol(ta, tb))
+        .collect();
+    let fp8_and_default = fp8.iter().copied().chain(default.iter().map(String::as_str));
+    for symbol in WGMMA_SYMBOLS.iter().copied().chain(fp8_and_default) {
         assert!(contains(&cubin, symbol.as_bytes()), "{symbol} is in the cubin");
         assert!(report.contains(symbol), "{report}");
     }
@@ -110,7 +115,9 @@ fn every_wgmma_variant_compiles_for_sm_90a_without_spills() {
     let cubin = nvrtc::compile_cubin(kernels::GEMM_WGMMA_VARIANTS, WGMMA_ARCH).unwrap();
     let report = nvrtc::ptxas_info(kernels::GEMM_WGMMA_VARIANTS, WGMMA_ARCH).unwrap();
     let mut kernels = 0;
-    for v in WgmmaVariant::ALL.into_iter().filter(|&v| v != WgmmaVariant::Sync) {
+    // the default and `sync` are in the default module (the test above)
+    let in_default = [WgmmaVariant::Sync, WgmmaVariant::DEFAULT];
+    for v in WgmmaVariant::ALL.into_iter().filter(|v| !in_default.contains(v)) {
         for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
             let symbol = v.symbol(ta, tb);
             assert!(contains(&cubin, symbol.as_bytes()), "{symbol} is in the cubin");

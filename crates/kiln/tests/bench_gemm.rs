@@ -174,7 +174,6 @@ fn bench_gemm_wgmma() {
         .collect();
     let name = |peer: Option<WgmmaVariant>| match peer {
         None => "kiln-cublas-bf16".to_string(),
-        Some(WgmmaVariant::Sync) => "kiln-wgmma-bf16".to_string(),
         Some(v) => format!("kiln-wgmma-{}-bf16", v.name()),
     };
     for n in [4096usize, 8192] {

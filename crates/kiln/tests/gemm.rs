@@ -342,7 +342,7 @@ const WGMMA_SHAPES: [(usize, usize, usize); 10] = [
 kiln::test_device!(gemm_wgmma_every_variant_every_transpose, |rt: &Runtime| {
     // every variant of kiln's wgmma kernel, named through the op (not the environment), on
     // the same inputs: each element within the bf16 bound of the f64 product, and every
-    // variant bit for bit the default
+    // variant bit for bit the others
     use kiln::device::ops::WgmmaMatMul;
     use kiln::device::WgmmaVariant;
     let Some(cuda) = rt.cuda() else {
@@ -375,8 +375,8 @@ kiln::test_device!(gemm_wgmma_every_variant_every_transpose, |rt: &Runtime| {
             }
             let da = cuda.upload_slice(&a).unwrap();
             let db = cuda.upload_slice(&b).unwrap();
-            // the default's bits: the variants run the same wgmma sequence and rounding, so
-            // they must match it exactly
+            // `sync`'s bits (the first): the variants run the same wgmma sequence and
+            // rounding, so they must match it exactly
             let mut first: Option<Vec<u16>> = None;
             for v in WgmmaVariant::ALL {
                 // poisoned: an element the kernel misses stays NaN
@@ -407,7 +407,7 @@ kiln::test_device!(gemm_wgmma_every_variant_every_transpose, |rt: &Runtime| {
                         let diff = f.iter().zip(&bits).position(|(x, y)| x != y);
                         assert!(
                             diff.is_none(),
-                            "{v:?} {g} (seed {seed}): not the default's bits at {diff:?}"
+                            "{v:?} {g} (seed {seed}): not sync's bits at {diff:?}"
                         );
                     }
                 }
