@@ -32,6 +32,10 @@ What it measures (one function each; `--only` takes these names):
                and CuPy pageable, torch pinned), an 8192^2 .npy through a cupyx gaussian to a
                .npy file, and a folder of 200 1080p PNG frames through a PIL + cupyx loop (the
                folder is printed, so kiln can filter the same frames)
+  label        kiln.ndimage.label against cupyx.scipy.ndimage.label (4096^2 and 256^3 masks)
+  edt          kiln.ndimage.distance_transform_edt against cupyx's (512^3 masks of density 0.5
+               and 0.99, a 4096^2 mask of 0.5), distances alone and with the indices; kiln
+               checked equal to scipy first
 
 Device timings are medians of CUDA-event times after warm-ups; user_paths is wall-clock.
 Peer names with `seed` in them (numba-seed-v1, numba-seed-v2-shared, numba-seed-naive) are
@@ -667,8 +671,56 @@ def label(q):
             record(name, peer, ms, mvoxels_per_s=round(h.size / ms / 1e3, 1), labels=int(wn))
 
 
+def edt(q):
+    """kiln.ndimage.distance_transform_edt against cupyx.scipy.ndimage.distance_transform_edt
+    on the same CuPy masks, whole calls, distances alone and with the indices; kiln's results
+    checked equal to scipy's first on a smaller mask, and its distances compared with
+    cupyx's on the timed one."""
+    import cupy as cp
+    import cupyx.scipy.ndimage as cnd
+    import scipy.ndimage as snd
+
+    import kiln.ndimage as knd
+
+    def best(fn, reps=5):
+        fn()
+        cp.cuda.Device().synchronize()
+        out = math.inf
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            cp.cuda.Device().synchronize()
+            out = min(out, time.perf_counter() - t)
+        return out * 1e3
+
+    rng = np.random.default_rng(13)
+    h = rng.random((96, 80, 72)) < 0.5
+    wd, wi = snd.distance_transform_edt(h, return_indices=True)
+    gd, gi = knd.distance_transform_edt(cp.asarray(h), return_indices=True)
+    assert np.array_equal(cp.asnumpy(gd).view(np.uint64), wd.view(np.uint64)), "kiln's distances differ from scipy's"
+    assert np.array_equal(cp.asnumpy(gi), wi), "kiln's indices differ from scipy's"
+    cases = [((128,) * 3 if q else (512,) * 3, 0.5), ((128,) * 3 if q else (512,) * 3, 0.99),
+             ((1024, 1024) if q else (4096, 4096), 0.5)]
+    for shape, density in cases:
+        x = cp.asarray(rng.random(shape) < density)
+        kd = knd.distance_transform_edt(x)
+        cd = cnd.distance_transform_edt(x)
+        diff = float(cp.abs(kd - cd).max())
+        del kd, cd
+        name = "edt_%s_%.2f" % ("x".join(map(str, shape)), density)
+        for peer, fn in (("kiln", lambda: knd.distance_transform_edt(x)),
+                         ("cupyx", lambda: cnd.distance_transform_edt(x))):
+            ms = best(fn)
+            record(name, peer, ms, mvoxels_per_s=round(x.size / ms / 1e3, 1), max_diff_vs_cupyx=diff)
+        for peer, fn in (("kiln", lambda: knd.distance_transform_edt(x, return_indices=True)),
+                         ("cupyx", lambda: cnd.distance_transform_edt(x, return_indices=True))):
+            ms = best(fn)
+            record(name + "_indices", peer, ms, mvoxels_per_s=round(x.size / ms / 1e3, 1))
+        cp.get_default_memory_pool().free_all_blocks()
+
+
 ALL = [copy_bw, h2d, sigmoid, stencil, conv3d, monte_carlo, matmul, transpose, alloc, graphs,
-       risk_grid, interp, user_paths, label]
+       risk_grid, interp, user_paths, label, edt]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

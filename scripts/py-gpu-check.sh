@@ -21,7 +21,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .de
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import kiln, json; print(json.dumps(kiln.doctor(), indent=1))" | tee "$out/py-doctor.txt"
 : > "$out/py-skips.log"
-(cd crates/kiln-py && KILN_REQUIRE_GPU=1 KILN_SKIP_LOG="$out/py-skips.log" python3 -m pytest -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_ndimage_gpu.py tests/test_ndimage_interp_gpu.py tests/test_userkernel_gpu.py tests/test_raw_gpu.py tests/test_examples.py) 2>&1 | tee "$out/py-gpu-tests.txt"
+(cd crates/kiln-py && KILN_REQUIRE_GPU=1 KILN_SKIP_LOG="$out/py-skips.log" python3 -m pytest -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_ndimage_gpu.py tests/test_ndimage_interp_gpu.py tests/test_ndimage_distance_gpu.py tests/test_userkernel_gpu.py tests/test_raw_gpu.py tests/test_examples.py) 2>&1 | tee "$out/py-gpu-tests.txt"
 gpu_rc=${PIPESTATUS[0]}
 # a skip under KILN_REQUIRE_GPU=1 is a test that did not run: it fails the GPU step
 bash scripts/count-skips.sh "$out/py-skips.log" | tee -a "$out/py-gpu-tests.txt" || gpu_rc=1

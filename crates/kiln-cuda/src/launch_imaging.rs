@@ -1,5 +1,5 @@
 //! The imaging ops ([`crate::op::Op`]) for `kernels/filter2d.cu`, `separable.cu`,
-//! `filter3d.cu` (with `imaging.cuh`), `ndimage.cu`, `interp.cu`, `label.cu`, `morph.cu`,
+//! `filter3d.cu` (with `imaging.cuh`), `ndimage.cu`, `interp.cu`, `label.cu`, `distance.cu`, `morph.cu`,
 //! `rank.cu` and `kernels/transpose.cu`. Every op validates lengths, shapes and the index ranges
 //! the kernels assume (32-bit axis indices, `H*W < 2^31`, grid limits) and returns
 //! `InvalidArgument` instead of launching out of bounds. Launch shapes are documented at
@@ -16,6 +16,7 @@
 //! `sep = Some(..)` runs the 1-D passes in the factor's `pass_order`, each rounded to an
 //! f32 buffer as the CPU does, `None` runs the direct sum.
 
+mod distance;
 mod filter2d;
 mod filter3d;
 mod interp;
@@ -26,6 +27,7 @@ mod rank;
 mod separable;
 mod transpose;
 
+pub use distance::{Edt, EdtRaw, EDT_MAX_AXES};
 pub use filter2d::Filter2d;
 pub use filter3d::Filter3d;
 pub use interp::{interp_args_bytes, spline_args_bytes, Interp, InterpSpec, Resample, SplineFilter1d};

@@ -96,7 +96,7 @@ pub mod ops {
     pub use crate::gemm_wgmma::Fp8GemmNt;
     pub use crate::launch_elementwise::{Axpy, Map, MapLaunchProbe, MapOn, Unary};
     pub use crate::launch_imaging::{
-        Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear, NdimageLinearData,
+        Edt, EdtRaw, Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear, NdimageLinearData,
         SeparableFilter, SplineFilter1d,
     };
 
@@ -116,7 +116,7 @@ pub use launch_basket::basket_param_arrays;
 pub use launch_finance::{GpuMcOptions, McProbe};
 #[doc(hidden)]
 pub use launch_imaging::{interp_args_bytes, spline_args_bytes};
-pub use launch_imaging::{rank_algorithm, InterpSpec, LabelInput, Resample};
+pub use launch_imaging::{rank_algorithm, InterpSpec, LabelInput, Resample, EDT_MAX_AXES};
 pub use launch_implied::{DeviceQuotes, IV_CHUNK_QUOTES};
 pub use launch_risk::{BsGridBook, ShockGrid};
 pub use profiler::{profiler, Profiler, Range};

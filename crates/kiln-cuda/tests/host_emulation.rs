@@ -29,6 +29,9 @@
 //!
 //! The labelling kernels (`kernels/label.cu`) run as the launcher runs them, their threads
 //! racing on real atomics, against kiln-core's labels (`emu/label.rs`).
+//!
+//! The distance-transform kernels (`kernels/distance.cu`) run pass by pass against
+//! kiln-core's `edt`, distances and indices bit for bit (`emu/edt.rs`).
 #![allow(clippy::unwrap_used)]
 
 use kiln_core::finance::basket::{basket_sample, BasketAsset, BasketAverage, BasketPathParams, BasketSpec};
@@ -36,6 +39,8 @@ use kiln_core::finance::{BlockSums, McParams, OptionType, Rng, BLOCK_SAMPLES};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "emu/edt.rs"]
+mod edt;
 #[path = "emu/interp.rs"]
 mod interp;
 #[path = "emu/label.rs"]

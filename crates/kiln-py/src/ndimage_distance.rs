@@ -1,6 +1,7 @@
 //! `kiln.ndimage`'s distance-transform natives: scipy.ndimage's `distance_transform_edt`,
 //! `distance_transform_cdt` and `distance_transform_bf` over host buffers
-//! (`kiln_core::imaging::distance`), with the GIL released.
+//! (`kiln_core::imaging::distance`), and `distance_transform_edt` over CUDA arrays
+//! (`kiln_cuda`'s `EdtRaw` op), with the GIL released.
 //!
 //! Design: the Python layer (python/kiln/_ndimage_distance.py) owns scipy's signature, its
 //! checks and errors, the `distances=`/`indices=` out arrays and the 0-D and all-foreground
@@ -11,6 +12,7 @@
 use crate::errors::invalid;
 use crate::IntoPy;
 use kiln::core::imaging::distance::{bf, cdt, edt, feature_planes, BfDistances, BfMetric};
+use kiln::device::ops::EdtRaw;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
@@ -63,6 +65,36 @@ fn ndimage_edt_host<'py>(
         out.distances.map(|d| bytes(py, &d)),
         out.indices.map(|i| bytes(py, &i)),
     ))
+}
+
+/// `ndimage_edt_cuda(mask, shape, sampling, distances, indices, device)`: scipy's
+/// `distance_transform_edt` of the C-contiguous one-byte mask (zero is background, 1 to 4
+/// axes) at device address `mask` on CUDA device `device`, into the C-contiguous float64
+/// array at `distances` and the int32 `(ndim, ...)` array at `indices` (each 0 when not
+/// wanted), as `ndimage_edt_host` computes them. The caller has synchronised the streams that
+/// wrote the arrays; the results are complete when this returns.
+#[pyfunction]
+#[pyo3(signature = (mask, shape, sampling, distances, indices, device))]
+fn ndimage_edt_cuda(
+    py: Python<'_>,
+    mask: u64,
+    shape: Vec<usize>,
+    sampling: Option<Vec<f64>>,
+    distances: u64,
+    indices: u64,
+    device: usize,
+) -> PyResult<()> {
+    let (_rt, cuda) = crate::kernels::cuda_backend(py, device)?;
+    py.detach(|| {
+        // SAFETY: the Python layer passes the address of a live C-contiguous one-byte array
+        // of `shape` and of distinct live C-contiguous float64 (`shape`) and int32 (`(ndim,)
+        // + shape`) arrays or 0, all on `device` (kiln's context there is the device's
+        // primary context, which CuPy and torch use too), held by the call, with their
+        // streams synchronised before it; the run waits for its own kernels.
+        let op = unsafe { EdtRaw::new(mask, &shape, sampling.as_deref(), distances, indices) };
+        cuda.run(op)
+    })
+    .py()
 }
 
 /// `ndimage_cdt_host(mask, shape, structure, indices, planes)`: scipy's
@@ -140,6 +172,7 @@ fn ndimage_bf_host<'py>(
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage_edt_host, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage_edt_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_cdt_host, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage_bf_host, m)?)?;
     Ok(())

@@ -23,7 +23,7 @@ mod edt;
 
 pub use bf::{bf, BfDistances, BfMetric, BfOutput};
 pub use cdt::{cdt, feature_planes, CdtOutput};
-pub use edt::{edt, EdtOutput};
+pub use edt::{edt, pass_flags as edt_pass_flags, EdtOutput, EdtPassFlags};
 
 use crate::error::{Error, Result};
 

@@ -201,6 +201,15 @@ pub const LABEL: Module = Module {
     source: include_str!("../../kernels/label.cu"),
 };
 
+/// scipy.ndimage.distance_transform_edt's feature transform and distances
+/// (`kernels/distance.cu`); `--fmad=false`, so its f64 arithmetic is kiln-core's `edt`
+/// operation for operation.
+pub const DISTANCE: Module = Module {
+    name: "distance",
+    options: &["--fmad=false"],
+    source: include_str!("../../kernels/distance.cu"),
+};
+
 /// Implied volatility of a book of European quotes: Jäckel's "Let's Be Rational" as
 /// kiln-core ports it, one thread per quote (`kernels/implied_vol.cu`); `--fmad=false`, so
 /// its f64 arithmetic is the CPU solver's operation for operation.
@@ -248,6 +257,7 @@ pub const MODULES: &[Module] = &[
     RANK,
     MORPH,
     LABEL,
+    DISTANCE,
     IMPLIED_VOL,
     RISK,
     INTERP,

@@ -15,7 +15,10 @@ background keeps all but its first plane; ``distance_transform_cdt`` and
 ``distance_transform_bf`` gather their results from its content, as scipy does).
 
 Inputs are NumPy arrays or anything ``numpy.asarray`` takes (non-zero is foreground); a kiln
-tensor or another DLPack array on the CPU is read through DLPack, one on a GPU is refused.
+tensor or another DLPack array on the CPU is read through DLPack. ``distance_transform_edt``
+of a CUDA array (CuPy, torch; 1 to 4 axes, no out arrays) runs on its device
+(``kernels/distance.cu``, the same bits); the other transforms refuse arrays on a GPU here,
+and kiln.ndimage's drop-in layer runs them on host copies.
 """
 
 from __future__ import annotations
@@ -113,6 +116,53 @@ def _gather(indices, flat, shape):
     return indices
 
 
+def _on_cuda(x):
+    """Whether ``x`` is a CUDA array of another library (CuPy, torch): the device path's
+    input."""
+    from ._ndimage_interp_gpu import is_cuda
+
+    return not isinstance(x, _native.Tensor) and is_cuda(x)
+
+
+def _edt_cuda(input, sampling, return_distances, return_indices):
+    """``distance_transform_edt`` of a CUDA array (CuPy, torch) on its device: the CPU
+    path's (so scipy's) distances and indices bit for bit (``distance.cu``, checked against
+    it), as a float64 array and an int32 ``(ndim, ...)`` array of the input's library. Takes
+    1 to 4 axes of any dtype (non-zero is foreground) and no ``distances=``/``indices=``
+    arrays; anything else is refused with the reason (kiln.ndimage's drop-in layer then runs
+    it on the host)."""
+    np = _np()
+    from ._ndimage_measure import _synchronize
+    from ._userkernel import DeviceArray, _device_of, _empty_like_caller
+
+    x = DeviceArray(input, f"{_EDT}: input")
+    ndim = len(x.shape)
+    if not 1 <= ndim <= 4:
+        raise InvalidInputError(
+            f"{_EDT}: a {ndim}-axis CUDA array; on the GPU the transform takes 1 to 4 axes "
+            "(pass a host array)")
+    s = _sampling(sampling, ndim)
+    shape = tuple(int(v) for v in x.shape)
+    # the mask in the input's library, on its device, one byte an element
+    mask = input != 0
+    mod = type(input).__module__.split(".")[0]
+    if mod == "torch":
+        mask = mask.contiguous()
+    else:
+        import cupy
+
+        mask = cupy.ascontiguousarray(mask)
+    m = DeviceArray(mask, f"{_EDT}: mask")
+    dt = _empty_like_caller(input, shape, np.float64) if return_distances else None
+    ft = _empty_like_caller(input, (ndim,) + shape, np.int32) if return_indices else None
+    ptr = lambda a: 0 if a is None else DeviceArray(a, _EDT).ptr  # noqa: E731
+    _synchronize(input)
+    _native.ndimage_edt_cuda(
+        m.ptr, list(shape), None if s is None else [float(v) for v in s], ptr(dt), ptr(ft),
+        _device_of([input]))
+    return _result(dt, ft, return_distances, return_indices, False, False)
+
+
 def distance_transform_edt(input, sampling=None, return_distances=True,
                            return_indices=False, distances=None, indices=None):
     """scipy.ndimage.distance_transform_edt: the exact Euclidean distance of every non-zero
@@ -122,6 +172,8 @@ def distance_transform_edt(input, sampling=None, return_distances=True,
     ft_inplace = isinstance(indices, np.ndarray)
     dt_inplace = isinstance(distances, np.ndarray)
     _arg_check(dt_inplace, ft_inplace, return_distances, return_indices)
+    if distances is None and indices is None and _on_cuda(input):
+        return _edt_cuda(input, sampling, return_distances, return_indices)
     m = np.atleast_1d(_mask(np.asarray(_cpu(input, _EDT))))
     s = _sampling(sampling, m.ndim)
     if ft_inplace:

@@ -142,6 +142,37 @@ impl Pass<'_> {
     }
 }
 
+/// How one pass of [`edt`] computes (the choices a device port must make the same way to
+/// give the same bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdtPassFlags {
+    /// A point's squared distance to a site is the site's cached sum over the other axes
+    /// plus the term of the pass's axis (else the sum over every axis in axis order).
+    pub fast_delta: bool,
+    /// The first pass is a scan: each point takes the nearest background element of its
+    /// line, the earlier of two equally near (the stack's result for such a sampling).
+    pub scan_first: bool,
+}
+
+/// [`edt`]'s choices for each pass (axis 0 first) of an array of `shape` with `sampling`
+/// (one value per axis; 1.0 where none was given).
+pub fn pass_flags(shape: &[usize], sampling: &[f64]) -> Vec<EdtPassFlags> {
+    let r = shape.len();
+    // Integer sampling small enough that every product and sum is an exact integer in f64:
+    // then any order of evaluation gives scipy's values.
+    let longest = shape.iter().copied().max().unwrap_or(1) as f64;
+    let exact = r <= 32
+        && sampling
+            .iter()
+            .all(|&v| v.is_finite() && v == v.trunc() && v.abs() * longest <= 32768.0);
+    (0..r)
+        .map(|d| EdtPassFlags {
+            fast_delta: exact || d == r - 1 || r <= 2,
+            scan_first: d == 0 && (1e-140..=1e140).contains(&sampling[0]),
+        })
+        .collect()
+}
+
 /// What a pass reads: the mask (the first pass) or the previous pass's points.
 #[derive(Clone, Copy)]
 enum Src<'a> {
@@ -183,21 +214,16 @@ pub fn edt(
         out.indices = indices.then(Vec::new);
         return Ok(out);
     }
-    // Integer sampling small enough that every product and sum is an exact integer in f64:
-    // then any order of evaluation gives scipy's values.
-    let longest = shape.iter().copied().max().unwrap_or(1) as f64;
-    let exact = r <= 32
-        && s.iter()
-            .all(|&v| v.is_finite() && v == v.trunc() && v.abs() * longest <= 32768.0);
+    let flags = pass_flags(shape, &s);
     let mut cur: Vec<i32> = Vec::new();
     let mut dist = if distances { vec![0.0f64; n] } else { Vec::new() };
-    for d in 0..r {
+    for (d, f) in flags.iter().enumerate() {
         let p = Pass {
             d,
             r,
             s: &s,
-            fast_delta: exact || d == r - 1 || r <= 2,
-            scan_first: d == 0 && (1e-140..=1e140).contains(&s[0]),
+            fast_delta: f.fast_delta,
+            scan_first: f.scan_first,
         };
         let mut next = vec![0i32; n * r];
         let src = if d == 0 {

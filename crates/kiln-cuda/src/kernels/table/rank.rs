@@ -1,9 +1,9 @@
-//! Rank filters, binary morphology and labelling (`rank.cu`, `rank_med.cu`, `morph.cu`,
-//! `label.cu`).
+//! Rank filters, binary morphology, labelling and the distance transform (`rank.cu`,
+//! `rank_med.cu`, `morph.cu`, `label.cu`, `distance.cu`).
 
 use super::{B256, B32X8, RANK_NET_P};
 use crate::kernels::params::decl::*;
-use crate::kernels::{LABEL, MORPH, RANK};
+use crate::kernels::{DISTANCE, LABEL, MORPH, RANK};
 
 declare_kernels! { FAMILY:
     // rank.cu / morph.cu: guesses until measured (the networks are the slow ones)
@@ -267,5 +267,29 @@ declare_kernels! { FAMILY:
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
         params: &[input(I32), output(I32), val(I32)],
+    }
+    /// distance_transform_edt, pass 0 as a scan (the nearest background element of each line).
+    EDT_SCAN0 {
+        symbol: "edt_scan0",
+        module: DISTANCE,
+        compile_ms: 60,
+        computes: "distance_transform_edt's first pass as a scan: each element's nearest background element along axis 0 (the earlier of two equally near), and the distances when the array has one axis",
+        block: B256,
+        grid: "min(ceil(lines/256), 2^20) blocks, a thread a line along axis 0, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[input(U8), output(I32), output(F64), val(I64), val(I32), val(F64)],
+    }
+    /// distance_transform_edt, one pass by the stack of Voronoi sites (scipy's _VoronoiFT).
+    EDT_PASS {
+        symbol: "edt_pass",
+        module: DISTANCE,
+        compile_ms: 150,
+        computes: "one pass of distance_transform_edt's feature transform along axis d (scipy's stack of Voronoi sites, f64 without contraction); the last pass writes every index plane and the float64 distances",
+        block: B256,
+        grid: "min(ceil(lines/256), 2^20) blocks, a thread a line along axis d, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[input(U8), input(I32), output(I32), inout(I32), inout(F64), output(F64), input(I64), input(F64), val(I32), val(I32), val(I64), val(I32)],
     }
 }
