@@ -635,6 +635,22 @@ def interp(q):
     record("map_coordinates_%d^2_f32" % h, "cupyx-order3", ms)
 
 
+def best_synced_ms(fn, reps=5):
+    """The best of ``reps`` wall-clock calls of ``fn`` (after one warm-up), each followed by
+    a device synchronize (CuPy), in ms."""
+    import cupy as cp
+
+    fn()
+    cp.cuda.Device().synchronize()
+    out = math.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        out = min(out, time.perf_counter() - t)
+    return out * 1e3
+
+
 def label(q):
     """kiln.ndimage.label against cupyx.scipy.ndimage.label on the same CuPy masks, whole
     calls (both return the count, so both wait for the GPU); kiln's labels checked equal to
@@ -644,17 +660,6 @@ def label(q):
     import scipy.ndimage as snd
 
     import kiln.ndimage as knd
-
-    def best(fn, reps=5):
-        fn()
-        cp.cuda.Device().synchronize()
-        out = math.inf
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            cp.cuda.Device().synchronize()
-            out = min(out, time.perf_counter() - t)
-        return out * 1e3
 
     rng = np.random.default_rng(11)
     cases = [((512, 512) if q else (4096, 4096), 0.5), ((64,) * 3 if q else (256,) * 3, 0.3)]
@@ -667,7 +672,7 @@ def label(q):
         assert n == wn and np.array_equal(cp.asnumpy(got), want), "kiln's labels differ from scipy's"
         name = "label_%s_%.1f" % ("x".join(map(str, shape)), density)
         for peer, fn in (("kiln", lambda: knd.label(x, s)), ("cupyx", lambda: cnd.label(x, s))):
-            ms = best(fn)
+            ms = best_synced_ms(fn)
             record(name, peer, ms, mvoxels_per_s=round(h.size / ms / 1e3, 1), labels=int(wn))
 
 
@@ -681,17 +686,6 @@ def edt(q):
     import scipy.ndimage as snd
 
     import kiln.ndimage as knd
-
-    def best(fn, reps=5):
-        fn()
-        cp.cuda.Device().synchronize()
-        out = math.inf
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            cp.cuda.Device().synchronize()
-            out = min(out, time.perf_counter() - t)
-        return out * 1e3
 
     rng = np.random.default_rng(13)
     h = rng.random((96, 80, 72)) < 0.5
@@ -710,11 +704,11 @@ def edt(q):
         name = "edt_%s_%.2f" % ("x".join(map(str, shape)), density)
         for peer, fn in (("kiln", lambda: knd.distance_transform_edt(x)),
                          ("cupyx", lambda: cnd.distance_transform_edt(x))):
-            ms = best(fn)
+            ms = best_synced_ms(fn)
             record(name, peer, ms, mvoxels_per_s=round(x.size / ms / 1e3, 1), max_diff_vs_cupyx=diff)
         for peer, fn in (("kiln", lambda: knd.distance_transform_edt(x, return_indices=True)),
                          ("cupyx", lambda: cnd.distance_transform_edt(x, return_indices=True))):
-            ms = best(fn)
+            ms = best_synced_ms(fn)
             record(name + "_indices", peer, ms, mvoxels_per_s=round(x.size / ms / 1e3, 1))
         cp.get_default_memory_pool().free_all_blocks()
 
