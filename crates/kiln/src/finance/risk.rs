@@ -28,13 +28,11 @@ use rayon::prelude::*;
 
 use kiln_core::finance::american::{
     american_barrier_binomial, american_barrier_continuous, american_binomial, american_continuous,
-    AmericanBarrierSpec, AmericanRainbowSpec,
+    AmericanBarrierSpec,
 };
-use kiln_core::finance::basket::{BasketAverage, BasketSpec};
-use kiln_core::finance::rainbow::Extreme;
 use kiln_core::finance::risk::{
-    loss_measures, shock_american, shock_basket, shock_heston, shock_plain, LossMeasure, Scenario,
-    ScenarioSet, Shock, SpotShift,
+    loss_measures, shock_american, shock_basket, shock_heston, shock_plain, shock_rainbow, LossMeasure,
+    Scenario, ScenarioSet, SpotShift,
 };
 use kiln_core::finance::{bsm, price_analytic, McParams, OptionSpec, OptionType, PriceResult, Style};
 use kiln_core::storage::{BsGridBook, ShockGrid};
@@ -193,35 +191,6 @@ pub fn shock_option(pos: &Position, scenario: &Scenario, label: &dyn Fn() -> Str
         BookOption::AmericanRainbow(r) => {
             BookOption::AmericanRainbow(shock_rainbow(r, &own, &|name| scenario.shock(name), label)?)
         }
-    })
-}
-
-/// An American rainbow under the shocks of its assets and its own underlying's rate shock:
-/// exactly as [`shock_basket`] moves a basket (its assets and rate), the rainbow's assets
-/// being a basket's.
-fn shock_rainbow(
-    r: &AmericanRainbowSpec,
-    own: &Shock,
-    asset_shock: &dyn Fn(Option<&str>) -> Shock,
-    label: &dyn Fn() -> String,
-) -> Result<AmericanRainbowSpec> {
-    let as_basket = BasketSpec {
-        kind: r.kind,
-        strike: r.strike,
-        rate: r.rate,
-        maturity: r.maturity,
-        average: match r.extreme {
-            Extreme::Max => BasketAverage::Max,
-            Extreme::Min => BasketAverage::Min,
-        },
-        assets: r.assets.clone(),
-        correlation: Vec::new(),
-    };
-    let moved = shock_basket(&as_basket, own, asset_shock, label)?;
-    Ok(AmericanRainbowSpec {
-        rate: moved.rate,
-        assets: moved.assets,
-        ..r.clone()
     })
 }
 

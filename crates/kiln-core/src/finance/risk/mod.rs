@@ -15,5 +15,5 @@ pub mod simulate;
 
 pub use measures::{expected_shortfall, loss_measures, pairwise_sum, quantile_linear, LossMeasure};
 pub use scenario::{Scenario, ScenarioSet, Shock, SpotShift, ALL_UNDERLYINGS};
-pub use shock::{shock_american, shock_basket, shock_heston, shock_plain};
+pub use shock::{shock_american, shock_assets, shock_basket, shock_heston, shock_plain, shock_rainbow};
 pub use simulate::{cholesky_psd, simulate, Factor, FactorKind};

@@ -14,8 +14,9 @@
 //!   the shock of the basket's own underlying (the option's, as for the other kinds).
 
 use crate::error::Result;
+use crate::finance::american::rainbow::AmericanRainbowSpec;
 use crate::finance::american::AmericanSpec;
-use crate::finance::basket::BasketSpec;
+use crate::finance::basket::{BasketAsset, BasketSpec};
 use crate::finance::heston::HestonSpec;
 use crate::finance::OptionSpec;
 
@@ -60,17 +61,15 @@ pub fn shock_heston(spec: &HestonSpec, shock: &Shock, what: &dyn Fn() -> String)
     Ok(out)
 }
 
-/// A basket option under the shocks `asset_shock(name)` of its assets (`None`: an unnamed
-/// asset) and `own`, its own underlying's shock, for the rate.
-pub fn shock_basket(
-    spec: &BasketSpec,
-    own: &Shock,
+/// Assets (a basket's or a rainbow's) under the shocks `asset_shock(name)` (`None`: an
+/// unnamed asset), each spot and volatility moved; `what` names the option in errors.
+pub fn shock_assets(
+    assets: &[BasketAsset],
     asset_shock: &dyn Fn(Option<&str>) -> Shock,
     what: &dyn Fn() -> String,
-) -> Result<BasketSpec> {
-    let mut out = spec.clone();
-    out.rate = spec.rate + own.rate;
-    for (i, a) in out.assets.iter_mut().enumerate() {
+) -> Result<Vec<BasketAsset>> {
+    let mut out = assets.to_vec();
+    for (i, a) in out.iter_mut().enumerate() {
         let sh = asset_shock(a.name.as_deref());
         let label = || match &a.name {
             Some(n) => format!("{}, asset `{n}`", what()),
@@ -81,6 +80,36 @@ pub fn shock_basket(
         a.volatility = sh.apply_vol(v, true, &label)?;
     }
     Ok(out)
+}
+
+/// A basket option under the shocks `asset_shock(name)` of its assets (`None`: an unnamed
+/// asset) and `own`, its own underlying's shock, for the rate.
+pub fn shock_basket(
+    spec: &BasketSpec,
+    own: &Shock,
+    asset_shock: &dyn Fn(Option<&str>) -> Shock,
+    what: &dyn Fn() -> String,
+) -> Result<BasketSpec> {
+    Ok(BasketSpec {
+        rate: spec.rate + own.rate,
+        assets: shock_assets(&spec.assets, asset_shock, what)?,
+        ..spec.clone()
+    })
+}
+
+/// An American rainbow under the shocks of its assets and `own`'s rate shock, as
+/// [`shock_basket`] moves a basket.
+pub fn shock_rainbow(
+    spec: &AmericanRainbowSpec,
+    own: &Shock,
+    asset_shock: &dyn Fn(Option<&str>) -> Shock,
+    what: &dyn Fn() -> String,
+) -> Result<AmericanRainbowSpec> {
+    Ok(AmericanRainbowSpec {
+        rate: spec.rate + own.rate,
+        assets: shock_assets(&spec.assets, asset_shock, what)?,
+        ..spec.clone()
+    })
 }
 
 #[cfg(test)]
@@ -158,6 +187,29 @@ mod tests {
             ..Shock::default()
         };
         let e = shock_basket(&b, &own, &crash, &what).unwrap_err().to_string();
+        assert!(e.contains("asset 2") && e.contains("must be > 0"), "{e}");
+        // a rainbow's assets and rate move as the basket's, the rest is kept
+        let r = AmericanRainbowSpec {
+            kind: OptionType::Call,
+            extreme: crate::finance::rainbow::Extreme::Max,
+            strike: 100.0,
+            rate: 0.03,
+            maturity: 1.0,
+            exercise_dates: 12,
+            assets: b.assets.clone(),
+            correlation: b.correlation.clone(),
+        };
+        let m = shock_rainbow(&r, &own, &by, &what).unwrap();
+        assert_eq!((m.assets.clone(), m.rate), (c.assets.clone(), c.rate));
+        assert_eq!(
+            AmericanRainbowSpec {
+                assets: r.assets.clone(),
+                rate: r.rate,
+                ..m
+            },
+            r
+        );
+        let e = shock_rainbow(&r, &own, &crash, &what).unwrap_err().to_string();
         assert!(e.contains("asset 2") && e.contains("must be > 0"), "{e}");
     }
 }
