@@ -54,6 +54,7 @@ build), from the repository root, in the same device run as the kiln rows it is 
 """
 import argparse
 import json
+import os
 import math
 import time
 
@@ -687,6 +688,7 @@ def edt(q):
 
     import kiln.ndimage as knd
 
+    os.environ["KILN_EDT_DEVICE"] = "1"  # the device path (opt-in)
     rng = np.random.default_rng(13)
     h = rng.random((96, 80, 72)) < 0.5
     wd, wi = snd.distance_transform_edt(h, return_indices=True)
