@@ -600,17 +600,6 @@ def interp(q):
     import cupy as cp
     import cupyx.scipy.ndimage as cnd
 
-    def best(fn, reps=3):
-        fn()
-        cp.cuda.Device().synchronize()
-        out = math.inf
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            cp.cuda.Device().synchronize()
-            out = min(out, time.perf_counter() - t)
-        return out * 1e3
-
     n = 128 if q else 512
     vol = cp.asarray(np.random.default_rng(7).uniform(-1, 1, (n, n, n)).astype(np.float32))
     a = math.radians(30)
@@ -619,20 +608,20 @@ def interp(q):
     off = tuple(float(v) for v in c - m @ np.full(3, c))
     m = cp.asarray(m)
     for order in (1, 3):
-        ms = best(lambda: cnd.affine_transform(vol, m, off, order=order, mode="constant",
-                                               prefilter=False))
+        ms = best_synced_ms(lambda: cnd.affine_transform(vol, m, off, order=order, mode="constant",
+                                                         prefilter=False), 3)
         record("affine_rotate_%d^3_f32" % n, "cupyx-order%d" % order, ms,
                gvoxels_per_s=round(n ** 3 / ms / 1e6, 3))
     del vol
     h = 256 if q else 2048
     img = cp.asarray(np.random.default_rng(8).uniform(-1, 1, (h, h)).astype(np.float32))
     for order in (1, 3):
-        ms = best(lambda: cnd.zoom(img, 2, order=order, mode="mirror", prefilter=False), 5)
+        ms = best_synced_ms(lambda: cnd.zoom(img, 2, order=order, mode="mirror", prefilter=False), 5)
         record("zoom2_%d^2_f32" % h, "cupyx-order%d" % order, ms,
                mpixels_out_per_s=round(4 * h * h / ms / 1e3, 1))
     ii, jj = cp.meshgrid(cp.arange(h, dtype=cp.float64), cp.arange(h, dtype=cp.float64), indexing="ij")
     coords = cp.stack([ii + 0.37, jj + 0.37 - 0.21])
-    ms = best(lambda: cnd.map_coordinates(img, coords, order=3, mode="mirror", prefilter=False), 5)
+    ms = best_synced_ms(lambda: cnd.map_coordinates(img, coords, order=3, mode="mirror", prefilter=False), 5)
     record("map_coordinates_%d^2_f32" % h, "cupyx-order3", ms)
 
 

@@ -43,6 +43,22 @@ __device__ __forceinline__ double edt_diff(int a, int b) {
     return (double)(int)((unsigned)a - (unsigned)b);
 }
 
+// The distance of the point at position ii of a last-pass line to its feature `pt`:
+// sqrt(sum_k ((pt_k - x_k) * s_k)^2), the difference in int32 and the sum in axis order.
+__device__ __forceinline__ double edt_distance(const int* pt, const i64* coor, int ii,
+    const double* s, int r, int d) {
+    double acc = 0.0;
+#pragma unroll
+    for (int k = 0; k < EDT_MAXR; ++k) {
+        if (k < r) {
+            const int x = k == d ? ii : (int)coor[k];
+            const double tt = edt_diff(pt[k], x) * s[k];
+            acc = k == 0 ? tt * tt : acc + tt * tt;
+        }
+    }
+    return sqrt(acc);
+}
+
 // A point's squared distance to the site at stack entry l: the CPU's `delta`.
 __device__ __forceinline__ double edt_delta(int l, int ii, i64 t, i64 lines, i64 base,
     i64 inner, const int* __restrict__ sg, const double* __restrict__ sw,
@@ -171,16 +187,10 @@ extern "C" __global__ void __launch_bounds__(256) edt_pass(const u8* __restrict_
                     for (int k = 1; k <= d; ++k) dst[k * n + p] = 0;
                 }
                 if (dist) {
-                    double acc = 0.0;
+                    int none[EDT_MAXR];
 #pragma unroll
-                    for (int k = 0; k < EDT_MAXR; ++k) {
-                        if (k < r) {
-                            const int x = k == d ? ii : (int)coor[k];
-                            const double tt = edt_diff(k == 0 ? -1 : 0, x) * s[k];
-                            acc = k == 0 ? tt * tt : acc + tt * tt;
-                        }
-                    }
-                    dist[p] = sqrt(acc);
+                    for (int k = 0; k < EDT_MAXR; ++k) none[k] = k == 0 ? -1 : 0;
+                    dist[p] = edt_distance(none, coor, ii, s, r, d);
                 }
             }
             continue;
@@ -206,18 +216,7 @@ extern "C" __global__ void __launch_bounds__(256) edt_pass(const u8* __restrict_
                 if (k < r) pt[k] = k < d ? src[k * n + q] : k == d ? g : (int)coor[k];
                 if (dst && k <= d) dst[k * n + p] = pt[k];
             }
-            if (dist) {
-                double acc = 0.0;
-#pragma unroll
-                for (int k = 0; k < EDT_MAXR; ++k) {
-                    if (k < r) {
-                        const int x = k == d ? ii : (int)coor[k];
-                        const double tt = edt_diff(pt[k], x) * s[k];
-                        acc = k == 0 ? tt * tt : acc + tt * tt;
-                    }
-                }
-                dist[p] = sqrt(acc);
-            }
+            if (dist) dist[p] = edt_distance(pt, coor, ii, s, r, d);
         }
     }
 }

@@ -23,7 +23,9 @@ mod edt;
 
 pub use bf::{bf, BfDistances, BfMetric, BfOutput};
 pub use cdt::{cdt, feature_planes, CdtOutput};
-pub use edt::{edt, pass_flags as edt_pass_flags, EdtOutput, EdtPassFlags};
+pub use edt::{
+    edt, pass_flags as edt_pass_flags, sampling_per_axis as edt_sampling, EdtOutput, EdtPassFlags,
+};
 
 use crate::error::{Error, Result};
 

@@ -16,7 +16,7 @@ use crate::op::Op;
 use crate::pool::DeviceBuffer;
 use crate::CudaBackend;
 use cudarc::driver::LaunchConfig;
-use kiln_core::imaging::distance::edt_pass_flags;
+use kiln_core::imaging::distance::{edt_pass_flags, edt_sampling};
 use kiln_core::{Error, Result};
 
 const OP: &str = "distance_transform_edt";
@@ -102,16 +102,7 @@ impl Op for EdtRaw<'_> {
                     format!("the shape {shape:?} has 2^31 - 1 elements or more: use a host array"),
                 )
             })?;
-        let s: Vec<f64> = match sampling {
-            Some(s) if s.len() != r => {
-                return Err(Error::invalid(
-                    OP,
-                    format!("{} sampling values for {r} axes", s.len()),
-                ))
-            }
-            Some(s) => s.to_vec(),
-            None => vec![1.0; r],
-        };
+        let s = edt_sampling(sampling, r)?;
         if distances == 0 && indices == 0 {
             return Err(Error::invalid(OP, "neither distances nor indices asked for"));
         }

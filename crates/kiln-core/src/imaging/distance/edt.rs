@@ -154,6 +154,19 @@ pub struct EdtPassFlags {
     pub scan_first: bool,
 }
 
+/// The spacing along each of `r` axes: `sampling` as given (one value per axis, else an
+/// error), or 1.0 per axis where none was given.
+pub fn sampling_per_axis(sampling: Option<&[f64]>, r: usize) -> Result<Vec<f64>> {
+    match sampling {
+        Some(s) if s.len() != r => Err(Error::invalid(
+            OP,
+            format!("{} sampling values for {r} axes", s.len()),
+        )),
+        Some(s) => Ok(s.to_vec()),
+        None => Ok(vec![1.0; r]),
+    }
+}
+
 /// [`edt`]'s choices for each pass (axis 0 first) of an array of `shape` with `sampling`
 /// (one value per axis; 1.0 where none was given).
 pub fn pass_flags(shape: &[usize], sampling: &[f64]) -> Vec<EdtPassFlags> {
@@ -198,16 +211,7 @@ pub fn edt(
             "the input has no axis (scipy makes a 0-D input 1-D first)",
         ));
     }
-    let s: Vec<f64> = match sampling {
-        Some(s) if s.len() != r => {
-            return Err(Error::invalid(
-                OP,
-                format!("{} sampling values for {r} axes", s.len()),
-            ))
-        }
-        Some(s) => s.to_vec(),
-        None => vec![1.0; r],
-    };
+    let s = sampling_per_axis(sampling, r)?;
     let mut out = EdtOutput::default();
     if n == 0 {
         out.distances = distances.then(Vec::new);
