@@ -151,26 +151,32 @@ fn run(n_jobs: usize) {
         })
         .collect();
 
-    // Kill the victim mid-load, once it holds leased jobs.
+    // Kill the victim mid-load, once it holds leased jobs. It is stopped (SIGSTOP) before
+    // its jobs are read, so none of them can finish between the read and the kill: a
+    // commit already on its way settles in the pause, and a stopped server records
+    // nothing more. Holding none, it resumes and the wait goes on.
     let held_sql = "SELECT id FROM kiln_jobs WHERE state = 'running' AND starts_with(lease_owner, $1)";
     let end = Instant::now() + Duration::from_secs(120);
-    loop {
+    let (held, killed_at) = loop {
         let enough = accepted.lock().unwrap().len() >= n_jobs / 3;
         if enough && !db.query(held_sql, &[&victim_prefix]).is_empty() {
-            break;
+            servers[victim].signal("STOP");
+            std::thread::sleep(Duration::from_millis(50));
+            let held: Vec<String> = db
+                .query(held_sql, &[&victim_prefix])
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if !held.is_empty() {
+                dead.store(true, Ordering::SeqCst);
+                servers[victim].kill9();
+                break (held, Instant::now());
+            }
+            servers[victim].signal("CONT");
         }
         assert!(Instant::now() < end, "the victim never held a job");
         std::thread::sleep(Duration::from_millis(5));
-    }
-    dead.store(true, Ordering::SeqCst);
-    servers[victim].kill9();
-    let killed_at = Instant::now();
-    let held: Vec<String> = db
-        .query(held_sql, &[&victim_prefix])
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(!held.is_empty(), "the victim held jobs when it died");
+    };
     // Picked up: claimed by another node or finished.
     let picked_sql = "SELECT count(*) FROM kiln_jobs WHERE id = ANY($1) AND \
                       (state IN ('succeeded', 'failed') OR (state = 'running' AND NOT starts_with(lease_owner, $2)))";

@@ -133,6 +133,14 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// Send `sig` (a name `kill` takes: STOP, CONT, ...) to the server process.
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status();
+    }
+
     /// SIGTERM, then wait up to `secs` for a clean exit; the exit status.
     pub fn terminate(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
         let _ = Command::new("kill")
