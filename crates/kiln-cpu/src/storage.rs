@@ -279,12 +279,18 @@ impl BackendStorage for CpuStorage {
         shape: [usize; 3],
         f: &kiln_core::imaging::linear::LinearFilter,
     ) -> Result<Self> {
+        if let CpuStorage::F64(x) = self {
+            // float64 in float64 (scipy's arithmetic on a float64 array)
+            let mut out = vec![0.0f64; x.len()];
+            imaging::linear_into_f64(x, shape, f, &mut out)?;
+            return Ok(CpuStorage::F64(out.into()));
+        }
         // 8/16-bit data: filtered in f32, written back rounded and clamped (cast_f64's rule)
         let x: std::borrow::Cow<[f32]> = match self {
             CpuStorage::F32(v) => std::borrow::Cow::Borrowed(v),
             CpuStorage::U8(v) => v.iter().map(|&x| f32::from(x)).collect(),
             CpuStorage::U16(v) => v.iter().map(|&x| f32::from(x)).collect(),
-            other => return Err(unsupported_dtype(&f.name, other.dtype(), "f32, u8, u16")),
+            other => return Err(unsupported_dtype(&f.name, other.dtype(), "f32, f64, u8, u16")),
         };
         let mut out = vec![0.0f32; x.len()];
         imaging::linear_into(&x, shape, f, &mut out)?;

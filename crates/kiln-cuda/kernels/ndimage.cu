@@ -26,8 +26,27 @@
 //   (ops 0 and 3 never read t),
 //   each operation rounded on its own (no contraction), as numpy does on float32 arrays.
 //
-// Every sum runs in f32 with fma, taps in row-major order from 0, as the other imaging
-// kernels do (the CPU sums in f64; the facade documents the bound).
+// Every sum of those runs in f32 with fma, taps in row-major order from 0, as the other
+// imaging kernels do (within a bound of the CPU, which sums in f64).
+//
+// The exact kernels (`*_f64`) run the CPU path's (so scipy's) double arithmetic on f32 or
+// f64 data, so their results equal the CPU's bit for bit: samples widen exactly to double,
+// each output is summed with kiln-cpu's operations in its order, every product and sum
+// rounded on its own (__dmul_rn / __dadd_rn: no fma contraction), and stored rounded to
+// nearest (f32) or as is (f64). One output a thread, samples read through the boundary
+// mode straight from global memory (consecutive threads read consecutive elements), weights
+// as doubles.
+// - nd_pass_x_f64 / nd_pass_s_f64: one correlate1d pass (NI_Correlate1D's formulas, the
+//   kernel's symmetry `sym` classified on the host: 0 general `x[n-1]w[n-1] + Σ_{m<n-1}
+//   x[m]w[m]`, 1 symmetric `x[c]w[c] + Σ_{m<c} (x[m]+x[n-1-m])w[m]`, 2 antisymmetric with
+//   `-`), along the contiguous axis (block 32x8 = 256 outputs of a row, grid
+//   (ceil(W/256), min(lines, 65535)), grid-stride over lines; dynamic shared k doubles) or a
+//   strided one (block 32 (i) x 8 (l), grid (ceil(A/32), min(ceil(L/8), 65535),
+//   min(O, 65535)), grid-stride in y and z; dynamic shared k doubles).
+// - nd_direct_f64: NI_Correlate's sum, `0.0 + Σ w·x` over the taps with |w| > DBL_EPSILON
+//   in row-major order (`w·cval` outside under constant). Block 32x8, grid (ceil(W/32),
+//   min(ceil(H/8), 65535), min(D, 65535)), grid-stride in y and z.
+// - nd_combine_f64: nd_combine_f32's operations on doubles (numpy's float64 arithmetic).
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -247,6 +266,162 @@ extern "C" __global__ void __launch_bounds__(256) nd_combine_f32(float* __restri
             acc[i] = __fadd_rn(acc[i], __fmul_rn(v, v));
         } else {
             acc[i] = sqrtf(acc[i]);
+        }
+    }
+}
+#endif
+
+// ---- the exact path: the CPU's double arithmetic ------------------------------------------
+
+// Element types by code (0 f32, 1 f64: kiln's cast codes): loads widen exactly, f32 stores
+// round to nearest even (Rust's `as f32`).
+struct EF32 { typedef float T; static __device__ __forceinline__ double ld(float v) { return (double)v; }
+              static __device__ __forceinline__ float st(double v) { return __double2float_rn(v); } };
+struct EF64 { typedef double T; static __device__ __forceinline__ double ld(double v) { return v; }
+              static __device__ __forceinline__ double st(double v) { return v; } };
+
+#define NE_DISPATCH(BODY, ARGS)                                                                        \
+    if (ti == 0 && to == 0) BODY<EF32, EF32> ARGS;                                                     \
+    else if (ti == 1 && to == 1) BODY<EF64, EF64> ARGS;                                                \
+    else if (ti == 0 && to == 1) BODY<EF32, EF64> ARGS;                                                \
+    else if (ti == 1 && to == 0) BODY<EF64, EF32> ARGS;
+
+// NI_Correlate1D's sum for one output, as kiln-cpu's separable pass computes it: `x(m)` is
+// the sample under tap m (already through the boundary mode), `w` the k weights.
+template <class X>
+__device__ __forceinline__ double ne_corr1d(const double* w, int k, int sym, X x) {
+    if (sym == 0) {
+        double o = __dmul_rn(x(k - 1), w[k - 1]);
+        for (int m = 0; m < k - 1; ++m) o = __dadd_rn(o, __dmul_rn(x(m), w[m]));
+        return o;
+    }
+    const int c = k / 2;
+    double o = __dmul_rn(x(c), w[c]);
+    for (int m = 0; m < c; ++m) {
+        const double a = x(m), b = x(k - 1 - m);
+        const double p = sym == 1 ? __dadd_rn(a, b) : __dsub_rn(a, b);
+        o = __dadd_rn(o, __dmul_rn(p, w[m]));
+    }
+    return o;
+}
+
+template <class I, class O>
+__device__ __forceinline__ void ne_pass_x_body(const void* src_, void* dst_, int lines, int W,
+    const double* w, int k, int anchor, int sym, int mode, double cval) {
+    const typename I::T* __restrict__ src = (const typename I::T*)src_;
+    typename O::T* __restrict__ dst = (typename O::T*)dst_;
+    const int x = blockIdx.x * 256 + threadIdx.y * 32 + threadIdx.x;
+    if (x >= W) return;
+    for (int l = blockIdx.y; l < lines; l += gridDim.y) {
+        const typename I::T* __restrict__ in = src + (i64)l * W;
+        const int base = x - anchor;
+        const double r = ne_corr1d(w, k, sym, [&](int m) {
+            const int j = kiln_map(base + m, W, mode);
+            return j < 0 ? cval : I::ld(in[j]);
+        });
+        dst[(i64)l * W + x] = O::st(r);
+    }
+}
+
+#if !defined(KILN_ONLY) || defined(KILN_K_nd_pass_x_f64)
+extern "C" __global__ void __launch_bounds__(256) nd_pass_x_f64(const void* src, void* dst, int lines, int W,
+    const double* __restrict__ wt, int k, int anchor, int sym, int mode, double cval, int ti, int to) {
+    extern __shared__ double smd[];
+    for (int i = threadIdx.y * 32 + threadIdx.x; i < k; i += 256) smd[i] = wt[i];
+    __syncthreads();
+    NE_DISPATCH(ne_pass_x_body, (src, dst, lines, W, smd, k, anchor, sym, mode, cval))
+}
+#endif
+
+template <class I, class O>
+__device__ __forceinline__ void ne_pass_s_body(const void* src_, void* dst_, int L, i64 sa, int A, int O_,
+    i64 so, const double* w, int k, int anchor, int sym, int mode, double cval) {
+    const typename I::T* __restrict__ src = (const typename I::T*)src_;
+    typename O::T* __restrict__ dst = (typename O::T*)dst_;
+    const int ia = blockIdx.x * 32 + threadIdx.x;
+    if (ia >= A) return;
+    for (int o = blockIdx.z; o < O_; o += gridDim.z) {
+        const typename I::T* __restrict__ in = src + (i64)o * so + ia;
+        for (int l = blockIdx.y * 8 + threadIdx.y; l < L; l += gridDim.y * 8) {
+            const int base = l - anchor;
+            const double r = ne_corr1d(w, k, sym, [&](int m) {
+                const int j = kiln_map(base + m, L, mode);
+                return j < 0 ? cval : I::ld(in[(i64)j * sa]);
+            });
+            dst[(i64)o * so + (i64)l * sa + ia] = O::st(r);
+        }
+    }
+}
+
+#if !defined(KILN_ONLY) || defined(KILN_K_nd_pass_s_f64)
+extern "C" __global__ void __launch_bounds__(256) nd_pass_s_f64(const void* src, void* dst, int L, i64 sa,
+    int A, int O_, i64 so, const double* __restrict__ wt, int k, int anchor, int sym, int mode, double cval,
+    int ti, int to) {
+    extern __shared__ double smd[];
+    for (int i = threadIdx.y * 32 + threadIdx.x; i < k; i += 256) smd[i] = wt[i];
+    __syncthreads();
+    NE_DISPATCH(ne_pass_s_body, (src, dst, L, sa, A, O_, so, smd, k, anchor, sym, mode, cval))
+}
+#endif
+
+// scipy's (and kiln-cpu's) threshold for dropping a direct kernel's weight: DBL_EPSILON.
+#define NE_DBL_EPS 2.220446049250313080847263336181640625e-16
+
+template <class I, class O>
+__device__ __forceinline__ void ne_direct_body(const void* src_, void* dst_, int D, int H, int W,
+    const double* __restrict__ wt, int kd, int kh, int kw, int ad, int ah, int aw, int mode, double cval) {
+    const typename I::T* __restrict__ src = (const typename I::T*)src_;
+    typename O::T* __restrict__ dst = (typename O::T*)dst_;
+    const int x = blockIdx.x * 32 + threadIdx.x;
+    if (x >= W) return;
+    const i64 HW = (i64)H * W;
+    for (int z = blockIdx.z; z < D; z += gridDim.z) {
+        for (int y = blockIdx.y * 8 + threadIdx.y; y < H; y += gridDim.y * 8) {
+            double acc = 0.0;
+            for (int a = 0; a < kd; ++a) {
+                const int pz = kiln_map(z + a - ad, D, mode);
+                for (int b = 0; b < kh; ++b) {
+                    const int my = kiln_map(y + b - ah, H, mode);
+                    const bool out = pz < 0 || my < 0;
+                    const typename I::T* __restrict__ row = src + (out ? 0 : pz * HW + (i64)my * W);
+                    const double* wr = wt + ((i64)a * kh + b) * kw;
+                    for (int c = 0; c < kw; ++c) {
+                        const double wv = __ldg(wr + c);
+                        if (fabs(wv) <= NE_DBL_EPS) continue;
+                        const int mx = kiln_map(x + c - aw, W, mode);
+                        const double v = (out || mx < 0) ? cval : I::ld(row[mx]);
+                        acc = __dadd_rn(acc, __dmul_rn(wv, v));
+                    }
+                }
+            }
+            dst[z * HW + (i64)y * W + x] = O::st(acc);
+        }
+    }
+}
+
+#if !defined(KILN_ONLY) || defined(KILN_K_nd_direct_f64)
+extern "C" __global__ void __launch_bounds__(256) nd_direct_f64(const void* src, void* dst, int D, int H,
+    int W, const double* __restrict__ wt, int kd, int kh, int kw, int ad, int ah, int aw, int mode,
+    double cval, int ti, int to) {
+    NE_DISPATCH(ne_direct_body, (src, dst, D, H, W, wt, kd, kh, kw, ad, ah, aw, mode, cval))
+}
+#endif
+
+#if !defined(KILN_ONLY) || defined(KILN_K_nd_combine_f64)
+extern "C" __global__ void __launch_bounds__(256) nd_combine_f64(double* __restrict__ acc,
+    const double* __restrict__ t, i64 n, int op) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        if (op == 0) {
+            const double v = acc[i];
+            acc[i] = __dmul_rn(v, v);
+        } else if (op == 1) {
+            acc[i] = __dadd_rn(acc[i], t[i]);
+        } else if (op == 2) {
+            const double v = t[i];
+            acc[i] = __dadd_rn(acc[i], __dmul_rn(v, v));
+        } else {
+            acc[i] = sqrt(acc[i]);
         }
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! This file holds what the ops share (weights by value, boundary-mode arguments, shape
 //! checks); the ops are in `filter2d` (direct 2-D), `separable` (1-D passes and the fused
-//! 2-D pair), `filter3d` (direct 3-D), `ndimage` (scipy's linear filters), `interp`
+//! 2-D pair), `filter3d` (direct 3-D), `ndimage` (scipy's linear filters; `ndimage_exact`
+//! their double arithmetic, bit for bit the CPU's), `interp`
 //! (resampling and the spline prefilter), `label`, `transpose`, and the storage
 //! launchers of `rank` and `morph`.
 //!
@@ -23,6 +24,7 @@ mod interp;
 mod label;
 mod morph;
 mod ndimage;
+mod ndimage_exact;
 mod rank;
 mod separable;
 mod transpose;
@@ -33,6 +35,7 @@ pub use filter3d::Filter3d;
 pub use interp::{interp_args_bytes, spline_args_bytes, Interp, InterpSpec, Resample, SplineFilter1d};
 pub use label::{Label, LabelInput, LabelRaw};
 pub use ndimage::{NdimageLinear, NdimageLinearData};
+pub use ndimage_exact::NdimageLinearExact;
 pub use rank::rank_algorithm;
 pub use separable::{Filter1d, SeparableFilter};
 pub use transpose::Transpose;

@@ -17,7 +17,8 @@
 use crate::backend::{lock, CudaBackend};
 use crate::copy::Fault;
 use crate::ops::{
-    Axpy, Cast, Filter2d, Filter3d, Map, MatMul, NdimageLinearData, SeparableFilter, Transpose,
+    Axpy, Cast, Filter2d, Filter3d, Map, MatMul, NdimageLinearData, NdimageLinearExact, SeparableFilter,
+    Transpose,
 };
 use crate::pool::{DeviceBuffer, PinnedBuffer};
 use cudarc::driver::{CudaEvent, CudaStream};
@@ -549,18 +550,28 @@ impl BackendStorage for CudaStorage {
         shape: [usize; 3],
         f: &kiln_core::imaging::linear::LinearFilter,
     ) -> Result<Self> {
-        if !matches!(self.dtype(), DType::F32 | DType::U8 | DType::U16) {
-            return Err(unsupported_dtype(&f.name, self.dtype(), "f32, u8, u16"));
+        if !matches!(self.dtype(), DType::F32 | DType::F64 | DType::U8 | DType::U16) {
+            return Err(unsupported_dtype(&f.name, self.dtype(), "f32, f64, u8, u16"));
         }
         check_same_len(&f.name, shape.iter().product(), self.len())?;
         self.stream_for(&[self])?;
         let mut out = Self::alloc(&self.dev, self.dtype(), self.len(), &f.name)?;
-        self.dev.run(NdimageLinearData {
-            src: &self.data,
-            dst: &mut out.data,
-            shape,
-            filter: f,
-        })?;
+        if matches!(self.dtype(), DType::F32 | DType::F64) {
+            // the CPU's double arithmetic, so its bits (scipy's for float32 and float64)
+            self.dev.run(NdimageLinearExact {
+                src: &self.data,
+                dst: &mut out.data,
+                shape,
+                filter: f,
+            })?;
+        } else {
+            self.dev.run(NdimageLinearData {
+                src: &self.data,
+                dst: &mut out.data,
+                shape,
+                filter: f,
+            })?;
+        }
         Ok(out)
     }
 

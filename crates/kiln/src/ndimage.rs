@@ -7,13 +7,22 @@
 //!
 //! A tensor of shape `(h, w)` is one image, `(d, h, w)` a volume or a batch: a plan built
 //! for 2-D data filters axes 1 and 2 of a 3-D tensor, i.e. each plane of a batch (scipy's
-//! `axes=(1, 2)`). 8- and 16-bit tensors stay 8/16-bit on the device: the generic kernels
-//! read them as stored and write the result rounded half away from zero and clamped (the
-//! CLI's rule, `kiln_core::storage::cast_f64`), f32 arithmetic in between; plans on the
-//! fixed-size f32 kernels convert on the device at both ends.
+//! `axes=(1, 2)`).
 //!
-//! The CPU sums in f64 and rounds each pass to f32 (scipy's arithmetic for float32 data);
-//! the GPU sums in f32 with fma. [`ndimage_tolerance`] bounds the difference.
+//! f32 and f64 tensors run scipy's arithmetic for float32 and float64 data on both devices,
+//! bit for bit the same: sums in f64 with `correlate1d`'s symmetric / antisymmetric /
+//! general formulas and `correlate`'s order, each pass stored in the tensor's type, the
+//! terms of laplace and gradient magnitude combined in it (the GPU runs ndimage.cu's exact
+//! kernels, `kiln_cuda`'s `NdimageLinearExact`). The plan's uniform filters correlate with
+//! `1/size` weights where scipy keeps a running sum, so they can differ from scipy (not
+//! between the devices) in the last bit.
+//!
+//! 8- and 16-bit tensors stay 8/16-bit on the device: the generic kernels read them as
+//! stored and write the result rounded half away from zero and clamped (the CLI's rule,
+//! `kiln_core::storage::cast_f64`), f32 arithmetic in between; plans on the fixed-size f32
+//! kernels convert on the device at both ends. The CPU sums those in f64 and the GPU in
+//! f32 with fma: [`ndimage_tolerance`] bounds the difference (and the f32 device op
+//! `NdimageLinear`'s, the fast path of the benchmarks).
 //!
 //! Interpolation (`zoom`, `shift`, `affine_transform`, `map_coordinates`:
 //! [`Tensor::resample`]; the spline prefilter: [`Tensor::spline_filter1d`]; the `interp`
@@ -48,8 +57,8 @@ pub fn ndimage_tolerance(f: &LinearFilter, max_in: f64) -> f64 {
 }
 
 impl Tensor {
-    /// Runs the linear filter `f` (see the module docs for shapes and dtypes); f32, u8 and
-    /// u16 tensors, the result in the input's dtype.
+    /// Runs the linear filter `f` (see the module docs for shapes and dtypes); f32, f64, u8
+    /// and u16 tensors, the result in the input's dtype.
     pub fn ndimage(&self, f: &LinearFilter) -> Result<Tensor> {
         let shape: [usize; 3] = match *self.shape() {
             [h, w] => [1, h, w],
@@ -77,11 +86,11 @@ impl Tensor {
             ));
         }
         let dtype = self.dtype();
-        if !matches!(dtype, DType::F32 | DType::U8 | DType::U16) {
+        if !matches!(dtype, DType::F32 | DType::F64 | DType::U8 | DType::U16) {
             return Err(Error::invalid(
                 &f.name,
                 format!(
-                    "{dtype} tensors are not supported (accepted: f32, u8, u16); convert with cast() first"
+                    "{dtype} tensors are not supported (accepted: f32, f64, u8, u16); convert with cast() first"
                 ),
             ));
         }

@@ -1,6 +1,7 @@
 //! The direct path: every output pixel is the `f64` sum of `weight * input` over the
-//! kernel's non-zero taps in row-major kernel order, rounded once to `f32`. That is
-//! `scipy.ndimage.correlate`'s arithmetic for `float32` input, operation for operation
+//! kernel's non-zero taps in row-major kernel order, stored once in the data's type (`f32`
+//! rounded, `f64` as is). That is `scipy.ndimage.correlate`'s arithmetic for `float32` and
+//! `float64` input, operation for operation
 //! (scipy drops weights with `|w| <= DBL_EPSILON`, starts from `0.0` and adds
 //! `w * x` or, outside under `constant`, `w * cval`), so the results agree bit for bit.
 //!
@@ -14,6 +15,37 @@ use rayon::prelude::*;
 
 /// Pixels per vector block: 16 `f64` accumulators stay in registers.
 pub(super) const LANES: usize = 16;
+
+/// The element types the linear paths read and store: each sample widens exactly to
+/// `f64`; a sum is stored with `as` (an `f32` rounds to nearest, an `f64` stays).
+pub(super) trait Sample: Copy + Default + Send + Sync + 'static {
+    /// The sample as a double.
+    fn to_f64(self) -> f64;
+    /// A double stored in this type.
+    fn from_f64(x: f64) -> Self;
+}
+
+impl Sample for f32 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+}
+
+impl Sample for f64 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+}
 
 /// The shape `(D, H, W)` of a contiguous row-major volume (a batch of images is `(N, H, W)`).
 #[derive(Clone, Copy, Debug)]
@@ -39,7 +71,7 @@ impl Dims {
     }
 
     /// The row `(z, y)` of `src`.
-    pub fn row<'a>(&self, src: &'a [f32], z: usize, y: usize) -> &'a [f32] {
+    pub fn row<'a, T>(&self, src: &'a [T], z: usize, y: usize) -> &'a [T] {
         let s = (z * self.h + y) * self.w;
         &src[s..s + self.w]
     }
@@ -57,14 +89,14 @@ struct Tap {
 /// `Σ taps w · x` for the `LANES` columns from `j` (all windows inside the row), in tap
 /// order, starting from `0.0` (scipy's order).
 #[inline(always)]
-fn block(rows: &[Option<&[f32]>], taps: &[Tap], j: usize, r: usize, cval: f64) -> [f64; LANES] {
+fn block<T: Sample>(rows: &[Option<&[T]>], taps: &[Tap], j: usize, r: usize, cval: f64) -> [f64; LANES] {
     let mut acc = [0.0f64; LANES];
     for t in taps {
         match rows[t.row] {
             Some(s) => {
                 let s = &s[j + t.col - r..][..LANES];
                 for (a, &x) in acc.iter_mut().zip(s) {
-                    *a += t.w * x as f64;
+                    *a += t.w * x.to_f64();
                 }
             }
             None => {
@@ -88,14 +120,14 @@ pub(super) fn shifted(mode: BoundaryMode, i: usize, off: usize, r: usize, len: u
 /// row-major; `kd = 1` filters each `(H, W)` plane on its own) into `out`. Tap `(a, b, c)`
 /// of output `(z, y, x)` reads input `(z + a - anchors[0], y + b - anchors[1], x + c -
 /// anchors[2])` (scipy's placement: anchor `n/2 + origin`).
-pub(super) fn correlate(
-    src: &[f32],
+pub(super) fn correlate<T: Sample>(
+    src: &[T],
     dims: Dims,
     kshape: [usize; 3],
     anchors: [usize; 3],
     weights: &[f64],
     mode: BoundaryMode,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     let [kd, kh, kw] = kshape;
     let taps: Vec<Tap> = weights
@@ -113,7 +145,7 @@ pub(super) fn correlate(
     out.par_chunks_mut(dims.w * rpt)
         .enumerate()
         .for_each(|(t, chunk)| {
-            let mut rows: Vec<Option<&[f32]>> = vec![None; kd * kh];
+            let mut rows: Vec<Option<&[T]>> = vec![None; kd * kh];
             for (i, orow) in chunk.chunks_mut(dims.w).enumerate() {
                 let g = t * rpt + i;
                 let (z, y) = (g / dims.h, g % dims.h);
@@ -131,13 +163,13 @@ pub(super) fn correlate(
 
 /// One output row from its source rows (`None`: the row lies outside under `constant`);
 /// the kernel reaches `reach.0` columns left and `reach.1` right.
-fn correlate_row(
-    rows: &[Option<&[f32]>],
+fn correlate_row<T: Sample>(
+    rows: &[Option<&[T]>],
     taps: &[Tap],
     reach: (usize, usize),
     mode: BoundaryMode,
     cval: f64,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     let w = out.len();
     let (r, rr) = reach;
@@ -149,7 +181,7 @@ fn correlate_row(
         let j0 = j.min(hi - LANES);
         let acc = block(rows, taps, j0, r, cval);
         for (o, a) in out[j0..j0 + LANES].iter_mut().zip(acc) {
-            *o = a as f32;
+            *o = T::from_f64(a);
         }
         j += LANES;
         end = hi;
@@ -157,9 +189,9 @@ fn correlate_row(
     for jj in (0..lo).chain(end..w) {
         let mut acc = 0.0f64;
         for t in taps {
-            let x = rows[t.row].and_then(|s| shifted(mode, jj, t.col, r, w).map(|c| s[c] as f64));
+            let x = rows[t.row].and_then(|s| shifted(mode, jj, t.col, r, w).map(|c| s[c].to_f64()));
             acc += t.w * x.unwrap_or(cval);
         }
-        out[jj] = acc as f32;
+        out[jj] = T::from_f64(acc);
     }
 }

@@ -1,16 +1,47 @@
 //! The CPU's run of a [`LinearFilter`] (kiln-core's plan of scipy.ndimage's linear
-//! filters): each term by the 1-D passes (`separable`, each pass rounded to f32 as scipy's
-//! `correlate1d`) or the direct sum (`direct`, scipy's `correlate`), the terms combined in
-//! f32 as scipy combines them on a float32 output.
+//! filters) on `f32` or `f64` data: each term by the 1-D passes (`separable`, each pass
+//! stored in the data's type as scipy's `correlate1d` stores it) or the direct sum
+//! (`direct`, scipy's `correlate`), the terms combined in the data's type as scipy combines
+//! them on a float32 or float64 output (numpy's element-wise arithmetic).
 
-use kiln_core::imaging::linear::{combine_step, Combine, LinearFilter, Term};
+use kiln_core::imaging::linear::{Combine, LinearFilter, Term};
 use kiln_core::{Error, Result};
 use rayon::prelude::*;
 
-use super::direct::{self, Dims};
+use super::direct::{self, Dims, Sample};
 use super::separable;
 
-fn run_term(src: &[f32], dims: Dims, term: &Term, f: &LinearFilter, out: &mut [f32]) {
+/// The element-wise arithmetic of the combination, in the data's type.
+trait Combined: Sample + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+    fn root(self) -> Self;
+}
+
+impl Combined for f32 {
+    fn root(self) -> Self {
+        self.sqrt()
+    }
+}
+
+impl Combined for f64 {
+    fn root(self) -> Self {
+        self.sqrt()
+    }
+}
+
+/// `acc` holds the first term's combined value, `t` the next term (kiln-core's
+/// `combine_step` in the data's type).
+#[inline]
+fn step<T: Combined>(c: Combine, first: bool, acc: T, t: T) -> T {
+    match c {
+        Combine::Single => t,
+        Combine::Sum if first => t,
+        Combine::Sum => acc + t,
+        Combine::Magnitude if first => t * t,
+        Combine::Magnitude => acc + t * t,
+    }
+}
+
+fn run_term<T: Sample>(src: &[T], dims: Dims, term: &Term, f: &LinearFilter, out: &mut [T]) {
     match term {
         Term::Passes(p) => {
             let passes: Vec<(usize, &[f64], usize)> = p
@@ -23,8 +54,19 @@ fn run_term(src: &[f32], dims: Dims, term: &Term, f: &LinearFilter, out: &mut [f
     }
 }
 
-/// Runs `f` on the row-major f32 array `src` of shape `(D, H, W)` into `out`.
+/// Runs `f` on the row-major f32 array `src` of shape `(D, H, W)` into `out` (scipy's
+/// float32 arithmetic: f64 sums, each pass and the combination stored as f32).
 pub fn linear_into(src: &[f32], shape: [usize; 3], f: &LinearFilter, out: &mut [f32]) -> Result<()> {
+    linear_any(src, shape, f, out)
+}
+
+/// Runs `f` on the row-major f64 array `src` of shape `(D, H, W)` into `out` (scipy's
+/// float64 arithmetic).
+pub fn linear_into_f64(src: &[f64], shape: [usize; 3], f: &LinearFilter, out: &mut [f64]) -> Result<()> {
+    linear_any(src, shape, f, out)
+}
+
+fn linear_any<T: Combined>(src: &[T], shape: [usize; 3], f: &LinearFilter, out: &mut [T]) -> Result<()> {
     let n: usize = shape.iter().product();
     if shape.contains(&0) {
         return Err(Error::invalid(
@@ -48,16 +90,16 @@ pub fn linear_into(src: &[f32], shape: [usize; 3], f: &LinearFilter, out: &mut [
         return Ok(());
     }
     out.par_iter_mut()
-        .for_each(|o| *o = combine_step(f.combine, true, 0.0, *o));
-    let mut tmp = vec![0.0f32; n];
+        .for_each(|o| *o = step(f.combine, true, T::default(), *o));
+    let mut tmp = vec![T::default(); n];
     for term in rest {
         run_term(src, dims, term, f, &mut tmp);
         out.par_iter_mut()
             .zip(&tmp)
-            .for_each(|(o, &t)| *o = combine_step(f.combine, false, *o, t));
+            .for_each(|(o, &t)| *o = step(f.combine, false, *o, t));
     }
     if f.combine == Combine::Magnitude {
-        out.par_iter_mut().for_each(|o| *o = o.sqrt());
+        out.par_iter_mut().for_each(|o| *o = o.root());
     }
     Ok(())
 }

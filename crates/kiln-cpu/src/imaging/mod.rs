@@ -13,7 +13,7 @@ mod separable;
 
 pub use filter::{filter2d, filter2d_batch, filter2d_channels, filter2d_into, filter3d, filter3d_into};
 pub use kiln_core::imaging::{path_2d, path_3d, FilterPath};
-pub use linear::linear_into;
+pub use linear::{linear_into, linear_into_f64};
 pub mod morphology;
 pub mod rank;
 pub mod rank_scipy;

@@ -1,8 +1,9 @@
-//! The separable path: one 1-D correlation pass per axis, each rounded to `f32`, exactly as
-//! `scipy.ndimage.correlate1d` (and so `gaussian_filter`, `sobel`, `uniform_filter`) does
-//! for `float32` data: each pass extends its line through the boundary mode, sums in `f64`
-//! with scipy's symmetric / antisymmetric / general formula (same operations, same order),
-//! and stores `f32`; the next pass reads that `f32` intermediate and extends it again.
+//! The separable path: one 1-D correlation pass per axis, each stored in the data's type
+//! (`f32` rounded, `f64` as is), exactly as `scipy.ndimage.correlate1d` (and so
+//! `gaussian_filter`, `sobel`) does for `float32` and `float64` data: each pass extends its
+//! line through the boundary mode, sums in `f64` with scipy's symmetric / antisymmetric /
+//! general formula (same operations, same order), and stores the result; the next pass
+//! reads that intermediate and extends it again.
 //!
 //! Passes along the contiguous axis copy each row into an extended `f64` line (the border
 //! handled once per row) and then run a check-free 16-wide loop. Passes along the other
@@ -12,7 +13,7 @@ use kiln_core::imaging::scipy_cpu::{classify, Sym};
 use kiln_core::imaging::BoundaryMode;
 use rayon::prelude::*;
 
-use super::direct::{shifted, Dims, LANES};
+use super::direct::{shifted, Dims, Sample, LANES};
 
 /// The samples under each tap of a 1-D kernel for an output block of `L` pixels.
 trait Window<const L: usize> {
@@ -35,19 +36,19 @@ impl<const L: usize> Window<L> for Line<'_> {
 }
 
 /// A block across rows: tap `m` of pixel `j + i` is `rows[m][j + i]` (`None`: cval).
-struct Rows<'a, 'b> {
-    rows: &'a [Option<&'b [f32]>],
+struct Rows<'a, 'b, T> {
+    rows: &'a [Option<&'b [T]>],
     j: usize,
     cval: f64,
 }
 
-impl<const L: usize> Window<L> for Rows<'_, '_> {
+impl<const L: usize, T: Sample> Window<L> for Rows<'_, '_, T> {
     #[inline(always)]
     fn tap(&self, m: usize) -> [f64; L] {
         match self.rows[m] {
             Some(s) => {
                 let s = &s[self.j..][..L];
-                std::array::from_fn(|i| s[i] as f64)
+                std::array::from_fn(|i| s[i].to_f64())
             }
             None => [self.cval; L],
         }
@@ -122,12 +123,12 @@ fn blocks<A: Window<LANES>, B: Window<1>>(
     }
 }
 
-/// Stores a block rounded to `f32`, as scipy stores each pass.
+/// Stores a block in the data's type, as scipy stores each pass.
 #[inline(always)]
-fn put_f32(out: &mut [f32]) -> impl FnMut(usize, &[f64]) + '_ {
+fn put<T: Sample>(out: &mut [T]) -> impl FnMut(usize, &[f64]) + '_ {
     |j, o| {
         for (d, &o) in out[j..j + o.len()].iter_mut().zip(o) {
-            *d = o as f32;
+            *d = T::from_f64(o);
         }
     }
 }
@@ -137,19 +138,19 @@ enum Stage<'a> {
     /// One `correlate1d` pass along an axis.
     Single(usize, &'a [f64], usize),
     /// A pass along H then one along W, fused row by row: the H pass of an output row is
-    /// rounded to `f32` straight into the W pass's extended line, so the intermediate
+    /// stored in the data's type straight into the W pass's extended line, so the intermediate
     /// never goes to memory (same arithmetic as two sweeps).
     RowsThenCols((&'a [f64], usize), (&'a [f64], usize)),
 }
 
 /// Runs the 1-D passes `(axis, weights, anchor)` in order from `src` into `out` (same
 /// shape); tap `m` of output `i` reads input `i + m - anchor` along the axis.
-pub(super) fn correlate(
-    src: &[f32],
+pub(super) fn correlate<T: Sample>(
+    src: &[T],
     dims: Dims,
     passes: &[(usize, &[f64], usize)],
     mode: BoundaryMode,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     let mut stages = Vec::new();
     let mut i = 0;
@@ -171,7 +172,7 @@ pub(super) fn correlate(
         return;
     }
     let mut tmp = if n > 1 {
-        vec![0.0f32; src.len()]
+        vec![T::default(); src.len()]
     } else {
         Vec::new()
     };
@@ -188,7 +189,7 @@ pub(super) fn correlate(
 }
 
 /// One sweep: every output row from the rows of `src` it needs.
-fn sweep(src: &[f32], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [f32]) {
+fn sweep<T: Sample>(src: &[T], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [T]) {
     let (axis, (w, r), w2) = match *stage {
         Stage::Single(axis, w, a) => (axis, (w, a), None),
         Stage::RowsThenCols(w1, w2) => (1, w1, Some(w2)),
@@ -207,14 +208,14 @@ fn sweep(src: &[f32], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [
         .enumerate()
         .for_each(|(t, chunk)| {
             let mut ext = vec![0.0f64; if wc.is_some() { dims.w + rc + rr } else { 0 }];
-            let mut rows: Vec<Option<&[f32]>> = vec![None; w.len()];
+            let mut rows: Vec<Option<&[T]>> = vec![None; w.len()];
             for (i, orow) in chunk.chunks_mut(dims.w).enumerate() {
                 let g = t * rpt + i;
                 let (z, y) = (g / dims.h, g % dims.h);
                 if axis == 2 {
                     let row = dims.row(src, z, y);
                     for (e, &x) in ext[rc..rc + dims.w].iter_mut().zip(row) {
-                        *e = x as f64;
+                        *e = x.to_f64();
                     }
                 } else {
                     for (m, row) in rows.iter_mut().enumerate() {
@@ -227,21 +228,21 @@ fn sweep(src: &[f32], dims: Dims, stage: &Stage, mode: BoundaryMode, out: &mut [
                     let rows = &rows[..];
                     let win = |j| Rows { rows, j, cval };
                     if w2.is_none() {
-                        blocks(dims.w, w, sym, win, win, put_f32(orow));
+                        blocks(dims.w, w, sym, win, win, put(orow));
                         continue;
                     }
-                    // The f32-rounded H pass becomes the W pass's line.
+                    // The H pass, stored in the data's type, becomes the W pass's line.
                     let line = &mut ext[rc..rc + dims.w];
                     blocks(dims.w, w, sym, win, win, |j, o| {
                         for (d, &o) in line[j..j + o.len()].iter_mut().zip(o) {
-                            *d = o as f32 as f64;
+                            *d = T::from_f64(o).to_f64();
                         }
                     });
                 }
                 if let Some(wc) = wc {
                     extend_borders(&mut ext, (rc, rr), mode, cval);
                     let line = |j| Line { ext: &ext, j };
-                    blocks(dims.w, wc, symc, line, line, put_f32(orow));
+                    blocks(dims.w, wc, symc, line, line, put(orow));
                 }
             }
         });
