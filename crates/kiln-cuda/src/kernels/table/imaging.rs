@@ -423,12 +423,13 @@ declare_kernels! { FAMILY:
         dynamic_shared_note: "",
         params: &[inout(F32), input(F32), val(I64), val(I32)],
     }
-    // compile estimates: not yet measured (NVRTC timings of comparable kernels)
+    // compile times: each kernel alone (`ptxas_info -- sm_90 <symbol>`, NVRTC 13.0, the build
+    // machine busy); 32-40 registers, no spills
     /// ndimage, exact: a correlate1d pass along the contiguous axis in the CPU's double arithmetic.
     ND_PASS_X_F64 {
         symbol: "nd_pass_x_f64",
         module: NDIMAGE,
-        compile_ms: 400,
+        compile_ms: 1232,
         computes: "ndimage, exact: one correlate1d pass along the contiguous axis in double, scipy's symmetric / antisymmetric / general sum in the CPU's order, no fma (f32 or f64 in and out; the CPU's bits)",
         block: B32X8,
         grid: "(ceil(w/256), min(lines, 65535)); one output a thread, grid-stride over lines",
@@ -453,7 +454,7 @@ declare_kernels! { FAMILY:
     ND_PASS_S_F64 {
         symbol: "nd_pass_s_f64",
         module: NDIMAGE,
-        compile_ms: 400,
+        compile_ms: 940,
         computes: "ndimage, exact: one correlate1d pass along a strided axis in double, scipy's symmetric / antisymmetric / general sum in the CPU's order, no fma (f32 or f64 in and out; the CPU's bits)",
         block: B32X8,
         grid: "(ceil(A/32), min(ceil(L/8), 65535), min(O, 65535)); one output a thread, grid-stride in y and z",
@@ -481,7 +482,7 @@ declare_kernels! { FAMILY:
     ND_DIRECT_F64 {
         symbol: "nd_direct_f64",
         module: NDIMAGE,
-        compile_ms: 400,
+        compile_ms: 457,
         computes: "ndimage, exact: direct correlation with any (kd, kh, kw) kernel and anchors in double, 0 + Σ w·x over the taps with |w| > DBL_EPSILON in row-major order, no fma (f32 or f64 in and out; the CPU's bits)",
         block: B32X8,
         grid: "(ceil(w/32), min(ceil(h/8), 65535), min(d, 65535)); one output a thread, grid-stride in y and z",
@@ -510,7 +511,7 @@ declare_kernels! { FAMILY:
     ND_COMBINE_F64 {
         symbol: "nd_combine_f64",
         module: NDIMAGE,
-        compile_ms: 85,
+        compile_ms: 110,
         computes: "ndimage: combine filter terms element-wise in f64 (t*t, acc+t, acc+t*t, sqrt), each operation rounded on its own",
         block: B256,
         grid: "min(ceil(n/256), 65535) blocks, grid-stride",
