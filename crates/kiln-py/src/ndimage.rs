@@ -122,11 +122,15 @@ fn plan(function: &str, rank: usize, p: &NdParams) -> PyResult<LinearFilter> {
 /// `ndimage_linear(x, function, ...)`: scipy.ndimage's linear `function` (correlate,
 /// convolve, correlate1d, convolve1d, gaussian_filter, gaussian_filter1d, gaussian_laplace,
 /// gaussian_gradient_magnitude, uniform_filter, uniform_filter1d, sobel, prewitt, laplace)
-/// on f32, u8 or u16 data of 1 to 3 axes; the result has the input's dtype and device.
+/// on f32, f64, u8 or u16 data of 1 to 3 axes; the result has the input's dtype and device.
+///
+/// `gauss_kernel(sigma, order, radius)`, where given, gives the weights of each Gaussian pass
+/// (correlation order, `2*radius + 1` of them) in place of `linear::gaussian_weights`:
+/// kiln.ndimage passes NumPy's, which are scipy's to the bit (see [`numpy_gaussians`]).
 #[pyfunction]
 #[pyo3(signature = (x, function, *, sigma = vec![], order = vec![0], truncate = 4.0, radius = None,
     size = vec![3], origin = vec![0], axis = -1, axes = None, weights = None, wshape = None,
-    mode = "reflect", cval = 0.0))]
+    mode = "reflect", cval = 0.0, gauss_kernel = None))]
 #[allow(clippy::too_many_arguments)]
 fn ndimage_linear(
     py: Python<'_>,
@@ -144,13 +148,17 @@ fn ndimage_linear(
     wshape: Option<Vec<usize>>,
     mode: &str,
     cval: f64,
+    gauss_kernel: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
     let p = linear_params(
         sigma, order, truncate, radius, size, origin, axis, axes, weights, wshape, mode, cval,
     )?;
     let (t, rt, keep) = coerce(py, x, None)?;
     let shape = t.shape().to_vec();
-    let f = plan(function, shape.len(), &p)?;
+    let mut f = plan(function, shape.len(), &p)?;
+    if let Some(k) = gauss_kernel {
+        numpy_gaussians(&mut f, &p.sigma, &k)?;
+    }
     let out = run(py, &rt, || {
         if let [n] = shape[..] {
             t.reshape(&[1, n])?.ndimage(&f)?.reshape(&shape)
@@ -159,6 +167,45 @@ fn ndimage_linear(
         }
     })?;
     Ok(PyTensor::with_inputs(out, rt, keep))
+}
+
+/// Replaces the weights of each Gaussian pass of `f` with `kernel(sigma, order, radius)`'s.
+/// A pass is known as Gaussian by its weights: exactly `linear::gaussian_weights(s, o, r)`
+/// for one of the call's sigmas `s`, an order `o` of 0..=4 and its anchor `r` (the plan's
+/// builder made them so), which also names the arguments. scipy computes these weights with
+/// NumPy, whose `exp` and sums can round the last bit differently from Rust's: with NumPy's,
+/// the f32 and f64 plans give scipy's bits.
+fn numpy_gaussians(f: &mut LinearFilter, sigmas: &[f64], kernel: &Bound<'_, PyAny>) -> PyResult<()> {
+    for term in f.terms.iter_mut() {
+        let kiln::ndimage::Term::Passes(passes) = term else {
+            continue;
+        };
+        for pass in passes.iter_mut() {
+            let r = pass.anchor;
+            if pass.weights.len() != 2 * r + 1 {
+                continue;
+            }
+            let found = sigmas.iter().find_map(|&s| {
+                (0..=4usize)
+                    .find(|&o| gaussian_weights(s, o, r) == pass.weights)
+                    .map(|o| (s, o))
+            });
+            let Some((s, o)) = found else {
+                continue;
+            };
+            let w: Vec<f64> = kernel.call1((s, o, r))?.extract()?;
+            if w.len() != pass.weights.len() || w.iter().any(|x| !x.is_finite()) {
+                return Err(invalid(format!(
+                    "{}: gauss_kernel({s}, {o}, {r}) gave {} weights (want {} finite ones)",
+                    f.name,
+                    w.len(),
+                    pass.weights.len()
+                )));
+            }
+            pass.weights = w;
+        }
+    }
+    Ok(())
 }
 
 /// `ndimage_tolerance(function, rank, max_in, ...)`: the bound on |GPU - CPU| kiln tests its

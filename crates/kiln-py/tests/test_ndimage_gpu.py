@@ -1,7 +1,8 @@
 """kiln.ndimage on a CUDA device: the GPU result equals the CPU result (bitwise for rank
-filters and morphology, within ``kiln::ndimage::ndimage_tolerance`` for linear filters), on
-torch and CuPy CUDA arrays where those import and always on kiln tensors moved to the GPU.
-Skips without a GPU (the ``gpu`` fixture), fails instead with KILN_REQUIRE_GPU=1."""
+filters, morphology and float32/float64 linear filters, which equal scipy's bits; within
+``kiln::ndimage::ndimage_tolerance`` for 8/16-bit linear filters), on torch and CuPy CUDA
+arrays where those import and always on kiln tensors moved to the GPU. Skips without a GPU
+(the ``gpu`` fixture), fails instead with KILN_REQUIRE_GPU=1."""
 
 import numpy as np
 import pytest
@@ -16,8 +17,8 @@ MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
 
 def rand(shape, dtype, seed):
     rng = np.random.default_rng(seed)
-    if dtype == np.float32:
-        return rng.uniform(-2, 2, size=shape).astype(np.float32)
+    if dtype in (np.float32, np.float64):
+        return rng.uniform(-2, 2, size=shape).astype(dtype)
     return rng.integers(0, np.iinfo(dtype).max, size=shape, endpoint=True).astype(dtype)
 
 
@@ -156,6 +157,72 @@ def test_linear_gpu_within_tolerance_of_cpu(peer, fn, args, kw, dtype):
                 tol = 1.0  # f32 arithmetic, then rounded: a sum on a .5 edge may go either way
             err = float(np.abs(gpu.astype(np.float64) - cpu).max())
             assert err <= tol, f"{fn} {shape} {dtype.__name__} {mode}: {err} > {tol}"
+
+
+# float32 and float64 on the GPU: scipy's bits (odd and even kernels, origins, the three
+# sums of correlate1d: general, symmetric, antisymmetric)
+EXACT = [
+    ("correlate", lambda nd: (np.random.default_rng(5).uniform(-1, 1, (3, 2, 4)[:nd]),),
+     {"origin": -1}),
+    ("convolve", lambda nd: (np.random.default_rng(6).uniform(-1, 1, (2,) * nd),), {}),
+    ("correlate1d", lambda nd: ([0.25, -1.0, 0.5, 2.0],), {"axis": 0, "origin": 1}),
+    ("correlate1d", lambda nd: ([0.3, -0.7, 1.1, -0.7, 0.3],), {"axis": -1, "origin": -2}),
+    ("convolve1d", lambda nd: ([0.9, 0.2, 0.4, -0.2, -0.9],), {"axis": 0, "origin": 2}),
+    ("correlate1d", lambda nd: ([1.7],), {}),
+    ("gaussian_filter", lambda nd: (1.3,), {}),
+    ("gaussian_filter", lambda nd: (2.0,), {"order": 1, "truncate": 3.0}),
+    ("gaussian_filter1d", lambda nd: (0.8,), {"order": 2, "axis": 0}),
+    ("gaussian_laplace", lambda nd: (1.0,), {}),
+    ("gaussian_gradient_magnitude", lambda nd: (0.8,), {}),
+    ("sobel", lambda nd: (), {"axis": 0}),
+    ("prewitt", lambda nd: (), {}),
+    ("laplace", lambda nd: (), {}),
+]
+FLOAT_PEERS = [(p, d) for p in PEERS for d in (np.float32, np.float64)]
+FLOAT_IDS = [f"{p}-{d.__name__}" for p, d in FLOAT_PEERS]
+
+
+def _scipy():
+    try:
+        from scipy import ndimage
+    except Exception as e:  # noqa: BLE001 - any import failure means scipy is absent
+        skip_or_fail(f"scipy not importable: {e}")
+    return ndimage
+
+
+@pytest.mark.parametrize("peer,dtype", FLOAT_PEERS, ids=FLOAT_IDS, indirect=["peer"])
+@pytest.mark.parametrize("fn,args,kw", EXACT, ids=[f"{f[0]}-{i}" for i, f in enumerate(EXACT)])
+def test_linear_float_gpu_is_scipy_bitwise(peer, fn, args, kw, dtype):
+    sp = _scipy()
+    for i, shape in enumerate(SHAPES):
+        x = rand(shape, dtype, 200 + i)
+        a = args(len(shape))
+        for mode in MODES:
+            want = getattr(sp, fn)(x, *a, mode=mode, cval=0.5, **kw)
+            gpu = on_gpu(peer, fn, x, *a, mode=mode, cval=0.5, **kw)
+            assert same_bits(gpu, want), f"{fn} {shape} {dtype.__name__} {mode}: {np.abs(gpu - want).max()}"
+        if dtype == np.float32:
+            # a float32 input with a float64 result: widened exactly, summed in float64
+            want = getattr(sp, fn)(x, *a, output=np.float64, **kw)
+            gpu = on_gpu(peer, fn, x, *a, output=np.float64, **kw)
+            assert same_bits(gpu, want), f"{fn} {shape} float32 -> float64"
+
+
+@pytest.mark.parametrize("peer,dtype", FLOAT_PEERS, ids=FLOAT_IDS, indirect=["peer"])
+def test_uniform_float_gpu_is_the_cpu_plan_bitwise(peer, dtype):
+    """The uniform filters are the plan's correlations with 1/size weights (scipy keeps a
+    running sum): the GPU gives the CPU plan's bits; another library's float64 array runs on
+    the host, with scipy's."""
+    for i, shape in enumerate(SHAPES):
+        x = rand(shape, dtype, 300 + i)
+        for mode in MODES:
+            for size, origin in [(4, -1), (3, 1), (1, 0)]:
+                if peer[0] != "kiln" and dtype == np.float64:
+                    cpu = _scipy().uniform_filter(x, size, mode=mode, cval=0.5, origin=origin)
+                else:
+                    cpu = cpu_plan("uniform_filter", x, size, mode=mode, cval=0.5, origin=origin)
+                gpu = on_gpu(peer, "uniform_filter", x, size, mode=mode, cval=0.5, origin=origin)
+                assert same_bits(gpu, cpu), f"uniform {size} {origin} {shape} {dtype.__name__} {mode}"
 
 
 def test_numpy_input_on_the_gpu_gives_numpy(gpu):
@@ -310,7 +377,7 @@ def test_cases_without_gpu_kernels_run_on_the_host(peer):
     lab, _ = ndi.label(img > 0.5)
     cases = [
         ("rotate", (vol, 30.0), {"order": 1}),
-        ("gaussian_filter", (img, 1.5), {}),
+        ("gaussian_filter", ((img * 1000).astype(np.int32), 1.5), {}),
         ("sobel", ((img * 255).astype(np.uint8),), {}),
         ("distance_transform_edt", (img > 0.5,), {}),
         ("sum_labels", (img, lab, [1, 2]), {}),

@@ -27,9 +27,11 @@ dtype scipy takes on the CPU (bool, int8..int64, uint8..uint64, float32, float64
 and complex128 for the linear filters), with scipy's results bit for bit (the linear
 filters' float32 path within an f32 rounding of scipy's, see docs/ndimage.md), a ``mode``
 per axis where scipy takes one, and any number of axes. On the GPU and for kiln tensors:
-float32, uint8 and uint16 keep their type, float64 linear filters are computed in float32,
-and 8/16-bit linear results are rounded half away from zero and clamped (scipy truncates
-and wraps between the passes). Binary morphology takes any dtype (non-zero is true).
+float32, uint8 and uint16 keep their type; float32 and float64 linear filters run scipy's
+double arithmetic, bit for bit the CPU's (the uniform filters as correlations with
+``1/size`` weights, not scipy's running sums); 8/16-bit linear results are rounded half
+away from zero and clamped (scipy truncates and wraps between the passes). Binary
+morphology takes any dtype (non-zero is true).
 
 ``output=``: a dtype or a NumPy array (for a NumPy input), as scipy takes it. For NumPy
 inputs the linear filters take any dtype scipy does, with scipy's C cast into it (integers
@@ -88,6 +90,9 @@ class ScipyTypeError(InvalidInputError, TypeError):
 
 _KEEP = ("float32", "uint8", "uint16")
 _FLOATS = ("float32", "float64")
+# (input, result) dtypes of other libraries' arrays the GPU's linear filters compute with
+# scipy's bits (the exact kernels, float32 widened exactly for a float64 result)
+_EXACT_GPU = (("float32", "float32"), ("float64", "float64"), ("float32", "float64"))
 # what the linear filters convert to float32 when a float output is asked for
 _REAL = _KEEP + ("float64", "float16", "bool", "int8", "int16", "int32", "int64", "uint32",
                  "uint64")
@@ -120,7 +125,6 @@ class _Call:
 
     def __init__(self, fname, input, kind, output, device, out_type):
         self.fname, self.like, self.out_type, self.kind = fname, input, out_type, kind
-        self.f64 = False
         np = None
         if _is_numpy(input):
             np = _np()
@@ -140,16 +144,20 @@ class _Call:
             raise InvalidInputError(f"{fname}: input has 0 axes; kiln.ndimage takes 1 to 3 (more with axes=)")
         self.out_dtype, self.out_array = self._output(output, x)
         if (kind == "linear" and np is None and not isinstance(input, _native.Tensor)
-                and (self.dtype != "float32" or self.out_dtype not in (None, "float32"))):
-            # another library's array: scipy's bits for every dtype but float32 (the GPU
-            # kernels round 8/16-bit results and compute float64 in float32), so those run on
-            # the host (_ndimage_dropin)
+                and (self.dtype, self.out_dtype or self.dtype) not in (
+                    _EXACT_GPU[:1] if fname.startswith("uniform_filter") else _EXACT_GPU)):
+            # another library's array: the GPU gives scipy's bits for float32 and float64 (and
+            # float32 input with a float64 output); the rest (8/16-bit results rounded where
+            # scipy truncates, other types converted) runs on the host (_ndimage_dropin), and
+            # so do the uniform filters but on float32 (the plan correlates with 1/size
+            # weights where scipy keeps a running sum: float32 keeps the device's speed)
             raise InvalidInputError(
                 f"{fname}: a {type(input).__name__} of dtype {self.dtype} (output {self.out_dtype or self.dtype}): "
-                "the GPU's linear filters take float32 arrays of other libraries; give float32, or a kiln tensor "
-                "(float32 arithmetic, 8/16-bit results rounded and clamped)")
-        if kind == "linear" and (self.dtype not in _KEEP or self.out_dtype not in (None, self.dtype)):
-            # computed in float32 from any real input, returned as the float type asked for
+                "the GPU's linear filters take float32 and float64 arrays of other libraries; give one of those, "
+                "or a kiln tensor (8/16-bit results rounded and clamped)")
+        if kind == "linear" and (self.dtype not in _KEEP + ("float64",) or self.out_dtype not in (None, self.dtype)):
+            # computed in the float type asked for: float64 from any real input (widened
+            # exactly, as scipy reads it), float32 from a float32 copy of the input
             want = self.out_dtype or self.dtype
             if want not in _FLOATS:
                 if self.dtype == "float16":
@@ -162,9 +170,8 @@ class _Call:
                     f"{fname}: input dtype {self.dtype} is not supported: float32, uint8, uint16, float64, or any integer dtype with output=np.float32")
             if self.dtype not in _REAL:
                 raise InvalidInputError(f"{fname}: input dtype {self.dtype} is not supported")
-            self.f64 = want == "float64"
-            if self.dtype != "float32":
-                x = x.astype(np.float32) if np is not None else _native.cast(x, "float32")
+            if self.dtype != want:
+                x = x.astype(want) if np is not None else _native.cast(x, want)
         elif kind == "binary" and not isinstance(x, _native.Tensor):
             if self.dtype not in _KEEP:
                 x = (x != 0)
@@ -290,8 +297,6 @@ class _Call:
         return r
 
     def _result(self, y):
-        if self.f64:
-            y = _native.cast(y, "float64")
         out_type = self.out_type
         if out_type is None:
             out_type = "like" if _is_numpy(self.like) else "kiln"
@@ -383,11 +388,15 @@ def _linear(call, function, **p):
     if 0 in call.shape and _is_numpy(call.like):
         # an empty input filters to an empty output, as scipy's does
         np = _np()
-        r = np.zeros(call.shape, dtype="float64" if call.f64 else (call.out_dtype or call.dtype))
+        r = np.zeros(call.shape, dtype=call.out_dtype or call.dtype)
         if call.out_array is not None:
             np.copyto(call.out_array, r, casting="unsafe")
             return call.out_array
         return r
+    if function.startswith("gaussian"):
+        # NumPy's Gaussian weights, as scipy computes them (Rust's can differ in the last bit)
+        lin = _lin()
+        p["gauss_kernel"] = lambda s, o, r: lin._gaussian_kernel(s, o, r).tolist()
     y = _native.ndimage_linear(call.x, function, **p)
     return call.done(y)
 
