@@ -12,6 +12,10 @@
 //! - 8/16-bit data ([`NdimageLinearData`]): a one-term plan on the generic
 //!   kernels reads the integers in its first launch and writes them (rounded, clamped) in
 //!   its last; any other plan converts on the device at both ends.
+//!
+//! These sum in f32 with fma. f32 and f64 tensors take the exact path instead
+//! (`ndimage_exact`, the CPU's double arithmetic): `CudaStorage::ndimage_linear` routes them
+//! there, so [`NdimageLinear`] is the f32 fast path of the benchmarks and direct callers.
 
 use super::{check_shape, grid, mode_args, w32, Filter2d, Filter3d, BLOCK};
 use crate::kernels::{Kernel, ScalarType};
