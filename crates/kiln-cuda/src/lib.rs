@@ -96,8 +96,8 @@ pub mod ops {
     pub use crate::gemm_wgmma::Fp8GemmNt;
     pub use crate::launch_elementwise::{Axpy, Map, MapLaunchProbe, MapOn, Unary};
     pub use crate::launch_imaging::{
-        Edt, EdtRaw, Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear,
-        NdimageLinearData, NdimageLinearExact, SeparableFilter, SplineFilter1d,
+        Edt, EdtRaw, Filter1d, Filter2d, Filter3d, Interp, Label, LabelRaw, NdimageLinear, NdimageLinearData,
+        NdimageLinearExact, SeparableFilter, SplineFilter1d,
     };
 
     // Finance.
