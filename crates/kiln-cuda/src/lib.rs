@@ -108,7 +108,7 @@ pub mod ops {
     };
     pub use crate::launch_finance_qmc::QmcSelftest;
     pub use crate::launch_heston::{HestonBlockSums, HestonStepSelftest, PriceHeston};
-    pub use crate::launch_implied::{ImpliedVolBook, SolveImpliedVol};
+    pub use crate::launch_implied::{ImpliedVolBook, SolveImpliedVol, SolveImpliedVolOnePass};
     pub use crate::launch_risk::RiskBsGrid;
 }
 #[doc(hidden)]

@@ -17,11 +17,15 @@
 //! The `_rn` intrinsics are the host's IEEE operations there (no contraction), so this checks
 //! the kernel's indexing, staging and arithmetic order before a GPU sees it.
 //!
-//! The implied-volatility kernel (`kernels/implied_vol.cu`) runs over a grid smaller than
-//! the book (`emu/implied_vol_check.cpp`), on a random book and the edge cases of
-//! `kiln_core::finance::implied::sample`; compiled without contraction and calling the
-//! host's libm (as Rust's `f64::exp`/`ln`/`powf` do), every volatility must equal kiln-core's
-//! `implied_volatility_book` bit for bit and every reason code its `NoVolatility::index`.
+//! The implied-volatility kernels (`kernels/implied_vol.cuh` + `implied_vol.cu`) run on a
+//! random book and the edge cases of `kiln_core::finance::implied::sample`
+//! (`emu/implied_vol_check.cpp`): the one-pass kernel over a grid smaller than the book, and
+//! the grouped launches (classify, the counting sort by way, whose lists must hold each
+//! way's quotes in book order, and the four solves) on the whole book and on its first 1,
+//! 31, 257 and 4099 quotes (which must give the one-pass outputs bit for bit); compiled
+//! without contraction and calling the host's libm (as Rust's `f64::exp`/`ln`/`powf` do),
+//! both ways' every volatility must equal kiln-core's `implied_volatility_book` bit for bit
+//! and every reason code its `NoVolatility::index`.
 //!
 //! The interpolation kernels (`kernels/interp.cu`: resampling and the spline prefilter) run
 //! on the launcher's own argument structs against kiln-core's loops, bit for bit
@@ -336,9 +340,12 @@ fn implied_vol_kernel_matches_kiln_core_bit_for_bit_on_the_host() {
         &cxx,
         dir.path(),
         "implied_vol_check",
-        &[include_str!("../kernels/implied_vol.cu")],
+        &[
+            include_str!("../kernels/implied_vol.cuh"),
+            include_str!("../kernels/implied_vol.cu"),
+        ],
         include_str!("emu/implied_vol_check.cpp"),
-        &["-DKILN_ONLY", "-DKILN_K_implied_vol_f64"],
+        &[],
     );
     let (mut quotes, _) = sample::random_book(60_000, 2026);
     quotes.extend(sample::edge_quotes());
@@ -365,32 +372,41 @@ fn implied_vol_kernel_matches_kiln_core_bit_for_bit_on_the_host() {
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
-    let vol = read_f64(case.join("vol.bin"));
-    let reason = std::fs::read(case.join("reason.bin")).unwrap();
-    assert_eq!((vol.len(), reason.len()), (n, n));
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(text.contains("grouped prefixes: 0 bad"), "{text}");
     let want = implied_volatility_book(&quotes);
-    let (mut bad, mut counts) = (0usize, [0usize; 7]);
-    for (i, (w, q)) in want.iter().zip(&quotes).enumerate() {
-        let ok = match w {
-            Ok(s) => reason[i] == 0 && vol[i].to_bits() == s.to_bits(),
-            Err(e) => {
-                reason[i] == e.index()
-                    && vol[i].is_nan()
-                    && format!("{:?}", NoVolatility::from_index(reason[i], q)) == format!("{:?}", Some(*e))
-            }
-        };
-        counts[w.as_ref().map_or_else(|e| e.index() as usize, |_| 0)] += 1;
-        if !ok {
-            bad += 1;
-            if bad <= 8 {
-                eprintln!(
-                    "quote {i} {q:?}: kernel ({}, code {}), kiln-core {w:?}",
-                    vol[i], reason[i]
-                );
+    for (path, vol, reason) in [
+        ("one pass", "vol.bin", "reason.bin"),
+        ("grouped", "gvol.bin", "greason.bin"),
+    ] {
+        let vol = read_f64(case.join(vol));
+        let reason = std::fs::read(case.join(reason)).unwrap();
+        assert_eq!((vol.len(), reason.len()), (n, n));
+        let (mut bad, mut counts) = (0usize, [0usize; 7]);
+        for (i, (w, q)) in want.iter().zip(&quotes).enumerate() {
+            let ok = match w {
+                Ok(s) => reason[i] == 0 && vol[i].to_bits() == s.to_bits(),
+                Err(e) => {
+                    reason[i] == e.index()
+                        && vol[i].is_nan()
+                        && format!("{:?}", NoVolatility::from_index(reason[i], q))
+                            == format!("{:?}", Some(*e))
+                }
+            };
+            counts[w.as_ref().map_or_else(|e| e.index() as usize, |_| 0)] += 1;
+            if !ok {
+                bad += 1;
+                if bad <= 8 {
+                    eprintln!(
+                        "{path}: quote {i} {q:?}: kernel ({}, code {}), kiln-core {w:?}",
+                        vol[i], reason[i]
+                    );
+                }
             }
         }
+        assert_eq!(bad, 0, "{path}: {bad} of {n} quotes differ from kiln-core");
+        assert!(counts.iter().all(|&c| c > 0), "every code is reached: {counts:?}");
+        eprintln!("{path}: {n} quotes equal kiln-core's bits; by code 0..=6: {counts:?}");
     }
-    assert_eq!(bad, 0, "{bad} of {n} quotes differ from kiln-core");
-    assert!(counts.iter().all(|&c| c > 0), "every code is reached: {counts:?}");
-    eprintln!("{n} quotes equal kiln-core's bits; by code 0..=6: {counts:?}");
+    eprint!("{text}");
 }

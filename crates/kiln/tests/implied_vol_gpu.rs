@@ -11,17 +11,22 @@
 //! outcome for thousands of them) may get another outcome, accepted only where the CPU gives
 //! that outcome too for the spot or strike moved by one or two ulp. Chunked and whole runs
 //! give the same bits.
-//! Prints quotes/s for a book already on the device and host to host. GPU parts skip with a
+//! The grouped solve (`SolveImpliedVol`: quotes sorted by the solver's way, one kernel per
+//! way, results scattered back) gives the one-pass kernel's (`SolveImpliedVolOnePass`) bits
+//! in the book's order, on books whose ways are interleaved and whose sizes leave partial
+//! tiles and warps (1, 31, 257, 100,003 and 10^6 quotes, and two windows of the grouped
+//! solve, 2^22 + 4099), outputs poisoned before each run.
+//! Prints quotes/s for a book already on the device (grouped and one pass) and host to host. GPU parts skip with a
 //! reason where no GPU is usable (fail with KILN_REQUIRE_GPU=1); on the CPU the runtime's
 //! book is kiln-core's, which the last test checks without a GPU.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Instant;
 
-use kiln::device::ops::{ImpliedVolBook, SolveImpliedVol};
+use kiln::device::ops::{ImpliedVolBook, SolveImpliedVol, SolveImpliedVolOnePass};
 use kiln::Runtime;
 use kiln_core::finance::implied::{black, implied_volatility_book, sample, NoVolatility, Quote};
-use kiln_cuda::DeviceQuotes;
+use kiln_cuda::{DeviceQuotes, IV_CHUNK_QUOTES};
 
 /// Black vega of the discounted price in the quote's units, per unit of volatility.
 fn vega(q: &Quote, sigma: f64) -> f64 {
@@ -200,6 +205,75 @@ fn gpu_book_matches_the_cpu_solver_on_a_million_quotes() {
     assert!(rt.implied_volatility_book(&[]).unwrap().is_empty());
 }
 
+/// `n` quotes with the solver's ways interleaved: the random book (each quote's way drawn
+/// independently) with an edge case (no solve, or a rare way) every seventh slot.
+fn mixed_book(n: usize) -> Vec<Quote> {
+    let (random, _) = sample::random_book(n, 0x5eed_0032);
+    let edges = sample::edge_quotes();
+    (0..n)
+        .map(|i| {
+            if i % 7 == 3 {
+                edges[(i / 7) % edges.len()]
+            } else {
+                random[i]
+            }
+        })
+        .collect()
+}
+
+/// Runs `solve` on `quotes` uploaded with poisoned outputs; returns the raw outputs.
+fn raw(gpu: &kiln_cuda::CudaBackend, quotes: &[Quote], grouped: bool) -> (Vec<f64>, Vec<u8>) {
+    let mut book = DeviceQuotes::upload(gpu, quotes).unwrap();
+    book.poison_outputs(gpu).unwrap();
+    if grouped {
+        gpu.run(SolveImpliedVol { book: &mut book }).unwrap();
+    } else {
+        gpu.run(SolveImpliedVolOnePass { book: &mut book }).unwrap();
+    }
+    book.download(gpu).unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "gpu-tests"),
+    ignore = "needs a GPU: cargo test --features gpu-tests"
+)]
+fn gpu_grouped_solve_is_the_one_pass_kernel_bit_for_bit() {
+    let Some(rt) =
+        kiln::testing::cuda_runtime_or_skip("gpu_grouped_solve_is_the_one_pass_kernel_bit_for_bit")
+    else {
+        return;
+    };
+    let gpu = rt.cuda().unwrap();
+    // (the last book is two windows of the grouped solve, the second partial)
+    for n in [1usize, 31, 257, 100_003, 1_000_000, IV_CHUNK_QUOTES + 4099] {
+        let quotes = mixed_book(n);
+        let (v1, r1) = raw(gpu, &quotes, false);
+        let (vg, rg) = raw(gpu, &quotes, true);
+        assert!(
+            r1.iter().chain(&rg).all(|&r| r <= 6),
+            "{n} quotes: a slot was left unwritten"
+        );
+        let differ: Vec<usize> = (0..n)
+            .filter(|&i| v1[i].to_bits() != vg[i].to_bits() || r1[i] != rg[i])
+            .collect();
+        for &i in differ.iter().take(8) {
+            eprintln!(
+                "quote {i} of {n}: one pass ({}, code {}), grouped ({}, code {})",
+                v1[i], r1[i], vg[i], rg[i]
+            );
+        }
+        assert!(differ.is_empty(), "{n} quotes: {} differ", differ.len());
+        let solved = r1.iter().filter(|&&r| r == 0).count();
+        // the results are in the book's order: they are the CPU solver's quote by quote
+        if n <= 1_000_000 {
+            let gpu_results = rt.implied_volatility_book(&quotes).unwrap();
+            compare(&quotes, &gpu_results, &implied_volatility_book(&quotes));
+        }
+        eprintln!("{n} quotes ({solved} solved): grouped = one pass, bit for bit");
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -228,6 +302,16 @@ fn gpu_book_rate() {
             t.elapsed().as_secs_f64()
         })
         .collect();
+    gpu.run(SolveImpliedVolOnePass { book: &mut resident }).unwrap();
+    gpu.synchronize().unwrap();
+    let one_pass: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            gpu.run(SolveImpliedVolOnePass { book: &mut resident }).unwrap();
+            gpu.synchronize().unwrap();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
     let host: Vec<f64> = (0..3)
         .map(|_| {
             let t = Instant::now();
@@ -239,11 +323,13 @@ fn gpu_book_rate() {
     std::hint::black_box(implied_volatility_book(&quotes));
     let cpu = t.elapsed().as_secs_f64();
     eprintln!(
-        "implied vol, {} quotes on {}: resident book {:.3e} quotes/s (median of 5, kernel only); \
-         host to host {:.3e} quotes/s (median of 3); CPU solver on {} threads {:.3e} quotes/s",
+        "implied vol, {} quotes on {}: resident book {:.3e} quotes/s grouped, {:.3e} one pass (median \
+         of 5, kernels only); host to host {:.3e} quotes/s (median of 3); CPU solver on {} threads \
+         {:.3e} quotes/s",
         quotes.len(),
         rt.device_name(),
         n / median(device),
+        n / median(one_pass),
         n / median(host),
         kiln_core::finance::implied::book_threads(),
         n / cpu

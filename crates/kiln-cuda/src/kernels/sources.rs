@@ -211,12 +211,16 @@ pub const DISTANCE: Module = Module {
 };
 
 /// Implied volatility of a book of European quotes: Jäckel's "Let's Be Rational" as
-/// kiln-core ports it, one thread per quote (`kernels/implied_vol.cu`); `--fmad=false`, so
-/// its f64 arithmetic is the CPU solver's operation for operation.
+/// kiln-core ports it (`kernels/implied_vol.cuh`), run one thread per quote or grouped by
+/// the solver's way through it (`kernels/implied_vol.cu`); `--fmad=false`, so its f64
+/// arithmetic is the CPU solver's operation for operation.
 pub const IMPLIED_VOL: Module = Module {
     name: "implied_vol",
     options: &["--fmad=false"],
-    source: include_str!("../../kernels/implied_vol.cu"),
+    source: concat!(
+        include_str!("../../kernels/implied_vol.cuh"),
+        include_str!("../../kernels/implied_vol.cu")
+    ),
 };
 
 /// Portfolio risk by full revaluation: the P&L of a book of European Black-Scholes options

@@ -137,6 +137,7 @@ static inline int atomicMin(int* p, int v) {
 }
 static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 
 // Runs `body` (a kernel call) as `grid` CTAs of `block` threads, one CTA after another,
 // each thread a host thread with its own threadIdx.

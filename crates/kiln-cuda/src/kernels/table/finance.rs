@@ -1,4 +1,4 @@
-//! Monte Carlo pricing: pseudo- and quasi-random engines, Heston, baskets, Longstaff-Schwartz (`finance.cu`, `finance_qmc.cu`, `heston.cu`, `basket.cu`, `american.cu`); implied volatility of a book (`implied_vol.cu`).
+//! Monte Carlo pricing: pseudo- and quasi-random engines, Heston, baskets, Longstaff-Schwartz (`finance.cu`, `finance_qmc.cu`, `heston.cu`, `basket.cu`, `american.cu`); implied volatility of a book (`implied_vol.cuh`, `implied_vol.cu`).
 
 use super::{B256, MC_GRID, MC_P, QMC_GRID, QMC_P};
 use crate::kernels::params::decl::*;
@@ -504,6 +504,148 @@ declare_kernels! { FAMILY:
             input(F64),
             input(U8),
             val(U64),
+            output(F64),
+            output(U8),
+        ],
+    }
+    /// Implied volatility, grouped: each quote's checks and the solver's start, its way
+    /// through the rest (or its result where it needs no solve).
+    IMPLIED_VOL_CLASSIFY_F64 {
+        symbol: "implied_vol_classify_f64",
+        module: IMPLIED_VOL,
+        compile_ms: 900,
+        computes: "Black-Scholes implied volatility, grouped: each quote's checks and the solver's start (central and outer points), its way (one of four) and start state, or its reason code",
+        block: [128, 1, 1],
+        grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over quotes",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(F64),
+            input(U8),
+            val(U64),
+            output(F64),
+            output(U8),
+            output(F64),
+            output(U8),
+        ],
+    }
+    /// Implied volatility, grouped: how many quotes of each 128-quote tile take each way.
+    IMPLIED_VOL_TILE_COUNT {
+        symbol: "implied_vol_tile_count",
+        module: IMPLIED_VOL,
+        compile_ms: 100,
+        computes: "Implied volatility, grouped: per 128-quote tile, how many quotes take each of the four ways (warp ballots)",
+        block: [128, 1, 1],
+        grid: "ceil(n / 128) blocks, a tile each",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[input(U8), val(U64), output(U32)],
+    }
+    /// Implied volatility, grouped: the scan of the tiles' counts, way by way.
+    IMPLIED_VOL_OFFSETS {
+        symbol: "implied_vol_offsets",
+        module: IMPLIED_VOL,
+        compile_ms: 100,
+        computes: "Implied volatility, grouped: exclusive scan of the tiles' counts in way-major order (each tile's place in each way's list, each way's start)",
+        block: [256, 1, 1],
+        grid: "1 block",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[input(U32), val(U32), output(U32), output(U32)],
+    }
+    /// Implied volatility, grouped: each quote's index into its way's list, in book order.
+    IMPLIED_VOL_SCATTER {
+        symbol: "implied_vol_scatter",
+        module: IMPLIED_VOL,
+        compile_ms: 100,
+        computes: "Implied volatility, grouped: stable counting sort of the quote indices by way (tile offset plus rank by warp ballots)",
+        block: [128, 1, 1],
+        grid: "ceil(n / 128) blocks, a tile each",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[input(U8), val(U64), input(U32), output(U32)],
+    }
+    /// Implied volatility, grouped: the solve of the quotes that take the lower map and Householder steps on ln b.
+    IMPLIED_VOL_SOLVE_LOWER_F64 {
+        symbol: "implied_vol_solve_lower_f64",
+        module: IMPLIED_VOL,
+        compile_ms: 900,
+        computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 0 (the lower map and Householder steps on ln b), each result written to its quote's slot",
+        block: [128, 1, 1],
+        grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F64),
+            val(U64),
+            input(F64),
+            input(U32),
+            input(U32),
+            output(F64),
+            output(U8),
+        ],
+    }
+    /// Implied volatility, grouped: the solve of the quotes that take the rational cubic below the central point and steps on b.
+    IMPLIED_VOL_SOLVE_LOW_MID_F64 {
+        symbol: "implied_vol_solve_low_mid_f64",
+        module: IMPLIED_VOL,
+        compile_ms: 900,
+        computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 1 (the rational cubic below the central point and steps on b), each result written to its quote's slot",
+        block: [128, 1, 1],
+        grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F64),
+            val(U64),
+            input(F64),
+            input(U32),
+            input(U32),
+            output(F64),
+            output(U8),
+        ],
+    }
+    /// Implied volatility, grouped: the solve of the quotes that take the rational cubic above the central point and steps on b.
+    IMPLIED_VOL_SOLVE_HIGH_MID_F64 {
+        symbol: "implied_vol_solve_high_mid_f64",
+        module: IMPLIED_VOL,
+        compile_ms: 900,
+        computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 2 (the rational cubic above the central point and steps on b), each result written to its quote's slot",
+        block: [128, 1, 1],
+        grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F64),
+            val(U64),
+            input(F64),
+            input(U32),
+            input(U32),
+            output(F64),
+            output(U8),
+        ],
+    }
+    /// Implied volatility, grouped: the solve of the quotes that take the upper map and steps on ln(b_max - b) or on b.
+    IMPLIED_VOL_SOLVE_UPPER_F64 {
+        symbol: "implied_vol_solve_upper_f64",
+        module: IMPLIED_VOL,
+        compile_ms: 900,
+        computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 3 (the upper map and steps on ln(b_max - b) or on b), each result written to its quote's slot",
+        block: [128, 1, 1],
+        grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F64),
+            val(U64),
+            input(F64),
+            input(U32),
+            input(U32),
             output(F64),
             output(U8),
         ],
