@@ -1,4 +1,4 @@
-//! Implied volatility of a book on the GPU (kiln-cuda's `implied_vol_f64`) against kiln-core's
+//! Implied volatility of a book on the GPU (kiln-cuda's grouped `SolveImpliedVol`) against kiln-core's
 //! CPU solver: on 10^6 random quotes and the edge cases of
 //! `kiln_core::finance::implied::sample`, volatilities within a few ulp, or within the
 //! precision the price allows (`eps price / vega`), as the GPU's `exp`/`log` may round an ulp

@@ -1,6 +1,6 @@
 //! Implied volatility of a book through the runtime's finance engine: kiln-cuda's
-//! `implied_vol_f64` kernel when the runtime has a GPU, kiln-core's solver on rayon's pool
-//! otherwise. Both run the
+//! grouped solve (`SolveImpliedVol`) when the runtime has a GPU, kiln-core's solver on
+//! rayon's pool otherwise. Both run the
 //! same "Let's Be Rational" operations in f64; the GPU's `exp`, `log` and `pow` may differ
 //! from the host's libm by an ulp, so the two agree to what an ulp of rounding in the inputs
 //! allows: volatilities to a few ulp (more where the price is that sensitive), the same

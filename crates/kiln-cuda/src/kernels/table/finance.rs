@@ -489,7 +489,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_F64 {
         symbol: "implied_vol_f64",
         module: IMPLIED_VOL,
-        compile_ms: 1446,
+        compile_ms: 1568,
         computes: "Black-Scholes implied volatility of a book of European quotes (Jaeckel's Let's Be Rational, the CPU solver's operations in f64), a vol and a reason code per quote",
         block: [128, 1, 1],
         grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over quotes; chunked launches",
@@ -513,7 +513,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_CLASSIFY_F64 {
         symbol: "implied_vol_classify_f64",
         module: IMPLIED_VOL,
-        compile_ms: 900,
+        compile_ms: 504,
         computes: "Black-Scholes implied volatility, grouped: each quote's checks and the solver's start (central and outer points), its way (one of four) and start state, or its reason code",
         block: [128, 1, 1],
         grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over quotes",
@@ -538,7 +538,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_TILE_COUNT {
         symbol: "implied_vol_tile_count",
         module: IMPLIED_VOL,
-        compile_ms: 100,
+        compile_ms: 93,
         computes: "Implied volatility, grouped: per 128-quote tile, how many quotes take each of the four ways (warp ballots)",
         block: [128, 1, 1],
         grid: "ceil(n / 128) blocks, a tile each",
@@ -550,7 +550,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_OFFSETS {
         symbol: "implied_vol_offsets",
         module: IMPLIED_VOL,
-        compile_ms: 100,
+        compile_ms: 241,
         computes: "Implied volatility, grouped: exclusive scan of the tiles' counts in way-major order (each tile's place in each way's list, each way's start)",
         block: [256, 1, 1],
         grid: "1 block",
@@ -562,7 +562,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_SCATTER {
         symbol: "implied_vol_scatter",
         module: IMPLIED_VOL,
-        compile_ms: 100,
+        compile_ms: 133,
         computes: "Implied volatility, grouped: stable counting sort of the quote indices by way (tile offset plus rank by warp ballots)",
         block: [128, 1, 1],
         grid: "ceil(n / 128) blocks, a tile each",
@@ -574,7 +574,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_SOLVE_LOWER_F64 {
         symbol: "implied_vol_solve_lower_f64",
         module: IMPLIED_VOL,
-        compile_ms: 900,
+        compile_ms: 669,
         computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 0 (the lower map and Householder steps on ln b), each result written to its quote's slot",
         block: [128, 1, 1],
         grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
@@ -594,7 +594,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_SOLVE_LOW_MID_F64 {
         symbol: "implied_vol_solve_low_mid_f64",
         module: IMPLIED_VOL,
-        compile_ms: 900,
+        compile_ms: 450,
         computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 1 (the rational cubic below the central point and steps on b), each result written to its quote's slot",
         block: [128, 1, 1],
         grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
@@ -614,7 +614,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_SOLVE_HIGH_MID_F64 {
         symbol: "implied_vol_solve_high_mid_f64",
         module: IMPLIED_VOL,
-        compile_ms: 900,
+        compile_ms: 464,
         computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 2 (the rational cubic above the central point and steps on b), each result written to its quote's slot",
         block: [128, 1, 1],
         grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
@@ -634,7 +634,7 @@ declare_kernels! { FAMILY:
     IMPLIED_VOL_SOLVE_UPPER_F64 {
         symbol: "implied_vol_solve_upper_f64",
         module: IMPLIED_VOL,
-        compile_ms: 900,
+        compile_ms: 669,
         computes: "Black-Scholes implied volatility, grouped: the rest of the solve for the quotes of way 3 (the upper map and steps on ln(b_max - b) or on b), each result written to its quote's slot",
         block: [128, 1, 1],
         grid: "min(ceil(n / 128), 64 blocks per SM) blocks, grid-stride over the way's list",
