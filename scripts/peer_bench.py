@@ -23,8 +23,8 @@ What it measures (one function each; `--only` takes these names):
                5 underlyings x 10,000 scenarios of spot, volatility and rate shocks, P&L per
                scenario (torch, vectorised in chunks of scenarios): host to host wall clock
                (the book and the shocks uploaded, the P&L vector back) and device-only
-  interp       cupyx.scipy.ndimage's resampling at kiln's interp_gpu bench sizes (prefilter off,
-               as kiln's Rust resample takes coefficients): affine_transform rotating a 512^3
+  interp       kiln.ndimage's and cupyx.scipy.ndimage's resampling on the same CuPy arrays
+               (prefilter off, as kiln's interp_gpu bench): affine_transform rotating a 512^3
                f32 volume 30 degrees about axis 0 (orders 1 and 3, constant), zoom x2 of a
                2048^2 f32 image (orders 1 and 3, mirror), map_coordinates order 3 at a shifted
                2048^2 grid; best of a few wall-clock calls with a synchronize
@@ -36,6 +36,9 @@ What it measures (one function each; `--only` takes these names):
   edt          kiln.ndimage.distance_transform_edt against cupyx's (512^3 masks of density 0.5
                and 0.99, a 4096^2 mask of 0.5), distances alone and with the indices; kiln
                checked equal to scipy first
+  ndfilter     kiln.ndimage's and cupyx's gaussian_filter (sigma 4) on 512^3 float32 and float64
+               CuPy volumes and uniform_filter (size 7) on the float32 one; kiln checked bit for bit against
+               scipy first
 
 Device timings are medians of CUDA-event times after warm-ups; user_paths is wall-clock.
 Peer names with `seed` in them (numba-seed-v1, numba-seed-v2-shared, numba-seed-naive) are
@@ -596,9 +599,20 @@ def risk_grid(q):
 
 
 def interp(q):
-    """cupyx resampling at the sizes of kiln's `interp_gpu` bench (`bench_resample`)."""
+    """kiln.ndimage's and cupyx's resampling on the same CuPy arrays, whole calls, at the
+    sizes of kiln's `interp_gpu` bench (`bench_resample`); kiln's output compared with
+    cupyx's first (max abs difference recorded: both interpolate in their own arithmetic)."""
     import cupy as cp
     import cupyx.scipy.ndimage as cnd
+
+    import kiln.ndimage as knd
+
+    def both(name, kfn, cfn, reps, **figures):
+        diff = float(cp.abs(kfn().astype(cp.float64) - cfn().astype(cp.float64)).max())
+        for peer, fn in (("kiln", kfn), ("cupyx", cfn)):
+            ms = best_synced_ms(fn, reps)
+            fig = {k: round(v / ms, 3) for k, v in figures.items()}
+            record(name, peer, ms, max_diff_vs_cupyx=diff, **fig)
 
     n = 128 if q else 512
     vol = cp.asarray(np.random.default_rng(7).uniform(-1, 1, (n, n, n)).astype(np.float32))
@@ -608,21 +622,62 @@ def interp(q):
     off = tuple(float(v) for v in c - m @ np.full(3, c))
     m = cp.asarray(m)
     for order in (1, 3):
-        ms = best_synced_ms(lambda: cnd.affine_transform(vol, m, off, order=order, mode="constant",
-                                                         prefilter=False), 3)
-        record("affine_rotate_%d^3_f32" % n, "cupyx-order%d" % order, ms,
-               gvoxels_per_s=round(n ** 3 / ms / 1e6, 3))
+        kw = dict(order=order, mode="constant", prefilter=False)
+        both("affine_rotate_%d^3_f32_order%d" % (n, order),
+             lambda: knd.affine_transform(vol, m, off, **kw),
+             lambda: cnd.affine_transform(vol, m, off, **kw), 3, gvoxels_per_s=n ** 3 / 1e6)
     del vol
     h = 256 if q else 2048
     img = cp.asarray(np.random.default_rng(8).uniform(-1, 1, (h, h)).astype(np.float32))
     for order in (1, 3):
-        ms = best_synced_ms(lambda: cnd.zoom(img, 2, order=order, mode="mirror", prefilter=False), 5)
-        record("zoom2_%d^2_f32" % h, "cupyx-order%d" % order, ms,
-               mpixels_out_per_s=round(4 * h * h / ms / 1e3, 1))
+        kw = dict(order=order, mode="mirror", prefilter=False)
+        both("zoom2_%d^2_f32_order%d" % (h, order), lambda: knd.zoom(img, 2, **kw),
+             lambda: cnd.zoom(img, 2, **kw), 5, mpixels_out_per_s=4 * h * h / 1e3)
     ii, jj = cp.meshgrid(cp.arange(h, dtype=cp.float64), cp.arange(h, dtype=cp.float64), indexing="ij")
     coords = cp.stack([ii + 0.37, jj + 0.37 - 0.21])
-    ms = best_synced_ms(lambda: cnd.map_coordinates(img, coords, order=3, mode="mirror", prefilter=False), 5)
-    record("map_coordinates_%d^2_f32" % h, "cupyx-order3", ms)
+    kw = dict(order=3, mode="mirror", prefilter=False)
+    both("map_coordinates_%d^2_f32_order3" % h, lambda: knd.map_coordinates(img, coords, **kw),
+         lambda: cnd.map_coordinates(img, coords, **kw), 5, mpixels_out_per_s=h * h / 1e3)
+
+
+def ndfilter(q):
+    """kiln.ndimage's and cupyx's gaussian_filter and uniform_filter on the same CuPy
+    float32 and float64 volumes, whole calls; kiln's result checked bit for bit against
+    scipy's on a small volume first (its GPU linear filters keep scipy's arithmetic), and
+    compared with cupyx's on the timed one."""
+    import cupy as cp
+    import cupyx.scipy.ndimage as cnd
+    import scipy.ndimage as snd
+
+    import kiln.ndimage as knd
+
+    rng = np.random.default_rng(17)
+    for dt in (np.float32, np.float64):
+        h = rng.uniform(-1, 1, (37, 41, 29)).astype(dt)
+        want = snd.gaussian_filter(h, 1.7, mode="reflect", truncate=4.0)
+        got = cp.asnumpy(knd.gaussian_filter(cp.asarray(h), 1.7, mode="reflect", truncate=4.0))
+        assert got.dtype == want.dtype and np.array_equal(got, want), "kiln's gaussian differs from scipy's"
+    n = 128 if q else 512
+    for dt in (np.float32, np.float64):
+        x = cp.asarray(rng.uniform(-1, 1, (n, n, n)).astype(dt))
+        tag = "f32" if dt == np.float32 else "f64"
+        cases = [
+            ("gaussian_s4_%d^3_%s" % (n, tag),
+             lambda: knd.gaussian_filter(x, 4.0, mode="reflect", truncate=4.0),
+             lambda: cnd.gaussian_filter(x, 4.0, mode="reflect", truncate=4.0)),
+            ("uniform_7_%d^3_%s" % (n, tag),
+             lambda: knd.uniform_filter(x, 7, mode="reflect"),
+             lambda: cnd.uniform_filter(x, 7, mode="reflect")),
+        ]
+        # float64 uniform filters run on host copies in kiln (scipy's running sum has no
+        # device kernel yet): timed at float32 only
+        for name, kfn, cfn in cases[:1] if dt == np.float64 else cases:
+            diff = float(cp.abs(kfn().astype(cp.float64) - cfn().astype(cp.float64)).max())
+            for peer, fn in (("kiln", kfn), ("cupyx", cfn)):
+                ms = best_synced_ms(fn, 3)
+                record(name, peer, ms, gvoxels_per_s=round(n ** 3 / ms / 1e6, 3), max_diff_vs_cupyx=diff)
+        del x
+        cp.get_default_memory_pool().free_all_blocks()
 
 
 def best_synced_ms(fn, reps=5):
@@ -705,7 +760,7 @@ def edt(q):
 
 
 ALL = [copy_bw, h2d, sigmoid, stencil, conv3d, monte_carlo, matmul, transpose, alloc, graphs,
-       risk_grid, interp, user_paths, label, edt]
+       risk_grid, interp, user_paths, label, edt, ndfilter]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
