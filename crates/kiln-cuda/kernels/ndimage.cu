@@ -46,6 +46,10 @@
 // - nd_direct_f64: NI_Correlate's sum, `0.0 + Σ w·x` over the taps with |w| > DBL_EPSILON
 //   in row-major order (`w·cval` outside under constant). Block 32x8, grid (ceil(W/32),
 //   min(ceil(H/8), 65535), min(D, 65535)), grid-stride in y and z.
+// - nd_uniform_f64: NI_UniformFilter1D's running sum (uniform_filter1d), one line a thread
+//   (lines `o * so + ia`, ia < A, o < O_; sample j at `j * sa`), block 256, grid
+//   min(ceil(A*O/256), 65535), grid-stride: consecutive threads take consecutive lines, so a
+//   strided axis reads coalesced and the contiguous axis reads a row a thread.
 // - nd_combine_f64: nd_combine_f32's operations on doubles (numpy's float64 arithmetic).
 
 typedef unsigned char u8;
@@ -361,6 +365,41 @@ extern "C" __global__ void __launch_bounds__(256) nd_pass_s_f64(const void* src,
     for (int i = threadIdx.y * 32 + threadIdx.x; i < k; i += 256) smd[i] = wt[i];
     __syncthreads();
     NE_DISPATCH(ne_pass_s_body, (src, dst, L, sa, A, O_, so, smd, k, anchor, sym, mode, cval))
+}
+#endif
+
+// NI_UniformFilter1D's running sum along one line, as kiln-core's scipy_cpu computes it:
+// `s = 0 + x(-a) + ... + x(size-1-a)`, output 0 is `s / size`; then for each next output
+// `s += x(j+size-1-a) - x(j-1-a)` and output j is `s / size` (samples through the mode).
+template <class I, class O>
+__device__ __forceinline__ void ne_uniform_body(const void* src_, void* dst_, int L, i64 sa, int A, int O_,
+    i64 so, int size, int anchor, int mode, double cval) {
+    const typename I::T* __restrict__ src = (const typename I::T*)src_;
+    typename O::T* __restrict__ dst = (typename O::T*)dst_;
+    const i64 lines = (i64)A * O_;
+    const double n = (double)size;
+    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < lines; t += (i64)gridDim.x * blockDim.x) {
+        const i64 o = t / A, ia = t - o * A;
+        const typename I::T* __restrict__ in = src + o * so + ia;
+        typename O::T* __restrict__ out = dst + o * so + ia;
+        auto x = [&](int i) {
+            const int j = kiln_map(i, L, mode);
+            return j < 0 ? cval : I::ld(in[(i64)j * sa]);
+        };
+        double s = 0.0;
+        for (int m = 0; m < size; ++m) s = __dadd_rn(s, x(m - anchor));
+        out[0] = O::st(__ddiv_rn(s, n));
+        for (int j = 1; j < L; ++j) {
+            s = __dadd_rn(s, __dsub_rn(x(j + size - 1 - anchor), x(j - 1 - anchor)));
+            out[(i64)j * sa] = O::st(__ddiv_rn(s, n));
+        }
+    }
+}
+
+#if !defined(KILN_ONLY) || defined(KILN_K_nd_uniform_f64)
+extern "C" __global__ void __launch_bounds__(256) nd_uniform_f64(const void* src, void* dst, int L, i64 sa,
+    int A, int O_, i64 so, int size, int anchor, int mode, double cval, int ti, int to) {
+    NE_DISPATCH(ne_uniform_body, (src, dst, L, sa, A, O_, so, size, anchor, mode, cval))
 }
 #endif
 

@@ -36,6 +36,9 @@
 //!
 //! The distance-transform kernels (`kernels/distance.cu`) run pass by pass against
 //! kiln-core's `edt`, distances and indices bit for bit (`emu/edt.rs`).
+//!
+//! The uniform filters' running-sum kernel (`nd_uniform_f64` of `kernels/ndimage.cu`) runs
+//! pass by pass against kiln-core's `scipy_cpu` running sum (`emu/uniform.rs`).
 #![allow(clippy::unwrap_used)]
 
 use kiln_core::finance::basket::{basket_sample, BasketAsset, BasketAverage, BasketPathParams, BasketSpec};
@@ -49,6 +52,8 @@ mod edt;
 mod interp;
 #[path = "emu/label.rs"]
 mod label;
+#[path = "emu/uniform.rs"]
+mod uniform;
 
 const SOURCES: [&str; 4] = [
     include_str!("../kernels/imaging.cuh"),

@@ -13,9 +13,8 @@
 //! bit for bit the same: sums in f64 with `correlate1d`'s symmetric / antisymmetric /
 //! general formulas and `correlate`'s order, each pass stored in the tensor's type, the
 //! terms of laplace and gradient magnitude combined in it (the GPU runs ndimage.cu's exact
-//! kernels, `kiln_cuda`'s `NdimageLinearExact`). The plan's uniform filters correlate with
-//! `1/size` weights where scipy keeps a running sum, so they can differ from scipy (not
-//! between the devices) in the last bit.
+//! kernels, `kiln_cuda`'s `NdimageLinearExact`); the uniform filters keep scipy's running
+//! sum along each line.
 //!
 //! 8- and 16-bit tensors stay 8/16-bit on the device: the generic kernels read them as
 //! stored and write the result rounded half away from zero and clamped (the CLI's rule,

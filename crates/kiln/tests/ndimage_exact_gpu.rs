@@ -90,6 +90,11 @@ fn plans(ndim: usize, rng: &mut StdRng) -> Vec<LinearFilter> {
             out.push(nd::correlate(ndim, &w, &wshape, &org, None, mode).unwrap());
             out.push(nd::convolve(ndim, &w, &wshape, &org, None, mode).unwrap());
             out.push(nd::uniform_filter(ndim, &[n], &[origins(n)[0]], None, mode).unwrap());
+            // uniform_filter1d along each axis, at the other end of the origins
+            let last = *origins(n).last().unwrap();
+            for axis in 0..ndim as isize {
+                out.push(nd::uniform_filter(ndim, &[n], &[last], Some(&[axis]), mode).unwrap());
+            }
         }
         for order in 0..=2usize {
             let opts = GaussianOpts {
@@ -147,7 +152,7 @@ fn assert_bits(what: &str, f: &LinearFilter, shape: &[usize], want: &[u64], got:
 
 /// scipy's arithmetic for a one-term plan through kiln-core's `scipy_cpu` routines (each
 /// pass stored in the data's type); `None` for combined terms and copies. The plan's
-/// uniform filters are correlations with `1/size` weights, checked as such.
+/// uniform filters are `uniform_filter1d`'s running sums.
 fn scipy_reference(x: &[f64], shape: [usize; 3], f: &LinearFilter, dt: NdDType) -> Option<Vec<f64>> {
     if f.terms.len() != 1 {
         return None;
@@ -160,7 +165,11 @@ fn scipy_reference(x: &[f64], shape: [usize; 3], f: &LinearFilter, dt: NdDType) 
                 .iter()
                 .map(|p| Pass1d {
                     axis: p.axis,
-                    op: PassOp::Correlate(p.weights.clone()),
+                    op: if p.running {
+                        PassOp::Uniform(p.weights.len())
+                    } else {
+                        PassOp::Correlate(p.weights.clone())
+                    },
                     origin: p.anchor as isize - (p.weights.len() / 2) as isize,
                     mode: f.mode,
                 })

@@ -29,6 +29,10 @@ pub struct Pass {
     pub weights: Vec<f64>,
     /// `len/2 + origin`: how many samples before the output position tap 0 reads.
     pub anchor: usize,
+    /// scipy's `uniform_filter1d` (the weights all `1/len`): the exact paths keep its
+    /// running sum along the line (`s += x[i+len-1] - x[i-1]`, each output `s / len`) instead
+    /// of correlating with the weights; the fast f32 path correlates.
+    pub running: bool,
 }
 
 /// A direct correlation with a `(kd, kh, kw)` kernel over the `(D, H, W)` array (a 2-D
@@ -232,6 +236,7 @@ fn pass(op: &str, ndim: usize, axis: usize, weights: Vec<f64>, origin: isize) ->
         axis: arr(ndim, axis),
         weights,
         anchor,
+        running: false,
     })
 }
 
@@ -486,6 +491,7 @@ fn gaussian_passes(
             axis: arr(ndim, axes[i]),
             weights: gaussian_weights(s, order[i], r),
             anchor: r,
+            running: false,
         });
     }
     Ok(out)
@@ -623,7 +629,10 @@ pub fn uniform_filter(
         }
         if size[i] > 1 {
             let w = vec![1.0 / size[i] as f64; size[i]];
-            passes.push(pass(op, ndim, ax[i], w, origin[i])?);
+            passes.push(Pass {
+                running: true,
+                ..pass(op, ndim, ax[i], w, origin[i])?
+            });
         }
     }
     Ok(single(
@@ -649,12 +658,14 @@ fn derivative_smooth(
         axis: arr(ndim, a),
         weights: vec![-1.0, 0.0, 1.0],
         anchor: 1,
+        running: false,
     }];
     for other in (0..ndim).filter(|&o| o != a) {
         passes.push(Pass {
             axis: arr(ndim, other),
             weights: smooth.to_vec(),
             anchor: 1,
+            running: false,
         });
     }
     Ok(single(format!("{op}(axis={a})"), Term::Passes(passes), mode))
@@ -681,6 +692,7 @@ pub fn laplace(ndim: usize, axes: Option<&[isize]>, mode: BoundaryMode) -> Resul
                 axis: arr(ndim, a),
                 weights: vec![1.0, -2.0, 1.0],
                 anchor: 1,
+                running: false,
             }])
         })
         .collect();

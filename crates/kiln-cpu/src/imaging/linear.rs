@@ -4,7 +4,9 @@
 //! (`direct`, scipy's `correlate`), the terms combined in the data's type as scipy combines
 //! them on a float32 or float64 output (numpy's element-wise arithmetic).
 
-use kiln_core::imaging::linear::{Combine, LinearFilter, Term};
+use kiln_core::imaging::linear::{Combine, LinearFilter, Pass, Term};
+use kiln_core::imaging::scipy_cpu::{run_passes, Pass1d, PassOp};
+use kiln_core::imaging::BoundaryMode;
 use kiln_core::{Error, Result};
 use rayon::prelude::*;
 
@@ -41,8 +43,9 @@ fn step<T: Combined>(c: Combine, first: bool, acc: T, t: T) -> T {
     }
 }
 
-fn run_term<T: Sample>(src: &[T], dims: Dims, term: &Term, f: &LinearFilter, out: &mut [T]) {
+fn run_term<T: Sample>(src: &[T], dims: Dims, term: &Term, f: &LinearFilter, out: &mut [T]) -> Result<()> {
     match term {
+        Term::Passes(p) if p.iter().any(|p| p.running) => return run_with_running(src, dims, p, f.mode, out),
         Term::Passes(p) => {
             let passes: Vec<(usize, &[f64], usize)> = p
                 .iter()
@@ -52,6 +55,53 @@ fn run_term<T: Sample>(src: &[T], dims: Dims, term: &Term, f: &LinearFilter, out
         }
         Term::Direct(k) => direct::correlate(src, dims, k.shape, k.anchors, &k.weights, f.mode, out),
     }
+    Ok(())
+}
+
+/// Passes among which some are running sums (`uniform_filter1d`): each run of correlations
+/// through `separable`, each running sum through kiln-core's scipy routine (the same code
+/// the NumPy path runs, so the same bits), every pass stored in the data's type.
+fn run_with_running<T: Sample>(
+    src: &[T],
+    dims: Dims,
+    passes: &[Pass],
+    mode: BoundaryMode,
+    out: &mut [T],
+) -> Result<()> {
+    let mut cur = src.to_vec();
+    let mut i = 0;
+    while i < passes.len() {
+        if passes[i].running {
+            let p = &passes[i];
+            let pass = Pass1d {
+                axis: p.axis,
+                op: PassOp::Uniform(p.weights.len()),
+                origin: p.anchor as isize - (p.weights.len() / 2) as isize,
+                mode,
+            };
+            let x: Vec<f64> = cur.par_iter().map(|v| v.to_f64()).collect();
+            let sums = run_passes(x, &[dims.d, dims.h, dims.w], &[pass], &|v| v)?;
+            cur.par_iter_mut()
+                .zip(sums.par_iter())
+                .for_each(|(c, &s)| *c = T::from_f64(s));
+            i += 1;
+        } else {
+            let j = passes[i..]
+                .iter()
+                .position(|p| p.running)
+                .map_or(passes.len(), |k| i + k);
+            let run: Vec<(usize, &[f64], usize)> = passes[i..j]
+                .iter()
+                .map(|p| (p.axis, p.weights.as_slice(), p.anchor))
+                .collect();
+            let mut next = vec![T::default(); cur.len()];
+            separable::correlate(&cur, dims, &run, mode, &mut next);
+            cur = next;
+            i = j;
+        }
+    }
+    out.copy_from_slice(&cur);
+    Ok(())
 }
 
 /// Runs `f` on the row-major f32 array `src` of shape `(D, H, W)` into `out` (scipy's
@@ -85,7 +135,7 @@ fn linear_any<T: Combined>(src: &[T], shape: [usize; 3], f: &LinearFilter, out: 
     let Some((first, rest)) = f.terms.split_first() else {
         return Err(Error::invalid(&f.name, "a filter needs at least one term"));
     };
-    run_term(src, dims, first, f, out);
+    run_term(src, dims, first, f, out)?;
     if f.combine == Combine::Single {
         return Ok(());
     }
@@ -93,7 +143,7 @@ fn linear_any<T: Combined>(src: &[T], shape: [usize; 3], f: &LinearFilter, out: 
         .for_each(|o| *o = step(f.combine, true, T::default(), *o));
     let mut tmp = vec![T::default(); n];
     for term in rest {
-        run_term(src, dims, term, f, &mut tmp);
+        run_term(src, dims, term, f, &mut tmp)?;
         out.par_iter_mut()
             .zip(&tmp)
             .for_each(|(o, &t)| *o = step(f.combine, false, *o, t));

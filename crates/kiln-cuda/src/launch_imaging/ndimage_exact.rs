@@ -1,8 +1,8 @@
 //! The exact path of a [`LinearFilter`] on f32 and f64 data: ndimage.cu's `*_f64`
 //! kernels, which run kiln-cpu's double arithmetic (scipy's: `NI_Correlate1D`'s symmetric,
 //! antisymmetric and general sums, `NI_Correlate`'s row-major sum over the weights above
-//! `DBL_EPSILON`, every product and sum rounded on its own), so the result equals the CPU's
-//! bit for bit.
+//! `DBL_EPSILON`, `NI_UniformFilter1D`'s running sum for the uniform filters' passes, every
+//! product and sum rounded on its own), so the result equals the CPU's bit for bit.
 //!
 //! The data's type is the arithmetic's store type, as on the CPU: each pass of an f32 plan
 //! is stored to an f32 buffer (scipy's float32 output array) and the next pass reads it; an
@@ -170,7 +170,9 @@ fn passes(cuda: &CudaBackend, s: Ep, d: Ep, shape: [usize; 3], p: &[Pass], f: &L
     let ids: Vec<Kernel> = p
         .iter()
         .map(|p| {
-            if p.axis == 2 {
+            if p.running {
+                Kernel::ND_UNIFORM_F64
+            } else if p.axis == 2 {
                 Kernel::ND_PASS_X_F64
             } else {
                 Kernel::ND_PASS_S_F64
@@ -237,6 +239,9 @@ fn one_pass(
             "a pass needs an axis 0..=2 and an anchor inside its kernel",
         ));
     }
+    if p.running {
+        return uniform_pass(cuda, s, d, shape, p, mode, op);
+    }
     let smem = k * 8;
     if smem > SHARED_LIMIT {
         return Err(Error::invalid(
@@ -298,6 +303,58 @@ fn one_pass(
     cuda.launch(id, cfg, &args)?;
     drop(wb);
     Ok(())
+}
+
+/// `one_pass` for a running sum (`uniform_filter1d`): `nd_uniform_f64`, one line a thread.
+fn uniform_pass(
+    cuda: &CudaBackend,
+    s: Ep,
+    d: Ep,
+    shape: [usize; 3],
+    p: &Pass,
+    mode: BoundaryMode,
+    op: &str,
+) -> Result<()> {
+    let k = p.weights.len();
+    if k > i32::MAX as usize {
+        return Err(Error::invalid(
+            op,
+            format!("a uniform filter of size {k} is too large"),
+        ));
+    }
+    let (mc, cval) = mode64(mode);
+    let [d0, h, wd] = shape;
+    // lines `o * so + ia` (ia < a, o < o_), samples `j * sa` (j < len)
+    let (len, sa, a, o, so) = match p.axis {
+        0 => (d0, (h * wd) as i64, h * wd, 1usize, 0i64),
+        1 => (h, wd as i64, wd, d0, (h * wd) as i64),
+        _ => (wd, 1i64, 1usize, d0 * h, wd as i64),
+    };
+    let cfg = LaunchConfig {
+        grid_dim: ((a * o).div_ceil(256).clamp(1, 65535) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // Sizes: the caller checked that both pointers are distinct pool buffers of d*h*w
+    // elements of the types their codes name; every line `o * so + ia` and sample `j * sa`
+    // (j < len) is inside them; samples are read only at mapped indices; extents and d*h*w
+    // fit i32 (check_shape).
+    let args = [
+        s.arg(),
+        d.arg(),
+        (len as i32).into(),
+        sa.into(),
+        (a as i32).into(),
+        (o as i32).into(),
+        so.into(),
+        (k as i32).into(),
+        (p.anchor as i32).into(),
+        mc.into(),
+        cval.into(),
+        s.code.into(),
+        d.code.into(),
+    ];
+    cuda.launch(Kernel::ND_UNIFORM_F64, cfg, &args)
 }
 
 fn direct(

@@ -28,9 +28,8 @@ and complex128 for the linear filters), with scipy's results bit for bit (the li
 filters' float32 path within an f32 rounding of scipy's, see docs/ndimage.md), a ``mode``
 per axis where scipy takes one, and any number of axes. On the GPU and for kiln tensors:
 float32, uint8 and uint16 keep their type; float32 and float64 linear filters run scipy's
-double arithmetic, bit for bit the CPU's (the uniform filters as correlations with
-``1/size`` weights, not scipy's running sums); 8/16-bit linear results are rounded half
-away from zero and clamped (scipy truncates and wraps between the passes). Binary
+double arithmetic (the uniform filters scipy's running sums), bit for bit the CPU's and
+scipy's; 8/16-bit linear results are rounded half away from zero and clamped (scipy truncates and wraps between the passes). Binary
 morphology takes any dtype (non-zero is true).
 
 ``output=``: a dtype or a NumPy array (for a NumPy input), as scipy takes it. For NumPy
@@ -144,13 +143,10 @@ class _Call:
             raise InvalidInputError(f"{fname}: input has 0 axes; kiln.ndimage takes 1 to 3 (more with axes=)")
         self.out_dtype, self.out_array = self._output(output, x)
         if (kind == "linear" and np is None and not isinstance(input, _native.Tensor)
-                and (self.dtype, self.out_dtype or self.dtype) not in (
-                    _EXACT_GPU[:1] if fname.startswith("uniform_filter") else _EXACT_GPU)):
+                and (self.dtype, self.out_dtype or self.dtype) not in _EXACT_GPU):
             # another library's array: the GPU gives scipy's bits for float32 and float64 (and
             # float32 input with a float64 output); the rest (8/16-bit results rounded where
-            # scipy truncates, other types converted) runs on the host (_ndimage_dropin), and
-            # so do the uniform filters but on float32 (the plan correlates with 1/size
-            # weights where scipy keeps a running sum: float32 keeps the device's speed)
+            # scipy truncates, other types converted) runs on the host (_ndimage_dropin)
             raise InvalidInputError(
                 f"{fname}: a {type(input).__name__} of dtype {self.dtype} (output {self.out_dtype or self.dtype}): "
                 "the GPU's linear filters take float32 and float64 arrays of other libraries; give one of those, "
@@ -420,7 +416,8 @@ def _exact(input, output, mode, device, out_type, weights=None, f32=True):
     """Whether a linear filter runs on the CPU routines with scipy's results for every dtype
     (``_ndimage_linear``): NumPy inputs on the CPU, unless the float32 plan gives scipy's
     bits already (float32 in and out, one mode, 1 to 3 axes, real weights; ``f32=False``
-    where it does not: the uniform filters, whose running sums it does not reproduce)."""
+    keeps every NumPy input on the scipy routines: the uniform filters, whose running sums
+    those routines compute one slab at a time without the plan's conversions)."""
     if device not in (None, "cpu") or out_type not in (None, "like") or not _is_numpy(input):
         return False
     if getattr(_TOLERANCE, "max_in", None) is not None:

@@ -478,6 +478,32 @@ declare_kernels! { FAMILY:
             val(I32),
         ],
     }
+    /// ndimage, exact: uniform_filter1d's running sum in the CPU's double arithmetic.
+    ND_UNIFORM_F64 {
+        symbol: "nd_uniform_f64",
+        module: NDIMAGE,
+        compile_ms: 632,
+        computes: "ndimage, exact: one uniform_filter1d pass as scipy's running sum along the line in double, every sum, difference and quotient rounded on its own (f32 or f64 in and out; the CPU's bits)",
+        block: B256,
+        grid: "min(ceil(A*O/256), 65535) blocks of 256; one line a thread, grid-stride",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            INPUT_ANY,
+            OUTPUT_ANY,
+            val(I32),
+            val(I64),
+            val(I32),
+            val(I32),
+            val(I64),
+            val(I32),
+            val(I32),
+            val(I32),
+            val(F64),
+            val(I32),
+            val(I32),
+        ],
+    }
     /// ndimage, exact: direct correlation in the CPU's double arithmetic.
     ND_DIRECT_F64 {
         symbol: "nd_direct_f64",
