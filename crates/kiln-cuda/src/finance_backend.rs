@@ -1,13 +1,15 @@
 //! The GPU's finance engines behind kiln-core's [`FinanceBackend`]: each method builds and
 //! runs its engine's op ([`PriceMc`], [`McBlockRangeSums`], [`PriceHeston`],
-//! [`PriceBasket`], [`PriceAmerican`], [`RiskBsGrid`], [`ImpliedVolBook`]) with the default
-//! chunking ([`GpuMcOptions::default`]), so every bit is that op's. A batch at consecutive
-//! streams of the Black-Scholes styles, Heston or baskets is one engine run (launches cut
-//! where the block sums pass `max_items`, which changes no bit); American options run one
-//! Longstaff-Schwartz pass an option. The kernels take Philox baskets of positive weights
-//! only ([`FinanceBackend::takes_basket`]); the caller prices the rest on the CPU engine.
+//! [`PriceBasket`], [`PriceAmerican`], [`PriceAmericanBarrier`], [`RiskBsGrid`],
+//! [`ImpliedVolBook`]) with the default chunking ([`GpuMcOptions::default`]), so every bit
+//! is that op's. A batch at consecutive streams of the Black-Scholes styles, Heston or
+//! baskets is one engine run (launches cut where the block sums pass `max_items`, which
+//! changes no bit); American options, barriers included, run one Longstaff-Schwartz pass an
+//! option; American rainbows are refused (the trait's default). The kernels take Philox
+//! baskets of positive weights only ([`FinanceBackend::takes_basket`]); the caller prices
+//! the rest on the CPU engine.
 
-use kiln_core::finance::american::AmericanSpec;
+use kiln_core::finance::american::{AmericanBarrierSpec, AmericanSpec};
 use kiln_core::finance::basket::BasketSpec;
 use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::implied::{NoVolatility, Quote};
@@ -16,7 +18,8 @@ use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStre
 use kiln_core::{Device, Result};
 
 use crate::ops::{
-    ImpliedVolBook, McBlockRangeSums, PriceAmerican, PriceBasket, PriceHeston, PriceMc, RiskBsGrid,
+    ImpliedVolBook, McBlockRangeSums, PriceAmerican, PriceAmericanBarrier, PriceBasket, PriceHeston, PriceMc,
+    RiskBsGrid,
 };
 use crate::{CudaBackend, GpuMcOptions};
 
@@ -90,6 +93,25 @@ impl FinanceBackend for CudaBackend {
                 .iter()
                 .zip(st)
                 .map(|(spec, &option)| self.run(PriceAmerican { spec, mc, option }))
+                .collect(),
+        })
+    }
+
+    fn price_american_barrier(
+        &self,
+        specs: &[AmericanBarrierSpec],
+        mc: &McParams,
+        streams: McStreams<'_>,
+    ) -> McBatch {
+        streams.check(specs.len(), "price_american_barrier")?;
+        Ok(match streams {
+            McStreams::From(first) => per_option("price_american_barrier", specs, first, |spec, option| {
+                self.run(PriceAmericanBarrier { spec, mc, option })
+            }),
+            McStreams::Each(st) => specs
+                .iter()
+                .zip(st)
+                .map(|(spec, &option)| self.run(PriceAmericanBarrier { spec, mc, option }))
                 .collect(),
         })
     }

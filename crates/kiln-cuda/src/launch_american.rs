@@ -36,23 +36,24 @@ const THREADS: u32 = 256;
 /// Warps a CTA in the per-block kernels (`KILN_LSM_WARPS`).
 const WARPS: u64 = 8;
 
-/// The device state of one option's run.
-struct GpuLsm<'a> {
-    be: &'a CudaBackend,
+/// The device state of one option's run (the barrier engine, `launch_american_barrier`,
+/// builds on it).
+pub(crate) struct GpuLsm<'a> {
+    pub(crate) be: &'a CudaBackend,
     /// `m[d * paths + p]`, f32.
-    m: DeviceBuffer<f32>,
+    pub(crate) m: DeviceBuffer<f32>,
     /// `V_p`, f64.
-    v: DeviceBuffer<f64>,
+    pub(crate) v: DeviceBuffer<f64>,
     /// Per-block sums, `blocks x 8` f64 (the final sums use the first `blocks x 2`).
-    sums: DeviceBuffer<f64>,
+    pub(crate) sums: DeviceBuffer<f64>,
     host: Vec<f64>,
-    paths: u64,
+    pub(crate) paths: u64,
     blocks: u64,
-    put: u32,
+    pub(crate) put: u32,
 }
 
 impl<'a> GpuLsm<'a> {
-    fn new(be: &'a CudaBackend, plan: &LsmPlan) -> Result<Self> {
+    pub(crate) fn new(be: &'a CudaBackend, plan: &LsmPlan) -> Result<Self> {
         let paths = usize::try_from(plan.paths).map_err(|_| too_many(plan.paths))?;
         let cells = paths
             .checked_mul(plan.dates as usize)
@@ -72,7 +73,7 @@ impl<'a> GpuLsm<'a> {
     }
 
     /// One thread a path.
-    fn per_path(&self) -> Result<LaunchConfig> {
+    pub(crate) fn per_path(&self) -> Result<LaunchConfig> {
         let ctas =
             u32::try_from(self.paths.div_ceil(u64::from(THREADS))).map_err(|_| too_many(self.paths))?;
         Ok(LaunchConfig {
@@ -83,7 +84,7 @@ impl<'a> GpuLsm<'a> {
     }
 
     /// One warp a canonical block.
-    fn per_block(&self) -> Result<LaunchConfig> {
+    pub(crate) fn per_block(&self) -> Result<LaunchConfig> {
         let ctas = u32::try_from(self.blocks.div_ceil(WARPS)).map_err(|_| too_many(self.blocks))?;
         Ok(LaunchConfig {
             grid_dim: (ctas, 1, 1),
@@ -92,7 +93,28 @@ impl<'a> GpuLsm<'a> {
         })
     }
 
-    fn check_date(&self, plan: &LsmPlan, d: u32) -> Result<()> {
+    /// Copies the `blocks x 8` regression sums a regression kernel wrote (synchronizes).
+    pub(crate) fn regression_sums(&mut self) -> Result<Vec<RegressionSums>> {
+        self.sums.copy_to_host(&mut self.host, self.be.stream())?;
+        Ok(self
+            .host
+            .chunks_exact(LSM_SUMS)
+            .map(|c| {
+                let mut s = [0.0; LSM_SUMS];
+                s.copy_from_slice(c);
+                RegressionSums(s)
+            })
+            .collect())
+    }
+
+    /// Copies the `blocks x 2` final sums a final kernel wrote (synchronizes).
+    pub(crate) fn final_block_sums(&mut self) -> Result<Vec<[f64; 2]>> {
+        self.sums.copy_to_host(&mut self.host, self.be.stream())?;
+        let n = self.blocks as usize;
+        Ok(self.host[..2 * n].chunks_exact(2).map(|c| [c[0], c[1]]).collect())
+    }
+
+    pub(crate) fn check_date(&self, plan: &LsmPlan, d: u32) -> Result<()> {
         if d >= plan.dates || self.m.len() as u64 != self.paths * u64::from(plan.dates) {
             return Err(Error::invalid(
                 "longstaff_schwartz",
@@ -146,16 +168,7 @@ impl LsmBackend for GpuLsm<'_> {
             Arg::buf(&self.sums),
         ];
         self.be.launch(Kernel::LSM_REGRESS_F64, cfg, &args)?;
-        self.sums.copy_to_host(&mut self.host, self.be.stream())?;
-        Ok(self
-            .host
-            .chunks_exact(LSM_SUMS)
-            .map(|c| {
-                let mut s = [0.0; LSM_SUMS];
-                s.copy_from_slice(c);
-                RegressionSums(s)
-            })
-            .collect())
+        self.regression_sums()
     }
 
     fn exercise(&mut self, plan: &LsmPlan, d: u32, beta: &[f64; LSM_BASIS]) -> Result<()> {
@@ -191,9 +204,7 @@ impl LsmBackend for GpuLsm<'_> {
             Arg::buf(&self.sums),
         ];
         self.be.launch(Kernel::LSM_FINAL_F64, cfg, &args)?;
-        self.sums.copy_to_host(&mut self.host, self.be.stream())?;
-        let n = self.blocks as usize;
-        Ok(self.host[..2 * n].chunks_exact(2).map(|c| [c[0], c[1]]).collect())
+        self.final_block_sums()
     }
 }
 

@@ -55,6 +55,7 @@ pub mod graph_pdl;
 pub mod kernels;
 mod launch;
 mod launch_american;
+mod launch_american_barrier;
 mod launch_basket;
 mod launch_elementwise;
 mod launch_finance;
@@ -102,6 +103,7 @@ pub mod ops {
 
     // Finance.
     pub use crate::launch_american::PriceAmerican;
+    pub use crate::launch_american_barrier::PriceAmericanBarrier;
     pub use crate::launch_basket::{BasketBlockSums, BasketSamples, PriceBasket};
     pub use crate::launch_finance::{
         FinanceSelftest, FinanceSqrtCheck, McBlockRangeSums, McBlockSums, McProbeTotals, PriceMc,

@@ -39,6 +39,10 @@
 //!
 //! The uniform filters' running-sum kernel (`nd_uniform_f64` of `kernels/ndimage.cu`) runs
 //! pass by pass against kiln-core's `scipy_cpu` running sum (`emu/uniform.rs`).
+//!
+//! The Longstaff-Schwartz barrier kernels (`kernels/american.cu` + `american_barrier.cu`)
+//! run step by step under kiln-core's driver, as the launcher runs them, and price every
+//! option of a grid to the CPU engine's bits (`emu/american_barrier.rs`).
 #![allow(clippy::unwrap_used)]
 
 use kiln_core::finance::basket::{basket_sample, BasketAsset, BasketAverage, BasketPathParams, BasketSpec};
@@ -46,6 +50,8 @@ use kiln_core::finance::{BlockSums, McParams, OptionType, Rng, BLOCK_SAMPLES};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "emu/american_barrier.rs"]
+mod american_barrier;
 #[path = "emu/edt.rs"]
 mod edt;
 #[path = "emu/interp.rs"]

@@ -137,8 +137,9 @@ pub trait FinanceBackend: Send + Sync {
     fn price_american(&self, specs: &[AmericanSpec], mc: &McParams, streams: McStreams<'_>) -> McBatch;
 
     /// American barrier options by Longstaff-Schwartz (kiln-core's
-    /// `finance::american::lsm_barrier`). Only the CPU engine prices them; this default
-    /// (the CUDA engine's) refuses each option with an error that says so.
+    /// `finance::american::lsm_barrier`). The CPU and CUDA engines price them (the same
+    /// bits); this default, for an engine that does not, refuses each option with an error
+    /// that says so.
     fn price_american_barrier(
         &self,
         specs: &[AmericanBarrierSpec],
@@ -152,7 +153,7 @@ pub trait FinanceBackend: Send + Sync {
             .map(|_| {
                 Err(Error::invalid(
                     "price_american_barrier",
-                    "American barrier options are priced by Longstaff-Schwartz on the CPU only; \
+                    "this engine does not price American barrier options by Longstaff-Schwartz; \
                      use the cpu device, or the tree (the analytic method)",
                 ))
             })

@@ -59,13 +59,15 @@ pub const BASKET: Module = Module {
 };
 
 /// Longstaff-Schwartz American options: path matrix, per-block regression sums, exercise
-/// and final sums (`kernels/finance.cuh`, then `kernels/american.cu`).
+/// and final sums, and the barrier options' knock dates and cash flows
+/// (`kernels/finance.cuh`, then `kernels/american.cu` and `kernels/american_barrier.cu`).
 pub const AMERICAN: Module = Module {
     name: "american",
     options: &[],
     source: concat!(
         include_str!("../../kernels/finance.cuh"),
-        include_str!("../../kernels/american.cu")
+        include_str!("../../kernels/american.cu"),
+        include_str!("../../kernels/american_barrier.cu")
     ),
 };
 

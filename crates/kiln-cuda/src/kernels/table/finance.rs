@@ -1,4 +1,4 @@
-//! Monte Carlo pricing: pseudo- and quasi-random engines, Heston, baskets, Longstaff-Schwartz (`finance.cu`, `finance_qmc.cu`, `heston.cu`, `basket.cu`, `american.cu`); implied volatility of a book (`implied_vol.cuh`, `implied_vol.cu`).
+//! Monte Carlo pricing: pseudo- and quasi-random engines, Heston, baskets, Longstaff-Schwartz (`finance.cu`, `finance_qmc.cu`, `heston.cu`, `basket.cu`, `american.cu`, `american_barrier.cu`); implied volatility of a book (`implied_vol.cuh`, `implied_vol.cu`).
 
 use super::{B256, MC_GRID, MC_P, QMC_GRID, QMC_P};
 use crate::kernels::params::decl::*;
@@ -484,6 +484,94 @@ declare_kernels! { FAMILY:
         dynamic_shared_bytes: 0,
         dynamic_shared_note: "",
         params: &[input(F64), val(U64), val(F64), output(F64)],
+    }
+    /// Longstaff-Schwartz barrier options: each path's first knocked date and the last
+    /// date's cash flows (compile estimates guessed from the vanilla kernels, not measured).
+    LSM_BARRIER_INIT_F64 {
+        symbol: "lsm_barrier_init_f64",
+        module: AMERICAN,
+        compile_ms: 60,
+        computes: "Longstaff-Schwartz barrier options: each path's first date at or past the monitored barrier, the rebate or the in-option's cash flow at the last date",
+        block: B256,
+        grid: "ceil(paths / 256) blocks, a thread per path",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F32),
+            inout(F64),
+            output(F64),
+            output(U32),
+            val(U64),
+            val(U32),
+            val(F64),
+            val(F64),
+            val(U32),
+            val(U32),
+            val(F64),
+        ],
+    }
+    /// Longstaff-Schwartz barrier options: one date's cash flows and per-block regression
+    /// sums of the live in-the-money paths.
+    LSM_BARRIER_REGRESS_F64 {
+        symbol: "lsm_barrier_regress_f64",
+        module: AMERICAN,
+        compile_ms: 120,
+        computes: "Longstaff-Schwartz barrier options, one date: the rebate at the knock (out) or the vanilla received at it (in), the discount, per-(1024-path block) f64 normal-equation sums of the live in-the-money paths in path order",
+        block: B256,
+        grid: "ceil(blocks / 8) blocks, a warp per 1024-path block",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F32),
+            inout(F64),
+            inout(F64),
+            input(U32),
+            val(U64),
+            val(U32),
+            val(F64),
+            val(F64),
+            val(U32),
+            val(F64),
+            val(U32),
+            val(F64),
+            output(F64),
+        ],
+    }
+    /// Longstaff-Schwartz out-options: the exercise rule at one date on the live paths.
+    LSM_BARRIER_EXERCISE_F64 {
+        symbol: "lsm_barrier_exercise_f64",
+        module: AMERICAN,
+        compile_ms: 60,
+        computes: "Longstaff-Schwartz knock-out options, one date: exercise on the paths not yet knocked where the payoff beats the fitted continuation value",
+        block: B256,
+        grid: "ceil(paths / 256) blocks, a thread per path",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[
+            input(F32),
+            inout(F64),
+            input(U32),
+            val(U64),
+            val(U32),
+            val(F64),
+            val(F64),
+            val(U32),
+            val(F64),
+            val(F64),
+            val(F64),
+        ],
+    }
+    /// Longstaff-Schwartz in-options: per-block sums of the discounted cash flows.
+    LSM_BARRIER_FINAL_IN_F64 {
+        symbol: "lsm_barrier_final_in_f64",
+        module: AMERICAN,
+        compile_ms: 60,
+        computes: "Longstaff-Schwartz knock-in options: per-(1024-path block) sums of the discounted in-option cash flows and their squares",
+        block: B256,
+        grid: "ceil(blocks / 8) blocks, a warp per 1024-path block",
+        dynamic_shared_bytes: 0,
+        dynamic_shared_note: "",
+        params: &[input(F64), input(F64), input(U32), val(U64), val(F64), output(F64)],
     }
     /// Implied volatility: one thread per quote, "Let's Be Rational" in f64.
     IMPLIED_VOL_F64 {
