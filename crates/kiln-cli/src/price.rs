@@ -83,8 +83,8 @@ Methods: analytic prices european (all Greeks), asian_geometric (no theta) and t
   exercisable on those dates only, else at any time); mc is Longstaff-Schwartz with the
   fixings (or --steps) as exercise dates (philox only, no --antithetic or
   --control-variate; in-sample, biased slightly low). No Greeks. American barrier rows:
-  analytic is the barrier-corrected tree (2000 steps); mc is Longstaff-Schwartz on the CPU
-  only (the barrier checked on the dates, Broadie-Glasserman-Kou corrected; biased low, up
+  analytic is the barrier-corrected tree (2000 steps); mc is Longstaff-Schwartz (the same
+  bits on the GPU and the CPU; the barrier checked on the dates, Broadie-Glasserman-Kou corrected; biased low, up
   to a few percent next to the barrier). --target-se prices
   single-asset Black-Scholes rows only; --devices sends heston, american and basket rows to
   one device.

@@ -1,5 +1,5 @@
 //! `kiln price` on American barrier rows (`style = american_barrier_*`): the analytic method
-//! is the tree, `mc` Longstaff-Schwartz on the CPU, bad rows named with their field.
+//! is the tree, `mc` Longstaff-Schwartz, bad rows named with their field.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 mod run_support;

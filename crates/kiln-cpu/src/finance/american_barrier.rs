@@ -1,7 +1,8 @@
 //! Longstaff-Schwartz American barrier options on the CPU (rayon): kiln-core's
 //! [`kiln_core::finance::american::lsm_barrier`] contract on the paths and cash flows of
 //! the vanilla engine ([`super::american`]), one rayon task a canonical block at each step.
-//! The CUDA engine does not price these options.
+//! It is the numeric reference of the CUDA engine (kiln-cuda's `launch_american_barrier`),
+//! which does the same operations in the same order.
 
 use kiln_core::finance::american::lsm_barrier::{run_lsm_barrier, LsmBarrier, NEVER_HIT};
 use kiln_core::finance::american::{

@@ -5,7 +5,8 @@
 //! averaged) as the closed-form-like reference, always on the CPU. American rainbows (a call or
 //! put on the max or min of several assets) are priced by Longstaff-Schwartz on the CPU
 //! engine (kiln-core's `finance::american::rainbow` is the contract); a GPU runtime refuses
-//! them, as it does American barriers.
+//! them. American barriers are priced by Longstaff-Schwartz on either engine (kiln-core's
+//! `finance::american::lsm_barrier`), the same bits.
 
 use kiln_core::finance::{McParams, PriceResult};
 use kiln_core::storage::McStreams;
@@ -48,12 +49,11 @@ impl Runtime {
             .unwrap_or_else(|e| super::every_slot("price_american", e, specs.len()))
     }
 
-    /// Prices American barrier options by Longstaff-Schwartz on the CPU engine (kiln-core's
-    /// `finance::american::lsm_barrier`: the barrier watched on the exercise dates with
-    /// Broadie-Glasserman-Kou's correction); option `i` uses Philox stream index
-    /// `first_option + i`, the same paths as [`price_american`](Self::price_american). A
-    /// runtime on a GPU refuses each option with an error saying so (the CUDA engine does
-    /// not price them). One result per option.
+    /// Prices American barrier options by Longstaff-Schwartz on the runtime's finance engine
+    /// (kiln-core's `finance::american::lsm_barrier`: the barrier watched on the exercise
+    /// dates with Broadie-Glasserman-Kou's correction), the GPU's or the CPU's, the same bits
+    /// either way; option `i` uses Philox stream index `first_option + i`, the same paths as
+    /// [`price_american`](Self::price_american). One result per option.
     pub fn price_american_barrier_batch(
         &self,
         specs: &[AmericanBarrierSpec],

@@ -1,7 +1,8 @@
 //! Longstaff-Schwartz for American barrier options ([`super::AmericanBarrierSpec`]): the
 //! contract an engine implements on top of [`super::lsm`]'s (the same paths, plan, sums and
-//! driver), and the finishing math. The CPU engine implements it (kiln-cpu's
-//! `finance::american_barrier`); the CUDA engine refuses these options.
+//! driver), and the finishing math. The CPU engine (kiln-cpu's `finance::american_barrier`)
+//! and the CUDA engine (kiln-cuda's `launch_american_barrier`, `kernels/american_barrier.cu`)
+//! implement it, the same bits.
 //!
 //! # The barrier on the paths
 //!
