@@ -23,7 +23,7 @@ t=.device/tests/kiln--edt_gpu
 site=/tmp/kiln-py-site
 rm -rf "$site"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .device/wheels/kiln-*.whl || exit 1
-export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 KILN_EDT_DEVICE=1
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 KILN_GPU_PREVIEW=1
 rc=0
 echo "== bitwise against the CPU"
 KILN_REQUIRE_GPU=1 timeout 300 "$t" --nocapture --test-threads=1 || rc=1

@@ -23,7 +23,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 B=.device/bin; T=.device/tests
-export KILN_REQUIRE_GPU=1 KILN_BIN="$PWD/$B/kiln"
+# the preview paths (kiln_cuda::preview: not yet run on a GPU) are what this suite verifies
+export KILN_REQUIRE_GPU=1 KILN_BIN="$PWD/$B/kiln" KILN_GPU_PREVIEW=${KILN_GPU_PREVIEW:-1}
 export KILN_CACHE_DIR; KILN_CACHE_DIR="$(mktemp -d)"
 summary=()
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$out/nvidia-smi.txt" 2>&1

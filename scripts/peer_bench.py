@@ -651,6 +651,7 @@ def ndfilter(q):
 
     import kiln.ndimage as knd
 
+    os.environ["KILN_GPU_PREVIEW"] = "1"  # the exact device path (opt-in)
     rng = np.random.default_rng(17)
     for dt in (np.float32, np.float64):
         h = rng.uniform(-1, 1, (37, 41, 29)).astype(dt)
@@ -732,7 +733,7 @@ def edt(q):
 
     import kiln.ndimage as knd
 
-    os.environ["KILN_EDT_DEVICE"] = "1"  # the device path (opt-in)
+    os.environ["KILN_GPU_PREVIEW"] = "1"  # the device path (opt-in)
     rng = np.random.default_rng(13)
     h = rng.random((96, 80, 72)) < 0.5
     wd, wi = snd.distance_transform_edt(h, return_indices=True)

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# pending-gpu-check.sh: the GPU work not yet run on a GPU, in two parts that each fit one
-# device call (600 s): part a, the EDT device path (edt-gpu-check.sh) and the GPU test
-# executables of the exact (scipy-arithmetic) linear filters, the imaging fixtures and the
-# grouped implied-volatility solver; part b, the 512^3 gaussian fast against exact, the
-# implied-volatility rates (grouped against one pass, the outlined-libm variant), the
-# Python ndimage GPU tests, peer_bench's ndfilter and interp (kiln against cupyx) and ncu of
-# the lower-map implied-volatility solve, and the job service's throughput on the host's
-# 16 cores (scripts/service-throughput.sh).
+# pending-gpu-check.sh: the GPU work not yet run on a GPU (kiln_cuda::preview), in two parts
+# that each fit one device call (600 s), both with KILN_GPU_PREVIEW=1.
+# Part a: the EDT device path (edt-gpu-check.sh) and the GPU test executables of the exact
+# (scipy-arithmetic) linear filters, the imaging fixtures, the grouped implied-volatility
+# solver and the American barrier Longstaff-Schwartz engine.
+# Part b: the 512^3 gaussian fast against exact, the American barrier bench, the
+# implied-volatility rates (grouped against one pass, the outlined-libm variant), the Python
+# ndimage GPU tests, peer_bench's ndfilter and interp (kiln against cupyx), the job
+# service's throughput on the host's 16 cores (scripts/service-throughput.sh) and ncu of the
+# lower-map implied-volatility solve.
 # Here (build machine):
 #   TESTS="kiln--edt_gpu kiln--ndimage_exact_gpu kiln--ndimage_fixtures kiln--imaging_gpu \
-#     kiln--ndimage_bench kiln-cli--ndimage kiln--implied_vol_gpu" bash scripts/device-bundle.sh
+#     kiln--ndimage_bench kiln-cli--ndimage kiln--implied_vol_gpu kiln--american_barrier_gpu \
+#     kiln--american_gpu" bash scripts/device-bundle.sh
 #   bash scripts/py-device-wheel.sh
 # On the GPU machine (device run, carry [".device"]):
 #   OUT=$OUT bash scripts/pending-gpu-check.sh a     then     OUT=$OUT bash scripts/pending-gpu-check.sh b
@@ -23,16 +26,18 @@ site=/tmp/kiln-py-site
 if [ ! -d "$site/kiln" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .device/wheels/kiln-*.whl || exit 1
 fi
-export PYTHONPATH="$site" PYTHONUNBUFFERED=1
+export PYTHONPATH="$site" PYTHONUNBUFFERED=1 KILN_GPU_PREVIEW=1
 if [ "$part" = a ]; then
   echo "######## edt"
   OUT=$O/edt timeout 330 bash scripts/edt-gpu-check.sh 2>&1 | grep -vE "^test .* ok$" | tail -45
   echo "######## tests"
-  OUT=$O/gpu TESTS="kiln--ndimage_exact_gpu kiln--ndimage_fixtures kiln--imaging_gpu kiln-cli--ndimage kiln--implied_vol_gpu" \
+  OUT=$O/gpu TESTS="kiln--ndimage_exact_gpu kiln--ndimage_fixtures kiln--imaging_gpu kiln-cli--ndimage kiln--implied_vol_gpu kiln--american_barrier_gpu kiln--american_gpu" \
     timeout 220 bash scripts/gpu-check.sh --demo-size quick 2>&1 | tail -14
 else
   echo "######## gaussian 512^3 fast vs exact"
   KILN_REQUIRE_GPU=1 timeout 100 .device/tests/kiln--ndimage_bench --ignored --nocapture --test-threads=1 gaussian3d 2>&1 | grep -E "BENCH|test result|panicked|differ"
+  echo "######## american barrier bench"
+  KILN_REQUIRE_GPU=1 timeout 60 .device/tests/kiln--american_barrier_gpu --ignored --nocapture bench_american_barrier 2>&1 | grep -vE "^test .* ok$" | tail -6
   echo "######## implied vol"
   KILN_REQUIRE_GPU=1 timeout 90 .device/tests/kiln--implied_vol_gpu --nocapture --test-threads=1 2>&1 | grep -E "quotes/s|bit for bit|test result|panicked|rate"
   KILN_NVRTC_EXTRA=-DKILN_IV_OUTLINE_LIBM KILN_REQUIRE_GPU=1 timeout 60 .device/tests/kiln--implied_vol_gpu gpu_book_rate --nocapture --test-threads=1 2>&1 | grep -E "quotes/s|test result|panicked"

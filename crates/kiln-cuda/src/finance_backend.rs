@@ -4,8 +4,9 @@
 //! [`ImpliedVolBook`]) with the default chunking ([`GpuMcOptions::default`]), so every bit
 //! is that op's. A batch at consecutive streams of the Black-Scholes styles, Heston or
 //! baskets is one engine run (launches cut where the block sums pass `max_items`, which
-//! changes no bit); American options, barriers included, run one Longstaff-Schwartz pass an
-//! option; American rainbows are refused (the trait's default). The kernels take Philox
+//! changes no bit); American options, barriers included (under `KILN_GPU_PREVIEW=1`,
+//! [`crate::preview`]; refused otherwise), run one Longstaff-Schwartz pass an option;
+//! American rainbows are refused (the trait's default). The kernels take Philox
 //! baskets of positive weights only ([`FinanceBackend::takes_basket`]); the caller prices
 //! the rest on the CPU engine.
 
@@ -15,7 +16,7 @@ use kiln_core::finance::heston::HestonSpec;
 use kiln_core::finance::implied::{NoVolatility, Quote};
 use kiln_core::finance::{BlockSums, McParams, OptionSpec, Rng};
 use kiln_core::storage::{per_option, BsGridBook, FinanceBackend, McBatch, McStreams, ShockGrid};
-use kiln_core::{Device, Result};
+use kiln_core::{Device, Error, Result};
 
 use crate::ops::{
     ImpliedVolBook, McBlockRangeSums, PriceAmerican, PriceAmericanBarrier, PriceBasket, PriceHeston, PriceMc,
@@ -104,6 +105,20 @@ impl FinanceBackend for CudaBackend {
         streams: McStreams<'_>,
     ) -> McBatch {
         streams.check(specs.len(), "price_american_barrier")?;
+        if !crate::preview::preview() {
+            // not yet run on a GPU: refused as before, unless the preview is on
+            return Ok(specs
+                .iter()
+                .map(|_| {
+                    Err(Error::invalid(
+                        "price_american_barrier",
+                        "American barrier options by Longstaff-Schwartz on the GPU are a preview \
+                         (KILN_GPU_PREVIEW=1) until their bitwise test has run on a GPU; use the cpu \
+                         device, or the tree (the analytic method)",
+                    ))
+                })
+                .collect());
+        }
         Ok(match streams {
             McStreams::From(first) => per_option("price_american_barrier", specs, first, |spec, option| {
                 self.run(PriceAmericanBarrier { spec, mc, option })

@@ -312,8 +312,9 @@ fn solve_window(
 /// what an ulp of input rounding allows; module docs of `launch_implied.rs`). The outer
 /// error is a device failure or `chunk = 0`.
 ///
-/// Launch: chunk by chunk, [`DeviceQuotes::upload`], [`SolveImpliedVol`] and
-/// [`DeviceQuotes::download`], each chunk waited for before the next.
+/// Launch: chunk by chunk, [`DeviceQuotes::upload`], [`SolveImpliedVol`] (under
+/// `KILN_GPU_PREVIEW=1`, [`crate::preview`]; else [`SolveImpliedVolOnePass`], the same bits)
+/// and [`DeviceQuotes::download`], each chunk waited for before the next.
 pub struct ImpliedVolBook<'a> {
     /// The quotes.
     pub quotes: &'a [Quote],
@@ -344,9 +345,14 @@ impl Op for ImpliedVolBook<'_> {
             ));
         }
         let mut out = Vec::with_capacity(quotes.len());
+        let grouped = crate::preview::preview();
         for part in quotes.chunks(chunk) {
             let mut book = DeviceQuotes::upload(cuda, part)?;
-            cuda.run(SolveImpliedVol { book: &mut book })?;
+            if grouped {
+                cuda.run(SolveImpliedVol { book: &mut book })?;
+            } else {
+                cuda.run(SolveImpliedVolOnePass { book: &mut book })?;
+            }
             let (vol, reason) = book.download(cuda)?;
             out.extend(results(part, &vol, &reason));
         }

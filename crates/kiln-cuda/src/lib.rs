@@ -71,6 +71,7 @@ pub mod nvrtc;
 pub mod op;
 pub mod pipeline;
 pub mod pool;
+pub mod preview;
 pub mod profiler;
 pub mod register;
 pub mod storage;

@@ -550,14 +550,23 @@ impl BackendStorage for CudaStorage {
         shape: [usize; 3],
         f: &kiln_core::imaging::linear::LinearFilter,
     ) -> Result<Self> {
-        if !matches!(self.dtype(), DType::F32 | DType::F64 | DType::U8 | DType::U16) {
-            return Err(unsupported_dtype(&f.name, self.dtype(), "f32, f64, u8, u16"));
+        let exact = crate::preview::preview();
+        if !matches!(self.dtype(), DType::F32 | DType::F64 | DType::U8 | DType::U16)
+            || (self.dtype() == DType::F64 && !exact)
+        {
+            let takes = if exact {
+                "f32, f64, u8, u16"
+            } else {
+                "f32, u8, u16 (f64 with KILN_GPU_PREVIEW=1)"
+            };
+            return Err(unsupported_dtype(&f.name, self.dtype(), takes));
         }
         check_same_len(&f.name, shape.iter().product(), self.len())?;
         self.stream_for(&[self])?;
         let mut out = Self::alloc(&self.dev, self.dtype(), self.len(), &f.name)?;
-        if matches!(self.dtype(), DType::F32 | DType::F64) {
-            // the CPU's double arithmetic, so its bits (scipy's for float32 and float64)
+        if exact && matches!(self.dtype(), DType::F32 | DType::F64) {
+            // the CPU's double arithmetic, so its bits (scipy's for float32 and float64);
+            // a preview until its bitwise test has run on a GPU (crate::preview)
             self.dev.run(NdimageLinearExact {
                 src: &self.data,
                 dst: &mut out.data,

@@ -15,8 +15,8 @@ from kiln import ndimage as ndi
 
 @pytest.fixture(autouse=True)
 def edt_on_the_device(monkeypatch):
-    """The device path is opt-in (``KILN_EDT_DEVICE=1``) until it has passed on a GPU."""
-    monkeypatch.setenv("KILN_EDT_DEVICE", "1")
+    """The device path is opt-in (``KILN_GPU_PREVIEW=1``) until it has passed on a GPU."""
+    monkeypatch.setenv("KILN_GPU_PREVIEW", "1")
 
 SHAPES = [(1,), (301,), (37, 61), (1, 64), (17, 23, 29), (5, 1, 40), (4, 5, 6, 7)]
 DTYPES = [np.bool_, np.uint8, np.int16, np.int64, np.float32, np.float64, np.complex64]

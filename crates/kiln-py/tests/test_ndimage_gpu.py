@@ -15,6 +15,13 @@ SHAPES = [(17,), (1, 1), (7, 5), (31, 64), (9, 10, 11), (2, 67, 129)]
 MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
 
 
+@pytest.fixture(autouse=True)
+def exact_filters_on_the_device(monkeypatch):
+    """The exact float32/float64 linear filters on the GPU are a preview
+    (``KILN_GPU_PREVIEW=1``) until they have passed on a GPU."""
+    monkeypatch.setenv("KILN_GPU_PREVIEW", "1")
+
+
 def rand(shape, dtype, seed):
     rng = np.random.default_rng(seed)
     if dtype in (np.float32, np.float64):

@@ -15,7 +15,7 @@ background keeps all but its first plane; ``distance_transform_cdt`` and
 ``distance_transform_bf`` gather their results from its content, as scipy does).
 
 Inputs are NumPy arrays or anything ``numpy.asarray`` takes (non-zero is foreground); a kiln
-tensor or another DLPack array on the CPU is read through DLPack. With ``KILN_EDT_DEVICE=1``,
+tensor or another DLPack array on the CPU is read through DLPack. With ``KILN_GPU_PREVIEW=1``,
 ``distance_transform_edt`` of a CUDA array (CuPy, torch; 1 to 4 axes, no out arrays) runs on
 its device (``kernels/distance.cu``, the same bits); otherwise arrays on a GPU are refused
 here, and kiln.ndimage's drop-in layer runs them on host copies.
@@ -118,12 +118,12 @@ def _gather(indices, flat, shape):
 
 def _edt_device_on():
     """Whether ``distance_transform_edt`` of a CUDA array runs on its device:
-    ``KILN_EDT_DEVICE=1``. Off by default until the device path's bitwise tests have passed
+    ``KILN_GPU_PREVIEW=1``. Off by default until the device path's bitwise tests have passed
     on a GPU (the kernels are checked on the host in CI); off, such an array runs on host
     copies (the drop-in layer)."""
     import os
 
-    return os.environ.get("KILN_EDT_DEVICE", "0") == "1"
+    return os.environ.get("KILN_GPU_PREVIEW", "0") == "1"
 
 
 def _on_cuda(x):
