@@ -16,6 +16,7 @@
 #   bash scripts/py-device-wheel.sh
 # On the GPU machine (device run, carry [".device"]):
 #   OUT=$OUT bash scripts/pending-gpu-check.sh a     then     OUT=$OUT bash scripts/pending-gpu-check.sh b
+# (part q: the bitwise tests, the Python GPU tests and peer_bench's edt and ndfilter alone)
 set -u
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -27,7 +28,17 @@ if [ ! -d "$site/kiln" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .device/wheels/kiln-*.whl || exit 1
 fi
 export PYTHONPATH="$site" PYTHONUNBUFFERED=1 KILN_GPU_PREVIEW=1
-if [ "$part" = a ]; then
+if [ "$part" = q ]; then
+  # the bitwise tests and the two peer comparisons alone, for a short lease
+  echo "######## tests"
+  OUT=$O/gpu TESTS="kiln--edt_gpu kiln--ndimage_exact_gpu kiln--implied_vol_gpu kiln--american_barrier_gpu kiln--american_gpu kiln--imaging_gpu" \
+    timeout 240 bash scripts/gpu-check.sh --demo-size quick 2>&1 | tail -14
+  echo "######## python"
+  (cd crates/kiln-py && KILN_REQUIRE_GPU=1 timeout 150 python3 -m pytest -q -x -p no:cacheprovider \
+    tests/test_ndimage_distance_gpu.py tests/test_ndimage_gpu.py 2>&1 | tail -6)
+  echo "######## peers: edt, ndfilter"
+  timeout 150 python3 scripts/peer_bench.py --only edt,ndfilter --json "$O/peer-q.json" 2>&1 | tail -24
+elif [ "$part" = a ]; then
   echo "######## edt"
   OUT=$O/edt timeout 330 bash scripts/edt-gpu-check.sh 2>&1 | grep -vE "^test .* ok$" | tail -45
   echo "######## tests"

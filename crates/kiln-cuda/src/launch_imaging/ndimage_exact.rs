@@ -265,10 +265,7 @@ fn one_pass(
         let args = vec![s.arg(), d.arg(), ((d0 * h) as i32).into(), (wd as i32).into()];
         (Kernel::ND_PASS_X_F64, cfg, args)
     } else {
-        let (len, sa, a, o, so) = match p.axis {
-            0 => (d0, (h * wd) as i64, h * wd, 1usize, 0i64),
-            _ => (h, wd as i64, wd, d0, (h * wd) as i64),
-        };
+        let (len, sa, a, o, so) = axis_lines(shape, p.axis);
         let cfg = LaunchConfig {
             grid_dim: (a.div_ceil(32) as u32, grid(len.div_ceil(8)), grid(o)),
             block_dim: BLOCK,
@@ -305,6 +302,17 @@ fn one_pass(
     Ok(())
 }
 
+/// The lines along `axis` of a `(d, h, w)` array as the pass kernels take them: `(len, sa,
+/// a, o, so)`, line `(o, ia)` (ia < a, o < o_) starting at `o * so + ia`, its sample j
+/// (j < len) at `j * sa` from there.
+fn axis_lines([d0, h, wd]: [usize; 3], axis: usize) -> (usize, i64, usize, usize, i64) {
+    match axis {
+        0 => (d0, (h * wd) as i64, h * wd, 1, 0),
+        1 => (h, wd as i64, wd, d0, (h * wd) as i64),
+        _ => (wd, 1, 1, d0 * h, wd as i64),
+    }
+}
+
 /// `one_pass` for a running sum (`uniform_filter1d`): `nd_uniform_f64`, one line a thread.
 fn uniform_pass(
     cuda: &CudaBackend,
@@ -323,13 +331,7 @@ fn uniform_pass(
         ));
     }
     let (mc, cval) = mode64(mode);
-    let [d0, h, wd] = shape;
-    // lines `o * so + ia` (ia < a, o < o_), samples `j * sa` (j < len)
-    let (len, sa, a, o, so) = match p.axis {
-        0 => (d0, (h * wd) as i64, h * wd, 1usize, 0i64),
-        1 => (h, wd as i64, wd, d0, (h * wd) as i64),
-        _ => (wd, 1i64, 1usize, d0 * h, wd as i64),
-    };
+    let (len, sa, a, o, so) = axis_lines(shape, p.axis);
     let cfg = LaunchConfig {
         grid_dim: ((a * o).div_ceil(256).clamp(1, 65535) as u32, 1, 1),
         block_dim: (256, 1, 1),
