@@ -3,7 +3,7 @@
 //! (the GPU test suite sets it, `scripts/gpu-check.sh`). Off, each falls back to what kiln
 //! did before it: a path a GPU has verified, the host, or a clear refusal.
 //!
-//! Under the gate today:
+//! Under the gate:
 //! - the exact linear ndimage filters of f32 and f64 tensors (`NdimageLinearExact`; off: f32
 //!   tensors take the fast f32 kernels, f64 tensors are refused), and with them the Python
 //!   route of CuPy/torch float32 and float64 arrays to scipy's bits on the device;
